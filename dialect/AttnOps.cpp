@@ -1,0 +1,511 @@
+//===- AttnOps.cpp - attn dialect ops: syntax and verifiers ---------------===//
+#include "dialect/AttnOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace mlir::attn;
+
+#define GET_OP_CLASSES
+#include "dialect/AttnOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Shared helpers
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// One expected block argument of a scalar region: its role (for messages) and
+/// its type; a null type means "the region's float type".
+struct ExpectedArg {
+  std::string role;
+  Type type;
+};
+} // namespace
+
+static bool isScalarType(Type type) {
+  return type.isIntOrIndexOrFloat();
+}
+
+/// Verifies that `region` is one block of side-effect-free scalar arith/math ops
+/// taking `expected` arguments and yielding `yieldType` (null: the float type).
+/// The float type is the type of the first argument whose expected type is null.
+static LogicalResult verifyScalarRegion(Operation *owner, Region &region,
+                                        StringRef regionName,
+                                        ArrayRef<ExpectedArg> expected,
+                                        Type yieldType) {
+  if (region.empty())
+    return owner->emitOpError() << regionName << " region must not be empty";
+  Block &block = region.front();
+  if (block.getNumArguments() != expected.size()) {
+    std::string roles;
+    llvm::raw_string_ostream os(roles);
+    llvm::interleaveComma(expected, os, [&](const ExpectedArg &a) { os << a.role; });
+    return owner->emitOpError()
+           << regionName << " region must take " << expected.size()
+           << " arguments (" << os.str() << "), got " << block.getNumArguments();
+  }
+  Type floatType;
+  for (auto [index, arg] : llvm::enumerate(block.getArguments())) {
+    const ExpectedArg &want = expected[index];
+    if (want.type) {
+      if (arg.getType() != want.type)
+        return owner->emitOpError()
+               << regionName << " region argument #" << index << " (" << want.role
+               << ") must be " << want.type << ", got " << arg.getType();
+      continue;
+    }
+    if (!floatType) {
+      if (!isa<FloatType>(arg.getType()))
+        return owner->emitOpError()
+               << regionName << " region argument #" << index << " (" << want.role
+               << ") must be a float type, got " << arg.getType();
+      floatType = arg.getType();
+      continue;
+    }
+    if (arg.getType() != floatType)
+      return owner->emitOpError()
+             << regionName << " region argument #" << index << " (" << want.role
+             << ") must have the score type " << floatType << ", got "
+             << arg.getType();
+  }
+
+  for (Operation &op : block.without_terminator()) {
+    Dialect *dialect = op.getDialect();
+    if (!isa_and_nonnull<arith::ArithDialect, math::MathDialect>(dialect))
+      return op.emitOpError() << "is not allowed in the " << regionName
+                              << " region of '" << owner->getName()
+                              << "': regions hold scalar arith and math ops only";
+    if (op.getNumRegions() != 0)
+      return op.emitOpError() << "is control flow, which is not allowed in the "
+                              << regionName << " region; use arith.select";
+    if (!isMemoryEffectFree(&op))
+      return op.emitOpError() << "has side effects, which are not allowed in the "
+                              << regionName << " region";
+    for (Type type : llvm::concat<Type>(op.getOperandTypes(), op.getResultTypes()))
+      if (!isScalarType(type))
+        return op.emitOpError() << "uses " << type << " in the " << regionName
+                                << " region; only scalar values are allowed";
+  }
+
+  auto yield = dyn_cast<YieldOp>(block.getTerminator());
+  if (!yield)
+    return owner->emitOpError() << regionName << " region must end in attn.yield";
+  Type want = yieldType ? yieldType : floatType;
+  if (yield.getValue().getType() != want)
+    return yield.emitOpError() << "in the " << regionName << " region must yield "
+                               << want << ", got " << yield.getValue().getType();
+  return success();
+}
+
+static LogicalResult verifyParams(Operation *op, ArrayAttr names,
+                                  ArrayRef<double> inits) {
+  if (names.size() != inits.size())
+    return op->emitOpError() << "declares " << names.size() << " param names but "
+                             << inits.size() << " initial values";
+  llvm::StringSet<> seen;
+  for (Attribute name : names)
+    if (!seen.insert(cast<StringAttr>(name).getValue()).second)
+      return op->emitOpError() << "declares param '"
+                               << cast<StringAttr>(name).getValue() << "' twice";
+  return success();
+}
+
+static SmallVector<ExpectedArg> paramArgs(ArrayAttr names) {
+  SmallVector<ExpectedArg> args;
+  for (Attribute name : names)
+    args.push_back({"param '" + cast<StringAttr>(name).getValue().str() + "'", Type()});
+  return args;
+}
+
+/// `params(name = init, ...)`, optional.
+static ParseResult parseParams(OpAsmParser &parser, OperationState &result,
+                               StringAttr namesAttrName, StringAttr initsAttrName) {
+  SmallVector<Attribute> names;
+  SmallVector<double> inits;
+  if (succeeded(parser.parseOptionalKeyword("params"))) {
+    if (parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Paren, [&]() -> ParseResult {
+          std::string name;
+          double init;
+          if (parser.parseKeywordOrString(&name) || parser.parseEqual() ||
+              parser.parseFloat(init))
+            return failure();
+          names.push_back(parser.getBuilder().getStringAttr(name));
+          inits.push_back(init);
+          return success();
+        }))
+      return failure();
+  }
+  result.addAttribute(namesAttrName, parser.getBuilder().getArrayAttr(names));
+  result.addAttribute(initsAttrName, parser.getBuilder().getDenseF64ArrayAttr(inits));
+  return success();
+}
+
+static void printParams(OpAsmPrinter &p, ArrayAttr names, ArrayRef<double> inits) {
+  if (names.empty())
+    return;
+  p << " params(";
+  llvm::interleaveComma(llvm::zip(names, inits), p, [&](auto pair) {
+    p.printKeywordOrString(cast<StringAttr>(std::get<0>(pair)).getValue());
+    p << " = ";
+    p.printFloat(llvm::APFloat(std::get<1>(pair)));
+  });
+  p << ")";
+}
+
+static void printFloatValue(OpAsmPrinter &p, double value) {
+  p.printFloat(llvm::APFloat(value));
+}
+
+/// Names region arguments after their roles (%s, %i, %j, then the params) so
+/// printed IR reads like the source a user wrote.
+static void nameRegionArguments(Region &region, ArrayRef<StringRef> leading,
+                                ArrayAttr paramNames, OpAsmSetValueNameFn setName) {
+  if (region.empty())
+    return;
+  Block &block = region.front();
+  for (auto [index, arg] : llvm::enumerate(block.getArguments())) {
+    if (index < leading.size())
+      setName(arg, leading[index]);
+    else if (paramNames && index - leading.size() < paramNames.size())
+      setName(arg, cast<StringAttr>(paramNames[index - leading.size()]).getValue());
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// NormalizerOp
+//===----------------------------------------------------------------------===//
+
+void NormalizerOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setName) {
+  nameRegionArguments(region, {"s"}, getParamNames(), setName);
+}
+
+Type NormalizerOp::getScalarType() {
+  Region &num = getNumerator();
+  if (num.empty() || num.front().getNumArguments() == 0)
+    return {};
+  return num.front().getArgument(0).getType();
+}
+
+ParseResult NormalizerOp::parse(OpAsmParser &parser, OperationState &result) {
+  StringAttr symName;
+  MLIRContext *ctx = parser.getContext();
+  if (parser.parseSymbolName(symName, getSymNameAttrName(result.name), result.attributes) ||
+      parseParams(parser, result, getParamNamesAttrName(result.name),
+                  getParamInitsAttrName(result.name)) ||
+      parser.parseOptionalAttrDictWithKeyword(result.attributes) || parser.parseLBrace() ||
+      parser.parseKeyword("numerator"))
+    return failure();
+  Region *numerator = result.addRegion();
+  Region *denominator = result.addRegion();
+  if (parser.parseRegion(*numerator) || parser.parseKeyword("denominator"))
+    return failure();
+
+  DenominatorKind kind = DenominatorKind::Sum;
+  double value;
+  if (succeeded(parser.parseOptionalKeyword("constant"))) {
+    kind = DenominatorKind::Constant;
+    if (parser.parseFloat(value))
+      return failure();
+    result.addAttribute(getDenominatorConstantAttrName(result.name),
+                        parser.getBuilder().getF64FloatAttr(value));
+  } else if (succeeded(parser.parseOptionalKeyword("count"))) {
+    kind = DenominatorKind::Count;
+  } else {
+    if (succeeded(parser.parseOptionalKeyword("epsilon"))) {
+      if (parser.parseFloat(value))
+        return failure();
+      result.addAttribute(getEpsilonAttrName(result.name),
+                          parser.getBuilder().getF64FloatAttr(value));
+    }
+    if (parser.parseRegion(*denominator))
+      return failure();
+  }
+  result.addAttribute(getDenominatorKindAttrName(result.name),
+                      DenominatorKindAttr::get(ctx, kind));
+  return parser.parseRBrace();
+}
+
+void NormalizerOp::print(OpAsmPrinter &p) {
+  p << ' ';
+  p.printSymbolName(getSymName());
+  printParams(p, getParamNames(), getParamInits());
+  p.printOptionalAttrDictWithKeyword(
+      (*this)->getAttrs(),
+      {getSymNameAttrName(), getParamNamesAttrName(), getParamInitsAttrName(),
+       getDenominatorKindAttrName(), getDenominatorConstantAttrName(),
+       getEpsilonAttrName()});
+  p << " {";
+  p.increaseIndent();
+  p.printNewline();
+  p << "numerator ";
+  p.printRegion(getNumerator());
+  p.printNewline();
+  p << "denominator ";
+  switch (getDenominatorKind()) {
+  case DenominatorKind::Constant:
+    p << "constant ";
+    printFloatValue(p, getDenominatorConstant()->convertToDouble());
+    break;
+  case DenominatorKind::Count:
+    p << "count";
+    break;
+  case DenominatorKind::Sum:
+    if (auto eps = getEpsilon()) {
+      p << "epsilon ";
+      printFloatValue(p, eps->convertToDouble());
+      p << ' ';
+    }
+    p.printRegion(getDenominator());
+    break;
+  }
+  p.decreaseIndent();
+  p.printNewline();
+  p << "}";
+}
+
+LogicalResult NormalizerOp::verify() {
+  if (failed(verifyParams(*this, getParamNames(), getParamInits())))
+    return failure();
+  SmallVector<ExpectedArg> args{{"the score", Type()}};
+  args.append(paramArgs(getParamNames()));
+  if (failed(verifyScalarRegion(*this, getNumerator(), "numerator", args, Type())))
+    return failure();
+
+  switch (getDenominatorKind()) {
+  case DenominatorKind::Sum:
+    if (getDenominator().empty())
+      return emitOpError("a summed denominator needs a region");
+    if (getDenominatorConstant())
+      return emitOpError("a summed denominator takes no constant value");
+    if (failed(verifyScalarRegion(*this, getDenominator(), "denominator", args, Type())))
+      return failure();
+    if (getDenominator().front().getArgument(0).getType() != getScalarType())
+      return emitOpError() << "denominator region computes in "
+                           << getDenominator().front().getArgument(0).getType()
+                           << " but the numerator region in " << getScalarType();
+    break;
+  case DenominatorKind::Constant:
+    if (!getDenominatorConstant())
+      return emitOpError("a constant denominator needs a value");
+    if (getDenominatorConstant()->convertToDouble() == 0.0)
+      return emitOpError("a constant denominator must not be 0");
+    [[fallthrough]];
+  case DenominatorKind::Count:
+    if (!getDenominator().empty())
+      return emitOpError() << "a " << stringifyDenominatorKind(getDenominatorKind())
+                           << " denominator takes no region";
+    if (getEpsilon())
+      return emitOpError("epsilon applies to a summed denominator only");
+    break;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ScoreOp
+//===----------------------------------------------------------------------===//
+
+void ScoreOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setName) {
+  if (&region == &getFeature())
+    return nameRegionArguments(region, {"x"}, ArrayAttr(), setName);
+  nameRegionArguments(region, {"s", "i", "j"}, getParamNames(), setName);
+}
+
+Type ScoreOp::getScalarType() {
+  for (Region *region : {&getMod(), &getFeature()})
+    if (!region->empty() && region->front().getNumArguments() != 0)
+      return region->front().getArgument(0).getType();
+  return {};
+}
+
+ParseResult ScoreOp::parse(OpAsmParser &parser, OperationState &result) {
+  StringAttr symName;
+  MLIRContext *ctx = parser.getContext();
+  if (parser.parseSymbolName(symName, getSymNameAttrName(result.name), result.attributes) ||
+      parser.parseKeyword("contract"))
+    return failure();
+  llvm::SMLoc kindLoc = parser.getCurrentLocation();
+  std::string kindName;
+  if (parser.parseKeywordOrString(&kindName))
+    return failure();
+  std::optional<ContractKind> kind = symbolizeContractKind(kindName);
+  if (!kind)
+    return parser.emitError(kindLoc)
+           << "unknown contract '" << kindName
+           << "'; expected dot, scaled_dot, bilinear, additive or cosine";
+  result.addAttribute(getContractAttrName(result.name), ContractKindAttr::get(ctx, *kind));
+
+  double scale;
+  if (succeeded(parser.parseOptionalKeyword("scale"))) {
+    if (parser.parseFloat(scale))
+      return failure();
+    result.addAttribute(getScaleAttrName(result.name),
+                        parser.getBuilder().getF64FloatAttr(scale));
+  }
+  int64_t hidden;
+  if (succeeded(parser.parseOptionalKeyword("hidden"))) {
+    if (parser.parseInteger(hidden))
+      return failure();
+    result.addAttribute(getHiddenAttrName(result.name),
+                        parser.getBuilder().getI64IntegerAttr(hidden));
+  }
+  if (parseParams(parser, result, getParamNamesAttrName(result.name),
+                  getParamInitsAttrName(result.name)) ||
+      parser.parseOptionalAttrDictWithKeyword(result.attributes))
+    return failure();
+  Region *feature = result.addRegion();
+  Region *mod = result.addRegion();
+  if (succeeded(parser.parseOptionalKeyword("feature")) && parser.parseRegion(*feature))
+    return failure();
+  if (succeeded(parser.parseOptionalKeyword("mod")))
+    return parser.parseRegion(*mod);
+  return success();
+}
+
+void ScoreOp::print(OpAsmPrinter &p) {
+  p << ' ';
+  p.printSymbolName(getSymName());
+  p << " contract " << stringifyContractKind(getContract());
+  if (auto scale = getScale()) {
+    p << " scale ";
+    printFloatValue(p, scale->convertToDouble());
+  }
+  if (auto hidden = getHidden())
+    p << " hidden " << *hidden;
+  printParams(p, getParamNames(), getParamInits());
+  p.printOptionalAttrDictWithKeyword(
+      (*this)->getAttrs(), {getSymNameAttrName(), getContractAttrName(), getScaleAttrName(),
+                            getHiddenAttrName(), getParamNamesAttrName(),
+                            getParamInitsAttrName()});
+  if (hasFeatureMap()) {
+    p << " feature ";
+    p.printRegion(getFeature());
+  }
+  if (hasMod()) {
+    p << " mod ";
+    p.printRegion(getMod());
+  }
+}
+
+LogicalResult ScoreOp::verify() {
+  if (failed(verifyParams(*this, getParamNames(), getParamInits())))
+    return failure();
+  if (getScale() && getContract() != ContractKind::ScaledDot)
+    return emitOpError() << "'scale' applies to contract scaled_dot only, not "
+                         << stringifyContractKind(getContract());
+  if (getContract() == ContractKind::Additive) {
+    if (!getHidden())
+      return emitOpError("contract additive needs 'hidden <n>', the width of "
+                         "v·tanh(W_q q + W_k k)");
+    if (*getHidden() <= 0)
+      return emitOpError() << "'hidden' must be positive, got " << *getHidden();
+  } else if (getHidden()) {
+    return emitOpError() << "'hidden' applies to contract additive only, not "
+                         << stringifyContractKind(getContract());
+  }
+  if (hasFeatureMap()) {
+    if (getContract() != ContractKind::Dot && getContract() != ContractKind::ScaledDot)
+      return emitOpError() << "a feature map applies to dot and scaled_dot contracts only, not "
+                           << stringifyContractKind(getContract());
+    if (failed(verifyScalarRegion(*this, getFeature(), "feature", {{"a q or k entry", Type()}},
+                                  Type())))
+      return failure();
+  }
+  if (!hasMod()) {
+    if (getNumParams() != 0)
+      return emitOpError("declares params but has no mod region to use them");
+    return success();
+  }
+  Type index = IndexType::get(getContext());
+  SmallVector<ExpectedArg> args{{"the score", Type()},
+                                {"the query index", index},
+                                {"the key index", index}};
+  args.append(paramArgs(getParamNames()));
+  if (failed(verifyScalarRegion(*this, getMod(), "mod", args, Type())))
+    return failure();
+  if (hasFeatureMap() && getFeature().front().getArgument(0).getType() !=
+                             getMod().front().getArgument(0).getType())
+    return emitOpError() << "feature region computes in "
+                         << getFeature().front().getArgument(0).getType()
+                         << " but the mod region in " << getMod().front().getArgument(0).getType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// MaskOp
+//===----------------------------------------------------------------------===//
+
+void MaskOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setName) {
+  nameRegionArguments(region, {"i", "j"}, ArrayAttr(), setName);
+}
+
+LogicalResult MaskOp::verify() {
+  Type index = IndexType::get(getContext());
+  return verifyScalarRegion(*this, getBody(), "mask",
+                            {{"the query index", index}, {"the key index", index}},
+                            IntegerType::get(getContext(), 1));
+}
+
+//===----------------------------------------------------------------------===//
+// KernelOp
+//===----------------------------------------------------------------------===//
+
+template <typename OpTy>
+static OpTy lookupSymbol(Operation *from, FlatSymbolRefAttr ref) {
+  if (!ref)
+    return {};
+  return SymbolTable::lookupNearestSymbolFrom<OpTy>(from, ref.getAttr());
+}
+
+NormalizerOp KernelOp::getNormalizerOp() {
+  return lookupSymbol<NormalizerOp>(*this, getNormalizerAttr());
+}
+ScoreOp KernelOp::getScoreOp() { return lookupSymbol<ScoreOp>(*this, getScoreAttr()); }
+MaskOp KernelOp::getMaskOp() { return lookupSymbol<MaskOp>(*this, getMaskAttr()); }
+
+/// Reports a reference that names nothing, or names an op of another kind.
+template <typename OpTy>
+static LogicalResult verifyReference(KernelOp kernel, SymbolTableCollection &symbolTable,
+                                     FlatSymbolRefAttr ref, StringRef role) {
+  if (!ref)
+    return success();
+  Operation *target = symbolTable.lookupNearestSymbolFrom(kernel, ref.getAttr());
+  if (!target)
+    return kernel.emitOpError() << role << " " << ref << " does not name any symbol";
+  if (!isa<OpTy>(target))
+    return kernel.emitOpError() << role << " " << ref << " must name an '"
+                                << OpTy::getOperationName() << "', but names a '"
+                                << target->getName() << "'";
+  return success();
+}
+
+LogicalResult KernelOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  if (failed(verifyReference<NormalizerOp>(*this, symbolTable, getNormalizerAttr(),
+                                           "normalizer")) ||
+      failed(verifyReference<ScoreOp>(*this, symbolTable, getScoreAttr(), "score")) ||
+      failed(verifyReference<MaskOp>(*this, symbolTable, getMaskAttr(), "mask")))
+    return failure();
+
+  NormalizerOp normalizer = getNormalizerOp();
+  ScoreOp score = getScoreOp();
+  if (!score)
+    return success();
+  if (Type scoreType = score.getScalarType();
+      scoreType && scoreType != normalizer.getScalarType())
+    return emitOpError() << "score " << getScoreAttr() << " computes in " << scoreType
+                         << " but normalizer " << getNormalizerAttr() << " in "
+                         << normalizer.getScalarType();
+  llvm::StringSet<> normalizerParams;
+  for (Attribute name : normalizer.getParamNames())
+    normalizerParams.insert(cast<StringAttr>(name).getValue());
+  for (Attribute name : score.getParamNames())
+    if (normalizerParams.contains(cast<StringAttr>(name).getValue()))
+      return emitOpError() << "param '" << cast<StringAttr>(name).getValue()
+                           << "' is declared by both score " << getScoreAttr()
+                           << " and normalizer " << getNormalizerAttr();
+  return success();
+}

@@ -1,0 +1,223 @@
+//===- AttnOps.td - the attn dialect -------------------------*- tablegen -*-===//
+//
+// Declarative attention: a kernel binds a score function, an optional mask and a
+// normalizer. Every region holds side-effect-free scalar arith/math ops only; the
+// compiler derives forward algorithms and gradients from them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ATTN_OPS
+#define ATTN_OPS
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/OpAsmInterface.td"
+
+def Attn_Dialect : Dialect {
+  let name = "attn";
+  let cppNamespace = "::mlir::attn";
+  let summary = "Declarative attention scores, masks and normalizers";
+  let description = [{
+    Per query i and key j: s_ij = mod(contract(q_i, k_j), i, j; θ), masked pairs
+    contribute nothing, O_i = Σ_j g(s_ij; θ) v_j / C_i with C_i = ε + Σ_j h(s_ij; θ),
+    a constant, or the count of unmasked keys. `g` and `h` are the numerator and
+    denominator regions of an `attn.normalizer`.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::math::MathDialect"];
+}
+
+class Attn_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Attn_Dialect, mnemonic, traits>;
+
+//===----------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------===//
+
+def Attn_ContractKind : I32EnumAttr<"ContractKind", "how a query and a key give a raw score", [
+    I32EnumAttrCase<"Dot", 0, "dot">,
+    I32EnumAttrCase<"ScaledDot", 1, "scaled_dot">,
+    I32EnumAttrCase<"Bilinear", 2, "bilinear">,
+    I32EnumAttrCase<"Additive", 3, "additive">,
+    I32EnumAttrCase<"Cosine", 4, "cosine">]> {
+  let cppNamespace = "::mlir::attn";
+  let genSpecializedAttr = 0;
+}
+def Attn_ContractKindAttr : EnumAttr<Attn_Dialect, Attn_ContractKind, "contract">;
+
+def Attn_DenominatorKind : I32EnumAttr<"DenominatorKind", "how C_i is formed", [
+    I32EnumAttrCase<"Sum", 0, "sum">,
+    I32EnumAttrCase<"Constant", 1, "constant">,
+    I32EnumAttrCase<"Count", 2, "count">]> {
+  let cppNamespace = "::mlir::attn";
+  let genSpecializedAttr = 0;
+}
+def Attn_DenominatorKindAttr : EnumAttr<Attn_Dialect, Attn_DenominatorKind, "denominator">;
+
+def Attn_Algorithm : I32EnumAttr<"Algorithm", "forward algorithm chosen by attn-classify-normalizer", [
+    I32EnumAttrCase<"Online", 0, "online">,
+    I32EnumAttrCase<"Plain", 1, "plain">]> {
+  let cppNamespace = "::mlir::attn";
+  let genSpecializedAttr = 0;
+}
+def Attn_AlgorithmAttr : EnumAttr<Attn_Dialect, Attn_Algorithm, "algorithm">;
+
+//===----------------------------------------------------------------------===//
+// attn.normalizer
+//===----------------------------------------------------------------------===//
+
+def Attn_NormalizerOp : Attn_Op<"normalizer", [Symbol, IsolatedFromAbove,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmBlockArgumentNames"]>]> {
+  let summary = "g (numerator) and C (denominator) of an attention normalizer";
+  let description = [{
+    ```mlir
+    attn.normalizer @tanhmax {
+      numerator {
+      ^bb0(%s: f32):
+        %e = math.exp %s : f32
+        %n = arith.negf %s : f32
+        %f = math.exp %n : f32
+        %g = arith.subf %e, %f : f32
+        attn.yield %g : f32
+      }
+      denominator {
+      ^bb0(%s: f32):
+        ...
+        attn.yield %h : f32
+      }
+    }
+    ```
+    The numerator region takes the score and then one scalar per learnable param;
+    the `sum` denominator region takes the same arguments. Instead of a region the
+    denominator may be `constant <value>` or `count` (the number of unmasked keys).
+    `epsilon <value>` is added to a summed denominator (C_i = ε + Σ_j h).
+    Params are declared `params(name = initial value, ...)`.
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    Attn_DenominatorKindAttr:$denominator_kind,
+    OptionalAttr<F64Attr>:$denominator_constant,
+    OptionalAttr<F64Attr>:$epsilon,
+    StrArrayAttr:$param_names,
+    DenseF64ArrayAttr:$param_inits,
+    OptionalAttr<Attn_AlgorithmAttr>:$algorithm
+  );
+  let regions = (region SizedRegion<1>:$numerator, AnyRegion:$denominator);
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The float type every region of this normalizer computes in.
+    ::mlir::Type getScalarType();
+    unsigned getNumParams() { return getParamNames().size(); }
+    bool hasDenominatorRegion() { return getDenominatorKind() == DenominatorKind::Sum; }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// attn.score
+//===----------------------------------------------------------------------===//
+
+def Attn_ScoreOp : Attn_Op<"score", [Symbol, IsolatedFromAbove,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmBlockArgumentNames"]>]> {
+  let summary = "score function: optional feature map, a contraction of q and k, optional mod";
+  let description = [{
+    ```mlir
+    attn.score @alibi contract scaled_dot params(slope = 0.5) mod {
+    ^bb0(%s: f32, %i: index, %j: index, %slope: f32):
+      ...
+      attn.yield %t : f32
+    }
+    ```
+    `scaled_dot` multiplies q·k by `scale`, which defaults to 1/sqrt(d). `additive`
+    needs `hidden <n>`, the width of v·tanh(W_q q + W_k k). The optional `feature`
+    region is a scalar map φ applied to every entry of q and k before the
+    contraction (linear attention: s = φ(q)·φ(k)). The mod region takes the
+    contracted score, the query and key indices and then one scalar per param.
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    Attn_ContractKindAttr:$contract,
+    OptionalAttr<F64Attr>:$scale,
+    OptionalAttr<I64Attr>:$hidden,
+    StrArrayAttr:$param_names,
+    DenseF64ArrayAttr:$param_inits
+  );
+  let regions = (region AnyRegion:$feature, AnyRegion:$mod);
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    unsigned getNumParams() { return getParamNames().size(); }
+    bool hasMod() { return !getMod().empty(); }
+    bool hasFeatureMap() { return !getFeature().empty(); }
+    /// The float type of the mod or feature region, or null without either.
+    ::mlir::Type getScalarType();
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// attn.mask
+//===----------------------------------------------------------------------===//
+
+def Attn_MaskOp : Attn_Op<"mask", [Symbol, IsolatedFromAbove,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmBlockArgumentNames"]>]> {
+  let summary = "which (query, key) pairs take part";
+  let description = [{
+    ```mlir
+    attn.mask @causal {
+    ^bb0(%i: index, %j: index):
+      %keep = arith.cmpi ule, %j, %i : index
+      attn.yield %keep : i1
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// attn.kernel
+//===----------------------------------------------------------------------===//
+
+def Attn_KernelOp : Attn_Op<"kernel", [Symbol, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "an attention kernel: score + normalizer + optional mask";
+  let description = [{
+    ```mlir
+    attn.kernel @tanhmax_causal normalizer(@tanhmax) score(@scaled) mask(@causal)
+    ```
+    Without `score(...)` the score is q·k/sqrt(d). The kernel's learnable params are
+    the normalizer's followed by the score's; their names must not clash.
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    FlatSymbolRefAttr:$normalizer,
+    OptionalAttr<FlatSymbolRefAttr>:$score,
+    OptionalAttr<FlatSymbolRefAttr>:$mask
+  );
+  let assemblyFormat = [{
+    $sym_name `normalizer` `(` $normalizer `)` (`score` `(` $score^ `)`)?
+    (`mask` `(` $mask^ `)`)? attr-dict
+  }];
+  let extraClassDeclaration = [{
+    NormalizerOp getNormalizerOp();
+    ScoreOp getScoreOp();  // null when the default scaled dot is used
+    MaskOp getMaskOp();    // null when unmasked
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// attn.yield
+//===----------------------------------------------------------------------===//
+
+def Attn_YieldOp : Attn_Op<"yield", [Pure, Terminator,
+    ParentOneOf<["NormalizerOp", "ScoreOp", "MaskOp"]>]> {
+  let summary = "yields the scalar value of a region";
+  let arguments = (ins AnyType:$value);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+}
+
+#endif // ATTN_OPS

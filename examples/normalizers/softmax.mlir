@@ -1,0 +1,15 @@
+// Softmax attention (Vaswani et al.): g(s) = e^s, C = Σ_j e^s, s = q·k/sqrt(d).
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+}
+
+attn.kernel @softmax_attention normalizer(@softmax)

@@ -1,0 +1,22 @@
+// TanhMax (Huang et al., bidirectional attention): weights in (-1, 1),
+//   g(s) = e^s - e^-s,  C = Σ_j (e^s + e^-s),  s = q·k/sqrt(d).
+attn.normalizer @tanhmax {
+  numerator {
+  ^bb0(%s: f32):
+    %pos = math.exp %s : f32
+    %ns = arith.negf %s : f32
+    %neg = math.exp %ns : f32
+    %g = arith.subf %pos, %neg : f32
+    attn.yield %g : f32
+  }
+  denominator {
+  ^bb0(%s: f32):
+    %pos = math.exp %s : f32
+    %ns = arith.negf %s : f32
+    %neg = math.exp %ns : f32
+    %h = arith.addf %pos, %neg : f32
+    attn.yield %h : f32
+  }
+}
+
+attn.kernel @tanhmax_attention normalizer(@tanhmax)

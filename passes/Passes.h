@@ -1,0 +1,17 @@
+//===- Passes.h - attn passes -----------------------------------*- C++ -*-===//
+#ifndef ATTN_PASSES_PASSES_H
+#define ATTN_PASSES_PASSES_H
+
+#include "dialect/AttnOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::attn {
+#define GEN_PASS_DECL
+#include "passes/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "passes/Passes.h.inc"
+} // namespace mlir::attn
+
+#endif
