@@ -1,0 +1,92 @@
+/*===- abi.h - the contract between attn-compile artifacts and the runtime -===*
+ *
+ * An artifact is a shared object compiled from one attn.kernel. It exports:
+ *
+ *   const char *attn_manifest(void);
+ *     Text manifest, one "key value..." line each (see ATTN_MANIFEST_* below):
+ *       attn-abi 1
+ *       kernel tanhmax_attention
+ *       normalizer tanhmax
+ *       algorithm online            (online | plain)
+ *       denominator sum             (sum | constant | count)
+ *       mask none                   (none | the attn.mask symbol baked into the kernel)
+ *       params tb1=1 td1=1 ...      (learnable scalars in kernel order, with their
+ *                                    initial values; the line is "params" when none)
+ *       dtypes f32 f64
+ *       devices cpu
+ *
+ *   For each dtype T in the manifest (f32: float, f64: double):
+ *
+ *   void _mlir_ciface_attn_forward_T(
+ *       attn_memref2d *q,        [Nq, d]
+ *       attn_memref2d *k,        [Nk, d]
+ *       attn_memref2d *v,        [Nk, dv]
+ *       attn_memref2d *o,        [Nq, dv]   written for rows [q_begin, q_end)
+ *       attn_memref1d *row_max,  [Nq]       written: stabiliser m_i (0 for plain)
+ *       attn_memref1d *row_sum,  [Nq]       written: C_i·e^(-m_i) (C_i for plain)
+ *       attn_memref1d *params,   [P]
+ *       int64_t q_begin, int64_t q_end,
+ *       int64_t kv_len,          keys j >= kv_len are masked (padding)
+ *       int64_t causal);         nonzero: keys j > i are masked
+ *
+ *   void _mlir_ciface_attn_backward_T(
+ *       q, k, v, o, dout [Nq, dv], row_max, row_sum, params,   (as above, inputs)
+ *       attn_memref2d *dq,       [Nq, d]    overwritten
+ *       attn_memref2d *dk,       [Nk, d]    overwritten
+ *       attn_memref2d *dv,       [Nk, dv]   overwritten
+ *       attn_memref1d *dparams,  [P]        overwritten with this slice's share
+ *       int64_t kv_len, int64_t causal);
+ *
+ * One call handles one (batch, head) slice; the runtime parallelises across calls.
+ * Memrefs are MLIR's strided descriptors: sizes and strides in elements, so any
+ * strided view of a tensor can be passed without a copy. A row whose keys are all
+ * masked gets O_i = 0, row_sum 0 and contributes no gradient.
+ *===----------------------------------------------------------------------===*/
+#ifndef ATTN_ABI_H
+#define ATTN_ABI_H
+
+#include <stdint.h>
+
+#define ATTN_ABI_VERSION 1
+#define ATTN_MANIFEST_SYMBOL "attn_manifest"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+  void *allocated;
+  void *aligned;
+  int64_t offset;
+  int64_t sizes[2];
+  int64_t strides[2];
+} attn_memref2d;
+
+typedef struct {
+  void *allocated;
+  void *aligned;
+  int64_t offset;
+  int64_t sizes[1];
+  int64_t strides[1];
+} attn_memref1d;
+
+typedef const char *(*attn_manifest_fn)(void);
+
+typedef void (*attn_forward_fn)(attn_memref2d *q, attn_memref2d *k, attn_memref2d *v,
+                                attn_memref2d *o, attn_memref1d *row_max,
+                                attn_memref1d *row_sum, attn_memref1d *params,
+                                int64_t q_begin, int64_t q_end, int64_t kv_len,
+                                int64_t causal);
+
+typedef void (*attn_backward_fn)(attn_memref2d *q, attn_memref2d *k, attn_memref2d *v,
+                                 attn_memref2d *o, attn_memref2d *dout,
+                                 attn_memref1d *row_max, attn_memref1d *row_sum,
+                                 attn_memref1d *params, attn_memref2d *dq,
+                                 attn_memref2d *dk, attn_memref2d *dv,
+                                 attn_memref1d *dparams, int64_t kv_len, int64_t causal);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTN_ABI_H */
