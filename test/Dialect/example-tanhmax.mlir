@@ -1,0 +1,29 @@
+// RUN: attn-opt %examples/normalizers/tanhmax.mlir | FileCheck %s
+// Printing, re-parsing and printing again gives identical text; the generic
+// and bytecode forms round-trip too.
+// RUN: attn-opt %examples/normalizers/tanhmax.mlir > %t.1
+// RUN: attn-opt %t.1 > %t.2
+// RUN: diff %t.1 %t.2
+// RUN: attn-opt %examples/normalizers/tanhmax.mlir --mlir-print-op-generic | attn-opt > %t.g
+// RUN: diff %t.1 %t.g
+// RUN: attn-opt %examples/normalizers/tanhmax.mlir --verify-roundtrip > /dev/null
+
+// CHECK-LABEL: attn.normalizer @tanhmax {
+// CHECK-NEXT:    numerator {
+// CHECK-NEXT:    ^bb0(%s: f32):
+// CHECK-NEXT:      %[[P:.*]] = math.exp %s : f32
+// CHECK-NEXT:      %[[NS:.*]] = arith.negf %s : f32
+// CHECK-NEXT:      %[[N:.*]] = math.exp %[[NS]] : f32
+// CHECK-NEXT:      %[[G:.*]] = arith.subf %[[P]], %[[N]] : f32
+// CHECK-NEXT:      attn.yield %[[G]] : f32
+// CHECK-NEXT:    }
+// CHECK-NEXT:    denominator {
+// CHECK-NEXT:    ^bb0(%s: f32):
+// CHECK-NEXT:      %[[P2:.*]] = math.exp %s : f32
+// CHECK-NEXT:      %[[NS2:.*]] = arith.negf %s : f32
+// CHECK-NEXT:      %[[N2:.*]] = math.exp %[[NS2]] : f32
+// CHECK-NEXT:      %[[H:.*]] = arith.addf %[[P2]], %[[N2]] : f32
+// CHECK-NEXT:      attn.yield %[[H]] : f32
+// CHECK-NEXT:    }
+// CHECK-NEXT:  }
+// CHECK-NEXT:  attn.kernel @tanhmax_attention normalizer(@tanhmax){{$}}

@@ -1,0 +1,174 @@
+// RUN: attn-opt %s --split-input-file --verify-diagnostics
+
+// expected-error @+1 {{'attn.normalizer' op numerator region must take 1 arguments (the score), got 0}}
+attn.normalizer @no_score {
+  numerator {
+  ^bb0:
+    %c = arith.constant 1.0 : f32
+    attn.yield %c : f32
+  }
+  denominator count
+}
+
+// -----
+
+// expected-error @+1 {{numerator region must take 2 arguments (the score, param 'bias'), got 1}}
+attn.normalizer @missing_param_arg params(bias = 0.0) {
+  numerator {
+  ^bb0(%s: f32):
+    attn.yield %s : f32
+  }
+  denominator constant 1.0
+}
+
+// -----
+
+// expected-error @+1 {{denominator region must take 2 arguments (the score, param 't'), got 3}}
+attn.normalizer @extra_denominator_arg params(t = 1.0) {
+  numerator {
+  ^bb0(%s: f32, %t: f32):
+    attn.yield %s : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %t: f32, %u: f32):
+    attn.yield %s : f32
+  }
+}
+
+// -----
+
+// expected-error @+1 {{numerator region argument #0 (the score) must be a float type, got 'i32'}}
+attn.normalizer @integer_score {
+  numerator {
+  ^bb0(%s: i32):
+    attn.yield %s : i32
+  }
+  denominator count
+}
+
+// -----
+
+// expected-error @+1 {{numerator region argument #0 (the score) must be a float type, got 'index'}}
+attn.normalizer @index_score {
+  numerator {
+  ^bb0(%s: index):
+    attn.yield %s : index
+  }
+  denominator count
+}
+
+// -----
+
+// A param block argument must have the score's float type.
+// expected-error @+1 {{numerator region argument #1 (param 'bias') must have the score type 'f32', got 'f64'}}
+attn.normalizer @param_f64 params(bias = 0.0) {
+  numerator {
+  ^bb0(%s: f32, %bias: f64):
+    attn.yield %s : f32
+  }
+  denominator constant 1.0
+}
+
+// -----
+
+// expected-error @+1 {{denominator region argument #2 (param 'b') must have the score type 'f32', got 'i1'}}
+attn.normalizer @param_i1 params(a = 0.0, b = 1.0) {
+  numerator {
+  ^bb0(%s: f32, %a: f32, %b: f32):
+    attn.yield %s : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %a: f32, %b: i1):
+    attn.yield %s : f32
+  }
+}
+
+// -----
+
+// The numerator must yield its score type.
+attn.normalizer @yields_i32 {
+  numerator {
+  ^bb0(%s: f32):
+    %c = arith.constant 1 : i32
+    // expected-error @+1 {{'attn.yield' op in the numerator region must yield 'f32', got 'i32'}}
+    attn.yield %c : i32
+  }
+  denominator count
+}
+
+// -----
+
+attn.normalizer @denominator_yields_f64 {
+  numerator {
+  ^bb0(%s: f32):
+    attn.yield %s : f32
+  }
+  denominator {
+  ^bb0(%s: f32):
+    %w = arith.extf %s : f32 to f64
+    // expected-error @+1 {{'attn.yield' op in the denominator region must yield 'f32', got 'f64'}}
+    attn.yield %w : f64
+  }
+}
+
+// -----
+
+// Numerator and denominator compute in the same float type.
+// expected-error @+1 {{'attn.normalizer' op denominator region computes in 'f64' but the numerator region in 'f32'}}
+attn.normalizer @mixed_types {
+  numerator {
+  ^bb0(%s: f32):
+    attn.yield %s : f32
+  }
+  denominator {
+  ^bb0(%s: f64):
+    attn.yield %s : f64
+  }
+}
+
+// -----
+
+// expected-error @+1 {{'attn.normalizer' op a constant denominator must not be 0}}
+attn.normalizer @divide_by_zero {
+  numerator {
+  ^bb0(%s: f32):
+    attn.yield %s : f32
+  }
+  denominator constant 0.0
+}
+
+// -----
+
+// expected-error @+1 {{'attn.normalizer' op a constant denominator must not be 0}}
+attn.normalizer @divide_by_negative_zero {
+  numerator {
+  ^bb0(%s: f32):
+    attn.yield %s : f32
+  }
+  denominator constant -0.0
+}
+
+// -----
+
+// expected-error @+1 {{'attn.normalizer' op declares param 'a' twice}}
+attn.normalizer @duplicate_params params(a = 1.0, b = 2.0, a = 3.0) {
+  numerator {
+  ^bb0(%s: f32, %a: f32, %b: f32, %a2: f32):
+    attn.yield %s : f32
+  }
+  denominator constant 1.0
+}
+
+// -----
+
+// The numerator is a single block.
+// expected-error @+1 {{'attn.normalizer' op region #0 ('numerator') failed to verify constraint: region with 1 blocks}}
+attn.normalizer @two_blocks {
+  numerator {
+  ^bb0(%s: f32):
+    attn.yield %s : f32
+  ^bb1(%t: f32):
+    attn.yield %t : f32
+  }
+  denominator count
+}

@@ -1,0 +1,187 @@
+// RUN: attn-opt %s --split-input-file --verify-diagnostics
+
+// expected-error @+1 {{unknown contract 'softmax'; expected dot, scaled_dot, bilinear, additive or cosine}}
+attn.score @unknown contract softmax
+
+// -----
+
+// expected-error @+1 {{unknown contract 'Dot'; expected dot, scaled_dot, bilinear, additive or cosine}}
+attn.score @case_matters contract "Dot"
+
+// -----
+
+// expected-error @+1 {{expected 'contract'}}
+attn.score @no_contract scale 0.5
+
+// -----
+
+// expected-error @+1 {{'attn.score' op 'scale' applies to contract scaled_dot only, not dot}}
+attn.score @scaled_plain_dot contract dot scale 0.5
+
+// -----
+
+// expected-error @+1 {{'attn.score' op 'scale' applies to contract scaled_dot only, not cosine}}
+attn.score @scaled_cosine contract cosine scale 0.5
+
+// -----
+
+// expected-error @+1 {{'attn.score' op contract additive needs 'hidden <n>', the width of v·tanh(W_q q + W_k k)}}
+attn.score @additive_without_hidden contract additive
+
+// -----
+
+// expected-error @+1 {{'attn.score' op 'hidden' must be positive, got 0}}
+attn.score @additive_zero_hidden contract additive hidden 0
+
+// -----
+
+// expected-error @+1 {{'attn.score' op 'hidden' applies to contract additive only, not bilinear}}
+attn.score @bilinear_hidden contract bilinear hidden 16
+
+// -----
+
+// expected-error @+1 {{expected integer value}}
+attn.score @hidden_float contract additive hidden 1.5
+
+// -----
+
+// expected-error @+1 {{'attn.score' op a feature map applies to dot and scaled_dot contracts only, not cosine}}
+attn.score @cosine_feature contract cosine feature {
+^bb0(%x: f32):
+  attn.yield %x : f32
+}
+
+// -----
+
+// expected-error @+1 {{'attn.score' op a feature map applies to dot and scaled_dot contracts only, not additive}}
+attn.score @additive_feature contract additive hidden 8 feature {
+^bb0(%x: f32):
+  attn.yield %x : f32
+}
+
+// -----
+
+// expected-error @+1 {{'attn.score' op declares params but has no mod region to use them}}
+attn.score @unused_params contract dot params(a = 1.0)
+
+// -----
+
+// Params are used by the mod region only, not by the feature region.
+// expected-error @+1 {{'attn.score' op declares params but has no mod region to use them}}
+attn.score @feature_params contract dot params(a = 1.0) feature {
+^bb0(%x: f32):
+  attn.yield %x : f32
+}
+
+// -----
+
+// expected-error @+1 {{'attn.score' op declares param 'slope' twice}}
+attn.score @duplicate_params contract dot params(slope = 1.0, slope = 2.0) mod {
+^bb0(%s: f32, %i: index, %j: index, %a: f32, %b: f32):
+  attn.yield %s : f32
+}
+
+// -----
+
+// expected-error @+1 {{'attn.score' op feature region computes in 'f64' but the mod region in 'f32'}}
+attn.score @mixed_types contract dot feature {
+^bb0(%x: f64):
+  attn.yield %x : f64
+} mod {
+^bb0(%s: f32, %i: index, %j: index):
+  attn.yield %s : f32
+}
+
+// -----
+
+// expected-error @+1 {{'attn.score' op mod region must take 3 arguments (the score, the query index, the key index), got 1}}
+attn.score @mod_score_only contract dot mod {
+^bb0(%s: f32):
+  attn.yield %s : f32
+}
+
+// -----
+
+// expected-error @+1 {{'attn.score' op mod region must take 4 arguments (the score, the query index, the key index, param 'w'), got 3}}
+attn.score @mod_missing_param contract dot params(w = 1.0) mod {
+^bb0(%s: f32, %i: index, %j: index):
+  attn.yield %s : f32
+}
+
+// -----
+
+// expected-error @+1 {{'attn.score' op mod region argument #1 (the query index) must be 'index', got 'f32'}}
+attn.score @mod_float_index contract dot mod {
+^bb0(%s: f32, %i: f32, %j: index):
+  attn.yield %s : f32
+}
+
+// -----
+
+// expected-error @+1 {{'attn.score' op mod region argument #2 (the key index) must be 'index', got 'i64'}}
+attn.score @mod_i64_index contract dot mod {
+^bb0(%s: f32, %i: index, %j: i64):
+  attn.yield %s : f32
+}
+
+// -----
+
+// expected-error @+1 {{'attn.score' op mod region argument #0 (the score) must be a float type, got 'index'}}
+attn.score @mod_index_score contract dot mod {
+^bb0(%s: index, %i: index, %j: index):
+  attn.yield %s : index
+}
+
+// -----
+
+// expected-error @+1 {{'attn.score' op mod region argument #3 (param 'slope') must have the score type 'f32', got 'f64'}}
+attn.score @mod_param_f64 contract dot params(slope = 1.0) mod {
+^bb0(%s: f32, %i: index, %j: index, %slope: f64):
+  attn.yield %s : f32
+}
+
+// -----
+
+// expected-error @+1 {{'attn.score' op feature region must take 1 arguments (a q or k entry), got 2}}
+attn.score @feature_two_args contract dot feature {
+^bb0(%x: f32, %y: f32):
+  attn.yield %x : f32
+}
+
+// -----
+
+// expected-error @+1 {{'attn.score' op feature region argument #0 (a q or k entry) must be a float type, got 'i32'}}
+attn.score @feature_integer contract dot feature {
+^bb0(%x: i32):
+  attn.yield %x : i32
+}
+
+// -----
+
+attn.score @feature_yields_i1 contract dot feature {
+^bb0(%x: f32):
+  %zero = arith.constant 0.0 : f32
+  %pos = arith.cmpf ogt, %x, %zero : f32
+  // expected-error @+1 {{'attn.yield' op in the feature region must yield 'f32', got 'i1'}}
+  attn.yield %pos : i1
+}
+
+// -----
+
+attn.score @mod_yields_index contract dot mod {
+^bb0(%s: f32, %i: index, %j: index):
+  // expected-error @+1 {{'attn.yield' op in the mod region must yield 'f32', got 'index'}}
+  attn.yield %i : index
+}
+
+// -----
+
+// `feature` comes before `mod`; after the mod region the op has ended.
+attn.score @mod_then_feature contract dot mod {
+^bb0(%s: f32, %i: index, %j: index):
+  attn.yield %s : f32
+// expected-error @+1 {{custom op 'feature' is unknown}}
+} feature {
+^bb0(%x: f32):
+  attn.yield %x : f32
+}

@@ -1,0 +1,105 @@
+// RUN: attn-opt %s --split-input-file --verify-diagnostics
+
+// attn.yield terminates the regions of attn.normalizer, attn.score and
+// attn.mask only.
+func.func @f(%x: f32) {
+  // expected-error @+1 {{'attn.yield' op expects parent op to be one of 'attn.normalizer, attn.score, attn.mask'}}
+  attn.yield %x : f32
+}
+
+// -----
+
+// expected-error @+1 {{'attn.yield' op requires a single operand}}
+"attn.yield"() : () -> ()
+
+// -----
+
+// Exactly one value.
+attn.normalizer @two_values {
+  numerator {
+  ^bb0(%s: f32):
+    // expected-error @+1 {{expected ':'}}
+    attn.yield %s, %s : f32, f32
+  }
+  denominator count
+}
+
+// -----
+
+attn.normalizer @no_value {
+  numerator {
+  ^bb0(%s: f32):
+    // expected-error @+1 {{expected SSA operand}}
+    attn.yield : f32
+  }
+  denominator count
+}
+
+// -----
+
+// expected-error @+1 {{'attn.normalizer' op numerator region must end in attn.yield}}
+attn.normalizer @returns {
+  numerator {
+  ^bb0(%s: f32):
+    func.return %s : f32
+  }
+  denominator count
+}
+
+// -----
+
+// expected-error @+1 {{'attn.normalizer' op numerator region must end in attn.yield}}
+attn.normalizer @no_terminator {
+  numerator {
+  ^bb0(%s: f32):
+    %e = math.exp %s : f32
+  }
+  denominator count
+}
+
+// -----
+
+// expected-error @+1 {{'attn.score' op mod region must end in attn.yield}}
+attn.score @branches contract dot mod {
+^bb0(%s: f32, %i: index, %j: index):
+  cf.br ^bb1(%s : f32)
+^bb1(%t: f32):
+  attn.yield %t : f32
+}
+
+// -----
+
+// expected-error @+1 {{'attn.mask' op mask region must end in attn.yield}}
+attn.mask @scf_yield {
+^bb0(%i: index, %j: index):
+  %t = arith.constant true
+  scf.yield %t : i1
+}
+
+// -----
+
+// A yield before the end of the block is refused (reported as an op that
+// does not belong in the region).
+attn.normalizer @early_yield {
+  numerator {
+  ^bb0(%s: f32):
+    // expected-error @+1 {{'attn.yield' op is not allowed in the numerator region of 'attn.normalizer'}}
+    attn.yield %s : f32
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator count
+}
+
+// -----
+
+// The yielded type is the region's float type (the type of %s), in every region.
+attn.normalizer @yields_f16 {
+  numerator {
+  ^bb0(%s: f32):
+    %t = arith.truncf %s : f32 to f16
+    // expected-error @+1 {{'attn.yield' op in the numerator region must yield 'f32', got 'f16'}}
+    attn.yield %t : f16
+  }
+  denominator count
+}
