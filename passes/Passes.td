@@ -5,11 +5,52 @@
 include "mlir/Pass/PassBase.td"
 
 def AttnVerify : Pass<"attn-verify", "::mlir::ModuleOp"> {
-  let summary = "Checks that every attn.kernel can be compiled";
+  let summary = "Checks that a module holds something to compile";
   let description = [{
-    Beyond the op verifiers: every attn.kernel names a normalizer, and a module that
-    is compiled holds at least one attn.kernel.
+    The op verifiers check each op; this pass checks the module as a compile unit:
+    it must hold at least one attn.kernel.
   }];
+}
+
+def AttnClassifyNormalizer : Pass<"attn-classify-normalizer", "::mlir::ModuleOp"> {
+  let summary = "Chooses each normalizer's forward algorithm";
+  let description = [{
+    Sets `algorithm` on every attn.normalizer: `online` (flash-style, stabilised by
+    the running maximum of the exp arguments) when numerator and summed denominator
+    carry exactly one exp factor per term, `plain` accumulation when they carry none
+    or the denominator is a constant or a count. Anything else is an error naming
+    the op that mixes exp degrees. See lib/NormalizerAnalysis.h.
+  }];
+}
+
+def AttnDeriveBackward : Pass<"attn-derive-backward", "::mlir::ModuleOp"> {
+  let summary = "Outlines each kernel's regions as scalar functions and derives their gradients";
+  let description = [{
+    For every attn.kernel @k emits private scalar functions @k.num, @k.den, @k.stab
+    (online), @k.score, @k.feature, @k.mask and the symbolic derivatives
+    @k.num.d.s, @k.num.d.<param>, ... (see lib/KernelFunctions.h). Online
+    normalizers are emitted stabilised: every exp factor e^x becomes e^(x - m).
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
+def AttnLowerToLoops : Pass<"attn-lower-to-loops", "::mlir::ModuleOp"> {
+  let summary = "Generates the CPU forward and backward entry points of a kernel";
+  let description = [{
+    Builds `attn_forward_<T>` and `attn_backward_<T>` (C interface, see
+    runtime/include/attn/abi.h) for the module's attn.kernel from the functions
+    attn-derive-backward emitted, as scf loops over strided memrefs, plus the
+    `attn_manifest` function. Erases the attn ops. Run `inline` afterwards.
+  }];
+  let options = [
+    Option<"kernelName", "kernel", "std::string", /*default=*/"\"\"",
+           "Which attn.kernel to lower when the module holds several">,
+    ListOption<"elementTypes", "element-types", "std::string",
+               "Element types to instantiate (f32, f64)">,
+  ];
+  let dependentDialects = ["::mlir::func::FuncDialect", "::mlir::scf::SCFDialect",
+                           "::mlir::memref::MemRefDialect", "::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect", "::mlir::LLVM::LLVMDialect"];
 }
 
 #endif // ATTN_PASSES

@@ -1,0 +1,236 @@
+//===- KernelFunctions.cpp - a kernel's regions as scalar functions -------===//
+#include "lib/KernelFunctions.h"
+
+#include "lib/Differentiate.h"
+#include "lib/NormalizerAnalysis.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/IRMapping.h"
+
+using namespace mlir;
+using namespace mlir::attn;
+
+SmallVector<StringRef> mlir::attn::kernelParamNames(KernelOp kernel) {
+  SmallVector<StringRef> names;
+  for (Attribute name : kernel.getNormalizerOp().getParamNames())
+    names.push_back(cast<StringAttr>(name).getValue());
+  if (ScoreOp score = kernel.getScoreOp())
+    for (Attribute name : score.getParamNames())
+      names.push_back(cast<StringAttr>(name).getValue());
+  return names;
+}
+
+SmallVector<double> mlir::attn::kernelParamInits(KernelOp kernel) {
+  SmallVector<double> inits(kernel.getNormalizerOp().getParamInits());
+  if (ScoreOp score = kernel.getScoreOp())
+    llvm::append_range(inits, score.getParamInits());
+  return inits;
+}
+
+namespace {
+/// Builds functions at the end of the kernel's module.
+class FunctionEmitter {
+public:
+  FunctionEmitter(KernelOp kernel, Type floatType)
+      : kernel(kernel), module(kernel->getParentOfType<ModuleOp>()),
+        floatType(floatType), numParams(kernelParamNames(kernel).size()) {}
+
+  /// A private function `name` taking `leading` arguments then the kernel's params.
+  func::FuncOp create(StringRef name, ArrayRef<Type> leading, Type result) {
+    SmallVector<Type> inputs(leading);
+    inputs.append(numParams, floatType);
+    OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+    auto function = func::FuncOp::create(b, kernel.getLoc(), name,
+                                         b.getFunctionType(inputs, result));
+    function.setPrivate();
+    function.addEntryBlock();
+    return function;
+  }
+
+  /// Clones the ops of `region` into `builder`, with region argument k bound to
+  /// `arguments[k]`; stabilised exps get their argument shifted by `shift`.
+  /// Returns the yielded value.
+  Value inlineRegion(OpBuilder &builder, Region &region, ValueRange arguments,
+                     const NormalizerClass *form = nullptr, Value shift = {}) {
+    IRMapping mapping;
+    mapping.map(region.front().getArguments(), arguments);
+    for (Operation &op : region.front().without_terminator()) {
+      if (form && form->stabilisedExps.contains(&op)) {
+        Value x = mapping.lookup(op.getOperand(0));
+        Value shifted = arith::SubFOp::create(builder, op.getLoc(), x, shift);
+        mapping.map(op.getResult(0), math::ExpOp::create(builder, op.getLoc(), shifted));
+        continue;
+      }
+      builder.clone(op, mapping);
+    }
+    return mapping.lookup(region.front().getTerminator()->getOperand(0));
+  }
+
+  KernelOp kernel;
+  ModuleOp module;
+  Type floatType;
+  unsigned numParams;
+};
+} // namespace
+
+/// Creates d`function`/d`arg` for each argument index in `wrt`, named after `argNames`.
+static LogicalResult deriveAll(func::FuncOp function, ArrayRef<unsigned> wrt,
+                               ArrayRef<std::string> argNames) {
+  for (auto [index, name] : llvm::zip(wrt, argNames))
+    if (failed(buildDerivative(function, index,
+                               KernelFunctionNames::derivative(function.getName(), name))))
+      return failure();
+  return success();
+}
+
+LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
+  NormalizerOp normalizer = kernel.getNormalizerOp();
+  ScoreOp score = kernel.getScoreOp();
+  MaskOp mask = kernel.getMaskOp();
+  FailureOr<NormalizerClass> form = classifyNormalizer(normalizer);
+  if (failed(form))
+    return failure();
+
+  Type f = normalizer.getScalarType();
+  Type index = IndexType::get(kernel.getContext());
+  KernelFunctionNames names(kernel);
+  FunctionEmitter emitter(kernel, f);
+  SmallVector<StringRef> params = kernelParamNames(kernel);
+  unsigned numNormalizerParams = normalizer.getNumParams();
+  const NormalizerClass *online = form->algorithm == Algorithm::Online ? &*form : nullptr;
+
+  // Derivatives of a normalizer function: by s (argument 0) and by its own params.
+  SmallVector<unsigned> normalizerWrt{0};
+  SmallVector<std::string> normalizerWrtNames{"s"};
+  for (unsigned k = 0; k < numNormalizerParams; ++k) {
+    normalizerWrt.push_back(2 + k);
+    normalizerWrtNames.push_back(params[k].str());
+  }
+
+  auto emitNormalizerFunction = [&](Region &region, StringRef name) -> LogicalResult {
+    func::FuncOp function = emitter.create(name, {f, f}, f);
+    Block &entry = function.front();
+    OpBuilder b = OpBuilder::atBlockEnd(&entry);
+    SmallVector<Value> arguments{entry.getArgument(0)};
+    for (unsigned k = 0; k < numNormalizerParams; ++k)
+      arguments.push_back(entry.getArgument(2 + k));
+    Value result = emitter.inlineRegion(b, region, arguments, online, entry.getArgument(1));
+    func::ReturnOp::create(b, kernel.getLoc(), result);
+    return deriveAll(function, normalizerWrt, normalizerWrtNames);
+  };
+
+  if (failed(emitNormalizerFunction(normalizer.getNumerator(), names.numerator())))
+    return failure();
+  if (normalizer.hasDenominatorRegion() &&
+      failed(emitNormalizerFunction(normalizer.getDenominator(), names.denominator())))
+    return failure();
+
+  if (online) {
+    func::FuncOp function = emitter.create(names.stabilizer(), {f}, f);
+    Block &entry = function.front();
+    OpBuilder b = OpBuilder::atBlockEnd(&entry);
+    SmallVector<Value> arguments{entry.getArgument(0)};
+    for (unsigned k = 0; k < numNormalizerParams; ++k)
+      arguments.push_back(entry.getArgument(1 + k));
+    Value maximum;
+    for (Region *region : {&normalizer.getNumerator(), &normalizer.getDenominator()}) {
+      IRMapping mapping;
+      mapping.map(region->front().getArguments(), arguments);
+      for (Operation &op : region->front().without_terminator()) {
+        b.clone(op, mapping);
+        if (!online->stabilisedExps.contains(&op))
+          continue;
+        Value x = mapping.lookup(op.getOperand(0));
+        maximum = maximum ? arith::MaximumFOp::create(b, op.getLoc(), maximum, x) : x;
+      }
+    }
+    func::ReturnOp::create(b, kernel.getLoc(), maximum);
+  }
+
+  if (score && score.hasMod()) {
+    func::FuncOp function = emitter.create(names.score(), {f, index, index}, f);
+    Block &entry = function.front();
+    OpBuilder b = OpBuilder::atBlockEnd(&entry);
+    SmallVector<Value> arguments(entry.getArguments().take_front(3));
+    for (unsigned k = 0; k < score.getNumParams(); ++k)
+      arguments.push_back(entry.getArgument(3 + numNormalizerParams + k));
+    func::ReturnOp::create(b, kernel.getLoc(), emitter.inlineRegion(b, score.getMod(), arguments));
+    SmallVector<unsigned> wrt{0};
+    SmallVector<std::string> wrtNames{"s"};
+    for (unsigned k = 0; k < score.getNumParams(); ++k) {
+      wrt.push_back(3 + numNormalizerParams + k);
+      wrtNames.push_back(params[numNormalizerParams + k].str());
+    }
+    if (failed(deriveAll(function, wrt, wrtNames)))
+      return failure();
+  }
+
+  if (score && score.hasFeatureMap()) {
+    OpBuilder b = OpBuilder::atBlockEnd(emitter.module.getBody());
+    auto function = func::FuncOp::create(b, kernel.getLoc(), names.feature(),
+                                         b.getFunctionType({f}, {f}));
+    function.setPrivate();
+    Block *entry = function.addEntryBlock();
+    b.setInsertionPointToEnd(entry);
+    func::ReturnOp::create(b, kernel.getLoc(),
+                           emitter.inlineRegion(b, score.getFeature(), entry->getArguments()));
+    if (failed(deriveAll(function, {0}, {"x"})))
+      return failure();
+  }
+
+  if (mask) {
+    OpBuilder b = OpBuilder::atBlockEnd(emitter.module.getBody());
+    auto function = func::FuncOp::create(b, kernel.getLoc(), names.mask(),
+                                         b.getFunctionType({index, index}, {b.getI1Type()}));
+    function.setPrivate();
+    Block *entry = function.addEntryBlock();
+    b.setInsertionPointToEnd(entry);
+    func::ReturnOp::create(b, kernel.getLoc(),
+                           emitter.inlineRegion(b, mask.getBody(), entry->getArguments()));
+  }
+  return success();
+}
+
+/// The value the user most likely wrote: the shortest decimal that reads back as
+/// this constant, so `0.1 : f32` becomes 0.1 in f64 rather than 0.100000001490116.
+static double widenLiteral(FloatAttr attr) {
+  SmallString<32> text;
+  attr.getValue().toString(text);
+  return std::strtod(text.c_str(), nullptr);
+}
+
+FailureOr<func::FuncOp> mlir::attn::cloneWithFloatType(func::FuncOp function, FloatType type,
+                                                       StringRef name) {
+  auto retype = [&](Type t) -> Type { return isa<FloatType>(t) ? type : t; };
+  OpBuilder b(function);
+  b.setInsertionPointAfter(function);
+  SmallVector<Type> inputs = llvm::map_to_vector(function.getArgumentTypes(), retype);
+  SmallVector<Type> results = llvm::map_to_vector(function.getResultTypes(), retype);
+  auto clone = func::FuncOp::create(b, function.getLoc(), name, b.getFunctionType(inputs, results));
+  clone.setPrivate();
+  Block *entry = clone.addEntryBlock();
+  b.setInsertionPointToEnd(entry);
+
+  IRMapping mapping;
+  mapping.map(function.getArguments(), entry->getArguments());
+  for (Operation &op : function.getBody().front()) {
+    OperationState state(op.getLoc(), op.getName());
+    for (Value operand : op.getOperands())
+      state.operands.push_back(mapping.lookup(operand));
+    for (Type t : op.getResultTypes())
+      state.types.push_back(retype(t));
+    for (NamedAttribute attr : op.getAttrs()) {
+      Attribute value = attr.getValue();
+      if (auto floatAttr = dyn_cast<FloatAttr>(value))
+        value = b.getFloatAttr(type, widenLiteral(floatAttr));
+      state.attributes.push_back({attr.getName(), value});
+    }
+    if (op.getNumRegions() != 0)
+      return op.emitOpError("cannot be retyped: it has regions");
+    Operation *created = b.create(state);
+    mapping.map(op.getResults(), created->getResults());
+  }
+  return clone;
+}

@@ -1,0 +1,55 @@
+//===- KernelFunctions.h - a kernel's regions as scalar functions -*- C++ -*-===//
+//
+// attn-derive-backward turns the regions a kernel uses into private scalar
+// func.func ops, plus their derivatives; the loop lowering calls them and the
+// inliner folds them into the loops. All of them take the kernel's params
+// (normalizer params, then score params) as trailing arguments:
+//
+//   <k>.num(s, m, θ...)      numerator g; online: every stabilised e^x is e^(x-m)
+//   <k>.den(s, m, θ...)      summed denominator h, likewise (sum denominators only)
+//   <k>.stab(s, θ...)        online only: the max of the stabilised exp arguments
+//   <k>.score(r, i, j, θ...) the score mod (only with a mod region)
+//   <k>.feature(x)           the feature map (only with a feature region)
+//   <k>.mask(i, j) -> i1     (only with a mask)
+//   <f>.d.<arg>              d<f>/d<arg>, for arg s (num, den, score), x (feature)
+//                            and each param the function depends on
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_LIB_KERNELFUNCTIONS_H
+#define ATTN_LIB_KERNELFUNCTIONS_H
+
+#include "dialect/AttnOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace mlir::attn {
+
+/// Symbol names of the functions derived from one kernel.
+struct KernelFunctionNames {
+  explicit KernelFunctionNames(KernelOp kernel) : prefix(kernel.getSymName().str()) {}
+  std::string numerator() const { return prefix + ".num"; }
+  std::string denominator() const { return prefix + ".den"; }
+  std::string stabilizer() const { return prefix + ".stab"; }
+  std::string score() const { return prefix + ".score"; }
+  std::string feature() const { return prefix + ".feature"; }
+  std::string mask() const { return prefix + ".mask"; }
+  static std::string derivative(StringRef function, StringRef arg) {
+    return (function + ".d." + arg).str();
+  }
+  std::string prefix;
+};
+
+/// The kernel's learnable params in ABI order: normalizer's, then score's.
+SmallVector<StringRef> kernelParamNames(KernelOp kernel);
+SmallVector<double> kernelParamInits(KernelOp kernel);
+
+/// Emits the scalar functions and derivatives of `kernel` into its module.
+LogicalResult outlineKernelFunctions(KernelOp kernel);
+
+/// Copies the scalar function `function` as `name`, computing in `type` instead
+/// of its float type (constants are converted too).
+FailureOr<func::FuncOp> cloneWithFloatType(func::FuncOp function, FloatType type,
+                                           StringRef name);
+
+} // namespace mlir::attn
+
+#endif

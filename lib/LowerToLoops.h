@@ -1,0 +1,19 @@
+//===- LowerToLoops.h - CPU forward/backward entry points ---------*- C++ -*-===//
+#ifndef ATTN_LIB_LOWERTOLOOPS_H
+#define ATTN_LIB_LOWERTOLOOPS_H
+
+#include "dialect/AttnOps.h"
+
+namespace mlir::attn {
+
+/// Builds the ABI entry points (runtime/include/attn/abi.h) of `kernel` for each
+/// of `elementTypes` from the functions outlineKernelFunctions emitted, and the
+/// manifest. Call once per module: an artifact holds one kernel.
+LogicalResult lowerKernelToLoops(KernelOp kernel, ArrayRef<FloatType> elementTypes);
+
+/// The manifest text the artifact of `kernel` carries.
+std::string buildManifest(KernelOp kernel, ArrayRef<FloatType> elementTypes);
+
+} // namespace mlir::attn
+
+#endif

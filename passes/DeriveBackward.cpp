@@ -1,0 +1,18 @@
+//===- DeriveBackward.cpp - attn-derive-backward --------------------------===//
+#include "lib/KernelFunctions.h"
+#include "passes/Passes.h"
+
+namespace mlir::attn {
+#define GEN_PASS_DEF_ATTNDERIVEBACKWARD
+#include "passes/Passes.h.inc"
+
+namespace {
+struct DeriveBackwardPass : impl::AttnDeriveBackwardBase<DeriveBackwardPass> {
+  void runOnOperation() override {
+    for (KernelOp kernel : llvm::to_vector(getOperation().getOps<KernelOp>()))
+      if (failed(outlineKernelFunctions(kernel)))
+        return signalPassFailure();
+  }
+};
+} // namespace
+} // namespace mlir::attn

@@ -1,0 +1,58 @@
+//===- LowerToLoops.cpp - attn-lower-to-loops -----------------------------===//
+#include "lib/LowerToLoops.h"
+#include "passes/Passes.h"
+
+namespace mlir::attn {
+#define GEN_PASS_DEF_ATTNLOWERTOLOOPS
+#include "passes/Passes.h.inc"
+
+namespace {
+struct LowerToLoopsPass : impl::AttnLowerToLoopsBase<LowerToLoopsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<KernelOp> kernels = llvm::to_vector(module.getOps<KernelOp>());
+    KernelOp kernel;
+    if (!kernelName.empty()) {
+      kernel = module.lookupSymbol<KernelOp>(kernelName);
+      if (!kernel) {
+        module.emitError() << "no attn.kernel named '" << kernelName << "'";
+        return signalPassFailure();
+      }
+    } else if (kernels.size() == 1) {
+      kernel = kernels.front();
+    } else {
+      auto diag = module.emitError()
+                  << "an artifact holds one kernel; this module has " << kernels.size()
+                  << ": choose one with kernel=<name>";
+      for (KernelOp candidate : kernels)
+        diag.attachNote(candidate.getLoc()) << "candidate @" << candidate.getSymName();
+      return signalPassFailure();
+    }
+
+    SmallVector<FloatType> types;
+    for (const std::string &name : elementTypes.empty()
+                                       ? std::vector<std::string>{"f32", "f64"}
+                                       : std::vector<std::string>(elementTypes.begin(),
+                                                                  elementTypes.end())) {
+      if (name == "f32")
+        types.push_back(Float32Type::get(&getContext()));
+      else if (name == "f64")
+        types.push_back(Float64Type::get(&getContext()));
+      else {
+        module.emitError() << "unsupported element type '" << name << "'; expected f32 or f64";
+        return signalPassFailure();
+      }
+    }
+    if (failed(lowerKernelToLoops(kernel, types)))
+      return signalPassFailure();
+
+    // The attn ops have served their purpose; what remains is func/scf/memref.
+    for (Operation &op : llvm::make_early_inc_range(module.getBody()->getOperations()))
+      if (isa<KernelOp, NormalizerOp, ScoreOp, MaskOp>(op))
+        op.erase();
+  }
+};
+} // namespace
+} // namespace mlir::attn
