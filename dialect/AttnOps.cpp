@@ -73,7 +73,11 @@ static LogicalResult verifyScalarRegion(Operation *owner, Region &region,
              << arg.getType();
   }
 
+  if (block.empty() || !isa<YieldOp>(block.back()))
+    return owner->emitOpError() << regionName << " region must end in attn.yield";
   for (Operation &op : block.without_terminator()) {
+    if (isa<YieldOp>(op))
+      return op.emitOpError() << "must be the last op of the " << regionName << " region";
     Dialect *dialect = op.getDialect();
     if (!isa_and_nonnull<arith::ArithDialect, math::MathDialect>(dialect))
       return op.emitOpError() << "is not allowed in the " << regionName
@@ -91,9 +95,7 @@ static LogicalResult verifyScalarRegion(Operation *owner, Region &region,
                                 << " region; only scalar values are allowed";
   }
 
-  auto yield = dyn_cast<YieldOp>(block.getTerminator());
-  if (!yield)
-    return owner->emitOpError() << regionName << " region must end in attn.yield";
+  auto yield = cast<YieldOp>(block.back());
   Type want = yieldType ? yieldType : floatType;
   if (yield.getValue().getType() != want)
     return yield.emitOpError() << "in the " << regionName << " region must yield "
@@ -401,8 +403,8 @@ LogicalResult ScoreOp::verify() {
     if (!getHidden())
       return emitOpError("contract additive needs 'hidden <n>', the width of "
                          "v·tanh(W_q q + W_k k)");
-    if (*getHidden() <= 0)
-      return emitOpError() << "'hidden' must be positive, got " << *getHidden();
+    if (int64_t hidden = getHiddenAttr().getInt(); hidden <= 0)
+      return emitOpError() << "'hidden' must be positive, got " << hidden;
   } else if (getHidden()) {
     return emitOpError() << "'hidden' applies to contract additive only, not "
                          << stringifyContractKind(getContract());

@@ -105,7 +105,7 @@ def Attn_NormalizerOp : Attn_Op<"normalizer", [Symbol, IsolatedFromAbove,
     DenseF64ArrayAttr:$param_inits,
     OptionalAttr<Attn_AlgorithmAttr>:$algorithm
   );
-  let regions = (region SizedRegion<1>:$numerator, AnyRegion:$denominator);
+  let regions = (region SizedRegion<1>:$numerator, MaxSizedRegion<1>:$denominator);
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -145,7 +145,7 @@ def Attn_ScoreOp : Attn_Op<"score", [Symbol, IsolatedFromAbove,
     StrArrayAttr:$param_names,
     DenseF64ArrayAttr:$param_inits
   );
-  let regions = (region AnyRegion:$feature, AnyRegion:$mod);
+  let regions = (region MaxSizedRegion<1>:$feature, MaxSizedRegion<1>:$mod);
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
   let extraClassDeclaration = [{

@@ -59,7 +59,7 @@ attn.normalizer @no_terminator {
 
 // -----
 
-// expected-error @+1 {{'attn.score' op mod region must end in attn.yield}}
+// expected-error @+1 {{'attn.score' op region #1 ('mod') failed to verify constraint: region with at most 1 blocks}}
 attn.score @branches contract dot mod {
 ^bb0(%s: f32, %i: index, %j: index):
   cf.br ^bb1(%s : f32)
@@ -83,7 +83,7 @@ attn.mask @scf_yield {
 attn.normalizer @early_yield {
   numerator {
   ^bb0(%s: f32):
-    // expected-error @+1 {{'attn.yield' op is not allowed in the numerator region of 'attn.normalizer'}}
+    // expected-error @+1 {{'attn.yield' op must be the last op of the numerator region}}
     attn.yield %s : f32
     %e = math.exp %s : f32
     attn.yield %e : f32
