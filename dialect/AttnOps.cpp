@@ -7,6 +7,8 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <charconv>
+
 using namespace mlir;
 using namespace mlir::attn;
 
@@ -146,6 +148,21 @@ static ParseResult parseParams(OpAsmParser &parser, OperationState &result,
   return success();
 }
 
+/// Prints the shortest decimal that reads back as `value` (1.0e-06, not
+/// 9.9999999999999995E-7), always with a '.' so it lexes as a float literal.
+static void printFloatValue(OpAsmPrinter &p, double value) {
+  char buffer[64];
+  auto [end, error] = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  std::string text(buffer, error == std::errc() ? end : buffer);
+  if (text.find_first_of(".ein") == std::string::npos)
+    text += ".0";
+  else if (text.find('.') == std::string::npos && text.find('e') != std::string::npos)
+    text.insert(text.find('e'), ".0");
+  if (text.find_first_of("in") != std::string::npos) // inf, nan: MLIR's own spelling
+    return p.printFloat(llvm::APFloat(value));
+  p << text;
+}
+
 static void printParams(OpAsmPrinter &p, ArrayAttr names, ArrayRef<double> inits) {
   if (names.empty())
     return;
@@ -153,14 +170,11 @@ static void printParams(OpAsmPrinter &p, ArrayAttr names, ArrayRef<double> inits
   llvm::interleaveComma(llvm::zip(names, inits), p, [&](auto pair) {
     p.printKeywordOrString(cast<StringAttr>(std::get<0>(pair)).getValue());
     p << " = ";
-    p.printFloat(llvm::APFloat(std::get<1>(pair)));
+    printFloatValue(p, std::get<1>(pair));
   });
   p << ")";
 }
 
-static void printFloatValue(OpAsmPrinter &p, double value) {
-  p.printFloat(llvm::APFloat(value));
-}
 
 /// Names region arguments after their roles (%s, %i, %j, then the params) so
 /// printed IR reads like the source a user wrote.

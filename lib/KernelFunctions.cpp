@@ -9,6 +9,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
 
+#include <charconv>
+
 using namespace mlir;
 using namespace mlir::attn;
 
@@ -196,9 +198,15 @@ LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
 /// The value the user most likely wrote: the shortest decimal that reads back as
 /// this constant, so `0.1 : f32` becomes 0.1 in f64 rather than 0.100000001490116.
 static double widenLiteral(FloatAttr attr) {
-  SmallString<32> text;
-  attr.getValue().toString(text);
-  return std::strtod(text.c_str(), nullptr);
+  if (!attr.getType().isF32())
+    return attr.getValueAsDouble();
+  char buffer[64];
+  auto [end, error] = std::to_chars(buffer, buffer + sizeof(buffer) - 1,
+                                    static_cast<float>(attr.getValueAsDouble()));
+  if (error != std::errc())
+    return attr.getValueAsDouble();
+  *end = '\0';
+  return std::strtod(buffer, nullptr);
 }
 
 FailureOr<func::FuncOp> mlir::attn::cloneWithFloatType(func::FuncOp function, FloatType type,

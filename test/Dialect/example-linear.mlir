@@ -21,7 +21,7 @@
 // CHECK-NEXT:    ^bb0(%s: f32):
 // CHECK-NEXT:      attn.yield %s : f32
 // CHECK-NEXT:    }
-// CHECK-NEXT:    denominator epsilon {{9.9999999999999995E-7|1.000000e-06}} {
+// CHECK-NEXT:    denominator epsilon {{9.9999999999999995E-7|1.0e-06}} {
 // CHECK-NEXT:    ^bb0(%s: f32):
 // CHECK-NEXT:      attn.yield %s : f32
 // CHECK-NEXT:    }

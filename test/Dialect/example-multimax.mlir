@@ -8,7 +8,7 @@
 // RUN: diff %t.1 %t.g
 // RUN: attn-opt %examples/normalizers/multimax.mlir --verify-roundtrip > /dev/null
 
-// CHECK-LABEL: attn.normalizer @multimax params(tb1 = 1.000000e+00, td1 = 1.000000e+00, b1 = -1.000000e+00, d1 = 1.000000e+00, tb2 = 1.000000e+00, td2 = 1.000000e+00, b2 = -2.000000e+00, d2 = 2.000000e+00) {
+// CHECK-LABEL: attn.normalizer @multimax params(tb1 = 1.0, td1 = 1.0, b1 = -1.0, d1 = 1.0, tb2 = 1.0, td2 = 1.0, b2 = -2.0, d2 = 2.0) {
 // CHECK-NEXT:    numerator {
 // CHECK-NEXT:    ^bb0(%s: f32, %tb1: f32, %td1: f32, %b1: f32, %d1: f32, %tb2: f32, %td2: f32, %b2: f32, %d2: f32):
 // CHECK:           arith.subf %b1, %s : f32

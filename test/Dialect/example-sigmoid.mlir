@@ -8,7 +8,7 @@
 // RUN: diff %t.1 %t.g
 // RUN: attn-opt %examples/normalizers/sigmoid.mlir --verify-roundtrip > /dev/null
 
-// CHECK-LABEL: attn.normalizer @sigmoid params(bias = -4.000000e+00) {
+// CHECK-LABEL: attn.normalizer @sigmoid params(bias = -4.0) {
 // CHECK-NEXT:    numerator {
 // CHECK-NEXT:    ^bb0(%s: f32, %bias: f32):
 // CHECK:           arith.addf %s, %bias : f32
@@ -16,6 +16,6 @@
 // CHECK:           %[[G:.*]] = arith.divf
 // CHECK-NEXT:      attn.yield %[[G]] : f32
 // CHECK-NEXT:    }
-// CHECK-NEXT:    denominator constant 1.000000e+00
+// CHECK-NEXT:    denominator constant 1.0
 // CHECK-NEXT:  }
 // CHECK-NEXT:  attn.kernel @sigmoid_attention normalizer(@sigmoid){{$}}

@@ -45,8 +45,8 @@ attn.kernel @tagged normalizer(@softmax) mask(@causal) {note = "user"}
 // CHECK:       {{^//}} {{-+$}}
 // CHECK-NEXT:  module {
 // CHECK-NEXT:    attn.kernel @early normalizer(@sig) score(@biased) mask(@window){{$}}
-// CHECK-NEXT:    attn.normalizer @sig params(bias = -4.000000e+00) {
-// CHECK:         attn.score @biased contract dot params(slope = 1.000000e+00) mod {
+// CHECK-NEXT:    attn.normalizer @sig params(bias = -4.0) {
+// CHECK:         attn.score @biased contract dot params(slope = 1.0) mod {
 // CHECK:         attn.mask @window {
 attn.kernel @early normalizer(@sig) score(@biased) mask(@window)
 attn.normalizer @sig params(bias = -4.0) {

@@ -38,12 +38,12 @@ attn.normalizer @softmax {
 // -----
 
 // Constant denominator, with one learnable param.
-// CHECK-LABEL: attn.normalizer @sigmoid params(bias = -4.000000e+00) {
+// CHECK-LABEL: attn.normalizer @sigmoid params(bias = -4.0) {
 // CHECK-NEXT:    numerator {
 // CHECK-NEXT:    ^bb0(%s: f32, %bias: f32):
 // CHECK:           arith.addf %s, %bias : f32
 // CHECK:         }
-// CHECK-NEXT:    denominator constant 1.000000e+00
+// CHECK-NEXT:    denominator constant 1.0
 // CHECK-NEXT:  }
 attn.normalizer @sigmoid params(bias = -4.0) {
   numerator {
@@ -63,7 +63,7 @@ attn.normalizer @sigmoid params(bias = -4.0) {
 
 // A constant other than 1, and a negative one.
 // CHECK-LABEL: attn.normalizer @half
-// CHECK:         denominator constant 2.000000e+00
+// CHECK:         denominator constant 2.0
 attn.normalizer @half {
   numerator {
   ^bb0(%s: f32):
@@ -75,7 +75,7 @@ attn.normalizer @half {
 // -----
 
 // CHECK-LABEL: attn.normalizer @negated
-// CHECK:         denominator constant -5.000000e-01
+// CHECK:         denominator constant -0.5
 attn.normalizer @negated {
   numerator {
   ^bb0(%s: f32):
@@ -110,7 +110,7 @@ attn.normalizer @relu {
 
 // Summed denominator with epsilon.
 // CHECK-LABEL: attn.normalizer @linear {
-// CHECK:         denominator epsilon 1.000000e-03 {
+// CHECK:         denominator epsilon 0.001 {
 // CHECK-NEXT:    ^bb0(%s: f32):
 // CHECK-NEXT:      attn.yield %s : f32
 // CHECK-NEXT:    }
@@ -130,7 +130,7 @@ attn.normalizer @linear {
 // Several params; the denominator region takes them as well. Region
 // arguments print under the param names. A param name that is not a bare
 // identifier prints as a string.
-// CHECK-LABEL: attn.normalizer @scaled params(a = 1.000000e+00, b = -2.500000e-01, "c d" = 3.000000e+00) {
+// CHECK-LABEL: attn.normalizer @scaled params(a = 1.0, b = -0.25, "c d" = 3.0) {
 // CHECK-NEXT:    numerator {
 // CHECK-NEXT:    ^bb0(%s: f32, %a: f32, %b: f32, %c_d: f32):
 // CHECK:         denominator {
@@ -157,7 +157,7 @@ attn.normalizer @scaled params(a = 1.0, b = -0.25, "c d" = 3.0) {
 // -----
 
 // Other float types: f64 and bf16.
-// CHECK-LABEL: attn.normalizer @wide params(t = 2.000000e+00) {
+// CHECK-LABEL: attn.normalizer @wide params(t = 2.0) {
 // CHECK-NEXT:    numerator {
 // CHECK-NEXT:    ^bb0(%s: f64, %t: f64):
 // CHECK:         denominator count
@@ -218,8 +218,8 @@ attn.normalizer @piecewise {
 // The attribute the classifier attaches, and user attributes, survive under
 // `attributes`.
 // CHECK-LABEL: attn.normalizer @classified attributes {algorithm = #attn<algorithm online>} {
-// CHECK-LABEL: attn.normalizer @tagged params(p = 1.000000e+00) attributes {note = "user"} {
-// CHECK:         denominator constant 1.000000e+00
+// CHECK-LABEL: attn.normalizer @tagged params(p = 1.0) attributes {note = "user"} {
+// CHECK:         denominator constant 1.0
 attn.normalizer @classified attributes {algorithm = #attn<algorithm online>} {
   numerator {
   ^bb0(%s: f32):

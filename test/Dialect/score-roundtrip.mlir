@@ -10,7 +10,7 @@
 // CHECK-LABEL: module {
 // CHECK-NEXT:    attn.score @dot contract dot{{$}}
 // CHECK-NEXT:    attn.score @scaled_default contract scaled_dot{{$}}
-// CHECK-NEXT:    attn.score @scaled contract scaled_dot scale 1.250000e-01{{$}}
+// CHECK-NEXT:    attn.score @scaled contract scaled_dot scale 0.125{{$}}
 // CHECK-NEXT:    attn.score @bilinear contract bilinear{{$}}
 // CHECK-NEXT:    attn.score @additive contract additive hidden 64{{$}}
 // CHECK-NEXT:    attn.score @cosine contract cosine{{$}}
@@ -25,7 +25,7 @@ attn.score @cosine contract cosine
 // -----
 
 // The contract kind may be written as a string.
-// CHECK: attn.score @quoted contract scaled_dot scale 5.000000e-01{{$}}
+// CHECK: attn.score @quoted contract scaled_dot scale 0.5{{$}}
 attn.score @quoted contract "scaled_dot" scale 0.5
 
 // -----
@@ -46,7 +46,7 @@ attn.score @squared contract dot mod {
 
 // A mod region with params (ALiBi-style bias slope·(j - i)); the params
 // follow the indices and print under their names.
-// CHECK-LABEL: attn.score @alibi contract scaled_dot scale 2.500000e-01 params(slope = -5.000000e-01, offset = 0.000000e+00) mod {
+// CHECK-LABEL: attn.score @alibi contract scaled_dot scale 0.25 params(slope = -0.5, offset = 0.0) mod {
 // CHECK-NEXT:  ^bb0(%s: f32, %i: index, %j: index, %slope: f32, %offset: f32):
 // CHECK-NEXT:    %[[II:.*]] = arith.index_cast %i : index to i64
 // CHECK-NEXT:    %[[JI:.*]] = arith.index_cast %j : index to i64
@@ -89,7 +89,7 @@ attn.score @relu_feature contract dot feature {
 
 // Feature and mod together (cosformer-like: φ(q)·φ(k)·cos-weighting by position),
 // on scaled_dot with an explicit scale and a param.
-// CHECK-LABEL: attn.score @cosformer contract scaled_dot scale 1.000000e+00 params(m = 1.024000e+03) feature {
+// CHECK-LABEL: attn.score @cosformer contract scaled_dot scale 1.0 params(m = 1024.0) feature {
 // CHECK-NEXT:  ^bb0(%x: f32):
 // CHECK:         attn.yield %{{.*}} : f32
 // CHECK-NEXT:  } mod {
@@ -123,7 +123,7 @@ attn.score @cosformer contract scaled_dot scale 1.0 params(m = 1024.0) feature {
 // CHECK-NEXT:  ^bb0(%s: f64, %i: index, %j: index):
 // CHECK-LABEL: attn.score @bilinear_mod contract bilinear mod {
 // CHECK-NEXT:  ^bb0(%s: f32, %i: index, %j: index):
-// CHECK-LABEL: attn.score @cosine_temperature contract cosine params(tau = 1.000000e+01) mod {
+// CHECK-LABEL: attn.score @cosine_temperature contract cosine params(tau = 10.0) mod {
 // CHECK-NEXT:  ^bb0(%s: f32, %i: index, %j: index, %tau: f32):
 attn.score @additive_mod contract additive hidden 32 mod {
 ^bb0(%s: f64, %i: index, %j: index):
@@ -143,7 +143,7 @@ attn.score @cosine_temperature contract cosine params(tau = 10.0) mod {
 // -----
 
 // A position-only score can ignore %s (LDN diffusion kernel).
-// CHECK-LABEL: attn.score @diffusion contract dot params(sigma = 4.000000e+00) mod {
+// CHECK-LABEL: attn.score @diffusion contract dot params(sigma = 4.0) mod {
 // CHECK:         arith.uitofp %{{.*}} : i64 to f32
 // CHECK:         arith.negf %{{.*}} : f32
 attn.score @diffusion contract dot params(sigma = 4.0) mod {

@@ -1,0 +1,50 @@
+// The one-shot driver: loops after the attn passes, optimised LLVM IR, and a
+// linked shared object exporting the ABI entry points and the manifest.
+// RUN: attn-compile %s -o %t.mlir --emit=mlir
+// RUN: FileCheck %s --check-prefix=LOOPS < %t.mlir
+// RUN: attn-compile %s -o %t.ll --emit=llvm --dtypes=f32
+// RUN: FileCheck %s --check-prefix=LLVM < %t.ll
+// RUN: attn-compile %s -o %t.so
+// RUN: llvm-nm -D --defined-only %t.so | FileCheck %s --check-prefix=SYMBOLS
+// RUN: not attn-compile %s -o %t.bad.so --dtypes=f16 2>&1 | FileCheck %s --check-prefix=BADTYPE
+// RUN: not attn-compile %s.missing -o %t.none.so 2>&1 | FileCheck %s --check-prefix=NOFILE
+
+attn.normalizer @tanhmax {
+  numerator {
+  ^bb0(%s: f32):
+    %p = math.exp %s : f32
+    %ns = arith.negf %s : f32
+    %n = math.exp %ns : f32
+    %g = arith.subf %p, %n : f32
+    attn.yield %g : f32
+  }
+  denominator {
+  ^bb0(%s: f32):
+    %p = math.exp %s : f32
+    %ns = arith.negf %s : f32
+    %n = math.exp %ns : f32
+    %h = arith.addf %p, %n : f32
+    attn.yield %h : f32
+  }
+}
+attn.kernel @tanhmax_attention normalizer(@tanhmax)
+
+// LOOPS-NOT: func.call
+// LOOPS: func.func @attn_forward_f32(
+// LOOPS: func.func @attn_backward_f32(
+// LOOPS: func.func @attn_forward_f64(
+// LOOPS: func.func @attn_backward_f64(
+
+// LLVM: @attn_manifest_text = internal constant {{.*}}c"attn-abi 1\0Akernel tanhmax_attention\0Anormalizer tanhmax\0Aalgorithm online\0Adenominator sum\0Amask none\0Aparams\0Adtypes f32\0Adevices cpu\0A\00"
+// LLVM-DAG: define void @_mlir_ciface_attn_forward_f32(
+// LLVM-DAG: define void @_mlir_ciface_attn_backward_f32(
+// LLVM-DAG: define {{.*}}ptr @attn_manifest()
+
+// SYMBOLS-DAG: T _mlir_ciface_attn_backward_f32
+// SYMBOLS-DAG: T _mlir_ciface_attn_backward_f64
+// SYMBOLS-DAG: T _mlir_ciface_attn_forward_f32
+// SYMBOLS-DAG: T _mlir_ciface_attn_forward_f64
+// SYMBOLS-DAG: T attn_manifest
+
+// BADTYPE: error: unsupported element type 'f16'; expected f32 or f64
+// NOFILE: attn-compile: cannot open input file

@@ -1,0 +1,138 @@
+// RUN: attn-opt %s --split-input-file --attn-classify-normalizer | FileCheck %s
+
+// Exp-homogeneous numerator and denominator: online, stabilised.
+// CHECK-LABEL: attn.normalizer @softmax
+// CHECK-SAME: algorithm = #attn<algorithm online>
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+}
+
+// -----
+
+// Two exp terms, each of degree 1 (TanhMax): online.
+// CHECK-LABEL: attn.normalizer @tanhmax
+// CHECK-SAME: algorithm = #attn<algorithm online>
+attn.normalizer @tanhmax {
+  numerator {
+  ^bb0(%s: f32):
+    %p = math.exp %s : f32
+    %ns = arith.negf %s : f32
+    %n = math.exp %ns : f32
+    %g = arith.subf %p, %n : f32
+    attn.yield %g : f32
+  }
+  denominator {
+  ^bb0(%s: f32):
+    %p = math.exp %s : f32
+    %ns = arith.negf %s : f32
+    %n = math.exp %ns : f32
+    %h = arith.addf %p, %n : f32
+    attn.yield %h : f32
+  }
+}
+
+// -----
+
+// A bounded factor 1/(1 + e^-s) keeps degree 1 (sigsoftmax): online.
+// CHECK-LABEL: attn.normalizer @sigsoftmax
+// CHECK-SAME: algorithm = #attn<algorithm online>
+attn.normalizer @sigsoftmax {
+  numerator {
+  ^bb0(%s: f32):
+    %one = arith.constant 1.0 : f32
+    %e = math.exp %s : f32
+    %ns = arith.negf %s : f32
+    %en = math.exp %ns : f32
+    %den = arith.addf %one, %en : f32
+    %sig = arith.divf %one, %den : f32
+    %g = arith.mulf %e, %sig : f32
+    attn.yield %g : f32
+  }
+  denominator {
+  ^bb0(%s: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+}
+
+// -----
+
+// No exp factor at all (expressive attention): plain accumulation.
+// CHECK-LABEL: attn.normalizer @expressive
+// CHECK-SAME: algorithm = #attn<algorithm plain>
+attn.normalizer @expressive {
+  numerator {
+  ^bb0(%s: f32):
+    attn.yield %s : f32
+  }
+  denominator epsilon 1.0e-6 {
+  ^bb0(%s: f32):
+    attn.yield %s : f32
+  }
+}
+
+// -----
+
+// A bounded sigmoid over a constant denominator: plain.
+// CHECK-LABEL: attn.normalizer @sigmoid
+// CHECK-SAME: algorithm = #attn<algorithm plain>
+attn.normalizer @sigmoid params(bias = -4.0) {
+  numerator {
+  ^bb0(%s: f32, %bias: f32):
+    %one = arith.constant 1.0 : f32
+    %x = arith.addf %s, %bias : f32
+    %nx = arith.negf %x : f32
+    %e = math.exp %nx : f32
+    %den = arith.addf %one, %e : f32
+    %g = arith.divf %one, %den : f32
+    attn.yield %g : f32
+  }
+  denominator constant 1.0
+}
+
+// -----
+
+// Count denominators cannot be rescaled, so even e^s accumulates plainly.
+// CHECK-LABEL: attn.normalizer @exp_count
+// CHECK-SAME: algorithm = #attn<algorithm plain>
+attn.normalizer @exp_count {
+  numerator {
+  ^bb0(%s: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator count
+}
+
+// -----
+
+// The exp argument may be any exp-free function of s and params (MultiMax-like).
+// CHECK-LABEL: attn.normalizer @modulated
+// CHECK-SAME: algorithm = #attn<algorithm online>
+attn.normalizer @modulated params(t = 2.0) {
+  numerator {
+  ^bb0(%s: f32, %t: f32):
+    %zero = arith.constant 0.0 : f32
+    %r = arith.maximumf %s, %zero : f32
+    %x = arith.mulf %r, %t : f32
+    %e = math.exp %x : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %t: f32):
+    %zero = arith.constant 0.0 : f32
+    %r = arith.maximumf %s, %zero : f32
+    %x = arith.mulf %r, %t : f32
+    %e = math.exp %x : f32
+    attn.yield %e : f32
+  }
+}

@@ -1,0 +1,77 @@
+// RUN: attn-opt %s --split-input-file --attn-derive-backward --attn-lower-to-loops="element-types=f32,f64" | FileCheck %s
+// RUN: attn-opt %s --split-input-file --attn-derive-backward --attn-lower-to-loops="element-types=f32" --inline --symbol-dce --canonicalize --cse | FileCheck %s --check-prefix=INLINED
+
+// Online softmax: one entry point per direction and element type with the C
+// interface, the attn ops gone, f64 copies of the scalar functions, and the
+// manifest as an LLVM global.
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+}
+attn.kernel @k normalizer(@softmax)
+
+// CHECK-NOT: attn.normalizer
+// CHECK-NOT: attn.kernel
+// CHECK-DAG: func.func private @k.num.f64(%{{.*}}: f64, %{{.*}}: f64) -> f64
+// CHECK-DAG: func.func @attn_forward_f32(%{{.*}}: memref<?x?xf32, strided<[?, ?], offset: ?>>, {{.*}}, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64) attributes {llvm.emit_c_interface}
+// CHECK-DAG: func.func @attn_backward_f32(
+// CHECK-DAG: func.func @attn_forward_f64(%{{.*}}: memref<?x?xf64, strided<[?, ?], offset: ?>>
+// CHECK-DAG: func.func @attn_backward_f64(
+// CHECK-DAG: llvm.mlir.global internal constant @attn_manifest_text("attn-abi 1\0Akernel k\0Anormalizer softmax\0Aalgorithm online\0Adenominator sum\0Amask none\0Aparams\0Adtypes f32 f64\0Adevices cpu\0A\00")
+// CHECK-DAG: llvm.func @attn_manifest() -> !llvm.ptr
+
+// After inlining, the forward loop carries the running max, Σ h and the key
+// count, and rescales the accumulator by e^(m_old - m_new).
+// INLINED-LABEL: func.func @attn_forward_f32(
+// INLINED: %[[NEGINF:.*]] = arith.constant 0xFF800000 : f32
+// INLINED: scf.for %[[I:.*]] = {{.*}} {
+// INLINED: scf.for %[[J:.*]] = {{.*}} iter_args(%[[M:.*]] = %[[NEGINF]], %[[L:.*]] = %{{.*}}, %[[N:.*]] = %{{.*}}) -> (f32, f32, index) {
+// INLINED: %[[MNEW:.*]] = arith.maximumf %[[M]], %{{.*}} : f32
+// INLINED: %[[DELTA:.*]] = arith.subf %[[M]], %[[MNEW]] : f32
+// INLINED: %[[ALPHA:.*]] = math.exp %[[DELTA]] : f32
+// INLINED: arith.mulf %{{.*}}, %[[ALPHA]] : f32
+// INLINED: scf.yield %[[MNEW]], %{{.*}}, %{{.*}} : f32, f32, index
+// INLINED-LABEL: func.func @attn_backward_f32(
+// INLINED-NOT: func.call
+// INLINED-NOT: memref.alloc
+
+// -----
+
+// Plain accumulation with a count denominator, a mask region and a param.
+attn.mask @window {
+^bb0(%i: index, %j: index):
+  %c4 = arith.constant 4 : index
+  %d = arith.subi %i, %j : index
+  %keep = arith.cmpi ult, %d, %c4 : index
+  attn.yield %keep : i1
+}
+attn.normalizer @relu params(shift = 0.5) {
+  numerator {
+  ^bb0(%s: f32, %shift: f32):
+    %x = arith.addf %s, %shift : f32
+    %zero = arith.constant 0.0 : f32
+    %g = arith.maximumf %x, %zero : f32
+    attn.yield %g : f32
+  }
+  denominator count
+}
+attn.kernel @k normalizer(@relu) mask(@window)
+
+// CHECK: func.func private @k.mask(
+// CHECK: func.func @attn_forward_f32(
+// CHECK: func.call @k.mask(
+// CHECK: func.call @k.num(
+// CHECK-NOT: func.call @k.stab
+// CHECK: arith.uitofp
+// CHECK: func.func @attn_backward_f32(
+// CHECK: func.call @k.num.d.s(
+// CHECK: func.call @k.num.d.shift(
+// CHECK: llvm.mlir.global internal constant @attn_manifest_text("{{.*}}algorithm plain\0Adenominator count\0Amask window\0Aparams shift=0.5\0A{{.*}}")
