@@ -209,9 +209,12 @@ static double widenLiteral(FloatAttr attr) {
   return std::strtod(buffer, nullptr);
 }
 
-FailureOr<func::FuncOp> mlir::attn::cloneWithFloatType(func::FuncOp function, FloatType type,
-                                                       StringRef name) {
-  auto retype = [&](Type t) -> Type { return isa<FloatType>(t) ? type : t; };
+FailureOr<func::FuncOp> mlir::attn::cloneRetyped(func::FuncOp function, FloatType type,
+                                                 int64_t vectorWidth, StringRef name) {
+  auto retype = [&](Type t) -> Type {
+    Type element = isa<FloatType>(t) ? type : t;
+    return vectorWidth ? VectorType::get({vectorWidth}, element) : element;
+  };
   OpBuilder b(function);
   b.setInsertionPointAfter(function);
   SmallVector<Type> inputs = llvm::map_to_vector(function.getArgumentTypes(), retype);
@@ -224,19 +227,25 @@ FailureOr<func::FuncOp> mlir::attn::cloneWithFloatType(func::FuncOp function, Fl
   IRMapping mapping;
   mapping.map(function.getArguments(), entry->getArguments());
   for (Operation &op : function.getBody().front()) {
+    if (op.getNumRegions() != 0)
+      return op.emitOpError("cannot be retyped: it has regions");
+    if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
+      Type resultType = retype(constant.getType());
+      TypedAttr value = constant.getValue();
+      if (auto floatAttr = dyn_cast<FloatAttr>(value))
+        value = b.getFloatAttr(type, widenLiteral(floatAttr));
+      if (auto vectorType = dyn_cast<VectorType>(resultType))
+        value = DenseElementsAttr::get(vectorType, Attribute(value));
+      mapping.map(constant.getResult(),
+                  arith::ConstantOp::create(b, op.getLoc(), resultType, value).getResult());
+      continue;
+    }
     OperationState state(op.getLoc(), op.getName());
     for (Value operand : op.getOperands())
       state.operands.push_back(mapping.lookup(operand));
     for (Type t : op.getResultTypes())
       state.types.push_back(retype(t));
-    for (NamedAttribute attr : op.getAttrs()) {
-      Attribute value = attr.getValue();
-      if (auto floatAttr = dyn_cast<FloatAttr>(value))
-        value = b.getFloatAttr(type, widenLiteral(floatAttr));
-      state.attributes.push_back({attr.getName(), value});
-    }
-    if (op.getNumRegions() != 0)
-      return op.emitOpError("cannot be retyped: it has regions");
+    state.addAttributes(op.getAttrs());
     Operation *created = b.create(state);
     mapping.map(op.getResults(), created->getResults());
   }

@@ -46,9 +46,11 @@ SmallVector<double> kernelParamInits(KernelOp kernel);
 LogicalResult outlineKernelFunctions(KernelOp kernel);
 
 /// Copies the scalar function `function` as `name`, computing in `type` instead
-/// of its float type (constants are converted too).
-FailureOr<func::FuncOp> cloneWithFloatType(func::FuncOp function, FloatType type,
-                                           StringRef name);
+/// of its float type and, when `vectorWidth` is nonzero, on vector<vectorWidth x _>
+/// of every scalar type (index and i1 included): the elementwise form the tiled
+/// kernels call on a row of scores. Constants are converted (splat for vectors).
+FailureOr<func::FuncOp> cloneRetyped(func::FuncOp function, FloatType type,
+                                     int64_t vectorWidth, StringRef name);
 
 } // namespace mlir::attn
 

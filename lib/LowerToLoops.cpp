@@ -159,7 +159,7 @@ LogicalResult KernelCodegen::instantiateFunctions() {
     std::string retypedName = name + "." + typeSuffix(type);
     if (auto existing = module.lookupSymbol<func::FuncOp>(retypedName))
       return existing;
-    return cloneWithFloatType(function, type, retypedName);
+    return cloneRetyped(function, type, /*vectorWidth=*/0, retypedName);
   };
   auto require = [&](func::FuncOp &slot, const std::string &name) -> LogicalResult {
     FailureOr<func::FuncOp> function = get(name);
