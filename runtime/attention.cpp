@@ -1,0 +1,424 @@
+//===- attention.cpp - validation, dispatch and autograd ------------------===//
+//
+// No attention math here: inputs are validated, memref descriptors are filled
+// from tensor views, and the artifact's entry points are called in parallel.
+//
+//===----------------------------------------------------------------------===//
+#include "attn/runtime.h"
+#include "internal.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <atomic>
+#include <sstream>
+
+namespace attn {
+
+namespace {
+
+using torch::Tensor;
+
+std::string join(const std::vector<std::string> &items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i)
+    out += (i ? " " : "") + items[i];
+  return out;
+}
+
+std::string dtype_name(torch::ScalarType t) {
+  switch (t) {
+  case torch::kFloat:
+    return "float32";
+  case torch::kDouble:
+    return "float64";
+  case torch::kHalf:
+    return "float16";
+  case torch::kBFloat16:
+    return "bfloat16";
+  case torch::kLong:
+    return "int64";
+  case torch::kInt:
+    return "int32";
+  default:
+    return c10::toString(t);
+  }
+}
+
+std::string shape_str(const Tensor &t) {
+  std::ostringstream s;
+  s << t.sizes();
+  return s.str();
+}
+
+std::string param_list(const Library &lib) {
+  const auto &names = lib.manifest().param_names;
+  if (names.empty())
+    return "none";
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i)
+    out += (i ? ", " : "") + names[i];
+  return out;
+}
+
+/// Everything the dispatch needs, established by validate().
+struct Problem {
+  int64_t B = 0, H = 0, Nq = 0, Nk = 0, d = 0, dv = 0, P = 0;
+  torch::ScalarType dtype = torch::kFloat;
+  bool causal = false;
+  std::vector<int64_t> kv_len; // [B]
+};
+
+void check_tensor(const Library &lib, const char *fn, const char *name, const Tensor &t,
+                  const char *expected_shape) {
+  TORCH_CHECK(t.defined(), fn, ": ", name, " is an undefined tensor, expected a tensor ",
+              expected_shape);
+  TORCH_CHECK(t.layout() == torch::kStrided, fn, ": ", name, " has layout ", t.layout(),
+              ", expected a dense (strided) tensor ", expected_shape);
+  const auto &devices = lib.manifest().devices;
+  if (t.device().is_cpu()) {
+    TORCH_CHECK(lib.has_device("cpu"), fn, ": ", name, " is a CPU tensor but artifact ",
+                lib.path(), " has no CPU code (devices: ", join(devices), ")");
+    return;
+  }
+  if (t.is_cuda()) {
+    bool gpu = lib.has_device("cuda") || lib.has_device("gpu") || lib.has_device("nvptx");
+    TORCH_CHECK(!gpu, fn, ": ", name, " is on ", t.device(), ": artifact ", lib.path(),
+                " has GPU code (devices: ", join(devices),
+                ") but this runtime has no GPU dispatch yet; pass CPU tensors");
+    TORCH_CHECK(false, fn, ": ", name, " is on ", t.device(), " but artifact ", lib.path(),
+                " has no GPU code (devices: ", join(devices),
+                "); pass CPU tensors or compile the kernel with GPU code");
+  }
+  TORCH_CHECK(false, fn, ": ", name, " is on device ", t.device(),
+              ", expected a CPU tensor (artifact devices: ", join(devices), ")");
+}
+
+void check_rank(const char *fn, const char *name, const Tensor &t, int64_t rank,
+                const char *expected_shape) {
+  TORCH_CHECK(t.dim() == rank, fn, ": ", name, " must be a ", rank, "-D tensor ",
+              expected_shape, ", got a ", t.dim(), "-D tensor of shape ", shape_str(t));
+}
+
+void check_dtype(const char *fn, const char *name, const Tensor &t, torch::ScalarType want,
+                 const char *why) {
+  TORCH_CHECK(t.scalar_type() == want, fn, ": ", name, " has dtype ", dtype_name(t.scalar_type()),
+              ", expected ", dtype_name(want), " (", why, ")");
+}
+
+void check_same_size(const char *fn, const char *what, const char *a, int64_t va, const char *b,
+                     int64_t vb, const Tensor &ta, const Tensor &tb) {
+  TORCH_CHECK(va == vb, fn, ": ", what, " of ", a, " and ", b, " must agree, got ", va, " (", a,
+              " has shape ", shape_str(ta), ") and ", vb, " (", b, " has shape ", shape_str(tb),
+              ")");
+}
+
+Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tensor &k,
+                 const Tensor &v, const Tensor &params, const Options &opts) {
+  check_tensor(lib, fn, "q", q, "[B, H, Nq, d]");
+  check_tensor(lib, fn, "k", k, "[B, H, Nk, d]");
+  check_tensor(lib, fn, "v", v, "[B, H, Nk, dv]");
+  TORCH_CHECK(k.device() == q.device() && v.device() == q.device(), fn,
+              ": q, k and v must be on the same device, got ", q.device(), ", ", k.device(), ", ",
+              v.device());
+
+  const auto dt = q.scalar_type();
+  const auto &mdtypes = lib.manifest().dtypes;
+  TORCH_CHECK(dt == torch::kFloat || dt == torch::kDouble, fn, ": q has dtype ", dtype_name(dt),
+              ", expected float32 or float64 (artifact ", lib.path(), " dtypes: ",
+              join(mdtypes), ")");
+  TORCH_CHECK(lib.has_dtype(dt), fn, ": q has dtype ", dtype_name(dt), " but artifact ",
+              lib.path(), " was compiled for dtypes ", join(mdtypes), " only",
+              " (f32 = float32, f64 = float64)");
+  check_dtype(fn, "k", k, dt, "the dtype of q");
+  check_dtype(fn, "v", v, dt, "the dtype of q");
+
+  check_rank(fn, "q", q, 4, "[B, H, Nq, d]");
+  check_rank(fn, "k", k, 4, "[B, H, Nk, d]");
+  check_rank(fn, "v", v, 4, "[B, H, Nk, dv]");
+  Problem p;
+  p.B = q.size(0);
+  p.H = q.size(1);
+  p.Nq = q.size(2);
+  p.d = q.size(3);
+  p.Nk = k.size(2);
+  p.dv = v.size(3);
+  p.dtype = dt;
+  check_same_size(fn, "batch size (dim 0)", "q", p.B, "k", k.size(0), q, k);
+  check_same_size(fn, "batch size (dim 0)", "q", p.B, "v", v.size(0), q, v);
+  check_same_size(fn, "head count (dim 1)", "q", p.H, "k", k.size(1), q, k);
+  check_same_size(fn, "head count (dim 1)", "q", p.H, "v", v.size(1), q, v);
+  check_same_size(fn, "head dim d (dim 3)", "q", p.d, "k", k.size(3), q, k);
+  check_same_size(fn, "key count Nk (dim 2)", "k", p.Nk, "v", v.size(2), k, v);
+  TORCH_CHECK(p.Nq >= 1, fn, ": q must have at least one query (Nq >= 1), got shape ",
+              shape_str(q));
+  TORCH_CHECK(p.Nk >= 1, fn, ": k and v must have at least one key (Nk >= 1), got k of shape ",
+              shape_str(k));
+  TORCH_CHECK(p.d >= 1, fn, ": head dim d must be >= 1, got q of shape ", shape_str(q));
+  TORCH_CHECK(p.dv >= 1, fn, ": value dim dv must be >= 1, got v of shape ", shape_str(v));
+
+  p.P = lib.num_params();
+  if (params.defined()) {
+    check_tensor(lib, fn, "params", params, "[P]");
+    TORCH_CHECK(params.device() == q.device(), fn, ": params is on ", params.device(),
+                ", expected ", q.device(), " (the device of q)");
+    TORCH_CHECK(params.dim() == 1, fn, ": params must be a 1-D tensor [P] with P = ", p.P,
+                " (", param_list(lib), "), got a ", params.dim(), "-D tensor of shape ",
+                shape_str(params));
+    TORCH_CHECK(params.numel() == p.P, fn, ": params has ", params.numel(),
+                " elements, expected ", p.P, " (kernel ", lib.manifest().kernel,
+                " parameters: ", param_list(lib), ")");
+    check_dtype(fn, "params", params, dt, "the dtype of q");
+  } else {
+    TORCH_CHECK(p.P == 0, fn, ": params is undefined, expected a ", dtype_name(dt), " tensor [",
+                p.P, "] (kernel ", lib.manifest().kernel, " parameters: ", param_list(lib),
+                "; Library::initial_params() gives their initial values)");
+  }
+
+  p.causal = opts.is_causal;
+  p.kv_len.assign(static_cast<size_t>(p.B), p.Nk);
+  if (opts.key_lengths.has_value() && opts.key_lengths->defined()) {
+    const Tensor &kl = *opts.key_lengths;
+    TORCH_CHECK(kl.layout() == torch::kStrided && kl.device().is_cpu(), fn,
+                ": key_lengths must be a dense CPU int64 tensor [B], got a tensor on ",
+                kl.device());
+    TORCH_CHECK(kl.scalar_type() == torch::kLong, fn, ": key_lengths has dtype ",
+                dtype_name(kl.scalar_type()), ", expected int64");
+    TORCH_CHECK(kl.dim() == 1 && kl.size(0) == p.B, fn, ": key_lengths must have shape [B] = [",
+                p.B, "], got shape ", shape_str(kl));
+    Tensor klc = kl.contiguous();
+    const int64_t *data = klc.data_ptr<int64_t>();
+    for (int64_t b = 0; b < p.B; ++b) {
+      TORCH_CHECK(data[b] >= 0 && data[b] <= p.Nk, fn, ": key_lengths[", b, "] = ", data[b],
+                  ", expected a value in [0, Nk] = [0, ", p.Nk, "]");
+      p.kv_len[static_cast<size_t>(b)] = data[b];
+    }
+  }
+  return p;
+}
+
+/// Check a forward-produced or gradient tensor against the problem.
+void check_aux(const Library &lib, const char *fn, const char *name, const Tensor &t,
+               const Problem &p, std::vector<int64_t> shape, const char *shape_doc) {
+  check_tensor(lib, fn, name, t, shape_doc);
+  TORCH_CHECK(t.sizes() == c10::IntArrayRef(shape), fn, ": ", name, " must have shape ",
+              c10::IntArrayRef(shape), " ", shape_doc, ", got ", shape_str(t));
+  check_dtype(fn, name, t, p.dtype, "the dtype of q");
+}
+
+// --- memref descriptors --------------------------------------------------
+
+char *slice_ptr(const Tensor &t, int64_t b, int64_t h) {
+  return static_cast<char *>(t.data_ptr()) +
+         (b * t.stride(0) + h * t.stride(1)) * static_cast<int64_t>(t.element_size());
+}
+
+/// The [dim2, dim3] matrix of a [B, H, *, *] tensor at (b, h).
+attn_memref2d memref2d(const Tensor &t, int64_t b, int64_t h) {
+  void *ptr = slice_ptr(t, b, h);
+  return attn_memref2d{ptr, ptr, 0, {t.size(2), t.size(3)}, {t.stride(2), t.stride(3)}};
+}
+
+/// The [dim2] vector of a [B, H, *] tensor at (b, h).
+attn_memref1d memref1d(const Tensor &t, int64_t b, int64_t h) {
+  void *ptr = slice_ptr(t, b, h);
+  return attn_memref1d{ptr, ptr, 0, {t.size(2)}, {t.stride(2)}};
+}
+
+/// A [P] vector (undefined or empty when P == 0).
+attn_memref1d memref_params(const Tensor &t) {
+  if (!t.defined() || t.numel() == 0)
+    return attn_memref1d{nullptr, nullptr, 0, {0}, {1}};
+  void *ptr = t.data_ptr();
+  return attn_memref1d{ptr, ptr, 0, {t.size(0)}, {t.stride(0)}};
+}
+
+/// Run f(i) for i in [0, n) on LibTorch's intra-op thread pool (at::parallel_for),
+/// handing out items dynamically so that uneven items (causal masks, padding)
+/// balance across threads.
+template <class F> void parallel_items(int64_t n, const F &f) {
+  if (n <= 0)
+    return;
+  const int64_t workers = std::min<int64_t>(at::get_num_threads(), n);
+  if (workers <= 1 || at::in_parallel_region()) {
+    for (int64_t i = 0; i < n; ++i)
+      f(i);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  at::parallel_for(0, workers, 1, [&](int64_t, int64_t) {
+    for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < n;
+         i = next.fetch_add(1, std::memory_order_relaxed))
+      f(i);
+  });
+}
+
+std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem &p,
+                                               const Tensor &q, const Tensor &k, const Tensor &v,
+                                               const Tensor &params) {
+  attn_forward_fn fn = lib.forward_fn(p.dtype);
+  auto opts = torch::TensorOptions().dtype(p.dtype).device(q.device());
+  Tensor out = torch::empty({p.B, p.H, p.Nq, p.dv}, opts);
+  Tensor row_max = torch::empty({p.B, p.H, p.Nq}, opts);
+  Tensor row_sum = torch::empty({p.B, p.H, p.Nq}, opts);
+
+  const int64_t BH = p.B * p.H;
+  const int64_t nqb = (p.Nq + kQueryBlock - 1) / kQueryBlock;
+  const attn_memref1d pm = memref_params(params);
+  parallel_items(BH * nqb, [&](int64_t item) {
+    int64_t bh, qb;
+    if (p.causal) { // heaviest query blocks (most unmasked keys) first
+      qb = nqb - 1 - item / BH;
+      bh = item % BH;
+    } else { // all blocks of one head together: K/V stay in cache
+      bh = item / nqb;
+      qb = item % nqb;
+    }
+    const int64_t b = bh / p.H, h = bh % p.H;
+    attn_memref2d qm = memref2d(q, b, h), km = memref2d(k, b, h), vm = memref2d(v, b, h),
+                  om = memref2d(out, b, h);
+    attn_memref1d mm = memref1d(row_max, b, h), sm = memref1d(row_sum, b, h), prm = pm;
+    const int64_t q_begin = qb * kQueryBlock;
+    const int64_t q_end = std::min(p.Nq, q_begin + kQueryBlock);
+    fn(&qm, &km, &vm, &om, &mm, &sm, &prm, q_begin, q_end, p.kv_len[static_cast<size_t>(b)],
+       p.causal ? 1 : 0);
+  });
+  return {out, row_max, row_sum};
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor>
+run_backward(const Library &lib, const Problem &p, const Tensor &q, const Tensor &k,
+             const Tensor &v, const Tensor &params, const Tensor &out, const Tensor &row_max,
+             const Tensor &row_sum, const Tensor &grad_out) {
+  attn_backward_fn fn = lib.backward_fn(p.dtype);
+  auto opts = torch::TensorOptions().dtype(p.dtype).device(q.device());
+  // Zero-filled although the ABI says "overwritten": cheap next to the kernel, and
+  // never uninitialised memory in a gradient.
+  Tensor dq = torch::zeros({p.B, p.H, p.Nq, p.d}, opts);
+  Tensor dk = torch::zeros({p.B, p.H, p.Nk, p.d}, opts);
+  Tensor dv = torch::zeros({p.B, p.H, p.Nk, p.dv}, opts);
+  // One row of partial parameter gradients per (b, h) call, summed afterwards.
+  Tensor dparams_parts = torch::zeros({p.B * p.H, p.P}, opts);
+
+  const attn_memref1d pm = memref_params(params);
+  parallel_items(p.B * p.H, [&](int64_t bh) {
+    const int64_t b = bh / p.H, h = bh % p.H;
+    attn_memref2d qm = memref2d(q, b, h), km = memref2d(k, b, h), vm = memref2d(v, b, h),
+                  om = memref2d(out, b, h), dom = memref2d(grad_out, b, h),
+                  dqm = memref2d(dq, b, h), dkm = memref2d(dk, b, h), dvm = memref2d(dv, b, h);
+    attn_memref1d mm = memref1d(row_max, b, h), sm = memref1d(row_sum, b, h), prm = pm;
+    attn_memref1d dpm{nullptr, nullptr, 0, {p.P}, {1}};
+    if (p.P > 0) {
+      void *ptr = static_cast<char *>(dparams_parts.data_ptr()) +
+                  bh * p.P * static_cast<int64_t>(dparams_parts.element_size());
+      dpm.allocated = dpm.aligned = ptr;
+    }
+    fn(&qm, &km, &vm, &om, &dom, &mm, &sm, &prm, &dqm, &dkm, &dvm, &dpm,
+       p.kv_len[static_cast<size_t>(b)], p.causal ? 1 : 0);
+  });
+  Tensor dparams = dparams_parts.sum(0);
+  return {dq, dk, dv, dparams};
+}
+
+Tensor empty_params(const Tensor &params, const Tensor &q) {
+  if (params.defined())
+    return params;
+  return torch::empty({0}, q.options());
+}
+
+// --- autograd --------------------------------------------------------------
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
+public:
+  static Tensor forward(AutogradContext *ctx, const Tensor &q, const Tensor &k, const Tensor &v,
+                        const Tensor &params, const std::shared_ptr<const Library> &lib,
+                        const Problem &p) {
+    auto res = run_forward(*lib, p, q, k, v, params);
+    const Tensor &out = std::get<0>(res);
+    // Saved: inputs, O and the O(B·H·Nq) row statistics; nothing N×N.
+    ctx->save_for_backward({q, k, v, params, out, std::get<1>(res), std::get<2>(res)});
+    ctx->saved_data["artifact"] = lib->path();
+    ctx->saved_data["causal"] = p.causal;
+    ctx->saved_data["kv_len"] = p.kv_len;
+    return out;
+  }
+
+  static variable_list backward(AutogradContext *ctx, variable_list grad_outputs) {
+    // The engine enables grad mode in backward only for create_graph=True. The
+    // kernels' gradients are not themselves differentiable: refuse rather than hand
+    // back gradients that silently have no graph.
+    TORCH_CHECK(!torch::GradMode::is_enabled(),
+                "attn::attention: double backward (create_graph=True) is not supported: the "
+                "compiled backward kernel is not differentiable");
+    const Tensor &grad = grad_outputs.at(0);
+    if (!grad.defined())
+      return {Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+    auto saved = ctx->get_saved_variables();
+    const Tensor &q = saved[0], &k = saved[1], &v = saved[2], &params = saved[3],
+                 &out = saved[4], &row_max = saved[5], &row_sum = saved[6];
+    auto lib = detail::loaded_library(ctx->saved_data["artifact"].toStringRef());
+    Problem p;
+    p.B = q.size(0);
+    p.H = q.size(1);
+    p.Nq = q.size(2);
+    p.d = q.size(3);
+    p.Nk = k.size(2);
+    p.dv = v.size(3);
+    p.P = params.numel();
+    p.dtype = q.scalar_type();
+    p.causal = ctx->saved_data["causal"].toBool();
+    p.kv_len = ctx->saved_data["kv_len"].toIntVector();
+    const char *fn = "attn::attention backward";
+    check_aux(*lib, fn, "grad_output", grad, p, {p.B, p.H, p.Nq, p.dv}, "[B, H, Nq, dv]");
+
+    auto res = run_backward(*lib, p, q, k, v, params, out, row_max, row_sum, grad);
+    variable_list grads = {std::get<0>(res), std::get<1>(res), std::get<2>(res),
+                           std::get<3>(res), Tensor(), Tensor()};
+    for (size_t i = 0; i < 4; ++i)
+      if (!ctx->needs_input_grad(i))
+        grads[i] = Tensor();
+    return grads;
+  }
+};
+
+} // namespace
+
+Tensor attention(const std::shared_ptr<const Library> &lib, const Tensor &q, const Tensor &k,
+                 const Tensor &v, const Tensor &params, const Options &opts) {
+  TORCH_CHECK(lib, "attn::attention: lib is null, expected a Library from attn::Library::load");
+  Problem p = validate(*lib, "attn::attention", q, k, v, params, opts);
+  return AttentionFunction::apply(q, k, v, empty_params(params, q), lib, p);
+}
+
+std::tuple<Tensor, Tensor, Tensor> attention_forward(const std::shared_ptr<const Library> &lib,
+                                                     const Tensor &q, const Tensor &k,
+                                                     const Tensor &v, const Tensor &params,
+                                                     const Options &opts) {
+  TORCH_CHECK(lib, "attn::attention_forward: lib is null, expected a Library from "
+                   "attn::Library::load");
+  Problem p = validate(*lib, "attn::attention_forward", q, k, v, params, opts);
+  torch::NoGradGuard no_grad;
+  return run_forward(*lib, p, q, k, v, empty_params(params, q));
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor>
+attention_backward(const std::shared_ptr<const Library> &lib, const Tensor &q, const Tensor &k,
+                   const Tensor &v, const Tensor &params, const Tensor &out,
+                   const Tensor &row_max, const Tensor &row_sum, const Tensor &grad_out,
+                   const Options &opts) {
+  const char *fn = "attn::attention_backward";
+  TORCH_CHECK(lib, fn, ": lib is null, expected a Library from attn::Library::load");
+  Problem p = validate(*lib, fn, q, k, v, params, opts);
+  check_aux(*lib, fn, "out", out, p, {p.B, p.H, p.Nq, p.dv}, "[B, H, Nq, dv]");
+  check_aux(*lib, fn, "row_max", row_max, p, {p.B, p.H, p.Nq}, "[B, H, Nq]");
+  check_aux(*lib, fn, "row_sum", row_sum, p, {p.B, p.H, p.Nq}, "[B, H, Nq]");
+  check_aux(*lib, fn, "grad_out", grad_out, p, {p.B, p.H, p.Nq, p.dv}, "[B, H, Nq, dv]");
+  torch::NoGradGuard no_grad;
+  return run_backward(*lib, p, q, k, v, empty_params(params, q), out, row_max, row_sum,
+                      grad_out);
+}
+
+} // namespace attn

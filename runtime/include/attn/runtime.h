@@ -1,0 +1,128 @@
+//===- runtime.h - LibTorch runtime for attn-compile artifacts --*- C++ -*-===//
+//
+// Loads artifacts produced by `attn-compile` (the C ABI in attn/abi.h), validates
+// their manifest and calls their entry points from LibTorch, with autograd.
+//
+// The runtime holds no attention math: it validates inputs, loads artifacts and
+// dispatches / parallelises calls (at::parallel_for) to the artifact's kernels.
+// Every bad input raises c10::Error (a RuntimeError in Python) naming the argument,
+// what was expected and what was found.
+//
+// The same library registers TORCH_LIBRARY(attn) ops for Python:
+//   torch.ops.attn.attention(str artifact, Tensor q, Tensor k, Tensor v, Tensor params,
+//                            bool is_causal=False, Tensor? key_lengths=None) -> Tensor
+//   torch.ops.attn.attention_forward(...same...) -> (Tensor, Tensor, Tensor)
+//   torch.ops.attn.manifest(str artifact) -> str
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_RUNTIME_H
+#define ATTN_RUNTIME_H
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "attn/abi.h"
+
+namespace attn {
+
+/// The parsed text manifest of an artifact (see attn/abi.h for the format).
+struct Manifest {
+  int abi_version = 0;
+  std::string kernel, normalizer, algorithm, denominator, mask;
+  std::vector<std::string> param_names;
+  std::vector<double> param_inits;
+  std::vector<std::string> dtypes, devices; // e.g. {"f32", "f64"}, {"cpu"}
+};
+
+/// A loaded, validated artifact. Artifacts are cached per canonical path and stay
+/// loaded for the lifetime of the process (they are never dlclose'd).
+class Library {
+public:
+  /// dlopen + validate. Returns the same object for the same canonical path. Throws
+  /// c10::Error for: a missing file, a file that is not a loadable shared object, a
+  /// missing `attn_manifest` symbol, an ABI version mismatch, a malformed manifest
+  /// line, a dtype listed in the manifest whose entry points are missing, or an
+  /// artifact that was rewritten on disk after it was loaded in this process.
+  static std::shared_ptr<const Library> load(const std::string &path);
+
+  const Manifest &manifest() const { return manifest_; }
+  /// The raw manifest text, as returned by the artifact's attn_manifest().
+  const std::string &manifest_text() const { return manifest_text_; }
+  /// Canonical (realpath) path of the artifact.
+  const std::string &path() const { return path_; }
+
+  int64_t num_params() const { return static_cast<int64_t>(manifest_.param_names.size()); }
+  /// [P] tensor filled with the manifest's initial parameter values.
+  torch::Tensor initial_params(torch::ScalarType dtype = torch::kFloat) const;
+
+  /// Whether the manifest lists this dtype (kFloat -> "f32", kDouble -> "f64").
+  bool has_dtype(torch::ScalarType dtype) const;
+  /// Whether the manifest lists this device ("cpu", ...).
+  bool has_device(const std::string &device) const;
+
+  /// CPU entry points for a dtype listed in the manifest (TORCH_CHECK otherwise).
+  attn_forward_fn forward_fn(torch::ScalarType dtype) const;
+  attn_backward_fn backward_fn(torch::ScalarType dtype) const;
+
+  Library(const Library &) = delete;
+  Library &operator=(const Library &) = delete;
+  ~Library() = default;
+
+private:
+  struct Token {};
+
+public:
+  explicit Library(Token) {}
+
+private:
+  friend struct LibraryLoader;
+  std::string path_;
+  std::string manifest_text_;
+  Manifest manifest_;
+  void *handle_ = nullptr;
+  // File identity at load time; a later load() of a rewritten file is refused.
+  uint64_t dev_ = 0, ino_ = 0;
+  int64_t mtime_ns_ = 0, size_ = 0;
+  attn_forward_fn fwd_f32_ = nullptr, fwd_f64_ = nullptr;
+  attn_backward_fn bwd_f32_ = nullptr, bwd_f64_ = nullptr;
+};
+
+struct Options {
+  bool is_causal = false; // nonzero: keys j > i are masked (query row i, key column j)
+  c10::optional<torch::Tensor> key_lengths; // int64 [B]: keys j >= key_lengths[b] are masked
+};
+
+/// Autograd-aware attention. q [B,H,Nq,d], k [B,H,Nk,d], v [B,H,Nk,dv], params [P]
+/// (same dtype as q; an empty [0] tensor, or an undefined tensor, when P == 0).
+/// Returns O [B,H,Nq,dv]; gradients flow to q, k, v and params.
+torch::Tensor attention(const std::shared_ptr<const Library> &lib, const torch::Tensor &q,
+                        const torch::Tensor &k, const torch::Tensor &v,
+                        const torch::Tensor &params, const Options &opts = {});
+
+/// Forward only, no autograd: (O [B,H,Nq,dv], row_max [B,H,Nq], row_sum [B,H,Nq]).
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor>
+attention_forward(const std::shared_ptr<const Library> &lib, const torch::Tensor &q,
+                  const torch::Tensor &k, const torch::Tensor &v,
+                  const torch::Tensor &params, const Options &opts = {});
+
+/// Backward only, no autograd: given the forward's inputs, its outputs (O, row_max,
+/// row_sum) and dO [B,H,Nq,dv], returns (dq, dk, dv, dparams [P]).
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor, torch::Tensor>
+attention_backward(const std::shared_ptr<const Library> &lib, const torch::Tensor &q,
+                   const torch::Tensor &k, const torch::Tensor &v,
+                   const torch::Tensor &params, const torch::Tensor &out,
+                   const torch::Tensor &row_max, const torch::Tensor &row_sum,
+                   const torch::Tensor &grad_out, const Options &opts = {});
+
+/// Query rows per forward work item (the forward is parallelised over
+/// B * H * ceil(Nq / kQueryBlock) calls).
+constexpr int64_t kQueryBlock = 64;
+
+} // namespace attn
+
+#endif // ATTN_RUNTIME_H

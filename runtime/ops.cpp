@@ -1,0 +1,52 @@
+//===- ops.cpp - TORCH_LIBRARY(attn) ops for Python ------------------------===//
+//
+// Registered as CompositeImplicitAutograd kernels (m.def with a function): they run
+// above autograd, so attn::attention's torch::autograd::Function builds the graph.
+//
+//===----------------------------------------------------------------------===//
+#include "attn/runtime.h"
+
+#include <torch/library.h>
+
+namespace {
+
+using torch::Tensor;
+
+attn::Options make_options(bool is_causal, const c10::optional<Tensor> &key_lengths) {
+  attn::Options o;
+  o.is_causal = is_causal;
+  o.key_lengths = key_lengths;
+  return o;
+}
+
+Tensor op_attention(const std::string &artifact, const Tensor &q, const Tensor &k,
+                    const Tensor &v, const Tensor &params, bool is_causal,
+                    const c10::optional<Tensor> &key_lengths) {
+  return attn::attention(attn::Library::load(artifact), q, k, v, params,
+                         make_options(is_causal, key_lengths));
+}
+
+std::tuple<Tensor, Tensor, Tensor> op_attention_forward(const std::string &artifact,
+                                                        const Tensor &q, const Tensor &k,
+                                                        const Tensor &v, const Tensor &params,
+                                                        bool is_causal,
+                                                        const c10::optional<Tensor> &key_lengths) {
+  return attn::attention_forward(attn::Library::load(artifact), q, k, v, params,
+                                 make_options(is_causal, key_lengths));
+}
+
+std::string op_manifest(const std::string &artifact) {
+  return attn::Library::load(artifact)->manifest_text();
+}
+
+} // namespace
+
+TORCH_LIBRARY(attn, m) {
+  m.def("attention(str artifact, Tensor q, Tensor k, Tensor v, Tensor params, "
+        "bool is_causal=False, Tensor? key_lengths=None) -> Tensor",
+        &op_attention);
+  m.def("attention_forward(str artifact, Tensor q, Tensor k, Tensor v, Tensor params, "
+        "bool is_causal=False, Tensor? key_lengths=None) -> (Tensor, Tensor, Tensor)",
+        &op_attention_forward);
+  m.def("manifest(str artifact) -> str", &op_manifest);
+}

@@ -1,0 +1,143 @@
+"""attn: call attention kernels compiled by ``attn-compile`` from PyTorch.
+
+    import attn
+    k = attn.load("tanhmax.so")            # validates the artifact (ABI, manifest, entry points)
+    params = k.initial_params().requires_grad_()
+    out = k(q, k_, v, params, is_causal=True)   # q [B,H,Nq,d], k [B,H,Nk,d], v [B,H,Nk,dv]
+    out.sum().backward()                   # gradients for q, k, v and params
+
+A thin layer over the ops that ``libattn_runtime.so`` registers (``torch.ops.attn.*``).
+The runtime library is found via $ATTN_RUNTIME_LIB, else
+``<repo>/build/runtime/libattn_runtime.so`` relative to this file.
+"""
+
+import os
+import threading
+from collections import OrderedDict
+
+import torch
+
+__all__ = ["load", "Kernel", "Attention", "runtime_library_path", "parse_manifest"]
+
+_lock = threading.Lock()
+_loaded_from = None
+
+
+def runtime_library_path():
+    """Where libattn_runtime.so is looked for: $ATTN_RUNTIME_LIB, else the build tree."""
+    env = os.environ.get("ATTN_RUNTIME_LIB")
+    if env:
+        return os.path.abspath(env)
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    return os.path.join(repo, "build", "runtime", "libattn_runtime.so")
+
+
+def _ops_registered():
+    try:
+        torch.ops.attn.manifest  # noqa: B018 (raises when the op is not registered)
+        return True
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def _ensure_runtime():
+    """Load libattn_runtime.so once (registers torch.ops.attn.*)."""
+    global _loaded_from
+    if _loaded_from is not None:
+        return
+    with _lock:
+        if _loaded_from is not None:
+            return
+        if _ops_registered():  # loaded by someone else (e.g. torch.ops.load_library)
+            _loaded_from = "<already registered>"
+            return
+        path = runtime_library_path()
+        if not os.path.exists(path):
+            raise RuntimeError(
+                f"attn: runtime library not found at {path}; build it "
+                "(cd build && cmake .. && ninja) or set ATTN_RUNTIME_LIB to libattn_runtime.so")
+        torch.ops.load_library(path)
+        _loaded_from = path
+
+
+def parse_manifest(text):
+    """Parse manifest text into a dict: strings for kernel/normalizer/algorithm/denominator/
+    mask, an int for 'attn-abi', an OrderedDict name -> initial value for 'params', lists for
+    'dtypes' and 'devices'; other (informational) keys map to their value string."""
+    m = {"params": OrderedDict()}
+    for line in text.splitlines():
+        tokens = line.split()
+        if not tokens or tokens[0].startswith("#"):
+            continue
+        key, values = tokens[0], tokens[1:]
+        if key == "attn-abi":
+            m[key] = int(values[0])
+        elif key == "params":
+            m[key] = OrderedDict((n, float(v)) for n, v in (t.split("=", 1) for t in values))
+        elif key in ("dtypes", "devices"):
+            m[key] = values
+        else:
+            m[key] = " ".join(values)
+    return m
+
+
+
+
+class Kernel:
+    """A loaded attn artifact. Call it like an attention op; autograd works."""
+
+    def __init__(self, path):
+        _ensure_runtime()
+        self.path = os.path.abspath(os.fspath(path))
+        # Loads and validates the artifact in the runtime (raises RuntimeError).
+        self.manifest_text = torch.ops.attn.manifest(self.path)
+        self.manifest = parse_manifest(self.manifest_text)
+        self.param_names = list(self.manifest["params"].keys())
+
+    @property
+    def name(self):
+        return self.manifest.get("kernel", "")
+
+    def initial_params(self, dtype=torch.float32, device=None):
+        """[P] tensor of the manifest's initial parameter values (no grad)."""
+        return torch.tensor(list(self.manifest["params"].values()), dtype=dtype, device=device)
+
+    def _params(self, params, q):
+        return self.initial_params(q.dtype, q.device) if params is None else params
+
+    def __call__(self, q, k, v, params=None, is_causal=False, key_lengths=None):
+        """O [B,H,Nq,dv]. params=None uses the initial values (no gradient for them)."""
+        return torch.ops.attn.attention(self.path, q, k, v, self._params(params, q),
+                                        is_causal, key_lengths)
+
+    def forward_with_stats(self, q, k, v, params=None, is_causal=False, key_lengths=None):
+        """Forward only, no autograd: (O, row_max, row_sum)."""
+        return torch.ops.attn.attention_forward(self.path, q, k, v, self._params(params, q),
+                                                is_causal, key_lengths)
+
+    def __repr__(self):
+        return (f"attn.Kernel({self.name!r}, params={self.param_names}, "
+                f"dtypes={self.manifest.get('dtypes')}, devices={self.manifest.get('devices')}, "
+                f"path={self.path!r})")
+
+
+def load(path):
+    """Load and validate an artifact compiled by attn-compile; returns a Kernel."""
+    return Kernel(path)
+
+
+class Attention(torch.nn.Module):
+    """nn.Module holding the kernel's learnable parameters (as one [P] Parameter)."""
+
+    def __init__(self, path, dtype=torch.float32, is_causal=False):
+        super().__init__()
+        self.kernel = path if isinstance(path, Kernel) else load(path)
+        self.is_causal = is_causal
+        self.params = torch.nn.Parameter(self.kernel.initial_params(dtype),
+                                         requires_grad=len(self.kernel.param_names) > 0)
+
+    def forward(self, q, k, v, key_lengths=None):
+        return self.kernel(q, k, v, self.params, self.is_causal, key_lengths)
+
+    def extra_repr(self):
+        return f"{self.kernel.name}, params={self.kernel.param_names}, is_causal={self.is_causal}"

@@ -1,0 +1,524 @@
+// Tests of the attn runtime that need no compiler: artifact loading and manifest
+// validation, input validation (which must reject before any kernel runs: the
+// `abort` fixture's kernels abort), and dispatch plumbing checked with the `probe`
+// fixture, whose entry points copy inputs around instead of computing attention.
+#include "attn/runtime.h"
+
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+using attn::Library;
+using attn::Options;
+using torch::Tensor;
+
+namespace {
+
+// --- helpers ------------------------------------------------------------------
+
+void expect_error(const std::function<void()> &f, std::initializer_list<const char *> needles,
+                  const char *stmt) {
+  try {
+    f();
+  } catch (const c10::Error &e) {
+    std::string msg = e.what_without_backtrace();
+    for (const char *n : needles)
+      EXPECT_NE(msg.find(n), std::string::npos)
+          << "error of `" << stmt << "` lacks \"" << n << "\"; message was:\n"
+          << msg;
+    return;
+  }
+  ADD_FAILURE() << "`" << stmt << "` did not throw c10::Error";
+}
+#define EXPECT_ATTN_ERROR(stmt, ...) expect_error([&] { (void)(stmt); }, {__VA_ARGS__}, #stmt)
+
+std::string tmpdir() {
+  std::string dir = ATTN_TEST_TMPDIR;
+  mkdir(dir.c_str(), 0755);
+  return dir;
+}
+
+void copy_file(const std::string &from, const std::string &to) {
+  std::ifstream in(from, std::ios::binary);
+  std::ofstream out(to, std::ios::binary | std::ios::trunc);
+  out << in.rdbuf();
+}
+
+template <class Fn> Fn probe_symbol(const char *name) {
+  void *h = dlopen(ATTN_FX_PROBE, RTLD_NOW | RTLD_NOLOAD);
+  EXPECT_NE(h, nullptr) << "probe fixture not loaded";
+  void *sym = h ? dlsym(h, name) : nullptr;
+  EXPECT_NE(sym, nullptr) << name;
+  if (h)
+    dlclose(h); // drops the NOLOAD reference only
+  return reinterpret_cast<Fn>(sym);
+}
+long long probe_count(const char *name) { return probe_symbol<long long (*)()>(name)(); }
+void probe_reset() { probe_symbol<void (*)()>("probe_reset")(); }
+
+// --- loading and manifest -------------------------------------------------------
+
+TEST(LibraryLoad, MissingFile) {
+  EXPECT_ATTN_ERROR(Library::load("/nonexistent/dir/softmax.so"), "/nonexistent/dir/softmax.so",
+                    "not found", "attn-compile");
+  EXPECT_ATTN_ERROR(Library::load(""), "path is empty");
+}
+
+TEST(LibraryLoad, NotASharedObject) {
+  std::string path = tmpdir() + "/text.so";
+  std::ofstream(path) << "attn-abi 1\nthis is not an ELF file\n";
+  EXPECT_ATTN_ERROR(Library::load(path), "text.so", "is not a shared object", "ELF");
+  EXPECT_ATTN_ERROR(Library::load(tmpdir()), "is not a shared object", "directory");
+
+  std::string corrupt = tmpdir() + "/corrupt.so";
+  std::ofstream(corrupt, std::ios::binary) << "\x7f" "ELF garbage garbage garbage";
+  EXPECT_ATTN_ERROR(Library::load(corrupt), "corrupt.so", "not a loadable shared object",
+                    "dlopen failed");
+}
+
+TEST(LibraryLoad, NoManifestSymbol) {
+  EXPECT_ATTN_ERROR(Library::load(ATTN_FX_NO_MANIFEST), "fx_no_manifest.so",
+                    "has no 'attn_manifest' symbol", "attn-compile");
+}
+
+TEST(LibraryLoad, WrongAbiVersion) {
+  EXPECT_ATTN_ERROR(Library::load(ATTN_FX_WRONG_ABI), "fx_wrong_abi.so",
+                    "ABI version mismatch", "expected attn-abi 1", "found attn-abi 2");
+}
+
+TEST(LibraryLoad, MalformedManifestLine) {
+  EXPECT_ATTN_ERROR(Library::load(ATTN_FX_MALFORMED), "fx_malformed.so",
+                    "malformed manifest line 7", "'params tb1 td1=1'", "'tb1' without '='");
+}
+
+TEST(LibraryLoad, DtypeWithoutEntryPoints) {
+  EXPECT_ATTN_ERROR(Library::load(ATTN_FX_MISSING_F64), "fx_missing_f64.so",
+                    "manifest lists dtype f64", "_mlir_ciface_attn_forward_f64",
+                    "_mlir_ciface_attn_backward_f64", "missing");
+}
+
+TEST(LibraryLoad, MalformedManifestVariants) {
+  const std::string rest = "normalizer n\nalgorithm online\ndenominator sum\nmask none\n";
+  struct Case {
+    std::string text;
+    std::vector<const char *> needles;
+  } cases[] = {
+      {"", {"no 'attn-abi' line"}},
+      {"kernel k\n" + rest + "params\ndtypes f32\ndevices cpu\n", {"no 'attn-abi' line"}},
+      {"attn-abi one\nkernel k\n", {"malformed manifest line 1", "attn-abi <integer>"}},
+      {"attn-abi 0\nkernel k\n", {"ABI version mismatch", "found attn-abi 0"}},
+      {"attn-abi 1\nattn-abi 1\n", {"malformed manifest line 2", "duplicate 'attn-abi'"}},
+      {"attn-abi 1\nkernel a b\n", {"malformed manifest line 2", "exactly one value, found 2"}},
+      {"attn-abi 1\nkernel a\nkernel b\n", {"line 3", "at most once", "already appeared on line 2"}},
+      {"attn-abi 1\nkernel k\n" + rest + "params a=1 a=2\ndtypes f32\ndevices cpu\n",
+       {"'a' twice"}},
+      {"attn-abi 1\nkernel k\n" + rest + "params a=one\ndtypes f32\ndevices cpu\n",
+       {"a finite number after 'a='", "found 'one'"}},
+      {"attn-abi 1\nkernel k\n" + rest + "params 1a=1\ndtypes f32\ndevices cpu\n",
+       {"parameter name", "'1a'"}},
+      {"attn-abi 1\nkernel k\n" + rest + "params\ndtypes f16\ndevices cpu\n",
+       {"dtypes among f32 f64", "found 'f16'"}},
+      {"attn-abi 1\nkernel k\n" + rest + "params\ndtypes\ndevices cpu\n", {"at least one"}},
+      {"attn-abi 1\nkernel k\n" + rest + "params\ndtypes f32\n", {"no 'devices' line"}},
+      {"attn-abi 1\nkernel k\n" + rest + "dtypes f32\ndevices cpu\n", {"no 'params' line"}},
+  };
+  for (const auto &c : cases) {
+    SCOPED_TRACE(c.text);
+    setenv("ATTN_FIXTURE_MANIFEST", c.text.c_str(), 1);
+    try {
+      Library::load(ATTN_FX_ENV_MANIFEST);
+      ADD_FAILURE() << "manifest accepted";
+    } catch (const c10::Error &e) {
+      std::string msg = e.what_without_backtrace();
+      EXPECT_NE(msg.find("fx_env_manifest.so"), std::string::npos) << msg;
+      for (const char *n : c.needles)
+        EXPECT_NE(msg.find(n), std::string::npos) << "lacks \"" << n << "\":\n" << msg;
+    }
+  }
+  unsetenv("ATTN_FIXTURE_MANIFEST");
+}
+
+TEST(LibraryLoad, ManifestParsed) {
+  auto lib = Library::load(ATTN_FX_PROBE);
+  const auto &m = lib->manifest();
+  EXPECT_EQ(m.abi_version, ATTN_ABI_VERSION);
+  EXPECT_EQ(m.kernel, "probe_attention");
+  EXPECT_EQ(m.normalizer, "probe");
+  EXPECT_EQ(m.algorithm, "plain");
+  EXPECT_EQ(m.denominator, "constant");
+  EXPECT_EQ(m.mask, "none");
+  EXPECT_EQ(m.param_names, (std::vector<std::string>{"scale", "shift"}));
+  EXPECT_EQ(m.param_inits, (std::vector<double>{2.0, -0.5}));
+  EXPECT_EQ(m.dtypes, (std::vector<std::string>{"f32", "f64"}));
+  EXPECT_EQ(m.devices, (std::vector<std::string>{"cpu"}));
+  EXPECT_NE(lib->manifest_text().find("kernel probe_attention"), std::string::npos);
+  EXPECT_TRUE(lib->has_dtype(torch::kFloat));
+  EXPECT_TRUE(lib->has_dtype(torch::kDouble));
+  EXPECT_FALSE(lib->has_dtype(torch::kHalf));
+  EXPECT_EQ(lib->num_params(), 2);
+
+  Tensor p32 = lib->initial_params();
+  EXPECT_EQ(p32.scalar_type(), torch::kFloat);
+  EXPECT_TRUE(torch::equal(p32, torch::tensor({2.0f, -0.5f})));
+  Tensor p64 = lib->initial_params(torch::kDouble);
+  EXPECT_EQ(p64.scalar_type(), torch::kDouble);
+  EXPECT_TRUE(torch::equal(p64, torch::tensor({2.0, -0.5}, torch::kDouble)));
+  EXPECT_ATTN_ERROR(lib->initial_params(torch::kInt), "float32 or float64");
+
+  auto gpu = Library::load(ATTN_FX_GPU_ONLY);
+  EXPECT_EQ(gpu->num_params(), 0);
+  EXPECT_EQ(gpu->initial_params().sizes(), c10::IntArrayRef({0}));
+  EXPECT_ATTN_ERROR(gpu->forward_fn(torch::kFloat), "no CPU forward entry point",
+                    "devices: cuda");
+}
+
+TEST(LibraryLoad, CachedPerCanonicalPath) {
+  auto a = Library::load(ATTN_FX_PROBE);
+  auto b = Library::load(ATTN_FX_PROBE);
+  EXPECT_EQ(a.get(), b.get());
+  std::string link = tmpdir() + "/probe_link.so";
+  unlink(link.c_str());
+  ASSERT_EQ(symlink(ATTN_FX_PROBE, link.c_str()), 0);
+  EXPECT_EQ(Library::load(link).get(), a.get());
+  char *resolved = realpath(ATTN_FX_PROBE, nullptr);
+  EXPECT_EQ(a->path(), std::string(resolved));
+  free(resolved);
+}
+
+TEST(LibraryLoad, RewrittenArtifactRefused) {
+  std::string path = tmpdir() + "/rewritten.so", next = tmpdir() + "/rewritten.so.new";
+  copy_file(ATTN_FX_ABORT, path);
+  auto lib = Library::load(path);
+  EXPECT_EQ(lib->manifest().kernel, "abort_attention");
+  // Replace the file (new inode, as a recompile writing a new file does).
+  copy_file(ATTN_FX_ABORT, next);
+  ASSERT_EQ(rename(next.c_str(), path.c_str()), 0);
+  EXPECT_ATTN_ERROR(Library::load(path), "rewritten.so", "changed on disk",
+                    "restart the process");
+}
+
+// --- input validation (abort fixture: f32 only, params alpha, beta) ---------------
+
+class Validation : public ::testing::Test {
+protected:
+  void SetUp() override {
+    lib = Library::load(ATTN_FX_ABORT);
+    q = torch::randn({B, H, Nq, d});
+    k = torch::randn({B, H, Nk, d});
+    v = torch::randn({B, H, Nk, dv});
+    params = lib->initial_params();
+  }
+  static constexpr int64_t B = 2, H = 3, Nq = 5, Nk = 7, d = 4, dv = 6;
+  std::shared_ptr<const Library> lib;
+  Tensor q, k, v, params;
+};
+
+TEST_F(Validation, Ranks) {
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q[0], k, v, params), "q must be a 4-D tensor",
+                    "[B, H, Nq, d]", "got a 3-D tensor of shape [3, 5, 4]");
+  EXPECT_ATTN_ERROR(attn::attention(lib, q, k.unsqueeze(0), v, params),
+                    "k must be a 4-D tensor", "got a 5-D tensor");
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, k, v.flatten(0, 1), params),
+                    "v must be a 4-D tensor", "[B, H, Nk, dv]");
+}
+
+TEST_F(Validation, ShapeAgreement) {
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, torch::randn({B + 1, H, Nk, d}), v, params),
+                    "batch size (dim 0) of q and k must agree", "got 2", "and 3");
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, k, torch::randn({B, H + 1, Nk, dv}), params),
+                    "head count (dim 1) of q and v must agree");
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, torch::randn({B, H, Nk, d + 1}), v, params),
+                    "head dim d (dim 3) of q and k must agree", "got 4", "and 5");
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, k, torch::randn({B, H, Nk + 2, dv}), params),
+                    "key count Nk (dim 2) of k and v must agree", "got 7", "and 9");
+}
+
+TEST_F(Validation, EmptyDims) {
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, torch::randn({B, H, 0, d}), k, v, params),
+                    "Nq >= 1");
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, torch::randn({B, H, 0, d}),
+                                            torch::randn({B, H, 0, dv}), params),
+                    "Nk >= 1");
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, torch::randn({B, H, Nq, 0}),
+                                            torch::randn({B, H, Nk, 0}), v, params),
+                    "head dim d must be >= 1");
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, k, torch::randn({B, H, Nk, 0}), params),
+                    "value dim dv must be >= 1");
+}
+
+TEST_F(Validation, Dtypes) {
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q.to(torch::kDouble), k.to(torch::kDouble),
+                                            v.to(torch::kDouble), params.to(torch::kDouble)),
+                    "q has dtype float64", "compiled for dtypes f32 only");
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q.to(torch::kHalf), k, v, params),
+                    "q has dtype float16", "expected float32 or float64");
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q.to(torch::kInt), k, v, params),
+                    "q has dtype int32");
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, k.to(torch::kDouble), v, params),
+                    "k has dtype float64, expected float32 (the dtype of q)");
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, k, v.to(torch::kDouble), params),
+                    "v has dtype float64, expected float32");
+}
+
+TEST_F(Validation, Params) {
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, k, v, torch::zeros({3})),
+                    "params has 3 elements, expected 2", "abort_attention", "alpha, beta");
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, k, v, torch::zeros({0})),
+                    "params has 0 elements, expected 2");
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, k, v, Tensor()), "params is undefined",
+                    "alpha, beta");
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, k, v, torch::zeros({1, 2})),
+                    "params must be a 1-D tensor [P] with P = 2", "got a 2-D tensor");
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, k, v, params.to(torch::kDouble)),
+                    "params has dtype float64, expected float32");
+  EXPECT_ATTN_ERROR(attn::attention(lib, q, k, v, params.to(torch::kDouble).requires_grad_()),
+                    "params has dtype float64, expected float32");
+}
+
+TEST_F(Validation, KeyLengths) {
+  Options o;
+  o.key_lengths = torch::tensor({7, 3}, torch::kInt);
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, k, v, params, o),
+                    "key_lengths has dtype int32, expected int64");
+  o.key_lengths = torch::tensor({7, 3, 1}, torch::kLong);
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, k, v, params, o),
+                    "key_lengths must have shape [B] = [2], got shape [3]");
+  o.key_lengths = torch::tensor({{7, 3}}, torch::kLong);
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, k, v, params, o), "shape [B]");
+  o.key_lengths = torch::tensor({7, 8}, torch::kLong);
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, k, v, params, o), "key_lengths[1] = 8",
+                    "[0, Nk] = [0, 7]");
+  o.key_lengths = torch::tensor({-1, 0}, torch::kLong);
+  EXPECT_ATTN_ERROR(attn::attention(lib, q, k, v, params, o), "key_lengths[0] = -1");
+}
+
+TEST_F(Validation, Devices) {
+  auto meta = torch::empty({B, H, Nq, d}, torch::TensorOptions().device(torch::kMeta));
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, meta, k, v, params), "q is on device meta",
+                    "expected a CPU tensor", "devices: cpu");
+  auto gpu = Library::load(ATTN_FX_GPU_ONLY);
+  EXPECT_ATTN_ERROR(attn::attention_forward(gpu, q, k, v, Tensor()), "q is a CPU tensor",
+                    "fx_gpu_only.so has no CPU code (devices: cuda)");
+  EXPECT_ATTN_ERROR(attn::attention_forward(nullptr, q, k, v, params), "lib is null");
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, Tensor(), k, v, params),
+                    "q is an undefined tensor");
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q.to_sparse(), k, v, params), "q has layout",
+                    "dense");
+}
+
+TEST_F(Validation, CudaTensorsWithCpuOnlyArtifact) {
+  if (!torch::cuda::is_available())
+    GTEST_SKIP() << "SKIP: no CUDA device, the CUDA-tensor error path is not exercised";
+  auto qc = q.cuda(), kc = k.cuda(), vc = v.cuda();
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, qc, kc, vc, params.cuda()), "q is on cuda:0",
+                    "has no GPU code (devices: cpu)");
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, kc, v, params), "k is on cuda:0");
+}
+
+TEST_F(Validation, BackwardInputs) {
+  Tensor o = torch::zeros({B, H, Nq, dv}), rm = torch::zeros({B, H, Nq}), rs = rm.clone();
+  EXPECT_ATTN_ERROR(attn::attention_backward(lib, q, k, v, params, o, rm, rs,
+                                             torch::zeros({B, H, Nq, dv + 1})),
+                    "grad_out must have shape [2, 3, 5, 6]", "got [2, 3, 5, 7]");
+  EXPECT_ATTN_ERROR(attn::attention_backward(lib, q, k, v, params, o, rm.unsqueeze(-1), rs, o),
+                    "row_max must have shape [2, 3, 5]");
+  EXPECT_ATTN_ERROR(
+      attn::attention_backward(lib, q, k, v, params, o, rm, rs.to(torch::kDouble), o),
+      "row_sum has dtype float64, expected float32");
+}
+
+// --- dispatch (probe fixture) -------------------------------------------------------
+
+struct ProbeRef {
+  Tensor o, row_max, row_sum;
+};
+
+// What the probe's forward writes (see fixtures/probe.c).
+ProbeRef probe_forward_ref(const Tensor &q, const Tensor &v, const Tensor &params,
+                           const std::vector<int64_t> &kv, bool causal) {
+  const int64_t B = q.size(0), H = q.size(1), Nq = q.size(2), d = q.size(3), Nk = v.size(2),
+                dv = v.size(3);
+  auto L = torch::TensorOptions().dtype(torch::kLong);
+  Tensor o = q.index_select(3, torch::arange(dv, L) % d) +
+             10 * v.index_select(2, torch::arange(Nq, L) % Nk) + params[0];
+  Tensor rm = torch::tensor(kv, L).to(q.scalar_type()).view({B, 1, 1}).expand({B, H, Nq});
+  Tensor rs = ((causal ? -1 : 1) * (torch::arange(Nq, L) + 1)).to(q.scalar_type()).expand({B, H, Nq});
+  return {o, rm, rs};
+}
+
+struct ProbeGrads {
+  Tensor dq, dk, dv, dparams;
+};
+
+ProbeGrads probe_backward_ref(const Tensor &q, const Tensor &k, const Tensor &v,
+                              const Tensor &params, const ProbeRef &f, const Tensor &dout,
+                              const std::vector<int64_t> &kv, bool causal) {
+  const int64_t B = q.size(0), H = q.size(1), Nq = q.size(2), d = q.size(3), Nk = v.size(2),
+                dv = v.size(3);
+  auto L = torch::TensorOptions().dtype(torch::kLong);
+  ProbeGrads g;
+  g.dq = dout.index_select(3, torch::arange(d, L) % dv) + f.row_max.unsqueeze(-1);
+  g.dk = 2 * k + f.row_sum.index_select(2, torch::arange(Nk, L) % Nq).unsqueeze(-1);
+  g.dv = v + f.o.index_select(2, torch::arange(Nk, L) % Nq);
+  int64_t kv_sum = 0;
+  for (auto x : kv)
+    kv_sum += x;
+  g.dparams = B * H * params + static_cast<double>(H * kv_sum + (causal ? 100 * B * H : 0));
+  return g;
+}
+
+class Dispatch : public ::testing::TestWithParam<std::tuple<torch::ScalarType, bool>> {
+protected:
+  void SetUp() override {
+    lib = Library::load(ATTN_FX_PROBE);
+    probe_reset();
+  }
+  void TearDown() override { EXPECT_EQ(probe_count("probe_errors"), 0) << "bad descriptors"; }
+  std::shared_ptr<const Library> lib;
+};
+
+TEST_P(Dispatch, ForwardSlicesStridesAndMasks) {
+  auto [dtype, causal] = GetParam();
+  at::set_num_threads(2);
+  const int64_t B = 2, H = 3, Nq = 130, Nk = 70, d = 5, dv = 7;
+  auto opt = torch::TensorOptions().dtype(dtype);
+  // q: transposed view (inner stride Nq); k: broadcast over heads (stride 0);
+  // v: every other row of a larger tensor; params: strided.
+  Tensor q = torch::randn({B, H, d, Nq}, opt).transpose(2, 3);
+  Tensor k = torch::randn({B, 1, Nk, d}, opt).expand({B, H, Nk, d});
+  Tensor v = torch::randn({B, H, 2 * Nk, dv}, opt).slice(2, 0, 2 * Nk, 2);
+  Tensor params = torch::tensor({3.0, 0.0, -0.25, 0.0}, opt).slice(0, 0, 4, 2);
+  ASSERT_FALSE(q.is_contiguous());
+  Options o;
+  o.is_causal = causal;
+  std::vector<int64_t> kv = {70, 33};
+  o.key_lengths = torch::tensor(kv, torch::kLong);
+
+  auto [out, rm, rs] = attn::attention_forward(lib, q, k, v, params, o);
+  EXPECT_TRUE(out.is_contiguous());
+  EXPECT_EQ(out.sizes(), c10::IntArrayRef({B, H, Nq, dv}));
+  EXPECT_EQ(rm.sizes(), c10::IntArrayRef({B, H, Nq}));
+  EXPECT_EQ(out.scalar_type(), dtype);
+  EXPECT_FALSE(out.requires_grad());
+  auto ref = probe_forward_ref(q, v, params, kv, causal);
+  EXPECT_TRUE(torch::allclose(out, ref.o));
+  EXPECT_TRUE(torch::equal(rm, ref.row_max));
+  EXPECT_TRUE(torch::equal(rs, ref.row_sum));
+  EXPECT_EQ(probe_count("probe_forward_calls"), B * H * 3); // ceil(130 / 64) blocks
+  EXPECT_EQ(probe_count("probe_max_rows"), attn::kQueryBlock);
+
+  // Without key_lengths every row sees all Nk keys.
+  auto [out2, rm2, rs2] = attn::attention_forward(lib, q, k, v, params, {causal, {}});
+  EXPECT_TRUE(torch::equal(rm2, torch::full({B, H, Nq}, double(Nk), opt)));
+}
+
+TEST_P(Dispatch, AutogradBackward) {
+  auto [dtype, causal] = GetParam();
+  at::set_num_threads(2);
+  const int64_t B = 2, H = 2, Nq = 9, Nk = 11, d = 3, dv = 4;
+  auto opt = torch::TensorOptions().dtype(dtype);
+  Tensor q = torch::randn({B, H, Nq, d}, opt).requires_grad_();
+  Tensor kb = torch::randn({B, 1, Nk, d}, opt).requires_grad_();
+  Tensor k = kb.expand({B, H, Nk, d});
+  Tensor v = torch::randn({B, H, Nk, dv}, opt).requires_grad_();
+  Tensor params = lib->initial_params(dtype).requires_grad_();
+  std::vector<int64_t> kv = {11, 4};
+  Options o{causal, torch::tensor(kv, torch::kLong)};
+
+  Tensor out = attn::attention(lib, q, k, v, params, o);
+  EXPECT_TRUE(out.requires_grad());
+  ASSERT_TRUE(out.grad_fn());
+  Tensor w = torch::randn({B, H, dv, Nq}, opt).transpose(2, 3); // non-contiguous dO
+  (out * w).sum().backward();
+
+  torch::NoGradGuard ng;
+  auto f = probe_forward_ref(q, v, params, kv, causal);
+  EXPECT_TRUE(torch::allclose(out, f.o));
+  auto g = probe_backward_ref(q, k, v, params, f, w, kv, causal);
+  EXPECT_TRUE(torch::allclose(q.grad(), g.dq));
+  EXPECT_TRUE(torch::allclose(kb.grad(), g.dk.sum(1, true))); // through expand
+  EXPECT_TRUE(torch::allclose(v.grad(), g.dv));
+  EXPECT_TRUE(torch::allclose(params.grad(), g.dparams));
+  EXPECT_EQ(probe_count("probe_backward_calls"), B * H);
+}
+
+TEST_P(Dispatch, BackwardWithBroadcastGradAndPartialRequiresGrad) {
+  auto [dtype, causal] = GetParam();
+  const int64_t B = 1, H = 3, Nq = 4, Nk = 6, d = 2, dv = 3;
+  auto opt = torch::TensorOptions().dtype(dtype);
+  Tensor q = torch::randn({B, H, Nq, d}, opt);
+  Tensor k = torch::randn({B, H, Nk, d}, opt);
+  Tensor v = torch::randn({B, H, Nk, dv}, opt).requires_grad_();
+  Tensor params = lib->initial_params(dtype);
+  Tensor out = attn::attention(lib, q, k, v, params, {causal, {}});
+  out.sum().backward(); // dO is an expanded scalar: all strides 0
+  EXPECT_FALSE(q.grad().defined());
+  EXPECT_FALSE(params.grad().defined());
+  torch::NoGradGuard ng;
+  auto f = probe_forward_ref(q, v, params, {Nk}, causal);
+  auto g = probe_backward_ref(q, k, v, params, f, torch::ones_like(out), {Nk}, causal);
+  EXPECT_TRUE(torch::allclose(v.grad(), g.dv));
+
+  // attention_backward directly, same numbers.
+  auto [o2, rm2, rs2] = attn::attention_forward(lib, q, k, v, params, {causal, {}});
+  auto [dq, dk, dv2, dp] = attn::attention_backward(lib, q, k, v, params, o2, rm2, rs2,
+                                                    torch::ones_like(out), {causal, {}});
+  EXPECT_TRUE(torch::allclose(dq, g.dq));
+  EXPECT_TRUE(torch::allclose(dk, g.dk));
+  EXPECT_TRUE(torch::allclose(dv2, g.dv));
+  EXPECT_TRUE(torch::allclose(dp, g.dparams));
+}
+
+TEST_P(Dispatch, DoubleBackwardRefused) {
+  auto [dtype, causal] = GetParam();
+  auto opt = torch::TensorOptions().dtype(dtype);
+  Tensor q = torch::randn({1, 1, 3, 2}, opt).requires_grad_();
+  Tensor out = attn::attention(lib, q, q, q, lib->initial_params(dtype), {causal, {}});
+  EXPECT_ATTN_ERROR(torch::autograd::grad({out.sum()}, {q}, {}, c10::nullopt, true),
+                    "double backward (create_graph=True) is not supported");
+}
+
+INSTANTIATE_TEST_SUITE_P(Probe, Dispatch,
+                         ::testing::Combine(::testing::Values(torch::kFloat, torch::kDouble),
+                                            ::testing::Bool()));
+
+TEST(DispatchThreads, UsesTheIntraOpPool) {
+  auto lib = Library::load(ATTN_FX_PROBE);
+  probe_reset();
+  at::set_num_threads(2);
+  if (at::get_num_threads() < 2)
+    GTEST_SKIP() << "SKIP: LibTorch intra-op pool has one thread";
+  setenv("ATTN_PROBE_SLEEP_US", "2000", 1);
+  Tensor q = torch::randn({2, 4, 128, 8});
+  attn::attention_forward(lib, q, q, q, lib->initial_params());
+  unsetenv("ATTN_PROBE_SLEEP_US");
+  EXPECT_EQ(probe_count("probe_forward_calls"), 16);
+  EXPECT_EQ(probe_count("probe_threads"), 2)
+      << "forward calls did not run on 2 threads: is the runtime compiled with OpenMP "
+         "when ATen uses the OpenMP backend?";
+  EXPECT_EQ(probe_count("probe_errors"), 0);
+}
+
+TEST(DispatchThreads, EmptyBatchIsANoOp) {
+  auto lib = Library::load(ATTN_FX_PROBE);
+  probe_reset();
+  Tensor q = torch::randn({0, 2, 5, 3}, torch::kDouble).requires_grad_();
+  Tensor p = lib->initial_params(torch::kDouble).requires_grad_();
+  Tensor out = attn::attention(lib, q, q, q, p);
+  EXPECT_EQ(out.sizes(), c10::IntArrayRef({0, 2, 5, 3}));
+  out.sum().backward();
+  EXPECT_TRUE(torch::equal(p.grad(), torch::zeros({2}, torch::kDouble)));
+  EXPECT_EQ(probe_count("probe_forward_calls"), 0);
+}
+
+} // namespace
