@@ -1,0 +1,105 @@
+"""Shared fixtures for the Python tests of attn.
+
+The build directory is $ATTN_BUILD_DIR (default <repo>/build); it must hold
+bin/attn-compile and runtime/libattn_runtime.so. A missing build is a test *failure*
+(not a skip): CI must notice it.
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("ATTN_BUILD_DIR", str(REPO / "build"))).resolve()
+EXAMPLES = REPO / "examples" / "normalizers"
+ATTN_COMPILE = BUILD / "bin" / "attn-compile"
+RUNTIME_LIB = BUILD / "runtime" / "libattn_runtime.so"
+
+for p in (REPO / "test" / "reference", REPO / "runtime" / "python", REPO / "test" / "python"):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+NORMALIZER_NAMES = ["softmax", "tanhmax", "multimax", "sigsoftmax",
+                    "sigmoid", "relu", "expressive", "linear"]
+
+
+def _load_runtime():
+    """Import the Python wrapper and make sure torch.ops.attn is registered."""
+    if not RUNTIME_LIB.exists():
+        pytest.fail(f"attn runtime not built: {RUNTIME_LIB} does not exist "
+                    f"(set ATTN_BUILD_DIR or build with `ninja -C {BUILD}`)", pytrace=False)
+    os.environ.setdefault("ATTN_BUILD_DIR", str(BUILD))
+    os.environ.setdefault("ATTN_RUNTIME_LIB", str(RUNTIME_LIB))   # for the wrapper
+    try:
+        import attn  # noqa: F401  (runtime/python)
+    except Exception as e:  # pragma: no cover - reported as a failure
+        pytest.fail(f"cannot import the attn Python wrapper from "
+                    f"{REPO / 'runtime' / 'python'}: {e!r}", pytrace=False)
+    if not _has_op("attention"):
+        torch.ops.load_library(str(RUNTIME_LIB))
+    return attn
+
+
+def _has_op(name):
+    try:
+        getattr(torch.ops.attn, name)
+        return True
+    except (AttributeError, RuntimeError):
+        return False
+
+
+@pytest.fixture(scope="session")
+def attn_mod():
+    return _load_runtime()
+
+
+class _Artifacts:
+    """Compiles examples/normalizers/<name>.mlir once per session, on first use."""
+
+    def __init__(self, outdir: Path):
+        self.outdir = outdir
+        self.cache = {}
+
+    def __call__(self, name: str) -> str:
+        if name in self.cache:
+            ok, val = self.cache[name]
+            if not ok:
+                pytest.fail(val, pytrace=False)
+            return val
+        src = EXAMPLES / f"{name}.mlir"
+        out = self.outdir / f"{name}.so"
+        if not ATTN_COMPILE.exists():
+            msg = f"attn-compile not built: {ATTN_COMPILE} does not exist"
+            self.cache[name] = (False, msg)
+            pytest.fail(msg, pytrace=False)
+        r = subprocess.run([str(ATTN_COMPILE), str(src), "-o", str(out)],
+                           capture_output=True, text=True)
+        if r.returncode != 0 or not out.exists():
+            msg = (f"attn-compile {src} failed (rc={r.returncode}):\n"
+                   f"{r.stdout[-4000:]}\n{r.stderr[-4000:]}")
+            self.cache[name] = (False, msg)
+            pytest.fail(msg, pytrace=False)
+        self.cache[name] = (True, str(out))
+        return str(out)
+
+
+@pytest.fixture(scope="session")
+def artifacts(tmp_path_factory, attn_mod):
+    return _Artifacts(tmp_path_factory.mktemp("artifacts"))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    try:
+        import helpers
+    except ImportError:
+        return
+    if not helpers.ERROR_LOG:
+        return
+    tr = terminalreporter
+    tr.write_sep("-", "worst error vs float64 reference: max abs err / fraction of tolerance")
+    for (name, dt), errs in sorted(helpers.ERROR_LOG.items()):
+        cols = "  ".join(f"{n} {a:.1e}/{r:.1e}" for n, (a, r) in errs.items())
+        tr.write_line(f"{name:>10} {dt}: {cols}")

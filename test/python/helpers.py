@@ -1,0 +1,143 @@
+"""Input generation, compiled-kernel calls and comparison for the numerics tests."""
+import math
+import zlib
+
+import torch
+
+import reference as ref
+
+# Non-default parameter values: the multimax kinks (b1, d1, b2, d2) lie inside the score
+# range used below, so every branch of σ and every parameter gradient is exercised.
+TEST_PARAMS = {
+    "multimax": [1.3, 0.7, -0.5, 0.4, 0.9, 1.2, -1.0, 0.8],
+    "sigmoid": [0.7],
+}
+
+TOL_F64_ABS = 1e-9     # float64: max abs error
+TOL_F32_REL = 2e-4     # float32: max abs error / max abs of the reference tensor
+# A gradient that cancels to ~0 (one visible key: w = 1, so ds = g'(dO·v - D)/C = 0)
+# is ~1e-17 in the reference, and "relative to max|ref|" is meaningless for it. For those,
+# float32 errors are also accepted up to TOL_F32_TERMS times the term scale (the same
+# formulas with every factor in absolute value, reference.design_backward(absolute=True)):
+# rounding of any summation order is bounded by a few ulps of that scale.
+TOL_F32_TERMS = 1e-5
+TOL_F64_TERMS = 1e-12  # the same for float64 (used where terms are huge: |s| ~ 1e4)
+
+GRAD_NAMES = ["O", "dq", "dk", "dv", "dparams"]
+
+
+def seed_of(*parts) -> int:
+    return zlib.crc32(repr(parts).encode()) & 0x7FFFFFFF
+
+
+def case_params(name, dtype=torch.float64):
+    nz = ref.NORMALIZERS[name]
+    vals = TEST_PARAMS.get(name, nz.param_defaults)
+    return torch.tensor(vals, dtype=dtype)
+
+
+def make_inputs(name, B, H, Nq, Nk, d, dv, seed, padding=False, dtype=torch.float64):
+    """Random q, k, v, dout (float64 master copies) scaled so that scores are O(1)-O(3)."""
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(B, H, Nq, d, generator=gen, dtype=torch.float64)
+    k = torch.randn(B, H, Nk, d, generator=gen, dtype=torch.float64)
+    v = torch.randn(B, H, Nk, dv, generator=gen, dtype=torch.float64)
+    dout = torch.randn(B, H, Nq, dv, generator=gen, dtype=torch.float64)
+    score = ref.NORMALIZERS[name].score
+    if score is ref.scaled_dot:
+        # s = q·k/sqrt(d) has std σq·σk: 1.3² ≈ 1.7, |s| up to ~5
+        q, k = 1.3 * q, 1.3 * k
+    elif score is ref.squared_dot:
+        # q·k has std σ²·sqrt(d); choose σ² = 1.2/sqrt(d) so (q·k)² is O(1)-O(3)
+        sc = math.sqrt(1.2 / math.sqrt(d))
+        q, k = sc * q, sc * k
+    elif score is ref.elu_feature_dot:
+        q, k = 0.7 * q, 0.7 * k       # entries cross 0: both branches of φ
+    key_lengths = None
+    if padding:
+        key_lengths = torch.randint(1, Nk + 1, (B,), generator=gen, dtype=torch.int64)
+        if Nk > 1:
+            key_lengths[0] = max(1, Nk // 2)   # at least one batch really padded
+    cast = lambda t: t.to(dtype)
+    return cast(q), cast(k), cast(v), cast(dout), key_lengths
+
+
+def compiled_grads(path, q, k, v, params, dout, is_causal=False, key_lengths=None):
+    """Forward + backward through torch.ops.attn.attention."""
+    q = q.detach().clone().requires_grad_(True)
+    k = k.detach().clone().requires_grad_(True)
+    v = v.detach().clone().requires_grad_(True)
+    p = params.detach().clone().requires_grad_(True)
+    O = torch.ops.attn.attention(path, q, k, v, p, is_causal, key_lengths)
+    inputs = [q, k, v, p]
+    grads = torch.autograd.grad(O, inputs, grad_outputs=dout, allow_unused=True)
+    grads = [torch.zeros_like(x) if g is None else g for x, g in zip(inputs, grads)]
+    return {"O": O.detach(), "dq": grads[0], "dk": grads[1], "dv": grads[2],
+            "dparams": grads[3]}
+
+
+def reference_grads(name, q, k, v, params, dout, is_causal=False, key_lengths=None):
+    """The float64 reference, whatever the dtype of the inputs."""
+    f = lambda t: t.detach().to(torch.float64)
+    return ref.attention_and_grads(name, f(q), f(k), f(v), f(params), f(dout),
+                                   is_causal, key_lengths)
+
+
+def errors(got, want):
+    """{name: (max abs error, max abs error / max abs of reference)}."""
+    out = {}
+    for n in GRAD_NAMES:
+        g, w = got[n].to(torch.float64), want[n]
+        assert g.shape == w.shape, f"{n}: shape {tuple(g.shape)} != reference {tuple(w.shape)}"
+        if w.numel() == 0:
+            out[n] = (0.0, 0.0)
+            continue
+        err = (g - w).abs().max().item()
+        if math.isnan(err) or not torch.isfinite(g).all():
+            err = math.inf
+        scale = w.abs().max().item()
+        out[n] = (err, err / scale if scale > 0 else err)
+    return out
+
+
+# (normalizer, dtype name) -> {tensor name: (worst abs err, worst err / allowed)};
+# printed at the end of the session by conftest.pytest_terminal_summary.
+ERROR_LOG = {}
+
+
+def log_errors(key, errs):
+    slot = ERROR_LOG.setdefault(key, {})
+    for n, (a, u) in errs.items():
+        pa, pu = slot.get(n, (0.0, 0.0))
+        slot[n] = (max(pa, a), max(pu, u))
+
+
+def term_scale(name, q, k, v, params, dout, is_causal=False, key_lengths=None):
+    """{tensor: max of the term scale} (see TOL_F32_TERMS)."""
+    f = lambda t: t.detach().to(torch.float64)
+    ts = ref.design_backward(name, f(q), f(k), f(v), f(params), f(dout), is_causal,
+                             key_lengths, absolute=True)
+    return {n: (t.abs().max().item() if t.numel() else 0.0) for n, t in ts.items()}
+
+
+def check_close(got, want, dtype, floor=None, terms=None, context="", log_key=None):
+    """float64: max abs error <= max(1e-9 * max(1, floor[n]), 1e-12 * terms[n]);
+    float32: max abs error <= max(2e-4 * max(max|ref|, floor[n]), 1e-5 * terms[n]).
+    floor / terms: {tensor name: scale} (or a number for every tensor)."""
+    errs = errors(got, want)
+    as_dict = lambda x: x if isinstance(x, dict) else {n: (x or 0.0) for n in GRAD_NAMES}
+    floor, terms = as_dict(floor), as_dict(terms)
+    bad, used = [], {}
+    for n, (a, r) in errs.items():
+        if dtype == torch.float64:
+            allowed = max(TOL_F64_ABS * max(1.0, floor[n]), TOL_F64_TERMS * terms[n])
+        else:
+            ref_max = want[n].abs().max().item() if want[n].numel() else 0.0
+            allowed = max(TOL_F32_REL * max(ref_max, floor[n]), TOL_F32_TERMS * terms[n])
+        used[n] = (a, a / allowed if allowed > 0 else (0.0 if a == 0 else math.inf))
+        if not a <= allowed:
+            bad.append(f"{n}: max abs err {a:.3e} (rel {r:.3e}, allowed {allowed:.3e})")
+    if log_key is not None:
+        log_errors(log_key, used)
+    assert not bad, f"{context} mismatch vs reference: " + "; ".join(bad)
+    return errs

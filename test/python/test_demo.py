@@ -1,0 +1,103 @@
+"""The training demo (examples/train): the model with compiled softmax attention and the
+same model with eager torch softmax attention, from the same init on the same data, agree
+step by step; training lowers the loss; the C++ demo attn-train runs."""
+import importlib.util
+import re
+import subprocess
+
+import pytest
+import torch
+
+from conftest import BUILD, REPO
+
+_spec = importlib.util.spec_from_file_location("attn_train_demo",
+                                               REPO / "examples" / "train" / "train.py")
+demo = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(demo)
+
+
+def _args(artifact=None, reference=False, **kw):
+    argv = ["--steps", "3", "--base", "8", "--tau", "2", "--seq-len", "16", "--batch", "8",
+            "--d-model", "32", "--heads", "2", "--layers", "2"]
+    for k, v in kw.items():
+        argv += [f"--{k.replace('_', '-')}", str(v)]
+    if reference:
+        argv.append("--reference-softmax")
+    elif artifact:
+        argv += ["--artifact", artifact]
+    return demo.parser().parse_args(argv)
+
+
+@pytest.mark.parametrize("dtype,rtol", [(torch.float64, 1e-10), (torch.float32, 1e-5)],
+                         ids=["f64", "f32"])
+def test_compiled_softmax_matches_reference_softmax(artifacts, dtype, rtol):
+    path = artifacts("softmax")
+    got = demo.train(_args(path), dtype, log=None)
+    want = demo.train(_args(reference=True), dtype, log=None)
+    assert len(got) == len(want) == 3
+    for (s, lg, ag), (_, lw, aw) in zip(got, want):
+        assert abs(lg - lw) <= rtol * abs(lw), f"step {s}: loss {lg!r} vs reference {lw!r}"
+        assert ag == aw, f"step {s}: accuracy {ag} vs reference {aw}"
+
+
+def test_parameters_match_after_steps(artifacts):
+    """After 3 Adam steps every weight of both models agrees (float64)."""
+    path = artifacts("softmax")
+    a = _args(path)
+    b = _args(reference=True)
+    ma, oa = demo.build_model(a, torch.float64)
+    mb, ob = demo.build_model(b, torch.float64)
+    gen_a, gen_b = (torch.Generator().manual_seed(a.seed + 1) for _ in range(2))
+    for _ in range(3):
+        for m, o, g in ((ma, oa, gen_a), (mb, ob, gen_b)):
+            x = demo.nt_batch(a.batch, a.seq_len, a.base, a.tau, g)
+            loss, _ = demo.loss_and_accuracy(m, x, a.tau)
+            o.zero_grad()
+            loss.backward()
+            o.step()
+    pb = dict(mb.named_parameters())
+    for n, p in ma.named_parameters():
+        if n.endswith("attention.params"):
+            continue                          # softmax has none (size 0)
+        assert torch.allclose(p, pb[n], rtol=0, atol=1e-9), n
+
+
+def test_loss_falls(artifacts):
+    hist = demo.train(_args(artifacts("softmax"), steps=50, lr=1e-2), torch.float32, log=None)
+    losses = [l for _, l, _ in hist]
+    first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
+    assert last < first - 0.1, f"loss did not fall over 50 steps: {first:.4f} -> {last:.4f}"
+
+
+def test_learnable_normalizer_params_train(artifacts):
+    """With MultiMax the 8 normalizer parameters receive gradients and move."""
+    a = _args(artifacts("multimax"), steps=3)
+    model, opt = demo.build_model(a, torch.float32)
+    p0 = [p.detach().clone() for n, p in model.named_parameters()
+          if n.endswith("attention.params")]
+    assert p0 and all(p.numel() == 8 for p in p0)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(3):
+        x = demo.nt_batch(a.batch, a.seq_len, a.base, a.tau, g)
+        loss, _ = demo.loss_and_accuracy(model, x, a.tau)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    p1 = [p.detach() for n, p in model.named_parameters() if n.endswith("attention.params")]
+    assert all(not torch.equal(x, y) for x, y in zip(p0, p1))
+
+
+def test_cpp_demo_runs(artifacts):
+    exe = BUILD / "bin" / "attn-train"
+    if not exe.exists():
+        pytest.fail(f"{exe} not built (the top-level CMakeLists.txt must "
+                    f"add_subdirectory(examples/train))", pytrace=False)
+    r = subprocess.run([str(exe), artifacts("softmax"), "--steps", "60", "--base", "8",
+                        "--seq-len", "16", "--batch", "16", "--d-model", "32",
+                        "--log-every", "20", "--lr", "1e-2"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    m = re.search(r"mean loss first 10 steps ([\d.]+) -> last 10 steps ([\d.]+)", r.stdout)
+    assert m, r.stdout
+    first, last = map(float, m.groups())
+    assert last < first, r.stdout
