@@ -208,6 +208,18 @@ void check_aux(const Library &lib, const char *fn, const char *name, const Tenso
 
 // --- memref descriptors --------------------------------------------------
 
+/// Every memref handed to a kernel has unit stride in its last dimension (other
+/// strides are passed as they are: a [B, N, H, d] tensor viewed as [B, H, N, d] goes
+/// without a copy). abi.h allows any strides, but vectorised kernels load whole rows
+/// (MLIR's vector.load needs a unit innermost stride); a view whose last dimension is
+/// strided (a transpose of the last two dims, an expanded dO) is copied here, so a
+/// kernel specialised to unit inner stride can never read the wrong elements.
+Tensor unit_inner_stride(const Tensor &t) {
+  if (!t.defined() || t.dim() == 0 || t.size(-1) <= 1 || t.stride(-1) == 1)
+    return t;
+  return t.contiguous();
+}
+
 char *slice_ptr(const Tensor &t, int64_t b, int64_t h) {
   return static_cast<char *>(t.data_ptr()) +
          (b * t.stride(0) + h * t.stride(1)) * static_cast<int64_t>(t.element_size());
@@ -254,9 +266,11 @@ template <class F> void parallel_items(int64_t n, const F &f) {
 }
 
 std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem &p,
-                                               const Tensor &q, const Tensor &k, const Tensor &v,
-                                               const Tensor &params) {
+                                               const Tensor &q_in, const Tensor &k_in,
+                                               const Tensor &v_in, const Tensor &params_in) {
   attn_forward_fn fn = lib.forward_fn(p.dtype);
+  const Tensor q = unit_inner_stride(q_in), k = unit_inner_stride(k_in),
+               v = unit_inner_stride(v_in), params = unit_inner_stride(params_in);
   auto opts = torch::TensorOptions().dtype(p.dtype).device(q.device());
   Tensor out = torch::empty({p.B, p.H, p.Nq, p.dv}, opts);
   Tensor row_max = torch::empty({p.B, p.H, p.Nq}, opts);
@@ -287,10 +301,15 @@ std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor>
-run_backward(const Library &lib, const Problem &p, const Tensor &q, const Tensor &k,
-             const Tensor &v, const Tensor &params, const Tensor &out, const Tensor &row_max,
-             const Tensor &row_sum, const Tensor &grad_out) {
+run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Tensor &k_in,
+             const Tensor &v_in, const Tensor &params_in, const Tensor &out_in,
+             const Tensor &row_max_in, const Tensor &row_sum_in, const Tensor &grad_out_in) {
   attn_backward_fn fn = lib.backward_fn(p.dtype);
+  const Tensor q = unit_inner_stride(q_in), k = unit_inner_stride(k_in),
+               v = unit_inner_stride(v_in), params = unit_inner_stride(params_in),
+               out = unit_inner_stride(out_in), row_max = unit_inner_stride(row_max_in),
+               row_sum = unit_inner_stride(row_sum_in),
+               grad_out = unit_inner_stride(grad_out_in);
   auto opts = torch::TensorOptions().dtype(p.dtype).device(q.device());
   // Zero-filled although the ABI says "overwritten": cheap next to the kernel, and
   // never uninitialised memory in a gradient.
@@ -333,9 +352,13 @@ using torch::autograd::variable_list;
 
 class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
 public:
-  static Tensor forward(AutogradContext *ctx, const Tensor &q, const Tensor &k, const Tensor &v,
-                        const Tensor &params, const std::shared_ptr<const Library> &lib,
-                        const Problem &p) {
+  static Tensor forward(AutogradContext *ctx, const Tensor &q_in, const Tensor &k_in,
+                        const Tensor &v_in, const Tensor &params_in,
+                        const std::shared_ptr<const Library> &lib, const Problem &p) {
+    // The tensors the kernels see (copied only if the last dim is strided), saved as
+    // such so that backward does not copy again.
+    const Tensor q = unit_inner_stride(q_in), k = unit_inner_stride(k_in),
+                 v = unit_inner_stride(v_in), params = unit_inner_stride(params_in);
     auto res = run_forward(*lib, p, q, k, v, params);
     const Tensor &out = std::get<0>(res);
     // Saved: inputs, O and the O(B·H·Nq) row statistics; nothing N×N.

@@ -417,9 +417,27 @@ TEST_P(Dispatch, ForwardSlicesStridesAndMasks) {
   EXPECT_EQ(probe_count("probe_forward_calls"), B * H * 3); // ceil(130 / 64) blocks
   EXPECT_EQ(probe_count("probe_max_rows"), attn::kQueryBlock);
 
+  // q's last dim was strided (a transpose): the runtime passed a copy with rows of d.
+  EXPECT_EQ(probe_count("probe_q_row_stride"), d);
+
   // Without key_lengths every row sees all Nk keys.
   auto [out2, rm2, rs2] = attn::attention_forward(lib, q, k, v, params, {causal, {}});
   EXPECT_TRUE(torch::equal(rm2, torch::full({B, H, Nq}, double(Nk), opt)));
+}
+
+TEST_P(Dispatch, HeadsMajorViewIsNotCopied) {
+  auto [dtype, causal] = GetParam();
+  const int64_t B = 2, H = 3, Nq = 10, Nk = 12, d = 4, dv = 5;
+  auto opt = torch::TensorOptions().dtype(dtype);
+  // The usual [B, N, H, d] projection output viewed as [B, H, N, d]: unit inner
+  // stride, rows H*d apart. It must reach the kernel as is.
+  Tensor q = torch::randn({B, Nq, H, d}, opt).transpose(1, 2);
+  Tensor k = torch::randn({B, Nk, H, d}, opt).transpose(1, 2);
+  Tensor v = torch::randn({B, Nk, H, dv}, opt).transpose(1, 2);
+  Tensor params = lib->initial_params(dtype);
+  auto [out, rm, rs] = attn::attention_forward(lib, q, k, v, params, {causal, {}});
+  EXPECT_EQ(probe_count("probe_q_row_stride"), H * d);
+  EXPECT_TRUE(torch::allclose(out, probe_forward_ref(q, v, params, {Nk, Nk}, causal).o));
 }
 
 TEST_P(Dispatch, AutogradBackward) {

@@ -7,7 +7,7 @@
     out.sum().backward()                   # gradients for q, k, v and params
 
 A thin layer over the ops that ``libattn_runtime.so`` registers (``torch.ops.attn.*``).
-The runtime library is found via $ATTN_RUNTIME_LIB, else
+The runtime library is found via $ATTN_RUNTIME_LIB, else $ATTN_BUILD_DIR/runtime/, else
 ``<repo>/build/runtime/libattn_runtime.so`` relative to this file.
 """
 
@@ -24,10 +24,14 @@ _loaded_from = None
 
 
 def runtime_library_path():
-    """Where libattn_runtime.so is looked for: $ATTN_RUNTIME_LIB, else the build tree."""
+    """Where libattn_runtime.so is looked for: $ATTN_RUNTIME_LIB, else
+    $ATTN_BUILD_DIR/runtime/, else <repo>/build/runtime/ (relative to this file)."""
     env = os.environ.get("ATTN_RUNTIME_LIB")
     if env:
         return os.path.abspath(env)
+    build = os.environ.get("ATTN_BUILD_DIR")
+    if build:
+        return os.path.join(os.path.abspath(build), "runtime", "libattn_runtime.so")
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     return os.path.join(repo, "build", "runtime", "libattn_runtime.so")
 
