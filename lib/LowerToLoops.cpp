@@ -20,6 +20,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "llvm/Support/Format.h"
@@ -43,20 +44,30 @@ struct ScalarFunctions {
   SmallVector<func::FuncOp> scoreDp;                     // per score param
 };
 
+/// Head dims with a register-blocked, vectorised specialisation; other dims (and
+/// views whose rows are not contiguous) take the generic loops.
+constexpr int64_t kTiledHeadDims[] = {32, 64, 128};
+
 /// Generates the entry points of one kernel for one element type.
 class KernelCodegen {
 public:
-  KernelCodegen(KernelOp kernel, FloatType type, ImplicitLocOpBuilder &b)
+  KernelCodegen(KernelOp kernel, FloatType type, int64_t vectorBits, ImplicitLocOpBuilder &b)
       : kernel(kernel), normalizer(kernel.getNormalizerOp()), score(kernel.getScoreOp()),
-        type(type), b(b) {
+        type(type), b(b), lanes(vectorBits / type.getWidth()) {
     MLIRContext *ctx = kernel.getContext();
     int64_t dyn = ShapedType::kDynamic;
     matrixType = MemRefType::get({dyn, dyn}, type, StridedLayoutAttr::get(ctx, dyn, {dyn, dyn}));
+    rowMajorType = MemRefType::get({dyn, dyn}, type, StridedLayoutAttr::get(ctx, dyn, {dyn, 1}));
     vectorType = MemRefType::get({dyn}, type, StridedLayoutAttr::get(ctx, dyn, {dyn}));
+    laneType = VectorType::get({lanes}, type);
   }
 
   LogicalResult instantiateFunctions();
-  void buildForward();
+  /// The public entry point: dispatches to a tiled specialisation or the generic loops.
+  void buildForwardDispatch();
+  void buildForward(StringRef name);
+  /// Register-blocked, vectorised forward for head dim `headDim` == value dim.
+  void buildTiledForward(StringRef name, int64_t headDim);
   void buildBackward();
 
 private:
@@ -75,11 +86,29 @@ private:
   Value mul(Value x, Value y) { return arith::MulFOp::create(b, x, y); }
   Value div(Value x, Value y) { return arith::DivFOp::create(b, x, y); }
   Value dim(Value memref, int64_t d) { return memref::DimOp::create(b, memref, d); }
+  Value splat(Value scalar) {
+    return vector::BroadcastOp::create(b, VectorType::get({lanes}, scalar.getType()), scalar);
+  }
+  Value splatConstant(double value) { return splat(constant(value)); }
+  Value innerStride(Value memref) {
+    return memref::ExtractStridedMetadataOp::create(b, memref).getStrides()[1];
+  }
+  /// `matrix` with its unit inner stride made static (checked by the caller),
+  /// so vector loads apply. A reinterpret_cast, unlike memref.cast, is not
+  /// folded away into the loads.
+  Value asRowMajor(Value matrix) {
+    auto metadata = memref::ExtractStridedMetadataOp::create(b, matrix);
+    OpFoldResult unit = b.getIndexAttr(1);
+    return memref::ReinterpretCastOp::create(
+        b, rowMajorType, metadata.getBaseBuffer(), OpFoldResult(metadata.getOffset()),
+        ArrayRef<OpFoldResult>{metadata.getSizes()[0], metadata.getSizes()[1]},
+        ArrayRef<OpFoldResult>{metadata.getStrides()[0], unit});
+  }
   /// memref[row, c] += factor · source[sourceRow, c] for c < n.
   void axpyRow(Value memref, Value row, Value factor, Value source, Value sourceRow, Value n);
   /// scf.for over [lb, ub) carrying `inits`; `body` returns the next values.
   ValueRange loop(Value lb, Value ub, ValueRange inits,
-                  function_ref<SmallVector<Value>(Value, ValueRange)> body);
+                  function_ref<SmallVector<Value>(Value, ValueRange)> body, Value step = {});
   /// scf.if yielding `types`; each branch returns its values.
   ValueRange branch(Value cond, TypeRange types, function_ref<SmallVector<Value>()> thenBody,
                     function_ref<SmallVector<Value>()> elseBody);
@@ -90,6 +119,8 @@ private:
   /// Keys j < keyEnd(i) take part before the mask region is asked.
   Value keyEnd(Value i);
   Value keep(Value i, Value j);
+  /// C_i (times e^-m online) from the row's running max, Σ h and key count.
+  Value rowDenominator(Value m, Value sum, Value count);
   /// The contracted score before the mod: scale · Σ_c φ(q_ic)·φ(k_jc).
   Value contract(Value q, Value k, Value i, Value j);
   Value modScore(Value raw, Value i, Value j);
@@ -104,8 +135,11 @@ private:
   ScoreOp score;
   FloatType type;
   ImplicitLocOpBuilder &b;
-  MemRefType matrixType, vectorType;
+  int64_t lanes; // vector lanes of `type`
+  MemRefType matrixType, rowMajorType, vectorType;
+  VectorType laneType;
   ScalarFunctions fns;
+  ScalarFunctions lanewise; // num, den, stab, score, mask on vector<lanes x _>
   bool online = false;
 
   // Values of the function being built.
@@ -114,8 +148,9 @@ private:
 };
 
 ValueRange KernelCodegen::loop(Value lb, Value ub, ValueRange inits,
-                               function_ref<SmallVector<Value>(Value, ValueRange)> body) {
-  auto forOp = scf::ForOp::create(b, lb, ub, index(1), inits,
+                               function_ref<SmallVector<Value>(Value, ValueRange)> body,
+                               Value step) {
+  auto forOp = scf::ForOp::create(b, lb, ub, step ? step : index(1), inits,
                                   [&](OpBuilder &nested, Location, Value iv, ValueRange args) {
                                     OpBuilder::InsertionGuard guard(b);
                                     b.setInsertionPoint(nested.getInsertionBlock(),
@@ -202,6 +237,27 @@ LogicalResult KernelCodegen::instantiateFunctions() {
     }
   }
   online = static_cast<bool>(fns.stabilizer);
+
+  auto lanewiseCopy = [&](func::FuncOp scalar, func::FuncOp &slot) -> LogicalResult {
+    if (!scalar)
+      return success();
+    std::string name = (scalar.getName() + ".x" + Twine(lanes)).str();
+    if (auto existing = module.lookupSymbol<func::FuncOp>(name)) {
+      slot = existing;
+      return success();
+    }
+    FailureOr<func::FuncOp> copy = cloneRetyped(scalar, type, lanes, name);
+    if (failed(copy))
+      return failure();
+    slot = *copy;
+    return success();
+  };
+  if (failed(lanewiseCopy(fns.numerator, lanewise.numerator)) ||
+      failed(lanewiseCopy(fns.denominator, lanewise.denominator)) ||
+      failed(lanewiseCopy(fns.stabilizer, lanewise.stabilizer)) ||
+      failed(lanewiseCopy(fns.score, lanewise.score)) ||
+      failed(lanewiseCopy(fns.mask, lanewise.mask)))
+    return failure();
   return success();
 }
 
@@ -236,6 +292,24 @@ Value KernelCodegen::keep(Value i, Value j) {
   return arith::ConstantIntOp::create(b, 1, 1);
 }
 
+Value KernelCodegen::rowDenominator(Value m, Value sum, Value count) {
+  switch (normalizer.getDenominatorKind()) {
+  case DenominatorKind::Sum:
+    if (auto eps = normalizer.getEpsilon()) {
+      Value epsilon = constant(eps->convertToDouble());
+      if (online) // C·e^-m = Σ h·e^-m + ε·e^-m
+        epsilon = mul(epsilon, math::ExpOp::create(b, arith::NegFOp::create(b, m)));
+      return add(sum, epsilon);
+    }
+    return sum;
+  case DenominatorKind::Constant:
+    return constant(normalizer.getDenominatorConstant()->convertToDouble());
+  case DenominatorKind::Count:
+    return count;
+  }
+  llvm_unreachable("unknown denominator kind");
+}
+
 Value KernelCodegen::contract(Value q, Value k, Value i, Value j) {
   Value dot = loop(index(0), headDim, {constant(0.0)},
                    [&](Value c, ValueRange acc) -> SmallVector<Value> {
@@ -255,14 +329,13 @@ Value KernelCodegen::modScore(Value raw, Value i, Value j) {
   return call(fns.score, withParams({raw, i, j}));
 }
 
-void KernelCodegen::buildForward() {
+void KernelCodegen::buildForward(StringRef name) {
   MLIRContext *ctx = kernel.getContext();
   Type i64 = b.getI64Type();
   SmallVector<Type> inputs{matrixType, matrixType, matrixType, matrixType,
                            vectorType, vectorType, vectorType, i64, i64, i64, i64};
-  auto function = func::FuncOp::create(b, "attn_forward_" + typeSuffix(type),
-                                       FunctionType::get(ctx, inputs, {}));
-  function->setAttr("llvm.emit_c_interface", UnitAttr::get(ctx));
+  auto function = func::FuncOp::create(b, name, FunctionType::get(ctx, inputs, {}));
+  function.setPrivate();
   Block *entry = function.addEntryBlock();
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(entry);
@@ -313,25 +386,8 @@ void KernelCodegen::buildForward() {
               [&]() -> SmallVector<Value> { return {m, l, count}; });
         });
     Value m = row[0], l = row[1], count = row[2];
-    Value denominator;
-    switch (normalizer.getDenominatorKind()) {
-    case DenominatorKind::Sum:
-      denominator = l;
-      if (auto eps = normalizer.getEpsilon()) {
-        Value epsilon = constant(eps->convertToDouble());
-        if (online) // C·e^-m = Σ h·e^-m + ε·e^-m
-          epsilon = mul(epsilon, math::ExpOp::create(b, arith::NegFOp::create(b, m)));
-        denominator = add(denominator, epsilon);
-      }
-      break;
-    case DenominatorKind::Constant:
-      denominator = constant(normalizer.getDenominatorConstant()->convertToDouble());
-      break;
-    case DenominatorKind::Count:
-      denominator = arith::UIToFPOp::create(
-          b, type, arith::IndexCastOp::create(b, b.getI64Type(), count));
-      break;
-    }
+    Value denominator = rowDenominator(
+        m, l, arith::UIToFPOp::create(b, type, arith::IndexCastOp::create(b, b.getI64Type(), count)));
     Value anyKey = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, count, index(0));
     ValueRange stats = branch(
         anyKey, {type, type},
@@ -348,6 +404,256 @@ void KernelCodegen::buildForward() {
     store(stats[1], rowSum, {i});
     return {};
   });
+  func::ReturnOp::create(b);
+}
+
+void KernelCodegen::buildForwardDispatch() {
+  MLIRContext *ctx = kernel.getContext();
+  std::string entryName = "attn_forward_" + typeSuffix(type);
+  std::string genericName = entryName + ".generic";
+  buildForward(genericName);
+  SmallVector<std::pair<int64_t, std::string>> tiled;
+  for (int64_t headDim : kTiledHeadDims) {
+    if (headDim % lanes != 0)
+      continue;
+    tiled.push_back({headDim, entryName + ".d" + std::to_string(headDim)});
+    buildTiledForward(tiled.back().second, headDim);
+  }
+
+  Type i64 = b.getI64Type();
+  SmallVector<Type> inputs{matrixType, matrixType, matrixType, matrixType,
+                           vectorType, vectorType, vectorType, i64, i64, i64, i64};
+  auto function = func::FuncOp::create(b, entryName, FunctionType::get(ctx, inputs, {}));
+  function->setAttr("llvm.emit_c_interface", UnitAttr::get(ctx));
+  Block *entry = function.addEntryBlock();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(entry);
+  auto args = entry->getArguments();
+  Value q = args[0], k = args[1], v = args[2], o = args[3];
+  Value headDim = dim(q, 1), valueDim = dim(v, 1);
+  Value one = index(1);
+  Value rowsContiguous = arith::AndIOp::create(
+      b, arith::AndIOp::create(b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, innerStride(q), one),
+                               arith::CmpIOp::create(b, arith::CmpIPredicate::eq, innerStride(k), one)),
+      arith::AndIOp::create(b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, innerStride(v), one),
+                            arith::CmpIOp::create(b, arith::CmpIPredicate::eq, innerStride(o), one)));
+  Value square = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, headDim, valueDim);
+  Value eligible = arith::AndIOp::create(b, rowsContiguous, square);
+
+  // if (eligible && d == 32) tiled32 else if (...) ... else generic
+  std::function<void(unsigned)> emitCase = [&](unsigned index_) {
+    if (index_ == tiled.size()) {
+      func::CallOp::create(b, genericName, TypeRange{}, args);
+      return;
+    }
+    Value matches = arith::AndIOp::create(
+        b, eligible,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::eq, headDim, index(tiled[index_].first)));
+    auto ifOp = scf::IfOp::create(b, matches, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard caseGuard(b);
+    b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+    SmallVector<Value> operands(args);
+    for (unsigned m = 0; m < 4; ++m)
+      operands[m] = asRowMajor(args[m]);
+    func::CallOp::create(b, tiled[index_].second, TypeRange{}, operands);
+    b.setInsertionPoint(ifOp.elseBlock()->getTerminator());
+    emitCase(index_ + 1);
+  };
+  emitCase(0);
+  func::ReturnOp::create(b);
+}
+
+void KernelCodegen::buildTiledForward(StringRef name, int64_t headDim) {
+  MLIRContext *ctx = kernel.getContext();
+  Type i64 = b.getI64Type();
+  Type indexType = b.getIndexType();
+  const int64_t vectorsPerRow = headDim / lanes;
+  // Rows per register block: the output accumulators take at most 16 vector
+  // registers (of 32 with AVX-512), the score tile 2 per row.
+  const int64_t rows = std::clamp<int64_t>(16 / vectorsPerRow, 1, 4);
+  const int64_t scoreVectors = 2;
+  const int64_t blockKeys = scoreVectors * lanes;
+
+  SmallVector<Type> inputs{rowMajorType, rowMajorType, rowMajorType, rowMajorType,
+                           vectorType,   vectorType,   vectorType,   i64, i64, i64, i64};
+  auto function = func::FuncOp::create(b, name, FunctionType::get(ctx, inputs, {}));
+  function.setPrivate();
+  Block *entry = function.addEntryBlock();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(entry);
+  auto args = entry->getArguments();
+  Value q = args[0], k = args[1], v = args[2], o = args[3], rowMax = args[4],
+        rowSum = args[5], params = args[6];
+  prologue(q, k, params, args[9], args[10]);
+  Value qBegin = arith::IndexCastOp::create(b, indexType, args[7]);
+  Value qEnd = arith::IndexCastOp::create(b, indexType, args[8]);
+  SmallVector<Value> paramLanes = llvm::map_to_vector(paramValues, [&](Value p) { return splat(p); });
+  auto lanewiseArgs = [&](ValueRange leading) {
+    SmallVector<Value> all(leading);
+    all.append(paramLanes);
+    return all;
+  };
+  Value zero = constant(0.0), zeroLanes = splatConstant(0.0), oneLanes = splatConstant(1.0);
+  Value minusInf = constant(-std::numeric_limits<double>::infinity());
+  Value minusInfLanes = splat(minusInf);
+  Value laneOffsets = vector::StepOp::create(b, VectorType::get({lanes}, indexType));
+
+  // φ(k)ᵀ packed once per call: [d][keys rounded up to a block], zero padded, so
+  // a score tile row is `scoreVectors` contiguous vector loads per d.
+  Value keyLimit = arith::SelectOp::create(b, isCausal, arith::MinSIOp::create(b, kvEnd, qEnd), kvEnd);
+  Value blocks = arith::CeilDivSIOp::create(b, keyLimit, index(blockKeys));
+  Value paddedKeys = arith::MulIOp::create(b, blocks, index(blockKeys));
+  int64_t dyn = ShapedType::kDynamic;
+  Value keysT = memref::AllocOp::create(b, MemRefType::get({headDim, dyn}, type), ValueRange{paddedKeys},
+                                        b.getI64IntegerAttr(64));
+  loop(index(0), paddedKeys, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
+    Value inRange = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, j, keyLimit);
+    Value row = arith::SelectOp::create(b, inRange, j, index(0));
+    loop(index(0), index(headDim), {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+      Value x = load(k, {row, c});
+      if (fns.feature)
+        x = call(fns.feature, {x});
+      store(arith::SelectOp::create(b, inRange, x, zero), keysT, {c, j});
+      return {};
+    });
+    return {};
+  });
+  // Per row block: scale·φ(q) rows and the block's weights, reused across keys.
+  Value queryTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
+  Value weightTile = memref::AllocaOp::create(b, MemRefType::get({rows, blockKeys}, type));
+
+  Value rowStep = index(rows);
+  loop(qBegin, qEnd, {}, [&](Value i0, ValueRange) -> SmallVector<Value> {
+    // Rows past q_end repeat the last row (in bounds, never stored).
+    Value lastRow = arith::SubIOp::create(b, qEnd, index(1));
+    SmallVector<Value> rowIndex, rowKeyEnd;
+    Value blockEnd = index(0);
+    for (int64_t r = 0; r < rows; ++r) {
+      Value i = arith::MinSIOp::create(b, arith::AddIOp::create(b, i0, index(r)), lastRow);
+      rowIndex.push_back(i);
+      rowKeyEnd.push_back(keyEnd(i));
+      blockEnd = arith::MaxSIOp::create(b, blockEnd, rowKeyEnd.back());
+      loop(index(0), index(headDim), {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+        Value x = load(q, {i, c});
+        if (fns.feature)
+          x = call(fns.feature, {x});
+        store(mul(x, scale), queryTile, {index(r), c});
+        return {};
+      });
+    }
+
+    // Carried per row: running max, Σ h, unmasked-key count, output accumulators.
+    SmallVector<Value> inits;
+    for (int64_t r = 0; r < rows; ++r)
+      inits.append({online ? minusInf : zero, zero, zero});
+    for (int64_t r = 0; r < rows * vectorsPerRow; ++r)
+      inits.push_back(zeroLanes);
+    ValueRange carried = loop(index(0), blockEnd, inits, [&](Value j0, ValueRange acc) -> SmallVector<Value> {
+      // Score tile: rows × blockKeys, as rows × scoreVectors vectors.
+      SmallVector<Value> tileInit(rows * scoreVectors, zeroLanes);
+      ValueRange tile = loop(index(0), index(headDim), tileInit, [&](Value c, ValueRange t) -> SmallVector<Value> {
+        SmallVector<Value> keyLanes;
+        for (int64_t h = 0; h < scoreVectors; ++h)
+          keyLanes.push_back(vector::LoadOp::create(
+              b, laneType, keysT, ValueRange{c, arith::AddIOp::create(b, j0, index(h * lanes))}));
+        SmallVector<Value> next;
+        for (int64_t r = 0; r < rows; ++r) {
+          Value qLane = splat(load(queryTile, {index(r), c}));
+          for (int64_t h = 0; h < scoreVectors; ++h)
+            next.push_back(vector::FMAOp::create(b, qLane, keyLanes[h], t[r * scoreVectors + h]));
+        }
+        return next;
+      });
+
+      SmallVector<Value> next(acc.begin(), acc.end());
+      for (int64_t r = 0; r < rows; ++r) {
+        Value m = acc[3 * r], l = acc[3 * r + 1], count = acc[3 * r + 2];
+        Value iLanes = splat(rowIndex[r]);
+        Value endLanes = splat(rowKeyEnd[r]);
+        SmallVector<Value> s, keepLanes;
+        for (int64_t h = 0; h < scoreVectors; ++h) {
+          Value jLanes = arith::AddIOp::create(b, splat(arith::AddIOp::create(b, j0, index(h * lanes))), laneOffsets);
+          Value raw = tile[r * scoreVectors + h];
+          s.push_back(lanewise.score ? call(lanewise.score, lanewiseArgs({raw, iLanes, jLanes})) : raw);
+          Value keep = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, jLanes, endLanes);
+          if (lanewise.mask)
+            keep = arith::AndIOp::create(b, keep, call(lanewise.mask, {iLanes, jLanes}));
+          keepLanes.push_back(keep);
+        }
+        Value shift = zeroLanes, alpha;
+        if (online) {
+          Value blockMax = m;
+          for (int64_t h = 0; h < scoreVectors; ++h) {
+            Value st = arith::SelectOp::create(b, keepLanes[h], call(lanewise.stabilizer, lanewiseArgs({s[h]})), minusInfLanes);
+            blockMax = arith::MaximumFOp::create(b, blockMax, vector::ReductionOp::create(b, vector::CombiningKind::MAXIMUMF, st));
+          }
+          // e^(m - m_new), with 1 while every key so far is masked (m = m_new = -inf).
+          Value stillEmpty = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, blockMax, minusInf);
+          alpha = arith::SelectOp::create(b, stillEmpty, constant(1.0), math::ExpOp::create(b, sub(m, blockMax)));
+          shift = splat(blockMax);
+          next[3 * r] = blockMax;
+        }
+        Value hSum = zero, kept = zero;
+        for (int64_t h = 0; h < scoreVectors; ++h) {
+          Value g = arith::SelectOp::create(b, keepLanes[h], call(lanewise.numerator, lanewiseArgs({s[h], shift})), zeroLanes);
+          vector::StoreOp::create(b, g, weightTile, ValueRange{index(r), index(h * lanes)});
+          if (lanewise.denominator) {
+            Value hv = arith::SelectOp::create(b, keepLanes[h], call(lanewise.denominator, lanewiseArgs({s[h], shift})), zeroLanes);
+            hSum = add(hSum, vector::ReductionOp::create(b, vector::CombiningKind::ADD, hv));
+          }
+          kept = add(kept, vector::ReductionOp::create(b, vector::CombiningKind::ADD,
+                                                       arith::SelectOp::create(b, keepLanes[h], oneLanes, zeroLanes)));
+        }
+        next[3 * r + 1] = add(online ? mul(l, alpha) : l, hSum);
+        next[3 * r + 2] = add(count, kept);
+        if (online) {
+          Value alphaLanes = splat(alpha);
+          for (int64_t c = 0; c < vectorsPerRow; ++c) {
+            Value &accumulator = next[3 * rows + r * vectorsPerRow + c];
+            accumulator = arith::MulFOp::create(b, accumulator, alphaLanes);
+          }
+        }
+      }
+
+      // O += W·V over the block's keys that exist.
+      Value keysHere = arith::MinSIOp::create(b, index(blockKeys), arith::SubIOp::create(b, blockEnd, j0));
+      SmallVector<Value> outputs(next.begin() + 3 * rows, next.end());
+      ValueRange updated = loop(index(0), keysHere, outputs, [&](Value jj, ValueRange out) -> SmallVector<Value> {
+        Value j = arith::AddIOp::create(b, j0, jj);
+        SmallVector<Value> valueLanes;
+        for (int64_t c = 0; c < vectorsPerRow; ++c)
+          valueLanes.push_back(vector::LoadOp::create(b, laneType, v, ValueRange{j, index(c * lanes)}));
+        SmallVector<Value> result;
+        for (int64_t r = 0; r < rows; ++r) {
+          Value w = splat(load(weightTile, {index(r), jj}));
+          for (int64_t c = 0; c < vectorsPerRow; ++c)
+            result.push_back(vector::FMAOp::create(b, w, valueLanes[c], out[r * vectorsPerRow + c]));
+        }
+        return result;
+      });
+      llvm::copy(updated, next.begin() + 3 * rows);
+      return next;
+    }, index(blockKeys));
+
+    for (int64_t r = 0; r < rows; ++r) {
+      Value valid = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, arith::AddIOp::create(b, i0, index(r)), qEnd);
+      auto ifValid = scf::IfOp::create(b, valid, /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard rowGuard(b);
+      b.setInsertionPoint(ifValid.thenBlock()->getTerminator());
+      Value m = carried[3 * r], l = carried[3 * r + 1], count = carried[3 * r + 2];
+      Value denominator = rowDenominator(m, l, count);
+      Value anyKey = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, count, zero);
+      Value inverse = arith::SelectOp::create(b, anyKey, div(constant(1.0), denominator), zero);
+      Value inverseLanes = splat(inverse);
+      for (int64_t c = 0; c < vectorsPerRow; ++c)
+        vector::StoreOp::create(b, mul(carried[3 * rows + r * vectorsPerRow + c], inverseLanes), o,
+                                ValueRange{rowIndex[r], index(c * lanes)});
+      store(arith::SelectOp::create(b, anyKey, online ? m : zero, zero), rowMax, {rowIndex[r]});
+      store(arith::SelectOp::create(b, anyKey, denominator, zero), rowSum, {rowIndex[r]});
+    }
+    return {};
+  }, rowStep);
+  memref::DeallocOp::create(b, keysT);
   func::ReturnOp::create(b);
 }
 
@@ -494,7 +800,8 @@ std::string mlir::attn::buildManifest(KernelOp kernel, ArrayRef<FloatType> eleme
   return text;
 }
 
-LogicalResult mlir::attn::lowerKernelToLoops(KernelOp kernel, ArrayRef<FloatType> elementTypes) {
+LogicalResult mlir::attn::lowerKernelToLoops(KernelOp kernel, ArrayRef<FloatType> elementTypes,
+                                             int64_t vectorBits) {
   if (ScoreOp score = kernel.getScoreOp()) {
     ContractKind contract = score.getContract();
     if (contract != ContractKind::Dot && contract != ContractKind::ScaledDot)
@@ -507,11 +814,11 @@ LogicalResult mlir::attn::lowerKernelToLoops(KernelOp kernel, ArrayRef<FloatType
   ImplicitLocOpBuilder b(kernel.getLoc(), module.getContext());
   b.setInsertionPointToEnd(module.getBody());
   for (FloatType type : elementTypes) {
-    KernelCodegen codegen(kernel, type, b);
+    KernelCodegen codegen(kernel, type, vectorBits, b);
     if (failed(codegen.instantiateFunctions()))
       return failure();
     b.setInsertionPointToEnd(module.getBody());
-    codegen.buildForward();
+    codegen.buildForwardDispatch();
     codegen.buildBackward();
   }
   emitManifest(b, buildManifest(kernel, elementTypes));

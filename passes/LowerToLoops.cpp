@@ -45,7 +45,11 @@ struct LowerToLoopsPass : impl::AttnLowerToLoopsBase<LowerToLoopsPass> {
         return signalPassFailure();
       }
     }
-    if (failed(lowerKernelToLoops(kernel, types)))
+    if (vectorBits != 256 && vectorBits != 512) {
+      module.emitError() << "vector-bits must be 256 or 512, got " << vectorBits;
+      return signalPassFailure();
+    }
+    if (failed(lowerKernelToLoops(kernel, types, vectorBits)))
       return signalPassFailure();
 
     // The attn ops have served their purpose; what remains is func/scf/memref.

@@ -47,10 +47,24 @@ def AttnLowerToLoops : Pass<"attn-lower-to-loops", "::mlir::ModuleOp"> {
            "Which attn.kernel to lower when the module holds several">,
     ListOption<"elementTypes", "element-types", "std::string",
                "Element types to instantiate (f32, f64)">,
+    Option<"vectorBits", "vector-bits", "int64_t", /*default=*/"512",
+           "Vector register width of the tiled specialisations (512: AVX-512, 256: AVX2)">,
   ];
   let dependentDialects = ["::mlir::func::FuncDialect", "::mlir::scf::SCFDialect",
                            "::mlir::memref::MemRefDialect", "::mlir::arith::ArithDialect",
-                           "::mlir::math::MathDialect", "::mlir::LLVM::LLVMDialect"];
+                           "::mlir::math::MathDialect", "::mlir::LLVM::LLVMDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
+def AttnApproximateMath : Pass<"attn-approximate-math", "::mlir::ModuleOp"> {
+  let summary = "Replaces f32 math functions by upstream polynomial approximations";
+  let description = [{
+    Applies MLIR's math polynomial approximations (exp, expm1, log, tanh, erf, ...)
+    to f32 scalars and vectors, so the tiled kernels' exps vectorise instead of
+    calling libm per lane. f64 stays on libm.
+  }];
+  let dependentDialects = ["::mlir::vector::VectorDialect", "::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
 }
 
 #endif // ATTN_PASSES

@@ -42,6 +42,7 @@ attn.kernel @k normalizer(@softmax)
 // INLINED-LABEL: func.func @attn_backward_f32(
 // INLINED-NOT: func.call
 // INLINED-NOT: memref.alloc
+// INLINED-LABEL: llvm.mlir.global internal constant @attn_manifest_text
 
 // -----
 
@@ -65,12 +66,29 @@ attn.normalizer @relu params(shift = 0.5) {
 }
 attn.kernel @k normalizer(@relu) mask(@window)
 
+// The generic loops handle any head dim and stride.
 // CHECK: func.func private @k.mask(
-// CHECK: func.func @attn_forward_f32(
+// CHECK: func.func private @attn_forward_f32.generic(
 // CHECK: func.call @k.mask(
 // CHECK: func.call @k.num(
 // CHECK-NOT: func.call @k.stab
 // CHECK: arith.uitofp
+// A specialisation per head dim: φ(k)ᵀ packed, an FMA score tile, the regions
+// called on vector<16xf32> lanes (keys), W·V accumulated in registers.
+// CHECK: func.func private @attn_forward_f32.d64(
+// CHECK: memref.alloc({{.*}}) {alignment = 64 : i64} : memref<64x?xf32>
+// CHECK: vector.fma {{.*}} : vector<16xf32>
+// CHECK: func.call @k.mask.x16({{.*}}) : (vector<16xindex>, vector<16xindex>) -> vector<16xi1>
+// CHECK: func.call @k.num.x16({{.*}}) : (vector<16xf32>, vector<16xf32>, vector<16xf32>) -> vector<16xf32>
+// CHECK: vector.fma {{.*}} : vector<16xf32>
+// CHECK: memref.dealloc
+// The entry point dispatches on head dim and unit inner strides.
+// CHECK: func.func @attn_forward_f32(
+// CHECK: memref.reinterpret_cast {{.*}} to offset: [{{.*}}], sizes: [{{.*}}], strides: [{{.*}}, 1]
+// CHECK: func.call @attn_forward_f32.d32(
+// CHECK: func.call @attn_forward_f32.d64(
+// CHECK: func.call @attn_forward_f32.d128(
+// CHECK: func.call @attn_forward_f32.generic(
 // CHECK: func.func @attn_backward_f32(
 // CHECK: func.call @k.num.d.s(
 // CHECK: func.call @k.num.d.shift(

@@ -27,6 +27,7 @@
 
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
+#include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -64,16 +65,18 @@ static cl::opt<Emit> emit(
                clEnumValN(Emit::LLVMIR, "llvm", "optimised LLVM IR"),
                clEnumValN(Emit::MLIR, "mlir", "MLIR after the attn passes (loops)")));
 
-static std::string attnPipeline() {
+static std::string attnPipeline(int64_t vectorBits) {
   std::string types = dtypes;
   return "attn-verify,attn-classify-normalizer,attn-derive-backward,"
          "attn-lower-to-loops{kernel=" +
          std::string(kernelName) + " element-types=" + types +
-         "},inline,symbol-dce,canonicalize,cse,loop-invariant-code-motion";
+         " vector-bits=" + std::to_string(vectorBits) +
+         "},inline,symbol-dce,attn-approximate-math,canonicalize,cse,"
+         "loop-invariant-code-motion,canonicalize";
 }
 
 static const char *llvmLoweringPipeline =
-    "convert-scf-to-cf,expand-strided-metadata,lower-affine,"
+    "convert-scf-to-cf,expand-strided-metadata,lower-affine,convert-vector-to-llvm,"
     "finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
     "convert-arith-to-llvm,convert-index-to-llvm,convert-cf-to-llvm,"
     "convert-func-to-llvm,reconcile-unrealized-casts";
@@ -173,7 +176,16 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
-  if (failed(runPipeline(*module, attnPipeline())))
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  std::unique_ptr<llvm::TargetMachine> machine = createTargetMachine();
+  if (!machine)
+    return 1;
+  // The tiled kernels' vectors match the target's registers.
+  int64_t vectorBits =
+      machine->getMCSubtargetInfo()->checkFeatures("+avx512f") ? 512 : 256;
+
+  if (failed(runPipeline(*module, attnPipeline(vectorBits))))
     return 1;
   if (emit == Emit::MLIR) {
     auto out = openOutputFile(outputFilename, &error);
@@ -186,12 +198,6 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (failed(runPipeline(*module, llvmLoweringPipeline)))
-    return 1;
-
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
-  std::unique_ptr<llvm::TargetMachine> machine = createTargetMachine();
-  if (!machine)
     return 1;
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule = translateModuleToLLVMIR(*module, llvmContext);
