@@ -92,12 +92,37 @@ public:
 };
 } // namespace
 
+namespace {
+/// y = constant + e^u, in either operand order.
+struct BoundedDenominator {
+  Value constant;
+  Value exponent; // u
+};
+} // namespace
+
+static std::optional<BoundedDenominator> matchBoundedDenominator(Value y) {
+  auto add = y.getDefiningOp<arith::AddFOp>();
+  if (!add)
+    return std::nullopt;
+  for (auto [c, e] : {std::pair(add.getLhs(), add.getRhs()), std::pair(add.getRhs(), add.getLhs())})
+    if (c.getDefiningOp<arith::ConstantOp>())
+      if (auto exp = e.getDefiningOp<math::ExpOp>())
+        return BoundedDenominator{c, exp.getOperand()};
+  return std::nullopt;
+}
+
 /// The tangent of `op`'s single result, given tangents of its operands (`dx(i)`,
-/// null for zero) and the primal values (`x(i)`, the result `r`). Returns failure
+/// null for zero) and the primal values (`x(i)`, the result `r`); `primalOf` and
+/// `tangentOfValue` look up any earlier value of the function. Returns failure
 /// for an op with a float result that has no rule.
 static FailureOr<Value> tangentOf(Operation *op, TangentBuilder &t,
                                   function_ref<Value(unsigned)> x,
-                                  function_ref<Value(unsigned)> dx, Value r) {
+                                  function_ref<Value(unsigned)> dx, Value r,
+                                  function_ref<Value(Value)> primalOf,
+                                  function_ref<Value(Value)> tangentOfValue) {
+  auto exponentTangent = [&](const BoundedDenominator &bounded) {
+    return tangentOfValue(bounded.exponent);
+  };
   Type type = r.getType();
   auto one = [&] { return t.constant(type, 1.0); };
   return TypeSwitch<Operation *, FailureOr<Value>>(op)
@@ -106,7 +131,18 @@ static FailureOr<Value> tangentOf(Operation *op, TangentBuilder &t,
       .Case<arith::NegFOp>([&](auto) { return t.neg(dx(0)); })
       .Case<arith::MulFOp>(
           [&](auto) { return t.add(t.scale(x(1), dx(0)), t.scale(x(0), dx(1))); })
-      .Case<arith::DivFOp>([&](auto) {
+      .Case<arith::DivFOp>([&](arith::DivFOp div) -> Value {
+        // y = k + e^u (a sigmoid-like wrapper): d(x/y) = dx/y - r·(1 - k/y)·du.
+        // The textbook (dx - r·dy)/y gives 0·∞ = NaN once e^u overflows.
+        if (std::optional<BoundedDenominator> bounded = matchBoundedDenominator(div.getRhs())) {
+          Value du = exponentTangent(*bounded);
+          Value k = primalOf(bounded->constant);
+          Value fraction = arith::SubFOp::create(t.b, t.loc, one(),
+                                                 arith::DivFOp::create(t.b, t.loc, k, x(1)));
+          Value viaDenominator = du ? t.scale(arith::MulFOp::create(t.b, t.loc, r, fraction), du)
+                                    : Value();
+          return t.sub(t.div(dx(0), x(1)), viaDenominator);
+        }
         // d(x/y) = (dx - r·dy) / y
         return t.div(t.sub(dx(0), t.scale(r, dx(1))), x(1));
       })
@@ -250,7 +286,8 @@ FailureOr<func::FuncOp> mlir::attn::buildDerivative(func::FuncOp function, unsig
     t.loc = op.getLoc();
     FailureOr<Value> tangent = tangentOf(
         &op, t, [&](unsigned i) { return primal.lookup(op.getOperand(i)); },
-        [&](unsigned i) { return tangents.lookup(op.getOperand(i)); }, cloned->getResult(0));
+        [&](unsigned i) { return tangents.lookup(op.getOperand(i)); }, cloned->getResult(0),
+        [&](Value v) { return primal.lookup(v); }, [&](Value v) { return tangents.lookup(v); });
     if (failed(tangent)) {
       derivative.erase();
       return failure();

@@ -7,6 +7,8 @@
 // Kinks take a fixed subgradient: max(x, y) follows x only where x > y and
 // min(x, y) only where x < y, so max(s, 0) has derivative 0 at s = 0 (as ReLU in
 // PyTorch); |x| has derivative 0 at 0; select follows the chosen operand;
+// a / (k + e^u) is differentiated as da/y - (a/y)·(1 - k/y)·du, finite even
+// where e^u overflows;
 // floor/ceil/round and comparisons have derivative 0.
 //
 //===----------------------------------------------------------------------===//

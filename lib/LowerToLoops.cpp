@@ -63,14 +63,40 @@ public:
   }
 
   LogicalResult instantiateFunctions();
-  /// The public entry point: dispatches to a tiled specialisation or the generic loops.
-  void buildForwardDispatch();
-  void buildForward(StringRef name);
-  /// Register-blocked, vectorised forward for head dim `headDim` == value dim.
-  void buildTiledForward(StringRef name, int64_t headDim);
-  void buildBackward();
+
+  /// The public entry points (runtime/include/attn/abi.h), each with its
+  /// generic loops and tiled specialisations.
+  void buildForwardEntry();
+  void buildBackwardEntry();
 
 private:
+  SmallVector<Type> forwardInputs(MemRefType matrix) {
+    Type i64 = b.getI64Type();
+    return {matrix, matrix, matrix, matrix, vectorType, vectorType, vectorType, i64, i64, i64, i64};
+  }
+  SmallVector<Type> backwardInputs(MemRefType matrix) {
+    Type i64 = b.getI64Type();
+    return {matrix, matrix, matrix, matrix, matrix, vectorType, vectorType,
+            vectorType, matrix, matrix, matrix, vectorType, i64, i64};
+  }
+  /// Head dims that get a tiled specialisation at this element type.
+  SmallVector<int64_t> tiledHeadDims() {
+    SmallVector<int64_t> dims;
+    for (int64_t d : kTiledHeadDims)
+      if (d % lanes == 0)
+        dims.push_back(d);
+    return dims;
+  }
+  /// The public `entryName`: calls `<entryName>.d<D>` when q's head dim (arg 0)
+  /// and v's value dim (arg 2) both equal D and every matrix argument has unit
+  /// inner stride, else `<entryName>.generic`.
+  void buildDispatch(StringRef entryName, ArrayRef<Type> inputs);
+  void buildForward(StringRef name);
+  void buildBackward(StringRef name);
+  /// Register-blocked, vectorised forward / backward for head dim == value dim.
+  void buildTiledForward(StringRef name, int64_t headDim);
+  void buildTiledBackward(StringRef name, int64_t headDim);
+
   // --- small builders -------------------------------------------------------
   Value constant(double value) { return arith::ConstantOp::create(b, type, b.getFloatAttr(type, value)); }
   Value index(int64_t value) { return arith::ConstantIndexOp::create(b, value); }
@@ -139,7 +165,7 @@ private:
   MemRefType matrixType, rowMajorType, vectorType;
   VectorType laneType;
   ScalarFunctions fns;
-  ScalarFunctions lanewise; // num, den, stab, score, mask on vector<lanes x _>
+  ScalarFunctions lanewise; // the same functions on vector<lanes x _>
   bool online = false;
 
   // Values of the function being built.
@@ -252,12 +278,26 @@ LogicalResult KernelCodegen::instantiateFunctions() {
     slot = *copy;
     return success();
   };
-  if (failed(lanewiseCopy(fns.numerator, lanewise.numerator)) ||
-      failed(lanewiseCopy(fns.denominator, lanewise.denominator)) ||
-      failed(lanewiseCopy(fns.stabilizer, lanewise.stabilizer)) ||
-      failed(lanewiseCopy(fns.score, lanewise.score)) ||
-      failed(lanewiseCopy(fns.mask, lanewise.mask)))
-    return failure();
+  for (auto [scalar, vector] :
+       llvm::zip(SmallVector<func::FuncOp *>{&fns.numerator, &fns.denominator, &fns.stabilizer,
+                                            &fns.score, &fns.feature, &fns.mask, &fns.numeratorDs,
+                                            &fns.denominatorDs, &fns.scoreDs, &fns.featureDx},
+                 SmallVector<func::FuncOp *>{&lanewise.numerator, &lanewise.denominator,
+                                            &lanewise.stabilizer, &lanewise.score,
+                                            &lanewise.feature, &lanewise.mask,
+                                            &lanewise.numeratorDs, &lanewise.denominatorDs,
+                                            &lanewise.scoreDs, &lanewise.featureDx}))
+    if (failed(lanewiseCopy(*scalar, *vector)))
+      return failure();
+  for (auto [scalars, vectors] :
+       llvm::zip(SmallVector<SmallVector<func::FuncOp> *>{&fns.numeratorDp, &fns.denominatorDp, &fns.scoreDp},
+                 SmallVector<SmallVector<func::FuncOp> *>{&lanewise.numeratorDp, &lanewise.denominatorDp,
+                                                         &lanewise.scoreDp})) {
+    vectors->resize(scalars->size());
+    for (auto [scalar, vector] : llvm::zip(*scalars, *vectors))
+      if (failed(lanewiseCopy(scalar, vector)))
+        return failure();
+  }
   return success();
 }
 
@@ -331,10 +371,7 @@ Value KernelCodegen::modScore(Value raw, Value i, Value j) {
 
 void KernelCodegen::buildForward(StringRef name) {
   MLIRContext *ctx = kernel.getContext();
-  Type i64 = b.getI64Type();
-  SmallVector<Type> inputs{matrixType, matrixType, matrixType, matrixType,
-                           vectorType, vectorType, vectorType, i64, i64, i64, i64};
-  auto function = func::FuncOp::create(b, name, FunctionType::get(ctx, inputs, {}));
+  auto function = func::FuncOp::create(b, name, FunctionType::get(ctx, forwardInputs(matrixType), {}));
   function.setPrivate();
   Block *entry = function.addEntryBlock();
   OpBuilder::InsertionGuard guard(b);
@@ -407,57 +444,58 @@ void KernelCodegen::buildForward(StringRef name) {
   func::ReturnOp::create(b);
 }
 
-void KernelCodegen::buildForwardDispatch() {
-  MLIRContext *ctx = kernel.getContext();
+void KernelCodegen::buildForwardEntry() {
   std::string entryName = "attn_forward_" + typeSuffix(type);
-  std::string genericName = entryName + ".generic";
-  buildForward(genericName);
-  SmallVector<std::pair<int64_t, std::string>> tiled;
-  for (int64_t headDim : kTiledHeadDims) {
-    if (headDim % lanes != 0)
-      continue;
-    tiled.push_back({headDim, entryName + ".d" + std::to_string(headDim)});
-    buildTiledForward(tiled.back().second, headDim);
-  }
+  buildForward(entryName + ".generic");
+  for (int64_t headDim : tiledHeadDims())
+    buildTiledForward(entryName + ".d" + std::to_string(headDim), headDim);
+  buildDispatch(entryName, forwardInputs(matrixType));
+}
 
-  Type i64 = b.getI64Type();
-  SmallVector<Type> inputs{matrixType, matrixType, matrixType, matrixType,
-                           vectorType, vectorType, vectorType, i64, i64, i64, i64};
+void KernelCodegen::buildBackwardEntry() {
+  std::string entryName = "attn_backward_" + typeSuffix(type);
+  buildBackward(entryName + ".generic");
+  for (int64_t headDim : tiledHeadDims())
+    buildTiledBackward(entryName + ".d" + std::to_string(headDim), headDim);
+  buildDispatch(entryName, backwardInputs(matrixType));
+}
+
+void KernelCodegen::buildDispatch(StringRef entryName, ArrayRef<Type> inputs) {
+  MLIRContext *ctx = kernel.getContext();
   auto function = func::FuncOp::create(b, entryName, FunctionType::get(ctx, inputs, {}));
   function->setAttr("llvm.emit_c_interface", UnitAttr::get(ctx));
   Block *entry = function.addEntryBlock();
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(entry);
-  auto args = entry->getArguments();
-  Value q = args[0], k = args[1], v = args[2], o = args[3];
-  Value headDim = dim(q, 1), valueDim = dim(v, 1);
-  Value one = index(1);
-  Value rowsContiguous = arith::AndIOp::create(
-      b, arith::AndIOp::create(b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, innerStride(q), one),
-                               arith::CmpIOp::create(b, arith::CmpIPredicate::eq, innerStride(k), one)),
-      arith::AndIOp::create(b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, innerStride(v), one),
-                            arith::CmpIOp::create(b, arith::CmpIPredicate::eq, innerStride(o), one)));
-  Value square = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, headDim, valueDim);
-  Value eligible = arith::AndIOp::create(b, rowsContiguous, square);
+  SmallVector<Value> args(entry->getArguments());
+  Value headDim = dim(args[0], 1), valueDim = dim(args[2], 1);
+  Value eligible = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, headDim, valueDim);
+  SmallVector<unsigned> matrices;
+  for (auto [position, type] : llvm::enumerate(inputs)) {
+    if (type != matrixType)
+      continue;
+    matrices.push_back(position);
+    Value unit = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, innerStride(args[position]), index(1));
+    eligible = arith::AndIOp::create(b, eligible, unit);
+  }
 
-  // if (eligible && d == 32) tiled32 else if (...) ... else generic
-  std::function<void(unsigned)> emitCase = [&](unsigned index_) {
-    if (index_ == tiled.size()) {
-      func::CallOp::create(b, genericName, TypeRange{}, args);
+  SmallVector<int64_t> dims = tiledHeadDims();
+  std::function<void(unsigned)> emitCase = [&](unsigned next) {
+    if (next == dims.size()) {
+      func::CallOp::create(b, (entryName + ".generic").str(), TypeRange{}, args);
       return;
     }
     Value matches = arith::AndIOp::create(
-        b, eligible,
-        arith::CmpIOp::create(b, arith::CmpIPredicate::eq, headDim, index(tiled[index_].first)));
+        b, eligible, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, headDim, index(dims[next])));
     auto ifOp = scf::IfOp::create(b, matches, /*withElseRegion=*/true);
     OpBuilder::InsertionGuard caseGuard(b);
     b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
     SmallVector<Value> operands(args);
-    for (unsigned m = 0; m < 4; ++m)
-      operands[m] = asRowMajor(args[m]);
-    func::CallOp::create(b, tiled[index_].second, TypeRange{}, operands);
+    for (unsigned position : matrices)
+      operands[position] = asRowMajor(args[position]);
+    func::CallOp::create(b, (entryName + ".d" + Twine(dims[next])).str(), TypeRange{}, operands);
     b.setInsertionPoint(ifOp.elseBlock()->getTerminator());
-    emitCase(index_ + 1);
+    emitCase(next + 1);
   };
   emitCase(0);
   func::ReturnOp::create(b);
@@ -474,9 +512,7 @@ void KernelCodegen::buildTiledForward(StringRef name, int64_t headDim) {
   const int64_t scoreVectors = 2;
   const int64_t blockKeys = scoreVectors * lanes;
 
-  SmallVector<Type> inputs{rowMajorType, rowMajorType, rowMajorType, rowMajorType,
-                           vectorType,   vectorType,   vectorType,   i64, i64, i64, i64};
-  auto function = func::FuncOp::create(b, name, FunctionType::get(ctx, inputs, {}));
+  auto function = func::FuncOp::create(b, name, FunctionType::get(ctx, forwardInputs(rowMajorType), {}));
   function.setPrivate();
   Block *entry = function.addEntryBlock();
   OpBuilder::InsertionGuard guard(b);
@@ -657,15 +693,245 @@ void KernelCodegen::buildTiledForward(StringRef name, int64_t headDim) {
   func::ReturnOp::create(b);
 }
 
-void KernelCodegen::buildBackward() {
+void KernelCodegen::buildTiledBackward(StringRef name, int64_t headDim) {
   MLIRContext *ctx = kernel.getContext();
-  Type i64 = b.getI64Type();
-  SmallVector<Type> inputs{matrixType, matrixType, matrixType, matrixType, matrixType,
-                           vectorType, vectorType, vectorType, matrixType, matrixType,
-                           matrixType, vectorType, i64, i64};
-  auto function = func::FuncOp::create(b, "attn_backward_" + typeSuffix(type),
-                                       FunctionType::get(ctx, inputs, {}));
-  function->setAttr("llvm.emit_c_interface", UnitAttr::get(ctx));
+  Type indexType = b.getIndexType();
+  const int64_t vectorsPerRow = headDim / lanes;
+  const int64_t rows = std::clamp<int64_t>(16 / vectorsPerRow, 1, 4);
+  const int64_t scoreVectors = 2;
+  const int64_t blockKeys = scoreVectors * lanes;
+
+  auto function = func::FuncOp::create(b, name, FunctionType::get(ctx, backwardInputs(rowMajorType), {}));
+  function.setPrivate();
+  Block *entry = function.addEntryBlock();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(entry);
+  auto args = entry->getArguments();
+  Value q = args[0], k = args[1], v = args[2], o = args[3], dOut = args[4], rowMax = args[5],
+        rowSum = args[6], params = args[7], dq = args[8], dk = args[9], dv = args[10],
+        dParams = args[11];
+  prologue(q, k, params, args[12], args[13]);
+  const unsigned numParams = paramValues.size();
+  unsigned numNormalizerParams = normalizer.getNumParams();
+  SmallVector<Value> paramLanes = llvm::map_to_vector(paramValues, [&](Value p) { return splat(p); });
+  auto lanewiseArgs = [&](ValueRange leading) {
+    SmallVector<Value> all(leading);
+    all.append(paramLanes);
+    return all;
+  };
+  Value zero = constant(0.0), zeroLanes = splatConstant(0.0);
+  Value laneOffsets = vector::StepOp::create(b, VectorType::get({lanes}, indexType));
+  Value queries = dim(q, 0), keys = dim(k, 0);
+  int64_t dyn = ShapedType::kDynamic;
+
+  // dK and dV accumulate across row blocks; dQ rows are written once each.
+  loop(index(0), keys, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
+    for (int64_t c = 0; c < vectorsPerRow; ++c) {
+      vector::StoreOp::create(b, zeroLanes, dk, ValueRange{j, index(c * lanes)});
+      vector::StoreOp::create(b, zeroLanes, dv, ValueRange{j, index(c * lanes)});
+    }
+    return {};
+  });
+  // Packed operands: φ(k)ᵀ and vᵀ for the score and dP tiles (zero padded to a
+  // whole block), φ(k) rows for dQ when there is a feature map.
+  Value keyLimit = arith::SelectOp::create(b, isCausal, arith::MinSIOp::create(b, kvEnd, queries), kvEnd);
+  Value paddedKeys = arith::MulIOp::create(
+      b, arith::CeilDivSIOp::create(b, keyLimit, index(blockKeys)), index(blockKeys));
+  auto packedType = MemRefType::get({headDim, dyn}, type);
+  Value keysT = memref::AllocOp::create(b, packedType, ValueRange{paddedKeys}, b.getI64IntegerAttr(64));
+  Value valuesT = memref::AllocOp::create(b, packedType, ValueRange{paddedKeys}, b.getI64IntegerAttr(64));
+  Value keyRows = k;
+  if (fns.feature)
+    keyRows = memref::AllocOp::create(b, MemRefType::get({dyn, headDim}, type), ValueRange{paddedKeys},
+                                      b.getI64IntegerAttr(64));
+  loop(index(0), paddedKeys, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
+    Value inRange = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, j, keyLimit);
+    Value row = arith::SelectOp::create(b, inRange, j, index(0));
+    loop(index(0), index(headDim), {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+      Value x = load(k, {row, c});
+      if (fns.feature) {
+        x = call(fns.feature, {x});
+        store(x, keyRows, {j, c});
+      }
+      store(arith::SelectOp::create(b, inRange, x, zero), keysT, {c, j});
+      store(arith::SelectOp::create(b, inRange, load(v, {row, c}), zero), valuesT, {c, j});
+      return {};
+    });
+    return {};
+  });
+  Value queryTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
+  Value weightTile = memref::AllocaOp::create(b, MemRefType::get({rows, blockKeys}, type));
+  Value scoreGradTile = memref::AllocaOp::create(b, MemRefType::get({rows, blockKeys}, type));
+  Value paramGrads = memref::AllocaOp::create(b, MemRefType::get({std::max<int64_t>(numParams, 1), lanes}, type));
+  for (unsigned p = 0; p < numParams; ++p)
+    vector::StoreOp::create(b, zeroLanes, paramGrads, ValueRange{index(p), index(0)});
+  auto addParamGrad = [&](unsigned p, Value lanesValue) {
+    Value current = vector::LoadOp::create(b, laneType, paramGrads, ValueRange{index(p), index(0)});
+    vector::StoreOp::create(b, arith::AddFOp::create(b, current, lanesValue), paramGrads,
+                            ValueRange{index(p), index(0)});
+  };
+
+  loop(index(0), queries, {}, [&](Value i0, ValueRange) -> SmallVector<Value> {
+    Value lastRow = arith::SubIOp::create(b, queries, index(1));
+    SmallVector<Value> rowIndex, rowKeyEnd, rowLive, rowShift, rowInverse, rowD;
+    Value blockEnd = index(0);
+    for (int64_t r = 0; r < rows; ++r) {
+      Value unclamped = arith::AddIOp::create(b, i0, index(r));
+      Value i = arith::MinSIOp::create(b, unclamped, lastRow);
+      rowIndex.push_back(i);
+      rowKeyEnd.push_back(keyEnd(i));
+      blockEnd = arith::MaxSIOp::create(b, blockEnd, rowKeyEnd.back());
+      // Rows past the end repeat the last one and must contribute nothing; so do
+      // fully masked rows (C = 0).
+      Value c = load(rowSum, {i});
+      Value live = arith::AndIOp::create(
+          b, arith::CmpIOp::create(b, arith::CmpIPredicate::slt, unclamped, queries),
+          arith::CmpFOp::create(b, arith::CmpFPredicate::UNE, c, zero));
+      rowLive.push_back(splat(live));
+      rowShift.push_back(splat(load(rowMax, {i})));
+      rowInverse.push_back(splat(arith::SelectOp::create(b, live, div(constant(1.0), c), zero)));
+      Value dotLanes = zeroLanes;
+      for (int64_t col = 0; col < vectorsPerRow; ++col)
+        dotLanes = vector::FMAOp::create(
+            b, vector::LoadOp::create(b, laneType, dOut, ValueRange{i, index(col * lanes)}),
+            vector::LoadOp::create(b, laneType, o, ValueRange{i, index(col * lanes)}), dotLanes);
+      rowD.push_back(splat(vector::ReductionOp::create(b, vector::CombiningKind::ADD, dotLanes)));
+      loop(index(0), index(headDim), {}, [&](Value col, ValueRange) -> SmallVector<Value> {
+        Value x = load(q, {i, col});
+        if (fns.feature)
+          x = call(fns.feature, {x});
+        store(mul(x, scale), queryTile, {index(r), col});
+        return {};
+      });
+    }
+
+    SmallVector<Value> dqInit(rows * vectorsPerRow, zeroLanes);
+    ValueRange dqAcc = loop(index(0), blockEnd, dqInit, [&](Value j0, ValueRange dqIn) -> SmallVector<Value> {
+      // Tiles rows × blockKeys: scores from scale·φ(q)·φ(k)ᵀ, dP from dO·vᵀ.
+      auto tileProduct = [&](function_ref<Value(int64_t, Value)> rowScalar, Value packed) {
+        SmallVector<Value> init(rows * scoreVectors, zeroLanes);
+        return llvm::to_vector(loop(index(0), index(headDim), init, [&](Value c, ValueRange t) -> SmallVector<Value> {
+          SmallVector<Value> columns;
+          for (int64_t h = 0; h < scoreVectors; ++h)
+            columns.push_back(vector::LoadOp::create(
+                b, laneType, packed, ValueRange{c, arith::AddIOp::create(b, j0, index(h * lanes))}));
+          SmallVector<Value> next;
+          for (int64_t r = 0; r < rows; ++r) {
+            Value x = splat(rowScalar(r, c));
+            for (int64_t h = 0; h < scoreVectors; ++h)
+              next.push_back(vector::FMAOp::create(b, x, columns[h], t[r * scoreVectors + h]));
+          }
+          return next;
+        }));
+      };
+      SmallVector<Value> rawTile = tileProduct([&](int64_t r, Value c) { return load(queryTile, {index(r), c}); }, keysT);
+      SmallVector<Value> dPTile = tileProduct([&](int64_t r, Value c) { return load(dOut, {rowIndex[r], c}); }, valuesT);
+
+      for (int64_t r = 0; r < rows; ++r) {
+        Value iLanes = splat(rowIndex[r]);
+        for (int64_t h = 0; h < scoreVectors; ++h) {
+          Value jLanes = arith::AddIOp::create(b, splat(arith::AddIOp::create(b, j0, index(h * lanes))), laneOffsets);
+          Value keep = arith::AndIOp::create(
+              b, rowLive[r], arith::CmpIOp::create(b, arith::CmpIPredicate::slt, jLanes, splat(rowKeyEnd[r])));
+          if (lanewise.mask)
+            keep = arith::AndIOp::create(b, keep, call(lanewise.mask, {iLanes, jLanes}));
+          Value raw = rawTile[r * scoreVectors + h], dP = dPTile[r * scoreVectors + h];
+          SmallVector<Value> scoreArgs = lanewiseArgs({raw, iLanes, jLanes});
+          Value s = lanewise.score ? call(lanewise.score, scoreArgs) : raw;
+          SmallVector<Value> normalizerArgs = lanewiseArgs({s, rowShift[r]});
+          auto masked = [&](Value x) { return arith::SelectOp::create(b, keep, x, zeroLanes); };
+          // (g'·dP - h'·D)/C, the h' term for summed denominators only.
+          auto weighted = [&](func::FuncOp gPrime, func::FuncOp hPrime) {
+            Value term = mul(call(gPrime, normalizerArgs), dP);
+            if (hPrime)
+              term = sub(term, mul(call(hPrime, normalizerArgs), rowD[r]));
+            return masked(mul(term, rowInverse[r]));
+          };
+          Value w = masked(mul(call(lanewise.numerator, normalizerArgs), rowInverse[r]));
+          Value ds = weighted(lanewise.numeratorDs, lanewise.denominatorDs);
+          for (unsigned p = 0; p < numNormalizerParams; ++p)
+            addParamGrad(p, weighted(lanewise.numeratorDp[p], lanewise.denominatorDp[p]));
+          for (auto [p, scoreDp] : llvm::enumerate(lanewise.scoreDp))
+            addParamGrad(numNormalizerParams + p, masked(mul(ds, call(scoreDp, scoreArgs))));
+          Value dRaw = lanewise.scoreDs ? masked(mul(ds, call(lanewise.scoreDs, scoreArgs))) : ds;
+          vector::StoreOp::create(b, w, weightTile, ValueRange{index(r), index(h * lanes)});
+          vector::StoreOp::create(b, dRaw, scoreGradTile, ValueRange{index(r), index(h * lanes)});
+        }
+      }
+
+      // Per key: dQ_r += dRaw_rj·φ(k_j) (registers), dK_j += Σ_r dRaw_rj·scale·φ(q_r),
+      // dV_j += Σ_r w_rj·dO_r (memory).
+      Value keysHere = arith::MinSIOp::create(b, index(blockKeys), arith::SubIOp::create(b, blockEnd, j0));
+      return llvm::to_vector(loop(index(0), keysHere, dqIn, [&](Value jj, ValueRange dqNow) -> SmallVector<Value> {
+        Value j = arith::AddIOp::create(b, j0, jj);
+        SmallVector<Value> keyLanes, dkLanes, dvLanes;
+        for (int64_t c = 0; c < vectorsPerRow; ++c) {
+          keyLanes.push_back(vector::LoadOp::create(b, laneType, keyRows, ValueRange{j, index(c * lanes)}));
+          dkLanes.push_back(vector::LoadOp::create(b, laneType, dk, ValueRange{j, index(c * lanes)}));
+          dvLanes.push_back(vector::LoadOp::create(b, laneType, dv, ValueRange{j, index(c * lanes)}));
+        }
+        SmallVector<Value> dqNext;
+        for (int64_t r = 0; r < rows; ++r) {
+          Value gradLane = splat(load(scoreGradTile, {index(r), jj}));
+          Value weightLane = splat(load(weightTile, {index(r), jj}));
+          for (int64_t c = 0; c < vectorsPerRow; ++c) {
+            dqNext.push_back(vector::FMAOp::create(b, gradLane, keyLanes[c], dqNow[r * vectorsPerRow + c]));
+            Value qLanes = vector::LoadOp::create(b, laneType, queryTile, ValueRange{index(r), index(c * lanes)});
+            dkLanes[c] = vector::FMAOp::create(b, gradLane, qLanes, dkLanes[c]);
+            Value dOutLanes = vector::LoadOp::create(b, laneType, dOut, ValueRange{rowIndex[r], index(c * lanes)});
+            dvLanes[c] = vector::FMAOp::create(b, weightLane, dOutLanes, dvLanes[c]);
+          }
+        }
+        for (int64_t c = 0; c < vectorsPerRow; ++c) {
+          vector::StoreOp::create(b, dkLanes[c], dk, ValueRange{j, index(c * lanes)});
+          vector::StoreOp::create(b, dvLanes[c], dv, ValueRange{j, index(c * lanes)});
+        }
+        return dqNext;
+      }));
+    }, index(blockKeys));
+
+    // dQ = scale·Σ_j dRaw·φ(k_j), times φ'(q) with a feature map.
+    Value scaleLanes = splat(scale);
+    for (int64_t r = 0; r < rows; ++r) {
+      Value valid = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, arith::AddIOp::create(b, i0, index(r)), queries);
+      auto ifValid = scf::IfOp::create(b, valid, /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard rowGuard(b);
+      b.setInsertionPoint(ifValid.thenBlock()->getTerminator());
+      for (int64_t c = 0; c < vectorsPerRow; ++c) {
+        Value grad = mul(dqAcc[r * vectorsPerRow + c], scaleLanes);
+        if (lanewise.featureDx)
+          grad = mul(grad, call(lanewise.featureDx, {vector::LoadOp::create(b, laneType, q, ValueRange{rowIndex[r], index(c * lanes)})}));
+        vector::StoreOp::create(b, grad, dq, ValueRange{rowIndex[r], index(c * lanes)});
+      }
+    }
+    return {};
+  }, index(rows));
+
+  // With a feature map dK holds d/dφ(k); chain through φ'(k).
+  if (lanewise.featureDx)
+    loop(index(0), keys, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
+      for (int64_t c = 0; c < vectorsPerRow; ++c) {
+        Value kLanes = vector::LoadOp::create(b, laneType, k, ValueRange{j, index(c * lanes)});
+        Value dkLanes = vector::LoadOp::create(b, laneType, dk, ValueRange{j, index(c * lanes)});
+        vector::StoreOp::create(b, mul(dkLanes, call(lanewise.featureDx, {kLanes})), dk, ValueRange{j, index(c * lanes)});
+      }
+      return {};
+    });
+  for (unsigned p = 0; p < numParams; ++p) {
+    Value lanesValue = vector::LoadOp::create(b, laneType, paramGrads, ValueRange{index(p), index(0)});
+    store(vector::ReductionOp::create(b, vector::CombiningKind::ADD, lanesValue), dParams, {index(p)});
+  }
+  memref::DeallocOp::create(b, keysT);
+  memref::DeallocOp::create(b, valuesT);
+  if (fns.feature)
+    memref::DeallocOp::create(b, keyRows);
+  func::ReturnOp::create(b);
+}
+
+void KernelCodegen::buildBackward(StringRef name) {
+  MLIRContext *ctx = kernel.getContext();
+  auto function = func::FuncOp::create(b, name, FunctionType::get(ctx, backwardInputs(matrixType), {}));
+  function.setPrivate();
   Block *entry = function.addEntryBlock();
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(entry);
@@ -818,8 +1084,8 @@ LogicalResult mlir::attn::lowerKernelToLoops(KernelOp kernel, ArrayRef<FloatType
     if (failed(codegen.instantiateFunctions()))
       return failure();
     b.setInsertionPointToEnd(module.getBody());
-    codegen.buildForwardDispatch();
-    codegen.buildBackward();
+    codegen.buildForwardEntry();
+    codegen.buildBackwardEntry();
   }
   emitManifest(b, buildManifest(kernel, elementTypes));
   return success();

@@ -80,8 +80,8 @@ attn.kernel @k normalizer(@softmax)
 // -----
 
 // Plain normalizers keep their exps (inside a bounded sigmoid) unshifted, and
-// every param gets a derivative: d/db sigmoid(s + b) = sigmoid·(1 - sigmoid)
-// written as σ·e^-(s+b)/(1 + e^-(s+b)).
+// every param gets a derivative. The quotient rule for a / (k + e^u) comes out
+// as σ·(1 - σ), which stays finite where e^u overflows.
 attn.normalizer @sigmoid params(bias = -4.0) {
   numerator {
   ^bb0(%s: f32, %bias: f32):
@@ -105,8 +105,12 @@ attn.kernel @k normalizer(@sigmoid)
 // CHECK-NOT: %[[M]]
 // CHECK: return
 // CHECK-LABEL: func.func private @k.num.d.bias(
-// CHECK: math.exp
-// CHECK: arith.divf
+// CHECK: %[[E:.*]] = math.exp
+// CHECK: %[[Y:.*]] = arith.addf %[[E]], %[[ONE:.*]] : f32
+// CHECK: %[[SIG:.*]] = arith.divf %[[ONE]], %[[Y]]
+// CHECK: %[[REST:.*]] = arith.subf %[[ONE]], %[[SIG]]
+// CHECK: %[[D:.*]] = arith.mulf %[[SIG]], %[[REST]]
+// CHECK: return %[[D]]
 // CHECK-LABEL: func.func private @k.num.d.s(
 // CHECK-NOT: func.func private @k.den
 // CHECK-NOT: func.func private @k.stab
