@@ -159,3 +159,25 @@ def test_wrapper_reports_errors_too(attn_mod, softmax):
     q, k, v = _inputs()
     with pytest.raises(RuntimeError, match=r"(?i)param"):
         kern(q, k, v, params=torch.ones(3, dtype=torch.float64))
+
+
+# -------------------------------------------------------- empty dimensions
+@pytest.mark.parametrize("B,H,Nq,Nk", [(0, 2, 3, 4), (1, 0, 3, 4), (1, 1, 0, 4), (1, 1, 3, 0)])
+def test_empty_dimensions_never_crash(softmax, B, H, Nq, Nk):
+    """An empty batch/head dim gives empty results; Nq = 0 or Nk = 0 either gives the
+    mathematically right result (empty / zeros: every row fully masked) or a clean
+    RuntimeError -- never a crash or NaN."""
+    q = torch.randn(B, H, Nq, 8, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(B, H, Nk, 8, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(B, H, Nk, 4, dtype=torch.float64, requires_grad=True)
+    try:
+        out = torch.ops.attn.attention(softmax, q, k, v, EMPTY, True, None)
+    except RuntimeError as e:
+        assert Nq == 0 or Nk == 0, f"unexpected error for B={B}, H={H}: {e}"
+        assert re.search(r"Nq|Nk|quer|key", str(e)), str(e)
+        return
+    assert out.shape == (B, H, Nq, 4)
+    assert (out == 0).all()
+    out.sum().backward()
+    for t in (q, k, v):
+        assert t.grad is None or (t.grad == 0).all()

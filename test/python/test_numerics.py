@@ -65,7 +65,7 @@ def test_matches_reference_n1000_f64(artifacts, name):
     _run_case(artifacts, name, BIG, "causal+pad", "f64")
 
 
-@pytest.mark.parametrize("name", ["softmax", "tanhmax"])
+@pytest.mark.parametrize("name", NORMALIZER_NAMES)
 def test_matches_reference_n1000_f32(artifacts, name):
     _run_case(artifacts, name, BIG, "none", "f32")
 
@@ -149,10 +149,11 @@ def test_large_scores_do_not_overflow(artifacts, name, is_causal, dt):
 
 
 @pytest.mark.parametrize("dt", list(DTYPES))
-@pytest.mark.parametrize("name", STABILISED)
+@pytest.mark.parametrize("name", NORMALIZER_NAMES)
 def test_one_very_negative_score(artifacts, name, dt):
-    """Minimal case: one query, keys scoring +5 and a very negative score (-100 in
-    float32, where e^100 overflows; -800 in float64). The far key just gets weight ~0."""
+    """Minimal case: one query, keys with q·k = +5 and a very negative q·k (-100 in
+    float32, where e^100 overflows; -800 in float64). For the exp-based normalizers
+    and sigmoid the far key just gets weight ~0 and gradient ~0: never NaN."""
     dtype = DTYPES[dt]
     neg = -100.0 if dtype == torch.float32 else -800.0
     q = torch.ones(1, 1, 1, 1, dtype=dtype)
@@ -166,6 +167,29 @@ def test_one_very_negative_score(artifacts, name, dt):
     want = reference_grads(name, q, k, v, params, dout)
     terms = term_scale(name, q, k, v, params, dout)
     check_close(got, want, dtype, terms=terms, context=f"{name} scores [5, {neg}] {dt}")
+
+
+@pytest.mark.parametrize("dt", list(DTYPES))
+@pytest.mark.parametrize("name", ["multimax", "relu"])
+def test_scores_exactly_at_kinks(artifacts, name, dt):
+    """Scores exactly at the kinks of max(., 0) (multimax: s = b1, d1, b2, d2; relu:
+    s = 0) use the subgradient 0 (DESIGN.md), as the reference does."""
+    dtype = DTYPES[dt]
+    params = case_params(name, dtype)
+    kinks = params[[2, 3, 6, 7]].tolist() if name == "multimax" else [0.0]
+    svals = kinks + [0.25, -1.75, 1.5]                    # a few scores off the kinks
+    n = len(svals)
+    q = torch.ones(1, 1, 2, 1, dtype=torch.float64)         # d = 1: s = q·k exactly
+    q[0, 0, 1, 0] = 0.5
+    k = torch.tensor(svals, dtype=torch.float64).view(1, 1, n, 1)
+    gen = torch.Generator().manual_seed(seed_of("kinks", name))
+    v = torch.randn(1, 1, n, 3, generator=gen, dtype=torch.float64)
+    dout = torch.randn(1, 1, 2, 3, generator=gen, dtype=torch.float64)
+    q, k, v, dout = (t.to(dtype) for t in (q, k, v, dout))
+    got = compiled_grads(artifacts(name), q, k, v, params, dout)
+    want = reference_grads(name, q, k, v, params, dout)
+    terms = term_scale(name, q, k, v, params, dout)
+    check_close(got, want, dtype, terms=terms, context=f"{name} scores at kinks {dt}")
 
 
 # ------------------------------------------------------------ fully masked rows

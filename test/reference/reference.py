@@ -114,13 +114,18 @@ def _sigsoftmax_log_g(s, p):
 MULTIMAX_PARAMS = ["tb1", "td1", "b1", "d1", "tb2", "td2", "b2", "d2"]
 
 
+def pos(x: Tensor) -> Tensor:
+    """max(x, 0) with derivative 0 at the kink x = 0 (DESIGN.md: subgradient 0 at kinks;
+    torch.maximum would split the gradient 1/2 : 1/2 there and torch.clamp would give 1)."""
+    return torch.where(x > 0, x, torch.zeros((), dtype=x.dtype))
+
+
 def multimax_sigma(s: Tensor, p: Tensor) -> Tensor:
     tb1, td1, b1, d1, tb2, td2, b2, d2 = p.unbind(0)
-    zero = torch.zeros((), dtype=s.dtype)
-    below1 = torch.maximum(b1 - s, zero)
-    above1 = torch.maximum(s - d1, zero)
-    below2 = torch.maximum(b2 - s, zero)
-    above2 = torch.maximum(s - d2, zero)
+    below1 = pos(b1 - s)
+    above1 = pos(s - d1)
+    below2 = pos(b2 - s)
+    above2 = pos(s - d2)
     return (s
             + (1 - tb1) * below1 + (td1 - 1) * above1
             + (1 - tb2) * below2 ** 2 + (td2 - 1) * above2 ** 2)
@@ -138,7 +143,7 @@ def _sigmoid_g(s, p, m):
 
 # ReLU attention: g = max(s, 0), C = number of unmasked keys
 def _relu_g(s, p, m):
-    return torch.clamp(s, min=0.0)
+    return pos(s)
 
 
 # expressive / linear: g = h = s
