@@ -277,7 +277,13 @@ std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem
   Tensor row_sum = torch::empty({p.B, p.H, p.Nq}, opts);
 
   const int64_t BH = p.B * p.H;
-  const int64_t nqb = (p.Nq + kQueryBlock - 1) / kQueryBlock;
+  // About four items per thread, each a multiple of kQueryBlock rows.
+  const int64_t items_per_head =
+      std::max<int64_t>(1, (4 * at::get_num_threads() + BH - 1) / std::max<int64_t>(BH, 1));
+  const int64_t rows_per_item =
+      std::max<int64_t>(1, (p.Nq + items_per_head * kQueryBlock - 1) / (items_per_head * kQueryBlock)) *
+      kQueryBlock;
+  const int64_t nqb = (p.Nq + rows_per_item - 1) / rows_per_item;
   const attn_memref1d pm = memref_params(params);
   parallel_items(BH * nqb, [&](int64_t item) {
     int64_t bh, qb;
@@ -292,8 +298,8 @@ std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem
     attn_memref2d qm = memref2d(q, b, h), km = memref2d(k, b, h), vm = memref2d(v, b, h),
                   om = memref2d(out, b, h);
     attn_memref1d mm = memref1d(row_max, b, h), sm = memref1d(row_sum, b, h), prm = pm;
-    const int64_t q_begin = qb * kQueryBlock;
-    const int64_t q_end = std::min(p.Nq, q_begin + kQueryBlock);
+    const int64_t q_begin = qb * rows_per_item;
+    const int64_t q_end = std::min(p.Nq, q_begin + rows_per_item);
     fn(&qm, &km, &vm, &om, &mm, &sm, &prm, q_begin, q_end, p.kv_len[static_cast<size_t>(b)],
        p.causal ? 1 : 0);
   });

@@ -119,8 +119,9 @@ attention_backward(const std::shared_ptr<const Library> &lib, const torch::Tenso
                    const torch::Tensor &row_max, const torch::Tensor &row_sum,
                    const torch::Tensor &grad_out, const Options &opts = {});
 
-/// Query rows per forward work item (the forward is parallelised over
-/// B * H * ceil(Nq / kQueryBlock) calls).
+/// Granularity of forward work items: each call covers a multiple of
+/// kQueryBlock query rows, as many as still leaves about four items per thread
+/// (a call re-packs K once, so fewer, longer calls amortise that).
 constexpr int64_t kQueryBlock = 64;
 
 } // namespace attn
