@@ -22,6 +22,12 @@ TOL_F32_REL = 2e-4     # float32: max abs error / max abs of the reference tenso
 # rounding of any summation order is bounded by a few ulps of that scale.
 TOL_F32_TERMS = 1e-5
 TOL_F64_TERMS = 1e-12  # the same for float64 (used where terms are huge: |s| ~ 1e4)
+# A float32 score within rounding of a kink (relu at s = 0, multimax at b_n, d_n) can
+# take the other branch than in float64; with N = 1000² scores that happens. Such an
+# error is no fault of the kernel: eager PyTorch in float32 makes exactly the same one.
+# So float32 errors up to EAGER_F32_FACTOR times those of the eager float32 reference
+# (the same formulas, run in float32) are accepted as well.
+EAGER_F32_FACTOR = 2.0
 
 GRAD_NAMES = ["O", "dq", "dk", "dv", "dparams"]
 
@@ -120,11 +126,21 @@ def term_scale(name, q, k, v, params, dout, is_causal=False, key_lengths=None):
     return {n: (t.abs().max().item() if t.numel() else 0.0) for n, t in ts.items()}
 
 
-def check_close(got, want, dtype, floor=None, terms=None, context="", log_key=None):
+def eager_f32(name, q, k, v, params, dout, is_causal=False, key_lengths=None):
+    """The reference evaluated in float32 (eager PyTorch, same formulas)."""
+    f = lambda t: t.detach().to(torch.float32)
+    return ref.attention_and_grads(name, f(q), f(k), f(v), f(params), f(dout), is_causal,
+                                   key_lengths)
+
+
+def check_close(got, want, dtype, floor=None, terms=None, eager=None, context="",
+                log_key=None):
     """float64: max abs error <= max(1e-9 * max(1, floor[n]), 1e-12 * terms[n]);
-    float32: max abs error <= max(2e-4 * max(max|ref|, floor[n]), 1e-5 * terms[n]).
+    float32: max abs error <= max(2e-4 * max(max|ref|, floor[n]), 1e-5 * terms[n],
+                                  2 * error of the eager float32 reference `eager`).
     floor / terms: {tensor name: scale} (or a number for every tensor)."""
     errs = errors(got, want)
+    eager_errs = errors(eager, want) if eager is not None else None
     as_dict = lambda x: x if isinstance(x, dict) else {n: (x or 0.0) for n in GRAD_NAMES}
     floor, terms = as_dict(floor), as_dict(terms)
     bad, used = [], {}
@@ -134,6 +150,8 @@ def check_close(got, want, dtype, floor=None, terms=None, context="", log_key=No
         else:
             ref_max = want[n].abs().max().item() if want[n].numel() else 0.0
             allowed = max(TOL_F32_REL * max(ref_max, floor[n]), TOL_F32_TERMS * terms[n])
+            if eager_errs is not None:
+                allowed = max(allowed, EAGER_F32_FACTOR * eager_errs[n][0])
         used[n] = (a, a / allowed if allowed > 0 else (0.0 if a == 0 else math.inf))
         if not a <= allowed:
             bad.append(f"{n}: max abs err {a:.3e} (rel {r:.3e}, allowed {allowed:.3e})")
