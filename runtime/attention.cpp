@@ -265,6 +265,17 @@ template <class F> void parallel_items(int64_t n, const F &f) {
   });
 }
 
+} // namespace
+
+int64_t forward_rows_per_call(int64_t heads, int64_t queries, int64_t threads) {
+  const int64_t items_per_head =
+      std::max<int64_t>(1, (4 * threads + heads - 1) / std::max<int64_t>(heads, 1));
+  const int64_t blocks = (queries + items_per_head * kQueryBlock - 1) / (items_per_head * kQueryBlock);
+  return std::max<int64_t>(1, blocks) * kQueryBlock;
+}
+
+namespace {
+
 std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem &p,
                                                const Tensor &q_in, const Tensor &k_in,
                                                const Tensor &v_in, const Tensor &params_in) {
@@ -277,12 +288,7 @@ std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem
   Tensor row_sum = torch::empty({p.B, p.H, p.Nq}, opts);
 
   const int64_t BH = p.B * p.H;
-  // About four items per thread, each a multiple of kQueryBlock rows.
-  const int64_t items_per_head =
-      std::max<int64_t>(1, (4 * at::get_num_threads() + BH - 1) / std::max<int64_t>(BH, 1));
-  const int64_t rows_per_item =
-      std::max<int64_t>(1, (p.Nq + items_per_head * kQueryBlock - 1) / (items_per_head * kQueryBlock)) *
-      kQueryBlock;
+  const int64_t rows_per_item = forward_rows_per_call(BH, p.Nq, at::get_num_threads());
   const int64_t nqb = (p.Nq + rows_per_item - 1) / rows_per_item;
   const attn_memref1d pm = memref_params(params);
   parallel_items(BH * nqb, [&](int64_t item) {

@@ -414,8 +414,10 @@ TEST_P(Dispatch, ForwardSlicesStridesAndMasks) {
   EXPECT_TRUE(torch::allclose(out, ref.o));
   EXPECT_TRUE(torch::equal(rm, ref.row_max));
   EXPECT_TRUE(torch::equal(rs, ref.row_sum));
-  EXPECT_EQ(probe_count("probe_forward_calls"), B * H * 3); // ceil(130 / 64) blocks
-  EXPECT_EQ(probe_count("probe_max_rows"), attn::kQueryBlock);
+  const int64_t rows = attn::forward_rows_per_call(B * H, Nq, at::get_num_threads());
+  EXPECT_EQ(rows % attn::kQueryBlock, 0);
+  EXPECT_EQ(probe_count("probe_forward_calls"), B * H * ((Nq + rows - 1) / rows));
+  EXPECT_EQ(probe_count("probe_max_rows"), std::min(rows, Nq));
 
   // q's last dim was strided (a transpose): the runtime passed a copy with rows of d.
   EXPECT_EQ(probe_count("probe_q_row_stride"), d);
@@ -521,6 +523,7 @@ TEST(DispatchThreads, UsesTheIntraOpPool) {
   attn::attention_forward(lib, q, q, q, lib->initial_params());
   unsetenv("ATTN_PROBE_SLEEP_US");
   // 8 heads already give 4 items per thread: one call per head, all 128 rows.
+  EXPECT_EQ(attn::forward_rows_per_call(8, 128, 2), 128);
   EXPECT_EQ(probe_count("probe_forward_calls"), 8);
   EXPECT_EQ(probe_count("probe_threads"), 2)
       << "forward calls did not run on 2 threads: is the runtime compiled with OpenMP "

@@ -124,6 +124,10 @@ attention_backward(const std::shared_ptr<const Library> &lib, const torch::Tenso
 /// (a call re-packs K once, so fewer, longer calls amortise that).
 constexpr int64_t kQueryBlock = 64;
 
+/// Query rows per forward call for `heads` = B·H slices of `queries` rows on
+/// `threads` threads (see kQueryBlock).
+int64_t forward_rows_per_call(int64_t heads, int64_t queries, int64_t threads);
+
 } // namespace attn
 
 #endif // ATTN_RUNTIME_H
