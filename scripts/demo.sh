@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The main demo: compile the TanhMax normalizer from examples/ into an artifact and
+# train a small transformer with it, from C++ (LibTorch) and from Python.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build="${ATTN_BUILD_DIR:-$root/build}"
+mkdir -p "$build/artifacts"
+
+echo "== attn-compile examples/normalizers/tanhmax.mlir"
+"$build/bin/attn-compile" "$root/examples/normalizers/tanhmax.mlir" -o "$build/artifacts/tanhmax.so"
+
+echo "== C++: attn-train (NT delayed addition, TanhMax attention)"
+"$build/bin/attn-train" "$build/artifacts/tanhmax.so" --steps 300 --log-every 50
+
+echo "== Python: examples/train/train.py (same task, same artifact)"
+ATTN_BUILD_DIR="$build" /usr/bin/python3 "$root/examples/train/train.py" \
+  --artifact "$build/artifacts/tanhmax.so" --steps 300
