@@ -22,6 +22,10 @@ for p in (REPO / "test" / "reference", REPO / "runtime" / "python", REPO / "test
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
+# Exercise the runtime's parallel paths (at::parallel_for over batch x head x query
+# blocks) even where torch defaults to one thread: $ATTN_TEST_THREADS, default 2.
+torch.set_num_threads(int(os.environ.get("ATTN_TEST_THREADS", "2")))
+
 NORMALIZER_NAMES = ["softmax", "tanhmax", "multimax", "sigsoftmax",
                     "sigmoid", "relu", "expressive", "linear"]
 

@@ -181,3 +181,13 @@ def test_empty_dimensions_never_crash(softmax, B, H, Nq, Nk):
     out.sum().backward()
     for t in (q, k, v):
         assert t.grad is None or (t.grad == 0).all()
+
+
+def test_double_backward_is_refused(softmax):
+    """The compiled backward is not differentiable: create_graph=True must raise, never
+    return a silently wrong (e.g. zero) second derivative."""
+    q, k, v = (t.requires_grad_(True) for t in _inputs())
+    out = torch.ops.attn.attention(softmax, q, k, v, EMPTY, False, None)
+    with pytest.raises(RuntimeError, match=r"(?i)double backward|create_graph|differentiab"):
+        g, = torch.autograd.grad(out.sum(), q, create_graph=True)
+        torch.autograd.grad(g.sum(), k)
