@@ -10,6 +10,7 @@
 #include "mlir/IR/IRMapping.h"
 
 #include <charconv>
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::attn;
@@ -29,6 +30,35 @@ SmallVector<double> mlir::attn::kernelParamInits(KernelOp kernel) {
   if (ScoreOp score = kernel.getScoreOp())
     llvm::append_range(inits, score.getParamInits());
   return inits;
+}
+
+/// x + ln c - log(k + e^u), the exponent of a stabilised product e^x·c/(k + e^u),
+/// from the already cloned operands. log(k + e^u) = max(u, ln k) +
+/// log1p(e^-|u - ln k|) is finite for every u.
+static Value productExponent(OpBuilder &b, StabilisedProduct product,
+                             const IRMapping &mapping) {
+  Location loc = product.bounded.getLoc();
+  auto constantOf = [](Value v) {
+    return cast<FloatAttr>(v.getDefiningOp<arith::ConstantOp>().getValue()).getValueAsDouble();
+  };
+  auto sum = product.bounded.getRhs().getDefiningOp<arith::AddFOp>();
+  bool constantFirst = static_cast<bool>(sum.getLhs().getDefiningOp<arith::ConstantOp>());
+  Value k = constantFirst ? sum.getLhs() : sum.getRhs();
+  auto expU = (constantFirst ? sum.getRhs() : sum.getLhs()).getDefiningOp<math::ExpOp>();
+  Value x = mapping.lookup(product.exp->getOperand(0));
+  Value u = mapping.lookup(expU.getOperand());
+  Type type = x.getType();
+  auto cst = [&](double value) {
+    return arith::ConstantOp::create(b, loc, type, b.getFloatAttr(type, value)).getResult();
+  };
+  Value logK = cst(std::log(constantOf(k)));
+  Value distance = math::AbsFOp::create(b, loc, arith::SubFOp::create(b, loc, u, logK));
+  Value tail = math::Log1pOp::create(
+      b, loc, math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, distance)));
+  Value logSum = arith::AddFOp::create(b, loc, arith::MaximumFOp::create(b, loc, u, logK), tail);
+  double c = constantOf(product.bounded.getLhs());
+  Value scaled = c == 1.0 ? x : arith::AddFOp::create(b, loc, x, cst(std::log(c))).getResult();
+  return arith::SubFOp::create(b, loc, scaled, logSum);
 }
 
 namespace {
@@ -59,6 +89,12 @@ public:
     IRMapping mapping;
     mapping.map(region.front().getArguments(), arguments);
     for (Operation &op : region.front().without_terminator()) {
+      if (form && form->stabilisedProducts.count(&op)) {
+        Value exponent = productExponent(builder, form->stabilisedProducts.at(&op), mapping);
+        Value shifted = arith::SubFOp::create(builder, op.getLoc(), exponent, shift);
+        mapping.map(op.getResult(0), math::ExpOp::create(builder, op.getLoc(), shifted));
+        continue;
+      }
       if (form && form->stabilisedExps.contains(&op)) {
         Value x = mapping.lookup(op.getOperand(0));
         Value shifted = arith::SubFOp::create(builder, op.getLoc(), x, shift);
@@ -142,9 +178,13 @@ LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
       mapping.map(region->front().getArguments(), arguments);
       for (Operation &op : region->front().without_terminator()) {
         b.clone(op, mapping);
-        if (!online->stabilisedExps.contains(&op))
+        Value x;
+        if (online->stabilisedExps.contains(&op))
+          x = mapping.lookup(op.getOperand(0));
+        else if (online->stabilisedProducts.count(&op))
+          x = productExponent(b, online->stabilisedProducts.at(&op), mapping);
+        else
           continue;
-        Value x = mapping.lookup(op.getOperand(0));
         maximum = maximum ? arith::MaximumFOp::create(b, op.getLoc(), maximum, x) : x;
       }
     }

@@ -46,7 +46,7 @@ public:
 
   /// The exp ops whose factor reaches the result, i.e. the ones the online
   /// algorithm must shift. Bounded wrappers such as 1/(1 + e^-s) are not followed.
-  void collectStabilisedExps(llvm::SmallPtrSetImpl<Operation *> &exps) const {
+  void collectStabilised(NormalizerClass &form) const {
     SmallVector<Value> worklist{result};
     llvm::DenseSet<Value> seen;
     while (!worklist.empty()) {
@@ -57,7 +57,11 @@ public:
       if (!op)
         continue;
       if (isa<math::ExpOp>(op)) {
-        exps.insert(op);
+        form.stabilisedExps.insert(op);
+        continue;
+      }
+      if (std::optional<StabilisedProduct> product = matchStabilisedProduct(op)) {
+        form.stabilisedProducts[op] = *product;
         continue;
       }
       if (auto div = dyn_cast<arith::DivFOp>(op)) {
@@ -70,23 +74,39 @@ public:
   }
 
 private:
+  static bool isPositiveConstant(Value c) {
+    auto cst = c.getDefiningOp<arith::ConstantOp>();
+    auto attr = cst ? dyn_cast<FloatAttr>(cst.getValue()) : FloatAttr();
+    return attr && attr.getValueAsDouble() > 0.0;
+  }
+
+  /// e^x · (c / (k + e^u)), either operand order, c > 0 constant.
+  std::optional<StabilisedProduct> matchStabilisedProduct(Operation *op) const {
+    auto mul = dyn_cast<arith::MulFOp>(op);
+    if (!mul)
+      return std::nullopt;
+    for (auto [e, w] : {std::pair(mul.getLhs(), mul.getRhs()), std::pair(mul.getRhs(), mul.getLhs())}) {
+      auto exp = e.getDefiningOp<math::ExpOp>();
+      auto div = w.getDefiningOp<arith::DivFOp>();
+      if (exp && of(exp.getOperand()) == Degree::Zero && div && isPositiveConstant(div.getLhs()) &&
+          isBoundedDenominator(div.getRhs()))
+        return StabilisedProduct{exp, div};
+    }
+    return std::nullopt;
+  }
+
   /// c + exp(x) or exp(x) + c with a positive constant c: a denominator that keeps
   /// a quotient bounded whatever x is, so the quotient has the numerator's degree.
   bool isBoundedDenominator(Value v) const {
     auto add = v.getDefiningOp<arith::AddFOp>();
     if (!add)
       return false;
-    auto positiveConstant = [](Value c) {
-      auto cst = c.getDefiningOp<arith::ConstantOp>();
-      auto attr = cst ? dyn_cast<FloatAttr>(cst.getValue()) : FloatAttr();
-      return attr && attr.getValueAsDouble() > 0.0;
-    };
     auto plainExp = [&](Value e) {
       auto exp = e.getDefiningOp<math::ExpOp>();
       return exp && of(exp.getOperand()) == Degree::Zero;
     };
-    return (positiveConstant(add.getLhs()) && plainExp(add.getRhs())) ||
-           (positiveConstant(add.getRhs()) && plainExp(add.getLhs()));
+    return (isPositiveConstant(add.getLhs()) && plainExp(add.getRhs())) ||
+           (isPositiveConstant(add.getRhs()) && plainExp(add.getLhs()));
   }
 
   Degree degreeOf(Operation &op) const {
@@ -170,7 +190,7 @@ FailureOr<NormalizerClass> mlir::attn::classifyNormalizer(NormalizerOp normalize
            << " has one in every term: the online algorithm needs both or neither";
   }
   result.algorithm = Algorithm::Online;
-  numerator.collectStabilisedExps(result.stabilisedExps);
-  denominator.collectStabilisedExps(result.stabilisedExps);
+  numerator.collectStabilised(result);
+  denominator.collectStabilised(result);
   return result;
 }

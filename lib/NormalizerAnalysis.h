@@ -17,15 +17,27 @@
 #define ATTN_LIB_NORMALIZERANALYSIS_H
 
 #include "dialect/AttnOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
 namespace mlir::attn {
+
+/// e^x · c / (k + e^u) with constants c, k > 0 (e.g. e^s·sigmoid(s)). Its size is
+/// e^(x + ln c - log(k + e^u)), not e^x: the bounded factor can underflow to 0 on
+/// its own, so the online algorithm stabilises the product as one exponential.
+struct StabilisedProduct {
+  Operation *exp;        // e^x
+  arith::DivFOp bounded; // c / (k + e^u)
+};
 
 struct NormalizerClass {
   Algorithm algorithm;
   /// The math.exp ops (in the numerator and denominator regions) whose arguments
   /// the online algorithm shifts by the running maximum.
   llvm::SmallPtrSet<Operation *, 8> stabilisedExps;
+  /// Products (arith.mulf ops) stabilised as a whole, see StabilisedProduct.
+  llvm::DenseMap<Operation *, StabilisedProduct> stabilisedProducts;
 };
 
 /// Classifies `normalizer`; on failure emits a diagnostic on the op that breaks

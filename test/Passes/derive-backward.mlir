@@ -192,3 +192,45 @@ attn.kernel @k normalizer(@linear) score(@biased) mask(@causal)
 // CHECK: arith.subf %{{.*}}, %[[TT]]
 // CHECK-LABEL: func.func private @k.mask(
 // CHECK: arith.cmpi ule
+
+// -----
+
+// e^s·sigmoid(s) is stabilised as one exponential e^(s - log(1 + e^-s) - m):
+// the sigmoid alone underflows to 0 for s ≈ -1e4 while the product's ratio to
+// the row's other weights stays defined. The stabiliser uses the same exponent.
+attn.normalizer @sigsoftmax {
+  numerator {
+  ^bb0(%s: f32):
+    %one = arith.constant 1.0 : f32
+    %e = math.exp %s : f32
+    %ns = arith.negf %s : f32
+    %en = math.exp %ns : f32
+    %den = arith.addf %one, %en : f32
+    %sig = arith.divf %one, %den : f32
+    %g = arith.mulf %e, %sig : f32
+    attn.yield %g : f32
+  }
+  denominator {
+  ^bb0(%s: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+}
+attn.kernel @k normalizer(@sigsoftmax)
+
+// CHECK-LABEL: func.func private @k.num(
+// CHECK-SAME: %[[S:.*]]: f32, %[[M:.*]]: f32) -> f32
+// CHECK: %[[NS:.*]] = arith.negf %[[S]]
+// CHECK: %[[A:.*]] = math.absf %[[NS]]
+// CHECK: %[[NA:.*]] = arith.negf %[[A]]
+// CHECK: %[[E:.*]] = math.exp %[[NA]]
+// CHECK: %[[T:.*]] = math.log1p %[[E]]
+// CHECK: %[[MX:.*]] = arith.maximumf %[[NS]], %{{.*}}
+// CHECK: %[[L:.*]] = arith.addf %[[MX]], %[[T]]
+// CHECK: %[[X:.*]] = arith.subf %[[S]], %[[L]]
+// CHECK: %[[SH:.*]] = arith.subf %[[X]], %[[M]]
+// CHECK: %[[G:.*]] = math.exp %[[SH]]
+// CHECK: return %[[G]]
+// CHECK-LABEL: func.func private @k.stab(
+// CHECK: math.log1p
+// CHECK: arith.maximumf
