@@ -119,6 +119,46 @@ private:
   Value innerStride(Value memref) {
     return memref::ExtractStridedMetadataOp::create(b, memref).getStrides()[1];
   }
+  /// Key panels for the score and dP tiles: per block of `blockKeys` keys a
+  /// contiguous [headDim][blockKeys] panel (GEMM-style packing), so a tile reads
+  /// consecutive cache lines instead of rows a whole key range apart.
+  Value allocPanels(Value paddedKeys, int64_t headDim, int64_t blockKeys) {
+    Value rows = arith::MulIOp::create(b, arith::DivUIOp::create(b, paddedKeys, index(blockKeys)),
+                                       index(headDim));
+    return memref::AllocOp::create(b, MemRefType::get({ShapedType::kDynamic, blockKeys}, type),
+                                   ValueRange{rows}, b.getI64IntegerAttr(64));
+  }
+  /// Where entry (key j, column c) of the panels lives.
+  SmallVector<Value> panelIndex(Value j, Value c, int64_t headDim, int64_t blockKeys) {
+    Value base = arith::MulIOp::create(b, arith::DivUIOp::create(b, j, index(blockKeys)), index(headDim));
+    return {arith::AddIOp::create(b, base, c), arith::RemUIOp::create(b, j, index(blockKeys))};
+  }
+
+  /// Lanes of keys [start, start + lanes) that take part for query row `i`:
+  /// below `rowEnd` (a cheap create_mask) and kept by the mask region.
+  struct KeyLanes {
+    Value keep;   // vector<lanes x i1>
+    Value valid;  // index: lanes below rowEnd
+    Value jLanes; // vector<lanes x index>, only when a region needs key indices
+  };
+  KeyLanes keyLanesAt(Value start, Value rowEnd, Value i) {
+    Value valid = arith::MaxSIOp::create(
+        b, arith::MinSIOp::create(b, arith::SubIOp::create(b, rowEnd, start), index(lanes)), index(0));
+    KeyLanes result{vector::CreateMaskOp::create(b, VectorType::get({lanes}, b.getI1Type()), ValueRange{valid}),
+                    valid, Value()};
+    if (lanewise.mask || lanewise.score)
+      result.jLanes = arith::AddIOp::create(
+          b, splat(start), vector::StepOp::create(b, VectorType::get({lanes}, b.getIndexType())));
+    if (lanewise.mask)
+      result.keep = arith::AndIOp::create(b, result.keep, call(lanewise.mask, {splat(i), result.jLanes}));
+    return result;
+  }
+  /// Horizontal sum; reassociation lets it lower to a log-depth shuffle tree.
+  Value sumLanes(Value lanesValue) {
+    return vector::ReductionOp::create(b, vector::CombiningKind::ADD, lanesValue,
+                                       arith::FastMathFlags::reassoc);
+  }
+
   /// `matrix` with its unit inner stride made static (checked by the caller),
   /// so vector loads apply. A reinterpret_cast, unlike memref.cast, is not
   /// folded away into the loads.
@@ -532,7 +572,6 @@ void KernelCodegen::buildTiledForward(StringRef name, int64_t headDim) {
   Value zero = constant(0.0), zeroLanes = splatConstant(0.0), oneLanes = splatConstant(1.0);
   Value minusInf = constant(-std::numeric_limits<double>::infinity());
   Value minusInfLanes = splat(minusInf);
-  Value laneOffsets = vector::StepOp::create(b, VectorType::get({lanes}, indexType));
 
   // φ(k)ᵀ packed once per call: [d][keys rounded up to a block], zero padded, so
   // a score tile row is `scoreVectors` contiguous vector loads per d.
@@ -540,8 +579,7 @@ void KernelCodegen::buildTiledForward(StringRef name, int64_t headDim) {
   Value blocks = arith::CeilDivSIOp::create(b, keyLimit, index(blockKeys));
   Value paddedKeys = arith::MulIOp::create(b, blocks, index(blockKeys));
   int64_t dyn = ShapedType::kDynamic;
-  Value keysT = memref::AllocOp::create(b, MemRefType::get({headDim, dyn}, type), ValueRange{paddedKeys},
-                                        b.getI64IntegerAttr(64));
+  Value keysT = allocPanels(paddedKeys, headDim, blockKeys);
   loop(index(0), paddedKeys, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
     Value inRange = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, j, keyLimit);
     Value row = arith::SelectOp::create(b, inRange, j, index(0));
@@ -549,7 +587,7 @@ void KernelCodegen::buildTiledForward(StringRef name, int64_t headDim) {
       Value x = load(k, {row, c});
       if (fns.feature)
         x = call(fns.feature, {x});
-      store(arith::SelectOp::create(b, inRange, x, zero), keysT, {c, j});
+      store(arith::SelectOp::create(b, inRange, x, zero), keysT, panelIndex(j, c, headDim, blockKeys));
       return {};
     });
     return {};
@@ -587,11 +625,12 @@ void KernelCodegen::buildTiledForward(StringRef name, int64_t headDim) {
     ValueRange carried = loop(index(0), blockEnd, inits, [&](Value j0, ValueRange acc) -> SmallVector<Value> {
       // Score tile: rows × blockKeys, as rows × scoreVectors vectors.
       SmallVector<Value> tileInit(rows * scoreVectors, zeroLanes);
+      Value panel = arith::MulIOp::create(b, arith::DivUIOp::create(b, j0, index(blockKeys)), index(headDim));
       ValueRange tile = loop(index(0), index(headDim), tileInit, [&](Value c, ValueRange t) -> SmallVector<Value> {
         SmallVector<Value> keyLanes;
+        Value row = arith::AddIOp::create(b, panel, c);
         for (int64_t h = 0; h < scoreVectors; ++h)
-          keyLanes.push_back(vector::LoadOp::create(
-              b, laneType, keysT, ValueRange{c, arith::AddIOp::create(b, j0, index(h * lanes))}));
+          keyLanes.push_back(vector::LoadOp::create(b, laneType, keysT, ValueRange{row, index(h * lanes)}));
         SmallVector<Value> next;
         for (int64_t r = 0; r < rows; ++r) {
           Value qLane = splat(load(queryTile, {index(r), c}));
@@ -605,41 +644,40 @@ void KernelCodegen::buildTiledForward(StringRef name, int64_t headDim) {
       for (int64_t r = 0; r < rows; ++r) {
         Value m = acc[3 * r], l = acc[3 * r + 1], count = acc[3 * r + 2];
         Value iLanes = splat(rowIndex[r]);
-        Value endLanes = splat(rowKeyEnd[r]);
         SmallVector<Value> s, keepLanes;
+        Value kept = zero;
         for (int64_t h = 0; h < scoreVectors; ++h) {
-          Value jLanes = arith::AddIOp::create(b, splat(arith::AddIOp::create(b, j0, index(h * lanes))), laneOffsets);
+          KeyLanes keys = keyLanesAt(arith::AddIOp::create(b, j0, index(h * lanes)), rowKeyEnd[r], rowIndex[r]);
           Value raw = tile[r * scoreVectors + h];
-          s.push_back(lanewise.score ? call(lanewise.score, lanewiseArgs({raw, iLanes, jLanes})) : raw);
-          Value keep = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, jLanes, endLanes);
-          if (lanewise.mask)
-            keep = arith::AndIOp::create(b, keep, call(lanewise.mask, {iLanes, jLanes}));
-          keepLanes.push_back(keep);
+          s.push_back(lanewise.score ? call(lanewise.score, lanewiseArgs({raw, iLanes, keys.jLanes})) : raw);
+          keepLanes.push_back(keys.keep);
+          kept = add(kept, lanewise.mask
+                               ? sumLanes(arith::SelectOp::create(b, keys.keep, oneLanes, zeroLanes))
+                               : arith::UIToFPOp::create(b, type, arith::IndexCastOp::create(b, b.getI64Type(), keys.valid)));
         }
         Value shift = zeroLanes, alpha;
         if (online) {
-          Value blockMax = m;
+          Value stabLanes;
           for (int64_t h = 0; h < scoreVectors; ++h) {
             Value st = arith::SelectOp::create(b, keepLanes[h], call(lanewise.stabilizer, lanewiseArgs({s[h]})), minusInfLanes);
-            blockMax = arith::MaximumFOp::create(b, blockMax, vector::ReductionOp::create(b, vector::CombiningKind::MAXIMUMF, st));
+            stabLanes = stabLanes ? arith::MaximumFOp::create(b, stabLanes, st).getResult() : st;
           }
+          Value blockMax = arith::MaximumFOp::create(
+              b, m, vector::ReductionOp::create(b, vector::CombiningKind::MAXIMUMF, stabLanes));
           // e^(m - m_new), with 1 while every key so far is masked (m = m_new = -inf).
           Value stillEmpty = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, blockMax, minusInf);
           alpha = arith::SelectOp::create(b, stillEmpty, constant(1.0), math::ExpOp::create(b, sub(m, blockMax)));
           shift = splat(blockMax);
           next[3 * r] = blockMax;
         }
-        Value hSum = zero, kept = zero;
+        Value hLanes = zeroLanes;
         for (int64_t h = 0; h < scoreVectors; ++h) {
           Value g = arith::SelectOp::create(b, keepLanes[h], call(lanewise.numerator, lanewiseArgs({s[h], shift})), zeroLanes);
           vector::StoreOp::create(b, g, weightTile, ValueRange{index(r), index(h * lanes)});
-          if (lanewise.denominator) {
-            Value hv = arith::SelectOp::create(b, keepLanes[h], call(lanewise.denominator, lanewiseArgs({s[h], shift})), zeroLanes);
-            hSum = add(hSum, vector::ReductionOp::create(b, vector::CombiningKind::ADD, hv));
-          }
-          kept = add(kept, vector::ReductionOp::create(b, vector::CombiningKind::ADD,
-                                                       arith::SelectOp::create(b, keepLanes[h], oneLanes, zeroLanes)));
+          if (lanewise.denominator)
+            hLanes = add(hLanes, arith::SelectOp::create(b, keepLanes[h], call(lanewise.denominator, lanewiseArgs({s[h], shift})), zeroLanes));
         }
+        Value hSum = lanewise.denominator ? sumLanes(hLanes) : zero;
         next[3 * r + 1] = add(online ? mul(l, alpha) : l, hSum);
         next[3 * r + 2] = add(count, kept);
         if (online) {
@@ -720,7 +758,6 @@ void KernelCodegen::buildTiledBackward(StringRef name, int64_t headDim) {
     return all;
   };
   Value zero = constant(0.0), zeroLanes = splatConstant(0.0);
-  Value laneOffsets = vector::StepOp::create(b, VectorType::get({lanes}, indexType));
   Value queries = dim(q, 0), keys = dim(k, 0);
   int64_t dyn = ShapedType::kDynamic;
 
@@ -737,9 +774,8 @@ void KernelCodegen::buildTiledBackward(StringRef name, int64_t headDim) {
   Value keyLimit = arith::SelectOp::create(b, isCausal, arith::MinSIOp::create(b, kvEnd, queries), kvEnd);
   Value paddedKeys = arith::MulIOp::create(
       b, arith::CeilDivSIOp::create(b, keyLimit, index(blockKeys)), index(blockKeys));
-  auto packedType = MemRefType::get({headDim, dyn}, type);
-  Value keysT = memref::AllocOp::create(b, packedType, ValueRange{paddedKeys}, b.getI64IntegerAttr(64));
-  Value valuesT = memref::AllocOp::create(b, packedType, ValueRange{paddedKeys}, b.getI64IntegerAttr(64));
+  Value keysT = allocPanels(paddedKeys, headDim, blockKeys);
+  Value valuesT = allocPanels(paddedKeys, headDim, blockKeys);
   Value keyRows = k;
   if (fns.feature)
     keyRows = memref::AllocOp::create(b, MemRefType::get({dyn, headDim}, type), ValueRange{paddedKeys},
@@ -753,8 +789,9 @@ void KernelCodegen::buildTiledBackward(StringRef name, int64_t headDim) {
         x = call(fns.feature, {x});
         store(x, keyRows, {j, c});
       }
-      store(arith::SelectOp::create(b, inRange, x, zero), keysT, {c, j});
-      store(arith::SelectOp::create(b, inRange, load(v, {row, c}), zero), valuesT, {c, j});
+      SmallVector<Value> at = panelIndex(j, c, headDim, blockKeys);
+      store(arith::SelectOp::create(b, inRange, x, zero), keysT, at);
+      store(arith::SelectOp::create(b, inRange, load(v, {row, c}), zero), valuesT, at);
       return {};
     });
     return {};
@@ -795,7 +832,7 @@ void KernelCodegen::buildTiledBackward(StringRef name, int64_t headDim) {
         dotLanes = vector::FMAOp::create(
             b, vector::LoadOp::create(b, laneType, dOut, ValueRange{i, index(col * lanes)}),
             vector::LoadOp::create(b, laneType, o, ValueRange{i, index(col * lanes)}), dotLanes);
-      rowD.push_back(splat(vector::ReductionOp::create(b, vector::CombiningKind::ADD, dotLanes)));
+      rowD.push_back(splat(sumLanes(dotLanes)));
       loop(index(0), index(headDim), {}, [&](Value col, ValueRange) -> SmallVector<Value> {
         Value x = load(q, {i, col});
         if (fns.feature)
@@ -808,13 +845,14 @@ void KernelCodegen::buildTiledBackward(StringRef name, int64_t headDim) {
     SmallVector<Value> dqInit(rows * vectorsPerRow, zeroLanes);
     ValueRange dqAcc = loop(index(0), blockEnd, dqInit, [&](Value j0, ValueRange dqIn) -> SmallVector<Value> {
       // Tiles rows × blockKeys: scores from scale·φ(q)·φ(k)ᵀ, dP from dO·vᵀ.
+      Value panel = arith::MulIOp::create(b, arith::DivUIOp::create(b, j0, index(blockKeys)), index(headDim));
       auto tileProduct = [&](function_ref<Value(int64_t, Value)> rowScalar, Value packed) {
         SmallVector<Value> init(rows * scoreVectors, zeroLanes);
         return llvm::to_vector(loop(index(0), index(headDim), init, [&](Value c, ValueRange t) -> SmallVector<Value> {
           SmallVector<Value> columns;
+          Value row = arith::AddIOp::create(b, panel, c);
           for (int64_t h = 0; h < scoreVectors; ++h)
-            columns.push_back(vector::LoadOp::create(
-                b, laneType, packed, ValueRange{c, arith::AddIOp::create(b, j0, index(h * lanes))}));
+            columns.push_back(vector::LoadOp::create(b, laneType, packed, ValueRange{row, index(h * lanes)}));
           SmallVector<Value> next;
           for (int64_t r = 0; r < rows; ++r) {
             Value x = splat(rowScalar(r, c));
@@ -830,13 +868,10 @@ void KernelCodegen::buildTiledBackward(StringRef name, int64_t headDim) {
       for (int64_t r = 0; r < rows; ++r) {
         Value iLanes = splat(rowIndex[r]);
         for (int64_t h = 0; h < scoreVectors; ++h) {
-          Value jLanes = arith::AddIOp::create(b, splat(arith::AddIOp::create(b, j0, index(h * lanes))), laneOffsets);
-          Value keep = arith::AndIOp::create(
-              b, rowLive[r], arith::CmpIOp::create(b, arith::CmpIPredicate::slt, jLanes, splat(rowKeyEnd[r])));
-          if (lanewise.mask)
-            keep = arith::AndIOp::create(b, keep, call(lanewise.mask, {iLanes, jLanes}));
+          KeyLanes keys = keyLanesAt(arith::AddIOp::create(b, j0, index(h * lanes)), rowKeyEnd[r], rowIndex[r]);
+          Value keep = arith::AndIOp::create(b, rowLive[r], keys.keep);
           Value raw = rawTile[r * scoreVectors + h], dP = dPTile[r * scoreVectors + h];
-          SmallVector<Value> scoreArgs = lanewiseArgs({raw, iLanes, jLanes});
+          SmallVector<Value> scoreArgs = lanewiseArgs({raw, iLanes, keys.jLanes});
           Value s = lanewise.score ? call(lanewise.score, scoreArgs) : raw;
           SmallVector<Value> normalizerArgs = lanewiseArgs({s, rowShift[r]});
           auto masked = [&](Value x) { return arith::SelectOp::create(b, keep, x, zeroLanes); };
@@ -919,7 +954,7 @@ void KernelCodegen::buildTiledBackward(StringRef name, int64_t headDim) {
     });
   for (unsigned p = 0; p < numParams; ++p) {
     Value lanesValue = vector::LoadOp::create(b, laneType, paramGrads, ValueRange{index(p), index(0)});
-    store(vector::ReductionOp::create(b, vector::CombiningKind::ADD, lanesValue), dParams, {index(p)});
+    store(sumLanes(lanesValue), dParams, {index(p)});
   }
   memref::DeallocOp::create(b, keysT);
   memref::DeallocOp::create(b, valuesT);
