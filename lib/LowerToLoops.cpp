@@ -546,10 +546,11 @@ void KernelCodegen::buildTiledForward(StringRef name, int64_t headDim) {
   Type i64 = b.getI64Type();
   Type indexType = b.getIndexType();
   const int64_t vectorsPerRow = headDim / lanes;
-  // Rows per register block: the output accumulators take at most 16 vector
-  // registers (of 32 with AVX-512), the score tile 2 per row.
+  // Rows per block: the W·V accumulators take at most 16 vector registers (of
+  // 32 with AVX-512), the score tile 4 per row. The output rows live in an
+  // L1 scratch between key blocks, which leaves room for 64-key score tiles.
   const int64_t rows = std::clamp<int64_t>(16 / vectorsPerRow, 1, 4);
-  const int64_t scoreVectors = 2;
+  const int64_t scoreVectors = 4;
   const int64_t blockKeys = scoreVectors * lanes;
 
   auto function = func::FuncOp::create(b, name, FunctionType::get(ctx, forwardInputs(rowMajorType), {}));
@@ -595,6 +596,7 @@ void KernelCodegen::buildTiledForward(StringRef name, int64_t headDim) {
   // Per row block: scale·φ(q) rows and the block's weights, reused across keys.
   Value queryTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
   Value weightTile = memref::AllocaOp::create(b, MemRefType::get({rows, blockKeys}, type));
+  Value outputTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
 
   Value rowStep = index(rows);
   loop(qBegin, qEnd, {}, [&](Value i0, ValueRange) -> SmallVector<Value> {
@@ -616,12 +618,13 @@ void KernelCodegen::buildTiledForward(StringRef name, int64_t headDim) {
       });
     }
 
-    // Carried per row: running max, Σ h, unmasked-key count, output accumulators.
+    // Carried per row: running max, Σ h, unmasked-key count.
     SmallVector<Value> inits;
-    for (int64_t r = 0; r < rows; ++r)
+    for (int64_t r = 0; r < rows; ++r) {
       inits.append({online ? minusInf : zero, zero, zero});
-    for (int64_t r = 0; r < rows * vectorsPerRow; ++r)
-      inits.push_back(zeroLanes);
+      for (int64_t c = 0; c < vectorsPerRow; ++c)
+        vector::StoreOp::create(b, zeroLanes, outputTile, ValueRange{index(r), index(c * lanes)});
+    }
     ValueRange carried = loop(index(0), blockEnd, inits, [&](Value j0, ValueRange acc) -> SmallVector<Value> {
       // Score tile: rows × blockKeys, as rows × scoreVectors vectors.
       SmallVector<Value> tileInit(rows * scoreVectors, zeroLanes);
@@ -641,6 +644,7 @@ void KernelCodegen::buildTiledForward(StringRef name, int64_t headDim) {
       });
 
       SmallVector<Value> next(acc.begin(), acc.end());
+      SmallVector<Value> alphas;
       for (int64_t r = 0; r < rows; ++r) {
         Value m = acc[3 * r], l = acc[3 * r + 1], count = acc[3 * r + 2];
         Value iLanes = splat(rowIndex[r]);
@@ -680,18 +684,17 @@ void KernelCodegen::buildTiledForward(StringRef name, int64_t headDim) {
         Value hSum = lanewise.denominator ? sumLanes(hLanes) : zero;
         next[3 * r + 1] = add(online ? mul(l, alpha) : l, hSum);
         next[3 * r + 2] = add(count, kept);
-        if (online) {
-          Value alphaLanes = splat(alpha);
-          for (int64_t c = 0; c < vectorsPerRow; ++c) {
-            Value &accumulator = next[3 * rows + r * vectorsPerRow + c];
-            accumulator = arith::MulFOp::create(b, accumulator, alphaLanes);
-          }
-        }
+        alphas.push_back(alpha);
       }
 
-      // O += W·V over the block's keys that exist.
+      // O = O·e^(m_old - m_new) + W·V over the block's keys that exist.
       Value keysHere = arith::MinSIOp::create(b, index(blockKeys), arith::SubIOp::create(b, blockEnd, j0));
-      SmallVector<Value> outputs(next.begin() + 3 * rows, next.end());
+      SmallVector<Value> outputs;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < vectorsPerRow; ++c) {
+          Value current = vector::LoadOp::create(b, laneType, outputTile, ValueRange{index(r), index(c * lanes)});
+          outputs.push_back(online ? mul(current, splat(alphas[r])) : current);
+        }
       ValueRange updated = loop(index(0), keysHere, outputs, [&](Value jj, ValueRange out) -> SmallVector<Value> {
         Value j = arith::AddIOp::create(b, j0, jj);
         SmallVector<Value> valueLanes;
@@ -705,7 +708,10 @@ void KernelCodegen::buildTiledForward(StringRef name, int64_t headDim) {
         }
         return result;
       });
-      llvm::copy(updated, next.begin() + 3 * rows);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < vectorsPerRow; ++c)
+          vector::StoreOp::create(b, updated[r * vectorsPerRow + c], outputTile,
+                                  ValueRange{index(r), index(c * lanes)});
       return next;
     }, index(blockKeys));
 
@@ -719,9 +725,10 @@ void KernelCodegen::buildTiledForward(StringRef name, int64_t headDim) {
       Value anyKey = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, count, zero);
       Value inverse = arith::SelectOp::create(b, anyKey, div(constant(1.0), denominator), zero);
       Value inverseLanes = splat(inverse);
-      for (int64_t c = 0; c < vectorsPerRow; ++c)
-        vector::StoreOp::create(b, mul(carried[3 * rows + r * vectorsPerRow + c], inverseLanes), o,
-                                ValueRange{rowIndex[r], index(c * lanes)});
+      for (int64_t c = 0; c < vectorsPerRow; ++c) {
+        Value accumulated = vector::LoadOp::create(b, laneType, outputTile, ValueRange{index(r), index(c * lanes)});
+        vector::StoreOp::create(b, mul(accumulated, inverseLanes), o, ValueRange{rowIndex[r], index(c * lanes)});
+      }
       store(arith::SelectOp::create(b, anyKey, online ? m : zero, zero), rowMax, {rowIndex[r]});
       store(arith::SelectOp::create(b, anyKey, denominator, zero), rowSum, {rowIndex[r]});
     }

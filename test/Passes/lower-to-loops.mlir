@@ -75,10 +75,10 @@ attn.kernel @k normalizer(@relu) mask(@window)
 // CHECK: func.call @k.num(
 // CHECK-NOT: func.call @k.stab
 // CHECK: arith.uitofp
-// A specialisation per head dim: φ(k)ᵀ packed in [d][32-key] panels, an FMA score tile, the regions
+// A specialisation per head dim: φ(k)ᵀ packed in [d][64-key] panels, an FMA score tile, the regions
 // called on vector<16xf32> lanes (keys), W·V accumulated in registers.
 // CHECK: func.func private @attn_forward_f32.d64(
-// CHECK: memref.alloc({{.*}}) {alignment = 64 : i64} : memref<?x32xf32>
+// CHECK: memref.alloc({{.*}}) {alignment = 64 : i64} : memref<?x64xf32>
 // CHECK: vector.fma {{.*}} : vector<16xf32>
 // CHECK: func.call @k.mask.x16({{.*}}) : (vector<16xindex>, vector<16xindex>) -> vector<16xi1>
 // CHECK: func.call @k.num.x16({{.*}}) : (vector<16xf32>, vector<16xf32>, vector<16xf32>) -> vector<16xf32>
