@@ -1,0 +1,61 @@
+"""Error of the f32 math the kernels evaluate: attn-approximate-math replaces exp,
+tanh, log1p ... by upstream polynomial approximations, on 16-lane vectors in the tiled
+kernels (head dims 32/64/128) and on scalars in the generic loops. A kernel whose
+numerator is f(s) over a constant denominator 1 and a single key with v = 1 returns
+O_i = f(s_i) exactly up to f's own error, so sweeping s_i over a range measures it."""
+import subprocess
+
+import pytest
+import torch
+
+from conftest import ATTN_COMPILE
+
+PROBES = {
+    # name: (region body computing %g from %s, torch function, s range)
+    "exp": ("%g = math.exp %s : f32", torch.exp, (-87.0, 88.0)),
+    "tanh": ("%g = math.tanh %s : f32", torch.tanh, (-12.0, 12.0)),
+    "log1p": ("%g = math.log1p %s : f32", torch.log1p, (-0.99, 60.0)),
+}
+
+
+@pytest.fixture(scope="module")
+def probes(tmp_path_factory, attn_mod):
+    out = {}
+    for name, (body, _, _) in PROBES.items():
+        src = tmp_path_factory.mktemp("probe") / f"{name}.mlir"
+        src.write_text(f"""
+attn.score @dot contract dot
+attn.normalizer @{name} {{
+  numerator {{
+  ^bb0(%s: f32):
+    {body}
+    attn.yield %g : f32
+  }}
+  denominator constant 1.0
+}}
+attn.kernel @{name}_probe normalizer(@{name}) score(@dot)
+""")
+        so = src.with_suffix(".so")
+        r = subprocess.run([str(ATTN_COMPILE), str(src), "-o", str(so)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        out[name] = str(so)
+    return out
+
+
+@pytest.mark.parametrize("d", [64, 3], ids=["vector-d64", "scalar-d3"])
+@pytest.mark.parametrize("name", list(PROBES))
+def test_f32_approximation_error(probes, name, d):
+    _, exact, (lo, hi) = PROBES[name]
+    s = torch.linspace(lo, hi, 4001, dtype=torch.float64)
+    q = torch.zeros(1, 1, s.numel(), d)
+    q[0, 0, :, 0] = s.float()
+    k = torch.zeros(1, 1, 1, d)
+    k[0, 0, 0, 0] = 1.0
+    v = torch.ones(1, 1, 1, d)
+    o = torch.ops.attn.attention(probes[name], q, k, v, torch.zeros(0), False, None)[0, 0, :, 0].double()
+    want = exact(q[0, 0, :, 0].double())   # f at the f32 input actually used
+    rel = ((o - want).abs() / want.abs().clamp_min(1e-30)).max().item()
+    # A few ulps of f32 (2^-23 ≈ 1.2e-7): tight enough that a broken polynomial or a
+    # lost range reduction fails, loose enough for the approximations' documented error.
+    assert torch.isfinite(o).all(), f"{name}: non-finite values in range"
+    assert rel < 4e-6, f"{name} (d={d}): max relative error {rel:.2e}"
