@@ -153,6 +153,25 @@ private:
       result.keep = arith::AndIOp::create(b, result.keep, call(lanewise.mask, {splat(i), result.jLanes}));
     return result;
   }
+  /// `leading` followed by the kernel's params, splat to lanes (see paramLanes).
+  SmallVector<Value> lanewiseArgs(ValueRange leading) {
+    SmallVector<Value> all(leading);
+    all.append(paramLanes);
+    return all;
+  }
+  /// φ(k) (and v) of keys [0, keyLimit) packed into zero-padded panels for the
+  /// tile products; with `keepRows` also φ(k) as rows (for dQ with a feature map;
+  /// otherwise keyRows is k itself).
+  struct PackedKeys {
+    Value paddedKeys, keysT, valuesT, keyRows;
+  };
+  PackedKeys packKeys(Value k, Value v, Value keyLimit, int64_t headDim, int64_t blockKeys);
+  void freePacked(const PackedKeys &packed, Value k) {
+    for (Value buffer : {packed.keysT, packed.valuesT, packed.keyRows})
+      if (buffer && buffer != k)
+        memref::DeallocOp::create(b, buffer);
+  }
+
   /// Horizontal sum; reassociation lets it lower to a log-depth shuffle tree.
   Value sumLanes(Value lanesValue) {
     return vector::ReductionOp::create(b, vector::CombiningKind::ADD, lanesValue,
@@ -209,7 +228,7 @@ private:
   bool online = false;
 
   // Values of the function being built.
-  SmallVector<Value> paramValues;
+  SmallVector<Value> paramValues, paramLanes;
   Value scale, headDim, kvEnd, isCausal;
 };
 
@@ -541,6 +560,40 @@ void KernelCodegen::buildDispatch(StringRef entryName, ArrayRef<Type> inputs) {
   func::ReturnOp::create(b);
 }
 
+KernelCodegen::PackedKeys KernelCodegen::packKeys(Value k, Value v, Value keyLimit,
+                                                  int64_t headDim, int64_t blockKeys) {
+  PackedKeys packed;
+  packed.paddedKeys = arith::MulIOp::create(
+      b, arith::CeilDivSIOp::create(b, keyLimit, index(blockKeys)), index(blockKeys));
+  packed.keysT = allocPanels(packed.paddedKeys, headDim, blockKeys);
+  if (v)
+    packed.valuesT = allocPanels(packed.paddedKeys, headDim, blockKeys);
+  packed.keyRows = k;
+  bool keyRowsNeeded = v && fns.feature;
+  if (keyRowsNeeded)
+    packed.keyRows = memref::AllocOp::create(b, MemRefType::get({ShapedType::kDynamic, headDim}, type),
+                                             ValueRange{packed.paddedKeys}, b.getI64IntegerAttr(64));
+  Value zero = constant(0.0);
+  loop(index(0), packed.paddedKeys, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
+    Value inRange = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, j, keyLimit);
+    Value row = arith::SelectOp::create(b, inRange, j, index(0));
+    loop(index(0), index(headDim), {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+      Value x = load(k, {row, c});
+      if (fns.feature)
+        x = call(fns.feature, {x});
+      if (keyRowsNeeded)
+        store(x, packed.keyRows, {j, c});
+      SmallVector<Value> at = panelIndex(j, c, headDim, blockKeys);
+      store(arith::SelectOp::create(b, inRange, x, zero), packed.keysT, at);
+      if (v)
+        store(arith::SelectOp::create(b, inRange, load(v, {row, c}), zero), packed.valuesT, at);
+      return {};
+    });
+    return {};
+  });
+  return packed;
+}
+
 void KernelCodegen::buildTiledForward(StringRef name, int64_t headDim) {
   MLIRContext *ctx = kernel.getContext();
   Type i64 = b.getI64Type();
@@ -564,35 +617,16 @@ void KernelCodegen::buildTiledForward(StringRef name, int64_t headDim) {
   prologue(q, k, params, args[9], args[10]);
   Value qBegin = arith::IndexCastOp::create(b, indexType, args[7]);
   Value qEnd = arith::IndexCastOp::create(b, indexType, args[8]);
-  SmallVector<Value> paramLanes = llvm::map_to_vector(paramValues, [&](Value p) { return splat(p); });
-  auto lanewiseArgs = [&](ValueRange leading) {
-    SmallVector<Value> all(leading);
-    all.append(paramLanes);
-    return all;
-  };
+  paramLanes = llvm::map_to_vector(paramValues, [&](Value p) { return splat(p); });
   Value zero = constant(0.0), zeroLanes = splatConstant(0.0), oneLanes = splatConstant(1.0);
   Value minusInf = constant(-std::numeric_limits<double>::infinity());
   Value minusInfLanes = splat(minusInf);
 
-  // φ(k)ᵀ packed once per call: [d][keys rounded up to a block], zero padded, so
-  // a score tile row is `scoreVectors` contiguous vector loads per d.
+  // φ(k)ᵀ packed once per call, so a score tile row is `scoreVectors` contiguous
+  // vector loads per d.
   Value keyLimit = arith::SelectOp::create(b, isCausal, arith::MinSIOp::create(b, kvEnd, qEnd), kvEnd);
-  Value blocks = arith::CeilDivSIOp::create(b, keyLimit, index(blockKeys));
-  Value paddedKeys = arith::MulIOp::create(b, blocks, index(blockKeys));
-  int64_t dyn = ShapedType::kDynamic;
-  Value keysT = allocPanels(paddedKeys, headDim, blockKeys);
-  loop(index(0), paddedKeys, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
-    Value inRange = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, j, keyLimit);
-    Value row = arith::SelectOp::create(b, inRange, j, index(0));
-    loop(index(0), index(headDim), {}, [&](Value c, ValueRange) -> SmallVector<Value> {
-      Value x = load(k, {row, c});
-      if (fns.feature)
-        x = call(fns.feature, {x});
-      store(arith::SelectOp::create(b, inRange, x, zero), keysT, panelIndex(j, c, headDim, blockKeys));
-      return {};
-    });
-    return {};
-  });
+  PackedKeys packed = packKeys(k, Value(), keyLimit, headDim, blockKeys);
+  Value keysT = packed.keysT;
   // Per row block: scale·φ(q) rows and the block's weights, reused across keys.
   Value queryTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
   Value weightTile = memref::AllocaOp::create(b, MemRefType::get({rows, blockKeys}, type));
@@ -734,7 +768,7 @@ void KernelCodegen::buildTiledForward(StringRef name, int64_t headDim) {
     }
     return {};
   }, rowStep);
-  memref::DeallocOp::create(b, keysT);
+  freePacked(packed, k);
   func::ReturnOp::create(b);
 }
 
@@ -758,15 +792,9 @@ void KernelCodegen::buildTiledBackward(StringRef name, int64_t headDim) {
   prologue(q, k, params, args[12], args[13]);
   const unsigned numParams = paramValues.size();
   unsigned numNormalizerParams = normalizer.getNumParams();
-  SmallVector<Value> paramLanes = llvm::map_to_vector(paramValues, [&](Value p) { return splat(p); });
-  auto lanewiseArgs = [&](ValueRange leading) {
-    SmallVector<Value> all(leading);
-    all.append(paramLanes);
-    return all;
-  };
+  paramLanes = llvm::map_to_vector(paramValues, [&](Value p) { return splat(p); });
   Value zero = constant(0.0), zeroLanes = splatConstant(0.0);
   Value queries = dim(q, 0), keys = dim(k, 0);
-  int64_t dyn = ShapedType::kDynamic;
 
   // dK and dV accumulate across row blocks; dQ rows are written once each.
   loop(index(0), keys, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
@@ -776,33 +804,11 @@ void KernelCodegen::buildTiledBackward(StringRef name, int64_t headDim) {
     }
     return {};
   });
-  // Packed operands: φ(k)ᵀ and vᵀ for the score and dP tiles (zero padded to a
-  // whole block), φ(k) rows for dQ when there is a feature map.
+  // Packed operands: φ(k)ᵀ and vᵀ panels for the score and dP tiles, φ(k) rows
+  // for dQ when there is a feature map.
   Value keyLimit = arith::SelectOp::create(b, isCausal, arith::MinSIOp::create(b, kvEnd, queries), kvEnd);
-  Value paddedKeys = arith::MulIOp::create(
-      b, arith::CeilDivSIOp::create(b, keyLimit, index(blockKeys)), index(blockKeys));
-  Value keysT = allocPanels(paddedKeys, headDim, blockKeys);
-  Value valuesT = allocPanels(paddedKeys, headDim, blockKeys);
-  Value keyRows = k;
-  if (fns.feature)
-    keyRows = memref::AllocOp::create(b, MemRefType::get({dyn, headDim}, type), ValueRange{paddedKeys},
-                                      b.getI64IntegerAttr(64));
-  loop(index(0), paddedKeys, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
-    Value inRange = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, j, keyLimit);
-    Value row = arith::SelectOp::create(b, inRange, j, index(0));
-    loop(index(0), index(headDim), {}, [&](Value c, ValueRange) -> SmallVector<Value> {
-      Value x = load(k, {row, c});
-      if (fns.feature) {
-        x = call(fns.feature, {x});
-        store(x, keyRows, {j, c});
-      }
-      SmallVector<Value> at = panelIndex(j, c, headDim, blockKeys);
-      store(arith::SelectOp::create(b, inRange, x, zero), keysT, at);
-      store(arith::SelectOp::create(b, inRange, load(v, {row, c}), zero), valuesT, at);
-      return {};
-    });
-    return {};
-  });
+  PackedKeys packed = packKeys(k, v, keyLimit, headDim, blockKeys);
+  Value keysT = packed.keysT, valuesT = packed.valuesT, keyRows = packed.keyRows;
   Value queryTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
   Value weightTile = memref::AllocaOp::create(b, MemRefType::get({rows, blockKeys}, type));
   Value scoreGradTile = memref::AllocaOp::create(b, MemRefType::get({rows, blockKeys}, type));
@@ -963,10 +969,7 @@ void KernelCodegen::buildTiledBackward(StringRef name, int64_t headDim) {
     Value lanesValue = vector::LoadOp::create(b, laneType, paramGrads, ValueRange{index(p), index(0)});
     store(sumLanes(lanesValue), dParams, {index(p)});
   }
-  memref::DeallocOp::create(b, keysT);
-  memref::DeallocOp::create(b, valuesT);
-  if (fns.feature)
-    memref::DeallocOp::create(b, keyRows);
+  freePacked(packed, k);
   func::ReturnOp::create(b);
 }
 

@@ -153,13 +153,17 @@ private:
 } // namespace
 
 FailureOr<NormalizerClass> mlir::attn::classifyNormalizer(NormalizerOp normalizer) {
-  DegreeAnalysis numerator(normalizer.getNumerator());
-  if (Operation *bad = numerator.mixedOrigin())
+  // The op where a region's exp degrees start to mix, reported by name.
+  auto reportMixed = [&](Operation *bad, StringRef region) {
     return bad->emitOpError()
-           << "in the numerator of @" << normalizer.getSymName()
+           << "in the " << region << " of @" << normalizer.getSymName()
            << " mixes exp-factor degrees (e.g. e^s + 1, e^(e^s), log(e^s), e^s·e^s); "
               "such a normalizer can be neither stabilised online nor accumulated "
               "without overflow";
+  };
+  DegreeAnalysis numerator(normalizer.getNumerator());
+  if (Operation *bad = numerator.mixedOrigin())
+    return reportMixed(bad, "numerator");
 
   NormalizerClass result;
   if (!normalizer.hasDenominatorRegion()) {
@@ -170,11 +174,7 @@ FailureOr<NormalizerClass> mlir::attn::classifyNormalizer(NormalizerOp normalize
 
   DegreeAnalysis denominator(normalizer.getDenominator());
   if (Operation *bad = denominator.mixedOrigin())
-    return bad->emitOpError()
-           << "in the denominator of @" << normalizer.getSymName()
-           << " mixes exp-factor degrees (e.g. e^s + 1, e^(e^s), log(e^s), e^s·e^s); "
-              "such a normalizer can be neither stabilised online nor accumulated "
-              "without overflow";
+    return reportMixed(bad, "denominator");
 
   Degree g = numerator.resultDegree(), h = denominator.resultDegree();
   if (g == Degree::Zero && h == Degree::Zero) {
