@@ -10,8 +10,8 @@ echo "== attn-compile examples/normalizers/tanhmax.mlir"
 "$build/bin/attn-compile" "$root/examples/normalizers/tanhmax.mlir" -o "$build/artifacts/tanhmax.so"
 
 echo "== C++: attn-train (NT delayed addition, TanhMax attention)"
-"$build/bin/attn-train" "$build/artifacts/tanhmax.so" --steps 300 --log-every 50
+"$build/bin/attn-train" "$build/artifacts/tanhmax.so" --steps 1000 --log-every 100
 
 echo "== Python: examples/train/train.py (same task, same artifact)"
 ATTN_BUILD_DIR="$build" /usr/bin/python3 "$root/examples/train/train.py" \
-  --artifact "$build/artifacts/tanhmax.so" --steps 300
+  --artifact "$build/artifacts/tanhmax.so" --steps 1000 --log-every 100
