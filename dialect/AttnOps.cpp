@@ -4,6 +4,8 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/CallInterfaces.h"
+#include "mlir/Interfaces/ControlFlowInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -80,17 +82,19 @@ static LogicalResult verifyScalarRegion(Operation *owner, Region &region,
   for (Operation &op : block.without_terminator()) {
     if (isa<YieldOp>(op))
       return op.emitOpError() << "must be the last op of the " << regionName << " region";
-    Dialect *dialect = op.getDialect();
-    if (!isa_and_nonnull<arith::ArithDialect, math::MathDialect>(dialect))
+    // The most specific reason first: control flow and side effects get their
+    // own message (and a hint), any other foreign op the general one.
+    if (isa<RegionBranchOpInterface>(op))
+      return op.emitOpError() << "is control flow, which is not allowed in the "
+                              << regionName << " region; use arith.select";
+    auto effects = dyn_cast<MemoryEffectOpInterface>(op);
+    if ((effects && !effects.hasNoEffect()) || isa<CallOpInterface>(op))
+      return op.emitOpError() << "has side effects, which are not allowed in the "
+                              << regionName << " region";
+    if (!isa_and_nonnull<arith::ArithDialect, math::MathDialect>(op.getDialect()))
       return op.emitOpError() << "is not allowed in the " << regionName
                               << " region of '" << owner->getName()
                               << "': regions hold scalar arith and math ops only";
-    if (op.getNumRegions() != 0)
-      return op.emitOpError() << "is control flow, which is not allowed in the "
-                              << regionName << " region; use arith.select";
-    if (!isMemoryEffectFree(&op))
-      return op.emitOpError() << "has side effects, which are not allowed in the "
-                              << regionName << " region";
     for (Type type : llvm::concat<Type>(op.getOperandTypes(), op.getResultTypes()))
       if (!isScalarType(type))
         return op.emitOpError() << "uses " << type << " in the " << regionName

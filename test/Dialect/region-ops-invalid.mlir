@@ -8,7 +8,7 @@ attn.normalizer @loads {
   numerator {
   ^bb0(%s: f32):
     %c0 = arith.constant 0 : index
-    // expected-error @+1 {{'memref.alloca' op is not allowed in the numerator region of 'attn.normalizer': regions hold scalar arith and math ops only}}
+    // expected-error @+1 {{'memref.alloca' op has side effects, which are not allowed in the numerator region}}
     %m = memref.alloca() : memref<4xf32>
     %l = memref.load %m[%c0] : memref<4xf32>
     attn.yield %l : f32
@@ -27,7 +27,7 @@ attn.normalizer @calls {
   }
   denominator {
   ^bb0(%s: f32):
-    // expected-error @+1 {{'func.call' op is not allowed in the denominator region of 'attn.normalizer': regions hold scalar arith and math ops only}}
+    // expected-error @+1 {{'func.call' op has side effects, which are not allowed in the denominator region}}
     %r = func.call @random() : () -> f32
     %h = arith.addf %s, %r : f32
     attn.yield %h : f32
@@ -39,7 +39,7 @@ attn.normalizer @calls {
 // Printing is a side effect too.
 attn.score @prints contract dot mod {
 ^bb0(%s: f32, %i: index, %j: index):
-  // expected-error @+1 {{'vector.print' op is not allowed in the mod region of 'attn.score': regions hold scalar arith and math ops only}}
+  // expected-error @+1 {{'vector.print' op has side effects, which are not allowed in the mod region}}
   vector.print %s : f32
   attn.yield %s : f32
 }
@@ -52,7 +52,7 @@ attn.normalizer @branches {
   ^bb0(%s: f32):
     %zero = arith.constant 0.0 : f32
     %pos = arith.cmpf ogt, %s, %zero : f32
-    // expected-error @+1 {{'scf.if' op is not allowed in the numerator region of 'attn.normalizer': regions hold scalar arith and math ops only}}
+    // expected-error @+1 {{'scf.if' op is control flow, which is not allowed in the numerator region; use arith.select}}
     %g = scf.if %pos -> (f32) {
       %e = math.exp %s : f32
       scf.yield %e : f32
@@ -71,7 +71,7 @@ attn.mask @loops {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %t = arith.constant true
-  // expected-error @+1 {{'scf.for' op is not allowed in the mask region of 'attn.mask': regions hold scalar arith and math ops only}}
+  // expected-error @+1 {{'scf.for' op is control flow, which is not allowed in the mask region; use arith.select}}
   %r = scf.for %k = %c0 to %i step %c1 iter_args(%acc = %t) -> (i1) {
     scf.yield %acc : i1
   }
