@@ -17,7 +17,8 @@ from collections import OrderedDict
 
 import torch
 
-__all__ = ["load", "Kernel", "Attention", "runtime_library_path", "parse_manifest"]
+__all__ = ["load", "compile", "Kernel", "Attention", "MultiheadAttention", "runtime_library_path",
+           "parse_manifest"]
 
 _lock = threading.Lock()
 _loaded_from = None
@@ -145,3 +146,7 @@ class Attention(torch.nn.Module):
 
     def extra_repr(self):
         return f"{self.kernel.name}, params={self.kernel.param_names}, is_causal={self.is_causal}"
+
+
+from .compiler import compile  # noqa: E402  (needs load, defined above)
+from .modules import MultiheadAttention  # noqa: E402

@@ -1,0 +1,80 @@
+"""Compile attn IR from Python, with a content-addressed artifact cache, so a notebook
+never needs a separate build step:
+
+    kernel = attn.compile(open("tanhmax.mlir").read())   # or a path to the .mlir file
+
+The cache key covers the IR text, the options and the compiler binary (size and mtime),
+so editing the IR or rebuilding the compiler gives a fresh artifact. The cache lives in
+$ATTN_CACHE_DIR, else ~/.cache/attn.
+"""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+
+__all__ = ["compile", "compiler_path", "cache_dir"]
+
+
+def compiler_path():
+    """$ATTN_COMPILE, else $ATTN_BUILD_DIR/bin/attn-compile, else <repo>/build/bin/attn-compile,
+    else attn-compile on PATH."""
+    env = os.environ.get("ATTN_COMPILE")
+    if env:
+        return os.path.abspath(env)
+    build = os.environ.get("ATTN_BUILD_DIR")
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    candidates = [os.path.join(os.path.abspath(build), "bin", "attn-compile")] if build else []
+    candidates.append(os.path.join(repo, "build", "bin", "attn-compile"))
+    for candidate in candidates:
+        if os.path.exists(candidate):
+            return candidate
+    found = shutil.which("attn-compile")
+    if found:
+        return found
+    raise RuntimeError("attn: attn-compile not found (looked at $ATTN_COMPILE, "
+                       f"{', '.join(candidates)} and PATH); build it or set ATTN_COMPILE")
+
+
+def cache_dir():
+    return os.environ.get("ATTN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "attn")
+
+
+def _source_text(source):
+    """IR text from an IR string or a path to a .mlir file."""
+    text = os.fspath(source)
+    if "\n" not in text and text.endswith(".mlir"):
+        if not os.path.exists(text):
+            raise RuntimeError(f"attn.compile: no such file: {text}")
+        with open(text, encoding="utf-8") as f:
+            return f.read()
+    return text
+
+
+def compile(source, kernel=None, dtypes=("f32", "f64"), cpu="native"):  # noqa: A001
+    """Compile attn IR (a string, or a path to a .mlir file) and load it; returns an
+    attn.Kernel. `kernel` names the attn.kernel when the IR holds several. Raises
+    RuntimeError with the compiler's diagnostics when the IR is invalid."""
+    from . import load
+
+    text = _source_text(source)
+    compiler = compiler_path()
+    stat = os.stat(compiler)
+    options = [f"--dtypes={','.join(dtypes)}", f"--cpu={cpu}"] + ([f"--kernel={kernel}"] if kernel else [])
+    key = hashlib.sha256("\0".join([text, *options, f"{stat.st_size}:{stat.st_mtime_ns}"]).encode()).hexdigest()
+    directory = cache_dir()
+    os.makedirs(directory, exist_ok=True)
+    artifact = os.path.join(directory, f"{key[:32]}.so")
+    if not os.path.exists(artifact):
+        with tempfile.TemporaryDirectory(dir=directory) as scratch:
+            src = os.path.join(scratch, "kernel.mlir")
+            with open(src, "w", encoding="utf-8") as f:
+                f.write(text)
+            out = os.path.join(scratch, "kernel.so")
+            result = subprocess.run([compiler, src, "-o", out, *options], capture_output=True, text=True)
+            if result.returncode != 0 or not os.path.exists(out):
+                diagnostics = (result.stderr or result.stdout).replace(src, "<attn IR>")
+                raise RuntimeError(f"attn.compile: attn-compile failed:\n{diagnostics}")
+            os.replace(out, artifact)  # atomic: concurrent compiles of the same IR agree
+    return load(artifact)

@@ -1,0 +1,102 @@
+"""torch.nn modules backed by compiled attn kernels."""
+
+import os
+
+import torch
+from torch import nn
+
+__all__ = ["MultiheadAttention"]
+
+
+def _kernel_from(normalizer):
+    from . import Kernel, compile, load
+
+    if isinstance(normalizer, Kernel):
+        return normalizer
+    text = os.fspath(normalizer)
+    if "\n" not in text and text.endswith(".so"):
+        return load(text)
+    return compile(text)
+
+
+def _lengths_from_padding(key_padding_mask, keys):
+    """key_padding_mask [B, S] (True = ignore) -> key lengths [B]; only trailing padding
+    can be expressed, anything else is an error rather than a silently different mask."""
+    if key_padding_mask.dtype != torch.bool or key_padding_mask.dim() != 2 or key_padding_mask.size(1) != keys:
+        raise ValueError(f"key_padding_mask: expected a bool [batch, {keys}] tensor, got "
+                         f"{key_padding_mask.dtype} {list(key_padding_mask.shape)}")
+    lengths = (~key_padding_mask).sum(dim=1)
+    positions = torch.arange(keys, device=key_padding_mask.device)
+    if not torch.equal(key_padding_mask, positions.unsqueeze(0) >= lengths.unsqueeze(1)):
+        raise ValueError("key_padding_mask: attn kernels take padding as key lengths, so only "
+                         "trailing padding (True on a suffix of each row) is supported; write "
+                         "other patterns as an attn.mask in the kernel")
+    return lengths.to(torch.long).cpu()
+
+
+class MultiheadAttention(nn.Module):
+    """Multi-head attention whose attention is a compiled attn kernel, with an API close
+    to torch.nn.MultiheadAttention:
+
+        mha = attn.MultiheadAttention(64, 4, open("examples/normalizers/multimax.mlir").read(),
+                                      batch_first=True)
+        out, _ = mha(x, x, x, is_causal=True)
+
+    `normalizer` is an attn.Kernel, a compiled .so, a .mlir path or an IR string
+    (compiled once and cached by content). The kernel's learnable normalizer params are
+    registered as parameters `normalizer.<name>`, so optimisers and state_dict see them.
+    Masks: `is_causal`, trailing `key_padding_mask`, or an attn.mask compiled into the
+    kernel; `attn_mask` tensors are not supported. Attention weights are never
+    materialised: the second result is always None.
+    """
+
+    def __init__(self, embed_dim, num_heads, normalizer, bias=True, kdim=None, vdim=None,
+                 batch_first=False, device=None, dtype=None):
+        super().__init__()
+        if embed_dim % num_heads != 0:
+            raise ValueError(f"embed_dim {embed_dim} is not divisible by num_heads {num_heads}")
+        factory = {"device": device, "dtype": dtype}
+        self.embed_dim, self.num_heads = embed_dim, num_heads
+        self.head_dim = embed_dim // num_heads
+        self.batch_first = batch_first
+        self.kernel = _kernel_from(normalizer)
+        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)
+        self.k_proj = nn.Linear(kdim or embed_dim, embed_dim, bias=bias, **factory)
+        self.v_proj = nn.Linear(vdim or embed_dim, embed_dim, bias=bias, **factory)
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)
+        initial = self.kernel.initial_params(dtype or torch.get_default_dtype(), device)
+        self.normalizer = nn.ParameterDict(
+            {name: nn.Parameter(value.clone()) for name, value in zip(self.kernel.param_names, initial)})
+
+    def normalizer_params(self):
+        """The kernel's params as one [P] tensor in manifest order (differentiable)."""
+        if not self.kernel.param_names:
+            return torch.zeros(0, dtype=self.q_proj.weight.dtype, device=self.q_proj.weight.device)
+        return torch.stack([self.normalizer[name] for name in self.kernel.param_names])
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=False,
+                attn_mask=None, is_causal=False):
+        if attn_mask is not None:
+            raise ValueError("attn_mask is not supported: use is_causal, a trailing "
+                             "key_padding_mask, or an attn.mask in the kernel")
+        if not self.batch_first:
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        batch, queries, _ = query.shape
+        keys = key.size(1)
+
+        def heads(x, length):
+            return x.view(batch, length, self.num_heads, self.head_dim).transpose(1, 2)
+
+        q = heads(self.q_proj(query), queries)
+        k = heads(self.k_proj(key), keys)
+        v = heads(self.v_proj(value), keys)
+        lengths = None if key_padding_mask is None else _lengths_from_padding(key_padding_mask, keys)
+        o = self.kernel(q, k, v, self.normalizer_params(), is_causal, lengths)
+        out = self.out_proj(o.transpose(1, 2).reshape(batch, queries, self.embed_dim))
+        if not self.batch_first:
+            out = out.transpose(0, 1)
+        return out, None
+
+    def extra_repr(self):
+        return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, kernel={self.kernel.name}, "
+                f"params={self.kernel.param_names}, batch_first={self.batch_first}")
