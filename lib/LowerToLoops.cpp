@@ -172,6 +172,28 @@ private:
         memref::DeallocOp::create(b, buffer);
   }
 
+  /// The tile Σ_c rowScalar(r, c)·panels[panel + c, :] for r < rows over one key
+  /// panel of `scoreVectors` vectors: rows·scoreVectors vectors, row-major. The
+  /// score tile (scale·φ(q) rows × φ(k)ᵀ) and the backward's dP tile (dO × vᵀ).
+  SmallVector<Value> panelProduct(int64_t rows, int64_t scoreVectors, int64_t headDim,
+                                  Value panels, Value panel,
+                                  function_ref<Value(int64_t, Value)> rowScalar) {
+    SmallVector<Value> init(rows * scoreVectors, splatConstant(0.0));
+    return llvm::to_vector(loop(index(0), index(headDim), init, [&](Value c, ValueRange t) -> SmallVector<Value> {
+      SmallVector<Value> columns;
+      Value row = arith::AddIOp::create(b, panel, c);
+      for (int64_t h = 0; h < scoreVectors; ++h)
+        columns.push_back(vector::LoadOp::create(b, laneType, panels, ValueRange{row, index(h * lanes)}));
+      SmallVector<Value> next;
+      for (int64_t r = 0; r < rows; ++r) {
+        Value x = splat(rowScalar(r, c));
+        for (int64_t h = 0; h < scoreVectors; ++h)
+          next.push_back(vector::FMAOp::create(b, x, columns[h], t[r * scoreVectors + h]));
+      }
+      return next;
+    }));
+  }
+
   /// Horizontal sum; reassociation lets it lower to a log-depth shuffle tree.
   Value sumLanes(Value lanesValue) {
     return vector::ReductionOp::create(b, vector::CombiningKind::ADD, lanesValue,
@@ -661,21 +683,9 @@ void KernelCodegen::buildTiledForward(StringRef name, int64_t headDim) {
     }
     ValueRange carried = loop(index(0), blockEnd, inits, [&](Value j0, ValueRange acc) -> SmallVector<Value> {
       // Score tile: rows × blockKeys, as rows × scoreVectors vectors.
-      SmallVector<Value> tileInit(rows * scoreVectors, zeroLanes);
       Value panel = arith::MulIOp::create(b, arith::DivUIOp::create(b, j0, index(blockKeys)), index(headDim));
-      ValueRange tile = loop(index(0), index(headDim), tileInit, [&](Value c, ValueRange t) -> SmallVector<Value> {
-        SmallVector<Value> keyLanes;
-        Value row = arith::AddIOp::create(b, panel, c);
-        for (int64_t h = 0; h < scoreVectors; ++h)
-          keyLanes.push_back(vector::LoadOp::create(b, laneType, keysT, ValueRange{row, index(h * lanes)}));
-        SmallVector<Value> next;
-        for (int64_t r = 0; r < rows; ++r) {
-          Value qLane = splat(load(queryTile, {index(r), c}));
-          for (int64_t h = 0; h < scoreVectors; ++h)
-            next.push_back(vector::FMAOp::create(b, qLane, keyLanes[h], t[r * scoreVectors + h]));
-        }
-        return next;
-      });
+      SmallVector<Value> tile = panelProduct(rows, scoreVectors, headDim, keysT, panel,
+                                             [&](int64_t r, Value c) { return load(queryTile, {index(r), c}); });
 
       SmallVector<Value> next(acc.begin(), acc.end());
       SmallVector<Value> alphas;
@@ -859,24 +869,10 @@ void KernelCodegen::buildTiledBackward(StringRef name, int64_t headDim) {
     ValueRange dqAcc = loop(index(0), blockEnd, dqInit, [&](Value j0, ValueRange dqIn) -> SmallVector<Value> {
       // Tiles rows × blockKeys: scores from scale·φ(q)·φ(k)ᵀ, dP from dO·vᵀ.
       Value panel = arith::MulIOp::create(b, arith::DivUIOp::create(b, j0, index(blockKeys)), index(headDim));
-      auto tileProduct = [&](function_ref<Value(int64_t, Value)> rowScalar, Value packed) {
-        SmallVector<Value> init(rows * scoreVectors, zeroLanes);
-        return llvm::to_vector(loop(index(0), index(headDim), init, [&](Value c, ValueRange t) -> SmallVector<Value> {
-          SmallVector<Value> columns;
-          Value row = arith::AddIOp::create(b, panel, c);
-          for (int64_t h = 0; h < scoreVectors; ++h)
-            columns.push_back(vector::LoadOp::create(b, laneType, packed, ValueRange{row, index(h * lanes)}));
-          SmallVector<Value> next;
-          for (int64_t r = 0; r < rows; ++r) {
-            Value x = splat(rowScalar(r, c));
-            for (int64_t h = 0; h < scoreVectors; ++h)
-              next.push_back(vector::FMAOp::create(b, x, columns[h], t[r * scoreVectors + h]));
-          }
-          return next;
-        }));
-      };
-      SmallVector<Value> rawTile = tileProduct([&](int64_t r, Value c) { return load(queryTile, {index(r), c}); }, keysT);
-      SmallVector<Value> dPTile = tileProduct([&](int64_t r, Value c) { return load(dOut, {rowIndex[r], c}); }, valuesT);
+      SmallVector<Value> rawTile = panelProduct(rows, scoreVectors, headDim, keysT, panel,
+                                                [&](int64_t r, Value c) { return load(queryTile, {index(r), c}); });
+      SmallVector<Value> dPTile = panelProduct(rows, scoreVectors, headDim, valuesT, panel,
+                                               [&](int64_t r, Value c) { return load(dOut, {rowIndex[r], c}); });
 
       for (int64_t r = 0; r < rows; ++r) {
         Value iLanes = splat(rowIndex[r]);
