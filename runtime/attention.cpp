@@ -67,6 +67,19 @@ struct Problem {
   torch::ScalarType dtype = torch::kFloat;
   bool causal = false;
   std::vector<int64_t> kv_len; // [B]
+
+  /// Sizes read off q [B, H, Nq, d], k [B, H, Nk, d] and v [B, H, Nk, dv].
+  static Problem of(const Tensor &q, const Tensor &k, const Tensor &v) {
+    Problem p;
+    p.B = q.size(0);
+    p.H = q.size(1);
+    p.Nq = q.size(2);
+    p.d = q.size(3);
+    p.Nk = k.size(2);
+    p.dv = v.size(3);
+    p.dtype = q.scalar_type();
+    return p;
+  }
 };
 
 void check_tensor(const Library &lib, const char *fn, const char *name, const Tensor &t,
@@ -136,14 +149,7 @@ Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tens
   check_rank(fn, "q", q, 4, "[B, H, Nq, d]");
   check_rank(fn, "k", k, 4, "[B, H, Nk, d]");
   check_rank(fn, "v", v, 4, "[B, H, Nk, dv]");
-  Problem p;
-  p.B = q.size(0);
-  p.H = q.size(1);
-  p.Nq = q.size(2);
-  p.d = q.size(3);
-  p.Nk = k.size(2);
-  p.dv = v.size(3);
-  p.dtype = dt;
+  Problem p = Problem::of(q, k, v);
   check_same_size(fn, "batch size (dim 0)", "q", p.B, "k", k.size(0), q, k);
   check_same_size(fn, "batch size (dim 0)", "q", p.B, "v", v.size(0), q, v);
   check_same_size(fn, "head count (dim 1)", "q", p.H, "k", k.size(1), q, k);
@@ -395,15 +401,8 @@ public:
     const Tensor &q = saved[0], &k = saved[1], &v = saved[2], &params = saved[3],
                  &out = saved[4], &row_max = saved[5], &row_sum = saved[6];
     auto lib = detail::loaded_library(ctx->saved_data["artifact"].toStringRef());
-    Problem p;
-    p.B = q.size(0);
-    p.H = q.size(1);
-    p.Nq = q.size(2);
-    p.d = q.size(3);
-    p.Nk = k.size(2);
-    p.dv = v.size(3);
+    Problem p = Problem::of(q, k, v);
     p.P = params.numel();
-    p.dtype = q.scalar_type();
     p.causal = ctx->saved_data["causal"].toBool();
     p.kv_len = ctx->saved_data["kv_len"].toIntVector();
     const char *fn = "attn::attention backward";
