@@ -79,6 +79,13 @@ private:
     return {matrix, matrix, matrix, matrix, matrix, vectorType, vectorType,
             vectorType, matrix, matrix, matrix, vectorType, i64, i64};
   }
+  /// A private function `name` taking `inputs`; returns its entry block (the
+  /// caller moves the builder there under its own insertion guard).
+  Block *privateFunction(StringRef name, ArrayRef<Type> inputs) {
+    auto function = func::FuncOp::create(b, name, FunctionType::get(kernel.getContext(), inputs, {}));
+    function.setPrivate();
+    return function.addEntryBlock();
+  }
   /// Head dims that get a tiled specialisation at this element type.
   SmallVector<int64_t> tiledHeadDims() {
     SmallVector<int64_t> dims;
@@ -451,10 +458,7 @@ Value KernelCodegen::modScore(Value raw, Value i, Value j) {
 }
 
 void KernelCodegen::buildForward(StringRef name) {
-  MLIRContext *ctx = kernel.getContext();
-  auto function = func::FuncOp::create(b, name, FunctionType::get(ctx, forwardInputs(matrixType), {}));
-  function.setPrivate();
-  Block *entry = function.addEntryBlock();
+  Block *entry = privateFunction(name, forwardInputs(matrixType));
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(entry);
   auto args = entry->getArguments();
@@ -617,8 +621,6 @@ KernelCodegen::PackedKeys KernelCodegen::packKeys(Value k, Value v, Value keyLim
 }
 
 void KernelCodegen::buildTiledForward(StringRef name, int64_t headDim) {
-  MLIRContext *ctx = kernel.getContext();
-  Type i64 = b.getI64Type();
   Type indexType = b.getIndexType();
   const int64_t vectorsPerRow = headDim / lanes;
   // Rows per block: the W·V accumulators take at most 16 vector registers (of
@@ -628,9 +630,7 @@ void KernelCodegen::buildTiledForward(StringRef name, int64_t headDim) {
   const int64_t scoreVectors = 4;
   const int64_t blockKeys = scoreVectors * lanes;
 
-  auto function = func::FuncOp::create(b, name, FunctionType::get(ctx, forwardInputs(rowMajorType), {}));
-  function.setPrivate();
-  Block *entry = function.addEntryBlock();
+  Block *entry = privateFunction(name, forwardInputs(rowMajorType));
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(entry);
   auto args = entry->getArguments();
@@ -783,16 +783,13 @@ void KernelCodegen::buildTiledForward(StringRef name, int64_t headDim) {
 }
 
 void KernelCodegen::buildTiledBackward(StringRef name, int64_t headDim) {
-  MLIRContext *ctx = kernel.getContext();
   Type indexType = b.getIndexType();
   const int64_t vectorsPerRow = headDim / lanes;
   const int64_t rows = std::clamp<int64_t>(16 / vectorsPerRow, 1, 4);
   const int64_t scoreVectors = 2;
   const int64_t blockKeys = scoreVectors * lanes;
 
-  auto function = func::FuncOp::create(b, name, FunctionType::get(ctx, backwardInputs(rowMajorType), {}));
-  function.setPrivate();
-  Block *entry = function.addEntryBlock();
+  Block *entry = privateFunction(name, backwardInputs(rowMajorType));
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(entry);
   auto args = entry->getArguments();
@@ -970,10 +967,7 @@ void KernelCodegen::buildTiledBackward(StringRef name, int64_t headDim) {
 }
 
 void KernelCodegen::buildBackward(StringRef name) {
-  MLIRContext *ctx = kernel.getContext();
-  auto function = func::FuncOp::create(b, name, FunctionType::get(ctx, backwardInputs(matrixType), {}));
-  function.setPrivate();
-  Block *entry = function.addEntryBlock();
+  Block *entry = privateFunction(name, backwardInputs(matrixType));
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(entry);
   auto args = entry->getArguments();

@@ -131,6 +131,19 @@ static LogicalResult writeObject(llvm::Module &module, llvm::TargetMachine &mach
   return success();
 }
 
+/// Writes text output (--emit=mlir|llvm) to -o.
+static LogicalResult writeOutput(function_ref<void(llvm::raw_ostream &)> print) {
+  std::string error;
+  auto out = openOutputFile(outputFilename, &error);
+  if (!out) {
+    llvm::errs() << "attn-compile: " << error << "\n";
+    return failure();
+  }
+  print(out->os());
+  out->keep();
+  return success();
+}
+
 static LogicalResult linkSharedObject(StringRef object, StringRef output) {
   llvm::ErrorOr<std::string> linker = llvm::sys::findProgramByName("cc");
   if (!linker) {
@@ -187,16 +200,8 @@ int main(int argc, char **argv) {
 
   if (failed(runPipeline(*module, attnPipeline(vectorBits))))
     return 1;
-  if (emit == Emit::MLIR) {
-    auto out = openOutputFile(outputFilename, &error);
-    if (!out) {
-      llvm::errs() << "attn-compile: " << error << "\n";
-      return 1;
-    }
-    module->print(out->os());
-    out->keep();
-    return 0;
-  }
+  if (emit == Emit::MLIR)
+    return failed(writeOutput([&](llvm::raw_ostream &os) { module->print(os); })) ? 1 : 0;
   if (failed(runPipeline(*module, llvmLoweringPipeline)))
     return 1;
   llvm::LLVMContext llvmContext;
@@ -213,16 +218,8 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  if (emit == Emit::LLVMIR) {
-    auto out = openOutputFile(outputFilename, &error);
-    if (!out) {
-      llvm::errs() << "attn-compile: " << error << "\n";
-      return 1;
-    }
-    llvmModule->print(out->os(), nullptr);
-    out->keep();
-    return 0;
-  }
+  if (emit == Emit::LLVMIR)
+    return failed(writeOutput([&](llvm::raw_ostream &os) { llvmModule->print(os, nullptr); })) ? 1 : 0;
   if (emit == Emit::Object)
     return failed(writeObject(*llvmModule, *machine, outputFilename)) ? 1 : 0;
 
