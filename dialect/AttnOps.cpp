@@ -342,6 +342,137 @@ Type ScoreOp::getScalarType() {
   return {};
 }
 
+/// `weights(name: 64x64 = identity, v: 64 = 0.5)`, optional.
+static ParseResult parseWeights(OpAsmParser &parser, OperationState &result) {
+  if (failed(parser.parseOptionalKeyword("weights")))
+    return success();
+  Builder &builder = parser.getBuilder();
+  SmallVector<Attribute> names, shapes, inits;
+  if (parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Paren, [&]() -> ParseResult {
+        std::string name;
+        SmallVector<int64_t> shape;
+        if (parser.parseKeywordOrString(&name) || parser.parseColon() ||
+            parser.parseDimensionList(shape, /*allowDynamic=*/false,
+                                      /*withTrailingX=*/false) ||
+            parser.parseEqual())
+          return failure();
+        names.push_back(builder.getStringAttr(name));
+        shapes.push_back(builder.getDenseI64ArrayAttr(shape));
+        if (succeeded(parser.parseOptionalKeyword("identity"))) {
+          inits.push_back(builder.getStringAttr("identity"));
+          return success();
+        }
+        double fill;
+        if (parser.parseFloat(fill))
+          return failure();
+        inits.push_back(builder.getF64FloatAttr(fill));
+        return success();
+      }))
+    return failure();
+  result.addAttribute(ScoreOp::getWeightNamesAttrName(result.name), builder.getArrayAttr(names));
+  result.addAttribute(ScoreOp::getWeightShapesAttrName(result.name), builder.getArrayAttr(shapes));
+  result.addAttribute(ScoreOp::getWeightInitsAttrName(result.name), builder.getArrayAttr(inits));
+  return success();
+}
+
+ArrayRef<int64_t> ScoreOp::getWeightShape(unsigned index) {
+  return cast<DenseI64ArrayAttr>((*getWeightShapes())[index]).asArrayRef();
+}
+
+int64_t ScoreOp::getWeightSize(unsigned index) {
+  int64_t size = 1;
+  for (int64_t extent : getWeightShape(index))
+    size *= extent;
+  return size;
+}
+
+int64_t ScoreOp::getRequiredHeadDim() {
+  if (getNumWeights() == 0)
+    return 0;
+  return getWeightShape(0).back(); // W [d x d] (bilinear), W_q [n x d] (additive)
+}
+
+/// The weights' attributes agree with each other, are well-formed, and their
+/// names are distinct from each other and from the scalar params.
+static LogicalResult verifyWeightDeclarations(ScoreOp op) {
+  if (!op.getWeightNames() && !op.getWeightShapes() && !op.getWeightInits())
+    return success();
+  if (!op.getWeightNames() || !op.getWeightShapes() || !op.getWeightInits() ||
+      op.getWeightShapes()->size() != op.getNumWeights() ||
+      op.getWeightInits()->size() != op.getNumWeights())
+    return op.emitOpError("weight_names, weight_shapes and weight_inits must be given "
+                          "together, one entry per weight");
+  llvm::StringSet<> seen;
+  for (Attribute name : op.getParamNames())
+    seen.insert(cast<StringAttr>(name).getValue());
+  for (unsigned w = 0; w < op.getNumWeights(); ++w) {
+    StringRef name = cast<StringAttr>((*op.getWeightNames())[w]).getValue();
+    if (!seen.insert(name).second)
+      return op.emitOpError() << "declares '" << name << "' twice (params and weights share one namespace)";
+    auto shape = dyn_cast<DenseI64ArrayAttr>((*op.getWeightShapes())[w]);
+    if (!shape || shape.empty() || llvm::any_of(shape.asArrayRef(), [](int64_t e) { return e <= 0; }))
+      return op.emitOpError() << "weight '" << name
+                              << "' must have a non-empty shape of positive extents";
+    Attribute init = (*op.getWeightInits())[w];
+    auto kind = dyn_cast<StringAttr>(init);
+    if (!isa<FloatAttr>(init) && !(kind && kind.getValue() == "identity"))
+      return op.emitOpError() << "weight '" << name
+                              << "' must be initialised with a number or 'identity'";
+    if (kind && shape.size() != 2)
+      return op.emitOpError() << "weight '" << name << "': 'identity' needs a 2-D weight, got "
+                              << shape.size() << "-D";
+  }
+  return success();
+}
+
+/// The weights a contraction needs: shapes in terms of d and `hidden`.
+static LogicalResult verifyContractWeights(ScoreOp op) {
+  auto shapeText = [&](unsigned w) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    llvm::interleave(op.getWeightShape(w), os, "x");
+    return text;
+  };
+  switch (op.getContract()) {
+  case ContractKind::Bilinear: {
+    if (op.getNumWeights() != 1)
+      return op.emitOpError() << "contract bilinear needs one weight W of shape dxd "
+                                 "(s = q·W·k), got "
+                              << op.getNumWeights() << " weights";
+    ArrayRef<int64_t> shape = op.getWeightShape(0);
+    if (shape.size() != 2 || shape[0] != shape[1])
+      return op.emitOpError() << "contract bilinear needs a square weight W of shape dxd, got "
+                              << shapeText(0);
+    return success();
+  }
+  case ContractKind::Additive: {
+    int64_t hidden = op.getHiddenAttr().getInt();
+    if (op.getNumWeights() != 3)
+      return op.emitOpError() << "contract additive needs three weights W_q [" << hidden
+                              << "xd], W_k [" << hidden << "xd] and v [" << hidden
+                              << "] (s = v·tanh(W_q q + W_k k)), got " << op.getNumWeights()
+                              << " weights";
+    ArrayRef<int64_t> wq = op.getWeightShape(0), wk = op.getWeightShape(1),
+                      v = op.getWeightShape(2);
+    if (wq.size() != 2 || wq[0] != hidden)
+      return op.emitOpError() << "weight W_q of contract additive must have shape " << hidden
+                              << "xd (hidden x head dim), got " << shapeText(0);
+    if (wk.size() != 2 || wk[0] != hidden || wk[1] != wq[1])
+      return op.emitOpError() << "weight W_k of contract additive must have shape " << hidden
+                              << "x" << wq[1] << " (the shape of W_q), got " << shapeText(1);
+    if (v.size() != 1 || v[0] != hidden)
+      return op.emitOpError() << "weight v of contract additive must have shape " << hidden
+                              << ", got " << shapeText(2);
+    return success();
+  }
+  default:
+    if (op.getNumWeights() != 0)
+      return op.emitOpError() << "weights apply to contracts bilinear and additive only, not "
+                              << stringifyContractKind(op.getContract());
+    return success();
+  }
+}
+
 ParseResult ScoreOp::parse(OpAsmParser &parser, OperationState &result) {
   StringAttr symName;
   MLIRContext *ctx = parser.getContext();
@@ -375,6 +506,7 @@ ParseResult ScoreOp::parse(OpAsmParser &parser, OperationState &result) {
   }
   if (parseParams(parser, result, getParamNamesAttrName(result.name),
                   getParamInitsAttrName(result.name)) ||
+      parseWeights(parser, result) ||
       parser.parseOptionalAttrDictWithKeyword(result.attributes))
     return failure();
   Region *feature = result.addRegion();
@@ -397,10 +529,28 @@ void ScoreOp::print(OpAsmPrinter &p) {
   if (auto hidden = getHidden())
     p << " hidden " << *hidden;
   printParams(p, getParamNames(), getParamInits());
+  if (getNumWeights() != 0) {
+    p << " weights(";
+    for (unsigned w = 0; w < getNumWeights(); ++w) {
+      if (w)
+        p << ", ";
+      p.printKeywordOrString(cast<StringAttr>((*getWeightNames())[w]).getValue());
+      p << ": ";
+      llvm::interleave(getWeightShape(w), p, "x");
+      p << " = ";
+      Attribute init = (*getWeightInits())[w];
+      if (auto fill = dyn_cast<FloatAttr>(init))
+        printFloatValue(p, fill.getValueAsDouble());
+      else
+        p << cast<StringAttr>(init).getValue();
+    }
+    p << ")";
+  }
   p.printOptionalAttrDictWithKeyword(
       (*this)->getAttrs(), {getSymNameAttrName(), getContractAttrName(), getScaleAttrName(),
                             getHiddenAttrName(), getParamNamesAttrName(),
-                            getParamInitsAttrName()});
+                            getParamInitsAttrName(), getWeightNamesAttrName(),
+                            getWeightShapesAttrName(), getWeightInitsAttrName()});
   if (hasFeatureMap()) {
     p << " feature ";
     p.printRegion(getFeature());
@@ -414,8 +564,9 @@ void ScoreOp::print(OpAsmPrinter &p) {
 LogicalResult ScoreOp::verify() {
   if (failed(verifyParams(*this, getParamNames(), getParamInits())))
     return failure();
-  if (getScale() && getContract() != ContractKind::ScaledDot)
-    return emitOpError() << "'scale' applies to contract scaled_dot only, not "
+  if (getScale() && getContract() != ContractKind::ScaledDot &&
+      getContract() != ContractKind::Cosine && getContract() != ContractKind::Bilinear)
+    return emitOpError() << "'scale' applies to contracts scaled_dot, cosine and bilinear only, not "
                          << stringifyContractKind(getContract());
   if (getContract() == ContractKind::Additive) {
     if (!getHidden())
@@ -435,6 +586,8 @@ LogicalResult ScoreOp::verify() {
                                   Type())))
       return failure();
   }
+  if (failed(verifyWeightDeclarations(*this)) || failed(verifyContractWeights(*this)))
+    return failure();
   if (!hasMod()) {
     if (getNumParams() != 0)
       return emitOpError("declares params but has no mod region to use them");
@@ -522,7 +675,10 @@ LogicalResult KernelOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   llvm::StringSet<> normalizerParams;
   for (Attribute name : normalizer.getParamNames())
     normalizerParams.insert(cast<StringAttr>(name).getValue());
-  for (Attribute name : score.getParamNames())
+  SmallVector<Attribute> scoreNames(score.getParamNames().getValue());
+  if (score.getWeightNames())
+    llvm::append_range(scoreNames, score.getWeightNames()->getValue());
+  for (Attribute name : scoreNames)
     if (normalizerParams.contains(cast<StringAttr>(name).getValue()))
       return emitOpError() << "param '" << cast<StringAttr>(name).getValue()
                            << "' is declared by both score " << getScoreAttr()

@@ -131,11 +131,21 @@ def Attn_ScoreOp : Attn_Op<"score", [Symbol, IsolatedFromAbove,
       attn.yield %t : f32
     }
     ```
-    `scaled_dot` multiplies q·k by `scale`, which defaults to 1/sqrt(d). `additive`
-    needs `hidden <n>`, the width of v·tanh(W_q q + W_k k). The optional `feature`
-    region is a scalar map φ applied to every entry of q and k before the
-    contraction (linear attention: s = φ(q)·φ(k)). The mod region takes the
-    contracted score, the query and key indices and then one scalar per param.
+    `scaled_dot` multiplies q·k by `scale`, which defaults to 1/sqrt(d); `cosine`
+    (q·k/(|q|_ε |k|_ε), |x|_ε = sqrt(x·x + ε²), ε = 1e-6) and `bilinear` (q·W·k)
+    take an optional `scale` too (default 1). `additive` is
+    v·tanh(W_q q + W_k k) with `hidden <n>` = n, the width of v.
+
+    Learnable tensors are declared as `weights(name: <shape> = identity | <fill>)`,
+    e.g. `weights(W: 64x64 = identity)`; `identity` is the (rectangular) unit
+    matrix. `bilinear` takes one [d x d] weight W; `additive` takes three,
+    W_q [n x d], W_k [n x d] and v [n], in that order. The shapes fix the head
+    dim d. Weights are not region arguments: the contraction uses them.
+
+    The optional `feature` region is a scalar map φ applied to every entry of q
+    and k before the contraction (linear attention: s = φ(q)·φ(k)). The mod
+    region takes the contracted score, the query and key indices and then one
+    scalar per param.
   }];
   let arguments = (ins
     SymbolNameAttr:$sym_name,
@@ -143,13 +153,24 @@ def Attn_ScoreOp : Attn_Op<"score", [Symbol, IsolatedFromAbove,
     OptionalAttr<F64Attr>:$scale,
     OptionalAttr<I64Attr>:$hidden,
     StrArrayAttr:$param_names,
-    DenseF64ArrayAttr:$param_inits
+    DenseF64ArrayAttr:$param_inits,
+    // weights(...): names, shapes (DenseI64ArrayAttr each) and initialisers
+    // (a FloatAttr fill value or the string "identity" each).
+    OptionalAttr<StrArrayAttr>:$weight_names,
+    OptionalAttr<ArrayAttr>:$weight_shapes,
+    OptionalAttr<ArrayAttr>:$weight_inits
   );
   let regions = (region MaxSizedRegion<1>:$feature, MaxSizedRegion<1>:$mod);
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     unsigned getNumParams() { return getParamNames().size(); }
+    unsigned getNumWeights() { return getWeightNames() ? getWeightNames()->size() : 0; }
+    /// The shape of weight `index` and its number of elements.
+    ::llvm::ArrayRef<int64_t> getWeightShape(unsigned index);
+    int64_t getWeightSize(unsigned index);
+    /// The head dim fixed by the weights' shapes, or 0 when any d is accepted.
+    int64_t getRequiredHeadDim();
     bool hasMod() { return !getMod().empty(); }
     bool hasFeatureMap() { return !getFeature().empty(); }
     /// The float type of the mod or feature region, or null without either.

@@ -32,6 +32,21 @@ SmallVector<double> mlir::attn::kernelParamInits(KernelOp kernel) {
   return inits;
 }
 
+SmallVector<KernelWeight> mlir::attn::kernelWeights(KernelOp kernel) {
+  SmallVector<KernelWeight> weights;
+  ScoreOp score = kernel.getScoreOp();
+  if (!score)
+    return weights;
+  int64_t offset = kernelParamNames(kernel).size();
+  for (unsigned w = 0; w < score.getNumWeights(); ++w) {
+    weights.push_back({cast<StringAttr>((*score.getWeightNames())[w]).getValue(),
+                       score.getWeightShape(w), offset, score.getWeightSize(w),
+                       (*score.getWeightInits())[w]});
+    offset += weights.back().size;
+  }
+  return weights;
+}
+
 /// x + ln c - log(k + e^u), the exponent of a stabilised product e^x·c/(k + e^u),
 /// from the already cloned operands. log(k + e^u) = max(u, ln k) +
 /// log1p(e^-|u - ln k|) is finite for every u.

@@ -42,6 +42,17 @@ struct KernelFunctionNames {
 SmallVector<StringRef> kernelParamNames(KernelOp kernel);
 SmallVector<double> kernelParamInits(KernelOp kernel);
 
+/// A learnable tensor of the score (attn.score weights(...)). The params vector
+/// of the ABI holds the scalar params, then every weight flattened row-major.
+struct KernelWeight {
+  StringRef name;
+  ArrayRef<int64_t> shape;
+  int64_t offset; // of its first element in the params vector
+  int64_t size;
+  Attribute init; // FloatAttr fill value or StringAttr "identity"
+};
+SmallVector<KernelWeight> kernelWeights(KernelOp kernel);
+
 /// Emits the scalar functions and derivatives of `kernel` into its module.
 LogicalResult outlineKernelFunctions(KernelOp kernel);
 

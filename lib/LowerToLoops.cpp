@@ -6,6 +6,10 @@
 // s_ij from q, k and the saved row statistics, so nothing N×N is ever stored:
 //   w = g/C, ds = (g'(s)·(dO_i·v_j) - h'(s)·D_i)/C, D_i = dO_i·O_i,
 //   dθ += (∂g/∂θ·(dO_i·v_j) - ∂h/∂θ·D_i)/C + ds·∂mod/∂θ.
+// Cosine, bilinear and additive scores transform the rows of q and k once per
+// call (normalise; project by the learnable weights) and run the dot (additive:
+// tanh-dot) kernels on the transformed rows; their backward chains dq', dk'
+// back to dq, dk and the weights' gradients.
 //
 //===----------------------------------------------------------------------===//
 #include "lib/LowerToLoops.h"
@@ -69,6 +73,10 @@ public:
   void buildForwardEntry();
   void buildBackwardEntry();
 
+  /// ε of the cosine contraction's norms |x|_ε = sqrt(x·x + ε²): a zero row gets
+  /// cos = 0 and finite gradients instead of 0/0.
+  static constexpr double kCosineEpsilon = 1e-6;
+
 private:
   SmallVector<Type> forwardInputs(MemRefType matrix) {
     Type i64 = b.getI64Type();
@@ -89,6 +97,8 @@ private:
   /// Head dims that get a tiled specialisation at this element type.
   SmallVector<int64_t> tiledHeadDims() {
     SmallVector<int64_t> dims;
+    if (score && score.getContract() == ContractKind::Additive)
+      return dims; // the tanh-dot has no tile-product form
     for (int64_t d : kTiledHeadDims)
       if (d % lanes == 0)
         dims.push_back(d);
@@ -97,7 +107,41 @@ private:
   /// The public `entryName`: calls `<entryName>.d<D>` when q's head dim (arg 0)
   /// and v's value dim (arg 2) both equal D and every matrix argument has unit
   /// inner stride, else `<entryName>.generic`.
-  void buildDispatch(StringRef entryName, ArrayRef<Type> inputs);
+  void buildDispatch(StringRef entryName, ArrayRef<Type> inputs, bool isPublic);
+
+  // --- row transforms (cosine, bilinear, additive) -----------------------------
+  /// Whether q (query side) or k rows are transformed before the kernel proper.
+  bool transformsRows(bool querySide) {
+    if (!score)
+      return false;
+    switch (score.getContract()) {
+    case ContractKind::Cosine:
+    case ContractKind::Additive:
+      return true;
+    case ContractKind::Bilinear:
+      return querySide;
+    default:
+      return false;
+    }
+  }
+  /// The projection weight of one side (null for cosine, which normalises), as
+  /// W(o, c) = params[offset + o·outStride + c·inStride]: out[r, o] = Σ_c x[r, c]·W(o, c).
+  struct Projection {
+    Value offset;
+    int64_t outDim, outStride, inStride;
+  };
+  std::optional<Projection> projectionOf(bool querySide);
+  /// A fresh contiguous [rows x cols] matrix (as matrixType) and its allocation.
+  std::pair<Value, Value> allocMatrix(Value rows, Value cols);
+  /// dst[r, :] = transform(src[r, :]) for r in [begin, end).
+  void transformRows(bool querySide, Value src, Value dst, Value params, Value begin, Value end);
+  /// From the gradient `dTransformed` of the transformed rows: dSrc (overwritten)
+  /// and the weight's gradient (accumulated into dParams).
+  void chainRows(bool querySide, Value src, Value dTransformed, Value dSrc, Value params,
+                 Value dParams);
+  /// Public entry points that transform rows, then call `<entryName>.inner`.
+  void buildTransformedForward(StringRef entryName);
+  void buildTransformedBackward(StringRef entryName);
   void buildForward(StringRef name);
   void buildBackward(StringRef name);
   /// Register-blocked, vectorised forward / backward for head dim == value dim.
@@ -258,7 +302,7 @@ private:
 
   // Values of the function being built.
   SmallVector<Value> paramValues, paramLanes;
-  Value scale, headDim, kvEnd, isCausal;
+  Value scale, headDim, kvEnd, isCausal, paramsBuffer;
 };
 
 ValueRange KernelCodegen::loop(Value lb, Value ub, ValueRange inits,
@@ -390,14 +434,15 @@ LogicalResult KernelCodegen::instantiateFunctions() {
 }
 
 void KernelCodegen::prologue(Value q, Value k, Value params, Value kvLen, Value causal) {
+  paramsBuffer = params;
   paramValues.clear();
   for (unsigned p = 0, e = kernelParamNames(kernel).size(); p < e; ++p)
     paramValues.push_back(load(params, {index(p)}));
   headDim = dim(q, 1);
-  if (score && score.getContract() == ContractKind::Dot)
-    scale = constant(1.0);
-  else if (score && score.getScale())
+  if (score && score.getScale())
     scale = constant(score.getScale()->convertToDouble());
+  else if (score && score.getContract() != ContractKind::ScaledDot)
+    scale = constant(1.0);
   else {
     Value d = arith::IndexCastOp::create(b, b.getI64Type(), headDim);
     scale = math::RsqrtOp::create(b, arith::SIToFPOp::create(b, type, d));
@@ -439,6 +484,15 @@ Value KernelCodegen::rowDenominator(Value m, Value sum, Value count) {
 }
 
 Value KernelCodegen::contract(Value q, Value k, Value i, Value j) {
+  if (score && score.getContract() == ContractKind::Additive) {
+    // q, k are the projections W_q q, W_k k: raw = Σ_a v_a·tanh(q_ia + k_ja).
+    int64_t vOffset = kernelWeights(kernel)[2].offset;
+    return loop(index(0), headDim, {constant(0.0)}, [&](Value a, ValueRange acc) -> SmallVector<Value> {
+      Value t = math::TanhOp::create(b, add(load(q, {i, a}), load(k, {j, a})));
+      Value va = load(paramsBuffer, {arith::AddIOp::create(b, a, index(vOffset))});
+      return {add(acc[0], mul(va, t))};
+    })[0];
+  }
   Value dot = loop(index(0), headDim, {constant(0.0)},
                    [&](Value c, ValueRange acc) -> SmallVector<Value> {
                      Value x = load(q, {i, c}), y = load(k, {j, c});
@@ -531,24 +585,207 @@ void KernelCodegen::buildForward(StringRef name) {
 
 void KernelCodegen::buildForwardEntry() {
   std::string entryName = "attn_forward_" + typeSuffix(type);
-  buildForward(entryName + ".generic");
+  bool transformed = transformsRows(/*querySide=*/true);
+  std::string kernelName = transformed ? entryName + ".inner" : entryName;
+  buildForward(kernelName + ".generic");
   for (int64_t headDim : tiledHeadDims())
-    buildTiledForward(entryName + ".d" + std::to_string(headDim), headDim);
-  buildDispatch(entryName, forwardInputs(matrixType));
+    buildTiledForward(kernelName + ".d" + std::to_string(headDim), headDim);
+  buildDispatch(kernelName, forwardInputs(matrixType), /*isPublic=*/!transformed);
+  if (transformed)
+    buildTransformedForward(entryName);
 }
 
 void KernelCodegen::buildBackwardEntry() {
   std::string entryName = "attn_backward_" + typeSuffix(type);
-  buildBackward(entryName + ".generic");
+  bool transformed = transformsRows(/*querySide=*/true);
+  std::string kernelName = transformed ? entryName + ".inner" : entryName;
+  buildBackward(kernelName + ".generic");
   for (int64_t headDim : tiledHeadDims())
-    buildTiledBackward(entryName + ".d" + std::to_string(headDim), headDim);
-  buildDispatch(entryName, backwardInputs(matrixType));
+    buildTiledBackward(kernelName + ".d" + std::to_string(headDim), headDim);
+  buildDispatch(kernelName, backwardInputs(matrixType), /*isPublic=*/!transformed);
+  if (transformed)
+    buildTransformedBackward(entryName);
 }
 
-void KernelCodegen::buildDispatch(StringRef entryName, ArrayRef<Type> inputs) {
+std::optional<KernelCodegen::Projection> KernelCodegen::projectionOf(bool querySide) {
+  SmallVector<KernelWeight> weights = kernelWeights(kernel);
+  switch (score.getContract()) {
+  case ContractKind::Bilinear: { // q' = q·W: W(o, c) = W[c, o]
+    int64_t d = weights[0].shape[0];
+    return Projection{index(weights[0].offset), d, 1, d};
+  }
+  case ContractKind::Additive: { // q' = W_q·q: W(o, c) = W_q[o, c]
+    const KernelWeight &w = weights[querySide ? 0 : 1];
+    return Projection{index(w.offset), w.shape[0], w.shape[1], 1};
+  }
+  default:
+    return std::nullopt;
+  }
+}
+
+std::pair<Value, Value> KernelCodegen::allocMatrix(Value rows, Value cols) {
+  Value buffer = memref::AllocOp::create(
+      b, MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic}, type),
+      ValueRange{rows, cols}, b.getI64IntegerAttr(64));
+  return {memref::CastOp::create(b, matrixType, buffer), buffer};
+}
+
+void KernelCodegen::transformRows(bool querySide, Value src, Value dst, Value params, Value begin,
+                                  Value end) {
+  Value cols = dim(src, 1);
+  std::optional<Projection> projection = projectionOf(querySide);
+  loop(begin, end, {}, [&](Value r, ValueRange) -> SmallVector<Value> {
+    if (!projection) { // cosine: x / |x|_ε
+      Value squares = loop(index(0), cols, {constant(kCosineEpsilon * kCosineEpsilon)},
+                           [&](Value c, ValueRange acc) -> SmallVector<Value> {
+                             Value x = load(src, {r, c});
+                             return {add(acc[0], mul(x, x))};
+                           })[0];
+      Value inverseNorm = math::RsqrtOp::create(b, squares);
+      loop(index(0), cols, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+        store(mul(load(src, {r, c}), inverseNorm), dst, {r, c});
+        return {};
+      });
+      return {};
+    }
+    loop(index(0), index(projection->outDim), {}, [&](Value o, ValueRange) -> SmallVector<Value> {
+      Value row = arith::AddIOp::create(
+          b, projection->offset, arith::MulIOp::create(b, o, index(projection->outStride)));
+      Value sum = loop(index(0), cols, {constant(0.0)}, [&](Value c, ValueRange acc) -> SmallVector<Value> {
+                    Value at = arith::AddIOp::create(
+                        b, row, arith::MulIOp::create(b, c, index(projection->inStride)));
+                    return {add(acc[0], mul(load(src, {r, c}), load(params, {at})))};
+                  })[0];
+      store(sum, dst, {r, o});
+      return {};
+    });
+    return {};
+  });
+}
+
+void KernelCodegen::chainRows(bool querySide, Value src, Value dTransformed, Value dSrc,
+                              Value params, Value dParams) {
+  Value cols = dim(src, 1);
+  std::optional<Projection> projection = projectionOf(querySide);
+  loop(index(0), dim(src, 0), {}, [&](Value r, ValueRange) -> SmallVector<Value> {
+    if (!projection) { // x̂ = x/n: dx = (dx̂ - x̂·(x̂·dx̂))/n
+      Value squares = loop(index(0), cols, {constant(kCosineEpsilon * kCosineEpsilon)},
+                           [&](Value c, ValueRange acc) -> SmallVector<Value> {
+                             Value x = load(src, {r, c});
+                             return {add(acc[0], mul(x, x))};
+                           })[0];
+      Value inverseNorm = math::RsqrtOp::create(b, squares);
+      Value along = loop(index(0), cols, {constant(0.0)}, [&](Value c, ValueRange acc) -> SmallVector<Value> {
+                      Value unit = mul(load(src, {r, c}), inverseNorm);
+                      return {add(acc[0], mul(unit, load(dTransformed, {r, c})))};
+                    })[0];
+      loop(index(0), cols, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+        Value unit = mul(load(src, {r, c}), inverseNorm);
+        store(mul(sub(load(dTransformed, {r, c}), mul(unit, along)), inverseNorm), dSrc, {r, c});
+        return {};
+      });
+      return {};
+    }
+    // out[r, o] = Σ_c x[r, c]·W(o, c): dx[r, c] = Σ_o dout[r, o]·W(o, c), dW(o, c) += dout[r, o]·x[r, c]
+    loop(index(0), cols, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+      Value x = load(src, {r, c});
+      Value column = arith::AddIOp::create(b, projection->offset,
+                                           arith::MulIOp::create(b, c, index(projection->inStride)));
+      Value sum = loop(index(0), index(projection->outDim), {constant(0.0)},
+                       [&](Value o, ValueRange acc) -> SmallVector<Value> {
+                         Value at = arith::AddIOp::create(
+                             b, column, arith::MulIOp::create(b, o, index(projection->outStride)));
+                         Value grad = load(dTransformed, {r, o});
+                         store(add(load(dParams, {at}), mul(grad, x)), dParams, {at});
+                         return {add(acc[0], mul(grad, load(params, {at})))};
+                       })[0];
+      store(sum, dSrc, {r, c});
+      return {};
+    });
+    return {};
+  });
+}
+
+void KernelCodegen::buildTransformedForward(StringRef entryName) {
+  MLIRContext *ctx = kernel.getContext();
+  auto function = func::FuncOp::create(b, entryName, FunctionType::get(ctx, forwardInputs(matrixType), {}));
+  function->setAttr("llvm.emit_c_interface", UnitAttr::get(ctx));
+  Block *entry = function.addEntryBlock();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(entry);
+  SmallVector<Value> args(entry->getArguments());
+  Value q = args[0], k = args[1], params = args[6];
+  Value qBegin = arith::IndexCastOp::create(b, b.getIndexType(), args[7]);
+  Value qEnd = arith::IndexCastOp::create(b, b.getIndexType(), args[8]);
+  SmallVector<Value> buffers;
+  auto transformed = [&](bool querySide, Value x, Value begin, Value end) {
+    if (!transformsRows(querySide))
+      return x;
+    std::optional<Projection> projection = projectionOf(querySide);
+    Value width = projection ? index(projection->outDim) : dim(x, 1);
+    auto [matrix, buffer] = allocMatrix(dim(x, 0), width);
+    buffers.push_back(buffer);
+    transformRows(querySide, x, matrix, params, begin, end);
+    return matrix;
+  };
+  // Only this call's query rows are read; every key row may be.
+  args[0] = transformed(true, q, qBegin, qEnd);
+  args[1] = transformed(false, k, index(0), dim(k, 0));
+  func::CallOp::create(b, (entryName + ".inner").str(), TypeRange{}, args);
+  for (Value buffer : buffers)
+    memref::DeallocOp::create(b, buffer);
+  func::ReturnOp::create(b);
+}
+
+void KernelCodegen::buildTransformedBackward(StringRef entryName) {
+  MLIRContext *ctx = kernel.getContext();
+  auto function = func::FuncOp::create(b, entryName, FunctionType::get(ctx, backwardInputs(matrixType), {}));
+  function->setAttr("llvm.emit_c_interface", UnitAttr::get(ctx));
+  Block *entry = function.addEntryBlock();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(entry);
+  SmallVector<Value> args(entry->getArguments());
+  Value q = args[0], k = args[1], params = args[7], dq = args[8], dk = args[9], dParams = args[11];
+  // The inner kernel writes the scalar params' gradients; the weights' start at 0.
+  for (const KernelWeight &weight : kernelWeights(kernel))
+    loop(index(weight.offset), index(weight.offset + weight.size), {}, [&](Value p, ValueRange) -> SmallVector<Value> {
+      store(constant(0.0), dParams, {p});
+      return {};
+    });
+  SmallVector<Value> buffers;
+  struct Side {
+    bool querySide;
+    Value x, transformed, grad, dx;
+  };
+  SmallVector<Side> sides;
+  for (auto [querySide, x, dx, position] : {std::tuple{true, q, dq, 0u}, std::tuple{false, k, dk, 1u}}) {
+    if (!transformsRows(querySide))
+      continue;
+    std::optional<Projection> projection = projectionOf(querySide);
+    Value width = projection ? index(projection->outDim) : dim(x, 1);
+    auto [matrix, buffer] = allocMatrix(dim(x, 0), width);
+    auto [grad, gradBuffer] = allocMatrix(dim(x, 0), width);
+    buffers.append({buffer, gradBuffer});
+    transformRows(querySide, x, matrix, params, index(0), dim(x, 0));
+    args[position] = matrix;
+    args[position + 8] = grad;
+    sides.push_back({querySide, x, matrix, grad, dx});
+  }
+  func::CallOp::create(b, (entryName + ".inner").str(), TypeRange{}, args);
+  for (const Side &side : sides)
+    chainRows(side.querySide, side.x, side.grad, side.dx, params, dParams);
+  for (Value buffer : buffers)
+    memref::DeallocOp::create(b, buffer);
+  func::ReturnOp::create(b);
+}
+
+void KernelCodegen::buildDispatch(StringRef entryName, ArrayRef<Type> inputs, bool isPublic) {
   MLIRContext *ctx = kernel.getContext();
   auto function = func::FuncOp::create(b, entryName, FunctionType::get(ctx, inputs, {}));
-  function->setAttr("llvm.emit_c_interface", UnitAttr::get(ctx));
+  if (isPublic)
+    function->setAttr("llvm.emit_c_interface", UnitAttr::get(ctx));
+  else
+    function.setPrivate();
   Block *entry = function.addEntryBlock();
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(entry);
@@ -1037,10 +1274,19 @@ void KernelCodegen::buildBackward(StringRef name) {
         accumulate(dParams, {index(numNormalizerParams + p)}, mul(ds, call(scoreDp, scoreArgs)));
       Value dRaw = fns.scoreDs ? mul(ds, call(fns.scoreDs, scoreArgs)) : ds;
 
-      // raw = scale · Σ_c φ(q_ic)·φ(k_jc)
+      // raw = scale · Σ_c φ(q_ic)·φ(k_jc), or additive Σ_c v_c·tanh(q_ic + k_jc)
       Value dDot = mul(dRaw, scale);
       loop(index(0), headDim, {}, [&](Value col, ValueRange) -> SmallVector<Value> {
         Value x = load(q, {i, col}), y = load(k, {j, col});
+        if (score && score.getContract() == ContractKind::Additive) {
+          Value t = math::TanhOp::create(b, add(x, y));
+          Value vIndex = arith::AddIOp::create(b, col, index(kernelWeights(kernel)[2].offset));
+          accumulate(dParams, {vIndex}, mul(dRaw, t));
+          Value dPre = mul(mul(dRaw, load(params, {vIndex})), sub(constant(1.0), mul(t, t)));
+          accumulate(dq, {i, col}, dPre);
+          accumulate(dk, {j, col}, dPre);
+          return {};
+        }
         if (!fns.feature) {
           accumulate(dq, {i, col}, mul(dDot, y));
           accumulate(dk, {j, col}, mul(dDot, x));
@@ -1092,7 +1338,18 @@ std::string mlir::attn::buildManifest(KernelOp kernel, ArrayRef<FloatType> eleme
   os << "params";
   for (auto [name, init] : llvm::zip(kernelParamNames(kernel), kernelParamInits(kernel)))
     os << " " << name << "=" << llvm::format("%.17g", init);
+  for (const KernelWeight &weight : kernelWeights(kernel)) {
+    os << " " << weight.name << "[";
+    llvm::interleave(weight.shape, os, "x");
+    os << "]=";
+    if (auto fill = dyn_cast<FloatAttr>(weight.init))
+      os << llvm::format("%.17g", fill.getValueAsDouble());
+    else
+      os << cast<StringAttr>(weight.init).getValue();
+  }
   os << "\n";
+  if (ScoreOp score = kernel.getScoreOp(); score && score.getRequiredHeadDim())
+    os << "head-dim " << score.getRequiredHeadDim() << "\n";
   os << "dtypes";
   for (FloatType type : elementTypes)
     os << " " << typeSuffix(type);
@@ -1103,14 +1360,6 @@ std::string mlir::attn::buildManifest(KernelOp kernel, ArrayRef<FloatType> eleme
 
 LogicalResult mlir::attn::lowerKernelToLoops(KernelOp kernel, ArrayRef<FloatType> elementTypes,
                                              int64_t vectorBits) {
-  if (ScoreOp score = kernel.getScoreOp()) {
-    ContractKind contract = score.getContract();
-    if (contract != ContractKind::Dot && contract != ContractKind::ScaledDot)
-      return kernel.emitOpError() << "uses contract " << stringifyContractKind(contract)
-                                  << " (score " << kernel.getScoreAttr()
-                                  << "), which the CPU lowering does not support yet; "
-                                     "supported: dot, scaled_dot";
-  }
   ModuleOp module = kernel->getParentOfType<ModuleOp>();
   ImplicitLocOpBuilder b(kernel.getLoc(), module.getContext());
   b.setInsertionPointToEnd(module.getBody());

@@ -56,8 +56,12 @@ std::string param_list(const Library &lib) {
   if (names.empty())
     return "none";
   std::string out;
-  for (size_t i = 0; i < names.size(); ++i)
+  for (size_t i = 0; i < names.size(); ++i) {
     out += (i ? ", " : "") + names[i];
+    const auto &shape = lib.manifest().param_shapes[i];
+    for (size_t e = 0; e < shape.size(); ++e)
+      out += (e ? "x" : "[") + std::to_string(shape[e]) + (e + 1 == shape.size() ? "]" : "");
+  }
   return out;
 }
 
@@ -162,6 +166,9 @@ Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tens
               shape_str(k));
   TORCH_CHECK(p.d >= 1, fn, ": head dim d must be >= 1, got q of shape ", shape_str(q));
   TORCH_CHECK(p.dv >= 1, fn, ": value dim dv must be >= 1, got v of shape ", shape_str(v));
+  TORCH_CHECK(!lib.manifest().head_dim || p.d == lib.manifest().head_dim, fn, ": q has head dim ",
+              p.d, " but kernel ", lib.manifest().kernel, " was compiled for head dim ",
+              lib.manifest().head_dim, " (its weights' shapes fix it: ", param_list(lib), ")");
 
   p.P = lib.num_params();
   if (params.defined()) {

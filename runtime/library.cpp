@@ -199,16 +199,40 @@ Manifest parse_manifest(const std::string &path, const std::string &text) {
                        "when there are none), found '" +
                            tok + "' without '='");
         std::string name = tok.substr(0, eq), value = tok.substr(eq + 1);
+        // A weight: name[AxB]=fill or name[AxB]=identity.
+        std::vector<int64_t> shape;
+        if (auto open = name.find('['); open != std::string::npos) {
+          if (name.back() != ']')
+            malformed(l, "a weight 'name[AxB]=init', found '" + tok + "'");
+          std::string dims = name.substr(open + 1, name.size() - open - 2) + "x";
+          name = name.substr(0, open);
+          for (size_t start = 0, x; (x = dims.find('x', start)) != std::string::npos; start = x + 1) {
+            long long extent = 0;
+            if (!parse_int(dims.substr(start, x - start), extent) || extent <= 0)
+              malformed(l, "positive extents in weight '" + tok + "' (e.g. W[64x64])");
+            shape.push_back(extent);
+          }
+        }
         double init = 0;
+        bool identity = !shape.empty() && value == "identity";
         if (!is_identifier(name))
           malformed(l, "a parameter name (identifier) before '=', found '" + name + "'");
-        if (!parse_double(value, init))
+        if (identity && shape.size() != 2)
+          malformed(l, "'identity' for a 2-D weight only, found '" + tok + "'");
+        if (!identity && !parse_double(value, init))
           malformed(l, "a finite number after '" + name + "=', found '" + value + "'");
         if (!names.insert(name).second)
           malformed(l, "distinct parameter names, found '" + name + "' twice");
         m.param_names.push_back(name);
         m.param_inits.push_back(init);
+        m.param_shapes.push_back(shape);
+        m.param_identity.push_back(identity);
       }
+    } else if (key == "head-dim") {
+      long long head_dim = 0;
+      if (nvalues != 1 || !parse_int(l.tokens[1], head_dim) || head_dim <= 0)
+        malformed(l, "'head-dim <positive integer>'");
+      m.head_dim = head_dim;
     } else if (key == "dtypes") {
       if (nvalues == 0)
         malformed(l, "'dtypes' followed by at least one of f32 f64");
@@ -381,11 +405,26 @@ std::shared_ptr<const Library> Library::load(const std::string &path) {
 torch::Tensor Library::initial_params(torch::ScalarType dtype) const {
   TORCH_CHECK(dtype == torch::kFloat || dtype == torch::kDouble,
               "attn: initial_params: expected dtype float32 or float64, got ", dtype);
-  auto p = torch::empty({num_params()}, torch::TensorOptions().dtype(torch::kDouble));
-  auto *d = p.data_ptr<double>();
-  for (size_t i = 0; i < manifest_.param_inits.size(); ++i)
-    d[i] = manifest_.param_inits[i];
-  return p.to(dtype);
+  std::vector<torch::Tensor> parts;
+  auto f64 = torch::TensorOptions().dtype(torch::kDouble);
+  for (size_t i = 0; i < manifest_.param_names.size(); ++i) {
+    const auto &shape = manifest_.param_shapes[i];
+    if (manifest_.param_identity[i])
+      parts.push_back(torch::eye(shape[0], shape[1], f64).reshape({-1}));
+    else
+      parts.push_back(torch::full({shape.empty() ? 1 : c10::multiply_integers(shape)},
+                                  manifest_.param_inits[i], f64));
+  }
+  if (parts.empty())
+    return torch::empty({0}, torch::TensorOptions().dtype(dtype));
+  return torch::cat(parts).to(dtype);
+}
+
+int64_t Library::num_params() const {
+  int64_t count = 0;
+  for (const auto &shape : manifest_.param_shapes)
+    count += shape.empty() ? 1 : c10::multiply_integers(shape);
+  return count;
 }
 
 bool Library::has_dtype(torch::ScalarType dtype) const {

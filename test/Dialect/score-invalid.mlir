@@ -15,13 +15,13 @@ attn.score @no_contract scale 0.5
 
 // -----
 
-// expected-error @+1 {{'attn.score' op 'scale' applies to contract scaled_dot only, not dot}}
+// expected-error @+1 {{'attn.score' op 'scale' applies to contracts scaled_dot, cosine and bilinear only, not dot}}
 attn.score @scaled_plain_dot contract dot scale 0.5
 
 // -----
 
-// expected-error @+1 {{'attn.score' op 'scale' applies to contract scaled_dot only, not cosine}}
-attn.score @scaled_cosine contract cosine scale 0.5
+// expected-error @+1 {{'attn.score' op 'scale' applies to contracts scaled_dot, cosine and bilinear only, not additive}}
+attn.score @scaled_additive contract additive scale 0.5 hidden 2 weights(a: 2x2 = 0.0, b: 2x2 = 0.0, v: 2 = 1.0)
 
 // -----
 
@@ -185,3 +185,66 @@ attn.score @mod_then_feature contract dot mod {
 ^bb0(%x: f32):
   attn.yield %x : f32
 }
+
+// -----
+
+// expected-error @+1 {{'attn.score' op contract bilinear needs one weight W of shape dxd (s = q·W·k), got 0 weights}}
+attn.score @bilinear_without_weight contract bilinear
+
+// -----
+
+// expected-error @+1 {{'attn.score' op contract bilinear needs a square weight W of shape dxd, got 4x8}}
+attn.score @bilinear_rectangular contract bilinear weights(W: 4x8 = identity)
+
+// -----
+
+// expected-error @+1 {{'attn.score' op contract additive needs three weights W_q [8xd], W_k [8xd] and v [8] (s = v·tanh(W_q q + W_k k)), got 1 weights}}
+attn.score @additive_one_weight contract additive hidden 8 weights(W: 8x16 = identity)
+
+// -----
+
+// expected-error @+1 {{'attn.score' op weight W_q of contract additive must have shape 8xd (hidden x head dim), got 4x16}}
+attn.score @additive_wrong_hidden contract additive hidden 8 weights(Wq: 4x16 = identity, Wk: 8x16 = identity, v: 8 = 1.0)
+
+// -----
+
+// expected-error @+1 {{'attn.score' op weight W_k of contract additive must have shape 8x16 (the shape of W_q), got 8x32}}
+attn.score @additive_mismatched contract additive hidden 8 weights(Wq: 8x16 = identity, Wk: 8x32 = identity, v: 8 = 1.0)
+
+// -----
+
+// expected-error @+1 {{'attn.score' op weight v of contract additive must have shape 8, got 8x1}}
+attn.score @additive_v_matrix contract additive hidden 8 weights(Wq: 8x16 = identity, Wk: 8x16 = identity, v: 8x1 = 1.0)
+
+// -----
+
+// expected-error @+1 {{'attn.score' op weights apply to contracts bilinear and additive only, not scaled_dot}}
+attn.score @dot_weights contract scaled_dot weights(W: 4x4 = identity)
+
+// -----
+
+// expected-error @+1 {{'attn.score' op weight 'v': 'identity' needs a 2-D weight, got 1-D}}
+attn.score @identity_vector contract additive hidden 2 weights(a: 2x2 = 0.0, b: 2x2 = 0.0, v: 2 = identity)
+
+// -----
+
+// expected-error @+1 {{'attn.score' op declares 'W' twice (params and weights share one namespace)}}
+attn.score @clash contract bilinear params(W = 1.0) weights(W: 2x2 = identity) mod {
+^bb0(%s: f32, %i: index, %j: index, %W: f32):
+  attn.yield %s : f32
+}
+
+// -----
+
+// expected-error @+1 {{'attn.score' op weight 'W' must have a non-empty shape of positive extents}}
+attn.score @zero_extent contract bilinear weights(W: 0x0 = identity)
+
+// -----
+
+// expected-error @+1 {{expected '='}}
+attn.score @no_init contract bilinear weights(W: 4x4)
+
+// -----
+
+// expected-error @+1 {{expected floating point literal}}
+attn.score @bad_init contract bilinear weights(W: 4x4 = random)

@@ -11,16 +11,20 @@
 // CHECK-NEXT:    attn.score @dot contract dot{{$}}
 // CHECK-NEXT:    attn.score @scaled_default contract scaled_dot{{$}}
 // CHECK-NEXT:    attn.score @scaled contract scaled_dot scale 0.125{{$}}
-// CHECK-NEXT:    attn.score @bilinear contract bilinear{{$}}
-// CHECK-NEXT:    attn.score @additive contract additive hidden 64{{$}}
+// CHECK-NEXT:    attn.score @bilinear contract bilinear weights(W: 64x64 = identity){{$}}
+// CHECK-NEXT:    attn.score @additive contract additive hidden 64 weights(W_q: 64x32 = identity, W_k: 64x32 = 0.0, v: 64 = 1.5){{$}}
 // CHECK-NEXT:    attn.score @cosine contract cosine{{$}}
+// CHECK-NEXT:    attn.score @cosine_scaled contract cosine scale 5.0{{$}}
+// CHECK-NEXT:    attn.score @bilinear_scaled contract bilinear scale 0.125 weights("my W": 8x8 = -0.5){{$}}
 // CHECK-NEXT:  }
 attn.score @dot contract dot
 attn.score @scaled_default contract scaled_dot
 attn.score @scaled contract scaled_dot scale 0.125
-attn.score @bilinear contract bilinear
-attn.score @additive contract additive hidden 64
+attn.score @bilinear contract bilinear weights(W: 64x64 = identity)
+attn.score @additive contract additive hidden 64 weights(W_q: 64x32 = identity, W_k: 64x32 = 0.0, v: 64 = 1.5)
 attn.score @cosine contract cosine
+attn.score @cosine_scaled contract cosine scale 5.0
+attn.score @bilinear_scaled contract bilinear scale 0.125 weights("my W" : 8x8 = -0.5)
 
 // -----
 
@@ -119,17 +123,17 @@ attn.score @cosformer contract scaled_dot scale 1.0 params(m = 1024.0) feature {
 // -----
 
 // Additive and bilinear scores may carry a mod region too; cosine as well.
-// CHECK-LABEL: attn.score @additive_mod contract additive hidden 32 mod {
+// CHECK-LABEL: attn.score @additive_mod contract additive hidden 32 weights(W_q: 32x4 = identity, W_k: 32x4 = identity, v: 32 = 1.0) mod {
 // CHECK-NEXT:  ^bb0(%s: f64, %i: index, %j: index):
-// CHECK-LABEL: attn.score @bilinear_mod contract bilinear mod {
+// CHECK-LABEL: attn.score @bilinear_mod contract bilinear weights(W: 4x4 = identity) mod {
 // CHECK-NEXT:  ^bb0(%s: f32, %i: index, %j: index):
 // CHECK-LABEL: attn.score @cosine_temperature contract cosine params(tau = 10.0) mod {
 // CHECK-NEXT:  ^bb0(%s: f32, %i: index, %j: index, %tau: f32):
-attn.score @additive_mod contract additive hidden 32 mod {
+attn.score @additive_mod contract additive hidden 32 weights(W_q: 32x4 = identity, W_k: 32x4 = identity, v: 32 = 1.0) mod {
 ^bb0(%s: f64, %i: index, %j: index):
   attn.yield %s : f64
 }
-attn.score @bilinear_mod contract bilinear mod {
+attn.score @bilinear_mod contract bilinear weights(W: 4x4 = identity) mod {
 ^bb0(%s: f32, %i: index, %j: index):
   %t = math.tanh %s : f32
   attn.yield %t : f32

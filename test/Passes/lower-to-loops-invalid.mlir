@@ -1,23 +1,5 @@
 // RUN: attn-opt %s --split-input-file --attn-derive-backward --attn-lower-to-loops -verify-diagnostics
 
-attn.normalizer @softmax {
-  numerator {
-  ^bb0(%s: f32):
-    %e = math.exp %s : f32
-    attn.yield %e : f32
-  }
-  denominator {
-  ^bb0(%s: f32):
-    %e = math.exp %s : f32
-    attn.yield %e : f32
-  }
-}
-attn.score @additive contract additive hidden 16
-// expected-error @+1 {{'attn.kernel' op uses contract additive (score @additive), which the CPU lowering does not support yet; supported: dot, scaled_dot}}
-attn.kernel @k normalizer(@softmax) score(@additive)
-
-// -----
-
 // expected-error @+1 {{an artifact holds one kernel; this module has 2: choose one with kernel=<name>}}
 module {
   attn.normalizer @relu {

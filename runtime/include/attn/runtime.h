@@ -35,7 +35,10 @@ struct Manifest {
   int abi_version = 0;
   std::string kernel, normalizer, algorithm, denominator, mask;
   std::vector<std::string> param_names;
-  std::vector<double> param_inits;
+  std::vector<double> param_inits;           // fill value (0 for an identity weight)
+  std::vector<std::vector<int64_t>> param_shapes; // {} for a scalar, e.g. {64, 64} for W[64x64]
+  std::vector<bool> param_identity;          // initialised as the (rectangular) unit matrix
+  int64_t head_dim = 0;                      // q's head dim must equal this when nonzero
   std::vector<std::string> dtypes, devices; // e.g. {"f32", "f64"}, {"cpu"}
 };
 
@@ -56,8 +59,9 @@ public:
   /// Canonical (realpath) path of the artifact.
   const std::string &path() const { return path_; }
 
-  int64_t num_params() const { return static_cast<int64_t>(manifest_.param_names.size()); }
-  /// [P] tensor filled with the manifest's initial parameter values.
+  /// P, the length of the params vector: scalars count 1, weights their element count.
+  int64_t num_params() const;
+  /// [P] tensor of the manifest's initial values, weights flattened row-major.
   torch::Tensor initial_params(torch::ScalarType dtype = torch::kFloat) const;
 
   /// Whether the manifest lists this dtype (kFloat -> "f32", kDouble -> "f64").

@@ -11,6 +11,7 @@ The runtime library is found via $ATTN_RUNTIME_LIB, else $ATTN_BUILD_DIR/runtime
 ``<repo>/build/runtime/libattn_runtime.so`` relative to this file.
 """
 
+import math
 import os
 import threading
 from collections import OrderedDict
@@ -67,8 +68,9 @@ def _ensure_runtime():
 
 def parse_manifest(text):
     """Parse manifest text into a dict: strings for kernel/normalizer/algorithm/denominator/
-    mask, an int for 'attn-abi', an OrderedDict name -> initial value for 'params', lists for
-    'dtypes' and 'devices'; other (informational) keys map to their value string."""
+    mask, an int for 'attn-abi', an OrderedDict name -> initial value for 'params' (a float
+    for a scalar, a float64 tensor of the weight's shape for a weight 'W[64x64]=identity'),
+    lists for 'dtypes' and 'devices'; other (informational) keys map to their value string."""
     m = {"params": OrderedDict()}
     for line in text.splitlines():
         tokens = line.split()
@@ -78,7 +80,7 @@ def parse_manifest(text):
         if key == "attn-abi":
             m[key] = int(values[0])
         elif key == "params":
-            m[key] = OrderedDict((n, float(v)) for n, v in (t.split("=", 1) for t in values))
+            m[key] = OrderedDict(_param_init(*t.split("=", 1)) for t in values)
         elif key in ("dtypes", "devices"):
             m[key] = values
         else:
@@ -86,6 +88,15 @@ def parse_manifest(text):
     return m
 
 
+def _param_init(name, value):
+    """(name, initial value) of one manifest params entry: 'x=0.5' or 'W[4x4]=identity'."""
+    if "[" not in name:
+        return name, float(value)
+    name, dims = name[:-1].split("[", 1)
+    shape = [int(e) for e in dims.split("x")]
+    if value == "identity":
+        return name, torch.eye(*shape, dtype=torch.float64)
+    return name, torch.full(shape, float(value), dtype=torch.float64)
 
 
 class Kernel:
@@ -98,14 +109,31 @@ class Kernel:
         self.manifest_text = torch.ops.attn.manifest(self.path)
         self.manifest = parse_manifest(self.manifest_text)
         self.param_names = list(self.manifest["params"].keys())
+        # name -> shape: () for a scalar param, e.g. (64, 64) for a weight W[64x64]
+        self.param_shapes = OrderedDict(
+            (n, tuple(v.shape) if isinstance(v, torch.Tensor) else ())
+            for n, v in self.manifest["params"].items())
 
     @property
     def name(self):
         return self.manifest.get("kernel", "")
 
     def initial_params(self, dtype=torch.float32, device=None):
-        """[P] tensor of the manifest's initial parameter values (no grad)."""
-        return torch.tensor(list(self.manifest["params"].values()), dtype=dtype, device=device)
+        """[P] tensor of the manifest's initial parameter values (no grad); weights are
+        flattened row-major in manifest order (see param_shapes)."""
+        parts = [torch.as_tensor(v, dtype=torch.float64).reshape(-1)
+                 for v in self.manifest["params"].values()]
+        flat = torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)
+        return flat.to(dtype=dtype, device=device)
+
+    def split_params(self, params):
+        """The [P] params vector as name -> tensor of its shape (views of `params`)."""
+        out, at = OrderedDict(), 0
+        for name, shape in self.param_shapes.items():
+            size = math.prod(shape)
+            out[name] = params[at:at + size].reshape(shape)
+            at += size
+        return out
 
     def _params(self, params, q):
         return self.initial_params(q.dtype, q.device) if params is None else params

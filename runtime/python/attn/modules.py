@@ -66,13 +66,15 @@ class MultiheadAttention(nn.Module):
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)
         initial = self.kernel.initial_params(dtype or torch.get_default_dtype(), device)
         self.normalizer = nn.ParameterDict(
-            {name: nn.Parameter(value.clone()) for name, value in zip(self.kernel.param_names, initial)})
+            {name: nn.Parameter(value.clone())
+             for name, value in self.kernel.split_params(initial).items()})
 
     def normalizer_params(self):
-        """The kernel's params as one [P] tensor in manifest order (differentiable)."""
+        """The kernel's params as one [P] tensor in manifest order (differentiable);
+        weights (e.g. a bilinear score's W) are flattened row-major."""
         if not self.kernel.param_names:
             return torch.zeros(0, dtype=self.q_proj.weight.dtype, device=self.q_proj.weight.device)
-        return torch.stack([self.normalizer[name] for name in self.kernel.param_names])
+        return torch.cat([self.normalizer[name].reshape(-1) for name in self.kernel.param_names])
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=False,
                 attn_mask=None, is_causal=False):

@@ -1,0 +1,17 @@
+// Luong et al. "dot" score: s = q·k (no scale), softmax over the source positions.
+attn.score @dot contract dot
+
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+}
+
+attn.kernel @luong_dot_attention normalizer(@softmax) score(@dot)

@@ -1,0 +1,19 @@
+// Luong et al. "general" score: s = q·W·k with a learnable W [d x d] (here d = 32),
+// initialised to the identity (so training starts from the dot score). Lowered as
+// q' = q·W once per call, then the dot kernel; dW = Σ_i q_iᵀ dq'_i.
+attn.score @general contract bilinear weights(W: 32x32 = identity)
+
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+}
+
+attn.kernel @luong_general_attention normalizer(@softmax) score(@general)

@@ -1,0 +1,144 @@
+"""The attention families of examples/families/ vs the eager float64 references of
+test/reference/families.py: O, dq, dk, dv and the gradient of every learnable param and
+weight (W of Luong general, W_q, W_k, v of Bahdanau / Luong concat, ALiBi's slope, the
+relative-bias table), in float64 and float32, with and without causal mask and padding,
+on the generic loops (dv != d) and the tiled kernels (d = dv = 32)."""
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+import families as fam
+from conftest import ATTN_COMPILE, REPO
+from helpers import check_close, compiled_grads, seed_of
+
+FAMILIES_DIR = REPO / "examples" / "families"
+
+# name: (score, keep mask of the IR, head dim fixed by the weights or None, input scale)
+FAMILIES = {
+    "cosine": (fam.cosine_score(5.0), None, None, 1.0),
+    "luong_dot": (fam.dot_score, None, None, 0.3),
+    "luong_general": (fam.bilinear_score(), None, 32, 0.2),
+    "luong_concat": (fam.additive_score, None, 16, 0.5),
+    "bahdanau": (fam.additive_score, None, 32, 0.3),
+    "alibi": (fam.alibi_score, fam.causal_keep, None, 1.3),
+    "relative_bias": (fam.relative_bias_score, None, None, 1.3),
+    "sliding_window": (fam.plain_scaled_dot, fam.window_keep, None, 1.3),
+    "causal": (fam.plain_scaled_dot, fam.causal_keep, None, 1.3),
+}
+DTYPES = {"f64": torch.float64, "f32": torch.float32}
+MASKS = {"none": (False, False), "causal+pad": (True, True)}
+
+
+class _Compiled:
+    def __init__(self, outdir):
+        self.outdir, self.cache = outdir, {}
+
+    def __call__(self, name):
+        if name not in self.cache:
+            out = self.outdir / f"{name}.so"
+            r = subprocess.run([str(ATTN_COMPILE), str(FAMILIES_DIR / f"{name}.mlir"), "-o", str(out)],
+                               capture_output=True, text=True)
+            assert r.returncode == 0, f"attn-compile {name}.mlir failed:\n{r.stderr[-4000:]}"
+            self.cache[name] = str(out)
+        return self.cache[name]
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory, attn_mod):
+    return _Compiled(tmp_path_factory.mktemp("families"))
+
+
+def random_params(kernel, gen):
+    """Non-trivial values for every param and weight (not the identity / fill inits),
+    so each gradient term is exercised."""
+    parts = []
+    for name, shape in kernel.param_shapes.items():
+        fan_in = shape[-1] if shape else 1
+        parts.append((torch.randn(tuple(shape), generator=gen, dtype=torch.float64) / fan_in ** 0.5).reshape(-1))
+    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)
+
+
+def run_family(attn_mod, compiled, name, shape, mask, dt, zero_rows=False, relative=False):
+    score, keep_fn, fixed_d, input_scale = FAMILIES[name]
+    B, H, Nq, Nk, d, dv = shape
+    if fixed_d:
+        d = fixed_d
+    dtype = DTYPES[dt]
+    is_causal, padding = MASKS[mask]
+    gen = torch.Generator().manual_seed(seed_of("families", name, shape, mask))
+    q, k = (input_scale * torch.randn(B, H, n, d, generator=gen, dtype=torch.float64) for n in (Nq, Nk))
+    v = torch.randn(B, H, Nk, dv, generator=gen, dtype=torch.float64)
+    dout = torch.randn(B, H, Nq, dv, generator=gen, dtype=torch.float64)
+    if zero_rows:
+        q[:, :, 0] = 0.0
+        k[:, :, 1] = 0.0
+    lengths = None
+    if padding:
+        lengths = torch.randint(1, Nk + 1, (B,), generator=gen, dtype=torch.int64)
+        lengths[0] = max(1, Nk // 2)
+    kernel = attn_mod.load(compiled(name))
+    params = random_params(kernel, gen)
+    cast = lambda t: t.to(dtype)
+    got = compiled_grads(kernel.path, cast(q), cast(k), cast(v), cast(params), cast(dout),
+                         is_causal, lengths)
+    want = fam.attention_and_grads(score, keep_fn, q, k, v, params, kernel.param_shapes, dout,
+                                   is_causal, lengths)
+    # relative: gradients of size ~1/ε (zero cosine rows) are held to the tolerance
+    # relative to their own size
+    floor = ({n: t.abs().max().item() if t.numel() else 0.0 for n, t in want.items()}
+             if relative else None)
+    check_close(got, want, dtype, floor=floor, context=f"{name} shape={shape} mask={mask} {dt}",
+                log_key=(name, dt))
+    return got, want
+
+
+SHAPES = {
+    "generic": (2, 2, 7, 11, 8, 5),     # dv != d: the generic loops
+    "tiled": (1, 2, 70, 67, 32, 32),    # d = dv = 32: the tiled kernels where they apply
+}
+
+
+@pytest.mark.parametrize("dt", list(DTYPES))
+@pytest.mark.parametrize("mask", list(MASKS))
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_family_matches_reference(attn_mod, compiled, name, shape, mask, dt):
+    s = SHAPES[shape]
+    if FAMILIES[name][2] and shape == "tiled":
+        s = s[:4] + (FAMILIES[name][2], FAMILIES[name][2])
+    run_family(attn_mod, compiled, name, s, mask, dt)
+
+
+@pytest.mark.parametrize("dt", list(DTYPES))
+def test_cosine_zero_rows_stay_finite(attn_mod, compiled, dt):
+    """|q| = 0 or |k| = 0: the ε-norm gives cos = 0 and finite gradients (of size
+    |dq̂|/ε there, as in the reference)."""
+    got, _ = run_family(attn_mod, compiled, "cosine", (1, 2, 6, 5, 8, 8), "none", dt,
+                        zero_rows=True, relative=True)
+    assert all(torch.isfinite(t).all() for t in got.values())
+
+
+def test_weight_gradients_are_nonzero(attn_mod, compiled):
+    """dparams really carries dW (Luong general) and dW_q, dW_k, dv (Bahdanau): no slot
+    of the flattened weights stays 0 for random inputs."""
+    for name in ("luong_general", "bahdanau"):
+        got, _ = run_family(attn_mod, compiled, name, (2, 2, 9, 10, 0, 6), "none", "f64")
+        assert (got["dparams"] != 0).all(), name
+
+
+def test_initial_params_and_shapes(attn_mod, compiled):
+    kernel = attn_mod.load(compiled("bahdanau"))
+    assert kernel.param_shapes == {"W_q": (32, 32), "W_k": (32, 32), "v": (32,)}
+    split = kernel.split_params(kernel.initial_params(torch.float64))
+    assert torch.equal(split["W_q"], torch.eye(32, dtype=torch.float64))
+    assert torch.equal(split["v"], torch.full((32,), 0.125, dtype=torch.float64))
+    assert kernel.initial_params().numel() == 2 * 32 * 32 + 32
+
+
+def test_head_dim_fixed_by_weights(attn_mod, compiled):
+    kernel = attn_mod.load(compiled("luong_general"))
+    q = torch.randn(1, 1, 4, 16)
+    with pytest.raises(RuntimeError, match="compiled for head dim 32"):
+        kernel(q, q, q)
