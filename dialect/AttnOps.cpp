@@ -332,7 +332,11 @@ LogicalResult NormalizerOp::verify() {
 void ScoreOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setName) {
   if (&region == &getFeature())
     return nameRegionArguments(region, {"x"}, ArrayAttr(), setName);
-  nameRegionArguments(region, {"s", "i", "j"}, getParamNames(), setName);
+  SmallVector<StringRef> leading{"s", "i", "j"};
+  if (getRowInputNames())
+    for (Attribute name : getRowInputNamesAttr())
+      leading.push_back(cast<StringAttr>(name).getValue());
+  nameRegionArguments(region, leading, getParamNames(), setName);
 }
 
 Type ScoreOp::getScalarType() {
@@ -504,6 +508,19 @@ ParseResult ScoreOp::parse(OpAsmParser &parser, OperationState &result) {
     result.addAttribute(getHiddenAttrName(result.name),
                         parser.getBuilder().getI64IntegerAttr(hidden));
   }
+  if (succeeded(parser.parseOptionalKeyword("row_inputs"))) {
+    SmallVector<Attribute> names;
+    if (parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Paren, [&]() -> ParseResult {
+          std::string name;
+          if (parser.parseKeywordOrString(&name))
+            return failure();
+          names.push_back(parser.getBuilder().getStringAttr(name));
+          return success();
+        }))
+      return failure();
+    result.addAttribute(getRowInputNamesAttrName(result.name),
+                        parser.getBuilder().getArrayAttr(names));
+  }
   if (parseParams(parser, result, getParamNamesAttrName(result.name),
                   getParamInitsAttrName(result.name)) ||
       parseWeights(parser, result) ||
@@ -528,6 +545,13 @@ void ScoreOp::print(OpAsmPrinter &p) {
   }
   if (auto hidden = getHidden())
     p << " hidden " << *hidden;
+  if (getNumRowInputs() != 0) {
+    p << " row_inputs(";
+    llvm::interleaveComma(getRowInputNamesAttr(), p, [&](Attribute name) {
+      p.printKeywordOrString(cast<StringAttr>(name).getValue());
+    });
+    p << ")";
+  }
   printParams(p, getParamNames(), getParamInits());
   if (getNumWeights() != 0) {
     p << " weights(";
@@ -549,7 +573,8 @@ void ScoreOp::print(OpAsmPrinter &p) {
   p.printOptionalAttrDictWithKeyword(
       (*this)->getAttrs(), {getSymNameAttrName(), getContractAttrName(), getScaleAttrName(),
                             getHiddenAttrName(), getParamNamesAttrName(),
-                            getParamInitsAttrName(), getWeightNamesAttrName(),
+                            getParamInitsAttrName(), getRowInputNamesAttrName(),
+                            getWeightNamesAttrName(),
                             getWeightShapesAttrName(), getWeightInitsAttrName()});
   if (hasFeatureMap()) {
     p << " feature ";
@@ -591,12 +616,29 @@ LogicalResult ScoreOp::verify() {
   if (!hasMod()) {
     if (getNumParams() != 0)
       return emitOpError("declares params but has no mod region to use them");
+    if (getNumRowInputs() != 0)
+      return emitOpError("declares row_inputs but has no mod region to use them");
     return success();
+  }
+  if (getNumRowInputs() != 0) {
+    llvm::StringSet<> names;
+    for (Attribute name : getParamNames())
+      names.insert(cast<StringAttr>(name).getValue());
+    if (getWeightNames())
+      for (Attribute name : getWeightNamesAttr())
+        names.insert(cast<StringAttr>(name).getValue());
+    for (Attribute name : getRowInputNamesAttr())
+      if (!names.insert(cast<StringAttr>(name).getValue()).second)
+        return emitOpError() << "declares '" << cast<StringAttr>(name).getValue()
+                             << "' twice (row inputs, params and weights share one namespace)";
   }
   Type index = IndexType::get(getContext());
   SmallVector<ExpectedArg> args{{"the score", Type()},
                                 {"the query index", index},
                                 {"the key index", index}};
+  if (getRowInputNames())
+    for (Attribute name : getRowInputNamesAttr())
+      args.push_back({"row input '" + cast<StringAttr>(name).getValue().str() + "'", Type()});
   args.append(paramArgs(getParamNames()));
   if (failed(verifyScalarRegion(*this, getMod(), "mod", args, Type())))
     return failure();

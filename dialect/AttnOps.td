@@ -142,10 +142,14 @@ def Attn_ScoreOp : Attn_Op<"score", [Symbol, IsolatedFromAbove,
     W_q [n x d], W_k [n x d] and v [n], in that order. The shapes fix the head
     dim d. Weights are not region arguments: the contraction uses them.
 
+    `row_inputs(p, ...)` declares per-query inputs: float tensors [B, H, Nq]
+    passed at the call (e.g. the window centre p_i of Luong's local attention),
+    differentiable like q.
+
     The optional `feature` region is a scalar map φ applied to every entry of q
     and k before the contraction (linear attention: s = φ(q)·φ(k)). The mod
-    region takes the contracted score, the query and key indices and then one
-    scalar per param.
+    region takes the contracted score, the query and key indices, one scalar per
+    row input (its value at query i), then one scalar per param.
   }];
   let arguments = (ins
     SymbolNameAttr:$sym_name,
@@ -156,6 +160,7 @@ def Attn_ScoreOp : Attn_Op<"score", [Symbol, IsolatedFromAbove,
     DenseF64ArrayAttr:$param_inits,
     // weights(...): names, shapes (DenseI64ArrayAttr each) and initialisers
     // (a FloatAttr fill value or the string "identity" each).
+    OptionalAttr<StrArrayAttr>:$row_input_names,
     OptionalAttr<StrArrayAttr>:$weight_names,
     OptionalAttr<ArrayAttr>:$weight_shapes,
     OptionalAttr<ArrayAttr>:$weight_inits
@@ -165,6 +170,7 @@ def Attn_ScoreOp : Attn_Op<"score", [Symbol, IsolatedFromAbove,
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     unsigned getNumParams() { return getParamNames().size(); }
+    unsigned getNumRowInputs() { return getRowInputNames() ? getRowInputNames()->size() : 0; }
     unsigned getNumWeights() { return getWeightNames() ? getWeightNames()->size() : 0; }
     /// The shape of weight `index` and its number of elements.
     ::llvm::ArrayRef<int64_t> getWeightShape(unsigned index);

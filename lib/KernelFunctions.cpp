@@ -32,6 +32,10 @@ SmallVector<double> mlir::attn::kernelParamInits(KernelOp kernel) {
   return inits;
 }
 
+std::string mlir::attn::rowInputDerivativeName(ScoreOp score, unsigned index) {
+  return ("row." + cast<StringAttr>((*score.getRowInputNames())[index]).getValue()).str();
+}
+
 SmallVector<KernelWeight> mlir::attn::kernelWeights(KernelOp kernel) {
   SmallVector<KernelWeight> weights;
   ScoreOp score = kernel.getScoreOp();
@@ -207,17 +211,24 @@ LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
   }
 
   if (score && score.hasMod()) {
-    func::FuncOp function = emitter.create(names.score(), {f, index, index}, f);
+    unsigned leading = 3 + score.getNumRowInputs();
+    SmallVector<Type> leadingTypes{f, index, index};
+    leadingTypes.append(score.getNumRowInputs(), f);
+    func::FuncOp function = emitter.create(names.score(), leadingTypes, f);
     Block &entry = function.front();
     OpBuilder b = OpBuilder::atBlockEnd(&entry);
-    SmallVector<Value> arguments(entry.getArguments().take_front(3));
+    SmallVector<Value> arguments(entry.getArguments().take_front(leading));
     for (unsigned k = 0; k < score.getNumParams(); ++k)
-      arguments.push_back(entry.getArgument(3 + numNormalizerParams + k));
+      arguments.push_back(entry.getArgument(leading + numNormalizerParams + k));
     func::ReturnOp::create(b, kernel.getLoc(), emitter.inlineRegion(b, score.getMod(), arguments));
     SmallVector<unsigned> wrt{0};
     SmallVector<std::string> wrtNames{"s"};
+    for (unsigned r = 0; r < score.getNumRowInputs(); ++r) {
+      wrt.push_back(3 + r);
+      wrtNames.push_back(rowInputDerivativeName(score, r));
+    }
     for (unsigned k = 0; k < score.getNumParams(); ++k) {
-      wrt.push_back(3 + numNormalizerParams + k);
+      wrt.push_back(leading + numNormalizerParams + k);
       wrtNames.push_back(params[numNormalizerParams + k].str());
     }
     if (failed(deriveAll(function, wrt, wrtNames)))

@@ -8,11 +8,13 @@
 //   <k>.num(s, m, θ...)      numerator g; online: every stabilised e^x is e^(x-m)
 //   <k>.den(s, m, θ...)      summed denominator h, likewise (sum denominators only)
 //   <k>.stab(s, θ...)        online only: the max of the stabilised exp arguments
-//   <k>.score(r, i, j, θ...) the score mod (only with a mod region)
+//   <k>.score(r, i, j, ρ..., θ...) the score mod (only with a mod region); ρ are
+//                            the row inputs' values at query i
 //   <k>.feature(x)           the feature map (only with a feature region)
 //   <k>.mask(i, j) -> i1     (only with a mask)
-//   <f>.d.<arg>              d<f>/d<arg>, for arg s (num, den, score), x (feature)
-//                            and each param the function depends on
+//   <f>.d.<arg>              d<f>/d<arg>, for arg s (num, den, score), x (feature),
+//                            row.<name> (score, per row input) and each param
+//                            the function depends on
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_LIB_KERNELFUNCTIONS_H
@@ -52,6 +54,9 @@ struct KernelWeight {
   Attribute init; // FloatAttr fill value or StringAttr "identity"
 };
 SmallVector<KernelWeight> kernelWeights(KernelOp kernel);
+
+/// The derivative suffix of the score function by row input `index`.
+std::string rowInputDerivativeName(ScoreOp score, unsigned index);
 
 /// Emits the scalar functions and derivatives of `kernel` into its module.
 LogicalResult outlineKernelFunctions(KernelOp kernel);

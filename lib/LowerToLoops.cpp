@@ -44,6 +44,7 @@ std::string typeSuffix(FloatType type) { return type.isF64() ? "f64" : "f32"; }
 struct ScalarFunctions {
   func::FuncOp numerator, denominator, stabilizer, score, feature, mask;
   func::FuncOp numeratorDs, denominatorDs, scoreDs, featureDx;
+  SmallVector<func::FuncOp> scoreDr;                     // per row input
   SmallVector<func::FuncOp> numeratorDp, denominatorDp; // per normalizer param
   SmallVector<func::FuncOp> scoreDp;                     // per score param
 };
@@ -80,12 +81,13 @@ public:
 private:
   SmallVector<Type> forwardInputs(MemRefType matrix) {
     Type i64 = b.getI64Type();
-    return {matrix, matrix, matrix, matrix, vectorType, vectorType, vectorType, i64, i64, i64, i64};
+    return {matrix, matrix, matrix, matrix, vectorType, vectorType, vectorType, matrix,
+            i64, i64, i64, i64};
   }
   SmallVector<Type> backwardInputs(MemRefType matrix) {
     Type i64 = b.getI64Type();
     return {matrix, matrix, matrix, matrix, matrix, vectorType, vectorType,
-            vectorType, matrix, matrix, matrix, vectorType, i64, i64};
+            vectorType, matrix, matrix, matrix, matrix, vectorType, matrix, i64, i64};
   }
   /// A private function `name` taking `inputs`; returns its entry block (the
   /// caller moves the builder there under its own insertion guard).
@@ -287,6 +289,37 @@ private:
     args.append(paramValues);
     return args;
   }
+  unsigned numRowInputs() { return score ? score.getNumRowInputs() : 0; }
+  /// The row inputs' values at query row i.
+  SmallVector<Value> rowInputsAt(Value i) {
+    SmallVector<Value> values;
+    for (unsigned r = 0; r < numRowInputs(); ++r)
+      values.push_back(load(rowInputs, {index(r), i}));
+    return values;
+  }
+  /// Arguments of the score function: raw, i, j, the row inputs at i, params.
+  SmallVector<Value> scoreArgs(Value raw, Value i, Value j) {
+    SmallVector<Value> args{raw, i, j};
+    args.append(rowInputsAt(i));
+    args.append(paramValues);
+    return args;
+  }
+  /// The same on lanes: every lane of a row shares i and its row inputs.
+  SmallVector<Value> scoreLaneArgs(Value raw, Value i, Value jLanes) {
+    SmallVector<Value> args{raw, splat(i), jLanes};
+    for (Value value : rowInputsAt(i))
+      args.push_back(splat(value));
+    args.append(paramLanes);
+    return args;
+  }
+  /// Zeroes the [R, Nq] row-input gradients.
+  void zeroRowInputGrads(Value queries) {
+    for (unsigned r = 0; r < numRowInputs(); ++r)
+      loop(index(0), queries, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
+        store(constant(0.0), dRowInputs, {index(r), i});
+        return {};
+      });
+  }
 
   KernelOp kernel;
   NormalizerOp normalizer;
@@ -303,6 +336,7 @@ private:
   // Values of the function being built.
   SmallVector<Value> paramValues, paramLanes;
   Value scale, headDim, kvEnd, isCausal, paramsBuffer;
+  Value rowInputs, dRowInputs; // [R, Nq]; dRowInputs in backward only
 };
 
 ValueRange KernelCodegen::loop(Value lb, Value ub, ValueRange inits,
@@ -394,6 +428,10 @@ LogicalResult KernelCodegen::instantiateFunctions() {
       fns.scoreDp.push_back(sc);
     }
   }
+  for (unsigned r = 0; score && r < score.getNumRowInputs(); ++r)
+    if (failed(require(fns.scoreDr.emplace_back(),
+                       derivative(names.score(), rowInputDerivativeName(score, r)))))
+      return failure();
   online = static_cast<bool>(fns.stabilizer);
 
   auto lanewiseCopy = [&](func::FuncOp scalar, func::FuncOp &slot) -> LogicalResult {
@@ -422,9 +460,10 @@ LogicalResult KernelCodegen::instantiateFunctions() {
     if (failed(lanewiseCopy(*scalar, *vector)))
       return failure();
   for (auto [scalars, vectors] :
-       llvm::zip(SmallVector<SmallVector<func::FuncOp> *>{&fns.numeratorDp, &fns.denominatorDp, &fns.scoreDp},
+       llvm::zip(SmallVector<SmallVector<func::FuncOp> *>{&fns.numeratorDp, &fns.denominatorDp, &fns.scoreDp,
+                                                         &fns.scoreDr},
                  SmallVector<SmallVector<func::FuncOp> *>{&lanewise.numeratorDp, &lanewise.denominatorDp,
-                                                         &lanewise.scoreDp})) {
+                                                         &lanewise.scoreDp, &lanewise.scoreDr})) {
     vectors->resize(scalars->size());
     for (auto [scalar, vector] : llvm::zip(*scalars, *vectors))
       if (failed(lanewiseCopy(scalar, vector)))
@@ -508,7 +547,7 @@ Value KernelCodegen::contract(Value q, Value k, Value i, Value j) {
 Value KernelCodegen::modScore(Value raw, Value i, Value j) {
   if (!fns.score)
     return raw;
-  return call(fns.score, withParams({raw, i, j}));
+  return call(fns.score, scoreArgs(raw, i, j));
 }
 
 void KernelCodegen::buildForward(StringRef name) {
@@ -518,9 +557,10 @@ void KernelCodegen::buildForward(StringRef name) {
   auto args = entry->getArguments();
   Value q = args[0], k = args[1], v = args[2], o = args[3], rowMax = args[4],
         rowSum = args[5], params = args[6];
-  prologue(q, k, params, args[9], args[10]);
-  Value qBegin = arith::IndexCastOp::create(b, b.getIndexType(), args[7]);
-  Value qEnd = arith::IndexCastOp::create(b, b.getIndexType(), args[8]);
+  rowInputs = args[7];
+  prologue(q, k, params, args[10], args[11]);
+  Value qBegin = arith::IndexCastOp::create(b, b.getIndexType(), args[8]);
+  Value qEnd = arith::IndexCastOp::create(b, b.getIndexType(), args[9]);
   Value valueDim = dim(v, 1);
   Value zero = constant(0.0);
   Value minusInf = constant(-std::numeric_limits<double>::infinity());
@@ -715,8 +755,8 @@ void KernelCodegen::buildTransformedForward(StringRef entryName) {
   b.setInsertionPointToStart(entry);
   SmallVector<Value> args(entry->getArguments());
   Value q = args[0], k = args[1], params = args[6];
-  Value qBegin = arith::IndexCastOp::create(b, b.getIndexType(), args[7]);
-  Value qEnd = arith::IndexCastOp::create(b, b.getIndexType(), args[8]);
+  Value qBegin = arith::IndexCastOp::create(b, b.getIndexType(), args[8]);
+  Value qEnd = arith::IndexCastOp::create(b, b.getIndexType(), args[9]);
   SmallVector<Value> buffers;
   auto transformed = [&](bool querySide, Value x, Value begin, Value end) {
     if (!transformsRows(querySide))
@@ -745,7 +785,7 @@ void KernelCodegen::buildTransformedBackward(StringRef entryName) {
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(entry);
   SmallVector<Value> args(entry->getArguments());
-  Value q = args[0], k = args[1], params = args[7], dq = args[8], dk = args[9], dParams = args[11];
+  Value q = args[0], k = args[1], params = args[7], dq = args[9], dk = args[10], dParams = args[12];
   // The inner kernel writes the scalar params' gradients; the weights' start at 0.
   for (const KernelWeight &weight : kernelWeights(kernel))
     loop(index(weight.offset), index(weight.offset + weight.size), {}, [&](Value p, ValueRange) -> SmallVector<Value> {
@@ -768,7 +808,7 @@ void KernelCodegen::buildTransformedBackward(StringRef entryName) {
     buffers.append({buffer, gradBuffer});
     transformRows(querySide, x, matrix, params, index(0), dim(x, 0));
     args[position] = matrix;
-    args[position + 8] = grad;
+    args[position + 9] = grad; // dq, dk
     sides.push_back({querySide, x, matrix, grad, dx});
   }
   func::CallOp::create(b, (entryName + ".inner").str(), TypeRange{}, args);
@@ -873,9 +913,10 @@ void KernelCodegen::buildTiledForward(StringRef name, int64_t headDim) {
   auto args = entry->getArguments();
   Value q = args[0], k = args[1], v = args[2], o = args[3], rowMax = args[4],
         rowSum = args[5], params = args[6];
-  prologue(q, k, params, args[9], args[10]);
-  Value qBegin = arith::IndexCastOp::create(b, indexType, args[7]);
-  Value qEnd = arith::IndexCastOp::create(b, indexType, args[8]);
+  rowInputs = args[7];
+  prologue(q, k, params, args[10], args[11]);
+  Value qBegin = arith::IndexCastOp::create(b, indexType, args[8]);
+  Value qEnd = arith::IndexCastOp::create(b, indexType, args[9]);
   paramLanes = llvm::map_to_vector(paramValues, [&](Value p) { return splat(p); });
   Value zero = constant(0.0), zeroLanes = splatConstant(0.0), oneLanes = splatConstant(1.0);
   Value minusInf = constant(-std::numeric_limits<double>::infinity());
@@ -928,13 +969,12 @@ void KernelCodegen::buildTiledForward(StringRef name, int64_t headDim) {
       SmallVector<Value> alphas;
       for (int64_t r = 0; r < rows; ++r) {
         Value m = acc[3 * r], l = acc[3 * r + 1], count = acc[3 * r + 2];
-        Value iLanes = splat(rowIndex[r]);
         SmallVector<Value> s, keepLanes;
         Value kept = zero;
         for (int64_t h = 0; h < scoreVectors; ++h) {
           KeyLanes keys = keyLanesAt(arith::AddIOp::create(b, j0, index(h * lanes)), rowKeyEnd[r], rowIndex[r]);
           Value raw = tile[r * scoreVectors + h];
-          s.push_back(lanewise.score ? call(lanewise.score, lanewiseArgs({raw, iLanes, keys.jLanes})) : raw);
+          s.push_back(lanewise.score ? call(lanewise.score, scoreLaneArgs(raw, rowIndex[r], keys.jLanes)) : raw);
           keepLanes.push_back(keys.keep);
           kept = add(kept, lanewise.mask
                                ? sumLanes(arith::SelectOp::create(b, keys.keep, oneLanes, zeroLanes))
@@ -1031,9 +1071,12 @@ void KernelCodegen::buildTiledBackward(StringRef name, int64_t headDim) {
   b.setInsertionPointToStart(entry);
   auto args = entry->getArguments();
   Value q = args[0], k = args[1], v = args[2], o = args[3], dOut = args[4], rowMax = args[5],
-        rowSum = args[6], params = args[7], dq = args[8], dk = args[9], dv = args[10],
-        dParams = args[11];
-  prologue(q, k, params, args[12], args[13]);
+        rowSum = args[6], params = args[7], dq = args[9], dk = args[10], dv = args[11],
+        dParams = args[12];
+  rowInputs = args[8];
+  dRowInputs = args[13];
+  prologue(q, k, params, args[14], args[15]);
+  zeroRowInputGrads(dim(q, 0));
   const unsigned numParams = paramValues.size();
   unsigned numNormalizerParams = normalizer.getNumParams();
   paramLanes = llvm::map_to_vector(paramValues, [&](Value p) { return splat(p); });
@@ -1109,13 +1152,12 @@ void KernelCodegen::buildTiledBackward(StringRef name, int64_t headDim) {
                                                [&](int64_t r, Value c) { return load(dOut, {rowIndex[r], c}); });
 
       for (int64_t r = 0; r < rows; ++r) {
-        Value iLanes = splat(rowIndex[r]);
         for (int64_t h = 0; h < scoreVectors; ++h) {
           KeyLanes keys = keyLanesAt(arith::AddIOp::create(b, j0, index(h * lanes)), rowKeyEnd[r], rowIndex[r]);
           Value keep = arith::AndIOp::create(b, rowLive[r], keys.keep);
           Value raw = rawTile[r * scoreVectors + h], dP = dPTile[r * scoreVectors + h];
-          SmallVector<Value> scoreArgs = lanewiseArgs({raw, iLanes, keys.jLanes});
-          Value s = lanewise.score ? call(lanewise.score, scoreArgs) : raw;
+          SmallVector<Value> modArgs = scoreLaneArgs(raw, rowIndex[r], keys.jLanes);
+          Value s = lanewise.score ? call(lanewise.score, modArgs) : raw;
           SmallVector<Value> normalizerArgs = lanewiseArgs({s, rowShift[r]});
           auto masked = [&](Value x) { return arith::SelectOp::create(b, keep, x, zeroLanes); };
           // (g'·dP - h'·D)/C, the h' term for summed denominators only.
@@ -1130,8 +1172,13 @@ void KernelCodegen::buildTiledBackward(StringRef name, int64_t headDim) {
           for (unsigned p = 0; p < numNormalizerParams; ++p)
             addParamGrad(p, weighted(lanewise.numeratorDp[p], lanewise.denominatorDp[p]));
           for (auto [p, scoreDp] : llvm::enumerate(lanewise.scoreDp))
-            addParamGrad(numNormalizerParams + p, masked(mul(ds, call(scoreDp, scoreArgs))));
-          Value dRaw = lanewise.scoreDs ? masked(mul(ds, call(lanewise.scoreDs, scoreArgs))) : ds;
+            addParamGrad(numNormalizerParams + p, masked(mul(ds, call(scoreDp, modArgs))));
+          for (auto [x, scoreDr] : llvm::enumerate(lanewise.scoreDr)) {
+            Value grad = sumLanes(masked(mul(ds, call(scoreDr, modArgs))));
+            SmallVector<Value> at{index(x), rowIndex[r]};
+            store(add(load(dRowInputs, at), grad), dRowInputs, at);
+          }
+          Value dRaw = lanewise.scoreDs ? masked(mul(ds, call(lanewise.scoreDs, modArgs))) : ds;
           vector::StoreOp::create(b, w, weightTile, ValueRange{index(r), index(h * lanes)});
           vector::StoreOp::create(b, dRaw, scoreGradTile, ValueRange{index(r), index(h * lanes)});
         }
@@ -1209,9 +1256,12 @@ void KernelCodegen::buildBackward(StringRef name) {
   b.setInsertionPointToStart(entry);
   auto args = entry->getArguments();
   Value q = args[0], k = args[1], v = args[2], o = args[3], dOut = args[4], rowMax = args[5],
-        rowSum = args[6], params = args[7], dq = args[8], dk = args[9], dv = args[10],
-        dParams = args[11];
-  prologue(q, k, params, args[12], args[13]);
+        rowSum = args[6], params = args[7], dq = args[9], dk = args[10], dv = args[11],
+        dParams = args[12];
+  rowInputs = args[8];
+  dRowInputs = args[13];
+  prologue(q, k, params, args[14], args[15]);
+  zeroRowInputGrads(dim(q, 0));
   Value valueDim = dim(v, 1);
   Value queries = dim(q, 0);
   Value zero = constant(0.0);
@@ -1269,10 +1319,12 @@ void KernelCodegen::buildBackward(StringRef name) {
       Value ds = weighted(fns.numeratorDs, fns.denominatorDs);
       for (unsigned p = 0; p < numNormalizerParams; ++p)
         accumulate(dParams, {index(p)}, weighted(fns.numeratorDp[p], fns.denominatorDp[p]));
-      SmallVector<Value> scoreArgs = withParams({raw, i, j});
+      SmallVector<Value> modArgs = scoreArgs(raw, i, j);
       for (auto [p, scoreDp] : llvm::enumerate(fns.scoreDp))
-        accumulate(dParams, {index(numNormalizerParams + p)}, mul(ds, call(scoreDp, scoreArgs)));
-      Value dRaw = fns.scoreDs ? mul(ds, call(fns.scoreDs, scoreArgs)) : ds;
+        accumulate(dParams, {index(numNormalizerParams + p)}, mul(ds, call(scoreDp, modArgs)));
+      for (auto [x, scoreDr] : llvm::enumerate(fns.scoreDr))
+        accumulate(dRowInputs, {index(x), i}, mul(ds, call(scoreDr, modArgs)));
+      Value dRaw = fns.scoreDs ? mul(ds, call(fns.scoreDs, modArgs)) : ds;
 
       // raw = scale · Σ_c φ(q_ic)·φ(k_jc), or additive Σ_c v_c·tanh(q_ic + k_jc)
       Value dDot = mul(dRaw, scale);
@@ -1350,6 +1402,12 @@ std::string mlir::attn::buildManifest(KernelOp kernel, ArrayRef<FloatType> eleme
   os << "\n";
   if (ScoreOp score = kernel.getScoreOp(); score && score.getRequiredHeadDim())
     os << "head-dim " << score.getRequiredHeadDim() << "\n";
+  if (ScoreOp score = kernel.getScoreOp(); score && score.getNumRowInputs()) {
+    os << "row-inputs";
+    for (Attribute name : score.getRowInputNamesAttr())
+      os << " " << cast<StringAttr>(name).getValue();
+    os << "\n";
+  }
   os << "dtypes";
   for (FloatType type : elementTypes)
     os << " " << typeSuffix(type);

@@ -67,7 +67,7 @@ std::string param_list(const Library &lib) {
 
 /// Everything the dispatch needs, established by validate().
 struct Problem {
-  int64_t B = 0, H = 0, Nq = 0, Nk = 0, d = 0, dv = 0, P = 0;
+  int64_t B = 0, H = 0, Nq = 0, Nk = 0, d = 0, dv = 0, P = 0, R = 0;
   torch::ScalarType dtype = torch::kFloat;
   bool causal = false;
   std::vector<int64_t> kv_len; // [B]
@@ -188,6 +188,23 @@ Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tens
                 "; Library::initial_params() gives their initial values)");
   }
 
+  const auto &row_names = lib.manifest().row_input_names;
+  p.R = static_cast<int64_t>(row_names.size());
+  const bool has_rows = opts.row_inputs.has_value() && opts.row_inputs->defined();
+  TORCH_CHECK(has_rows || p.R == 0, fn, ": kernel ", lib.manifest().kernel, " takes ", p.R,
+              " row input(s) (", join(row_names), "): pass row_inputs, a tensor [B, H, R, Nq] = [",
+              p.B, ", ", p.H, ", ", p.R, ", ", p.Nq, "]");
+  TORCH_CHECK(!has_rows || p.R > 0, fn, ": row_inputs given but kernel ",
+              lib.manifest().kernel, " declares no row inputs");
+  if (has_rows) {
+    const Tensor &rows = *opts.row_inputs;
+    check_tensor(lib, fn, "row_inputs", rows, "[B, H, R, Nq]");
+    TORCH_CHECK(rows.sizes() == c10::IntArrayRef({p.B, p.H, p.R, p.Nq}), fn,
+                ": row_inputs must have shape [B, H, R, Nq] = [", p.B, ", ", p.H, ", ", p.R, ", ",
+                p.Nq, "] (row inputs: ", join(row_names), "), got ", shape_str(rows));
+    check_dtype(fn, "row_inputs", rows, dt, "the dtype of q");
+  }
+
   p.causal = opts.is_causal;
   p.kv_len.assign(static_cast<size_t>(p.B), p.Nk);
   if (opts.key_lengths.has_value() && opts.key_lengths->defined()) {
@@ -291,10 +308,12 @@ namespace {
 
 std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem &p,
                                                const Tensor &q_in, const Tensor &k_in,
-                                               const Tensor &v_in, const Tensor &params_in) {
+                                               const Tensor &v_in, const Tensor &params_in,
+                                               const Tensor &rows_in) {
   attn_forward_fn fn = lib.forward_fn(p.dtype);
   const Tensor q = unit_inner_stride(q_in), k = unit_inner_stride(k_in),
-               v = unit_inner_stride(v_in), params = unit_inner_stride(params_in);
+               v = unit_inner_stride(v_in), params = unit_inner_stride(params_in),
+               rows = unit_inner_stride(rows_in);
   auto opts = torch::TensorOptions().dtype(p.dtype).device(q.device());
   Tensor out = torch::empty({p.B, p.H, p.Nq, p.dv}, opts);
   Tensor row_max = torch::empty({p.B, p.H, p.Nq}, opts);
@@ -315,23 +334,25 @@ std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem
     }
     const int64_t b = bh / p.H, h = bh % p.H;
     attn_memref2d qm = memref2d(q, b, h), km = memref2d(k, b, h), vm = memref2d(v, b, h),
-                  om = memref2d(out, b, h);
+                  om = memref2d(out, b, h), rm = memref2d(rows, b, h);
     attn_memref1d mm = memref1d(row_max, b, h), sm = memref1d(row_sum, b, h), prm = pm;
     const int64_t q_begin = qb * rows_per_item;
     const int64_t q_end = std::min(p.Nq, q_begin + rows_per_item);
-    fn(&qm, &km, &vm, &om, &mm, &sm, &prm, q_begin, q_end, p.kv_len[static_cast<size_t>(b)],
-       p.causal ? 1 : 0);
+    fn(&qm, &km, &vm, &om, &mm, &sm, &prm, &rm, q_begin, q_end,
+       p.kv_len[static_cast<size_t>(b)], p.causal ? 1 : 0);
   });
   return {out, row_max, row_sum};
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor>
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>
 run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Tensor &k_in,
-             const Tensor &v_in, const Tensor &params_in, const Tensor &out_in,
-             const Tensor &row_max_in, const Tensor &row_sum_in, const Tensor &grad_out_in) {
+             const Tensor &v_in, const Tensor &params_in, const Tensor &rows_in,
+             const Tensor &out_in, const Tensor &row_max_in, const Tensor &row_sum_in,
+             const Tensor &grad_out_in) {
   attn_backward_fn fn = lib.backward_fn(p.dtype);
   const Tensor q = unit_inner_stride(q_in), k = unit_inner_stride(k_in),
                v = unit_inner_stride(v_in), params = unit_inner_stride(params_in),
+               rows = unit_inner_stride(rows_in),
                out = unit_inner_stride(out_in), row_max = unit_inner_stride(row_max_in),
                row_sum = unit_inner_stride(row_sum_in),
                grad_out = unit_inner_stride(grad_out_in);
@@ -341,6 +362,7 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
   Tensor dq = torch::zeros({p.B, p.H, p.Nq, p.d}, opts);
   Tensor dk = torch::zeros({p.B, p.H, p.Nk, p.d}, opts);
   Tensor dv = torch::zeros({p.B, p.H, p.Nk, p.dv}, opts);
+  Tensor drows = torch::zeros({p.B, p.H, p.R, p.Nq}, opts);
   // One row of partial parameter gradients per (b, h) call, summed afterwards.
   Tensor dparams_parts = torch::zeros({p.B * p.H, p.P}, opts);
 
@@ -349,7 +371,8 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
     const int64_t b = bh / p.H, h = bh % p.H;
     attn_memref2d qm = memref2d(q, b, h), km = memref2d(k, b, h), vm = memref2d(v, b, h),
                   om = memref2d(out, b, h), dom = memref2d(grad_out, b, h),
-                  dqm = memref2d(dq, b, h), dkm = memref2d(dk, b, h), dvm = memref2d(dv, b, h);
+                  dqm = memref2d(dq, b, h), dkm = memref2d(dk, b, h), dvm = memref2d(dv, b, h),
+                  rm = memref2d(rows, b, h), drm = memref2d(drows, b, h);
     attn_memref1d mm = memref1d(row_max, b, h), sm = memref1d(row_sum, b, h), prm = pm;
     attn_memref1d dpm{nullptr, nullptr, 0, {p.P}, {1}};
     if (p.P > 0) {
@@ -357,17 +380,24 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
                   bh * p.P * static_cast<int64_t>(dparams_parts.element_size());
       dpm.allocated = dpm.aligned = ptr;
     }
-    fn(&qm, &km, &vm, &om, &dom, &mm, &sm, &prm, &dqm, &dkm, &dvm, &dpm,
+    fn(&qm, &km, &vm, &om, &dom, &mm, &sm, &prm, &rm, &dqm, &dkm, &dvm, &dpm, &drm,
        p.kv_len[static_cast<size_t>(b)], p.causal ? 1 : 0);
   });
   Tensor dparams = dparams_parts.sum(0);
-  return {dq, dk, dv, dparams};
+  return {dq, dk, dv, dparams, drows};
 }
 
 Tensor empty_params(const Tensor &params, const Tensor &q) {
   if (params.defined())
     return params;
   return torch::empty({0}, q.options());
+}
+
+/// The validated row inputs, or an empty [B, H, 0, Nq] tensor for a kernel without.
+Tensor row_inputs_of(const Options &opts, const Problem &p, const Tensor &q) {
+  if (p.R > 0)
+    return *opts.row_inputs;
+  return torch::empty({p.B, p.H, 0, p.Nq}, q.options());
 }
 
 // --- autograd --------------------------------------------------------------
@@ -378,16 +408,17 @@ using torch::autograd::variable_list;
 class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
 public:
   static Tensor forward(AutogradContext *ctx, const Tensor &q_in, const Tensor &k_in,
-                        const Tensor &v_in, const Tensor &params_in,
+                        const Tensor &v_in, const Tensor &params_in, const Tensor &rows_in,
                         const std::shared_ptr<const Library> &lib, const Problem &p) {
     // The tensors the kernels see (copied only if the last dim is strided), saved as
     // such so that backward does not copy again.
     const Tensor q = unit_inner_stride(q_in), k = unit_inner_stride(k_in),
-                 v = unit_inner_stride(v_in), params = unit_inner_stride(params_in);
-    auto res = run_forward(*lib, p, q, k, v, params);
+                 v = unit_inner_stride(v_in), params = unit_inner_stride(params_in),
+                 rows = unit_inner_stride(rows_in);
+    auto res = run_forward(*lib, p, q, k, v, params, rows);
     const Tensor &out = std::get<0>(res);
     // Saved: inputs, O and the O(B·H·Nq) row statistics; nothing N×N.
-    ctx->save_for_backward({q, k, v, params, out, std::get<1>(res), std::get<2>(res)});
+    ctx->save_for_backward({q, k, v, params, out, std::get<1>(res), std::get<2>(res), rows});
     ctx->saved_data["artifact"] = lib->path();
     ctx->saved_data["causal"] = p.causal;
     ctx->saved_data["kv_len"] = p.kv_len;
@@ -403,22 +434,23 @@ public:
                 "compiled backward kernel is not differentiable");
     const Tensor &grad = grad_outputs.at(0);
     if (!grad.defined())
-      return {Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+      return {Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
     auto saved = ctx->get_saved_variables();
     const Tensor &q = saved[0], &k = saved[1], &v = saved[2], &params = saved[3],
-                 &out = saved[4], &row_max = saved[5], &row_sum = saved[6];
+                 &out = saved[4], &row_max = saved[5], &row_sum = saved[6], &rows = saved[7];
     auto lib = detail::loaded_library(ctx->saved_data["artifact"].toStringRef());
     Problem p = Problem::of(q, k, v);
     p.P = params.numel();
+    p.R = rows.size(2);
     p.causal = ctx->saved_data["causal"].toBool();
     p.kv_len = ctx->saved_data["kv_len"].toIntVector();
     const char *fn = "attn::attention backward";
     check_aux(*lib, fn, "grad_output", grad, p, {p.B, p.H, p.Nq, p.dv}, "[B, H, Nq, dv]");
 
-    auto res = run_backward(*lib, p, q, k, v, params, out, row_max, row_sum, grad);
+    auto res = run_backward(*lib, p, q, k, v, params, rows, out, row_max, row_sum, grad);
     variable_list grads = {std::get<0>(res), std::get<1>(res), std::get<2>(res),
-                           std::get<3>(res), Tensor(), Tensor()};
-    for (size_t i = 0; i < 4; ++i)
+                           std::get<3>(res), std::get<4>(res), Tensor(), Tensor()};
+    for (size_t i = 0; i < 5; ++i)
       if (!ctx->needs_input_grad(i))
         grads[i] = Tensor();
     return grads;
@@ -431,7 +463,8 @@ Tensor attention(const std::shared_ptr<const Library> &lib, const Tensor &q, con
                  const Tensor &v, const Tensor &params, const Options &opts) {
   TORCH_CHECK(lib, "attn::attention: lib is null, expected a Library from attn::Library::load");
   Problem p = validate(*lib, "attn::attention", q, k, v, params, opts);
-  return AttentionFunction::apply(q, k, v, empty_params(params, q), lib, p);
+  return AttentionFunction::apply(q, k, v, empty_params(params, q), row_inputs_of(opts, p, q),
+                                  lib, p);
 }
 
 std::tuple<Tensor, Tensor, Tensor> attention_forward(const std::shared_ptr<const Library> &lib,
@@ -442,10 +475,10 @@ std::tuple<Tensor, Tensor, Tensor> attention_forward(const std::shared_ptr<const
                    "attn::Library::load");
   Problem p = validate(*lib, "attn::attention_forward", q, k, v, params, opts);
   torch::NoGradGuard no_grad;
-  return run_forward(*lib, p, q, k, v, empty_params(params, q));
+  return run_forward(*lib, p, q, k, v, empty_params(params, q), row_inputs_of(opts, p, q));
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor>
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>
 attention_backward(const std::shared_ptr<const Library> &lib, const Tensor &q, const Tensor &k,
                    const Tensor &v, const Tensor &params, const Tensor &out,
                    const Tensor &row_max, const Tensor &row_sum, const Tensor &grad_out,
@@ -458,8 +491,8 @@ attention_backward(const std::shared_ptr<const Library> &lib, const Tensor &q, c
   check_aux(*lib, fn, "row_sum", row_sum, p, {p.B, p.H, p.Nq}, "[B, H, Nq]");
   check_aux(*lib, fn, "grad_out", grad_out, p, {p.B, p.H, p.Nq, p.dv}, "[B, H, Nq, dv]");
   torch::NoGradGuard no_grad;
-  return run_backward(*lib, p, q, k, v, empty_params(params, q), out, row_max, row_sum,
-                      grad_out);
+  return run_backward(*lib, p, q, k, v, empty_params(params, q), row_inputs_of(opts, p, q), out,
+                      row_max, row_sum, grad_out);
 }
 
 } // namespace attn

@@ -228,6 +228,12 @@ Manifest parse_manifest(const std::string &path, const std::string &text) {
         m.param_shapes.push_back(shape);
         m.param_identity.push_back(identity);
       }
+    } else if (key == "row-inputs") {
+      for (size_t i = 1; i < l.tokens.size(); ++i) {
+        if (!is_identifier(l.tokens[i]))
+          malformed(l, "'row-inputs name ...' with identifiers, found '" + l.tokens[i] + "'");
+        m.row_input_names.push_back(l.tokens[i]);
+      }
     } else if (key == "head-dim") {
       long long head_dim = 0;
       if (nvalues != 1 || !parse_int(l.tokens[1], head_dim) || head_dim <= 0)

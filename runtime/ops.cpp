@@ -12,27 +12,31 @@ namespace {
 
 using torch::Tensor;
 
-attn::Options make_options(bool is_causal, const c10::optional<Tensor> &key_lengths) {
+attn::Options make_options(bool is_causal, const c10::optional<Tensor> &key_lengths,
+                           const c10::optional<Tensor> &row_inputs) {
   attn::Options o;
   o.is_causal = is_causal;
   o.key_lengths = key_lengths;
+  o.row_inputs = row_inputs;
   return o;
 }
 
 Tensor op_attention(const std::string &artifact, const Tensor &q, const Tensor &k,
                     const Tensor &v, const Tensor &params, bool is_causal,
-                    const c10::optional<Tensor> &key_lengths) {
+                    const c10::optional<Tensor> &key_lengths,
+                    const c10::optional<Tensor> &row_inputs) {
   return attn::attention(attn::Library::load(artifact), q, k, v, params,
-                         make_options(is_causal, key_lengths));
+                         make_options(is_causal, key_lengths, row_inputs));
 }
 
 std::tuple<Tensor, Tensor, Tensor> op_attention_forward(const std::string &artifact,
                                                         const Tensor &q, const Tensor &k,
                                                         const Tensor &v, const Tensor &params,
                                                         bool is_causal,
-                                                        const c10::optional<Tensor> &key_lengths) {
+                                                        const c10::optional<Tensor> &key_lengths,
+                                                        const c10::optional<Tensor> &row_inputs) {
   return attn::attention_forward(attn::Library::load(artifact), q, k, v, params,
-                                 make_options(is_causal, key_lengths));
+                                 make_options(is_causal, key_lengths, row_inputs));
 }
 
 std::string op_manifest(const std::string &artifact) {
@@ -43,10 +47,11 @@ std::string op_manifest(const std::string &artifact) {
 
 TORCH_LIBRARY(attn, m) {
   m.def("attention(str artifact, Tensor q, Tensor k, Tensor v, Tensor params, "
-        "bool is_causal=False, Tensor? key_lengths=None) -> Tensor",
+        "bool is_causal=False, Tensor? key_lengths=None, Tensor? row_inputs=None) -> Tensor",
         &op_attention);
   m.def("attention_forward(str artifact, Tensor q, Tensor k, Tensor v, Tensor params, "
-        "bool is_causal=False, Tensor? key_lengths=None) -> (Tensor, Tensor, Tensor)",
+        "bool is_causal=False, Tensor? key_lengths=None, Tensor? row_inputs=None) "
+        "-> (Tensor, Tensor, Tensor)",
         &op_attention_forward);
   m.def("manifest(str artifact) -> str", &op_manifest);
 }

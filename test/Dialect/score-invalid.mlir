@@ -248,3 +248,32 @@ attn.score @no_init contract bilinear weights(W: 4x4)
 
 // expected-error @+1 {{expected floating point literal}}
 attn.score @bad_init contract bilinear weights(W: 4x4 = random)
+
+// -----
+
+// expected-error @+1 {{'attn.score' op declares row_inputs but has no mod region to use them}}
+attn.score @rows_without_mod contract dot row_inputs(p)
+
+// -----
+
+// expected-error @+1 {{'attn.score' op mod region must take 5 arguments (the score, the query index, the key index, row input 'p', param 'sigma'), got 4}}
+attn.score @rows_missing_arg contract dot row_inputs(p) params(sigma = 1.0) mod {
+^bb0(%s: f32, %i: index, %j: index, %sigma: f32):
+  attn.yield %s : f32
+}
+
+// -----
+
+// expected-error @+1 {{'attn.score' op mod region argument #3 (row input 'p') must have the score type 'f32', got 'index'}}
+attn.score @rows_index contract dot row_inputs(p) mod {
+^bb0(%s: f32, %i: index, %j: index, %p: index):
+  attn.yield %s : f32
+}
+
+// -----
+
+// expected-error @+1 {{'attn.score' op declares 'p' twice (row inputs, params and weights share one namespace)}}
+attn.score @rows_clash contract dot row_inputs(p) params(p = 1.0) mod {
+^bb0(%s: f32, %i: index, %j: index, %p: f32, %p2: f32):
+  attn.yield %s : f32
+}

@@ -170,3 +170,14 @@ attn.score @diffusion contract dot params(sigma = 4.0) mod {
 // User attributes survive under `attributes`.
 // CHECK: attn.score @tagged contract dot attributes {note = "user"}{{$}}
 attn.score @tagged contract dot attributes {note = "user"}
+
+// -----
+
+// Row inputs: per-query values, mod region arguments after the key index.
+// CHECK-LABEL: attn.score @local contract dot row_inputs(p, "w idth") params(sigma = 2.0) mod {
+// CHECK-NEXT:  ^bb0(%s: f32, %i: index, %j: index, %p: f32, %w_idth: f32, %sigma: f32):
+attn.score @local contract dot row_inputs(p, "w idth") params(sigma = 2.0) mod {
+^bb0(%s: f32, %i: index, %j: index, %p: f32, %w: f32, %sigma: f32):
+  %t = arith.subf %s, %p : f32
+  attn.yield %t : f32
+}

@@ -16,6 +16,6 @@ attn.kernel @b normalizer(@relu)
 
 // CHECK-NOT: func.func @attn_forward_f32
 // CHECK: func.func @attn_forward_f64(
-// CHECK: "attn-abi 1\0Akernel b\0A
+// CHECK: "attn-abi 2\0Akernel b\0A
 // MISSING: error: no attn.kernel named 'c'
 // TYPE: error: unsupported element type 'f16'; expected f32 or f64

@@ -25,7 +25,7 @@ attn.kernel @k normalizer(@softmax)
 // CHECK-DAG: func.func @attn_backward_f32(
 // CHECK-DAG: func.func @attn_forward_f64(%{{.*}}: memref<?x?xf64, strided<[?, ?], offset: ?>>
 // CHECK-DAG: func.func @attn_backward_f64(
-// CHECK-DAG: llvm.mlir.global internal constant @attn_manifest_text("attn-abi 1\0Akernel k\0Anormalizer softmax\0Aalgorithm online\0Adenominator sum\0Amask none\0Aparams\0Adtypes f32 f64\0Adevices cpu\0A\00")
+// CHECK-DAG: llvm.mlir.global internal constant @attn_manifest_text("attn-abi 2\0Akernel k\0Anormalizer softmax\0Aalgorithm online\0Adenominator sum\0Amask none\0Aparams\0Adtypes f32 f64\0Adevices cpu\0A\00")
 // CHECK-DAG: llvm.func @attn_manifest() -> !llvm.ptr
 
 // After inlining, the forward loop carries the running max, Σ h and the key
@@ -101,3 +101,91 @@ attn.kernel @k normalizer(@relu) mask(@window)
 // CHECK: func.call @attn_backward_f32.d32(
 // CHECK: func.call @attn_backward_f32.generic(
 // CHECK: llvm.mlir.global internal constant @attn_manifest_text("{{.*}}algorithm plain\0Adenominator count\0Amask window\0Aparams shift=0.5\0A{{.*}}")
+
+// -----
+
+// Cosine: the public entries normalise the rows of q and k, then call the dot
+// kernels (".inner", tiled where the head dim allows); backward chains dq̂, dk̂
+// back through the norms.
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+}
+attn.score @cos contract cosine scale 5.0
+attn.kernel @k normalizer(@softmax) score(@cos)
+
+// CHECK: func.func private @attn_forward_f32.inner.generic(
+// CHECK: func.func private @attn_forward_f32.inner.d64(
+// CHECK: func.func private @attn_forward_f32.inner(
+// CHECK: func.func @attn_forward_f32({{.*}}attributes {llvm.emit_c_interface}
+// CHECK: math.rsqrt
+// CHECK: math.rsqrt
+// CHECK: call @attn_forward_f32.inner(
+// CHECK: func.func @attn_backward_f32({{.*}}attributes {llvm.emit_c_interface}
+// CHECK: call @attn_backward_f32.inner(
+// CHECK: math.rsqrt
+// CHECK: memref.dealloc
+
+// -----
+
+// Bilinear and additive: weights after the scalar params in the params vector,
+// described by the manifest (with the head dim they fix); additive has no tiled
+// kernels (its pairs are tanh-dots, not tile products).
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+}
+attn.score @concat contract additive hidden 4 weights(W_q: 4x8 = identity, W_k: 4x8 = 0.5, v: 4 = 0.25)
+attn.kernel @k normalizer(@softmax) score(@concat)
+
+// CHECK-NOT: func.func private @attn_forward_f32.inner.d
+// CHECK: func.func private @attn_forward_f32.inner.generic(
+// CHECK: math.tanh
+// CHECK: func.func private @attn_backward_f32.inner.generic(
+// CHECK: math.tanh
+// CHECK: llvm.mlir.global internal constant @attn_manifest_text("{{.*}}params W_q[4x8]=identity W_k[4x8]=0.5 v[4]=0.25\0Ahead-dim 8\0A{{.*}}")
+
+// -----
+
+// A row input: one more argument of the score function (after i, j), loaded at
+// row i, and its derivative accumulated into drow_inputs; named in the manifest.
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+}
+attn.score @shifted contract dot row_inputs(p) mod {
+^bb0(%s: f32, %i: index, %j: index, %p: f32):
+  %t = arith.mulf %s, %p : f32
+  attn.yield %t : f32
+}
+attn.kernel @k normalizer(@softmax) score(@shifted)
+
+// CHECK: func.func private @k.score(%{{.*}}: f32, %{{.*}}: index, %{{.*}}: index, %{{.*}}: f32) -> f32
+// CHECK: func.func private @k.score.d.row.p(
+// CHECK: func.func private @attn_backward_f32.generic(
+// CHECK: func.call @k.score.d.row.p(
+// CHECK: llvm.mlir.global internal constant @attn_manifest_text("{{.*}}params\0Arow-inputs p\0A{{.*}}")

@@ -142,3 +142,68 @@ def test_head_dim_fixed_by_weights(attn_mod, compiled):
     q = torch.randn(1, 1, 4, 16)
     with pytest.raises(RuntimeError, match="compiled for head dim 32"):
         kernel(q, q, q)
+
+
+# --- Luong local-p: a per-query row input p_i [B, H, Nq] ------------------------------
+
+def luong_local_case(attn_mod, compiled, shape, mask, dt, row_layout="bhn"):
+    B, H, Nq, Nk, d, dv = shape
+    dtype = DTYPES[dt]
+    is_causal, padding = MASKS[mask]
+    gen = torch.Generator().manual_seed(seed_of("luong_local", shape, mask, row_layout))
+    q, k = (0.3 * torch.randn(B, H, n, d, generator=gen, dtype=torch.float64) for n in (Nq, Nk))
+    v = torch.randn(B, H, Nk, dv, generator=gen, dtype=torch.float64)
+    dout = torch.randn(B, H, Nq, dv, generator=gen, dtype=torch.float64)
+    # window centres spread over (and a little beyond) the keys, not on integers
+    centre = (Nk + 2) * torch.rand(B, 1 if row_layout == "bn" else H, Nq, generator=gen,
+                                   dtype=torch.float64) - 1
+    lengths = None
+    if padding:
+        lengths = torch.randint(1, Nk + 1, (B,), generator=gen, dtype=torch.int64)
+        lengths[0] = max(1, Nk // 2)
+    kernel = attn_mod.load(compiled("luong_local"))
+    assert kernel.row_input_names == ["p"]
+    params = torch.tensor([1.7], dtype=torch.float64)          # sigma
+    rows = centre.expand(B, H, Nq).unsqueeze(2)                 # [B, H, 1, Nq]
+    want = fam.attention_and_grads(fam.luong_local_score, None, q, k, v, params,
+                                   kernel.param_shapes, dout, is_causal, lengths, rows)
+    cast = lambda t: t.detach().to(dtype).clone().requires_grad_(True)
+    qc, kc, vc, pc = cast(q), cast(k), cast(v), cast(params)
+    given = cast(centre[:, 0] if row_layout == "bn" else centre)
+    O = kernel(qc, kc, vc, pc, is_causal, lengths, row_inputs=given)
+    grads = torch.autograd.grad(O, [qc, kc, vc, pc, given], grad_outputs=dout.to(dtype))
+    got = {"O": O.detach(), "dq": grads[0], "dk": grads[1], "dv": grads[2], "dparams": grads[3]}
+    check_close(got, want, dtype, context=f"luong_local {shape} {mask} {dt} {row_layout}",
+                log_key=("luong_local", dt))
+    # dp: [B, H, Nq] (or [B, Nq], summed over heads, for a centre shared by the heads)
+    want_dp = want["drows"][:, :, 0]
+    if row_layout == "bn":
+        want_dp = want_dp.sum(1)
+    tol = 1e-9 if dtype == torch.float64 else 2e-4 * want_dp.abs().max().item()
+    assert grads[4].shape == want_dp.shape
+    err = (grads[4].to(torch.float64) - want_dp).abs().max().item()
+    assert err <= tol, f"dp: max abs err {err:.3e} > {tol:.3e}"
+
+
+@pytest.mark.parametrize("dt", list(DTYPES))
+@pytest.mark.parametrize("mask", list(MASKS))
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_luong_local_matches_reference(attn_mod, compiled, shape, mask, dt):
+    luong_local_case(attn_mod, compiled, SHAPES[shape], mask, dt)
+
+
+def test_luong_local_centre_shared_by_heads(attn_mod, compiled):
+    luong_local_case(attn_mod, compiled, (2, 3, 9, 12, 8, 8), "none", "f64", row_layout="bn")
+
+
+def test_row_inputs_errors(attn_mod, compiled):
+    q = torch.randn(1, 2, 5, 8)
+    local = attn_mod.load(compiled("luong_local"))
+    with pytest.raises(RuntimeError, match=r"takes 1 row input\(s\) \(p\): pass row_inputs"):
+        local(q, q, q)
+    with pytest.raises(RuntimeError, match=r"row_inputs must have shape \[B, H, R, Nq\] = \[1, 2, 1, 5\]"):
+        local(q, q, q, row_inputs=torch.zeros(1, 2, 1, 4))
+    with pytest.raises(RuntimeError, match="row_inputs has dtype float64, expected float32"):
+        local(q, q, q, row_inputs=torch.zeros(1, 2, 5, dtype=torch.float64))
+    with pytest.raises(RuntimeError, match="row_inputs given but kernel luong_dot_attention declares no row inputs"):
+        attn_mod.load(compiled("luong_dot"))(q, q, q, row_inputs=torch.zeros(1, 2, 1, 5))

@@ -9,6 +9,7 @@ Every family is softmax attention over a score s_ij(q, k, θ, i, j) and a keep m
     alibi         s = q·k/sqrt(d) - slope·|i - j|, causal mask
     relative_bias s = q·k/sqrt(d) + b[clip(j - i, -2, 2)]
     window        s = q·k/sqrt(d), keep |i - j| <= 3
+    luong_local   s = q·k - (j - p_i)²/(2σ²), p [B, H, 1, Nq] a row input
 
 Gradients come from torch.autograd on these formulas (nothing hand-derived).
 """
@@ -67,6 +68,12 @@ def relative_bias_score(q, k, p):
     return scaled_dot(q, k) + table[bucket]
 
 
+def luong_local_score(q, k, p, rows):
+    j = torch.arange(k.shape[-2], dtype=q.dtype).view(1, 1, 1, -1)
+    centre = rows[:, :, 0, :].unsqueeze(-1)                     # p_i: [B, H, Nq, 1]
+    return q @ k.transpose(-1, -2) - (j - centre) ** 2 / (2 * p["sigma"] ** 2)
+
+
 def plain_scaled_dot(q, k, p):
     return scaled_dot(q, k)
 
@@ -103,8 +110,10 @@ def softmax_attention(s, keep, v):
     return torch.where(has_key, O, zero)
 
 
-def attention(score, keep_fn, q, k, v, params, shapes, is_causal=False, key_lengths=None):
-    """score(q, k, params dict) -> s [B,H,Nq,Nk]; keep_fn(Nq, Nk) -> bool [Nq,Nk] or None."""
+def attention(score, keep_fn, q, k, v, params, shapes, is_causal=False, key_lengths=None,
+              rows=None):
+    """score(q, k, params dict[, rows]) -> s [B,H,Nq,Nk]; keep_fn(Nq, Nk) -> bool [Nq,Nk]
+    or None; rows: the row inputs [B, H, R, Nq] when the score takes them."""
     B, H, Nq, _ = q.shape
     Nk = k.shape[-2]
     keep = torch.ones(B, 1, Nq, Nk, dtype=torch.bool)
@@ -115,14 +124,21 @@ def attention(score, keep_fn, q, k, v, params, shapes, is_causal=False, key_leng
     if key_lengths is not None:
         j = torch.arange(Nk).view(1, 1, 1, Nk)
         keep = keep & (j < key_lengths.view(B, 1, 1, 1))
-    s = score(q, k, split_params(params, shapes))
+    p = split_params(params, shapes)
+    s = score(q, k, p) if rows is None else score(q, k, p, rows)
     return softmax_attention(s, keep.expand(B, H, Nq, Nk), v)
 
 
 def attention_and_grads(score, keep_fn, q, k, v, params, shapes, dout, is_causal=False,
-                        key_lengths=None):
-    leaves = [t.detach().to(torch.float64).clone().requires_grad_(True) for t in (q, k, v, params)]
-    O = attention(score, keep_fn, *leaves, shapes, is_causal, key_lengths)
+                        key_lengths=None, rows=None):
+    """O and the gradients of q, k, v, params (and of the row inputs as "drows")."""
+    inputs = (q, k, v, params) + (() if rows is None else (rows,))
+    leaves = [t.detach().to(torch.float64).clone().requires_grad_(True) for t in inputs]
+    O = attention(score, keep_fn, *leaves[:4], shapes, is_causal, key_lengths,
+                  None if rows is None else leaves[4])
     grads = torch.autograd.grad(O, leaves, grad_outputs=dout.to(torch.float64), allow_unused=True)
     grads = [torch.zeros_like(x) if g is None else g for x, g in zip(leaves, grads)]
-    return {"O": O.detach(), "dq": grads[0], "dk": grads[1], "dv": grads[2], "dparams": grads[3]}
+    out = {"O": O.detach(), "dq": grads[0], "dk": grads[1], "dv": grads[2], "dparams": grads[3]}
+    if rows is not None:
+        out["drows"] = grads[4]
+    return out

@@ -76,7 +76,7 @@ TEST(LibraryLoad, MissingFile) {
 
 TEST(LibraryLoad, NotASharedObject) {
   std::string path = tmpdir() + "/text.so";
-  std::ofstream(path) << "attn-abi 1\nthis is not an ELF file\n";
+  std::ofstream(path) << "attn-abi 2\nthis is not an ELF file\n";
   EXPECT_ATTN_ERROR(Library::load(path), "text.so", "is not a shared object", "ELF");
   EXPECT_ATTN_ERROR(Library::load(tmpdir()), "is not a shared object", "directory");
 
@@ -93,7 +93,7 @@ TEST(LibraryLoad, NoManifestSymbol) {
 
 TEST(LibraryLoad, WrongAbiVersion) {
   EXPECT_ATTN_ERROR(Library::load(ATTN_FX_WRONG_ABI), "fx_wrong_abi.so",
-                    "ABI version mismatch", "expected attn-abi 1", "found attn-abi 2");
+                    "ABI version mismatch", "expected attn-abi 2", "found attn-abi 1");
 }
 
 TEST(LibraryLoad, MalformedManifestLine) {
@@ -117,20 +117,20 @@ TEST(LibraryLoad, MalformedManifestVariants) {
       {"kernel k\n" + rest + "params\ndtypes f32\ndevices cpu\n", {"no 'attn-abi' line"}},
       {"attn-abi one\nkernel k\n", {"malformed manifest line 1", "attn-abi <integer>"}},
       {"attn-abi 0\nkernel k\n", {"ABI version mismatch", "found attn-abi 0"}},
-      {"attn-abi 1\nattn-abi 1\n", {"malformed manifest line 2", "duplicate 'attn-abi'"}},
-      {"attn-abi 1\nkernel a b\n", {"malformed manifest line 2", "exactly one value, found 2"}},
-      {"attn-abi 1\nkernel a\nkernel b\n", {"line 3", "at most once", "already appeared on line 2"}},
-      {"attn-abi 1\nkernel k\n" + rest + "params a=1 a=2\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 2\nattn-abi 1\n", {"malformed manifest line 2", "duplicate 'attn-abi'"}},
+      {"attn-abi 2\nkernel a b\n", {"malformed manifest line 2", "exactly one value, found 2"}},
+      {"attn-abi 2\nkernel a\nkernel b\n", {"line 3", "at most once", "already appeared on line 2"}},
+      {"attn-abi 2\nkernel k\n" + rest + "params a=1 a=2\ndtypes f32\ndevices cpu\n",
        {"'a' twice"}},
-      {"attn-abi 1\nkernel k\n" + rest + "params a=one\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 2\nkernel k\n" + rest + "params a=one\ndtypes f32\ndevices cpu\n",
        {"a finite number after 'a='", "found 'one'"}},
-      {"attn-abi 1\nkernel k\n" + rest + "params 1a=1\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 2\nkernel k\n" + rest + "params 1a=1\ndtypes f32\ndevices cpu\n",
        {"parameter name", "'1a'"}},
-      {"attn-abi 1\nkernel k\n" + rest + "params\ndtypes f16\ndevices cpu\n",
+      {"attn-abi 2\nkernel k\n" + rest + "params\ndtypes f16\ndevices cpu\n",
        {"dtypes among f32 f64", "found 'f16'"}},
-      {"attn-abi 1\nkernel k\n" + rest + "params\ndtypes\ndevices cpu\n", {"at least one"}},
-      {"attn-abi 1\nkernel k\n" + rest + "params\ndtypes f32\n", {"no 'devices' line"}},
-      {"attn-abi 1\nkernel k\n" + rest + "dtypes f32\ndevices cpu\n", {"no 'params' line"}},
+      {"attn-abi 2\nkernel k\n" + rest + "params\ndtypes\ndevices cpu\n", {"at least one"}},
+      {"attn-abi 2\nkernel k\n" + rest + "params\ndtypes f32\n", {"no 'devices' line"}},
+      {"attn-abi 2\nkernel k\n" + rest + "dtypes f32\ndevices cpu\n", {"no 'params' line"}},
   };
   for (const auto &c : cases) {
     SCOPED_TRACE(c.text);
@@ -423,7 +423,7 @@ TEST_P(Dispatch, ForwardSlicesStridesAndMasks) {
   EXPECT_EQ(probe_count("probe_q_row_stride"), d);
 
   // Without key_lengths every row sees all Nk keys.
-  auto [out2, rm2, rs2] = attn::attention_forward(lib, q, k, v, params, {causal, {}});
+  auto [out2, rm2, rs2] = attn::attention_forward(lib, q, k, v, params, {causal, {}, {}});
   EXPECT_TRUE(torch::equal(rm2, torch::full({B, H, Nq}, double(Nk), opt)));
 }
 
@@ -437,7 +437,7 @@ TEST_P(Dispatch, HeadsMajorViewIsNotCopied) {
   Tensor k = torch::randn({B, Nk, H, d}, opt).transpose(1, 2);
   Tensor v = torch::randn({B, Nk, H, dv}, opt).transpose(1, 2);
   Tensor params = lib->initial_params(dtype);
-  auto [out, rm, rs] = attn::attention_forward(lib, q, k, v, params, {causal, {}});
+  auto [out, rm, rs] = attn::attention_forward(lib, q, k, v, params, {causal, {}, {}});
   EXPECT_EQ(probe_count("probe_q_row_stride"), H * d);
   EXPECT_TRUE(torch::allclose(out, probe_forward_ref(q, v, params, {Nk, Nk}, causal).o));
 }
@@ -453,7 +453,7 @@ TEST_P(Dispatch, AutogradBackward) {
   Tensor v = torch::randn({B, H, Nk, dv}, opt).requires_grad_();
   Tensor params = lib->initial_params(dtype).requires_grad_();
   std::vector<int64_t> kv = {11, 4};
-  Options o{causal, torch::tensor(kv, torch::kLong)};
+  Options o{causal, torch::tensor(kv, torch::kLong), {}};
 
   Tensor out = attn::attention(lib, q, k, v, params, o);
   EXPECT_TRUE(out.requires_grad());
@@ -480,7 +480,7 @@ TEST_P(Dispatch, BackwardWithBroadcastGradAndPartialRequiresGrad) {
   Tensor k = torch::randn({B, H, Nk, d}, opt);
   Tensor v = torch::randn({B, H, Nk, dv}, opt).requires_grad_();
   Tensor params = lib->initial_params(dtype);
-  Tensor out = attn::attention(lib, q, k, v, params, {causal, {}});
+  Tensor out = attn::attention(lib, q, k, v, params, {causal, {}, {}});
   out.sum().backward(); // dO is an expanded scalar: all strides 0
   EXPECT_FALSE(q.grad().defined());
   EXPECT_FALSE(params.grad().defined());
@@ -490,20 +490,22 @@ TEST_P(Dispatch, BackwardWithBroadcastGradAndPartialRequiresGrad) {
   EXPECT_TRUE(torch::allclose(v.grad(), g.dv));
 
   // attention_backward directly, same numbers.
-  auto [o2, rm2, rs2] = attn::attention_forward(lib, q, k, v, params, {causal, {}});
-  auto [dq, dk, dv2, dp] = attn::attention_backward(lib, q, k, v, params, o2, rm2, rs2,
-                                                    torch::ones_like(out), {causal, {}});
+  auto [o2, rm2, rs2] = attn::attention_forward(lib, q, k, v, params, {causal, {}, {}});
+  auto [dq, dk, dv2, dp, drows] = attn::attention_backward(lib, q, k, v, params, o2, rm2, rs2,
+                                                    torch::ones_like(out), {causal, {}, {}});
   EXPECT_TRUE(torch::allclose(dq, g.dq));
   EXPECT_TRUE(torch::allclose(dk, g.dk));
   EXPECT_TRUE(torch::allclose(dv2, g.dv));
   EXPECT_TRUE(torch::allclose(dp, g.dparams));
+  // No row inputs: an empty [B, H, 0, Nq] gradient.
+  EXPECT_EQ(drows.sizes(), c10::IntArrayRef({q.size(0), q.size(1), 0, q.size(2)}));
 }
 
 TEST_P(Dispatch, DoubleBackwardRefused) {
   auto [dtype, causal] = GetParam();
   auto opt = torch::TensorOptions().dtype(dtype);
   Tensor q = torch::randn({1, 1, 3, 2}, opt).requires_grad_();
-  Tensor out = attn::attention(lib, q, q, q, lib->initial_params(dtype), {causal, {}});
+  Tensor out = attn::attention(lib, q, q, q, lib->initial_params(dtype), {causal, {}, {}});
   EXPECT_ATTN_ERROR(torch::autograd::grad({out.sum()}, {q}, {}, c10::nullopt, true),
                     "double backward (create_graph=True) is not supported");
 }

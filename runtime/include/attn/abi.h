@@ -4,14 +4,20 @@
  *
  *   const char *attn_manifest(void);
  *     Text manifest, one "key value..." line each (see ATTN_MANIFEST_* below):
- *       attn-abi 1
+ *       attn-abi 2
  *       kernel tanhmax_attention
  *       normalizer tanhmax
  *       algorithm online            (online | plain)
  *       denominator sum             (sum | constant | count)
  *       mask none                   (none | the attn.mask symbol baked into the kernel)
  *       params tb1=1 td1=1 ...      (learnable scalars in kernel order, with their
- *                                    initial values; the line is "params" when none)
+ *                                    initial values, then the score's weights as
+ *                                    name[AxB]=<fill> or name[AxB]=identity; P counts
+ *                                    every element, weights flattened row-major;
+ *                                    the line is "params" when none)
+ *       head-dim 64                 (optional: q's head dim must be this, fixed by
+ *                                    the weights' shapes)
+ *       row-inputs p ...            (optional: names of the R per-query inputs)
  *       dtypes f32 f64
  *       devices cpu
  *
@@ -25,29 +31,32 @@
  *       attn_memref1d *row_max,  [Nq]       written: stabiliser m_i (0 for plain)
  *       attn_memref1d *row_sum,  [Nq]       written: C_i·e^(-m_i) (C_i for plain)
  *       attn_memref1d *params,   [P]
+ *       attn_memref2d *row_inputs, [R, Nq]  the per-query inputs (R = 0: sizes [0, Nq])
  *       int64_t q_begin, int64_t q_end,
  *       int64_t kv_len,          keys j >= kv_len are masked (padding)
  *       int64_t causal);         nonzero: keys j > i are masked
  *
  *   void _mlir_ciface_attn_backward_T(
- *       q, k, v, o, dout [Nq, dv], row_max, row_sum, params,   (as above, inputs)
+ *       q, k, v, o, dout [Nq, dv], row_max, row_sum, params, row_inputs, (inputs)
  *       attn_memref2d *dq,       [Nq, d]    overwritten
  *       attn_memref2d *dk,       [Nk, d]    overwritten
  *       attn_memref2d *dv,       [Nk, dv]   overwritten
  *       attn_memref1d *dparams,  [P]        overwritten with this slice's share
+ *       attn_memref2d *drow_inputs, [R, Nq] overwritten
  *       int64_t kv_len, int64_t causal);
  *
  * One call handles one (batch, head) slice; the runtime parallelises across calls.
  * Memrefs are MLIR's strided descriptors: sizes and strides in elements, so any
  * strided view of a tensor can be passed without a copy. A row whose keys are all
  * masked gets O_i = 0, row_sum 0 and contributes no gradient.
+ * ABI history: 2 added row_inputs / drow_inputs and weights in params.
  *===----------------------------------------------------------------------===*/
 #ifndef ATTN_ABI_H
 #define ATTN_ABI_H
 
 #include <stdint.h>
 
-#define ATTN_ABI_VERSION 1
+#define ATTN_ABI_VERSION 2
 #define ATTN_MANIFEST_SYMBOL "attn_manifest"
 
 #ifdef __cplusplus
@@ -75,15 +84,16 @@ typedef const char *(*attn_manifest_fn)(void);
 typedef void (*attn_forward_fn)(attn_memref2d *q, attn_memref2d *k, attn_memref2d *v,
                                 attn_memref2d *o, attn_memref1d *row_max,
                                 attn_memref1d *row_sum, attn_memref1d *params,
-                                int64_t q_begin, int64_t q_end, int64_t kv_len,
-                                int64_t causal);
+                                attn_memref2d *row_inputs, int64_t q_begin, int64_t q_end,
+                                int64_t kv_len, int64_t causal);
 
 typedef void (*attn_backward_fn)(attn_memref2d *q, attn_memref2d *k, attn_memref2d *v,
                                  attn_memref2d *o, attn_memref2d *dout,
                                  attn_memref1d *row_max, attn_memref1d *row_sum,
-                                 attn_memref1d *params, attn_memref2d *dq,
-                                 attn_memref2d *dk, attn_memref2d *dv,
-                                 attn_memref1d *dparams, int64_t kv_len, int64_t causal);
+                                 attn_memref1d *params, attn_memref2d *row_inputs,
+                                 attn_memref2d *dq, attn_memref2d *dk, attn_memref2d *dv,
+                                 attn_memref1d *dparams, attn_memref2d *drow_inputs,
+                                 int64_t kv_len, int64_t causal);
 
 #ifdef __cplusplus
 }

@@ -10,7 +10,8 @@
 //
 // The same library registers TORCH_LIBRARY(attn) ops for Python:
 //   torch.ops.attn.attention(str artifact, Tensor q, Tensor k, Tensor v, Tensor params,
-//                            bool is_causal=False, Tensor? key_lengths=None) -> Tensor
+//                            bool is_causal=False, Tensor? key_lengths=None,
+//                            Tensor? row_inputs=None) -> Tensor
 //   torch.ops.attn.attention_forward(...same...) -> (Tensor, Tensor, Tensor)
 //   torch.ops.attn.manifest(str artifact) -> str
 //
@@ -39,6 +40,7 @@ struct Manifest {
   std::vector<std::vector<int64_t>> param_shapes; // {} for a scalar, e.g. {64, 64} for W[64x64]
   std::vector<bool> param_identity;          // initialised as the (rectangular) unit matrix
   int64_t head_dim = 0;                      // q's head dim must equal this when nonzero
+  std::vector<std::string> row_input_names;  // the kernel's per-query inputs (R of them)
   std::vector<std::string> dtypes, devices; // e.g. {"f32", "f64"}, {"cpu"}
 };
 
@@ -99,6 +101,10 @@ private:
 struct Options {
   bool is_causal = false; // nonzero: keys j > i are masked (query row i, key column j)
   c10::optional<torch::Tensor> key_lengths; // int64 [B]: keys j >= key_lengths[b] are masked
+  /// [B, H, R, Nq], the dtype of q: the kernel's R per-query inputs (manifest line
+  /// row-inputs; e.g. the window centre of Luong's local attention). Required iff
+  /// R > 0; differentiable (attention() returns their gradient through autograd).
+  c10::optional<torch::Tensor> row_inputs;
 };
 
 /// Autograd-aware attention. q [B,H,Nq,d], k [B,H,Nk,d], v [B,H,Nk,dv], params [P]
@@ -115,8 +121,9 @@ attention_forward(const std::shared_ptr<const Library> &lib, const torch::Tensor
                   const torch::Tensor &params, const Options &opts = {});
 
 /// Backward only, no autograd: given the forward's inputs, its outputs (O, row_max,
-/// row_sum) and dO [B,H,Nq,dv], returns (dq, dk, dv, dparams [P]).
-std::tuple<torch::Tensor, torch::Tensor, torch::Tensor, torch::Tensor>
+/// row_sum) and dO [B,H,Nq,dv], returns (dq, dk, dv, dparams [P], drow_inputs
+/// [B,H,R,Nq]).
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor, torch::Tensor, torch::Tensor>
 attention_backward(const std::shared_ptr<const Library> &lib, const torch::Tensor &q,
                    const torch::Tensor &k, const torch::Tensor &v,
                    const torch::Tensor &params, const torch::Tensor &out,

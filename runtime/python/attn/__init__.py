@@ -110,6 +110,8 @@ class Kernel:
         self.manifest = parse_manifest(self.manifest_text)
         self.param_names = list(self.manifest["params"].keys())
         # name -> shape: () for a scalar param, e.g. (64, 64) for a weight W[64x64]
+        # the kernel's per-query inputs (attn.score row_inputs(...)), passed as row_inputs=
+        self.row_input_names = self.manifest.get("row-inputs", "").split()
         self.param_shapes = OrderedDict(
             (n, tuple(v.shape) if isinstance(v, torch.Tensor) else ())
             for n, v in self.manifest["params"].items())
@@ -138,15 +140,30 @@ class Kernel:
     def _params(self, params, q):
         return self.initial_params(q.dtype, q.device) if params is None else params
 
-    def __call__(self, q, k, v, params=None, is_causal=False, key_lengths=None):
-        """O [B,H,Nq,dv]. params=None uses the initial values (no gradient for them)."""
-        return torch.ops.attn.attention(self.path, q, k, v, self._params(params, q),
-                                        is_causal, key_lengths)
+    def _row_inputs(self, row_inputs, q):
+        """row_inputs as [B, H, R, Nq]; a kernel with one row input also takes [B, H, Nq]
+        or [B, Nq] (shared by the heads; its gradient is summed over them)."""
+        if row_inputs is None or len(self.row_input_names) != 1 or row_inputs.dim() == 4:
+            return row_inputs
+        B, H, Nq = q.shape[0], q.shape[1], q.shape[2]
+        if row_inputs.dim() == 3:
+            return row_inputs.unsqueeze(2)
+        if row_inputs.dim() == 2:
+            return row_inputs[:, None, None, :].expand(B, H, 1, Nq)
+        return row_inputs
 
-    def forward_with_stats(self, q, k, v, params=None, is_causal=False, key_lengths=None):
+    def __call__(self, q, k, v, params=None, is_causal=False, key_lengths=None, row_inputs=None):
+        """O [B,H,Nq,dv]. params=None uses the initial values (no gradient for them).
+        row_inputs: the kernel's per-query inputs (see row_input_names), differentiable."""
+        return torch.ops.attn.attention(self.path, q, k, v, self._params(params, q),
+                                        is_causal, key_lengths, self._row_inputs(row_inputs, q))
+
+    def forward_with_stats(self, q, k, v, params=None, is_causal=False, key_lengths=None,
+                           row_inputs=None):
         """Forward only, no autograd: (O, row_max, row_sum)."""
         return torch.ops.attn.attention_forward(self.path, q, k, v, self._params(params, q),
-                                                is_causal, key_lengths)
+                                                is_causal, key_lengths,
+                                                self._row_inputs(row_inputs, q))
 
     def __repr__(self):
         return (f"attn.Kernel({self.name!r}, params={self.param_names}, "
