@@ -171,3 +171,16 @@ attn.mask @m {
 }
 // expected-error @+1 {{custom op 'score' is unknown}}
 attn.kernel @k normalizer(@n) mask(@m) score(@s)
+
+// -----
+
+attn.normalizer @n params(W = 1.0) {
+  numerator {
+  ^bb0(%s: f32, %W: f32):
+    attn.yield %s : f32
+  }
+  denominator constant 1.0
+}
+attn.score @general contract bilinear weights(W: 4x4 = identity)
+// expected-error @+1 {{'attn.kernel' op param 'W' is declared by both score @general and normalizer @n}}
+attn.kernel @k normalizer(@n) score(@general)

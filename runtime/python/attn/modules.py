@@ -43,8 +43,10 @@ class MultiheadAttention(nn.Module):
         out, _ = mha(x, x, x, is_causal=True)
 
     `normalizer` is an attn.Kernel, a compiled .so, a .mlir path or an IR string
-    (compiled once and cached by content). The kernel's learnable normalizer params are
+    (compiled once and cached by content). The kernel's learnable params (normalizer and
+    score scalars, and score weights such as a bilinear W [d, d] with their shapes) are
     registered as parameters `normalizer.<name>`, so optimisers and state_dict see them.
+    A kernel with row inputs (attn.score row_inputs) is not supported by this module.
     Masks: `is_causal`, trailing `key_padding_mask`, or an attn.mask compiled into the
     kernel; `attn_mask` tensors are not supported. Attention weights are never
     materialised: the second result is always None.
