@@ -469,12 +469,28 @@ static LogicalResult verifyContractWeights(ScoreOp op) {
                               << ", got " << shapeText(2);
     return success();
   }
-  default:
+  case ContractKind::Dot:
+  case ContractKind::ScaledDot:
+    // A learnable projection before the feature map: s = φ(W q)·φ(W k).
+    if (op.getNumWeights() == 0)
+      return success();
+    if (!op.hasFeatureMap())
+      return op.emitOpError() << "a weight on contract " << stringifyContractKind(op.getContract())
+                              << " projects q and k before a feature map, but there is no "
+                                 "feature region";
+    if (op.getNumWeights() != 1 || op.getWeightShape(0).size() != 2)
+      return op.emitOpError() << "a projection before the feature map takes one weight W of "
+                                 "shape mxd (s = φ(W q)·φ(W k)), got "
+                              << op.getNumWeights() << " weights, the first of shape "
+                              << shapeText(0);
+    return success();
+  case ContractKind::Cosine:
     if (op.getNumWeights() != 0)
-      return op.emitOpError() << "weights apply to contracts bilinear and additive only, not "
-                              << stringifyContractKind(op.getContract());
+      return op.emitOpError() << "weights apply to contracts bilinear, additive, and dot or "
+                                 "scaled_dot with a feature map, not cosine";
     return success();
   }
+  llvm_unreachable("unknown contract kind");
 }
 
 ParseResult ScoreOp::parse(OpAsmParser &parser, OperationState &result) {

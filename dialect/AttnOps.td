@@ -140,7 +140,10 @@ def Attn_ScoreOp : Attn_Op<"score", [Symbol, IsolatedFromAbove,
     e.g. `weights(W: 64x64 = identity)`; `identity` is the (rectangular) unit
     matrix. `bilinear` takes one [d x d] weight W; `additive` takes three,
     W_q [n x d], W_k [n x d] and v [n], in that order. The shapes fix the head
-    dim d. Weights are not region arguments: the contraction uses them.
+    dim d. Weights are not region arguments: the contraction uses them. `dot`
+    and `scaled_dot` with a feature region may take one weight W [m x d]: a
+    learnable projection before the feature map, s = φ(W q)·φ(W k) (nested
+    attention's tanh(W x)); scaled_dot's default scale is then 1/sqrt(m).
 
     `row_inputs(p, ...)` declares per-query inputs: float tensors [B, H, Nq]
     passed at the call (e.g. the window centre p_i of Luong's local attention),

@@ -122,9 +122,11 @@ private:
       return true;
     case ContractKind::Bilinear:
       return querySide;
-    default:
-      return false;
+    case ContractKind::Dot:
+    case ContractKind::ScaledDot:
+      return score.getNumWeights() != 0; // W q and W k before the feature map
     }
+    llvm_unreachable("unknown contract kind");
   }
   /// The projection weight of one side (null for cosine, which normalises), as
   /// W(o, c) = params[offset + o·outStride + c·inStride]: out[r, o] = Σ_c x[r, c]·W(o, c).
@@ -656,6 +658,11 @@ std::optional<KernelCodegen::Projection> KernelCodegen::projectionOf(bool queryS
   }
   case ContractKind::Additive: { // q' = W_q·q: W(o, c) = W_q[o, c]
     const KernelWeight &w = weights[querySide ? 0 : 1];
+    return Projection{index(w.offset), w.shape[0], w.shape[1], 1};
+  }
+  case ContractKind::Dot:
+  case ContractKind::ScaledDot: { // q' = W·q, k' = W·k (one shared W)
+    const KernelWeight &w = weights[0];
     return Projection{index(w.offset), w.shape[0], w.shape[1], 1};
   }
   default:

@@ -218,8 +218,21 @@ attn.score @additive_v_matrix contract additive hidden 8 weights(Wq: 8x16 = iden
 
 // -----
 
-// expected-error @+1 {{'attn.score' op weights apply to contracts bilinear and additive only, not scaled_dot}}
+// expected-error @+1 {{'attn.score' op a weight on contract scaled_dot projects q and k before a feature map, but there is no feature region}}
 attn.score @dot_weights contract scaled_dot weights(W: 4x4 = identity)
+
+// -----
+
+// expected-error @+1 {{'attn.score' op a projection before the feature map takes one weight W of shape mxd (s = φ(W q)·φ(W k)), got 1 weights, the first of shape 4}}
+attn.score @feature_vector_weight contract dot weights(W: 4 = 1.0) feature {
+^bb0(%x: f32):
+  attn.yield %x : f32
+}
+
+// -----
+
+// expected-error @+1 {{'attn.score' op weights apply to contracts bilinear, additive, and dot or scaled_dot with a feature map, not cosine}}
+attn.score @cosine_weights contract cosine weights(W: 4x4 = identity)
 
 // -----
 

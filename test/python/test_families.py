@@ -26,7 +26,9 @@ FAMILIES = {
     "relative_bias": (fam.relative_bias_score, None, None, 1.3),
     "sliding_window": (fam.plain_scaled_dot, fam.window_keep, None, 1.3),
     "causal": (fam.plain_scaled_dot, fam.causal_keep, None, 1.3),
+    "nested_tanh": (fam.nested_tanh_score, None, 16, 1.0),
 }
+TILED_VALUE_DIM = {"nested_tanh": 32}
 DTYPES = {"f64": torch.float64, "f32": torch.float32}
 MASKS = {"none": (False, False), "causal+pad": (True, True)}
 
@@ -107,7 +109,8 @@ SHAPES = {
 def test_family_matches_reference(attn_mod, compiled, name, shape, mask, dt):
     s = SHAPES[shape]
     if FAMILIES[name][2] and shape == "tiled":
-        s = s[:4] + (FAMILIES[name][2], FAMILIES[name][2])
+        # the tiled kernels need the contracted width (W q's for nested_tanh) = dv
+        s = s[:4] + (FAMILIES[name][2], TILED_VALUE_DIM.get(name, FAMILIES[name][2]))
     run_family(attn_mod, compiled, name, s, mask, dt)
 
 
@@ -123,7 +126,7 @@ def test_cosine_zero_rows_stay_finite(attn_mod, compiled, dt):
 def test_weight_gradients_are_nonzero(attn_mod, compiled):
     """dparams really carries dW (Luong general) and dW_q, dW_k, dv (Bahdanau): no slot
     of the flattened weights stays 0 for random inputs."""
-    for name in ("luong_general", "bahdanau"):
+    for name in ("luong_general", "bahdanau", "nested_tanh"):
         got, _ = run_family(attn_mod, compiled, name, (2, 2, 9, 10, 0, 6), "none", "f64")
         assert (got["dparams"] != 0).all(), name
 

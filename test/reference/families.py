@@ -10,6 +10,7 @@ Every family is softmax attention over a score s_ij(q, k, θ, i, j) and a keep m
     relative_bias s = q·k/sqrt(d) + b[clip(j - i, -2, 2)]
     window        s = q·k/sqrt(d), keep |i - j| <= 3
     luong_local   s = q·k - (j - p_i)²/(2σ²), p [B, H, 1, Nq] a row input
+    nested_tanh   s = tanh(W q)·tanh(W k), W [m, d]
 
 Gradients come from torch.autograd on these formulas (nothing hand-derived).
 """
@@ -54,6 +55,11 @@ def additive_score(q, k, p):
     wq, wk, v = (p[n] for n in names)           # declaration order: W_q, W_k, v
     pre = (q @ wq.T).unsqueeze(-2) + (k @ wk.T).unsqueeze(-3)   # [B,H,Nq,Nk,n]
     return torch.tanh(pre) @ v
+
+
+def nested_tanh_score(q, k, p):
+    W = p["W"]
+    return torch.tanh(q @ W.T) @ torch.tanh(k @ W.T).transpose(-1, -2)
 
 
 def alibi_score(q, k, p):
