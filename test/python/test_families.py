@@ -210,3 +210,19 @@ def test_row_inputs_errors(attn_mod, compiled):
         local(q, q, q, row_inputs=torch.zeros(1, 2, 5, dtype=torch.float64))
     with pytest.raises(RuntimeError, match="row_inputs given but kernel luong_dot_attention declares no row inputs"):
         attn_mod.load(compiled("luong_dot"))(q, q, q, row_inputs=torch.zeros(1, 2, 1, 5))
+
+
+@pytest.mark.parametrize("name", ["cosine", "luong_general", "bahdanau", "nested_tanh"])
+def test_fully_masked_rows_give_zeros(attn_mod, compiled, name):
+    """key_lengths = 0 for a batch entry: O = 0 and zero, finite gradients there, through
+    the row transforms too (tiled and generic)."""
+    fixed = FAMILIES[name][2] or 32
+    for dv in (TILED_VALUE_DIM.get(name, fixed), 5):
+        kernel = attn_mod.load(compiled(name))
+        q, k = (torch.randn(2, 2, 6, fixed, requires_grad=True) for _ in range(2))
+        v = torch.randn(2, 2, 6, dv, requires_grad=True)
+        params = kernel.initial_params().requires_grad_()
+        out = kernel(q, k, v, params, key_lengths=torch.tensor([0, 3]))
+        out.sum().backward()
+        assert (out[0] == 0).all() and (q.grad[0] == 0).all() and (k.grad[0] == 0).all()
+        assert all(torch.isfinite(t).all() for t in (out, q.grad, k.grad, v.grad, params.grad))

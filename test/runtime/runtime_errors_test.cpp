@@ -131,6 +131,16 @@ TEST(LibraryLoad, MalformedManifestVariants) {
       {"attn-abi 2\nkernel k\n" + rest + "params\ndtypes\ndevices cpu\n", {"at least one"}},
       {"attn-abi 2\nkernel k\n" + rest + "params\ndtypes f32\n", {"no 'devices' line"}},
       {"attn-abi 2\nkernel k\n" + rest + "dtypes f32\ndevices cpu\n", {"no 'params' line"}},
+      {"attn-abi 2\nkernel k\n" + rest + "params W[4x0]=1\ndtypes f32\ndevices cpu\n",
+       {"positive extents in weight 'W[4x0]=1'"}},
+      {"attn-abi 2\nkernel k\n" + rest + "params W[4x4=1\ndtypes f32\ndevices cpu\n",
+       {"a weight 'name[AxB]=init'"}},
+      {"attn-abi 2\nkernel k\n" + rest + "params v[4]=identity\ndtypes f32\ndevices cpu\n",
+       {"'identity' for a 2-D weight only"}},
+      {"attn-abi 2\nkernel k\n" + rest + "params\nhead-dim -3\ndtypes f32\ndevices cpu\n",
+       {"'head-dim <positive integer>'"}},
+      {"attn-abi 2\nkernel k\n" + rest + "params\nrow-inputs 1p\ndtypes f32\ndevices cpu\n",
+       {"'row-inputs name ...' with identifiers, found '1p'"}},
   };
   for (const auto &c : cases) {
     SCOPED_TRACE(c.text);
