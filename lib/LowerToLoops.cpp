@@ -96,6 +96,12 @@ private:
     function.setPrivate();
     return function.addEntryBlock();
   }
+  /// The same for an ABI entry point: public, with MLIR's C interface.
+  Block *entryPoint(StringRef name, ArrayRef<Type> inputs) {
+    auto function = func::FuncOp::create(b, name, FunctionType::get(kernel.getContext(), inputs, {}));
+    function->setAttr("llvm.emit_c_interface", UnitAttr::get(kernel.getContext()));
+    return function.addEntryBlock();
+  }
   /// Head dims that get a tiled specialisation at this element type.
   SmallVector<int64_t> tiledHeadDims() {
     SmallVector<int64_t> dims;
@@ -135,6 +141,15 @@ private:
     int64_t outDim, outStride, inStride;
   };
   std::optional<Projection> projectionOf(bool querySide);
+  /// 1/‖x_r‖_ε = 1/sqrt(x_r·x_r + ε²) of row r of `matrix` (cosine).
+  Value inverseEpsilonNorm(Value matrix, Value r) {
+    Value squares = loop(index(0), dim(matrix, 1), {constant(kCosineEpsilon * kCosineEpsilon)},
+                         [&](Value c, ValueRange acc) -> SmallVector<Value> {
+                           Value x = load(matrix, {r, c});
+                           return {add(acc[0], mul(x, x))};
+                         })[0];
+    return math::RsqrtOp::create(b, squares);
+  }
   /// A fresh contiguous [rows x cols] matrix (as matrixType) and its allocation.
   std::pair<Value, Value> allocMatrix(Value rows, Value cols);
   /// dst[r, :] = transform(src[r, :]) for r in [begin, end).
@@ -683,12 +698,7 @@ void KernelCodegen::transformRows(bool querySide, Value src, Value dst, Value pa
   std::optional<Projection> projection = projectionOf(querySide);
   loop(begin, end, {}, [&](Value r, ValueRange) -> SmallVector<Value> {
     if (!projection) { // cosine: x / |x|_ε
-      Value squares = loop(index(0), cols, {constant(kCosineEpsilon * kCosineEpsilon)},
-                           [&](Value c, ValueRange acc) -> SmallVector<Value> {
-                             Value x = load(src, {r, c});
-                             return {add(acc[0], mul(x, x))};
-                           })[0];
-      Value inverseNorm = math::RsqrtOp::create(b, squares);
+      Value inverseNorm = inverseEpsilonNorm(src, r);
       loop(index(0), cols, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
         store(mul(load(src, {r, c}), inverseNorm), dst, {r, c});
         return {};
@@ -716,12 +726,7 @@ void KernelCodegen::chainRows(bool querySide, Value src, Value dTransformed, Val
   std::optional<Projection> projection = projectionOf(querySide);
   loop(index(0), dim(src, 0), {}, [&](Value r, ValueRange) -> SmallVector<Value> {
     if (!projection) { // x̂ = x/n: dx = (dx̂ - x̂·(x̂·dx̂))/n
-      Value squares = loop(index(0), cols, {constant(kCosineEpsilon * kCosineEpsilon)},
-                           [&](Value c, ValueRange acc) -> SmallVector<Value> {
-                             Value x = load(src, {r, c});
-                             return {add(acc[0], mul(x, x))};
-                           })[0];
-      Value inverseNorm = math::RsqrtOp::create(b, squares);
+      Value inverseNorm = inverseEpsilonNorm(src, r);
       Value along = loop(index(0), cols, {constant(0.0)}, [&](Value c, ValueRange acc) -> SmallVector<Value> {
                       Value unit = mul(load(src, {r, c}), inverseNorm);
                       return {add(acc[0], mul(unit, load(dTransformed, {r, c})))};
@@ -754,10 +759,7 @@ void KernelCodegen::chainRows(bool querySide, Value src, Value dTransformed, Val
 }
 
 void KernelCodegen::buildTransformedForward(StringRef entryName) {
-  MLIRContext *ctx = kernel.getContext();
-  auto function = func::FuncOp::create(b, entryName, FunctionType::get(ctx, forwardInputs(matrixType), {}));
-  function->setAttr("llvm.emit_c_interface", UnitAttr::get(ctx));
-  Block *entry = function.addEntryBlock();
+  Block *entry = entryPoint(entryName, forwardInputs(matrixType));
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(entry);
   SmallVector<Value> args(entry->getArguments());
@@ -785,10 +787,7 @@ void KernelCodegen::buildTransformedForward(StringRef entryName) {
 }
 
 void KernelCodegen::buildTransformedBackward(StringRef entryName) {
-  MLIRContext *ctx = kernel.getContext();
-  auto function = func::FuncOp::create(b, entryName, FunctionType::get(ctx, backwardInputs(matrixType), {}));
-  function->setAttr("llvm.emit_c_interface", UnitAttr::get(ctx));
-  Block *entry = function.addEntryBlock();
+  Block *entry = entryPoint(entryName, backwardInputs(matrixType));
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(entry);
   SmallVector<Value> args(entry->getArguments());
@@ -827,13 +826,7 @@ void KernelCodegen::buildTransformedBackward(StringRef entryName) {
 }
 
 void KernelCodegen::buildDispatch(StringRef entryName, ArrayRef<Type> inputs, bool isPublic) {
-  MLIRContext *ctx = kernel.getContext();
-  auto function = func::FuncOp::create(b, entryName, FunctionType::get(ctx, inputs, {}));
-  if (isPublic)
-    function->setAttr("llvm.emit_c_interface", UnitAttr::get(ctx));
-  else
-    function.setPrivate();
-  Block *entry = function.addEntryBlock();
+  Block *entry = isPublic ? entryPoint(entryName, inputs) : privateFunction(entryName, inputs);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(entry);
   SmallVector<Value> args(entry->getArguments());
