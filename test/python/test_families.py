@@ -226,3 +226,55 @@ def test_fully_masked_rows_give_zeros(attn_mod, compiled, name):
         out.sum().backward()
         assert (out[0] == 0).all() and (q.grad[0] == 0).all() and (k.grad[0] == 0).all()
         assert all(torch.isfinite(t).all() for t in (out, q.grad, k.grad, v.grad, params.grad))
+
+
+MIXED_PARAMS_IR = """
+attn.score @general contract bilinear scale 0.5 params(shift = 0.25) weights(W: 8x8 = identity) mod {
+^bb0(%s: f64, %i: index, %j: index, %shift: f64):
+  %t = arith.addf %s, %shift : f64
+  attn.yield %t : f64
+}
+attn.normalizer @sigmoid params(bias = -1.0) {
+  numerator {
+  ^bb0(%s: f64, %bias: f64):
+    %one = arith.constant 1.0 : f64
+    %x = arith.addf %s, %bias : f64
+    %nx = arith.negf %x : f64
+    %e = math.exp %nx : f64
+    %den = arith.addf %one, %e : f64
+    %g = arith.divf %one, %den : f64
+    attn.yield %g : f64
+  }
+  denominator constant 1.0
+}
+attn.kernel @mixed normalizer(@sigmoid) score(@general)
+"""
+
+
+def test_weights_after_normalizer_and_score_scalars(attn_mod, tmp_path):
+    """Params vector = normalizer scalars, score scalars, then the weights: every
+    gradient lands in its own slot (sigmoid normalizer bias, mod shift, W)."""
+    src = tmp_path / "mixed.mlir"
+    src.write_text(MIXED_PARAMS_IR)
+    out = tmp_path / "mixed.so"
+    r = subprocess.run([str(ATTN_COMPILE), str(src), "-o", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    kernel = attn_mod.load(out)
+    assert kernel.param_shapes == {"bias": (), "shift": (), "W": (8, 8)}
+    gen = torch.Generator().manual_seed(7)
+    q, k, v, dout = (torch.randn(2, 2, n, 8, generator=gen, dtype=torch.float64) for n in (5, 6, 6, 5))
+    params = torch.randn(2 + 64, generator=gen, dtype=torch.float64) * 0.3
+
+    def score(q, k, p):
+        return 0.5 * (q @ p["W"]) @ k.transpose(-1, -2) + p["shift"]
+
+    def reference(q, k, v, params):
+        p = fam.split_params(params, kernel.param_shapes)
+        return torch.sigmoid(score(q, k, p) + p["bias"]) @ v
+
+    leaves = [t.clone().requires_grad_(True) for t in (q, k, v, params)]
+    want = torch.autograd.grad(reference(*leaves), leaves, dout)
+    got_leaves = [t.clone().requires_grad_(True) for t in (q, k, v, params)]
+    got = torch.autograd.grad(kernel(*got_leaves), got_leaves, dout)
+    for name, g, w in zip(["dq", "dk", "dv", "dparams"], got, want):
+        assert (g - w).abs().max() <= 1e-9, name
