@@ -4,6 +4,7 @@
 // above autograd, so attn::attention's torch::autograd::Function builds the graph.
 //
 //===----------------------------------------------------------------------===//
+#include "attn/modules.h"
 #include "attn/runtime.h"
 
 #include <torch/library.h>
@@ -35,6 +36,13 @@ std::tuple<Tensor, Tensor, Tensor> op_attention_forward(const std::string &artif
                                  make_options(is_causal, key_lengths));
 }
 
+Tensor op_attention_weights(const std::string &artifact, const Tensor &q, const Tensor &k,
+                            const Tensor &params, bool is_causal,
+                            const c10::optional<Tensor> &key_lengths) {
+  return attn::attention_weights(attn::Library::load(artifact), q, k, params,
+                                 make_options(is_causal, key_lengths));
+}
+
 std::string op_manifest(const std::string &artifact) {
   return attn::Library::load(artifact)->manifest_text();
 }
@@ -48,5 +56,10 @@ TORCH_LIBRARY(attn, m) {
   m.def("attention_forward(str artifact, Tensor q, Tensor k, Tensor v, Tensor params, "
         "bool is_causal=False, Tensor? key_lengths=None) -> (Tensor, Tensor, Tensor)",
         &op_attention_forward);
+  m.def("attention_weights(str artifact, Tensor q, Tensor k, Tensor params, "
+        "bool is_causal=False, Tensor? key_lengths=None) -> Tensor",
+        &op_attention_weights);
   m.def("manifest(str artifact) -> str", &op_manifest);
+  m.def("key_lengths_from_padding(Tensor key_padding_mask, int keys) -> Tensor",
+        &attn::key_lengths_from_padding);
 }

@@ -12,6 +12,8 @@
 //   torch.ops.attn.attention(str artifact, Tensor q, Tensor k, Tensor v, Tensor params,
 //                            bool is_causal=False, Tensor? key_lengths=None) -> Tensor
 //   torch.ops.attn.attention_forward(...same...) -> (Tensor, Tensor, Tensor)
+//   torch.ops.attn.attention_weights(str artifact, Tensor q, Tensor k, Tensor params,
+//                                    bool is_causal=False, Tensor? key_lengths=None) -> Tensor
 //   torch.ops.attn.manifest(str artifact) -> str
 //
 //===----------------------------------------------------------------------===//
@@ -118,6 +120,18 @@ attention_backward(const std::shared_ptr<const Library> &lib, const torch::Tenso
                    const torch::Tensor &params, const torch::Tensor &out,
                    const torch::Tensor &row_max, const torch::Tensor &row_sum,
                    const torch::Tensor &grad_out, const Options &opts = {});
+
+/// The attention weights w_ij = g(s_ij) / C_i as a [B, H, Nq, Nk] tensor, for
+/// inspection only (plots, probing): no autograd, and refused above
+/// kMaxAttentionWeights elements. They are computed by the artifact's own forward
+/// kernel (with V = identity), so they are exactly the weights it applies, masks and
+/// params included; masked pairs and fully masked rows are 0.
+torch::Tensor attention_weights(const std::shared_ptr<const Library> &lib,
+                                const torch::Tensor &q, const torch::Tensor &k,
+                                const torch::Tensor &params, const Options &opts = {});
+
+/// Largest B·H·Nq·Nk that attention_weights() materialises.
+constexpr int64_t kMaxAttentionWeights = int64_t{1} << 26;
 
 /// Granularity of forward work items: each call covers a multiple of
 /// kQueryBlock query rows, as many as still leaves about four items per thread

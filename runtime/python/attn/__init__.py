@@ -115,6 +115,13 @@ class Kernel:
         return torch.ops.attn.attention(self.path, q, k, v, self._params(params, q),
                                         is_causal, key_lengths)
 
+    def attention_weights(self, q, k, params=None, is_causal=False, key_lengths=None):
+        """[B,H,Nq,Nk] weights w_ij = g(s_ij) / C_i, for inspection only (no autograd;
+        refused above 2**26 elements). Computed by this kernel's own forward, so they are
+        exactly the weights it applies (masks and params included)."""
+        return torch.ops.attn.attention_weights(self.path, q, k, self._params(params, q),
+                                                is_causal, key_lengths)
+
     def forward_with_stats(self, q, k, v, params=None, is_causal=False, key_lengths=None):
         """Forward only, no autograd: (O, row_max, row_sum)."""
         return torch.ops.attn.attention_forward(self.path, q, k, v, self._params(params, q),

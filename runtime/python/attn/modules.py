@@ -19,21 +19,6 @@ def _kernel_from(normalizer):
     return compile(text)
 
 
-def _lengths_from_padding(key_padding_mask, keys):
-    """key_padding_mask [B, S] (True = ignore) -> key lengths [B]; only trailing padding
-    can be expressed, anything else is an error rather than a silently different mask."""
-    if key_padding_mask.dtype != torch.bool or key_padding_mask.dim() != 2 or key_padding_mask.size(1) != keys:
-        raise ValueError(f"key_padding_mask: expected a bool [batch, {keys}] tensor, got "
-                         f"{key_padding_mask.dtype} {list(key_padding_mask.shape)}")
-    lengths = (~key_padding_mask).sum(dim=1)
-    positions = torch.arange(keys, device=key_padding_mask.device)
-    if not torch.equal(key_padding_mask, positions.unsqueeze(0) >= lengths.unsqueeze(1)):
-        raise ValueError("key_padding_mask: attn kernels take padding as key lengths, so only "
-                         "trailing padding (True on a suffix of each row) is supported; write "
-                         "other patterns as an attn.mask in the kernel")
-    return lengths.to(torch.long).cpu()
-
-
 class MultiheadAttention(nn.Module):
     """Multi-head attention whose attention is a compiled attn kernel, with an API close
     to torch.nn.MultiheadAttention:
@@ -46,8 +31,10 @@ class MultiheadAttention(nn.Module):
     (compiled once and cached by content). The kernel's learnable normalizer params are
     registered as parameters `normalizer.<name>`, so optimisers and state_dict see them.
     Masks: `is_causal`, trailing `key_padding_mask`, or an attn.mask compiled into the
-    kernel; `attn_mask` tensors are not supported. Attention weights are never
-    materialised: the second result is always None.
+    kernel; `attn_mask` tensors are not supported. Unlike torch, `need_weights` defaults
+    to False: the weights are an extra N×N computation (see Kernel.attention_weights),
+    returned for inspection only ([B, Nq, Nk] averaged over heads, or [B, H, Nq, Nk]
+    with average_attn_weights=False); otherwise the second result is None.
     """
 
     def __init__(self, embed_dim, num_heads, normalizer, bias=True, kdim=None, vdim=None,
@@ -75,7 +62,7 @@ class MultiheadAttention(nn.Module):
         return torch.stack([self.normalizer[name] for name in self.kernel.param_names])
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=False,
-                attn_mask=None, is_causal=False):
+                attn_mask=None, average_attn_weights=True, is_causal=False):
         if attn_mask is not None:
             raise ValueError("attn_mask is not supported: use is_causal, a trailing "
                              "key_padding_mask, or an attn.mask in the kernel")
@@ -90,12 +77,18 @@ class MultiheadAttention(nn.Module):
         q = heads(self.q_proj(query), queries)
         k = heads(self.k_proj(key), keys)
         v = heads(self.v_proj(value), keys)
-        lengths = None if key_padding_mask is None else _lengths_from_padding(key_padding_mask, keys)
-        o = self.kernel(q, k, v, self.normalizer_params(), is_causal, lengths)
+        lengths = (None if key_padding_mask is None
+                   else torch.ops.attn.key_lengths_from_padding(key_padding_mask, keys))
+        params = self.normalizer_params()
+        o = self.kernel(q, k, v, params, is_causal, lengths)
         out = self.out_proj(o.transpose(1, 2).reshape(batch, queries, self.embed_dim))
         if not self.batch_first:
             out = out.transpose(0, 1)
-        return out, None
+        if not need_weights:
+            return out, None
+        with torch.no_grad():
+            weights = self.kernel.attention_weights(q, k, params, is_causal, lengths)
+        return out, weights.mean(1) if average_attn_weights else weights
 
     def extra_repr(self):
         return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, kernel={self.kernel.name}, "
