@@ -37,7 +37,7 @@ void MultiheadAttentionImpl::reset() {
   torch::Tensor initial = lib.initial_params(q_proj->weight.scalar_type());
   for (int64_t i = 0; i < lib.num_params(); ++i)
     normalizer->insert(lib.manifest().param_names[static_cast<size_t>(i)],
-                       initial[i].clone());
+                       initial[i].clone().requires_grad_(true));
 }
 
 torch::Tensor MultiheadAttentionImpl::normalizer_params() const {

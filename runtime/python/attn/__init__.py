@@ -18,7 +18,7 @@ from collections import OrderedDict
 import torch
 
 __all__ = ["load", "compile", "Kernel", "Attention", "MultiheadAttention", "runtime_library_path",
-           "parse_manifest"]
+           "parse_manifest", "training"]
 
 _lock = threading.Lock()
 _loaded_from = None
@@ -157,3 +157,4 @@ class Attention(torch.nn.Module):
 
 from .compiler import compile  # noqa: E402  (needs load, defined above)
 from .modules import MultiheadAttention  # noqa: E402
+from . import training  # noqa: E402
