@@ -168,8 +168,10 @@ def test_cpp_demo_checkpoints_on_sigint(artifacts, tmp_path):
                           "--checkpoint", str(ckpt), "--base", "8", "--seq-len", "16",
                           "--batch", "8", "--d-model", "32"], stdout=subprocess.PIPE, text=True)
     try:
-        while not p.stdout.readline().startswith("step"):   # training has started
-            pass
+        line = "-"
+        while line and not line.startswith("step"):   # until training has started
+            line = p.stdout.readline()
+        assert line, "attn-train ended before its first step"
         p.send_signal(signal.SIGINT)
         out, _ = p.communicate(timeout=120)
     finally:
