@@ -174,7 +174,11 @@ Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tens
   const bool cuda = q.is_cuda();
   if (cuda) {
     const char *tag = detail::cuda_dtype_tag(dt);
-    TORCH_CHECK(tag && cuda_head_dims(lib, tag) != "none", fn, ": q has dtype ", dtype_name(dt), " but the GPU kernels of artifact ",
+    const auto &kernels = lib.manifest().cuda_kernels;
+    const bool compiled = tag && std::any_of(kernels.begin(), kernels.end(), [&](const auto &k) {
+                            return k.role == "forward" && k.dtype == tag;
+                          });
+    TORCH_CHECK(compiled, fn, ": q has dtype ", dtype_name(dt), " but the GPU kernels of artifact ",
                 lib.path(), " are for dtypes ", cuda_dtypes(lib),
                 " only (f32 = float32, f16 = float16, bf16 = bfloat16; attn-compile "
                 "--cuda-dtypes chooses them)");
