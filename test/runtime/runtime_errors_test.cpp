@@ -194,7 +194,7 @@ TEST(LibraryLoad, CudaManifestAndImages) {
   const auto &m = lib->manifest();
   EXPECT_EQ(m.devices, (std::vector<std::string>{"cuda"}));
   EXPECT_EQ(m.cuda_targets, (std::vector<std::string>{"sm_80", "sm_90"}));
-  ASSERT_EQ(m.cuda_kernels.size(), 5u);
+  ASSERT_EQ(m.cuda_kernels.size(), 8u);
   const attn::CudaKernel &k = m.cuda_kernels[3];
   EXPECT_EQ(k.role, "forward");
   EXPECT_EQ(k.dtype, "f16");
