@@ -23,6 +23,18 @@ torch::Tensor attention_weights(const std::shared_ptr<const Library> &lib, const
               " and k ", k.sizes(), " would have ", B * H * Nq * Nk, " elements, more than the ",
               kMaxAttentionWeights,
               " allowed for inspection; pass fewer batches, heads or queries at a time");
+  // GPU kernels need dv == d, which V = identity (dv = Nk) breaks; the artifact's CPU
+  // code computes the same weights.
+  if (!q.device().is_cpu()) {
+    TORCH_CHECK(lib->has_device("cpu"), fn, ": q is on ", q.device(),
+                " and the weights are computed by the artifact's CPU code, but artifact ",
+                lib->path(), " has none");
+    Options cpu_opts = opts;
+    if (opts.key_lengths.has_value() && opts.key_lengths->defined())
+      cpu_opts.key_lengths = opts.key_lengths->cpu();
+    torch::Tensor cpu_params = params.defined() ? params.cpu() : params;
+    return attention_weights(lib, q.cpu(), k.cpu(), cpu_params, cpu_opts).to(q.device());
+  }
   // The identity is broadcast over batch and heads (stride 0), so only Nk×Nk is allocated.
   torch::Tensor identity = torch::eye(Nk, q.options()).expand({B, H, Nk, Nk});
   return std::get<0>(attention_forward(lib, q, k, identity, params, opts));

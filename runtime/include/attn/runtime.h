@@ -16,6 +16,18 @@
 //                                    bool is_causal=False, Tensor? key_lengths=None) -> Tensor
 //   torch.ops.attn.manifest(str artifact) -> str
 //
+// CUDA tensors (artifacts compiled with `attn-compile --cuda-targets=sm_80,...`): the
+// runtime loads the CUDA driver at first use (dlopen "libcuda.so.1", no CUDA headers or
+// libraries at build time, so it builds against any LibTorch, CPU-only included), loads
+// the artifact's cubin for the device (exact sm_XY, else the highest same-major cubin
+// with a lower minor, else the embedded PTX, JIT-compiled by the driver) once per
+// (artifact, device), and launches the compiler-generated kernels of the manifest's
+// `cuda-kernel` lines on PyTorch's current CUDA stream (obtained through the stable C
+// shim aoti_torch_get_current_cuda_stream of libtorch_cuda, PyTorch >= 2.3). On the GPU:
+// dtypes float32/float16/bfloat16 (as compiled), dv == d, the head dims compiled for;
+// params may be q's dtype or float32; row_max/row_sum are float32; key_lengths may be a
+// CPU or same-device int64 tensor.
+//
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_RUNTIME_H
 #define ATTN_RUNTIME_H
@@ -32,6 +44,18 @@
 
 namespace attn {
 
+/// One `cuda-kernel <role> <dtype> <headdim> <symbol> tile <rows> threads <n> smem <bytes>`
+/// manifest line: a compiler-generated GPU kernel and its launch configuration.
+struct CudaKernel {
+  std::string role;      // forward | backward_prep | backward_dkdv | backward_dq
+  std::string dtype;     // f32 | f16 | bf16
+  int64_t head_dim = 0;  // d (== dv)
+  std::string symbol;    // the kernel's name in the cubin / PTX
+  int64_t tile_rows = 0; // rows per block: grid.x = ceil(rows / tile_rows)
+  int64_t threads = 0;   // blockDim.x
+  int64_t smem_bytes = 0; // dynamic shared memory per block
+};
+
 /// The parsed text manifest of an artifact (see attn/abi.h for the format).
 struct Manifest {
   int abi_version = 0;
@@ -39,6 +63,8 @@ struct Manifest {
   std::vector<std::string> param_names;
   std::vector<double> param_inits;
   std::vector<std::string> dtypes, devices; // e.g. {"f32", "f64"}, {"cpu"}
+  std::vector<std::string> cuda_targets;     // e.g. {"sm_80", "sm_90"}; empty: no GPU code
+  std::vector<CudaKernel> cuda_kernels;      // in manifest order
 };
 
 /// A loaded, validated artifact. Artifacts are cached per canonical path and stay
@@ -71,6 +97,21 @@ public:
   attn_forward_fn forward_fn(torch::ScalarType dtype) const;
   attn_backward_fn backward_fn(torch::ScalarType dtype) const;
 
+  /// The `cuda-kernel` line for (role, dtype, head_dim), or nullptr.
+  const CudaKernel *cuda_kernel(const std::string &role, torch::ScalarType dtype,
+                                int64_t head_dim) const;
+
+  /// An embedded GPU image (attn_cuda_cubin_<target> or attn_cuda_ptx).
+  struct CudaImage {
+    std::string target; // "sm_90", or "ptx"
+    const void *data = nullptr;
+    int64_t size = 0;
+  };
+  /// The cubins of the manifest's cuda-targets, in manifest order.
+  const std::vector<CudaImage> &cuda_cubins() const { return cuda_cubins_; }
+  /// The PTX (NUL-terminated; data == nullptr when the artifact has none).
+  const CudaImage &cuda_ptx() const { return cuda_ptx_; }
+
   Library(const Library &) = delete;
   Library &operator=(const Library &) = delete;
   ~Library() = default;
@@ -92,6 +133,8 @@ private:
   int64_t mtime_ns_ = 0, size_ = 0;
   attn_forward_fn fwd_f32_ = nullptr, fwd_f64_ = nullptr;
   attn_backward_fn bwd_f32_ = nullptr, bwd_f64_ = nullptr;
+  std::vector<CudaImage> cuda_cubins_;
+  CudaImage cuda_ptx_;
 };
 
 struct Options {
@@ -106,7 +149,8 @@ torch::Tensor attention(const std::shared_ptr<const Library> &lib, const torch::
                         const torch::Tensor &k, const torch::Tensor &v,
                         const torch::Tensor &params, const Options &opts = {});
 
-/// Forward only, no autograd: (O [B,H,Nq,dv], row_max [B,H,Nq], row_sum [B,H,Nq]).
+/// Forward only, no autograd: (O [B,H,Nq,dv], row_max [B,H,Nq], row_sum [B,H,Nq]);
+/// the row statistics have q's dtype on the CPU and are float32 on the GPU.
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor>
 attention_forward(const std::shared_ptr<const Library> &lib, const torch::Tensor &q,
                   const torch::Tensor &k, const torch::Tensor &v,

@@ -8,7 +8,7 @@ from torch import nn
 __all__ = ["MultiheadAttention"]
 
 
-def _kernel_from(normalizer):
+def _kernel_from(normalizer, cuda_targets):
     from . import Kernel, compile, load
 
     if isinstance(normalizer, Kernel):
@@ -16,7 +16,7 @@ def _kernel_from(normalizer):
     text = os.fspath(normalizer)
     if "\n" not in text and text.endswith(".so"):
         return load(text)
-    return compile(text)
+    return compile(text, cuda_targets=cuda_targets)
 
 
 class MultiheadAttention(nn.Module):
@@ -28,7 +28,8 @@ class MultiheadAttention(nn.Module):
         out, _ = mha(x, x, x, is_causal=True)
 
     `normalizer` is an attn.Kernel, a compiled .so, a .mlir path or an IR string
-    (compiled once and cached by content). The kernel's learnable normalizer params are
+    (compiled once and cached by content; `cuda_targets` adds GPU code to IR compiled
+    here: "auto" for the visible GPUs, "sm_80,sm_90", or None). The kernel's learnable normalizer params are
     registered as parameters `normalizer.<name>`, so optimisers and state_dict see them.
     Masks: `is_causal`, trailing `key_padding_mask`, or an attn.mask compiled into the
     kernel; `attn_mask` tensors are not supported. Unlike torch, `need_weights` defaults
@@ -38,7 +39,7 @@ class MultiheadAttention(nn.Module):
     """
 
     def __init__(self, embed_dim, num_heads, normalizer, bias=True, kdim=None, vdim=None,
-                 batch_first=False, device=None, dtype=None):
+                 batch_first=False, device=None, dtype=None, cuda_targets="auto"):
         super().__init__()
         if embed_dim % num_heads != 0:
             raise ValueError(f"embed_dim {embed_dim} is not divisible by num_heads {num_heads}")
@@ -46,7 +47,7 @@ class MultiheadAttention(nn.Module):
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads
         self.batch_first = batch_first
-        self.kernel = _kernel_from(normalizer)
+        self.kernel = _kernel_from(normalizer, cuda_targets)
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)
         self.k_proj = nn.Linear(kdim or embed_dim, embed_dim, bias=bias, **factory)
         self.v_proj = nn.Linear(vdim or embed_dim, embed_dim, bias=bias, **factory)
