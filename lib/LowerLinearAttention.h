@@ -39,7 +39,8 @@ struct LinearForm {
   func::FuncOp numerator, denominator, score, feature, featureDx, phase;
   ArrayRef<func::FuncOp> numeratorDp, denominatorDp;
   /// Values of the entry being built (see KernelCodegen::prologue): the score
-  /// scale, min(kv_len, Nk), the causal flag (i1) and the params.
+  /// scale, min(kv_len, Nk), causal (i1: the runtime flag, or true with a mask
+  /// region) and the params.
   Value scale, kvEnd, isCausal;
   ValueRange params;
 };

@@ -541,9 +541,11 @@ void KernelCodegen::buildKernelised(StringRef name, bool forward) {
     prologue(args[0], args[1], args[6], args[9], args[10]);
   else
     prologue(args[0], args[1], args[7], args[12], args[13]);
+  // A kernelised kernel's mask region, if any, is causal (KernelisedAnalysis).
+  Value causal = fns.mask ? arith::ConstantIntOp::create(b, 1, 1).getResult() : isCausal;
   LinearForm form{kernel, type, fns.numerator, fns.denominator, fns.score, fns.feature,
                   fns.featureDx, fns.phase, fns.numeratorDp, fns.denominatorDp,
-                  scale, kvEnd, isCausal, paramValues};
+                  scale, kvEnd, causal, paramValues};
   if (forward)
     buildLinearForward(b, form, args);
   else
