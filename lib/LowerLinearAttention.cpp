@@ -38,9 +38,12 @@ private:
   void accumulate(Value memref, ValueRange indices, Value delta) {
     store(add(load(memref, indices), delta), memref, indices);
   }
-  Value add(Value x, Value y) { return arith::AddFOp::create(b, x, y); }
-  Value sub(Value x, Value y) { return arith::SubFOp::create(b, x, y); }
-  Value mul(Value x, Value y) { return arith::MulFOp::create(b, x, y); }
+  // Reassociation lets LLVM vectorise the dot-product and axpy loops over d and
+  // dv (and contract their multiply-adds into FMAs).
+  static constexpr arith::FastMathFlags kFast = arith::FastMathFlags::reassoc | arith::FastMathFlags::contract;
+  Value add(Value x, Value y) { return arith::AddFOp::create(b, x, y, kFast); }
+  Value sub(Value x, Value y) { return arith::SubFOp::create(b, x, y, kFast); }
+  Value mul(Value x, Value y) { return arith::MulFOp::create(b, x, y, kFast); }
   Value div(Value x, Value y) { return arith::DivFOp::create(b, x, y); }
   Value addIndex(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
   Value subIndex(Value x, Value y) { return arith::SubIOp::create(b, x, y); }
