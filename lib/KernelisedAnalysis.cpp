@@ -127,7 +127,7 @@ bool isCausalMask(MaskOp mask) {
 class Explainer {
 public:
   Explainer(KernelOp kernel, bool explain) : kernel(kernel), explain(explain) {}
-  std::nullopt_t operator()(Operation *at, const Twine &reason) const {
+  std::nullopt_t operator()(Operation *at, const Twine &reason) {
     if (explain)
       at->emitRemark() << "kernel @" << kernel.getSymName()
                        << " keeps the quadratic form (not kernelised): " << reason;
@@ -135,7 +135,7 @@ public:
   }
 
 private:
-  mutable KernelOp kernel;
+  KernelOp kernel;
   bool explain;
 };
 } // namespace

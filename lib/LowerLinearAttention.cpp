@@ -22,7 +22,7 @@ namespace {
 class LinearCodegen {
 public:
   LinearCodegen(ImplicitLocOpBuilder &b, const LinearForm &form)
-      : b(b), form(form), type(form.type) {}
+      : b(b), form(form), type(form.type), normalizer(KernelOp(form.kernel).getNormalizerOp()) {}
 
   void forward(ValueRange args);
   void backward(ValueRange args);
@@ -165,6 +165,7 @@ private:
   ImplicitLocOpBuilder &b;
   const LinearForm &form;
   FloatType type;
+  NormalizerOp normalizer;
   SmallVector<Value> buffers;
 
   Value headDim, valueDim, features; // d, dv, F
@@ -253,7 +254,6 @@ void LinearCodegen::absorbQueries(Value dOut, Value begin, Value end, Value base
 }
 
 Value LinearCodegen::denominator(Value h, Value count) {
-  NormalizerOp normalizer = KernelOp(form.kernel).getNormalizerOp();
   switch (normalizer.getDenominatorKind()) {
   case DenominatorKind::Sum: {
     Value c = mul(denominatorCoefficient, h);
