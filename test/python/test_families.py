@@ -6,6 +6,7 @@ shapes that cross the linear form's 64-key chunks. Tolerances as in test_numeric
 The non-causal elu+1 linear attention is examples/normalizers/linear.mlir, covered
 (kernelised as well) by test_numerics.py.
 """
+import ctypes
 import subprocess
 
 import pytest
@@ -199,3 +200,50 @@ def test_ldn_params_learnable(attn_mod, family):
         opt.step()
         losses.append(loss.item())
     assert losses[-1] < losses[0], losses
+
+
+# ------------------------------------------------ the ABI's query-block forward
+class _Memref2d(ctypes.Structure):
+    _fields_ = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p),
+                ("offset", ctypes.c_int64), ("sizes", ctypes.c_int64 * 2),
+                ("strides", ctypes.c_int64 * 2)]
+
+
+class _Memref1d(ctypes.Structure):
+    _fields_ = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p),
+                ("offset", ctypes.c_int64), ("sizes", ctypes.c_int64 * 1),
+                ("strides", ctypes.c_int64 * 1)]
+
+
+def _memref(t):
+    cls = _Memref2d if t.dim() == 2 else _Memref1d
+    m = cls()
+    m.allocated = m.aligned = t.data_ptr()
+    m.offset = 0
+    for n, (size, stride) in enumerate(zip(t.shape, t.stride())):
+        m.sizes[n], m.strides[n] = size, stride
+    return m
+
+
+@pytest.mark.parametrize("is_causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("name", ["linear_causal", "cosformer", "linear_params"])
+def test_kernelised_forward_of_a_query_block(family, name, is_causal):
+    """The runtime calls a kernelised forward with whole heads, but the ABI allows any
+    [q_begin, q_end): rows 37..100 (causal: the key state of rows < 37 is built first)
+    with key padding, called directly through the C entry point."""
+    q, k, v, _, _ = make_inputs(name, 1, 1, 150, 140, 8, 5, seed_of("block", name))
+    params = case_params(name)
+    kv_len, begin, end = 120, 37, 101
+    lib = ctypes.CDLL(family(name))
+    fn = lib._mlir_ciface_attn_forward_f64
+    o = torch.full((150, 5), float("nan"), dtype=torch.float64)
+    row_max = torch.full((150,), float("nan"), dtype=torch.float64)
+    row_sum = row_max.clone()
+    args = [_memref(t.contiguous()) for t in (q[0, 0], k[0, 0], v[0, 0])]
+    args += [_memref(o), _memref(row_max), _memref(row_sum), _memref(params)]
+    fn(*[ctypes.byref(a) for a in args], ctypes.c_int64(begin), ctypes.c_int64(end),
+       ctypes.c_int64(kv_len), ctypes.c_int64(int(is_causal)))
+    want = ref.attention(name, q, k, v, params, is_causal, torch.tensor([kv_len]))[0, 0]
+    assert (o[begin:end] - want[begin:end]).abs().max().item() <= 1e-9
+    assert torch.isnan(o[:begin]).all() and torch.isnan(o[end:]).all(), "rows outside the block written"
+    assert (row_max[begin:end] == 0).all()
