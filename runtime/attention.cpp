@@ -444,7 +444,11 @@ std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem
   Tensor row_sum = torch::empty({p.B, p.H, p.Nq}, opts);
 
   const int64_t BH = p.B * p.H;
-  const int64_t rows_per_item = forward_rows_per_call(BH, p.Nq, at::get_num_threads());
+  // A kernelised artifact builds the key state Σ φ(k) vᵀ in every call (O(Nk·d·dv)):
+  // one call per head keeps the whole forward linear in N.
+  const int64_t rows_per_item = lib.manifest().algorithm == "kernelised"
+                                    ? std::max<int64_t>(p.Nq, 1)
+                                    : forward_rows_per_call(BH, p.Nq, at::get_num_threads());
   const int64_t nqb = (p.Nq + rows_per_item - 1) / rows_per_item;
   const attn_memref1d pm = memref_params(params);
   parallel_items(BH * nqb, [&](int64_t item) {

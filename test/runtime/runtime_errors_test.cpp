@@ -56,8 +56,8 @@ void copy_file(const std::string &from, const std::string &to) {
   out << in.rdbuf();
 }
 
-template <class Fn> Fn probe_symbol(const char *name) {
-  void *h = dlopen(ATTN_FX_PROBE, RTLD_NOW | RTLD_NOLOAD);
+template <class Fn> Fn probe_symbol(const char *name, const char *fixture = ATTN_FX_PROBE) {
+  void *h = dlopen(fixture, RTLD_NOW | RTLD_NOLOAD);
   EXPECT_NE(h, nullptr) << "probe fixture not loaded";
   void *sym = h ? dlsym(h, name) : nullptr;
   EXPECT_NE(sym, nullptr) << name;
@@ -65,8 +65,12 @@ template <class Fn> Fn probe_symbol(const char *name) {
     dlclose(h); // drops the NOLOAD reference only
   return reinterpret_cast<Fn>(sym);
 }
-long long probe_count(const char *name) { return probe_symbol<long long (*)()>(name)(); }
-void probe_reset() { probe_symbol<void (*)()>("probe_reset")(); }
+long long probe_count(const char *name, const char *fixture = ATTN_FX_PROBE) {
+  return probe_symbol<long long (*)()>(name, fixture)();
+}
+void probe_reset(const char *fixture = ATTN_FX_PROBE) {
+  probe_symbol<void (*)()>("probe_reset", fixture)();
+}
 
 // --- loading and manifest -------------------------------------------------------
 
@@ -670,6 +674,18 @@ TEST(DispatchThreads, UsesTheIntraOpPool) {
       << "forward calls did not run on 2 threads: is the runtime compiled with OpenMP "
          "when ATen uses the OpenMP backend?";
   EXPECT_EQ(probe_count("probe_errors"), 0);
+}
+
+TEST(DispatchThreads, KernelisedForwardTakesWholeHeads) {
+  // The linear-time form builds its key state in every call: one call per head.
+  auto lib = Library::load(ATTN_FX_PROBE_KERNELISED);
+  ASSERT_EQ(lib->manifest().algorithm, "kernelised");
+  probe_reset(ATTN_FX_PROBE_KERNELISED);
+  Tensor q = torch::randn({2, 1, 1000, 8});
+  attn::attention_forward(lib, q, q, q, lib->initial_params());
+  EXPECT_EQ(probe_count("probe_forward_calls", ATTN_FX_PROBE_KERNELISED), 2);
+  EXPECT_EQ(probe_count("probe_max_rows", ATTN_FX_PROBE_KERNELISED), 1000);
+  EXPECT_EQ(probe_count("probe_errors", ATTN_FX_PROBE_KERNELISED), 0);
 }
 
 TEST(DispatchThreads, EmptyBatchIsANoOp) {

@@ -183,7 +183,9 @@ constexpr int64_t kMaxAttentionWeights = int64_t{1} << 26;
 constexpr int64_t kQueryBlock = 64;
 
 /// Query rows per forward call for `heads` = B·H slices of `queries` rows on
-/// `threads` threads (see kQueryBlock).
+/// `threads` threads (see kQueryBlock). Artifacts whose manifest says
+/// `algorithm kernelised` get every row of a head in one call instead: their
+/// forward builds the O(Nk·d·dv) key state in each call.
 int64_t forward_rows_per_call(int64_t heads, int64_t queries, int64_t threads);
 
 } // namespace attn
