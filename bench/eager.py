@@ -85,10 +85,44 @@ def sigmoid(q, k, v, params, is_causal=False):
     return torch.sigmoid(s) @ v
 
 
+def sigsoftmax(q, k, v, params, is_causal=False):
+    # g = h = e^s * sigmoid(s), shifted by the row max of log g = s + log sigmoid(s)
+    s = _scaled_scores(q, k)
+    log_g = s + torch.nn.functional.logsigmoid(s)
+    if is_causal:
+        log_g = log_g.masked_fill(_causal_mask(s.shape[-2], s.shape[-1], s.device), float("-inf"))
+    return torch.softmax(log_g, dim=-1) @ v
+
+
+def relu(q, k, v, params, is_causal=False):
+    # g = relu(s), C = number of unmasked keys
+    s = torch.relu(_scaled_scores(q, k))
+    n_q, n_k = s.shape[-2], s.shape[-1]
+    if is_causal:
+        s = s.masked_fill(_causal_mask(n_q, n_k, s.device), 0.0)
+        count = torch.arange(1, n_q + 1, device=s.device, dtype=s.dtype).clamp(max=n_k)
+        return (s @ v) / count.view(-1, 1)
+    return (s @ v) / n_k
+
+
+LINEAR_EPS = 1.0e-6
+
+
+def linear(q, k, v, params, is_causal=False):
+    # phi = elu + 1 on q and k, s = phi(q).phi(k) (no scale), w = s / (eps + sum_j s)
+    s = (torch.nn.functional.elu(q) + 1) @ (torch.nn.functional.elu(k) + 1).transpose(-2, -1)
+    if is_causal:
+        s = s.masked_fill(_causal_mask(s.shape[-2], s.shape[-1], s.device), 0.0)
+    return (s / (LINEAR_EPS + s.sum(dim=-1, keepdim=True))) @ v
+
+
 EAGER = {
     "softmax": softmax,
     "tanhmax": tanhmax,
     "multimax": multimax,
     "expressive": expressive,
     "sigmoid": sigmoid,
+    "sigsoftmax": sigsoftmax,
+    "relu": relu,
+    "linear": linear,
 }

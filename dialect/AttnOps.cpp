@@ -322,6 +322,10 @@ LogicalResult NormalizerOp::verify() {
       return emitOpError("epsilon applies to a summed denominator only");
     break;
   }
+  // The linear-time form depends on the score and mask too, so only a kernel has it.
+  if (getAlgorithm() == Algorithm::Kernelised)
+    return emitOpError("algorithm kernelised belongs to an attn.kernel (it depends on the "
+                       "score and mask); a normalizer is online or plain");
   return success();
 }
 

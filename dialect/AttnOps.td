@@ -59,7 +59,8 @@ def Attn_DenominatorKindAttr : EnumAttr<Attn_Dialect, Attn_DenominatorKind, "den
 
 def Attn_Algorithm : I32EnumAttr<"Algorithm", "forward algorithm chosen by attn-classify-normalizer", [
     I32EnumAttrCase<"Online", 0, "online">,
-    I32EnumAttrCase<"Plain", 1, "plain">]> {
+    I32EnumAttrCase<"Plain", 1, "plain">,
+    I32EnumAttrCase<"Kernelised", 2, "kernelised">]> {
   let cppNamespace = "::mlir::attn";
   let genSpecializedAttr = 0;
 }
@@ -221,12 +222,16 @@ def Attn_KernelOp : Attn_Op<"kernel", [Symbol, DeclareOpInterfaceMethods<SymbolU
     ```
     Without `score(...)` the score is q·k/sqrt(d). The kernel's learnable params are
     the normalizer's followed by the score's; their names must not clash.
+    `algorithm` is set by attn-classify-normalizer: `kernelised` when the kernel
+    runs in the linear-time form (s = φ(q)·φ(k), g and C linear in s), else the
+    normalizer's algorithm.
   }];
   let arguments = (ins
     SymbolNameAttr:$sym_name,
     FlatSymbolRefAttr:$normalizer,
     OptionalAttr<FlatSymbolRefAttr>:$score,
-    OptionalAttr<FlatSymbolRefAttr>:$mask
+    OptionalAttr<FlatSymbolRefAttr>:$mask,
+    OptionalAttr<Attn_AlgorithmAttr>:$algorithm
   );
   let assemblyFormat = [{
     $sym_name `normalizer` `(` $normalizer `)` (`score` `(` $score^ `)`)?

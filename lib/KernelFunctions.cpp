@@ -2,6 +2,7 @@
 #include "lib/KernelFunctions.h"
 
 #include "lib/Differentiate.h"
+#include "lib/KernelisedAnalysis.h"
 #include "lib/NormalizerAnalysis.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -246,6 +247,29 @@ LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
                            emitter.inlineRegion(b, score.getFeature(), entry->getArguments()));
     if (failed(deriveAll(function, {0}, {"x"})))
       return failure();
+  }
+
+  if (std::optional<KernelisedForm> kernelised = matchKernelised(kernel, /*explain=*/false);
+      kernelised && kernelised->positionFactor) {
+    // The mod region returning the cos argument; the unused rest folds away
+    // after inlining.
+    OpBuilder b = OpBuilder::atBlockEnd(emitter.module.getBody());
+    auto function = func::FuncOp::create(b, kernel.getLoc(), names.phase(),
+                                         b.getFunctionType({index, index}, {f}));
+    function.setPrivate();
+    Block *entry = function.addEntryBlock();
+    b.setInsertionPointToEnd(entry);
+    Block &mod = score.getMod().front();
+    IRMapping mapping;
+    Value zero = arith::ConstantOp::create(b, kernel.getLoc(), f, b.getFloatAttr(f, 0.0));
+    for (BlockArgument arg : mod.getArguments())
+      mapping.map(arg, zero); // s and params (unused: the phase does not depend on them)
+    mapping.map(mod.getArgument(1), entry->getArgument(0));
+    mapping.map(mod.getArgument(2), entry->getArgument(1));
+    for (Operation &op : mod.without_terminator())
+      b.clone(op, mapping);
+    func::ReturnOp::create(b, kernel.getLoc(),
+                           mapping.lookup(kernelised->positionFactor.getOperand()));
   }
 
   if (mask) {

@@ -12,6 +12,8 @@
 //                            the row inputs' values at query i
 //   <k>.feature(x)           the feature map (only with a feature region)
 //   <k>.mask(i, j) -> i1     (only with a mask)
+//   <k>.phase(i, j)          kernelised cosformer mods only: x(i, j) of the mod's
+//                            s·cos(x(i, j)) (see KernelisedAnalysis.h); no params
 //   <f>.d.<arg>              d<f>/d<arg>, for arg s (num, den, score), x (feature),
 //                            row.<name> (score, per row input) and each param
 //                            the function depends on
@@ -34,6 +36,7 @@ struct KernelFunctionNames {
   std::string score() const { return prefix + ".score"; }
   std::string feature() const { return prefix + ".feature"; }
   std::string mask() const { return prefix + ".mask"; }
+  std::string phase() const { return prefix + ".phase"; }
   static std::string derivative(StringRef function, StringRef arg) {
     return (function + ".d." + arg).str();
   }

@@ -15,6 +15,9 @@
 #include "lib/LowerToLoops.h"
 
 #include "lib/KernelFunctions.h"
+#include "lib/KernelisedAnalysis.h"
+#include "lib/LoopBuilders.h"
+#include "lib/LowerLinearAttention.h"
 #include "lib/NormalizerAnalysis.h"
 #include "runtime/include/attn/abi.h"
 
@@ -43,6 +46,7 @@ std::string typeSuffix(FloatType type) { return type.isF64() ? "f64" : "f32"; }
 /// The scalar functions of one kernel, instantiated for one element type.
 struct ScalarFunctions {
   func::FuncOp numerator, denominator, stabilizer, score, feature, mask;
+  func::FuncOp phase; // kernelised cosformer mods only
   func::FuncOp numeratorDs, denominatorDs, scoreDs, featureDx;
   SmallVector<func::FuncOp> scoreDr;                     // per row input
   SmallVector<func::FuncOp> numeratorDp, denominatorDp; // per normalizer param
@@ -102,11 +106,13 @@ private:
     function->setAttr("llvm.emit_c_interface", UnitAttr::get(kernel.getContext()));
     return function.addEntryBlock();
   }
-  /// Head dims that get a tiled specialisation at this element type.
+  /// Head dims that get a tiled specialisation at this element type (none for
+  /// the kernelised form, whose work is O(N·d·dv) already, nor for the additive
+  /// contract, whose tanh-dot has no tile-product form).
   SmallVector<int64_t> tiledHeadDims() {
     SmallVector<int64_t> dims;
-    if (score && score.getContract() == ContractKind::Additive)
-      return dims; // the tanh-dot has no tile-product form
+    if (kernelised || (score && score.getContract() == ContractKind::Additive))
+      return dims;
     for (int64_t d : kTiledHeadDims)
       if (d % lanes == 0)
         dims.push_back(d);
@@ -163,6 +169,8 @@ private:
   void buildTransformedBackward(StringRef entryName);
   void buildForward(StringRef name);
   void buildBackward(StringRef name);
+  /// The linear-time form (lib/LowerLinearAttention.h) as `name`.
+  void buildKernelised(StringRef name, bool forward);
   /// Register-blocked, vectorised forward / backward for head dim == value dim.
   void buildTiledForward(StringRef name, int64_t headDim);
   void buildTiledBackward(StringRef name, int64_t headDim);
@@ -349,6 +357,7 @@ private:
   ScalarFunctions fns;
   ScalarFunctions lanewise; // the same functions on vector<lanes x _>
   bool online = false;
+  bool kernelised = false;
 
   // Values of the function being built.
   SmallVector<Value> paramValues, paramLanes;
@@ -359,26 +368,13 @@ private:
 ValueRange KernelCodegen::loop(Value lb, Value ub, ValueRange inits,
                                function_ref<SmallVector<Value>(Value, ValueRange)> body,
                                Value step) {
-  auto forOp = scf::ForOp::create(b, lb, ub, step ? step : index(1), inits,
-                                  [&](OpBuilder &nested, Location, Value iv, ValueRange args) {
-                                    OpBuilder::InsertionGuard guard(b);
-                                    b.setInsertionPoint(nested.getInsertionBlock(),
-                                                        nested.getInsertionPoint());
-                                    scf::YieldOp::create(b, body(iv, args));
-                                  });
-  return forOp.getResults();
+  return buildLoop(b, lb, ub, inits, body, step);
 }
 
 ValueRange KernelCodegen::branch(Value cond, TypeRange types,
                                  function_ref<SmallVector<Value>()> thenBody,
                                  function_ref<SmallVector<Value>()> elseBody) {
-  auto ifOp = scf::IfOp::create(b, types, cond, /*addThenBlock=*/true, /*addElseBlock=*/true);
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToEnd(ifOp.thenBlock());
-  scf::YieldOp::create(b, thenBody());
-  b.setInsertionPointToEnd(ifOp.elseBlock());
-  scf::YieldOp::create(b, elseBody());
-  return ifOp.getResults();
+  return buildBranch(b, cond, types, thenBody, elseBody);
 }
 
 void KernelCodegen::axpyRow(Value memref, Value row, Value factor, Value source,
@@ -426,6 +422,7 @@ LogicalResult KernelCodegen::instantiateFunctions() {
       failed(require(fns.score, names.score())) ||
       failed(require(fns.feature, names.feature())) ||
       failed(require(fns.mask, names.mask())) ||
+      failed(require(fns.phase, names.phase())) ||
       failed(require(fns.numeratorDs, derivative(names.numerator(), "s"))) ||
       failed(require(fns.denominatorDs, derivative(names.denominator(), "s"))) ||
       failed(require(fns.scoreDs, derivative(names.score(), "s"))) ||
@@ -450,6 +447,10 @@ LogicalResult KernelCodegen::instantiateFunctions() {
                        derivative(names.score(), rowInputDerivativeName(score, r)))))
       return failure();
   online = static_cast<bool>(fns.stabilizer);
+  FailureOr<Algorithm> algorithm = kernelAlgorithm(kernel);
+  if (failed(algorithm))
+    return failure();
+  kernelised = *algorithm == Algorithm::Kernelised;
 
   auto lanewiseCopy = [&](func::FuncOp scalar, func::FuncOp &slot) -> LogicalResult {
     if (!scalar)
@@ -640,11 +641,36 @@ void KernelCodegen::buildForward(StringRef name) {
   func::ReturnOp::create(b);
 }
 
+void KernelCodegen::buildKernelised(StringRef name, bool forward) {
+  SmallVector<Type> inputs = forward ? forwardInputs(matrixType) : backwardInputs(matrixType);
+  Block *entry = privateFunction(name, inputs);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(entry);
+  auto args = entry->getArguments();
+  if (forward)
+    prologue(args[0], args[1], args[6], args[10], args[11]);
+  else
+    prologue(args[0], args[1], args[7], args[14], args[15]);
+  // A kernelised kernel's mask region, if any, is causal (KernelisedAnalysis).
+  Value causal = fns.mask ? arith::ConstantIntOp::create(b, 1, 1).getResult() : isCausal;
+  LinearForm form{kernel, type, fns.numerator, fns.denominator, fns.score, fns.feature,
+                  fns.featureDx, fns.phase, fns.numeratorDp, fns.denominatorDp,
+                  scale, kvEnd, causal, paramValues};
+  if (forward)
+    buildLinearForward(b, form, args);
+  else
+    buildLinearBackward(b, form, args);
+  func::ReturnOp::create(b);
+}
+
 void KernelCodegen::buildForwardEntry() {
   std::string entryName = "attn_forward_" + typeSuffix(type);
   bool transformed = transformsRows(/*querySide=*/true);
   std::string kernelName = transformed ? entryName + ".inner" : entryName;
-  buildForward(kernelName + ".generic");
+  if (kernelised)
+    buildKernelised(kernelName + ".generic", /*forward=*/true);
+  else
+    buildForward(kernelName + ".generic");
   for (int64_t headDim : tiledHeadDims())
     buildTiledForward(kernelName + ".d" + std::to_string(headDim), headDim);
   buildDispatch(kernelName, forwardInputs(matrixType), /*isPublic=*/!transformed);
@@ -656,7 +682,10 @@ void KernelCodegen::buildBackwardEntry() {
   std::string entryName = "attn_backward_" + typeSuffix(type);
   bool transformed = transformsRows(/*querySide=*/true);
   std::string kernelName = transformed ? entryName + ".inner" : entryName;
-  buildBackward(kernelName + ".generic");
+  if (kernelised)
+    buildKernelised(kernelName + ".generic", /*forward=*/false);
+  else
+    buildBackward(kernelName + ".generic");
   for (int64_t headDim : tiledHeadDims())
     buildTiledBackward(kernelName + ".d" + std::to_string(headDim), headDim);
   buildDispatch(kernelName, backwardInputs(matrixType), /*isPublic=*/!transformed);
@@ -1377,14 +1406,14 @@ void emitManifest(ImplicitLocOpBuilder &b, StringRef text) {
 
 std::string mlir::attn::buildManifest(KernelOp kernel, ArrayRef<FloatType> elementTypes) {
   NormalizerOp normalizer = kernel.getNormalizerOp();
-  FailureOr<NormalizerClass> form = classifyNormalizer(normalizer);
+  FailureOr<Algorithm> algorithm = kernelAlgorithm(kernel);
   std::string text;
   llvm::raw_string_ostream os(text);
   os << "attn-abi " << ATTN_ABI_VERSION << "\n";
   os << "kernel " << kernel.getSymName() << "\n";
   os << "normalizer " << normalizer.getSymName() << "\n";
   os << "algorithm "
-     << (succeeded(form) ? stringifyAlgorithm(form->algorithm) : StringRef("invalid")) << "\n";
+     << (succeeded(algorithm) ? stringifyAlgorithm(*algorithm) : StringRef("invalid")) << "\n";
   os << "denominator " << stringifyDenominatorKind(normalizer.getDenominatorKind()) << "\n";
   os << "mask " << (kernel.getMask() ? *kernel.getMask() : StringRef("none")) << "\n";
   os << "params";

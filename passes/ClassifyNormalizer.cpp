@@ -1,4 +1,5 @@
 //===- ClassifyNormalizer.cpp - attn-classify-normalizer ------------------===//
+#include "lib/KernelisedAnalysis.h"
 #include "lib/NormalizerAnalysis.h"
 #include "passes/Passes.h"
 
@@ -20,7 +21,16 @@ struct ClassifyNormalizerPass
       normalizer.setAlgorithm(form->algorithm);
     }
     if (failed)
-      signalPassFailure();
+      return signalPassFailure();
+    // A kernel runs in the linear-time form when its score, normalizer and mask
+    // allow it; the others keep their normalizer's algorithm.
+    for (KernelOp kernel : getOperation().getOps<KernelOp>()) {
+      NormalizerOp normalizer = kernel.getNormalizerOp();
+      if (!normalizer)
+        continue;
+      kernel.setAlgorithm(matchKernelised(kernel, /*explain=*/true) ? Algorithm::Kernelised
+                                                                     : *normalizer.getAlgorithm());
+    }
   }
 };
 } // namespace

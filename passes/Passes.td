@@ -20,6 +20,10 @@ def AttnClassifyNormalizer : Pass<"attn-classify-normalizer", "::mlir::ModuleOp"
     carry exactly one exp factor per term, `plain` accumulation when they carry none
     or the denominator is a constant or a count. Anything else is an error naming
     the op that mixes exp degrees. See lib/NormalizerAnalysis.h.
+    Then sets `algorithm` on every attn.kernel: `kernelised` (linear-time form,
+    lib/KernelisedAnalysis.h) when s = φ(q)·φ(k), g and C are linear in s and the
+    mask is none or causal, else its normalizer's. A kernel with a feature map that
+    does not qualify gets a remark naming the op that breaks the form.
   }];
 }
 

@@ -5,11 +5,13 @@
 //
 //===----------------------------------------------------------------------===//
 #include "attn/runtime.h"
+#include "cuda_driver.h"
 #include "internal.h"
 
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <sstream>
 
@@ -69,8 +71,15 @@ std::string param_list(const Library &lib) {
 struct Problem {
   int64_t B = 0, H = 0, Nq = 0, Nk = 0, d = 0, dv = 0, P = 0, R = 0;
   torch::ScalarType dtype = torch::kFloat;
+  torch::Device device{torch::kCPU};
   bool causal = false;
   std::vector<int64_t> kv_len; // [B]
+  Tensor key_lengths;          // GPU only: kv_len as int64 [B] on the device
+
+  bool cuda() const { return device.is_cuda(); }
+  /// The dtype of row_max / row_sum: q's on the CPU, float32 on the GPU (the GPU
+  /// kernels accumulate in float32 whatever the input dtype).
+  torch::ScalarType stats_dtype() const { return cuda() ? torch::kFloat : dtype; }
 
   /// Sizes read off q [B, H, Nq, d], k [B, H, Nk, d] and v [B, H, Nk, dv].
   static Problem of(const Tensor &q, const Tensor &k, const Tensor &v) {
@@ -82,6 +91,7 @@ struct Problem {
     p.Nk = k.size(2);
     p.dv = v.size(3);
     p.dtype = q.scalar_type();
+    p.device = q.device();
     return p;
   }
 };
@@ -99,16 +109,35 @@ void check_tensor(const Library &lib, const char *fn, const char *name, const Te
     return;
   }
   if (t.is_cuda()) {
-    bool gpu = lib.has_device("cuda") || lib.has_device("gpu") || lib.has_device("nvptx");
-    TORCH_CHECK(!gpu, fn, ": ", name, " is on ", t.device(), ": artifact ", lib.path(),
-                " has GPU code (devices: ", join(devices),
-                ") but this runtime has no GPU dispatch yet; pass CPU tensors");
-    TORCH_CHECK(false, fn, ": ", name, " is on ", t.device(), " but artifact ", lib.path(),
-                " has no GPU code (devices: ", join(devices),
-                "); pass CPU tensors or compile the kernel with GPU code");
+    TORCH_CHECK(lib.has_device("cuda"), fn, ": ", name, " is on ", t.device(), " but artifact ",
+                lib.path(), " was compiled without CUDA code (devices: ", join(devices),
+                "); recompile with attn-compile --cuda-targets=sm_XY,... (e.g. "
+                "--cuda-targets=sm_80,sm_90) or pass CPU tensors");
+    return;
   }
-  TORCH_CHECK(false, fn, ": ", name, " is on device ", t.device(),
-              ", expected a CPU tensor (artifact devices: ", join(devices), ")");
+  const char *expected = !lib.has_device("cuda")  ? "a CPU tensor"
+                         : !lib.has_device("cpu") ? "a CUDA tensor"
+                                                  : "a CPU or CUDA tensor";
+  TORCH_CHECK(false, fn, ": ", name, " is on device ", t.device(), ", expected ", expected,
+              " (artifact devices: ", join(devices), ")");
+}
+
+/// The dtypes of the artifact's GPU kernels, e.g. "f16 bf16 f32".
+std::string cuda_dtypes(const Library &lib) {
+  std::vector<std::string> tags;
+  for (const auto &k : lib.manifest().cuda_kernels)
+    if (std::find(tags.begin(), tags.end(), k.dtype) == tags.end())
+      tags.push_back(k.dtype);
+  return join(tags);
+}
+
+/// The head dims with a forward GPU kernel for dtype tag `tag`, e.g. "64 128".
+std::string cuda_head_dims(const Library &lib, const std::string &tag) {
+  std::vector<std::string> dims;
+  for (const auto &k : lib.manifest().cuda_kernels)
+    if (k.role == "forward" && k.dtype == tag)
+      dims.push_back(std::to_string(k.head_dim));
+  return dims.empty() ? "none" : join(dims);
 }
 
 void check_rank(const char *fn, const char *name, const Tensor &t, int64_t rank,
@@ -130,6 +159,11 @@ void check_same_size(const char *fn, const char *what, const char *a, int64_t va
               ")");
 }
 
+/// The kernels always take key_lengths: Nk for every batch entry when none was given.
+Tensor device_key_lengths(const Problem &p) {
+  return torch::tensor(p.kv_len, torch::TensorOptions().dtype(torch::kLong)).to(p.device);
+}
+
 Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tensor &k,
                  const Tensor &v, const Tensor &params, const Options &opts) {
   check_tensor(lib, fn, "q", q, "[B, H, Nq, d]");
@@ -141,12 +175,25 @@ Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tens
 
   const auto dt = q.scalar_type();
   const auto &mdtypes = lib.manifest().dtypes;
-  TORCH_CHECK(dt == torch::kFloat || dt == torch::kDouble, fn, ": q has dtype ", dtype_name(dt),
-              ", expected float32 or float64 (artifact ", lib.path(), " dtypes: ",
-              join(mdtypes), ")");
-  TORCH_CHECK(lib.has_dtype(dt), fn, ": q has dtype ", dtype_name(dt), " but artifact ",
-              lib.path(), " was compiled for dtypes ", join(mdtypes), " only",
-              " (f32 = float32, f64 = float64)");
+  const bool cuda = q.is_cuda();
+  if (cuda) {
+    const char *tag = detail::cuda_dtype_tag(dt);
+    const auto &kernels = lib.manifest().cuda_kernels;
+    const bool compiled = tag && std::any_of(kernels.begin(), kernels.end(), [&](const auto &k) {
+                            return k.role == "forward" && k.dtype == tag;
+                          });
+    TORCH_CHECK(compiled, fn, ": q has dtype ", dtype_name(dt), " but the GPU kernels of artifact ",
+                lib.path(), " are for dtypes ", cuda_dtypes(lib),
+                " only (f32 = float32, f16 = float16, bf16 = bfloat16; attn-compile "
+                "--cuda-dtypes chooses them)");
+  } else {
+    TORCH_CHECK(dt == torch::kFloat || dt == torch::kDouble, fn, ": q has dtype ",
+                dtype_name(dt), ", expected float32 or float64 on the CPU (artifact ",
+                lib.path(), " dtypes: ", join(mdtypes), ")");
+    TORCH_CHECK(lib.has_dtype(dt), fn, ": q has dtype ", dtype_name(dt), " but artifact ",
+                lib.path(), " was compiled for dtypes ", join(mdtypes), " only",
+                " (f32 = float32, f64 = float64)");
+  }
   check_dtype(fn, "k", k, dt, "the dtype of q");
   check_dtype(fn, "v", v, dt, "the dtype of q");
 
@@ -169,6 +216,16 @@ Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tens
   TORCH_CHECK(!lib.manifest().head_dim || p.d == lib.manifest().head_dim, fn, ": q has head dim ",
               p.d, " but kernel ", lib.manifest().kernel, " was compiled for head dim ",
               lib.manifest().head_dim, " (its weights' shapes fix it: ", param_list(lib), ")");
+  if (cuda) {
+    TORCH_CHECK(lib.manifest().row_input_names.empty(), fn, ": kernel ", lib.manifest().kernel,
+                " takes row inputs, which the GPU kernels do not support; pass CPU tensors");
+    TORCH_CHECK(p.dv == p.d, fn, ": the GPU kernels need dv == d (v's head dim equal to q's "
+                "and k's), got d = ", p.d, " and dv = ", p.dv);
+    const std::string tag = detail::cuda_dtype_tag(dt);
+    TORCH_CHECK(lib.cuda_kernel("forward", dt, p.d), fn, ": head dim d = ", p.d,
+                " is not supported on the GPU by artifact ", lib.path(), " for ",
+                dtype_name(dt), ": supported head dims: ", cuda_head_dims(lib, tag));
+  }
 
   p.P = lib.num_params();
   if (params.defined()) {
@@ -181,7 +238,9 @@ Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tens
     TORCH_CHECK(params.numel() == p.P, fn, ": params has ", params.numel(),
                 " elements, expected ", p.P, " (kernel ", lib.manifest().kernel,
                 " parameters: ", param_list(lib), ")");
-    check_dtype(fn, "params", params, dt, "the dtype of q");
+    if (!(cuda && params.scalar_type() == torch::kFloat))
+      check_dtype(fn, "params", params, dt,
+                  cuda ? "the dtype of q, or float32" : "the dtype of q");
   } else {
     TORCH_CHECK(p.P == 0, fn, ": params is undefined, expected a ", dtype_name(dt), " tensor [",
                 p.P, "] (kernel ", lib.manifest().kernel, " parameters: ", param_list(lib),
@@ -209,14 +268,15 @@ Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tens
   p.kv_len.assign(static_cast<size_t>(p.B), p.Nk);
   if (opts.key_lengths.has_value() && opts.key_lengths->defined()) {
     const Tensor &kl = *opts.key_lengths;
-    TORCH_CHECK(kl.layout() == torch::kStrided && kl.device().is_cpu(), fn,
-                ": key_lengths must be a dense CPU int64 tensor [B], got a tensor on ",
-                kl.device());
+    TORCH_CHECK(kl.layout() == torch::kStrided &&
+                    (kl.device().is_cpu() || (cuda && kl.device() == q.device())),
+                fn, ": key_lengths must be a dense int64 tensor [B] on the CPU",
+                cuda ? " or on the device of q" : "", ", got a tensor on ", kl.device());
     TORCH_CHECK(kl.scalar_type() == torch::kLong, fn, ": key_lengths has dtype ",
                 dtype_name(kl.scalar_type()), ", expected int64");
     TORCH_CHECK(kl.dim() == 1 && kl.size(0) == p.B, fn, ": key_lengths must have shape [B] = [",
                 p.B, "], got shape ", shape_str(kl));
-    Tensor klc = kl.contiguous();
+    Tensor klc = kl.to(torch::kCPU).contiguous(); // the range check reads the values
     const int64_t *data = klc.data_ptr<int64_t>();
     for (int64_t b = 0; b < p.B; ++b) {
       TORCH_CHECK(data[b] >= 0 && data[b] <= p.Nk, fn, ": key_lengths[", b, "] = ", data[b],
@@ -224,16 +284,25 @@ Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tens
       p.kv_len[static_cast<size_t>(b)] = data[b];
     }
   }
+  if (cuda)
+    p.key_lengths = device_key_lengths(p);
   return p;
 }
 
 /// Check a forward-produced or gradient tensor against the problem.
 void check_aux(const Library &lib, const char *fn, const char *name, const Tensor &t,
-               const Problem &p, std::vector<int64_t> shape, const char *shape_doc) {
+               const Problem &p, std::vector<int64_t> shape, const char *shape_doc,
+               bool row_stats = false) {
   check_tensor(lib, fn, name, t, shape_doc);
+  TORCH_CHECK(t.device() == p.device, fn, ": ", name, " is on ", t.device(), ", expected ",
+              p.device, " (the device of q)");
   TORCH_CHECK(t.sizes() == c10::IntArrayRef(shape), fn, ": ", name, " must have shape ",
               c10::IntArrayRef(shape), " ", shape_doc, ", got ", shape_str(t));
-  check_dtype(fn, name, t, p.dtype, "the dtype of q");
+  if (row_stats)
+    check_dtype(fn, name, t, p.stats_dtype(),
+                p.cuda() ? "row statistics are float32 on the GPU" : "the dtype of q");
+  else
+    check_dtype(fn, name, t, p.dtype, "the dtype of q");
 }
 
 // --- memref descriptors --------------------------------------------------
@@ -248,6 +317,12 @@ Tensor unit_inner_stride(const Tensor &t) {
   if (!t.defined() || t.dim() == 0 || t.size(-1) <= 1 || t.stride(-1) == 1)
     return t;
   return t.contiguous();
+}
+
+/// The tensor a kernel is given: contiguous [B, H, N, D] on the GPU (the CUDA ABI
+/// passes bare pointers), a unit-inner-stride view on the CPU.
+Tensor kernel_operand(const Problem &p, const Tensor &t) {
+  return p.cuda() && t.defined() ? t.contiguous() : unit_inner_stride(t);
 }
 
 char *slice_ptr(const Tensor &t, int64_t b, int64_t h) {
@@ -306,10 +381,87 @@ int64_t forward_rows_per_call(int64_t heads, int64_t queries, int64_t threads) {
 
 namespace {
 
+// --- GPU ---------------------------------------------------------------------
+//
+// The kernels, grids and argument orders are the CUDA ABI's (attn/abi.h, "CUDA"):
+// one block per (row tile, head, batch entry).
+
+const CudaKernel &gpu_kernel(const Library &lib, const char *role, const Problem &p) {
+  const CudaKernel *k = lib.cuda_kernel(role, p.dtype, p.d);
+  TORCH_CHECK(k, "attn: artifact ", lib.path(), " has no ", role, " GPU kernel for ",
+              dtype_name(p.dtype), " and head dim ", p.d,
+              " (no such cuda-kernel line in its manifest); recompile it with this "
+              "attn-compile");
+  return *k;
+}
+
+std::array<int64_t, 3> gpu_grid(const CudaKernel &k, int64_t rows, const Problem &p) {
+  return {(rows + k.tile_rows - 1) / k.tile_rows, p.H, p.B};
+}
+
+using detail::int_arg;
+using detail::ptr_arg;
+
+std::tuple<Tensor, Tensor, Tensor> run_forward_gpu(const Library &lib, const Problem &p,
+                                                   const Tensor &q, const Tensor &k,
+                                                   const Tensor &v, const Tensor &params) {
+  const CudaKernel &fwd = gpu_kernel(lib, "forward", p);
+  const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+  const Tensor params32 = params.to(torch::kFloat).contiguous();
+  auto stats = torch::TensorOptions().dtype(torch::kFloat).device(p.device);
+  Tensor out = torch::empty({p.B, p.H, p.Nq, p.d}, qc.options());
+  Tensor row_max = torch::empty({p.B, p.H, p.Nq}, stats);
+  Tensor row_sum = torch::empty({p.B, p.H, p.Nq}, stats);
+  detail::cuda_launch(lib, fwd, p.device, gpu_grid(fwd, p.Nq, p),
+                      {ptr_arg(qc), ptr_arg(kc), ptr_arg(vc), ptr_arg(out), ptr_arg(row_max),
+                       ptr_arg(row_sum), ptr_arg(params32), ptr_arg(p.key_lengths), int_arg(p.H),
+                       int_arg(p.Nq), int_arg(p.Nk), int_arg(p.causal ? 1 : 0)});
+  return {out, row_max, row_sum};
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor>
+run_backward_gpu(const Library &lib, const Problem &p, const Tensor &q, const Tensor &k,
+                 const Tensor &v, const Tensor &params, const Tensor &out,
+                 const Tensor &row_max, const Tensor &row_sum, const Tensor &grad_out) {
+  // All three looked up first: a missing one fails before anything runs.
+  const CudaKernel &prep = gpu_kernel(lib, "backward_prep", p);
+  const CudaKernel &dkdv = gpu_kernel(lib, "backward_dkdv", p);
+  const CudaKernel &dqk = gpu_kernel(lib, "backward_dq", p);
+  const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous(),
+               oc = out.contiguous(), dout = grad_out.contiguous(), rm = row_max.contiguous(),
+               rs = row_sum.contiguous();
+  const Tensor params32 = params.to(torch::kFloat).contiguous();
+  auto stats = torch::TensorOptions().dtype(torch::kFloat).device(p.device);
+  Tensor delta = torch::empty({p.B, p.H, p.Nq}, stats);
+  detail::cuda_launch(lib, prep, p.device, gpu_grid(prep, p.Nq, p),
+                      {ptr_arg(oc), ptr_arg(dout), ptr_arg(delta), int_arg(p.H), int_arg(p.Nq)});
+
+  // Zeroed: dparams is accumulated with atomics; dq/dk/dv are never uninitialised.
+  Tensor dk = torch::zeros({p.B, p.H, p.Nk, p.d}, qc.options());
+  Tensor dv = torch::zeros({p.B, p.H, p.Nk, p.d}, qc.options());
+  Tensor dparams = torch::zeros({p.P}, stats);
+  detail::cuda_launch(lib, dkdv, p.device, gpu_grid(dkdv, p.Nk, p),
+                      {ptr_arg(qc), ptr_arg(kc), ptr_arg(vc), ptr_arg(dout), ptr_arg(rm),
+                       ptr_arg(rs), ptr_arg(delta), ptr_arg(params32), ptr_arg(p.key_lengths),
+                       ptr_arg(dk), ptr_arg(dv), ptr_arg(dparams), int_arg(p.H), int_arg(p.Nq),
+                       int_arg(p.Nk), int_arg(p.causal ? 1 : 0)});
+  Tensor dq = torch::zeros({p.B, p.H, p.Nq, p.d}, qc.options());
+  detail::cuda_launch(lib, dqk, p.device, gpu_grid(dqk, p.Nq, p),
+                      {ptr_arg(qc), ptr_arg(kc), ptr_arg(vc), ptr_arg(dout), ptr_arg(rm),
+                       ptr_arg(rs), ptr_arg(delta), ptr_arg(params32), ptr_arg(p.key_lengths),
+                       ptr_arg(dq), int_arg(p.H), int_arg(p.Nq), int_arg(p.Nk),
+                       int_arg(p.causal ? 1 : 0)});
+  return {dq, dk, dv, dparams.to(params.scalar_type())};
+}
+
+// --- CPU ---------------------------------------------------------------------
+
 std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem &p,
                                                const Tensor &q_in, const Tensor &k_in,
                                                const Tensor &v_in, const Tensor &params_in,
                                                const Tensor &rows_in) {
+  if (p.cuda())
+    return run_forward_gpu(lib, p, q_in, k_in, v_in, params_in);
   attn_forward_fn fn = lib.forward_fn(p.dtype);
   const Tensor q = unit_inner_stride(q_in), k = unit_inner_stride(k_in),
                v = unit_inner_stride(v_in), params = unit_inner_stride(params_in),
@@ -320,7 +472,11 @@ std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem
   Tensor row_sum = torch::empty({p.B, p.H, p.Nq}, opts);
 
   const int64_t BH = p.B * p.H;
-  const int64_t rows_per_item = forward_rows_per_call(BH, p.Nq, at::get_num_threads());
+  // A kernelised artifact builds the key state Σ φ(k) vᵀ in every call (O(Nk·d·dv)):
+  // one call per head keeps the whole forward linear in N.
+  const int64_t rows_per_item = lib.manifest().algorithm == "kernelised"
+                                    ? std::max<int64_t>(p.Nq, 1)
+                                    : forward_rows_per_call(BH, p.Nq, at::get_num_threads());
   const int64_t nqb = (p.Nq + rows_per_item - 1) / rows_per_item;
   const attn_memref1d pm = memref_params(params);
   parallel_items(BH * nqb, [&](int64_t item) {
@@ -349,6 +505,11 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
              const Tensor &v_in, const Tensor &params_in, const Tensor &rows_in,
              const Tensor &out_in, const Tensor &row_max_in, const Tensor &row_sum_in,
              const Tensor &grad_out_in) {
+  if (p.cuda()) { // no row inputs on the GPU (validate), so no drow_inputs
+    auto [dq, dk, dv, dparams] = run_backward_gpu(lib, p, q_in, k_in, v_in, params_in, out_in,
+                                                  row_max_in, row_sum_in, grad_out_in);
+    return {dq, dk, dv, dparams, Tensor()};
+  }
   attn_backward_fn fn = lib.backward_fn(p.dtype);
   const Tensor q = unit_inner_stride(q_in), k = unit_inner_stride(k_in),
                v = unit_inner_stride(v_in), params = unit_inner_stride(params_in),
@@ -410,15 +571,16 @@ public:
   static Tensor forward(AutogradContext *ctx, const Tensor &q_in, const Tensor &k_in,
                         const Tensor &v_in, const Tensor &params_in, const Tensor &rows_in,
                         const std::shared_ptr<const Library> &lib, const Problem &p) {
-    // The tensors the kernels see (copied only if the last dim is strided), saved as
-    // such so that backward does not copy again.
-    const Tensor q = unit_inner_stride(q_in), k = unit_inner_stride(k_in),
-                 v = unit_inner_stride(v_in), params = unit_inner_stride(params_in),
-                 rows = unit_inner_stride(rows_in);
+    // The tensors the kernels see (CPU: copied only if the last dim is strided; GPU:
+    // contiguous), saved as such so that backward does not copy again.
+    const Tensor q = kernel_operand(p, q_in), k = kernel_operand(p, k_in),
+                 v = kernel_operand(p, v_in), params = kernel_operand(p, params_in),
+                 rows = kernel_operand(p, rows_in);
     auto res = run_forward(*lib, p, q, k, v, params, rows);
     const Tensor &out = std::get<0>(res);
     // Saved: inputs, O and the O(B·H·Nq) row statistics; nothing N×N.
-    ctx->save_for_backward({q, k, v, params, out, std::get<1>(res), std::get<2>(res), rows});
+    ctx->save_for_backward(
+        {q, k, v, params, out, std::get<1>(res), std::get<2>(res), p.key_lengths, rows});
     ctx->saved_data["artifact"] = lib->path();
     ctx->saved_data["causal"] = p.causal;
     ctx->saved_data["kv_len"] = p.kv_len;
@@ -437,13 +599,14 @@ public:
       return {Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
     auto saved = ctx->get_saved_variables();
     const Tensor &q = saved[0], &k = saved[1], &v = saved[2], &params = saved[3],
-                 &out = saved[4], &row_max = saved[5], &row_sum = saved[6], &rows = saved[7];
+                 &out = saved[4], &row_max = saved[5], &row_sum = saved[6], &rows = saved[8];
     auto lib = detail::loaded_library(ctx->saved_data["artifact"].toStringRef());
     Problem p = Problem::of(q, k, v);
     p.P = params.numel();
     p.R = rows.size(2);
     p.causal = ctx->saved_data["causal"].toBool();
     p.kv_len = ctx->saved_data["kv_len"].toIntVector();
+    p.key_lengths = saved[7];
     const char *fn = "attn::attention backward";
     check_aux(*lib, fn, "grad_output", grad, p, {p.B, p.H, p.Nq, p.dv}, "[B, H, Nq, dv]");
 
@@ -487,8 +650,8 @@ attention_backward(const std::shared_ptr<const Library> &lib, const Tensor &q, c
   TORCH_CHECK(lib, fn, ": lib is null, expected a Library from attn::Library::load");
   Problem p = validate(*lib, fn, q, k, v, params, opts);
   check_aux(*lib, fn, "out", out, p, {p.B, p.H, p.Nq, p.dv}, "[B, H, Nq, dv]");
-  check_aux(*lib, fn, "row_max", row_max, p, {p.B, p.H, p.Nq}, "[B, H, Nq]");
-  check_aux(*lib, fn, "row_sum", row_sum, p, {p.B, p.H, p.Nq}, "[B, H, Nq]");
+  check_aux(*lib, fn, "row_max", row_max, p, {p.B, p.H, p.Nq}, "[B, H, Nq]", true);
+  check_aux(*lib, fn, "row_sum", row_sum, p, {p.B, p.H, p.Nq}, "[B, H, Nq]", true);
   check_aux(*lib, fn, "grad_out", grad_out, p, {p.B, p.H, p.Nq, p.dv}, "[B, H, Nq, dv]");
   torch::NoGradGuard no_grad;
   return run_backward(*lib, p, q, k, v, empty_params(params, q), row_inputs_of(opts, p, q), out,

@@ -9,6 +9,22 @@ namespace detail {
 /// The cached Library for a canonical path that load() already returned (no file
 /// re-validation: used by autograd backward for the library its forward used).
 std::shared_ptr<const Library> loaded_library(const std::string &canonical_path);
+
+/// A CUDA target "sm_XY" / "sm_XYa" as compute capability X.Y.
+struct CudaArch {
+  int major = 0, minor = 0;
+  bool arch_specific = false; // the 'a' suffix: runs only on exactly X.Y
+};
+c10::optional<CudaArch> parse_cuda_target(const std::string &target);
+
+/// The image to load on a device of compute capability major.minor: the exact cubin
+/// target, else the newest cubin of the same major with a lower minor, else "ptx" when
+/// has_ptx, else "" (nothing fits).
+std::string choose_cuda_image(const std::vector<std::string> &targets, bool has_ptx, int major,
+                              int minor);
+
+/// "f32" / "f16" / "bf16" (a cuda-kernel dtype), nullptr for other dtypes.
+const char *cuda_dtype_tag(torch::ScalarType t);
 } // namespace detail
 } // namespace attn
 

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -111,6 +112,51 @@ struct HandleGuard {
   }
 };
 
+bool is_one_of(const std::string &s, std::initializer_list<const char *> options) {
+  for (const char *o : options)
+    if (s == o)
+      return true;
+  return false;
+}
+
+// `cuda-kernel <role> <dtype> <headdim> <symbol> tile <rows> threads <n> smem <bytes>`;
+// `malformed(expected)` throws.
+template <class Malformed>
+CudaKernel parse_cuda_kernel(const std::vector<std::string> &t, const Malformed &malformed) {
+  const char *form = "'cuda-kernel <role> <dtype> <headdim> <symbol> tile <rows> threads <n> "
+                     "smem <bytes>'";
+  if (t.size() != 11)
+    malformed(std::string(form) + " (11 fields), found " + std::to_string(t.size()) + " fields");
+  CudaKernel k;
+  k.role = t[1];
+  if (!is_one_of(k.role, {"forward", "backward_prep", "backward_dkdv", "backward_dq"}))
+    malformed("a role among forward backward_prep backward_dkdv backward_dq, found '" + k.role +
+              "'");
+  k.dtype = t[2];
+  if (!is_one_of(k.dtype, {"f32", "f16", "bf16"}))
+    malformed("a cuda-kernel dtype among f32 f16 bf16, found '" + k.dtype + "'");
+  auto positive = [&](const std::string &tok, const char *what, long long min) {
+    long long v = 0;
+    if (!parse_int(tok, v) || v < min)
+      malformed(std::string(what) + " as an integer >= " + std::to_string(min) + ", found '" +
+                tok + "'");
+    return static_cast<int64_t>(v);
+  };
+  k.head_dim = positive(t[3], "<headdim>", 1);
+  k.symbol = t[4];
+  if (!is_identifier(k.symbol))
+    malformed("a kernel symbol (identifier) after the head dim, found '" + k.symbol + "'");
+  const char *keywords[] = {"tile", "threads", "smem"};
+  for (int i = 0; i < 3; ++i)
+    if (t[5 + 2 * i] != keywords[i])
+      malformed(std::string(form) + ", found '" + t[5 + 2 * i] + "' where '" + keywords[i] +
+                "' belongs");
+  k.tile_rows = positive(t[6], "tile <rows>", 1);
+  k.threads = positive(t[8], "threads <n>", 1);
+  k.smem_bytes = positive(t[10], "smem <bytes>", 0);
+  return k;
+}
+
 // Parse the manifest text. Throws c10::Error naming the artifact and the line.
 Manifest parse_manifest(const std::string &path, const std::string &text) {
   struct Line {
@@ -167,7 +213,9 @@ Manifest parse_manifest(const std::string &path, const std::string &text) {
     if (key == "attn-abi")
       continue;
     auto it = seen.find(key);
-    if (it != seen.end())
+    if (key == "cuda-kernel")
+      seen.emplace(key, l.number); // one line per kernel
+    else if (it != seen.end())
       malformed(l, "each key at most once, but '" + key + "' already appeared on line " +
                        std::to_string(it->second));
     seen[key] = l.number;
@@ -255,8 +303,36 @@ Manifest parse_manifest(const std::string &path, const std::string &text) {
     } else if (key == "devices") {
       if (nvalues == 0)
         malformed(l, "'devices' followed by at least one device (e.g. 'devices cpu')");
-      for (size_t i = 1; i < l.tokens.size(); ++i)
-        m.devices.push_back(l.tokens[i]);
+      for (size_t i = 1; i < l.tokens.size(); ++i) {
+        const std::string &d = l.tokens[i];
+        if (d != "cpu" && d != "cuda")
+          malformed(l, "devices among cpu cuda, found '" + d + "'");
+        if (std::find(m.devices.begin(), m.devices.end(), d) != m.devices.end())
+          malformed(l, "distinct devices, found '" + d + "' twice");
+        m.devices.push_back(d);
+      }
+    } else if (key == "cuda-targets") {
+      if (nvalues == 0)
+        malformed(l, "'cuda-targets' followed by at least one target (e.g. 'cuda-targets sm_80')");
+      for (size_t i = 1; i < l.tokens.size(); ++i) {
+        const std::string &t = l.tokens[i];
+        if (!detail::parse_cuda_target(t))
+          malformed(l, "cuda targets of the form sm_<major><minor> (e.g. sm_80, sm_90a), found '" +
+                           t + "'");
+        if (std::find(m.cuda_targets.begin(), m.cuda_targets.end(), t) != m.cuda_targets.end())
+          malformed(l, "distinct cuda targets, found '" + t + "' twice");
+        m.cuda_targets.push_back(t);
+      }
+    } else if (key == "cuda-kernel") {
+      m.cuda_kernels.push_back(parse_cuda_kernel(
+          l.tokens, [&](const std::string &expected) { malformed(l, expected); }));
+      const CudaKernel &kn = m.cuda_kernels.back();
+      for (size_t i = 0; i + 1 < m.cuda_kernels.size(); ++i) {
+        const CudaKernel &other = m.cuda_kernels[i];
+        if (other.role == kn.role && other.dtype == kn.dtype && other.head_dim == kn.head_dim)
+          malformed(l, "one cuda-kernel line per (role, dtype, headdim), found a second '" +
+                           kn.role + " " + kn.dtype + " " + std::to_string(kn.head_dim) + "'");
+      }
     }
     // Unknown keys are ignored: later compilers may add informational lines
     // without changing the ABI version.
@@ -268,6 +344,22 @@ Manifest parse_manifest(const std::string &path, const std::string &text) {
                 "' line (expected all of attn-abi, kernel, normalizer, algorithm, denominator, "
                 "mask, params, dtypes, devices); manifest was:\n",
                 text);
+
+  const bool cuda = std::find(m.devices.begin(), m.devices.end(), "cuda") != m.devices.end();
+  if (cuda) {
+    TORCH_CHECK(!m.cuda_targets.empty() && !m.cuda_kernels.empty(), "attn: artifact ", path,
+                ": manifest lists device cuda but has ",
+                m.cuda_targets.empty() ? "no 'cuda-targets' line" : "no 'cuda-kernel' line",
+                " (expected 'cuda-targets sm_XY ...' and one 'cuda-kernel ...' line per "
+                "generated kernel); manifest was:\n",
+                text);
+  } else {
+    TORCH_CHECK(m.cuda_targets.empty() && m.cuda_kernels.empty(), "attn: artifact ", path,
+                ": manifest has '",
+                m.cuda_targets.empty() ? "cuda-kernel" : "cuda-targets",
+                "' lines but its devices line (", join(m.devices),
+                ") does not list cuda; manifest was:\n", text);
+  }
   return m;
 }
 
@@ -361,6 +453,33 @@ struct LibraryLoader {
           lib->bwd_f64_ = reinterpret_cast<attn_backward_fn>(b);
         }
       }
+    }
+    if (lib->has_device("cuda")) {
+      auto image = [&](const std::string &name, bool required) {
+        Library::CudaImage img;
+        void *data = dlsym(handle, name.c_str());
+        void *size = dlsym(handle, (name + "_size").c_str());
+        TORCH_CHECK((data && size) || (!required && !data && !size), "attn: artifact ",
+                    canonical, ": manifest lists cuda but the GPU image symbols ", name, " and ",
+                    name, "_size are ", data || size ? "not both" : "not", " exported");
+        if (data) {
+          img.data = data;
+          img.size = *static_cast<const int64_t *>(size);
+          TORCH_CHECK(img.size > 0, "attn: artifact ", canonical, ": ", name,
+                      "_size is ", img.size, ", expected a positive size in bytes");
+        }
+        return img;
+      };
+      for (const auto &target : lib->manifest_.cuda_targets) {
+        lib->cuda_cubins_.push_back(image("attn_cuda_cubin_" + target, true));
+        lib->cuda_cubins_.back().target = target;
+      }
+      lib->cuda_ptx_ = image("attn_cuda_ptx", false);
+      lib->cuda_ptx_.target = "ptx";
+      if (lib->cuda_ptx_.data)
+        TORCH_CHECK(static_cast<const char *>(lib->cuda_ptx_.data)[lib->cuda_ptx_.size - 1] == 0,
+                    "attn: artifact ", canonical, ": attn_cuda_ptx is not NUL-terminated "
+                    "within attn_cuda_ptx_size = ", lib->cuda_ptx_.size, " bytes");
     }
     lib->dev_ = id.dev;
     lib->ino_ = id.ino;
@@ -463,5 +582,73 @@ attn_backward_fn Library::backward_fn(torch::ScalarType dtype) const {
               " (dtypes: ", join(manifest_.dtypes), "; devices: ", join(manifest_.devices), ")");
   return fn;
 }
+
+const CudaKernel *Library::cuda_kernel(const std::string &role, torch::ScalarType dtype,
+                                       int64_t head_dim) const {
+  const char *tag = detail::cuda_dtype_tag(dtype);
+  for (const auto &k : manifest_.cuda_kernels)
+    if (tag && k.role == role && k.dtype == tag && k.head_dim == head_dim)
+      return &k;
+  return nullptr;
+}
+
+namespace detail {
+
+c10::optional<CudaArch> parse_cuda_target(const std::string &target) {
+  // sm_<major><one minor digit>[letter]: sm_80, sm_90a, sm_120
+  size_t end = target.size();
+  if (end > 0 && std::isalpha(static_cast<unsigned char>(target[end - 1])))
+    --end;
+  if (target.compare(0, 3, "sm_") != 0 || end < 5)
+    return c10::nullopt;
+  for (size_t i = 3; i < end; ++i)
+    if (!std::isdigit(static_cast<unsigned char>(target[i])))
+      return c10::nullopt;
+  CudaArch a;
+  a.major = std::atoi(target.substr(3, end - 4).c_str());
+  a.minor = target[end - 1] - '0';
+  a.arch_specific = end != target.size();
+  return a;
+}
+
+std::string choose_cuda_image(const std::vector<std::string> &targets, bool has_ptx, int major,
+                              int minor) {
+  // Exact match first (a plain sm_XY before an arch-specific sm_XYa: both run); then the
+  // newest plain cubin of the same major with a lower minor (binary compatible); then
+  // the PTX, which the driver JIT-compiles for any newer GPU.
+  std::string exact, compatible;
+  int compatible_minor = -1;
+  for (const auto &t : targets) {
+    auto a = parse_cuda_target(t);
+    if (!a || a->major != major)
+      continue;
+    if (a->minor == minor && (exact.empty() || !a->arch_specific))
+      exact = t;
+    else if (!a->arch_specific && a->minor < minor && a->minor > compatible_minor) {
+      compatible = t;
+      compatible_minor = a->minor;
+    }
+  }
+  if (!exact.empty())
+    return exact;
+  if (!compatible.empty())
+    return compatible;
+  return has_ptx ? "ptx" : "";
+}
+
+const char *cuda_dtype_tag(torch::ScalarType t) {
+  switch (t) {
+  case torch::kFloat:
+    return "f32";
+  case torch::kHalf:
+    return "f16";
+  case torch::kBFloat16:
+    return "bf16";
+  default:
+    return nullptr;
+  }
+}
+
+} // namespace detail
 
 } // namespace attn

@@ -4,6 +4,7 @@
 // above autograd, so attn::attention's torch::autograd::Function builds the graph.
 //
 //===----------------------------------------------------------------------===//
+#include "attn/modules.h"
 #include "attn/runtime.h"
 
 #include <torch/library.h>
@@ -39,6 +40,14 @@ std::tuple<Tensor, Tensor, Tensor> op_attention_forward(const std::string &artif
                                  make_options(is_causal, key_lengths, row_inputs));
 }
 
+Tensor op_attention_weights(const std::string &artifact, const Tensor &q, const Tensor &k,
+                            const Tensor &params, bool is_causal,
+                            const c10::optional<Tensor> &key_lengths,
+                            const c10::optional<Tensor> &row_inputs) {
+  return attn::attention_weights(attn::Library::load(artifact), q, k, params,
+                                 make_options(is_causal, key_lengths, row_inputs));
+}
+
 std::string op_manifest(const std::string &artifact) {
   return attn::Library::load(artifact)->manifest_text();
 }
@@ -53,5 +62,10 @@ TORCH_LIBRARY(attn, m) {
         "bool is_causal=False, Tensor? key_lengths=None, Tensor? row_inputs=None) "
         "-> (Tensor, Tensor, Tensor)",
         &op_attention_forward);
+  m.def("attention_weights(str artifact, Tensor q, Tensor k, Tensor params, "
+        "bool is_causal=False, Tensor? key_lengths=None, Tensor? row_inputs=None) -> Tensor",
+        &op_attention_weights);
   m.def("manifest(str artifact) -> str", &op_manifest);
+  m.def("key_lengths_from_padding(Tensor key_padding_mask, int keys) -> Tensor",
+        &attn::key_lengths_from_padding);
 }

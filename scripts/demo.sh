@@ -10,8 +10,15 @@ echo "== attn-compile examples/normalizers/tanhmax.mlir"
 "$build/bin/attn-compile" "$root/examples/normalizers/tanhmax.mlir" -o "$build/artifacts/tanhmax.so"
 
 echo "== C++: attn-train (NT delayed addition, TanhMax attention)"
-"$build/bin/attn-train" "$build/artifacts/tanhmax.so" --steps 1000 --log-every 100
+"$build/bin/attn-train" "$build/artifacts/tanhmax.so" --steps 1000 --log-every 100 \
+  --history "$build/artifacts/train-cpp.csv"
 
 echo "== Python: examples/train/train.py (same task, same artifact)"
 ATTN_BUILD_DIR="$build" /usr/bin/python3 "$root/examples/train/train.py" \
-  --artifact "$build/artifacts/tanhmax.so" --steps 1000 --log-every 100
+  --artifact "$build/artifacts/tanhmax.so" --steps 1000 --log-every 100 \
+  --history "$build/artifacts/train-python.csv"
+
+echo "== training curves"
+/usr/bin/python3 "$root/examples/plot_curves.py" --title "TanhMax, NT task N16T2" \
+  "C++ attn-train=$build/artifacts/train-cpp.csv" \
+  "Python train.py=$build/artifacts/train-python.csv" -o "$build/artifacts/curves.png"

@@ -13,6 +13,8 @@ packages=(
   libtorch-dev python3-torch libopenblas0-pthread
   # build and test tools
   g++ cmake ninja-build libgtest-dev python3-pytest
+  # plots of attention maps, training curves and the reproductions in examples/
+  python3-matplotlib
 )
 
 missing=()

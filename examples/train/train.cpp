@@ -11,11 +11,19 @@
 //   build/bin/attn-train /tmp/softmax.so [--steps 600] [--base 16] [--tau 2]
 //       [--seq-len 32] [--batch 32] [--d-model 64] [--heads 2] [--layers 1]
 //       [--lr 3e-3] [--seed 0] [--log-every 25] [--threads 2] [--float64]
-#include "attn/runtime.h"
+//       [--checkpoint FILE [--checkpoint-every N] [--resume]] [--history FILE.csv]
+//
+// With --checkpoint, the model, the optimizer, the data generator and the step are
+// saved every --checkpoint-every steps, at the end and on Ctrl-C / SIGTERM (which then
+// stops the run); --resume continues it exactly where it stopped.
+#include "attn/modules.h"
 
 #include <torch/torch.h>
 
 #include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -33,7 +41,11 @@ struct Config {
   double lr = 3e-3;
   uint64_t seed = 0;
   bool float64 = false;
+  std::string checkpoint, history;
+  int64_t checkpoint_every = 0;
+  bool resume = false;
 };
+
 
 // [batch, len + 1] sequences of the NT task.
 torch::Tensor nt_batch(const Config &c, at::Generator &gen) {
@@ -48,50 +60,40 @@ torch::Tensor nt_batch(const Config &c, at::Generator &gen) {
 }
 
 struct BlockImpl : torch::nn::Module {
-  BlockImpl(int64_t d_model, int64_t heads, std::shared_ptr<const attn::Library> lib,
-            torch::Dtype dtype)
-      : heads(heads), lib(std::move(lib)) {
+  BlockImpl(int64_t d_model, int64_t heads, std::shared_ptr<const attn::Library> lib) {
     ln1 = register_module("ln1", torch::nn::LayerNorm(
                                      torch::nn::LayerNormOptions({d_model})));
-    qkv = register_module("qkv", torch::nn::Linear(d_model, 3 * d_model));
-    proj = register_module("proj", torch::nn::Linear(d_model, d_model));
+    // the drop-in module: projections, heads and the normalizer's learnable params
+    // (registered as "attn.normalizer.<name>")
+    attn = register_module(
+        "attn", attn::MultiheadAttention(
+                    attn::MultiheadAttentionOptions(d_model, heads, std::move(lib))
+                        .batch_first(true)));
     ln2 = register_module("ln2", torch::nn::LayerNorm(
                                      torch::nn::LayerNormOptions({d_model})));
     ff1 = register_module("ff1", torch::nn::Linear(d_model, 4 * d_model));
     ff2 = register_module("ff2", torch::nn::Linear(4 * d_model, d_model));
-    // learnable normalizer parameters, initialised from the artifact's manifest
-    norm_params = register_parameter("norm_params", this->lib->initial_params(dtype));
   }
 
   torch::Tensor forward(torch::Tensor x) {
-    const int64_t B = x.size(0), L = x.size(1), D = x.size(2);
-    auto parts = qkv->forward(ln1->forward(x)).split(D, -1);
-    auto heads_of = [&](const torch::Tensor &t) {
-      return t.view({B, L, heads, D / heads}).transpose(1, 2); // [B, H, L, dh]
-    };
-    attn::Options opts;
-    opts.is_causal = true;
-    auto o = attn::attention(lib, heads_of(parts[0]), heads_of(parts[1]),
-                             heads_of(parts[2]), norm_params, opts);
-    x = x + proj->forward(o.transpose(1, 2).reshape({B, L, D}));
+    auto h = ln1->forward(x);
+    x = x + std::get<0>(attn(h, h, h, torch::Tensor(), /*need_weights=*/false,
+                              /*is_causal=*/true));
     return x + ff2->forward(torch::tanh(ff1->forward(ln2->forward(x))));
   }
 
-  int64_t heads;
-  std::shared_ptr<const attn::Library> lib;
   torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
-  torch::nn::Linear qkv{nullptr}, proj{nullptr}, ff1{nullptr}, ff2{nullptr};
-  torch::Tensor norm_params;
+  attn::MultiheadAttention attn{nullptr};
+  torch::nn::Linear ff1{nullptr}, ff2{nullptr};
 };
 TORCH_MODULE(Block);
 
 struct TinyTransformerImpl : torch::nn::Module {
-  TinyTransformerImpl(const Config &c, std::shared_ptr<const attn::Library> lib,
-                      torch::Dtype dtype) {
+  TinyTransformerImpl(const Config &c, std::shared_ptr<const attn::Library> lib) {
     tok = register_module("tok", torch::nn::Embedding(c.base, c.d_model));
     pos = register_parameter("pos", 0.1 * torch::randn({c.seq_len, c.d_model}));
     for (int64_t i = 0; i < c.layers; ++i)
-      blocks->push_back(Block(c.d_model, c.heads, lib, dtype));
+      blocks->push_back(Block(c.d_model, c.heads, lib));
     register_module("blocks", blocks);
     ln = register_module("ln", torch::nn::LayerNorm(
                                    torch::nn::LayerNormOptions({c.d_model})));
@@ -124,11 +126,46 @@ std::pair<torch::Tensor, double> loss_and_accuracy(TinyTransformer &model,
   return {loss, acc};
 }
 
+volatile std::sig_atomic_t stop_signal = 0;
+extern "C" void request_stop(int signum) { stop_signal = signum; }
+
+// Model, optimizer, data generator and step in one archive, written atomically (a
+// crash mid-write leaves the previous checkpoint).
+void save_checkpoint(const std::string &path, TinyTransformer &model,
+                     torch::optim::Optimizer &opt, at::Generator &gen, int64_t step) {
+  torch::serialize::OutputArchive archive, model_archive, optimizer_archive;
+  model->save(model_archive);
+  opt.save(optimizer_archive);
+  archive.write("model", model_archive);
+  archive.write("optimizer", optimizer_archive);
+  archive.write("generator", gen.get_state());
+  archive.write("step", torch::tensor(step));
+  const std::string tmp = path + ".tmp";
+  archive.save_to(tmp);
+  TORCH_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot move ", tmp, " to ", path);
+}
+
+int64_t load_checkpoint(const std::string &path, TinyTransformer &model,
+                        torch::optim::Optimizer &opt, at::Generator &gen) {
+  torch::serialize::InputArchive archive, model_archive, optimizer_archive;
+  archive.load_from(path);
+  archive.read("model", model_archive);
+  archive.read("optimizer", optimizer_archive);
+  model->load(model_archive);
+  opt.load(optimizer_archive);
+  torch::Tensor state, step;
+  archive.read("generator", state);
+  archive.read("step", step);
+  gen.set_state(state);
+  return step.item<int64_t>();
+}
+
 [[noreturn]] void usage(const char *argv0) {
   std::fprintf(stderr,
                "usage: %s ARTIFACT.so [--steps N] [--base N] [--tau T] [--seq-len L]\n"
                "       [--batch B] [--d-model D] [--heads H] [--layers N] [--lr X]\n"
-               "       [--seed S] [--log-every N] [--threads N] [--float64]\n",
+               "       [--seed S] [--log-every N] [--threads N] [--float64]\n"
+               "       [--checkpoint FILE [--checkpoint-every N] [--resume]] [--history CSV]\n",
                argv0);
   std::exit(2);
 }
@@ -154,11 +191,17 @@ Config parse(int argc, char **argv) {
     else if (a == "--log-every") c.log_every = std::atoll(next());
     else if (a == "--threads") c.threads = std::atoll(next());
     else if (a == "--float64") c.float64 = true;
+    else if (a == "--checkpoint") c.checkpoint = next();
+    else if (a == "--checkpoint-every") c.checkpoint_every = std::atoll(next());
+    else if (a == "--resume") c.resume = true;
+    else if (a == "--history") c.history = next();
     else if (a == "-h" || a == "--help") usage(argv[0]);
     else if (!a.empty() && a[0] != '-' && c.artifact.empty()) c.artifact = a;
     else usage(argv[0]);
   }
-  if (c.artifact.empty() || c.d_model % c.heads != 0 || c.log_every <= 0) usage(argv[0]);
+  if (c.artifact.empty() || c.d_model % c.heads != 0 || c.log_every <= 0 ||
+      (c.resume && c.checkpoint.empty()))
+    usage(argv[0]);
   return c;
 }
 
@@ -178,29 +221,57 @@ int main(int argc, char **argv) {
               << " head(s)" << std::endl;
 
     torch::manual_seed(c.seed);
-    TinyTransformer model(c, lib, dtype);
+    TinyTransformer model(c, lib);
     model->to(dtype);
     torch::optim::Adam opt(model->parameters(), torch::optim::AdamOptions(c.lr));
     auto gen = at::detail::createCPUGenerator(c.seed + 1);
 
+    int64_t start = 0;
+    if (c.resume) {
+      start = load_checkpoint(c.checkpoint, model, opt, gen);
+      std::printf("resumed from %s at step %lld\n", c.checkpoint.c_str(),
+                  static_cast<long long>(start));
+    }
+    std::ofstream history;
+    if (!c.history.empty()) {
+      history.open(c.history, c.resume ? std::ios::app : std::ios::trunc);
+      TORCH_CHECK(history, "cannot write --history ", c.history);
+      if (!c.resume) history << "step,loss,acc\n";
+    }
+    std::signal(SIGINT, request_stop);
+    std::signal(SIGTERM, request_stop);
+
     auto t0 = std::chrono::steady_clock::now();
     double first = 0, last = 0;
-    for (int64_t step = 1; step <= c.steps; ++step) {
+    int64_t step = start;
+    while (step < c.steps && !stop_signal) {
+      ++step;
       auto x = nt_batch(c, gen);
       auto [loss, acc] = loss_and_accuracy(model, x, c.tau);
       opt.zero_grad();
       loss.backward();
       opt.step();
       const double l = loss.item<double>();
+      if (history.is_open()) history << step << "," << l << "," << acc << "\n";
       if (step <= 10) first += l / std::min<int64_t>(10, c.steps);
       if (step > c.steps - 10) last += l / std::min<int64_t>(10, c.steps);
-      if (step == 1 || step % c.log_every == 0) {
+      if (step == start + 1 || step % c.log_every == 0) {
         double secs =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        std::printf("step %5lld  loss %.4f  acc %.3f  (%.1fs)\n",
-                    static_cast<long long>(step), l, acc, secs);
+        std::printf("step %5lld/%lld  loss %.4f  acc %.3f  (%.1f steps/s)\n",
+                    static_cast<long long>(step), static_cast<long long>(c.steps), l, acc,
+                    static_cast<double>(step - start) / std::max(secs, 1e-9));
         std::fflush(stdout);
       }
+      if (!c.checkpoint.empty() && c.checkpoint_every > 0 && step % c.checkpoint_every == 0)
+        save_checkpoint(c.checkpoint, model, opt, gen, step);
+    }
+    if (!c.checkpoint.empty())
+      save_checkpoint(c.checkpoint, model, opt, gen, step);
+    if (stop_signal) {
+      std::printf("interrupted at step %lld%s%s\n", static_cast<long long>(step),
+                  c.checkpoint.empty() ? "" : "; checkpoint ", c.checkpoint.c_str());
+      return 130;
     }
     {
       torch::NoGradGuard ng;
@@ -211,14 +282,11 @@ int main(int argc, char **argv) {
                   loss.item<double>(), acc);
     }
     for (const auto &p : model->named_parameters())
-      if (p.key().find("norm_params") != std::string::npos && p.value().numel() > 0) {
-        std::cout << "learned normalizer params " << p.key() << ":";
-        auto v = p.value().to(torch::kDouble);
-        for (int64_t i = 0; i < v.numel(); ++i)
-          std::cout << " " << man.param_names[i] << "=" << v[i].item<double>();
-        std::cout << "\n";
-      }
-    std::printf("mean loss first 10 steps %.4f -> last 10 steps %.4f\n", first, last);
+      if (p.key().find(".normalizer.") != std::string::npos)
+        std::cout << "learned normalizer param " << p.key() << " = "
+                  << p.value().item<double>() << "\n";
+    if (start == 0)
+      std::printf("mean loss first 10 steps %.4f -> last 10 steps %.4f\n", first, last);
   } catch (const c10::Error &e) {
     std::cerr << "attn-train: " << e.what_without_backtrace() << std::endl;
     return 1;

@@ -172,21 +172,30 @@ def loss_and_accuracy(model, x, tau):
 
 
 def train(args, dtype=torch.float32, log=print):
-    """Runs args.steps steps; returns [(step, loss, accuracy)]."""
+    """Runs up to args.steps steps; returns [(step, loss, accuracy)] (with --resume, the
+    whole run's, the checkpointed steps included). Progress goes to `log` with steps/s;
+    with args.checkpoint the run is checkpointed every args.checkpoint_every steps and on
+    SIGINT/SIGTERM, and args.resume continues it (attn.training.TrainingLoop)."""
     model, opt = build_model(args, dtype)
     gen = torch.Generator().manual_seed(args.seed + 1)
-    history = []
-    t0 = time.time()
-    for step in range(1, args.steps + 1):
+    training = load_runtime().training
+    loop = training.TrainingLoop(checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
+                                 resume=args.resume, log_every=args.log_every, log=log,
+                                 model=model, optimizer=opt, data=gen)
+
+    def step(_):
         x = nt_batch(args.batch, args.seq_len, args.base, args.tau, gen)
         loss, acc = loss_and_accuracy(model, x, args.tau)
         opt.zero_grad()
         loss.backward()
         opt.step()
-        history.append((step, loss.item(), acc))
-        if log and (step % args.log_every == 0 or step == 1):
-            log(f"step {step:5d}  loss {loss.item():.4f}  acc {acc:.3f}  "
-                f"({time.time() - t0:.1f}s)")
+        return {"loss": loss.item(), "acc": acc}
+
+    history = [(h["step"], h["loss"], h["acc"]) for h in loop.run(args.steps, step)]
+    if args.history:
+        with open(args.history, "w") as f:
+            f.write("step,loss,acc\n")
+            f.writelines(f"{s},{l},{a}\n" for s, l, a in history)
     if log:
         x = nt_batch(512, args.seq_len, args.base, args.tau, gen)
         with torch.no_grad():
@@ -221,6 +230,12 @@ def parser():
     p.add_argument("--no-positions", action="store_true",
                    help="no position embedding (as in the paper; learns much slower)")
     p.add_argument("--float64", action="store_true")
+    p.add_argument("--checkpoint", help="checkpoint file, written every --checkpoint-every "
+                   "steps, at the end and on Ctrl-C/SIGTERM")
+    p.add_argument("--checkpoint-every", type=int, default=0)
+    p.add_argument("--resume", action="store_true", help="continue from --checkpoint")
+    p.add_argument("--history", help="write step,loss,acc per step to this CSV file "
+                   "(plot with examples/plot_curves.py)")
     return p
 
 
@@ -231,7 +246,10 @@ def main(argv=None):
     dtype = torch.float64 if args.float64 else torch.float32
     print(f"NT task N={args.base} T={args.tau}, L={args.seq_len}; "
           f"{args.layers} layer(s), d_model {args.d_model}, {args.heads} head(s); {kind}")
-    history = train(args, dtype)
+    try:
+        history = train(args, dtype)
+    except load_runtime().training.Interrupted as e:
+        raise SystemExit(f"{e}; continue with --resume")
     if not args.reference_softmax:
         print(f"artifact: {args.artifact}")
     first = sum(l for _, l, _ in history[:10]) / min(10, len(history))

@@ -172,3 +172,14 @@ attn.normalizer @two_blocks {
   }
   denominator count
 }
+
+// -----
+
+// expected-error @+1 {{'attn.normalizer' op algorithm kernelised belongs to an attn.kernel}}
+attn.normalizer @linear_on_normalizer attributes {algorithm = #attn<algorithm kernelised>} {
+  numerator {
+  ^bb0(%s: f32):
+    attn.yield %s : f32
+  }
+  denominator count
+}

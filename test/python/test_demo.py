@@ -16,11 +16,13 @@ demo = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(demo)
 
 
-def _args(artifact=None, reference=False, **kw):
+def _args(artifact=None, reference=False, resume=False, **kw):
     argv = ["--steps", "3", "--base", "8", "--tau", "2", "--seq-len", "16", "--batch", "8",
             "--d-model", "32", "--heads", "2", "--layers", "2"]
     for k, v in kw.items():
         argv += [f"--{k.replace('_', '-')}", str(v)]
+    if resume:
+        argv.append("--resume")
     if reference:
         argv.append("--reference-softmax")
     elif artifact:
@@ -101,3 +103,78 @@ def test_cpp_demo_runs(artifacts):
     assert m, r.stdout
     first, last = map(float, m.groups())
     assert last < first, r.stdout
+
+
+def test_interrupted_run_resumes_exactly(artifacts, tmp_path):
+    """SIGINT mid-run writes a checkpoint; --resume then finishes the run with the same
+    losses as an uninterrupted one (same data stream, optimizer state, weights)."""
+    import signal
+
+    path = artifacts("softmax")
+    full = demo.train(_args(path, steps=8), torch.float64, log=None)
+
+    ckpt = tmp_path / "run.pt"
+    interrupted = _args(path, steps=8, checkpoint=ckpt)
+    real_step = demo.loss_and_accuracy
+
+    def interrupt_after_step_3(model, x, tau):
+        result = real_step(model, x, tau)
+        if len(calls) == 2:
+            signal.raise_signal(signal.SIGINT)      # as Ctrl-C during step 3
+        calls.append(1)
+        return result
+
+    calls = []
+    demo.loss_and_accuracy = interrupt_after_step_3
+    try:
+        with pytest.raises(demo.load_runtime().training.Interrupted, match="at step 3"):
+            demo.train(interrupted, torch.float64, log=None)
+    finally:
+        demo.loss_and_accuracy = real_step
+    resumed = demo.train(_args(path, steps=8, checkpoint=ckpt, resume=True), torch.float64,
+                         log=None)
+    assert [s for s, _, _ in resumed] == list(range(1, 9))
+    for (s, lf, af), (_, lr, ar) in zip(full, resumed):
+        assert abs(lf - lr) <= 1e-12 * abs(lf) and af == ar, f"step {s}: {lf} vs {lr}"
+
+
+def _attn_train(*argv, **kw):
+    exe = BUILD / "bin" / "attn-train"
+    small = ["--base", "8", "--seq-len", "16", "--batch", "8", "--d-model", "32"]
+    return subprocess.run([str(exe), *map(str, argv), *small], capture_output=True, text=True,
+                          timeout=300, **kw)
+
+
+def test_cpp_demo_resumes_exactly(artifacts, tmp_path):
+    so, ckpt = artifacts("softmax"), tmp_path / "run.ckpt"
+    full, split = tmp_path / "full.csv", tmp_path / "split.csv"
+    assert _attn_train(so, "--steps", 8, "--history", full).returncode == 0
+    first = _attn_train(so, "--steps", 4, "--checkpoint", ckpt, "--history", split)
+    assert first.returncode == 0, first.stdout + first.stderr
+    second = _attn_train(so, "--steps", 8, "--checkpoint", ckpt, "--resume", "--history", split)
+    assert second.returncode == 0 and "resumed from" in second.stdout, second.stdout + second.stderr
+    rows = lambda p: [tuple(map(float, line.split(","))) for line in p.read_text().split()[1:]]
+    want, got = rows(full), rows(split)
+    assert [r[0] for r in got] == list(range(1, 9))
+    for (s, lw, aw), (_, lg, ag) in zip(want, got):
+        assert abs(lw - lg) <= 1e-6 * abs(lw) and aw == ag, f"step {s}: {lw} vs {lg}"
+
+
+def test_cpp_demo_checkpoints_on_sigint(artifacts, tmp_path):
+    import signal
+    ckpt = tmp_path / "run.ckpt"
+    exe = BUILD / "bin" / "attn-train"
+    p = subprocess.Popen([str(exe), artifacts("softmax"), "--steps", "1000000", "--log-every", "1",
+                          "--checkpoint", str(ckpt), "--base", "8", "--seq-len", "16",
+                          "--batch", "8", "--d-model", "32"], stdout=subprocess.PIPE, text=True)
+    try:
+        line = "-"
+        while line and not line.startswith("step"):   # until training has started
+            line = p.stdout.readline()
+        assert line, "attn-train ended before its first step"
+        p.send_signal(signal.SIGINT)
+        out, _ = p.communicate(timeout=120)
+    finally:
+        p.kill()
+    assert p.returncode == 130 and "interrupted at step" in out, out
+    assert ckpt.exists()

@@ -30,6 +30,7 @@ SCRIPT = textwrap.dedent(r"""
         torch.ops.load_library(sys.argv[2])
     path = sys.argv[1]
     N, D = int(sys.argv[4]), int(sys.argv[5])
+    causal = len(sys.argv) > 6 and sys.argv[6] == "causal"
     torch.set_num_threads(max(1, min(2, len(os.sched_getaffinity(0)))))
 
     def status(key):
@@ -50,7 +51,7 @@ SCRIPT = textwrap.dedent(r"""
     p = torch.zeros(0)
     # warm up: load every code path, spin up the thread pool
     q, k, v, dout = run(256)
-    torch.ops.attn.attention(path, q, k, v, p, False, None).backward(dout)
+    torch.ops.attn.attention(path, q, k, v, p, causal, None).backward(dout)
     del q, k, v, dout
 
     q, k, v, dout = run(N)
@@ -66,7 +67,7 @@ SCRIPT = textwrap.dedent(r"""
         pass
     hwm0 = status("VmHWM")
     t0 = time.time()
-    out = torch.ops.attn.attention(path, q, k, v, p, False, None)
+    out = torch.ops.attn.attention(path, q, k, v, p, causal, None)
     out.backward(dout)
     secs = time.time() - t0
     assert torch.isfinite(out).all() and torch.isfinite(q.grad).all()

@@ -59,9 +59,19 @@ def test_softmax_module_matches_torch_mha(cache, attn_mod, batch_first):
     padding = torch.arange(S).unsqueeze(0) >= torch.tensor([[S], [5]])   # row 1: last 4 keys padded
 
     got, weights = ours(x, mem, mem, key_padding_mask=padding)
-    want, _ = ref(x, mem, mem, key_padding_mask=padding)
+    want, want_weights = ref(x, mem, mem, key_padding_mask=padding)
     assert weights is None
     assert (got - want).abs().max().item() < 1e-12
+
+    # need_weights gives torch's weights, averaged over heads or per head.
+    _, weights = ours(x, mem, mem, key_padding_mask=padding, need_weights=True)
+    assert weights.shape == want_weights.shape == (B, L, S)
+    assert (weights - want_weights).abs().max().item() < 1e-12
+    _, per_head = ours(x, mem, mem, key_padding_mask=padding, need_weights=True,
+                       average_attn_weights=False)
+    _, want_per_head = ref(x, mem, mem, key_padding_mask=padding, average_attn_weights=False)
+    assert per_head.shape == (B, 3, L, S)
+    assert (per_head - want_per_head).abs().max().item() < 1e-12
 
     causal_mask = torch.triu(torch.full((L, L), float("-inf"), dtype=torch.float64), diagonal=1)
     got, _ = ours(x, x, x, is_causal=True)
@@ -93,7 +103,7 @@ def test_unsupported_masks_are_errors(cache, attn_mod):
     mha = attn_mod.MultiheadAttention(8, 2, SOFTMAX_IR, batch_first=True)
     x = torch.randn(2, 5, 8)
     holes = torch.tensor([[False, True, False, False, False], [False] * 5])
-    with pytest.raises(ValueError, match="only trailing padding"):
+    with pytest.raises(RuntimeError, match="only trailing padding"):
         mha(x, x, x, key_padding_mask=holes)
     with pytest.raises(ValueError, match="attn_mask is not supported"):
         mha(x, x, x, attn_mask=torch.zeros(5, 5))

@@ -61,6 +61,35 @@ def elu_feature_dot(q: Tensor, k: Tensor) -> Tensor:
     return torch.matmul(elu_plus_one(q), elu_plus_one(k).transpose(-1, -2))
 
 
+def relu_feature_dot(q: Tensor, k: Tensor) -> Tensor:
+    """Linear attention with φ = relu (subgradient 0 at 0): s_ij = relu(q_i)·relu(k_j)."""
+    return torch.matmul(pos(q), pos(k).transpose(-1, -2))
+
+
+# π/(2M) for M = 1024, the literal of examples/families/cosformer.mlir
+COSFORMER_HALF_PI_OVER_M = 1.5339808e-03
+
+
+def _positions(q: Tensor, k: Tensor):
+    """(i - j) as a [Nq, Nk] tensor of q's dtype."""
+    i = torch.arange(q.shape[-2], dtype=q.dtype).view(-1, 1)
+    j = torch.arange(k.shape[-2], dtype=q.dtype).view(1, -1)
+    return i - j
+
+
+def cosformer_score(q: Tensor, k: Tensor) -> Tensor:
+    """cosFormer: s_ij = relu(q_i)·relu(k_j) · cos(π/2 · (i - j) / M)."""
+    return relu_feature_dot(q, k) * torch.cos(COSFORMER_HALF_PI_OVER_M * _positions(q, k))
+
+
+def diffusion_score(q: Tensor, k: Tensor, p: Tensor) -> Tensor:
+    """LDN: s_ij = -(i - j)² / (2σ²), position only (params: dt, sigma)."""
+    sigma = p[1]
+    d = _positions(q, k)
+    s = -(d * d) / (2 * sigma * sigma)
+    return s.expand(*q.shape[:-2], q.shape[-2], k.shape[-2])
+
+
 # ------------------------------------------------------------------------ normalizers
 @dataclass
 class Normalizer:
@@ -78,6 +107,10 @@ class Normalizer:
     param_names: List[str] = field(default_factory=list)
     param_defaults: List[float] = field(default_factory=list)
     kernel: str = ""
+    # the kernel's IR holds a causal attn.mask (in addition to is_causal)
+    causal: bool = False
+    # score(q, k, params) instead of score(q, k)
+    score_params: bool = False
 
     def initial_params(self, dtype=torch.float64) -> Tensor:
         return torch.tensor(self.param_defaults, dtype=dtype)
@@ -151,6 +184,11 @@ def _identity_g(s, p, m):
     return s
 
 
+# LDN diffusion: g = Δt·e^s (s <= 0), C = 1
+def _diffusion_g(s, p, m):
+    return p[0] * torch.exp(s)
+
+
 NORMALIZERS: Dict[str, Normalizer] = {
     "softmax": Normalizer(
         "softmax", scaled_dot, _softmax_g, "sum", h=_softmax_g,
@@ -177,6 +215,28 @@ NORMALIZERS: Dict[str, Normalizer] = {
     "linear": Normalizer(
         "linear", elu_feature_dot, _identity_g, "sum", h=_identity_g, eps=1e-6,
         kernel="linear_attention"),
+    # examples/families/
+    "linear_causal": Normalizer(
+        "linear_causal", elu_feature_dot, _identity_g, "sum", h=_identity_g, eps=1e-6,
+        kernel="linear_causal", causal=True),
+    "relu_kernel": Normalizer(
+        "relu_kernel", relu_feature_dot, _identity_g, "sum", h=_identity_g, eps=1e-6,
+        kernel="relu_kernel_attention"),
+    "cosformer": Normalizer(
+        "cosformer", cosformer_score, _identity_g, "sum", h=_identity_g, eps=1e-6,
+        kernel="cosformer_attention"),
+    # kernelised test kernels (IR in test/python/test_linear_families.py): learnable
+    # g = α·s, h = β·s; and the non-local dot product g = s over the key count
+    "linear_params": Normalizer(
+        "linear_params", elu_feature_dot, lambda s, p, m: p[0] * s, "sum",
+        h=lambda s, p, m: p[1] * s, eps=1e-6, param_names=["alpha", "beta"],
+        param_defaults=[1.5, 0.8], kernel="linear_params"),
+    "nonlocal": Normalizer(
+        "nonlocal", scaled_dot, _identity_g, "count", kernel="nonlocal"),
+    "ldn": Normalizer(
+        "ldn", diffusion_score, _diffusion_g, "constant", constant=1.0,
+        param_names=["dt", "sigma"], param_defaults=[0.1, 2.0], kernel="ldn",
+        causal=True, score_params=True),
 }
 
 
@@ -222,10 +282,10 @@ def attention_with_stats(normalizer: Union[str, Normalizer], q: Tensor, k: Tenso
         params = nz.initial_params(q.dtype)
     B, H, Nq, _ = q.shape
     Nk = k.shape[2]
-    keep = keep_mask(B, Nq, Nk, is_causal, key_lengths).expand(B, H, Nq, Nk)
+    keep = keep_mask(B, Nq, Nk, is_causal or nz.causal, key_lengths).expand(B, H, Nq, Nk)
     zero = torch.zeros((), dtype=q.dtype)
 
-    s = nz.score(q, k)
+    s = nz.score(q, k, params) if nz.score_params else nz.score(q, k)
     # masked pairs contribute nothing; replace their score by 0 before g/h so that no
     # inf/NaN can appear in them (and in their gradients) at all.
     s = torch.where(keep, s, zero)

@@ -3,6 +3,8 @@
 // `abort` fixture's kernels abort), and dispatch plumbing checked with the `probe`
 // fixture, whose entry points copy inputs around instead of computing attention.
 #include "attn/runtime.h"
+#include "cuda_driver.h"
+#include "internal.h"
 
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
@@ -54,8 +56,8 @@ void copy_file(const std::string &from, const std::string &to) {
   out << in.rdbuf();
 }
 
-template <class Fn> Fn probe_symbol(const char *name) {
-  void *h = dlopen(ATTN_FX_PROBE, RTLD_NOW | RTLD_NOLOAD);
+template <class Fn> Fn probe_symbol(const char *name, const char *fixture = ATTN_FX_PROBE) {
+  void *h = dlopen(fixture, RTLD_NOW | RTLD_NOLOAD);
   EXPECT_NE(h, nullptr) << "probe fixture not loaded";
   void *sym = h ? dlsym(h, name) : nullptr;
   EXPECT_NE(sym, nullptr) << name;
@@ -63,8 +65,12 @@ template <class Fn> Fn probe_symbol(const char *name) {
     dlclose(h); // drops the NOLOAD reference only
   return reinterpret_cast<Fn>(sym);
 }
-long long probe_count(const char *name) { return probe_symbol<long long (*)()>(name)(); }
-void probe_reset() { probe_symbol<void (*)()>("probe_reset")(); }
+long long probe_count(const char *name, const char *fixture = ATTN_FX_PROBE) {
+  return probe_symbol<long long (*)()>(name, fixture)();
+}
+void probe_reset(const char *fixture = ATTN_FX_PROBE) {
+  probe_symbol<void (*)()>("probe_reset", fixture)();
+}
 
 // --- loading and manifest -------------------------------------------------------
 
@@ -185,11 +191,150 @@ TEST(LibraryLoad, ManifestParsed) {
   EXPECT_TRUE(torch::equal(p64, torch::tensor({2.0, -0.5}, torch::kDouble)));
   EXPECT_ATTN_ERROR(lib->initial_params(torch::kInt), "float32 or float64");
 
+  EXPECT_TRUE(m.cuda_targets.empty());
+  EXPECT_TRUE(m.cuda_kernels.empty());
+  EXPECT_TRUE(lib->cuda_cubins().empty());
+  EXPECT_EQ(lib->cuda_ptx().data, nullptr);
+
   auto gpu = Library::load(ATTN_FX_GPU_ONLY);
   EXPECT_EQ(gpu->num_params(), 0);
   EXPECT_EQ(gpu->initial_params().sizes(), c10::IntArrayRef({0}));
   EXPECT_ATTN_ERROR(gpu->forward_fn(torch::kFloat), "no CPU forward entry point",
                     "devices: cuda");
+}
+
+TEST(LibraryLoad, CudaManifestAndImages) {
+  auto lib = Library::load(ATTN_FX_GPU_ONLY);
+  const auto &m = lib->manifest();
+  EXPECT_EQ(m.devices, (std::vector<std::string>{"cuda"}));
+  EXPECT_EQ(m.cuda_targets, (std::vector<std::string>{"sm_80", "sm_90"}));
+  ASSERT_EQ(m.cuda_kernels.size(), 8u);
+  const attn::CudaKernel &k = m.cuda_kernels[3];
+  EXPECT_EQ(k.role, "forward");
+  EXPECT_EQ(k.dtype, "f16");
+  EXPECT_EQ(k.head_dim, 128);
+  EXPECT_EQ(k.symbol, "attn_fwd_f16_d128");
+  EXPECT_EQ(k.tile_rows, 64);
+  EXPECT_EQ(k.threads, 128);
+  EXPECT_EQ(k.smem_bytes, 98304);
+
+  EXPECT_EQ(lib->cuda_kernel("forward", torch::kHalf, 128), &k);
+  EXPECT_EQ(lib->cuda_kernel("forward", torch::kBFloat16, 128)->symbol, "attn_fwd_bf16_d128");
+  EXPECT_EQ(lib->cuda_kernel("backward_prep", torch::kFloat, 64)->threads, 64);
+  EXPECT_EQ(lib->cuda_kernel("forward", torch::kFloat, 128), nullptr);
+  EXPECT_EQ(lib->cuda_kernel("backward_dq", torch::kFloat, 64), nullptr);
+  EXPECT_EQ(lib->cuda_kernel("forward", torch::kDouble, 64), nullptr);
+
+  // The exported images, found by the contract's symbol names.
+  ASSERT_EQ(lib->cuda_cubins().size(), 2u);
+  EXPECT_EQ(lib->cuda_cubins()[0].target, "sm_80");
+  EXPECT_STREQ(static_cast<const char *>(lib->cuda_cubins()[0].data), "placeholder cubin for sm_80");
+  EXPECT_EQ(lib->cuda_cubins()[0].size, int64_t(sizeof("placeholder cubin for sm_80")));
+  EXPECT_EQ(lib->cuda_cubins()[1].size, int64_t(sizeof("placeholder cubin for sm_90 (longer)")));
+  EXPECT_EQ(lib->cuda_ptx().target, "ptx");
+  EXPECT_STREQ(static_cast<const char *>(lib->cuda_ptx().data), "// placeholder PTX");
+}
+
+TEST(LibraryLoad, MalformedCudaManifest) {
+  const std::string head = "attn-abi 2\nkernel k\nnormalizer n\nalgorithm online\n"
+                           "denominator sum\nmask none\nparams\ndtypes f32\n";
+  const std::string fwd = "cuda-kernel forward f32 64 fwd tile 64 threads 128 smem 0\n";
+  struct Case {
+    std::string text;
+    std::vector<const char *> needles;
+  } cases[] = {
+      {head + "devices cpu gpu\n", {"line 9", "devices among cpu cuda", "found 'gpu'"}},
+      {head + "devices cpu cpu\n", {"line 9", "'cpu' twice"}},
+      {head + "devices cpu cuda\ncuda-targets compute_80\n" + fwd,
+       {"line 10", "sm_<major><minor>", "found 'compute_80'"}},
+      {head + "devices cpu cuda\ncuda-targets sm_8\n" + fwd, {"found 'sm_8'"}},
+      {head + "devices cpu cuda\ncuda-targets sm_80 sm_80\n" + fwd, {"'sm_80' twice"}},
+      {head + "devices cpu cuda\ncuda-targets\n" + fwd, {"line 10", "at least one target"}},
+      {head + "devices cuda\ncuda-targets sm_80\ncuda-kernel forward f32 64 fwd tile 64\n",
+       {"line 11", "11 fields", "found 7 fields"}},
+      {head + "devices cuda\ncuda-targets sm_80\ncuda-kernel fwd f32 64 s tile 1 threads 1 smem 0\n",
+       {"line 11", "role among forward backward_prep backward_dkdv backward_dq", "found 'fwd'"}},
+      {head + "devices cuda\ncuda-targets sm_80\ncuda-kernel forward f64 64 s tile 1 threads 1 smem 0\n",
+       {"line 11", "dtype among f32 f16 bf16", "found 'f64'"}},
+      {head + "devices cuda\ncuda-targets sm_80\ncuda-kernel forward f16 0 s tile 1 threads 1 smem 0\n",
+       {"<headdim> as an integer >= 1", "found '0'"}},
+      {head + "devices cuda\ncuda-targets sm_80\ncuda-kernel forward f16 64 9s tile 1 threads 1 smem 0\n",
+       {"kernel symbol", "found '9s'"}},
+      {head + "devices cuda\ncuda-targets sm_80\ncuda-kernel forward f16 64 s tiles 1 threads 1 smem 0\n",
+       {"found 'tiles' where 'tile' belongs"}},
+      {head + "devices cuda\ncuda-targets sm_80\ncuda-kernel forward f16 64 s tile 1 threads x smem 0\n",
+       {"threads <n> as an integer >= 1", "found 'x'"}},
+      {head + "devices cuda\ncuda-targets sm_80\ncuda-kernel forward f16 64 s tile 1 threads 1 smem -1\n",
+       {"smem <bytes> as an integer >= 0", "found '-1'"}},
+      {head + "devices cuda\ncuda-targets sm_80\n" + fwd + fwd,
+       {"line 12", "one cuda-kernel line per (role, dtype, headdim)", "'forward f32 64'"}},
+      {head + "devices cpu\ncuda-targets sm_80\n", {"'cuda-targets' lines", "does not list cuda"}},
+      {head + "devices cpu\n" + fwd, {"'cuda-kernel' lines", "does not list cuda"}},
+      {head + "devices cpu cuda\n" + fwd, {"lists device cuda", "no 'cuda-targets' line"}},
+      {head + "devices cpu cuda\ncuda-targets sm_80\n", {"no 'cuda-kernel' line"}},
+      // Parses, but the fixture exports no GPU images.
+      {head + "devices cpu cuda\ncuda-targets sm_80\n" + fwd,
+       {"attn_cuda_cubin_sm_80", "attn_cuda_cubin_sm_80_size", "not exported"}},
+  };
+  for (const auto &c : cases) {
+    SCOPED_TRACE(c.text);
+    setenv("ATTN_FIXTURE_MANIFEST", c.text.c_str(), 1);
+    try {
+      Library::load(ATTN_FX_ENV_MANIFEST);
+      ADD_FAILURE() << "manifest accepted";
+    } catch (const c10::Error &e) {
+      std::string msg = e.what_without_backtrace();
+      EXPECT_NE(msg.find("fx_env_manifest.so"), std::string::npos) << msg;
+      for (const char *n : c.needles)
+        EXPECT_NE(msg.find(n), std::string::npos) << "lacks \"" << n << "\":\n" << msg;
+    }
+  }
+  unsetenv("ATTN_FIXTURE_MANIFEST");
+}
+
+TEST(CudaImages, TargetSyntax) {
+  auto sm = attn::detail::parse_cuda_target("sm_86");
+  ASSERT_TRUE(sm);
+  EXPECT_EQ(sm->major, 8);
+  EXPECT_EQ(sm->minor, 6);
+  EXPECT_FALSE(sm->arch_specific);
+  auto big = attn::detail::parse_cuda_target("sm_120");
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->major, 12);
+  EXPECT_EQ(big->minor, 0);
+  auto hopper = attn::detail::parse_cuda_target("sm_90a");
+  ASSERT_TRUE(hopper);
+  EXPECT_TRUE(hopper->arch_specific);
+  for (const char *bad : {"sm_8", "sm_", "sm_8x0", "compute_80", "SM_80", "sm_80ab", ""})
+    EXPECT_FALSE(attn::detail::parse_cuda_target(bad)) << bad;
+}
+
+TEST(CudaImages, Choice) {
+  using attn::detail::choose_cuda_image;
+  const std::vector<std::string> t = {"sm_80", "sm_86", "sm_90"};
+  EXPECT_EQ(choose_cuda_image(t, true, 9, 0), "sm_90");  // exact
+  EXPECT_EQ(choose_cuda_image(t, true, 8, 6), "sm_86");  // exact
+  EXPECT_EQ(choose_cuda_image(t, true, 8, 9), "sm_86");  // newest same major, lower minor
+  EXPECT_EQ(choose_cuda_image({"sm_80"}, true, 8, 6), "sm_80");
+  EXPECT_EQ(choose_cuda_image(t, true, 10, 0), "ptx");   // newer major: JIT
+  EXPECT_EQ(choose_cuda_image(t, true, 7, 5), "ptx");    // older: only the PTX could fit
+  EXPECT_EQ(choose_cuda_image(t, false, 10, 0), "");     // nothing fits
+  EXPECT_EQ(choose_cuda_image({"sm_86"}, false, 8, 0), ""); // a higher minor never runs
+  EXPECT_EQ(choose_cuda_image({"sm_90a"}, true, 9, 0), "sm_90a");
+  EXPECT_EQ(choose_cuda_image({"sm_90a", "sm_90"}, true, 9, 0), "sm_90");
+  EXPECT_EQ(choose_cuda_image({"sm_90a"}, true, 9, 1), "ptx"); // arch-specific: exact only
+}
+
+TEST(CudaDriver, MissingDriverIsAClearError) {
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (h) {
+    dlclose(h);
+    GTEST_SKIP() << "SKIP: libcuda.so.1 is installed, the missing-driver error is not exercised";
+  }
+  EXPECT_ATTN_ERROR(attn::detail::CudaDriver::get(), "no CUDA driver found",
+                    "dlopen(\"libcuda.so.1\") failed");
+  // Reported again on every use, not only the first.
+  EXPECT_ATTN_ERROR(attn::detail::CudaDriver::get(), "no CUDA driver found");
 }
 
 TEST(LibraryLoad, CachedPerCanonicalPath) {
@@ -331,7 +476,7 @@ TEST_F(Validation, CudaTensorsWithCpuOnlyArtifact) {
     GTEST_SKIP() << "SKIP: no CUDA device, the CUDA-tensor error path is not exercised";
   auto qc = q.cuda(), kc = k.cuda(), vc = v.cuda();
   EXPECT_ATTN_ERROR(attn::attention_forward(lib, qc, kc, vc, params.cuda()), "q is on cuda:0",
-                    "has no GPU code (devices: cpu)");
+                    "compiled without CUDA code (devices: cpu)", "--cuda-targets=");
   EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, kc, v, params), "k is on cuda:0");
 }
 
@@ -541,6 +686,18 @@ TEST(DispatchThreads, UsesTheIntraOpPool) {
       << "forward calls did not run on 2 threads: is the runtime compiled with OpenMP "
          "when ATen uses the OpenMP backend?";
   EXPECT_EQ(probe_count("probe_errors"), 0);
+}
+
+TEST(DispatchThreads, KernelisedForwardTakesWholeHeads) {
+  // The linear-time form builds its key state in every call: one call per head.
+  auto lib = Library::load(ATTN_FX_PROBE_KERNELISED);
+  ASSERT_EQ(lib->manifest().algorithm, "kernelised");
+  probe_reset(ATTN_FX_PROBE_KERNELISED);
+  Tensor q = torch::randn({2, 1, 1000, 8});
+  attn::attention_forward(lib, q, q, q, lib->initial_params());
+  EXPECT_EQ(probe_count("probe_forward_calls", ATTN_FX_PROBE_KERNELISED), 2);
+  EXPECT_EQ(probe_count("probe_max_rows", ATTN_FX_PROBE_KERNELISED), 1000);
+  EXPECT_EQ(probe_count("probe_errors", ATTN_FX_PROBE_KERNELISED), 0);
 }
 
 TEST(DispatchThreads, EmptyBatchIsANoOp) {

@@ -62,6 +62,37 @@ class RuntimePythonTest(unittest.TestCase):
         self.assertEqual(k.initial_params(torch.float64).dtype, torch.float64)
         self.assertIn("probe_attention", repr(k))
 
+    def test_cuda_manifest(self):
+        k = attn.load(fixture("gpu_only"))
+        self.assertEqual(k.manifest["devices"], ["cuda"])
+        self.assertEqual(k.cuda_targets, ["sm_80", "sm_90"])
+        self.assertEqual(k.cuda_head_dims(torch.float16), [64, 128])
+        self.assertEqual(k.cuda_head_dims(torch.bfloat16), [128])
+        self.assertEqual(k.cuda_head_dims(torch.float32), [64])
+        self.assertEqual(k.cuda_head_dims(torch.float64), [])
+        self.assertEqual(k.manifest["cuda-kernel"][3],
+                         {"role": "forward", "dtype": "f16", "head_dim": 128,
+                          "symbol": "attn_fwd_f16_d128", "tile_rows": 64, "threads": 128,
+                          "smem_bytes": 98304})
+        self.assertIn("cuda_targets=['sm_80', 'sm_90']", repr(k))
+        self.assertEqual(attn.load(fixture("probe")).cuda_targets, [])
+        q = torch.randn(1, 1, 4, 64)
+        with self.assertRaisesRegex(RuntimeError, r"q is a CPU tensor but artifact .*fx_gpu_only.so "
+                                                  r"has no CPU code \(devices: cuda\)"):
+            k(q, q, q)
+
+    def test_cuda_targets_option(self):
+        from attn.compiler import cuda_targets_of
+        self.assertEqual(cuda_targets_of(None), [])
+        self.assertEqual(cuda_targets_of("sm_80, sm_90"), ["sm_80", "sm_90"])
+        self.assertEqual(cuda_targets_of(["sm_86"]), ["sm_86"])
+        auto = cuda_targets_of("auto")
+        if torch.cuda.is_available():
+            major, minor = torch.cuda.get_device_capability(0)
+            self.assertIn(f"sm_{major}{minor}", auto)
+        else:
+            self.assertEqual(auto, [])
+
     def test_load_errors_are_runtime_errors(self):
         with self.assertRaisesRegex(RuntimeError, "ABI version mismatch.*expected attn-abi 2.*found attn-abi 1"):
             attn.load(fixture("wrong_abi"))

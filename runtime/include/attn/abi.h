@@ -7,7 +7,7 @@
  *       attn-abi 2
  *       kernel tanhmax_attention
  *       normalizer tanhmax
- *       algorithm online            (online | plain)
+ *       algorithm online            (online | plain | kernelised)
  *       denominator sum             (sum | constant | count)
  *       mask none                   (none | the attn.mask symbol baked into the kernel)
  *       params tb1=1 td1=1 ...      (learnable scalars in kernel order, with their

@@ -13,7 +13,22 @@
 //                            bool is_causal=False, Tensor? key_lengths=None,
 //                            Tensor? row_inputs=None) -> Tensor
 //   torch.ops.attn.attention_forward(...same...) -> (Tensor, Tensor, Tensor)
+//   torch.ops.attn.attention_weights(str artifact, Tensor q, Tensor k, Tensor params,
+//                                    bool is_causal=False, Tensor? key_lengths=None,
+//                                    Tensor? row_inputs=None) -> Tensor
 //   torch.ops.attn.manifest(str artifact) -> str
+//
+// CUDA tensors (artifacts compiled with `attn-compile --cuda-targets=sm_80,...`): the
+// runtime loads the CUDA driver at first use (dlopen "libcuda.so.1", no CUDA headers or
+// libraries at build time, so it builds against any LibTorch, CPU-only included), loads
+// the artifact's cubin for the device (exact sm_XY, else the highest same-major cubin
+// with a lower minor, else the embedded PTX, JIT-compiled by the driver) once per
+// (artifact, device), and launches the compiler-generated kernels of the manifest's
+// `cuda-kernel` lines on PyTorch's current CUDA stream (obtained through the stable C
+// shim aoti_torch_get_current_cuda_stream of libtorch_cuda, PyTorch >= 2.3). On the GPU:
+// dtypes float32/float16/bfloat16 (as compiled), dv == d, the head dims compiled for;
+// params may be q's dtype or float32; row_max/row_sum are float32; key_lengths may be a
+// CPU or same-device int64 tensor.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_RUNTIME_H
@@ -31,6 +46,18 @@
 
 namespace attn {
 
+/// One `cuda-kernel <role> <dtype> <headdim> <symbol> tile <rows> threads <n> smem <bytes>`
+/// manifest line: a compiler-generated GPU kernel and its launch configuration.
+struct CudaKernel {
+  std::string role;      // forward | backward_prep | backward_dkdv | backward_dq
+  std::string dtype;     // f32 | f16 | bf16
+  int64_t head_dim = 0;  // d (== dv)
+  std::string symbol;    // the kernel's name in the cubin / PTX
+  int64_t tile_rows = 0; // rows per block: grid.x = ceil(rows / tile_rows)
+  int64_t threads = 0;   // blockDim.x
+  int64_t smem_bytes = 0; // dynamic shared memory per block
+};
+
 /// The parsed text manifest of an artifact (see attn/abi.h for the format).
 struct Manifest {
   int abi_version = 0;
@@ -42,6 +69,8 @@ struct Manifest {
   int64_t head_dim = 0;                      // q's head dim must equal this when nonzero
   std::vector<std::string> row_input_names;  // the kernel's per-query inputs (R of them)
   std::vector<std::string> dtypes, devices; // e.g. {"f32", "f64"}, {"cpu"}
+  std::vector<std::string> cuda_targets;     // e.g. {"sm_80", "sm_90"}; empty: no GPU code
+  std::vector<CudaKernel> cuda_kernels;      // in manifest order
 };
 
 /// A loaded, validated artifact. Artifacts are cached per canonical path and stay
@@ -75,6 +104,21 @@ public:
   attn_forward_fn forward_fn(torch::ScalarType dtype) const;
   attn_backward_fn backward_fn(torch::ScalarType dtype) const;
 
+  /// The `cuda-kernel` line for (role, dtype, head_dim), or nullptr.
+  const CudaKernel *cuda_kernel(const std::string &role, torch::ScalarType dtype,
+                                int64_t head_dim) const;
+
+  /// An embedded GPU image (attn_cuda_cubin_<target> or attn_cuda_ptx).
+  struct CudaImage {
+    std::string target; // "sm_90", or "ptx"
+    const void *data = nullptr;
+    int64_t size = 0;
+  };
+  /// The cubins of the manifest's cuda-targets, in manifest order.
+  const std::vector<CudaImage> &cuda_cubins() const { return cuda_cubins_; }
+  /// The PTX (NUL-terminated; data == nullptr when the artifact has none).
+  const CudaImage &cuda_ptx() const { return cuda_ptx_; }
+
   Library(const Library &) = delete;
   Library &operator=(const Library &) = delete;
   ~Library() = default;
@@ -96,6 +140,8 @@ private:
   int64_t mtime_ns_ = 0, size_ = 0;
   attn_forward_fn fwd_f32_ = nullptr, fwd_f64_ = nullptr;
   attn_backward_fn bwd_f32_ = nullptr, bwd_f64_ = nullptr;
+  std::vector<CudaImage> cuda_cubins_;
+  CudaImage cuda_ptx_;
 };
 
 struct Options {
@@ -114,7 +160,8 @@ torch::Tensor attention(const std::shared_ptr<const Library> &lib, const torch::
                         const torch::Tensor &k, const torch::Tensor &v,
                         const torch::Tensor &params, const Options &opts = {});
 
-/// Forward only, no autograd: (O [B,H,Nq,dv], row_max [B,H,Nq], row_sum [B,H,Nq]).
+/// Forward only, no autograd: (O [B,H,Nq,dv], row_max [B,H,Nq], row_sum [B,H,Nq]);
+/// the row statistics have q's dtype on the CPU and are float32 on the GPU.
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor>
 attention_forward(const std::shared_ptr<const Library> &lib, const torch::Tensor &q,
                   const torch::Tensor &k, const torch::Tensor &v,
@@ -130,13 +177,27 @@ attention_backward(const std::shared_ptr<const Library> &lib, const torch::Tenso
                    const torch::Tensor &row_max, const torch::Tensor &row_sum,
                    const torch::Tensor &grad_out, const Options &opts = {});
 
+/// The attention weights w_ij = g(s_ij) / C_i as a [B, H, Nq, Nk] tensor, for
+/// inspection only (plots, probing): no autograd, and refused above
+/// kMaxAttentionWeights elements. They are computed by the artifact's own forward
+/// kernel (with V = identity), so they are exactly the weights it applies, masks and
+/// params included; masked pairs and fully masked rows are 0.
+torch::Tensor attention_weights(const std::shared_ptr<const Library> &lib,
+                                const torch::Tensor &q, const torch::Tensor &k,
+                                const torch::Tensor &params, const Options &opts = {});
+
+/// Largest B·H·Nq·Nk that attention_weights() materialises.
+constexpr int64_t kMaxAttentionWeights = int64_t{1} << 26;
+
 /// Granularity of forward work items: each call covers a multiple of
 /// kQueryBlock query rows, as many as still leaves about four items per thread
 /// (a call re-packs K once, so fewer, longer calls amortise that).
 constexpr int64_t kQueryBlock = 64;
 
 /// Query rows per forward call for `heads` = B·H slices of `queries` rows on
-/// `threads` threads (see kQueryBlock).
+/// `threads` threads (see kQueryBlock). Artifacts whose manifest says
+/// `algorithm kernelised` get every row of a head in one call instead: their
+/// forward builds the O(Nk·d·dv) key state in each call.
 int64_t forward_rows_per_call(int64_t heads, int64_t queries, int64_t threads);
 
 } // namespace attn

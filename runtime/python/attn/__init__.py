@@ -7,6 +7,8 @@
     out.sum().backward()                   # gradients for q, k, v and params
 
 A thin layer over the ops that ``libattn_runtime.so`` registers (``torch.ops.attn.*``).
+CUDA tensors run the artifact's GPU kernels (compile with ``attn.compile(ir,
+cuda_targets="auto")`` or ``attn-compile --cuda-targets=sm_80,...``).
 The runtime library is found via $ATTN_RUNTIME_LIB, else $ATTN_BUILD_DIR/runtime/, else
 ``<repo>/build/runtime/libattn_runtime.so`` relative to this file.
 """
@@ -19,7 +21,7 @@ from collections import OrderedDict
 import torch
 
 __all__ = ["load", "compile", "Kernel", "Attention", "MultiheadAttention", "runtime_library_path",
-           "parse_manifest"]
+           "parse_manifest", "training"]
 
 _lock = threading.Lock()
 _loaded_from = None
@@ -66,12 +68,18 @@ def _ensure_runtime():
         _loaded_from = path
 
 
+_CUDA_KERNEL_FIELDS = ("role", "dtype", "head_dim", "symbol", "tile", "tile_rows", "threads_kw",
+                       "threads", "smem_kw", "smem_bytes")
+
+
 def parse_manifest(text):
     """Parse manifest text into a dict: strings for kernel/normalizer/algorithm/denominator/
     mask, an int for 'attn-abi', an OrderedDict name -> initial value for 'params' (a float
     for a scalar, a float64 tensor of the weight's shape for a weight 'W[64x64]=identity'),
-    lists for 'dtypes' and 'devices'; other (informational) keys map to their value string."""
-    m = {"params": OrderedDict()}
+    lists for 'dtypes', 'devices' and 'cuda-targets', a list of dicts (role, dtype, head_dim,
+    symbol, tile_rows, threads, smem_bytes) for the 'cuda-kernel' lines; other (informational)
+    keys map to their value string. The runtime validated the text when it loaded the artifact."""
+    m = {"params": OrderedDict(), "cuda-targets": [], "cuda-kernel": []}
     for line in text.splitlines():
         tokens = line.split()
         if not tokens or tokens[0].startswith("#"):
@@ -81,8 +89,14 @@ def parse_manifest(text):
             m[key] = int(values[0])
         elif key == "params":
             m[key] = OrderedDict(_param_init(*t.split("=", 1)) for t in values)
-        elif key in ("dtypes", "devices"):
+        elif key in ("dtypes", "devices", "cuda-targets"):
             m[key] = values
+        elif key == "cuda-kernel":
+            fields = dict(zip(_CUDA_KERNEL_FIELDS, values))
+            m[key].append({"role": fields["role"], "dtype": fields["dtype"],
+                           "head_dim": int(fields["head_dim"]), "symbol": fields["symbol"],
+                           "tile_rows": int(fields["tile_rows"]), "threads": int(fields["threads"]),
+                           "smem_bytes": int(fields["smem_bytes"])})
         else:
             m[key] = " ".join(values)
     return m
@@ -119,6 +133,17 @@ class Kernel:
     @property
     def name(self):
         return self.manifest.get("kernel", "")
+
+    @property
+    def cuda_targets(self):
+        """The GPU targets compiled in (e.g. ['sm_80', 'sm_90']); empty: CPU only."""
+        return list(self.manifest["cuda-targets"])
+
+    def cuda_head_dims(self, dtype=torch.bfloat16):
+        """Head dims with a GPU forward kernel for a dtype."""
+        tag = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}.get(dtype)
+        return sorted(k["head_dim"] for k in self.manifest["cuda-kernel"]
+                      if k["role"] == "forward" and k["dtype"] == tag)
 
     def initial_params(self, dtype=torch.float32, device=None):
         """[P] tensor of the manifest's initial parameter values (no grad); weights are
@@ -158,6 +183,15 @@ class Kernel:
         return torch.ops.attn.attention(self.path, q, k, v, self._params(params, q),
                                         is_causal, key_lengths, self._row_inputs(row_inputs, q))
 
+    def attention_weights(self, q, k, params=None, is_causal=False, key_lengths=None,
+                          row_inputs=None):
+        """[B,H,Nq,Nk] weights w_ij = g(s_ij) / C_i, for inspection only (no autograd;
+        refused above 2**26 elements). Computed by this kernel's own forward, so they are
+        exactly the weights it applies (masks, params and row inputs included)."""
+        return torch.ops.attn.attention_weights(self.path, q, k, self._params(params, q),
+                                                is_causal, key_lengths,
+                                                self._row_inputs(row_inputs, q))
+
     def forward_with_stats(self, q, k, v, params=None, is_causal=False, key_lengths=None,
                            row_inputs=None):
         """Forward only, no autograd: (O, row_max, row_sum)."""
@@ -168,6 +202,7 @@ class Kernel:
     def __repr__(self):
         return (f"attn.Kernel({self.name!r}, params={self.param_names}, "
                 f"dtypes={self.manifest.get('dtypes')}, devices={self.manifest.get('devices')}, "
+                f"cuda_targets={self.cuda_targets}, "
                 f"path={self.path!r})")
 
 
@@ -195,3 +230,4 @@ class Attention(torch.nn.Module):
 
 from .compiler import compile  # noqa: E402  (needs load, defined above)
 from .modules import MultiheadAttention  # noqa: E402
+from . import training  # noqa: E402

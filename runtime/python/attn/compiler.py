@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import tempfile
 
-__all__ = ["compile", "compiler_path", "cache_dir"]
+__all__ = ["compile", "compiler_path", "cache_dir", "cuda_targets_of"]
 
 
 def compiler_path():
@@ -52,16 +52,41 @@ def _source_text(source):
     return text
 
 
-def compile(source, kernel=None, dtypes=("f32", "f64"), cpu="native"):  # noqa: A001
+def cuda_targets_of(cuda_targets):
+    """A list of sm_XY targets from None / "auto" / "sm_80,sm_90" / a sequence. "auto"
+    is the compute capability of every visible CUDA device (none without CUDA)."""
+    import torch
+
+    if cuda_targets is None:
+        return []
+    if cuda_targets == "auto":
+        found = []
+        if torch.cuda.is_available():
+            for i in range(torch.cuda.device_count()):
+                major, minor = torch.cuda.get_device_capability(i)
+                target = f"sm_{major}{minor}"
+                if target not in found:
+                    found.append(target)
+        return found
+    if isinstance(cuda_targets, str):
+        cuda_targets = cuda_targets.split(",")
+    return [t.strip() for t in cuda_targets if t.strip()]
+
+
+def compile(source, kernel=None, dtypes=("f32", "f64"), cpu="native", cuda_targets=None):  # noqa: A001
     """Compile attn IR (a string, or a path to a .mlir file) and load it; returns an
-    attn.Kernel. `kernel` names the attn.kernel when the IR holds several. Raises
+    attn.Kernel. `kernel` names the attn.kernel when the IR holds several. `cuda_targets`
+    adds GPU code: "auto" (the visible GPUs), "sm_80,sm_90" or a list. Raises
     RuntimeError with the compiler's diagnostics when the IR is invalid."""
     from . import load
 
     text = _source_text(source)
     compiler = compiler_path()
     stat = os.stat(compiler)
+    targets = cuda_targets_of(cuda_targets)
     options = [f"--dtypes={','.join(dtypes)}", f"--cpu={cpu}"] + ([f"--kernel={kernel}"] if kernel else [])
+    if targets:
+        options.append(f"--cuda-targets={','.join(targets)}")
     key = hashlib.sha256("\0".join([text, *options, f"{stat.st_size}:{stat.st_mtime_ns}"]).encode()).hexdigest()
     directory = cache_dir()
     os.makedirs(directory, exist_ok=True)

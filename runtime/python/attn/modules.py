@@ -8,7 +8,7 @@ from torch import nn
 __all__ = ["MultiheadAttention"]
 
 
-def _kernel_from(normalizer):
+def _kernel_from(normalizer, cuda_targets):
     from . import Kernel, compile, load
 
     if isinstance(normalizer, Kernel):
@@ -16,22 +16,7 @@ def _kernel_from(normalizer):
     text = os.fspath(normalizer)
     if "\n" not in text and text.endswith(".so"):
         return load(text)
-    return compile(text)
-
-
-def _lengths_from_padding(key_padding_mask, keys):
-    """key_padding_mask [B, S] (True = ignore) -> key lengths [B]; only trailing padding
-    can be expressed, anything else is an error rather than a silently different mask."""
-    if key_padding_mask.dtype != torch.bool or key_padding_mask.dim() != 2 or key_padding_mask.size(1) != keys:
-        raise ValueError(f"key_padding_mask: expected a bool [batch, {keys}] tensor, got "
-                         f"{key_padding_mask.dtype} {list(key_padding_mask.shape)}")
-    lengths = (~key_padding_mask).sum(dim=1)
-    positions = torch.arange(keys, device=key_padding_mask.device)
-    if not torch.equal(key_padding_mask, positions.unsqueeze(0) >= lengths.unsqueeze(1)):
-        raise ValueError("key_padding_mask: attn kernels take padding as key lengths, so only "
-                         "trailing padding (True on a suffix of each row) is supported; write "
-                         "other patterns as an attn.mask in the kernel")
-    return lengths.to(torch.long).cpu()
+    return compile(text, cuda_targets=cuda_targets)
 
 
 class MultiheadAttention(nn.Module):
@@ -43,17 +28,21 @@ class MultiheadAttention(nn.Module):
         out, _ = mha(x, x, x, is_causal=True)
 
     `normalizer` is an attn.Kernel, a compiled .so, a .mlir path or an IR string
-    (compiled once and cached by content). The kernel's learnable params (normalizer and
-    score scalars, and score weights such as a bilinear W [d, d] with their shapes) are
+    (compiled once and cached by content; `cuda_targets` adds GPU code to IR compiled
+    here: "auto" for the visible GPUs, "sm_80,sm_90", or None). The kernel's learnable
+    params (normalizer and score scalars, and score weights such as a bilinear W [d, d]
+    with their shapes) are
     registered as parameters `normalizer.<name>`, so optimisers and state_dict see them.
     A kernel with row inputs (attn.score row_inputs) is not supported by this module.
     Masks: `is_causal`, trailing `key_padding_mask`, or an attn.mask compiled into the
-    kernel; `attn_mask` tensors are not supported. Attention weights are never
-    materialised: the second result is always None.
+    kernel; `attn_mask` tensors are not supported. Unlike torch, `need_weights` defaults
+    to False: the weights are an extra N×N computation (see Kernel.attention_weights),
+    returned for inspection only ([B, Nq, Nk] averaged over heads, or [B, H, Nq, Nk]
+    with average_attn_weights=False); otherwise the second result is None.
     """
 
     def __init__(self, embed_dim, num_heads, normalizer, bias=True, kdim=None, vdim=None,
-                 batch_first=False, device=None, dtype=None):
+                 batch_first=False, device=None, dtype=None, cuda_targets="auto"):
         super().__init__()
         if embed_dim % num_heads != 0:
             raise ValueError(f"embed_dim {embed_dim} is not divisible by num_heads {num_heads}")
@@ -61,7 +50,7 @@ class MultiheadAttention(nn.Module):
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads
         self.batch_first = batch_first
-        self.kernel = _kernel_from(normalizer)
+        self.kernel = _kernel_from(normalizer, cuda_targets)
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)
         self.k_proj = nn.Linear(kdim or embed_dim, embed_dim, bias=bias, **factory)
         self.v_proj = nn.Linear(vdim or embed_dim, embed_dim, bias=bias, **factory)
@@ -79,7 +68,7 @@ class MultiheadAttention(nn.Module):
         return torch.cat([self.normalizer[name].reshape(-1) for name in self.kernel.param_names])
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=False,
-                attn_mask=None, is_causal=False):
+                attn_mask=None, average_attn_weights=True, is_causal=False):
         if attn_mask is not None:
             raise ValueError("attn_mask is not supported: use is_causal, a trailing "
                              "key_padding_mask, or an attn.mask in the kernel")
@@ -94,12 +83,18 @@ class MultiheadAttention(nn.Module):
         q = heads(self.q_proj(query), queries)
         k = heads(self.k_proj(key), keys)
         v = heads(self.v_proj(value), keys)
-        lengths = None if key_padding_mask is None else _lengths_from_padding(key_padding_mask, keys)
-        o = self.kernel(q, k, v, self.normalizer_params(), is_causal, lengths)
+        lengths = (None if key_padding_mask is None
+                   else torch.ops.attn.key_lengths_from_padding(key_padding_mask, keys))
+        params = self.normalizer_params()
+        o = self.kernel(q, k, v, params, is_causal, lengths)
         out = self.out_proj(o.transpose(1, 2).reshape(batch, queries, self.embed_dim))
         if not self.batch_first:
             out = out.transpose(0, 1)
-        return out, None
+        if not need_weights:
+            return out, None
+        with torch.no_grad():
+            weights = self.kernel.attention_weights(q, k, params, is_causal, lengths)
+        return out, weights.mean(1) if average_attn_weights else weights
 
     def extra_repr(self):
         return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, kernel={self.kernel.name}, "

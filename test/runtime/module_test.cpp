@@ -1,0 +1,113 @@
+// attn::MultiheadAttention (runtime/include/attn/modules.h) against
+// torch::nn::MultiheadAttention, with a softmax artifact compiled from
+// examples/normalizers/softmax.mlir, and its normalizer params with MultiMax's.
+#include "attn/modules.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace {
+
+std::string artifact(const char *name) {
+  std::string dir = ATTN_TEST_ARTIFACT_DIR;
+  return dir + "/" + name + ".so";
+}
+
+// torch's module with the same projections as ours.
+torch::nn::MultiheadAttention reference_of(attn::MultiheadAttention &ours) {
+  const int64_t E = ours->options.embed_dim(), H = ours->options.num_heads();
+  torch::nn::MultiheadAttention ref(torch::nn::MultiheadAttentionOptions(E, H));
+  ref->to(torch::kDouble);
+  torch::NoGradGuard no_grad;
+  ref->in_proj_weight.copy_(
+      torch::cat({ours->q_proj->weight, ours->k_proj->weight, ours->v_proj->weight}));
+  ref->in_proj_bias.copy_(torch::cat({ours->q_proj->bias, ours->k_proj->bias, ours->v_proj->bias}));
+  ref->out_proj->weight.copy_(ours->out_proj->weight);
+  ref->out_proj->bias.copy_(ours->out_proj->bias);
+  return ref;
+}
+
+double max_abs_diff(const torch::Tensor &a, const torch::Tensor &b) {
+  return (a - b).abs().max().item<double>();
+}
+
+TEST(MultiheadAttention, SoftmaxMatchesTorch) {
+  torch::manual_seed(0);
+  attn::MultiheadAttention ours(24, 3, artifact("softmax"));
+  ours->to(torch::kDouble);
+  auto ref = reference_of(ours);
+  const int64_t B = 2, L = 7, S = 9;
+  auto x = torch::randn({L, B, 24}, torch::kDouble);
+  auto mem = torch::randn({S, B, 24}, torch::kDouble);
+  auto padding = torch::arange(S).unsqueeze(0) >= torch::tensor({S, int64_t{5}}).unsqueeze(1);
+
+  auto [got, weights] = ours(x, mem, mem, padding, /*need_weights=*/true);
+  auto [want, want_weights] = ref(x, mem, mem, padding);
+  EXPECT_LT(max_abs_diff(got, want), 1e-12);
+  ASSERT_EQ(weights.sizes(), want_weights.sizes());
+  EXPECT_LT(max_abs_diff(weights, want_weights), 1e-12);
+
+  auto causal = torch::triu(torch::full({L, L}, -INFINITY, torch::kDouble), 1);
+  auto got_causal = std::get<0>(ours(x, x, x, torch::Tensor(), false, /*is_causal=*/true));
+  auto want_causal = std::get<0>(ref(x, x, x, torch::Tensor(), false, causal));
+  EXPECT_LT(max_abs_diff(got_causal, want_causal), 1e-12);
+  EXPECT_FALSE(std::get<1>(ours(x, x, x)).defined()) << "weights without need_weights";
+
+  got_causal.sum().backward();
+  want_causal.sum().backward();
+  EXPECT_LT(max_abs_diff(ours->q_proj->weight.grad(), ref->in_proj_weight.grad().slice(0, 0, 24)),
+            1e-10);
+}
+
+TEST(MultiheadAttention, BatchFirst) {
+  torch::manual_seed(1);
+  attn::MultiheadAttention seq_first(16, 2, artifact("softmax"));
+  attn::MultiheadAttention batch_first(
+      attn::MultiheadAttentionOptions(16, 2, artifact("softmax")).batch_first(true));
+  {
+    torch::NoGradGuard no_grad;
+    for (auto &item : seq_first->named_parameters())
+      batch_first->named_parameters()[item.key()].copy_(item.value());
+  }
+  auto x = torch::randn({2, 5, 16});
+  auto a = std::get<0>(batch_first(x, x, x));
+  auto b = std::get<0>(seq_first(x.transpose(0, 1), x.transpose(0, 1), x.transpose(0, 1)));
+  EXPECT_LT(max_abs_diff(a, b.transpose(0, 1)), 1e-6);
+}
+
+TEST(MultiheadAttention, NormalizerParamsAreTrainedParameters) {
+  torch::manual_seed(2);
+  attn::MultiheadAttention mha(
+      attn::MultiheadAttentionOptions(16, 2, artifact("multimax")).batch_first(true));
+  auto named = mha->named_parameters();
+  for (const char *name : {"tb1", "td1", "b1", "d1", "tb2", "td2", "b2", "d2"})
+    EXPECT_TRUE(named.contains(std::string("normalizer.") + name)) << name;
+  auto before = mha->normalizer_params().detach().clone();
+  torch::optim::SGD opt(mha->parameters(), torch::optim::SGDOptions(0.5));
+  auto x = torch::randn({2, 12, 16}) * 3;
+  std::get<0>(mha(x, x, x)).pow(2).mean().backward();
+  ASSERT_TRUE(mha->normalizer->get("tb1").grad().defined());
+  EXPECT_GT(mha->normalizer->get("tb1").grad().abs().item<double>(), 0);
+  opt.step();
+  EXPECT_FALSE(torch::equal(before, mha->normalizer_params().detach()));
+}
+
+TEST(MultiheadAttention, Errors) {
+  attn::MultiheadAttention mha(
+      attn::MultiheadAttentionOptions(8, 2, artifact("softmax")).batch_first(true));
+  auto x = torch::randn({2, 5, 8});
+  auto holes = torch::zeros({2, 5}, torch::kBool);
+  holes[0][1] = true;
+  try {
+    mha(x, x, x, holes);
+    ADD_FAILURE() << "a non-trailing key_padding_mask was accepted";
+  } catch (const c10::Error &e) {
+    EXPECT_NE(std::string(e.what_without_backtrace()).find("only trailing padding"),
+              std::string::npos);
+  }
+  EXPECT_THROW(mha(x[0], x, x), c10::Error);
+  EXPECT_THROW(attn::MultiheadAttention(10, 3, artifact("softmax")), c10::Error);
+}
+
+} // namespace
