@@ -1,0 +1,624 @@
+//===- LowerToGPU.cpp - CUDA kernels of an attn.kernel --------------------===//
+//
+// SIMT kernels, one warp per row: a block of kWarpsPerBlock warps handles
+// kWarpsPerBlock query rows (forward, backward_prep, backward_dq) or key rows
+// (backward_dkdv) of one (batch, head). Lane l owns the columns l, l + 32, ...
+// of its row; a dot product over the head dim is a lane-local partial sum and
+// a gpu.shuffle xor butterfly, after which every lane holds the score, so the
+// normaliser state (running max, Σ h, count) is warp-uniform and the control
+// flow per key is uniform within a warp. The other operand's rows are staged
+// in shared memory, kStagedRows at a time, converted to f32 (and through the
+// feature map), by the whole block between two barriers. Arithmetic is f32
+// whatever the storage type; the scalar functions of attn-derive-backward are
+// inlined at their call sites, so CPU and GPU evaluate the same expressions.
+//
+// Global tensors are contiguous [B, H, N, D] (statistics [B, H, N]) and arrive
+// as bare !llvm.ptr<1> device pointers; element (b, h, n, c) is at
+// ((b·H + h)·N + n)·D + c.
+//
+//===----------------------------------------------------------------------===//
+#include "lib/LowerToGPU.h"
+
+#include "lib/KernelFunctions.h"
+#include "lib/StructuredBuilders.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::attn;
+
+namespace {
+
+constexpr int64_t kWarpSize = 32;
+constexpr int64_t kWarpsPerBlock = 8;
+constexpr int64_t kThreads = kWarpSize * kWarpsPerBlock;
+constexpr int64_t kStagedRows = 32;
+
+/// Builds the kernels of one (storage type, head dim).
+class GPUKernelBuilder {
+public:
+  GPUKernelBuilder(KernelOp kernel, const ScalarFunctions &fns, FloatType storage,
+                   int64_t headDim, ImplicitLocOpBuilder &b)
+      : kernel(kernel), normalizer(kernel.getNormalizerOp()), fns(fns), storage(storage),
+        headDim(headDim), columnsPerLane(headDim / kWarpSize), b(b) {
+    f32 = b.getF32Type();
+    ptrType = LLVM::LLVMPointerType::get(b.getContext(), /*addressSpace=*/1);
+    sharedSpace = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+  }
+
+  void buildForward();
+  void buildBackwardPrep();
+  void buildBackwardDkDv();
+  void buildBackwardDq();
+
+private:
+  /// A kernel `attn_<role>_<dtype>_d<D>` taking `pointers` device pointers then
+  /// `scalars` i64, with one f32 [rows x D] shared tile per entry of
+  /// `sharedTiles` plus `sharedVectors` f32 [kStagedRows] ones; the builder is
+  /// left at the start of its body, which sets the common values below.
+  gpu::GPUFuncOp createKernel(StringRef role, unsigned pointers, unsigned scalars,
+                              ArrayRef<int64_t> sharedTiles, unsigned sharedVectors);
+
+  // --- small builders -------------------------------------------------------
+  Value index(int64_t value) { return arith::ConstantIndexOp::create(b, value); }
+  Value constant(double value) {
+    return arith::ConstantOp::create(b, f32, b.getFloatAttr(f32, value));
+  }
+  Value add(Value x, Value y) { return arith::AddFOp::create(b, x, y); }
+  Value sub(Value x, Value y) { return arith::SubFOp::create(b, x, y); }
+  Value mul(Value x, Value y) { return arith::MulFOp::create(b, x, y); }
+  Value div(Value x, Value y) { return arith::DivFOp::create(b, x, y); }
+  Value addIndex(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
+  Value mulIndex(Value x, Value y) { return arith::MulIOp::create(b, x, y); }
+  Value minIndex(Value x, Value y) { return arith::MinSIOp::create(b, x, y); }
+  Value less(Value x, Value y) { return arith::CmpIOp::create(b, arith::CmpIPredicate::slt, x, y); }
+  Value both(Value x, Value y) { return arith::AndIOp::create(b, x, y); }
+  Value select(Value cond, Value x, Value y) { return arith::SelectOp::create(b, cond, x, y); }
+  Value toIndex(Value i64) { return arith::IndexCastOp::create(b, b.getIndexType(), i64); }
+
+  /// Address of element `offset` (an index) of `pointer`, whose elements are `type`.
+  Value element(Value pointer, Value offset, Type type) {
+    Value i64Offset = arith::IndexCastOp::create(b, b.getI64Type(), offset);
+    return LLVM::GEPOp::create(b, ptrType, type, pointer, ValueRange{i64Offset});
+  }
+  /// A storage-typed element widened to f32.
+  Value loadStored(Value pointer, Value offset) {
+    Value value = LLVM::LoadOp::create(b, storage, element(pointer, offset, storage));
+    return storage == f32 ? value : arith::ExtFOp::create(b, f32, value).getResult();
+  }
+  void storeStored(Value value, Value pointer, Value offset) {
+    if (storage != f32)
+      value = arith::TruncFOp::create(b, storage, value);
+    LLVM::StoreOp::create(b, value, element(pointer, offset, storage));
+  }
+  Value loadF32(Value pointer, Value offset) {
+    return LLVM::LoadOp::create(b, f32, element(pointer, offset, f32));
+  }
+  void storeF32(Value value, Value pointer, Value offset) {
+    LLVM::StoreOp::create(b, value, element(pointer, offset, f32));
+  }
+  /// Offset of row `row` of this block's (batch, head) in a tensor of `rows` rows
+  /// of `width` elements.
+  Value rowOffset(Value rows, Value row, int64_t width) {
+    return mulIndex(addIndex(mulIndex(batchHead, rows), row), index(width));
+  }
+  /// The column lane `lane` owns at position t.
+  Value column(int64_t t) { return addIndex(lane, index(t * kWarpSize)); }
+
+  /// Sum over the warp; every lane gets the result.
+  Value warpSum(Value partial) {
+    for (int64_t offset = kWarpSize / 2; offset >= 1; offset /= 2)
+      partial = add(partial, gpu::ShuffleOp::create(b, partial, offset, kWarpSize,
+                                                    gpu::ShuffleMode::XOR)
+                                 .getShuffleResult());
+    return partial;
+  }
+  /// Σ_t x[t]·tile[row, column(t)], summed over the warp.
+  Value rowDot(ArrayRef<Value> x, Value tile, Value row) {
+    Value partial = constant(0.0);
+    for (int64_t t = 0; t < columnsPerLane; ++t)
+      partial = add(partial, mul(x[t], memref::LoadOp::create(b, tile, ValueRange{row, column(t)})));
+    return warpSum(partial);
+  }
+
+  /// The body of the single-block scalar function `function` on `arguments`.
+  Value call(func::FuncOp function, ValueRange arguments) {
+    Block &body = function.getBody().front();
+    IRMapping mapping;
+    mapping.map(body.getArguments(), arguments);
+    for (Operation &op : body.without_terminator())
+      b.clone(op, mapping);
+    return mapping.lookup(body.getTerminator()->getOperand(0));
+  }
+  SmallVector<Value> withParams(ValueRange leading) {
+    SmallVector<Value> args(leading);
+    args.append(paramValues);
+    return args;
+  }
+  Value feature(Value x) { return fns.feature ? call(fns.feature, {x}) : x; }
+  Value modScore(Value raw, Value i, Value j) {
+    return fns.score ? call(fns.score, withParams({raw, i, j})) : raw;
+  }
+  Value maskKeeps(Value i, Value j) {
+    return fns.mask ? call(fns.mask, {i, j}) : arith::ConstantIntOp::create(b, 1, 1).getResult();
+  }
+  /// Keys j < keyEnd(i) take part in row i before the mask region is asked.
+  Value keyEnd(Value i) {
+    return select(isCausal, minIndex(keyValidEnd, addIndex(i, index(1))), keyValidEnd);
+  }
+  /// The rows [first, first + kStagedRows) of the (batch, head) slice of `source`
+  /// ([rows, D]) into the shared `tile` as f32 through `transform`; rows at or past
+  /// `limit` (<= rows, > first) become 0. Every thread of the block takes part.
+  void stageRows(Value tile, Value source, Value rows, Value first, Value limit,
+                 function_ref<Value(Value)> transform);
+  void barrier() { gpu::BarrierOp::create(b); }
+  void ifThen(Value cond, function_ref<void()> body) {
+    auto ifOp = scf::IfOp::create(b, cond, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+    body();
+  }
+
+  KernelOp kernel;
+  NormalizerOp normalizer;
+  const ScalarFunctions &fns;
+  FloatType storage;
+  Type f32;
+  Type ptrType;
+  gpu::AddressSpaceAttr sharedSpace;
+  int64_t headDim, columnsPerLane;
+  ImplicitLocOpBuilder &b;
+
+  // Values of the kernel being built (set by createKernel / readProblem).
+  SmallVector<Value> arguments, sharedTiles, sharedVectors, paramValues;
+  Value thread, lane, warp, tileBase, batch, batchHead, scale;
+  Value queries, keys, keyValidEnd, isCausal;
+
+  /// Reads nq, nk, causal, key_lengths and params; sets batchHead, queries, keys, keyValidEnd,
+  /// isCausal, paramValues.
+  void readProblem(Value params, Value keyLengths, Value nq, Value nk, Value causal);
+};
+
+gpu::GPUFuncOp GPUKernelBuilder::createKernel(StringRef role, unsigned pointers,
+                                              unsigned scalars, ArrayRef<int64_t> tiles,
+                                              unsigned vectors) {
+  MLIRContext *ctx = b.getContext();
+  SmallVector<Type> inputs(pointers, ptrType);
+  inputs.append(scalars, b.getI64Type());
+  SmallVector<Type> workgroup;
+  for (int64_t rows : tiles)
+    workgroup.push_back(MemRefType::get({rows, headDim}, f32, MemRefLayoutAttrInterface(), sharedSpace));
+  for (unsigned v = 0; v < vectors; ++v)
+    workgroup.push_back(MemRefType::get({kStagedRows}, f32, MemRefLayoutAttrInterface(), sharedSpace));
+  std::string name = ("attn_" + role + "_" + elementTypeName(storage) + "_d" + Twine(headDim)).str();
+  auto function = gpu::GPUFuncOp::create(b, name, FunctionType::get(ctx, inputs, {}), workgroup);
+  function->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  function.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({kThreads, 1, 1}));
+  function->setAttr("attn.role", b.getStringAttr(role));
+  function->setAttr("attn.dtype", b.getStringAttr(elementTypeName(storage)));
+  function->setAttr("attn.head_dim", b.getI64IntegerAttr(headDim));
+  function->setAttr("attn.tile", b.getI64IntegerAttr(kWarpsPerBlock));
+
+  b.setInsertionPointToStart(&function.getBody().front());
+  arguments.assign(function.getArguments().begin(), function.getArguments().begin() + inputs.size());
+  sharedTiles.assign(function.getWorkgroupAttributions().begin(),
+                     function.getWorkgroupAttributions().begin() + tiles.size());
+  sharedVectors.assign(function.getWorkgroupAttributions().begin() + tiles.size(),
+                       function.getWorkgroupAttributions().end());
+  thread = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  lane = arith::RemUIOp::create(b, thread, index(kWarpSize));
+  warp = arith::DivUIOp::create(b, thread, index(kWarpSize));
+  tileBase = mulIndex(gpu::BlockIdOp::create(b, gpu::Dimension::x), index(kWarpsPerBlock));
+  batch = gpu::BlockIdOp::create(b, gpu::Dimension::z);
+  Value head = gpu::BlockIdOp::create(b, gpu::Dimension::y);
+  // The heads count is always the first scalar argument.
+  batchHead = addIndex(mulIndex(batch, toIndex(arguments[pointers])), head);
+  std::optional<double> fixed = fixedScoreScale(kernel);
+  scale = constant(fixed ? *fixed : 1.0 / std::sqrt(static_cast<double>(headDim)));
+  return function;
+}
+
+void GPUKernelBuilder::readProblem(Value params, Value keyLengths, Value nq, Value nk,
+                                   Value causal) {
+  queries = toIndex(nq);
+  keys = toIndex(nk);
+  keyValidEnd = minIndex(toIndex(LLVM::LoadOp::create(b, b.getI64Type(),
+                                                      element(keyLengths, batch, b.getI64Type()))),
+                         keys);
+  isCausal = arith::CmpIOp::create(b, arith::CmpIPredicate::ne, causal,
+                                   arith::ConstantIntOp::create(b, 0, 64));
+  paramValues.clear();
+  for (unsigned p = 0, e = kernelParamNames(kernel).size(); p < e; ++p)
+    paramValues.push_back(loadF32(params, index(p)));
+}
+
+void GPUKernelBuilder::stageRows(Value tile, Value source, Value rows, Value first, Value limit,
+                                 function_ref<Value(Value)> transform) {
+  buildLoop(b, thread, index(kStagedRows * headDim), {}, [&](Value e, ValueRange) -> SmallVector<Value> {
+    Value r = arith::DivUIOp::create(b, e, index(headDim));
+    Value c = arith::RemUIOp::create(b, e, index(headDim));
+    Value row = addIndex(first, r);
+    Value valid = less(row, limit);
+    Value x = loadStored(source, addIndex(rowOffset(rows, select(valid, row, first), headDim), c));
+    memref::StoreOp::create(b, select(valid, transform(x), constant(0.0)), tile, ValueRange{r, c});
+    return {};
+  }, index(kThreads));
+}
+
+void GPUKernelBuilder::buildForward() {
+  // (q, k, v, o, row_max, row_sum, params, key_lengths, heads, nq, nk, causal)
+  createKernel("forward", 8, 4, {kStagedRows, kStagedRows}, 0);
+  Value q = arguments[0], k = arguments[1], v = arguments[2], o = arguments[3],
+        rowMax = arguments[4], rowSum = arguments[5];
+  readProblem(arguments[6], arguments[7], arguments[9], arguments[10], arguments[11]);
+  Value keyTile = sharedTiles[0], valueTile = sharedTiles[1];
+  bool online = fns.online();
+  Value zero = constant(0.0);
+  Value minusInf = constant(-std::numeric_limits<double>::infinity());
+
+  // Rows past nq repeat the last row: they stage tiles and meet the barriers,
+  // but store nothing.
+  Value lastRow = arith::SubIOp::create(b, queries, index(1));
+  Value unclamped = addIndex(tileBase, warp);
+  Value rowValid = less(unclamped, queries);
+  Value i = minIndex(unclamped, lastRow);
+  Value qBase = rowOffset(queries, i, headDim);
+  SmallVector<Value> query;
+  for (int64_t t = 0; t < columnsPerLane; ++t)
+    query.push_back(mul(feature(loadStored(q, addIndex(qBase, column(t)))), scale));
+  Value rowKeyEnd = keyEnd(i);
+  Value blockKeyEnd = keyEnd(minIndex(addIndex(tileBase, index(kWarpsPerBlock - 1)), lastRow));
+
+  // Carried: running max m (online), Σ h, unmasked-key count, the lane's outputs.
+  SmallVector<Value> inits{online ? minusInf : zero, zero, zero};
+  inits.append(columnsPerLane, zero);
+  SmallVector<Type> carriedTypes(inits.size(), f32);
+  ValueRange row = buildLoop(b, index(0), blockKeyEnd, inits, [&](Value j0, ValueRange acc) -> SmallVector<Value> {
+    stageRows(keyTile, k, keys, j0, blockKeyEnd, [&](Value x) { return feature(x); });
+    stageRows(valueTile, v, keys, j0, blockKeyEnd, [](Value x) { return x; });
+    barrier();
+    Value keysHere = minIndex(index(kStagedRows), arith::SubIOp::create(b, blockKeyEnd, j0));
+    SmallVector<Value> next = llvm::to_vector(buildLoop(b, index(0), keysHere, acc, [&](Value jj, ValueRange state) -> SmallVector<Value> {
+      Value j = addIndex(j0, jj);
+      Value raw = rowDot(query, keyTile, jj);
+      Value keep = both(less(j, rowKeyEnd), maskKeeps(i, j));
+      return llvm::to_vector(buildBranch(b, keep, carriedTypes, [&]() -> SmallVector<Value> {
+        Value s = modScore(raw, i, j);
+        Value m = state[0], l = state[1];
+        SmallVector<Value> updated{m, l, add(state[2], constant(1.0))};
+        Value alpha, shift = zero;
+        if (online) {
+          // e^(m - m_new) is 0 for the first key (m = -inf, nothing accumulated yet).
+          shift = arith::MaximumFOp::create(b, m, call(fns.stabilizer, withParams({s})));
+          alpha = math::ExpOp::create(b, sub(m, shift));
+          updated[0] = shift;
+        }
+        Value g = call(fns.numerator, withParams({s, shift}));
+        Value h = fns.denominator ? call(fns.denominator, withParams({s, shift})) : zero;
+        updated[1] = add(online ? mul(l, alpha) : l, h);
+        for (int64_t t = 0; t < columnsPerLane; ++t) {
+          Value out = online ? mul(state[3 + t], alpha) : state[3 + t];
+          Value value = memref::LoadOp::create(b, valueTile, ValueRange{jj, column(t)});
+          updated.push_back(add(out, mul(g, value)));
+        }
+        return updated;
+      }, [&]() -> SmallVector<Value> { return llvm::to_vector(state); }));
+    }));
+    barrier();
+    return next;
+  }, index(kStagedRows));
+
+  ifThen(rowValid, [&]() {
+    Value m = row[0], l = row[1], count = row[2];
+    Value denominator = buildRowDenominator(b, normalizer, online, m, l, count);
+    Value anyKey = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, count, zero);
+    Value inverse = select(anyKey, div(constant(1.0), denominator), zero);
+    for (int64_t t = 0; t < columnsPerLane; ++t)
+      storeStored(mul(row[3 + t], inverse), o, addIndex(qBase, column(t)));
+    ifThen(arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, index(0)), [&]() {
+      Value statOffset = addIndex(mulIndex(batchHead, queries), i);
+      storeF32(select(anyKey, online ? m : zero, zero), rowMax, statOffset);
+      storeF32(select(anyKey, denominator, zero), rowSum, statOffset);
+    });
+  });
+  gpu::ReturnOp::create(b);
+}
+
+void GPUKernelBuilder::buildBackwardPrep() {
+  // (o, dout, delta, heads, nq)
+  createKernel("backward_prep", 3, 2, {}, 0);
+  Value o = arguments[0], dOut = arguments[1], delta = arguments[2];
+  queries = toIndex(arguments[4]);
+  Value i = addIndex(tileBase, warp);
+  ifThen(less(i, queries), [&]() {
+    Value base = rowOffset(queries, i, headDim);
+    Value partial = constant(0.0);
+    for (int64_t t = 0; t < columnsPerLane; ++t) {
+      Value at = addIndex(base, column(t));
+      partial = add(partial, mul(loadStored(dOut, at), loadStored(o, at)));
+    }
+    Value sum = warpSum(partial);
+    ifThen(arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, index(0)), [&]() {
+      storeF32(sum, delta, addIndex(mulIndex(batchHead, queries), i));
+    });
+  });
+  gpu::ReturnOp::create(b);
+}
+
+void GPUKernelBuilder::buildBackwardDq() {
+  // (q, k, v, dout, row_max, row_sum, delta, params, key_lengths, dq, heads, nq, nk, causal)
+  createKernel("backward_dq", 10, 4, {kStagedRows, kStagedRows}, 0);
+  Value q = arguments[0], k = arguments[1], v = arguments[2], dOut = arguments[3],
+        rowMax = arguments[4], rowSum = arguments[5], delta = arguments[6], dq = arguments[9];
+  readProblem(arguments[7], arguments[8], arguments[11], arguments[12], arguments[13]);
+  Value keyTile = sharedTiles[0], valueTile = sharedTiles[1];
+  Value zero = constant(0.0);
+
+  Value lastRow = arith::SubIOp::create(b, queries, index(1));
+  Value unclamped = addIndex(tileBase, warp);
+  Value rowValid = less(unclamped, queries);
+  Value i = minIndex(unclamped, lastRow);
+  Value qBase = rowOffset(queries, i, headDim);
+  SmallVector<Value> query, rowGrad, queryRaw;
+  for (int64_t t = 0; t < columnsPerLane; ++t) {
+    Value at = addIndex(qBase, column(t));
+    queryRaw.push_back(loadStored(q, at));
+    query.push_back(mul(feature(queryRaw.back()), scale));
+    rowGrad.push_back(loadStored(dOut, at));
+  }
+  Value statOffset = addIndex(mulIndex(batchHead, queries), i);
+  Value m = loadF32(rowMax, statOffset), c = loadF32(rowSum, statOffset);
+  Value rowD = loadF32(delta, statOffset);
+  // Fully masked rows (C = 0) contribute nothing.
+  Value live = arith::CmpFOp::create(b, arith::CmpFPredicate::UNE, c, zero);
+  Value inverseC = select(live, div(constant(1.0), c), zero);
+  Value rowKeyEnd = keyEnd(i);
+  Value blockKeyEnd = keyEnd(minIndex(addIndex(tileBase, index(kWarpsPerBlock - 1)), lastRow));
+
+  SmallVector<Value> inits(columnsPerLane, zero);
+  SmallVector<Type> carriedTypes(inits.size(), f32);
+  ValueRange grad = buildLoop(b, index(0), blockKeyEnd, inits, [&](Value j0, ValueRange acc) -> SmallVector<Value> {
+    stageRows(keyTile, k, keys, j0, blockKeyEnd, [&](Value x) { return feature(x); });
+    stageRows(valueTile, v, keys, j0, blockKeyEnd, [](Value x) { return x; });
+    barrier();
+    Value keysHere = minIndex(index(kStagedRows), arith::SubIOp::create(b, blockKeyEnd, j0));
+    SmallVector<Value> next = llvm::to_vector(buildLoop(b, index(0), keysHere, acc, [&](Value jj, ValueRange dqNow) -> SmallVector<Value> {
+      Value j = addIndex(j0, jj);
+      Value raw = rowDot(query, keyTile, jj);
+      Value dP = rowDot(rowGrad, valueTile, jj);
+      Value keep = both(live, both(less(j, rowKeyEnd), maskKeeps(i, j)));
+      return llvm::to_vector(buildBranch(b, keep, carriedTypes, [&]() -> SmallVector<Value> {
+        Value s = modScore(raw, i, j);
+        SmallVector<Value> normalizerArgs = withParams({s, m});
+        // ds = (g'·dP - h'·D)/C, the h' term for summed denominators only.
+        Value term = mul(call(fns.numeratorDs, normalizerArgs), dP);
+        if (fns.denominatorDs)
+          term = sub(term, mul(call(fns.denominatorDs, normalizerArgs), rowD));
+        Value ds = mul(term, inverseC);
+        Value dRaw = fns.scoreDs ? mul(ds, call(fns.scoreDs, withParams({raw, i, j}))) : ds;
+        SmallVector<Value> updated;
+        for (int64_t t = 0; t < columnsPerLane; ++t)
+          updated.push_back(add(dqNow[t], mul(dRaw, memref::LoadOp::create(b, keyTile, ValueRange{jj, column(t)}))));
+        return updated;
+      }, [&]() -> SmallVector<Value> { return llvm::to_vector(dqNow); }));
+    }));
+    barrier();
+    return next;
+  }, index(kStagedRows));
+
+  // dQ = scale·Σ_j dRaw·φ(k_j), times φ'(q) with a feature map.
+  ifThen(rowValid, [&]() {
+    for (int64_t t = 0; t < columnsPerLane; ++t) {
+      Value value = mul(grad[t], scale);
+      if (fns.featureDx)
+        value = mul(value, call(fns.featureDx, {queryRaw[t]}));
+      storeStored(value, dq, addIndex(qBase, column(t)));
+    }
+  });
+  gpu::ReturnOp::create(b);
+}
+
+void GPUKernelBuilder::buildBackwardDkDv() {
+  // (q, k, v, dout, row_max, row_sum, delta, params, key_lengths, dk, dv, dparams,
+  //  heads, nq, nk, causal)
+  createKernel("backward_dkdv", 12, 4, {kStagedRows, kStagedRows}, 3);
+  Value q = arguments[0], k = arguments[1], v = arguments[2], dOut = arguments[3],
+        rowMax = arguments[4], rowSum = arguments[5], delta = arguments[6], dk = arguments[9],
+        dv = arguments[10], dParams = arguments[11];
+  readProblem(arguments[7], arguments[8], arguments[13], arguments[14], arguments[15]);
+  Value queryTile = sharedTiles[0], gradTile = sharedTiles[1];
+  Value maxTile = sharedVectors[0], sumTile = sharedVectors[1], deltaTile = sharedVectors[2];
+  Value zero = constant(0.0);
+  unsigned numNormalizerParams = normalizer.getNumParams();
+  unsigned numParams = paramValues.size();
+
+  // One warp per key j; keys past nk repeat the last key and store nothing.
+  Value unclamped = addIndex(tileBase, warp);
+  Value keyValid = less(unclamped, keys);
+  Value j = minIndex(unclamped, arith::SubIOp::create(b, keys, index(1)));
+  Value kBase = rowOffset(keys, j, headDim);
+  SmallVector<Value> key, value, keyRaw;
+  for (int64_t t = 0; t < columnsPerLane; ++t) {
+    Value at = addIndex(kBase, column(t));
+    keyRaw.push_back(loadStored(k, at));
+    key.push_back(feature(keyRaw.back()));
+    value.push_back(loadStored(v, at));
+  }
+  // Keys at or past key_lengths are masked for every query; causal: only
+  // queries i >= j see key j, so the block starts at its first key.
+  Value keyLive = both(keyValid, less(j, keyValidEnd));
+  Value queryBegin = select(isCausal, minIndex(tileBase, queries), index(0));
+
+  // Carried: the lane's dK and dV columns, then the warp-uniform dθ.
+  SmallVector<Value> inits(2 * columnsPerLane + numParams, zero);
+  SmallVector<Type> carriedTypes(inits.size(), f32);
+  ValueRange acc = buildLoop(b, queryBegin, queries, inits, [&](Value i0, ValueRange accIn) -> SmallVector<Value> {
+    stageRows(queryTile, q, queries, i0, queries, [&](Value x) { return mul(feature(x), scale); });
+    stageRows(gradTile, dOut, queries, i0, queries, [](Value x) { return x; });
+    ifThen(less(thread, index(kStagedRows)), [&]() {
+      Value row = addIndex(i0, thread);
+      Value valid = less(row, queries);
+      Value statOffset = addIndex(mulIndex(batchHead, queries), select(valid, row, i0));
+      // Rows past nq get C = 0, which marks them as contributing nothing.
+      memref::StoreOp::create(b, loadF32(rowMax, statOffset), maxTile, ValueRange{thread});
+      memref::StoreOp::create(b, select(valid, loadF32(rowSum, statOffset), zero), sumTile, ValueRange{thread});
+      memref::StoreOp::create(b, loadF32(delta, statOffset), deltaTile, ValueRange{thread});
+    });
+    barrier();
+    Value rowsHere = minIndex(index(kStagedRows), arith::SubIOp::create(b, queries, i0));
+    SmallVector<Value> next = llvm::to_vector(buildLoop(b, index(0), rowsHere, accIn, [&](Value ii, ValueRange state) -> SmallVector<Value> {
+      Value i = addIndex(i0, ii);
+      Value raw = rowDot(key, queryTile, ii);
+      Value dP = rowDot(value, gradTile, ii);
+      Value c = memref::LoadOp::create(b, sumTile, ValueRange{ii});
+      Value live = arith::CmpFOp::create(b, arith::CmpFPredicate::UNE, c, zero);
+      Value causalKeeps = arith::OrIOp::create(
+          b, arith::XOrIOp::create(b, isCausal, arith::ConstantIntOp::create(b, 1, 1)),
+          arith::CmpIOp::create(b, arith::CmpIPredicate::sle, j, i));
+      Value keep = both(both(keyLive, live), both(causalKeeps, maskKeeps(i, j)));
+      return llvm::to_vector(buildBranch(b, keep, carriedTypes, [&]() -> SmallVector<Value> {
+        Value m = memref::LoadOp::create(b, maxTile, ValueRange{ii});
+        Value rowD = memref::LoadOp::create(b, deltaTile, ValueRange{ii});
+        Value inverseC = div(constant(1.0), c);
+        Value s = modScore(raw, i, j);
+        SmallVector<Value> normalizerArgs = withParams({s, m});
+        SmallVector<Value> scoreArgs = withParams({raw, i, j});
+        auto weighted = [&](func::FuncOp gPrime, func::FuncOp hPrime) {
+          Value term = mul(call(gPrime, normalizerArgs), dP);
+          if (hPrime)
+            term = sub(term, mul(call(hPrime, normalizerArgs), rowD));
+          return mul(term, inverseC);
+        };
+        Value w = mul(call(fns.numerator, normalizerArgs), inverseC);
+        Value ds = weighted(fns.numeratorDs, fns.denominatorDs);
+        Value dRaw = fns.scoreDs ? mul(ds, call(fns.scoreDs, scoreArgs)) : ds;
+        SmallVector<Value> updated;
+        for (int64_t t = 0; t < columnsPerLane; ++t)
+          updated.push_back(add(state[t], mul(dRaw, memref::LoadOp::create(b, queryTile, ValueRange{ii, column(t)}))));
+        for (int64_t t = 0; t < columnsPerLane; ++t)
+          updated.push_back(add(state[columnsPerLane + t], mul(w, memref::LoadOp::create(b, gradTile, ValueRange{ii, column(t)}))));
+        for (unsigned p = 0; p < numParams; ++p) {
+          Value term = p < numNormalizerParams
+                           ? weighted(fns.numeratorDp[p], fns.denominatorDp[p])
+                           : mul(ds, call(fns.scoreDp[p - numNormalizerParams], scoreArgs));
+          updated.push_back(add(state[2 * columnsPerLane + p], term));
+        }
+        return updated;
+      }, [&]() -> SmallVector<Value> { return llvm::to_vector(state); }));
+    }));
+    barrier();
+    return next;
+  }, index(kStagedRows));
+
+  ifThen(keyValid, [&]() {
+    // With a feature map dK holds d/dφ(k); chain through φ'(k).
+    for (int64_t t = 0; t < columnsPerLane; ++t) {
+      Value grad = acc[t];
+      if (fns.featureDx)
+        grad = mul(grad, call(fns.featureDx, {keyRaw[t]}));
+      Value at = addIndex(kBase, column(t));
+      storeStored(grad, dk, at);
+      storeStored(acc[columnsPerLane + t], dv, at);
+    }
+    if (numParams == 0)
+      return;
+    ifThen(arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, index(0)), [&]() {
+      for (unsigned p = 0; p < numParams; ++p)
+        LLVM::AtomicRMWOp::create(b, LLVM::AtomicBinOp::fadd, element(dParams, index(p), f32),
+                                  acc[2 * columnsPerLane + p], LLVM::AtomicOrdering::monotonic);
+    });
+  });
+  gpu::ReturnOp::create(b);
+}
+
+/// sm_XY → XY, or std::nullopt when `chip` is not of that form.
+std::optional<int> smVersion(StringRef chip) {
+  int version;
+  if (!chip.consume_front("sm_") || chip.getAsInteger(10, version))
+    return std::nullopt;
+  return version;
+}
+
+} // namespace
+
+LogicalResult mlir::attn::lowerKernelToGPU(KernelOp kernel, ArrayRef<FloatType> storageTypes,
+                                           ArrayRef<int64_t> headDims,
+                                           ArrayRef<std::string> chips) {
+  if (failed(checkContractSupported(kernel, "GPU")))
+    return failure();
+  for (int64_t headDim : headDims)
+    if (!llvm::is_contained(kGpuHeadDims, headDim))
+      return kernel.emitOpError() << "head dim " << headDim
+                                  << " is not supported on GPU; supported: 32, 64, 128";
+  MLIRContext *ctx = kernel.getContext();
+  SmallVector<Attribute> targets;
+  for (const std::string &chip : chips) {
+    std::optional<int> version = smVersion(chip);
+    if (!version || *version < 80)
+      return kernel.emitOpError() << "CUDA target '" << chip
+                                  << "' is not supported; expected sm_XY with XY >= 80 (sm_80, sm_90, ...)";
+    targets.push_back(NVVM::NVVMTargetAttr::get(ctx, /*optLevel=*/3, "nvptx64-nvidia-cuda", chip));
+  }
+  ModuleOp module = kernel->getParentOfType<ModuleOp>();
+  if (module.lookupSymbol(kCudaModuleName))
+    return kernel.emitOpError() << "the module already holds gpu.module @" << kCudaModuleName
+                                << "; an artifact holds the CUDA kernels of one kernel";
+  FailureOr<ScalarFunctions> fns = lookupScalarFunctions(kernel, Float32Type::get(ctx));
+  if (failed(fns))
+    return failure();
+
+  ImplicitLocOpBuilder b(kernel.getLoc(), ctx);
+  b.setInsertionPointToEnd(module.getBody());
+  auto gpuModule = gpu::GPUModuleOp::create(b, kCudaModuleName,
+                                            targets.empty() ? ArrayAttr() : b.getArrayAttr(targets));
+  for (FloatType storage : storageTypes)
+    for (int64_t headDim : headDims) {
+      GPUKernelBuilder builder(kernel, *fns, storage, headDim, b);
+      for (void (GPUKernelBuilder::*build)() :
+           {&GPUKernelBuilder::buildForward, &GPUKernelBuilder::buildBackwardPrep,
+            &GPUKernelBuilder::buildBackwardDkDv, &GPUKernelBuilder::buildBackwardDq}) {
+        b.setInsertionPointToEnd(gpuModule.getBody());
+        (builder.*build)();
+      }
+    }
+  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), b.getUnitAttr());
+  return success();
+}
+
+std::string mlir::attn::cudaManifestLines(ModuleOp module) {
+  auto gpuModule = module.lookupSymbol<gpu::GPUModuleOp>(kCudaModuleName);
+  if (!gpuModule)
+    return "";
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "cuda-targets";
+  if (ArrayAttr targets = gpuModule.getTargetsAttr())
+    for (Attribute target : targets)
+      if (auto nvvm = dyn_cast<NVVM::NVVMTargetAttr>(target))
+        os << " " << nvvm.getChip();
+  os << "\n";
+  for (auto function : gpuModule.getOps<gpu::GPUFuncOp>()) {
+    auto role = function->getAttrOfType<StringAttr>("attn.role");
+    if (!role)
+      continue;
+    os << "cuda-kernel " << role.getValue() << " "
+       << function->getAttrOfType<StringAttr>("attn.dtype").getValue() << " "
+       << function->getAttrOfType<IntegerAttr>("attn.head_dim").getInt() << " "
+       << function.getName() << " tile "
+       << function->getAttrOfType<IntegerAttr>("attn.tile").getInt() << " threads "
+       << (*function.getKnownBlockSize())[0] << " smem 0\n";
+  }
+  return text;
+}
