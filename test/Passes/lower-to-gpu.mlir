@@ -1,0 +1,161 @@
+// RUN: attn-opt %s --split-input-file --attn-derive-backward --attn-lower-to-gpu="element-types=f16 head-dims=64 targets=sm_80,sm_90" | FileCheck %s
+// RUN: attn-opt %s --split-input-file --attn-derive-backward --attn-lower-to-gpu="element-types=bf16,f32 head-dims=32,128 targets=sm_90" | FileCheck %s --check-prefix=TYPES
+// RUN: attn-opt %s --split-input-file --attn-derive-backward --attn-lower-to-gpu="element-types=f32 head-dims=32 targets=sm_90" --attn-lower-to-loops="element-types=f32" | FileCheck %s --check-prefix=MANIFEST
+
+// Online softmax: the four kernels of the CUDA ABI in gpu.module @attn_cuda with
+// one #nvvm.target per chip; bare device pointers then i64 scalars; K and V
+// staged in shared memory (f32) between barriers; scores reduced across the warp
+// with a gpu.shuffle xor butterfly; the online normaliser (running max,
+// e^(m_old - m_new) rescaling) from the outlined functions, inlined; f16 storage
+// widened on load and narrowed on store.
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+}
+attn.kernel @k normalizer(@softmax)
+
+// CHECK: gpu.module @attn_cuda [#nvvm.target<O = 3, chip = "sm_80">, #nvvm.target<O = 3, chip = "sm_90">]
+// CHECK-LABEL: gpu.func @attn_forward_f16_d64(
+// CHECK-SAME: %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64)
+// CHECK-SAME: workgroup(%[[KT:.*]] : memref<32x64xf32, #gpu.address_space<workgroup>>, %[[VT:.*]] : memref<32x64xf32, #gpu.address_space<workgroup>>)
+// CHECK-SAME: kernel attributes {attn.dtype = "f16", attn.head_dim = 64 : i64, attn.role = "forward", attn.tile = 8 : i64, known_block_size = array<i32: 256, 1, 1>}
+// CHECK: %[[SCALE:.*]] = arith.constant 1.250000e-01 : f32
+// CHECK: llvm.load %{{.*}} : !llvm.ptr<1> -> f16
+// CHECK: arith.extf %{{.*}} : f16 to f32
+// CHECK: scf.for
+// CHECK: memref.store %{{.*}}, %[[KT]]
+// CHECK: memref.store %{{.*}}, %[[VT]]
+// CHECK: gpu.barrier
+// CHECK: scf.for
+// CHECK: memref.load %[[KT]]
+// CHECK: gpu.shuffle  xor %{{.*}}, %{{.*}}, %{{.*}} : f32
+// CHECK-COUNT-4: gpu.shuffle  xor
+// CHECK: scf.if
+// CHECK: arith.maximumf
+// CHECK: math.exp
+// CHECK: memref.load %[[VT]]
+// CHECK: gpu.barrier
+// CHECK: arith.truncf %{{.*}} : f32 to f16
+// CHECK: llvm.store %{{.*}}, %{{.*}} : f16, !llvm.ptr<1>
+// CHECK: gpu.return
+// CHECK-LABEL: gpu.func @attn_backward_prep_f16_d64(
+// CHECK-SAME: %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i64, %{{.*}}: i64)
+// CHECK-SAME: attn.role = "backward_prep"
+// CHECK-COUNT-5: gpu.shuffle  xor
+// CHECK: llvm.store %{{.*}}, %{{.*}} : f32, !llvm.ptr<1>
+// CHECK-LABEL: gpu.func @attn_backward_dkdv_f16_d64(
+// CHECK-SAME: workgroup({{.*}}memref<32x64xf32, #gpu.address_space<workgroup>>, {{.*}}memref<32x64xf32, #gpu.address_space<workgroup>>, {{.*}}memref<32xf32, #gpu.address_space<workgroup>>, {{.*}}memref<32xf32, #gpu.address_space<workgroup>>, {{.*}}memref<32xf32, #gpu.address_space<workgroup>>)
+// CHECK-SAME: attn.role = "backward_dkdv"
+// CHECK-NOT: llvm.atomicrmw
+// CHECK-LABEL: gpu.func @attn_backward_dq_f16_d64(
+// CHECK-SAME: attn.role = "backward_dq"
+// CHECK-NOT: func.call
+// CHECK: gpu.return
+
+// TYPES: gpu.module @attn_cuda [#nvvm.target<O = 3, chip = "sm_90">]
+// TYPES-DAG: gpu.func @attn_forward_bf16_d32({{.*}}workgroup({{.*}}memref<32x32xf32
+// TYPES-DAG: gpu.func @attn_forward_bf16_d128({{.*}}workgroup({{.*}}memref<32x128xf32
+// TYPES-DAG: gpu.func @attn_forward_f32_d32(
+// TYPES-DAG: gpu.func @attn_forward_f32_d128(
+// TYPES-DAG: gpu.func @attn_backward_prep_f32_d128(
+// TYPES-DAG: gpu.func @attn_backward_dkdv_bf16_d128(
+// TYPES-DAG: gpu.func @attn_backward_dq_bf16_d32(
+
+// MANIFEST: llvm.mlir.global internal constant @attn_manifest_text("{{.*}}devices cpu cuda\0Acuda-targets sm_90\0Acuda-kernel forward f32 32 attn_forward_f32_d32 tile 8 threads 256 smem 0\0Acuda-kernel backward_prep f32 32 attn_backward_prep_f32_d32 tile 8 threads 256 smem 0\0Acuda-kernel backward_dkdv f32 32 attn_backward_dkdv_f32_d32 tile 8 threads 256 smem 0\0Acuda-kernel backward_dq f32 32 attn_backward_dq_f32_d32 tile 8 threads 256 smem 0\0A\00")
+
+// -----
+
+// A learnable param (sigmoid bias, constant denominator): params read from the
+// device, dθ accumulated per warp and added to dparams with one atomic per warp
+// and param; no denominator sum.
+attn.normalizer @sigmoid params(bias = -4.0) {
+  numerator {
+  ^bb0(%s: f32, %bias: f32):
+    %one = arith.constant 1.0 : f32
+    %x = arith.addf %s, %bias : f32
+    %nx = arith.negf %x : f32
+    %e = math.exp %nx : f32
+    %den = arith.addf %one, %e : f32
+    %g = arith.divf %one, %den : f32
+    attn.yield %g : f32
+  }
+  denominator constant 1.0
+}
+attn.kernel @k normalizer(@sigmoid)
+
+// CHECK-LABEL: gpu.func @attn_backward_dkdv_f16_d64(
+// CHECK: %[[BIAS:.*]] = llvm.load %{{.*}} : !llvm.ptr<1> -> f32
+// CHECK: scf.for {{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32)
+// CHECK: arith.addf %{{.*}}, %[[BIAS]] : f32
+// CHECK: llvm.atomicrmw fadd %{{.*}}, %{{.*}} monotonic : !llvm.ptr<1>, f32
+// CHECK: gpu.return
+
+// MANIFEST: devices cpu cuda\0Acuda-targets sm_90\0Acuda-kernel forward f32 32
+
+// -----
+
+// Causal mask region, a feature map and a score mod with a param: the mask and
+// mod are evaluated per (i, j) from index arguments, the feature map on staging
+// (keys) and on the query row, its derivative on the final dK and dQ.
+attn.normalizer @linear {
+  numerator {
+  ^bb0(%s: f32):
+    attn.yield %s : f32
+  }
+  denominator epsilon 1.0e-06 {
+  ^bb0(%s: f32):
+    attn.yield %s : f32
+  }
+}
+attn.score @elu_alibi contract dot params(slope = -0.5) feature {
+^bb0(%x: f32):
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %e = math.exp %x : f32
+  %neg = arith.cmpf olt, %x, %zero : f32
+  %xp1 = arith.addf %x, %one : f32
+  %phi = arith.select %neg, %e, %xp1 : f32
+  attn.yield %phi : f32
+} mod {
+^bb0(%s: f32, %i: index, %j: index, %slope: f32):
+  %ii = arith.index_cast %i : index to i64
+  %ji = arith.index_cast %j : index to i64
+  %d = arith.subi %ji, %ii : i64
+  %df = arith.sitofp %d : i64 to f32
+  %b = arith.mulf %slope, %df : f32
+  %t = arith.addf %s, %b : f32
+  attn.yield %t : f32
+}
+attn.mask @causal {
+^bb0(%i: index, %j: index):
+  %keep = arith.cmpi ule, %j, %i : index
+  attn.yield %keep : i1
+}
+attn.kernel @k normalizer(@linear) score(@elu_alibi) mask(@causal)
+
+// CHECK-LABEL: gpu.func @attn_forward_f16_d64(
+// CHECK-NOT: arith.constant 1.250000e-01
+// CHECK: arith.cmpf olt
+// CHECK: scf.for
+// CHECK: arith.cmpf olt
+// CHECK: memref.store
+// CHECK: gpu.barrier
+// CHECK: arith.cmpi ule
+// CHECK: scf.if
+// CHECK: arith.sitofp
+// CHECK: arith.constant 9.99999997E-7 : f32
+// CHECK-LABEL: gpu.func @attn_backward_dkdv_f16_d64(
+// CHECK: llvm.atomicrmw fadd
+// CHECK-LABEL: gpu.func @attn_backward_dq_f16_d64(
+// CHECK-NOT: llvm.atomicrmw
+// CHECK: gpu.return
+
+// MANIFEST: devices cpu cuda
