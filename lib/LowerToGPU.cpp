@@ -12,6 +12,13 @@
 // whatever the storage type; the scalar functions of attn-derive-backward are
 // inlined at their call sites, so CPU and GPU evaluate the same expressions.
 //
+// The f16/bf16 forward (online normalizers, or bf16) runs both contractions on
+// tensor cores instead (buildTensorCoreForward, FlashAttention-2 style): 4 warps
+// of 16 query rows, 64-key tiles of φ(K) and V in shared memory in the storage
+// type, S = φ(Q)·φ(K)ᵀ and O += P·V as mma.sync m16n8k16 with f32 accumulators,
+// the score accumulators reused as the A fragments of P, row max and sums over
+// the 4 lanes of a fragment row with gpu.shuffle. The backward kernels are SIMT.
+//
 // Global tensors are contiguous [B, H, N, D] (statistics [B, H, N]) and arrive
 // as bare !llvm.ptr<1> device pointers; element (b, h, n, c) is at
 // ((b·H + h)·N + n)·D + c.
@@ -29,6 +36,8 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "llvm/Support/raw_ostream.h"
@@ -46,6 +55,16 @@ constexpr int64_t kWarpsPerBlock = 8;
 constexpr int64_t kThreads = kWarpSize * kWarpsPerBlock;
 constexpr int64_t kStagedRows = 32;
 
+// Tensor-core forward (f16/bf16): kMmaWarps warps of 16 query rows each, key
+// tiles of kMmaKeys keys, mma.sync m16n8k16 with f32 accumulators. Shared rows
+// are padded by kMmaPad elements so the 8 rows a fragment load touches fall in
+// distinct banks.
+constexpr int64_t kMmaWarps = 4;
+constexpr int64_t kMmaThreads = kWarpSize * kMmaWarps;
+constexpr int64_t kMmaRows = 16 * kMmaWarps;
+constexpr int64_t kMmaKeys = 64;
+constexpr int64_t kMmaPad = 8;
+
 /// Builds the kernels of one (storage type, head dim).
 class GPUKernelBuilder {
 public:
@@ -59,6 +78,9 @@ public:
   }
 
   void buildForward();
+  /// The forward with both contractions (Q·φ(K)ᵀ and P·V) on tensor cores
+  /// (f16/bf16 storage only).
+  void buildTensorCoreForward();
   void buildBackwardPrep();
   void buildBackwardDkDv();
   void buildBackwardDq();
@@ -69,7 +91,9 @@ private:
   /// `sharedTiles` plus `sharedVectors` f32 [kStagedRows] ones; the builder is
   /// left at the start of its body, which sets the common values below.
   gpu::GPUFuncOp createKernel(StringRef role, unsigned pointers, unsigned scalars,
-                              ArrayRef<int64_t> sharedTiles, unsigned sharedVectors);
+                              ArrayRef<int64_t> sharedTiles, unsigned sharedVectors,
+                              int64_t tileRows = kWarpsPerBlock, int64_t threads = kThreads,
+                              Type sharedType = {}, int64_t sharedPad = 0);
 
   // --- small builders -------------------------------------------------------
   Value index(int64_t value) { return arith::ConstantIndexOp::create(b, value); }
@@ -133,6 +157,22 @@ private:
     return warpSum(partial);
   }
 
+  /// D = A·B + C for one m16n8k16 tile on tensor cores: `a` the 8 storage-typed
+  /// elements a thread holds of A (row-major fragment, a0..a7), `bFragment` its 4
+  /// of B (column fragment), `c` its 4 f32 accumulators. f16 goes through
+  /// nvgpu.mma.sync; bf16 through nvvm.mma.sync with explicit bf16 operand types,
+  /// since MLIR 22's nvgpu-to-nvvm cannot infer PTX types for bf16 operands.
+  SmallVector<Value> mmaSync(ArrayRef<Value> a, ArrayRef<Value> bFragment, ArrayRef<Value> c);
+  /// Max (or sum) over the 4 lanes that share a row of an mma fragment.
+  Value quadReduce(Value x, bool maximum) {
+    for (int64_t offset : {1, 2}) {
+      Value other = gpu::ShuffleOp::create(b, x, offset, kWarpSize, gpu::ShuffleMode::XOR)
+                        .getShuffleResult();
+      x = maximum ? arith::MaximumFOp::create(b, x, other).getResult() : add(x, other);
+    }
+    return x;
+  }
+
   /// The body of the single-block scalar function `function` on `arguments`.
   Value call(func::FuncOp function, ValueRange arguments) {
     Block &body = function.getBody().front();
@@ -158,9 +198,10 @@ private:
   Value keyEnd(Value i) {
     return select(isCausal, minIndex(keyValidEnd, addIndex(i, index(1))), keyValidEnd);
   }
-  /// The rows [first, first + kStagedRows) of the (batch, head) slice of `source`
-  /// ([rows, D]) into the shared `tile` as f32 through `transform`; rows at or past
-  /// `limit` (<= rows, > first) become 0. Every thread of the block takes part.
+  /// The rows [first, first + tile rows) of the (batch, head) slice of `source`
+  /// ([rows, D]) into the shared `tile` through `transform` (in f32, then in the
+  /// tile's element type); rows at or past `limit` (<= rows, > first) become 0.
+  /// Every thread of the block takes part.
   void stageRows(Value tile, Value source, Value rows, Value first, Value limit,
                  function_ref<Value(Value)> transform);
   void barrier() { gpu::BarrierOp::create(b); }
@@ -184,6 +225,7 @@ private:
   // Values of the kernel being built (set by createKernel / readProblem).
   SmallVector<Value> arguments, sharedTiles, sharedVectors, paramValues;
   Value thread, lane, warp, tileBase, batch, batchHead, scale;
+  int64_t blockThreads = kThreads;
   Value queries, keys, keyValidEnd, isCausal;
 
   /// Reads nq, nk, causal, key_lengths and params; sets batchHead, queries, keys, keyValidEnd,
@@ -193,25 +235,29 @@ private:
 
 gpu::GPUFuncOp GPUKernelBuilder::createKernel(StringRef role, unsigned pointers,
                                               unsigned scalars, ArrayRef<int64_t> tiles,
-                                              unsigned vectors) {
+                                              unsigned vectors, int64_t tileRows,
+                                              int64_t threads, Type sharedType,
+                                              int64_t sharedPad) {
   MLIRContext *ctx = b.getContext();
   SmallVector<Type> inputs(pointers, ptrType);
   inputs.append(scalars, b.getI64Type());
   SmallVector<Type> workgroup;
   for (int64_t rows : tiles)
-    workgroup.push_back(MemRefType::get({rows, headDim}, f32, MemRefLayoutAttrInterface(), sharedSpace));
+    workgroup.push_back(MemRefType::get({rows, headDim + sharedPad}, sharedType ? sharedType : f32,
+                                        MemRefLayoutAttrInterface(), sharedSpace));
   for (unsigned v = 0; v < vectors; ++v)
     workgroup.push_back(MemRefType::get({kStagedRows}, f32, MemRefLayoutAttrInterface(), sharedSpace));
   std::string name = ("attn_" + role + "_" + elementTypeName(storage) + "_d" + Twine(headDim)).str();
   auto function = gpu::GPUFuncOp::create(b, name, FunctionType::get(ctx, inputs, {}), workgroup);
   function->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-  function.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({kThreads, 1, 1}));
+  function.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({static_cast<int32_t>(threads), 1, 1}));
   function->setAttr("attn.role", b.getStringAttr(role));
   function->setAttr("attn.dtype", b.getStringAttr(elementTypeName(storage)));
   function->setAttr("attn.head_dim", b.getI64IntegerAttr(headDim));
-  function->setAttr("attn.tile", b.getI64IntegerAttr(kWarpsPerBlock));
+  function->setAttr("attn.tile", b.getI64IntegerAttr(tileRows));
 
   b.setInsertionPointToStart(&function.getBody().front());
+  blockThreads = threads;
   arguments.assign(function.getArguments().begin(), function.getArguments().begin() + inputs.size());
   sharedTiles.assign(function.getWorkgroupAttributions().begin(),
                      function.getWorkgroupAttributions().begin() + tiles.size());
@@ -220,7 +266,7 @@ gpu::GPUFuncOp GPUKernelBuilder::createKernel(StringRef role, unsigned pointers,
   thread = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   lane = arith::RemUIOp::create(b, thread, index(kWarpSize));
   warp = arith::DivUIOp::create(b, thread, index(kWarpSize));
-  tileBase = mulIndex(gpu::BlockIdOp::create(b, gpu::Dimension::x), index(kWarpsPerBlock));
+  tileBase = mulIndex(gpu::BlockIdOp::create(b, gpu::Dimension::x), index(tileRows));
   batch = gpu::BlockIdOp::create(b, gpu::Dimension::z);
   Value head = gpu::BlockIdOp::create(b, gpu::Dimension::y);
   // The heads count is always the first scalar argument.
@@ -246,15 +292,20 @@ void GPUKernelBuilder::readProblem(Value params, Value keyLengths, Value nq, Val
 
 void GPUKernelBuilder::stageRows(Value tile, Value source, Value rows, Value first, Value limit,
                                  function_ref<Value(Value)> transform) {
-  buildLoop(b, thread, index(kStagedRows * headDim), {}, [&](Value e, ValueRange) -> SmallVector<Value> {
+  auto tileType = cast<MemRefType>(tile.getType());
+  Type element = tileType.getElementType();
+  buildLoop(b, thread, index(tileType.getDimSize(0) * headDim), {}, [&](Value e, ValueRange) -> SmallVector<Value> {
     Value r = arith::DivUIOp::create(b, e, index(headDim));
     Value c = arith::RemUIOp::create(b, e, index(headDim));
     Value row = addIndex(first, r);
     Value valid = less(row, limit);
     Value x = loadStored(source, addIndex(rowOffset(rows, select(valid, row, first), headDim), c));
-    memref::StoreOp::create(b, select(valid, transform(x), constant(0.0)), tile, ValueRange{r, c});
+    Value staged = select(valid, transform(x), constant(0.0));
+    if (element != f32)
+      staged = arith::TruncFOp::create(b, element, staged);
+    memref::StoreOp::create(b, staged, tile, ValueRange{r, c});
     return {};
-  }, index(kThreads));
+  }, index(blockThreads));
 }
 
 void GPUKernelBuilder::buildForward() {
@@ -333,6 +384,209 @@ void GPUKernelBuilder::buildForward() {
       storeF32(select(anyKey, denominator, zero), rowSum, statOffset);
     });
   });
+  gpu::ReturnOp::create(b);
+}
+
+SmallVector<Value> GPUKernelBuilder::mmaSync(ArrayRef<Value> a, ArrayRef<Value> bFragment,
+                                             ArrayRef<Value> c) {
+  SmallVector<Value> d;
+  if (storage.isF16()) {
+    Value matrixA = vector::FromElementsOp::create(b, VectorType::get({4, 2}, storage), a);
+    Value matrixB = vector::FromElementsOp::create(b, VectorType::get({2, 2}, storage), bFragment);
+    Value matrixC = vector::FromElementsOp::create(b, VectorType::get({2, 2}, f32), c);
+    Value result = nvgpu::MmaSyncOp::create(b, matrixA, matrixB, matrixC,
+                                            ArrayRef<int64_t>{16, 8, 16});
+    for (int64_t r = 0; r < 2; ++r)
+      for (int64_t col = 0; col < 2; ++col)
+        d.push_back(vector::ExtractOp::create(b, result, ArrayRef<int64_t>{r, col}));
+    return d;
+  }
+  // bf16 pairs travel packed in one 32-bit register.
+  auto packed = [&](ArrayRef<Value> elements) {
+    SmallVector<Value> registers;
+    for (size_t e = 0; e < elements.size(); e += 2) {
+      Value pair = vector::FromElementsOp::create(b, VectorType::get({2}, storage),
+                                                  ValueRange{elements[e], elements[e + 1]});
+      registers.push_back(LLVM::BitcastOp::create(b, b.getI32Type(), pair));
+    }
+    return registers;
+  };
+  auto resultType = LLVM::LLVMStructType::getLiteral(b.getContext(), SmallVector<Type>(4, f32));
+  Value result = NVVM::MmaOp::create(
+      b, resultType, packed(a), packed(bFragment), c, ArrayRef<int64_t>{16, 8, 16},
+      std::nullopt, std::nullopt,
+      std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16, NVVM::MMATypes::bf16},
+      std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row, NVVM::MMALayout::col});
+  for (int64_t e = 0; e < 4; ++e)
+    d.push_back(LLVM::ExtractValueOp::create(b, result, ArrayRef<int64_t>{e}));
+  return d;
+}
+
+void GPUKernelBuilder::buildTensorCoreForward() {
+  // (q, k, v, o, row_max, row_sum, params, key_lengths, heads, nq, nk, causal)
+  createKernel("forward", 8, 4, {kMmaKeys, kMmaKeys}, 0, kMmaRows, kMmaThreads, storage, kMmaPad);
+  Value q = arguments[0], k = arguments[1], v = arguments[2], o = arguments[3],
+        rowMax = arguments[4], rowSum = arguments[5];
+  readProblem(arguments[6], arguments[7], arguments[9], arguments[10], arguments[11]);
+  Value keyTile = sharedTiles[0], valueTile = sharedTiles[1];
+  bool online = fns.online();
+  Value zero = constant(0.0), one = constant(1.0);
+  Value minusInf = constant(-std::numeric_limits<double>::infinity());
+  auto narrow = [&](Value x) { return arith::TruncFOp::create(b, storage, x).getResult(); };
+
+  // mma fragment coordinates: lane = 4·group + quad; this thread holds rows
+  // group and group + 8 of its warp's 16, and columns 2·quad, 2·quad + 1 (+ 8).
+  Value group = arith::DivUIOp::create(b, lane, index(4));
+  Value quadColumn = mulIndex(arith::RemUIOp::create(b, lane, index(4)), index(2));
+  Value lastRow = arith::SubIOp::create(b, queries, index(1));
+  Value warpRow = addIndex(tileBase, mulIndex(warp, index(16)));
+  SmallVector<Value> rowIndex, rowValid, rowKeyEnd, rowBase;
+  for (int64_t half = 0; half < 2; ++half) {
+    Value unclamped = addIndex(warpRow, addIndex(group, index(8 * half)));
+    rowValid.push_back(less(unclamped, queries));
+    rowIndex.push_back(minIndex(unclamped, lastRow));
+    rowKeyEnd.push_back(keyEnd(rowIndex.back()));
+    rowBase.push_back(rowOffset(queries, rowIndex.back(), headDim));
+  }
+  // A fragments of φ(q) per 16-column step, loaded once: (row half, column
+  // 2·quad + e + 8·high) in the order a0..a7.
+  auto fragmentOrder = [](int64_t element, int64_t &half, int64_t &offset) {
+    half = (element / 2) % 2;
+    offset = (element / 4) * 8 + element % 2;
+  };
+  SmallVector<SmallVector<Value>> queryFragments;
+  for (int64_t step = 0; step < headDim / 16; ++step) {
+    SmallVector<Value> fragment;
+    for (int64_t element = 0; element < 8; ++element) {
+      int64_t half, offset;
+      fragmentOrder(element, half, offset);
+      Value col = addIndex(quadColumn, index(step * 16 + offset));
+      fragment.push_back(narrow(feature(loadStored(q, addIndex(rowBase[half], col)))));
+    }
+    queryFragments.push_back(fragment);
+  }
+  Value blockKeyEnd = keyEnd(minIndex(addIndex(tileBase, index(kMmaRows - 1)), lastRow));
+
+  // Carried per row half: running max (row-uniform), this thread's share of Σ h
+  // and of the key count; then the output accumulators, 4 per 8-column tile.
+  const int64_t outputTiles = headDim / 8;
+  SmallVector<Value> inits;
+  for (int64_t half = 0; half < 2; ++half)
+    inits.append({online ? minusInf : zero, zero, zero});
+  inits.append(4 * outputTiles, zero);
+  ValueRange carried = buildLoop(b, index(0), blockKeyEnd, inits, [&](Value j0, ValueRange acc) -> SmallVector<Value> {
+    stageRows(keyTile, k, keys, j0, blockKeyEnd, [&](Value x) { return feature(x); });
+    stageRows(valueTile, v, keys, j0, blockKeyEnd, [](Value x) { return x; });
+    barrier();
+    // Scores: 8 key tiles of 8, each accumulated over the head dim in steps of 16.
+    // B fragment of φ(K)ᵀ: key group, dims 2·quad + e (+ 8).
+    const int64_t keyTiles = kMmaKeys / 8;
+    SmallVector<SmallVector<Value>> scores;
+    for (int64_t keyTileIndex = 0; keyTileIndex < keyTiles; ++keyTileIndex) {
+      SmallVector<Value> tile(4, zero);
+      Value keyRow = addIndex(group, index(keyTileIndex * 8));
+      for (int64_t step = 0; step < headDim / 16; ++step) {
+        SmallVector<Value> fragment;
+        for (int64_t element = 0; element < 4; ++element) {
+          Value col = addIndex(quadColumn, index(step * 16 + (element / 2) * 8 + element % 2));
+          fragment.push_back(memref::LoadOp::create(b, keyTile, ValueRange{keyRow, col}));
+        }
+        tile = mmaSync(queryFragments[step], fragment, tile);
+      }
+      scores.push_back(tile);
+    }
+
+    // The normaliser on this thread's 2 rows × 16 keys: score c(2·half + e) of
+    // key tile t is key j0 + 8t + 2·quad + e of row half.
+    SmallVector<Value> next(acc.begin(), acc.end());
+    SmallVector<Value> alphas;
+    SmallVector<SmallVector<Value>> weights(keyTiles, SmallVector<Value>(4));
+    for (int64_t half = 0; half < 2; ++half) {
+      Value i = rowIndex[half];
+      Value m = acc[3 * half], l = acc[3 * half + 1], count = acc[3 * half + 2];
+      SmallVector<Value> s, keep;
+      for (int64_t keyTileIndex = 0; keyTileIndex < keyTiles; ++keyTileIndex)
+        for (int64_t e = 0; e < 2; ++e) {
+          Value j = addIndex(j0, addIndex(quadColumn, index(keyTileIndex * 8 + e)));
+          keep.push_back(both(less(j, rowKeyEnd[half]), maskKeeps(i, j)));
+          s.push_back(modScore(mul(scores[keyTileIndex][2 * half + e], scale), i, j));
+        }
+      Value shift = zero, alpha = one;
+      if (online) {
+        Value tileMax = minusInf;
+        for (auto [score, kept] : llvm::zip(s, keep))
+          tileMax = arith::MaximumFOp::create(
+              b, tileMax, select(kept, call(fns.stabilizer, withParams({score})), minusInf));
+        shift = arith::MaximumFOp::create(b, m, quadReduce(tileMax, /*maximum=*/true));
+        // e^(m - m_new), with 1 while every key so far is masked (m = m_new = -inf).
+        Value stillEmpty = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, shift, minusInf);
+        alpha = select(stillEmpty, one, math::ExpOp::create(b, sub(m, shift)));
+        next[3 * half] = shift;
+      }
+      Value hSum = zero, kept = zero;
+      for (auto [position, score] : llvm::enumerate(s)) {
+        Value g = select(keep[position], call(fns.numerator, withParams({score, shift})), zero);
+        weights[position / 2][2 * half + position % 2] = narrow(g);
+        if (fns.denominator)
+          hSum = add(hSum, select(keep[position], call(fns.denominator, withParams({score, shift})), zero));
+        kept = add(kept, select(keep[position], one, zero));
+      }
+      next[3 * half + 1] = add(online ? mul(l, alpha) : l, hSum);
+      next[3 * half + 2] = add(count, kept);
+      alphas.push_back(alpha);
+    }
+
+    // O = O·e^(m_old - m_new) + P·V: the weights' accumulator layout of key tiles
+    // 2s and 2s + 1 is the A fragment of key step s; B fragment of V: keys
+    // 2·quad + e (+ 8) of the step, value column group.
+    SmallVector<Value> outputs;
+    for (int64_t t = 0; t < outputTiles; ++t)
+      for (int64_t element = 0; element < 4; ++element) {
+        Value current = acc[6 + 4 * t + element];
+        outputs.push_back(online ? mul(current, alphas[element / 2]) : current);
+      }
+    for (int64_t step = 0; step < kMmaKeys / 16; ++step) {
+      SmallVector<Value> weightFragment{weights[2 * step][0], weights[2 * step][1],
+                                        weights[2 * step][2], weights[2 * step][3],
+                                        weights[2 * step + 1][0], weights[2 * step + 1][1],
+                                        weights[2 * step + 1][2], weights[2 * step + 1][3]};
+      for (int64_t t = 0; t < outputTiles; ++t) {
+        Value col = addIndex(group, index(t * 8));
+        SmallVector<Value> fragment;
+        for (int64_t element = 0; element < 4; ++element) {
+          Value keyRow = addIndex(quadColumn, index(step * 16 + (element / 2) * 8 + element % 2));
+          fragment.push_back(memref::LoadOp::create(b, valueTile, ValueRange{keyRow, col}));
+        }
+        SmallVector<Value> tile(outputs.begin() + 4 * t, outputs.begin() + 4 * t + 4);
+        SmallVector<Value> updated = mmaSync(weightFragment, fragment, tile);
+        std::copy(updated.begin(), updated.end(), outputs.begin() + 4 * t);
+      }
+    }
+    std::copy(outputs.begin(), outputs.end(), next.begin() + 6);
+    barrier();
+    return next;
+  }, index(kMmaKeys));
+
+  for (int64_t half = 0; half < 2; ++half) {
+    Value m = carried[3 * half];
+    Value l = quadReduce(carried[3 * half + 1], /*maximum=*/false);
+    Value count = quadReduce(carried[3 * half + 2], /*maximum=*/false);
+    ifThen(rowValid[half], [&]() {
+      Value denominator = buildRowDenominator(b, normalizer, online, m, l, count);
+      Value anyKey = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, count, zero);
+      Value inverse = select(anyKey, div(one, denominator), zero);
+      for (int64_t t = 0; t < outputTiles; ++t)
+        for (int64_t e = 0; e < 2; ++e) {
+          Value col = addIndex(quadColumn, index(t * 8 + e));
+          storeStored(mul(carried[6 + 4 * t + 2 * half + e], inverse), o, addIndex(rowBase[half], col));
+        }
+      ifThen(arith::CmpIOp::create(b, arith::CmpIPredicate::eq, quadColumn, index(0)), [&]() {
+        Value statOffset = addIndex(mulIndex(batchHead, queries), rowIndex[half]);
+        storeF32(select(anyKey, online ? m : zero, zero), rowMax, statOffset);
+        storeF32(select(anyKey, denominator, zero), rowSum, statOffset);
+      });
+    });
+  }
   gpu::ReturnOp::create(b);
 }
 
@@ -586,8 +840,13 @@ LogicalResult mlir::attn::lowerKernelToGPU(KernelOp kernel, ArrayRef<FloatType> 
   for (FloatType storage : storageTypes)
     for (int64_t headDim : headDims) {
       GPUKernelBuilder builder(kernel, *fns, storage, headDim, b);
+      // Tensor cores take P = g·e^-m in the storage type: bounded by 1 for online
+      // normalizers; a plain normalizer's g is unbounded and could overflow f16.
+      bool tensorCores = !storage.isF32() && (storage.isBF16() || fns->online());
       for (void (GPUKernelBuilder::*build)() :
-           {&GPUKernelBuilder::buildForward, &GPUKernelBuilder::buildBackwardPrep,
+           {tensorCores ? &GPUKernelBuilder::buildTensorCoreForward
+                        : &GPUKernelBuilder::buildForward,
+            &GPUKernelBuilder::buildBackwardPrep,
             &GPUKernelBuilder::buildBackwardDkDv, &GPUKernelBuilder::buildBackwardDq}) {
         b.setInsertionPointToEnd(gpuModule.getBody());
         (builder.*build)();

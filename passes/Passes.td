@@ -63,9 +63,12 @@ def AttnLowerToGPU : Pass<"attn-lower-to-gpu", "::mlir::ModuleOp"> {
     four kernels of the CUDA ABI (runtime/include/attn/abi.h, section CUDA):
     `attn_forward_<T>_d<D>`, `attn_backward_prep_<T>_d<D>`,
     `attn_backward_dkdv_<T>_d<D>`, `attn_backward_dq_<T>_d<D>`, from the functions
-    attn-derive-backward emitted (inlined at their call sites). One warp per row,
-    the other operand staged in shared memory, dot products reduced with
-    gpu.shuffle, f32 arithmetic. Attaches one #nvvm.target per `targets` chip.
+    attn-derive-backward emitted (inlined at their call sites). SIMT kernels: one
+    warp per row, the other operand staged in shared memory, dot products reduced
+    with gpu.shuffle, f32 arithmetic. The f16/bf16 forward of online normalizers
+    (and every bf16 forward) uses tensor cores for Q·Kᵀ and P·V (nvgpu.mma.sync
+    for f16, nvvm.mma.sync for bf16, m16n8k16, f32 accumulation). Attaches one
+    #nvvm.target per `targets` chip.
     Run before attn-lower-to-loops, which erases the attn ops and writes the
     manifest's cuda lines from this module.
   }];
@@ -80,6 +83,7 @@ def AttnLowerToGPU : Pass<"attn-lower-to-gpu", "::mlir::ModuleOp"> {
                "CUDA chips to attach as #nvvm.target (sm_80, sm_90, ...)">,
   ];
   let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::NVVM::NVVMDialect",
+                           "::mlir::nvgpu::NVGPUDialect", "::mlir::vector::VectorDialect",
                            "::mlir::LLVM::LLVMDialect", "::mlir::scf::SCFDialect",
                            "::mlir::memref::MemRefDialect", "::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect"];

@@ -184,7 +184,7 @@ static FailureOr<CudaImages> serializeCudaModule(ModuleOp module, StringRef tool
   builder.setInsertionPointToEnd(lowered->getBody());
   builder.clone(*gpuModule);
   gpuModule.erase();
-  if (failed(runPipeline(*lowered, "convert-scf-to-cf,gpu.module(convert-gpu-to-nvvm),"
+  if (failed(runPipeline(*lowered, "convert-nvgpu-to-nvvm,convert-scf-to-cf,gpu.module(convert-gpu-to-nvvm),"
                                    "reconcile-unrealized-casts")))
     return failure();
 
