@@ -50,9 +50,11 @@
  *   cuda-targets sm_80 sm_90     one cubin per target, all kernels in one module
  *   cuda-kernel <role> <dtype> <headdim> <symbol> tile <rows> threads <n> smem <bytes>
  *       role: forward | backward_prep | backward_dkdv | backward_dq
- *       dtype: f32 | f16 | bf16 (storage; arithmetic is f32)
+ *       dtype: f32 | f16 | bf16 (storage; accumulation is f32)
  *       one line per generated (role, dtype, headdim); a head dim without a line is
- *       unsupported on GPU. symbol: the kernel's name in the cubin. threads:
+ *       unsupported on GPU. symbol: the kernel's name in the cubin. tile: rows
+ *       (queries; keys for backward_dkdv) per block, for the grid; it differs
+ *       between kernels (64 for the tensor-core forward, 8 for SIMT). threads:
  *       blockDim.x (blockDim.y = blockDim.z = 1). smem: dynamic shared memory bytes
  *       for cuLaunchKernel (0: the kernels use static shared memory only).
  *
