@@ -797,15 +797,18 @@ void GPUKernelBuilder::buildBackwardDkDv() {
   gpu::ReturnOp::create(b);
 }
 
-/// sm_XY → XY, or std::nullopt when `chip` is not of that form.
-std::optional<int> smVersion(StringRef chip) {
+} // namespace
+
+std::optional<int> mlir::attn::cudaChipVersion(StringRef chip) {
   int version;
-  if (!chip.consume_front("sm_") || chip.getAsInteger(10, version))
+  if (!chip.consume_front("sm_"))
+    return std::nullopt;
+  // Architecture-specific variants (sm_90a, sm_100f) share the number's rules.
+  chip = chip.rtrim("abcdefghijklmnopqrstuvwxyz");
+  if (chip.getAsInteger(10, version))
     return std::nullopt;
   return version;
 }
-
-} // namespace
 
 LogicalResult mlir::attn::lowerKernelToGPU(KernelOp kernel, ArrayRef<FloatType> storageTypes,
                                            ArrayRef<int64_t> headDims,
@@ -819,7 +822,7 @@ LogicalResult mlir::attn::lowerKernelToGPU(KernelOp kernel, ArrayRef<FloatType> 
   MLIRContext *ctx = kernel.getContext();
   SmallVector<Attribute> targets;
   for (const std::string &chip : chips) {
-    std::optional<int> version = smVersion(chip);
+    std::optional<int> version = cudaChipVersion(chip);
     if (!version || *version < 80)
       return kernel.emitOpError() << "CUDA target '" << chip
                                   << "' is not supported; expected sm_XY with XY >= 80 (sm_80, sm_90, ...)";

@@ -14,6 +14,7 @@
 #include "dialect/AttnOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include <optional>
 #include <string>
 
 namespace mlir::attn {
@@ -23,6 +24,9 @@ constexpr const char *kCudaModuleName = "attn_cuda";
 
 /// Head dims the GPU kernels support (one lane owns head_dim/32 columns).
 constexpr int64_t kGpuHeadDims[] = {32, 64, 128};
+
+/// XY of a CUDA chip name sm_XY (an sm_90a-style suffix allowed), else std::nullopt.
+std::optional<int> cudaChipVersion(StringRef chip);
 
 /// Builds gpu.module @attn_cuda for `kernel`: the four kernels for each of
 /// `storageTypes` (f32, f16, bf16) and `headDims`, with one #nvvm.target per

@@ -158,8 +158,7 @@ static std::string lowestChip(ArrayAttr targets) {
   int lowestVersion = 0;
   for (Attribute target : targets) {
     StringRef chip = cast<NVVM::NVVMTargetAttr>(target).getChip();
-    int version = 0;
-    chip.drop_front(3).getAsInteger(10, version);
+    int version = attn::cudaChipVersion(chip).value_or(0);
     if (lowest.empty() || version < lowestVersion) {
       lowest = chip.str();
       lowestVersion = version;
