@@ -163,6 +163,26 @@ private:
   /// nvgpu.mma.sync; bf16 through nvvm.mma.sync with explicit bf16 operand types,
   /// since MLIR 22's nvgpu-to-nvvm cannot infer PTX types for bf16 operands.
   SmallVector<Value> mmaSync(ArrayRef<Value> a, ArrayRef<Value> bFragment, ArrayRef<Value> c);
+  /// Tensor-core fragment coordinates of this thread (set by mmaCoordinates):
+  /// lane = 4·group + quad; it holds rows group and group + 8 of its warp's 16
+  /// and, per 8-column tile, columns 2·quad and 2·quad + 1 (quadColumn).
+  Value group, quadColumn;
+  void mmaCoordinates() {
+    group = arith::DivUIOp::create(b, lane, index(4));
+    quadColumn = mulIndex(arith::RemUIOp::create(b, lane, index(4)), index(2));
+  }
+  /// A fragments (a0..a7, storage type) of rows rowBase[0] (group) and
+  /// rowBase[1] (group + 8) of `source` through `transform`, one per 16 columns.
+  SmallVector<SmallVector<Value>> rowFragments(Value source, ArrayRef<Value> rowBase,
+                                               function_ref<Value(Value)> transform);
+  /// Accumulators [kMmaKeys / 8][4] of A·tileᵀ: Σ_c A[row, c]·tile[n, c] for the
+  /// shared tile's 64 rows n; `a` from rowFragments.
+  SmallVector<SmallVector<Value>> productWithRows(ArrayRef<SmallVector<Value>> a, Value tile);
+  /// acc[4·t + e] += Σ_n W[row, n]·tile[n, 8t + col] over the shared tile's 64 rows,
+  /// W given in accumulator layout [kMmaKeys / 8][4] (storage type), which is the
+  /// A fragment layout of 16-row steps.
+  void accumulateWeighted(MutableArrayRef<Value> acc, ArrayRef<SmallVector<Value>> weights,
+                          Value tile);
   /// Max (or sum) over the 4 lanes that share a row of an mma fragment.
   Value quadReduce(Value x, bool maximum) {
     for (int64_t offset : {1, 2}) {
@@ -422,6 +442,64 @@ SmallVector<Value> GPUKernelBuilder::mmaSync(ArrayRef<Value> a, ArrayRef<Value> 
   return d;
 }
 
+SmallVector<SmallVector<Value>> GPUKernelBuilder::rowFragments(
+    Value source, ArrayRef<Value> rowBase, function_ref<Value(Value)> transform) {
+  // a_e: row half (e / 2) % 2, column 2·quad + e % 2 + 8·(e / 4) of the step.
+  SmallVector<SmallVector<Value>> fragments;
+  for (int64_t step = 0; step < headDim / 16; ++step) {
+    SmallVector<Value> fragment;
+    for (int64_t element = 0; element < 8; ++element) {
+      int64_t half = (element / 2) % 2, offset = (element / 4) * 8 + element % 2;
+      Value col = addIndex(quadColumn, index(step * 16 + offset));
+      Value x = transform(loadStored(source, addIndex(rowBase[half], col)));
+      fragment.push_back(arith::TruncFOp::create(b, storage, x));
+    }
+    fragments.push_back(fragment);
+  }
+  return fragments;
+}
+
+SmallVector<SmallVector<Value>> GPUKernelBuilder::productWithRows(
+    ArrayRef<SmallVector<Value>> a, Value tile) {
+  // B fragment of tileᵀ: b_e = tile[n = group, c = 2·quad + e % 2 + 8·(e / 2)].
+  Value zero = constant(0.0);
+  SmallVector<SmallVector<Value>> products;
+  for (int64_t n = 0; n < kMmaKeys / 8; ++n) {
+    SmallVector<Value> acc(4, zero);
+    Value row = addIndex(group, index(n * 8));
+    for (int64_t step = 0; step < headDim / 16; ++step) {
+      SmallVector<Value> fragment;
+      for (int64_t element = 0; element < 4; ++element) {
+        Value col = addIndex(quadColumn, index(step * 16 + (element / 2) * 8 + element % 2));
+        fragment.push_back(memref::LoadOp::create(b, tile, ValueRange{row, col}));
+      }
+      acc = mmaSync(a[step], fragment, acc);
+    }
+    products.push_back(acc);
+  }
+  return products;
+}
+
+void GPUKernelBuilder::accumulateWeighted(MutableArrayRef<Value> acc,
+                                          ArrayRef<SmallVector<Value>> weights, Value tile) {
+  // Accumulators of 8-row tiles 2s and 2s + 1 are the A fragment of 16-row step s;
+  // B fragment: b_e = tile[n = 2·quad + e % 2 + 8·(e / 2) of the step, col group].
+  for (int64_t step = 0; step < kMmaKeys / 16; ++step) {
+    SmallVector<Value> a(weights[2 * step]);
+    llvm::append_range(a, weights[2 * step + 1]);
+    for (int64_t t = 0; t < headDim / 8; ++t) {
+      Value col = addIndex(group, index(t * 8));
+      SmallVector<Value> fragment;
+      for (int64_t element = 0; element < 4; ++element) {
+        Value row = addIndex(quadColumn, index(step * 16 + (element / 2) * 8 + element % 2));
+        fragment.push_back(memref::LoadOp::create(b, tile, ValueRange{row, col}));
+      }
+      SmallVector<Value> updated = mmaSync(a, fragment, acc.slice(4 * t, 4));
+      std::copy(updated.begin(), updated.end(), acc.begin() + 4 * t);
+    }
+  }
+}
+
 void GPUKernelBuilder::buildTensorCoreForward() {
   // (q, k, v, o, row_max, row_sum, params, key_lengths, heads, nq, nk, causal)
   createKernel("forward", 8, 4, {kMmaKeys, kMmaKeys}, 0, kMmaRows, kMmaThreads, storage, kMmaPad);
@@ -434,10 +512,7 @@ void GPUKernelBuilder::buildTensorCoreForward() {
   Value minusInf = constant(-std::numeric_limits<double>::infinity());
   auto narrow = [&](Value x) { return arith::TruncFOp::create(b, storage, x).getResult(); };
 
-  // mma fragment coordinates: lane = 4·group + quad; this thread holds rows
-  // group and group + 8 of its warp's 16, and columns 2·quad, 2·quad + 1 (+ 8).
-  Value group = arith::DivUIOp::create(b, lane, index(4));
-  Value quadColumn = mulIndex(arith::RemUIOp::create(b, lane, index(4)), index(2));
+  mmaCoordinates();
   Value lastRow = arith::SubIOp::create(b, queries, index(1));
   Value warpRow = addIndex(tileBase, mulIndex(warp, index(16)));
   SmallVector<Value> rowIndex, rowValid, rowKeyEnd, rowBase;
@@ -448,23 +523,8 @@ void GPUKernelBuilder::buildTensorCoreForward() {
     rowKeyEnd.push_back(keyEnd(rowIndex.back()));
     rowBase.push_back(rowOffset(queries, rowIndex.back(), headDim));
   }
-  // A fragments of φ(q) per 16-column step, loaded once: (row half, column
-  // 2·quad + e + 8·high) in the order a0..a7.
-  auto fragmentOrder = [](int64_t element, int64_t &half, int64_t &offset) {
-    half = (element / 2) % 2;
-    offset = (element / 4) * 8 + element % 2;
-  };
-  SmallVector<SmallVector<Value>> queryFragments;
-  for (int64_t step = 0; step < headDim / 16; ++step) {
-    SmallVector<Value> fragment;
-    for (int64_t element = 0; element < 8; ++element) {
-      int64_t half, offset;
-      fragmentOrder(element, half, offset);
-      Value col = addIndex(quadColumn, index(step * 16 + offset));
-      fragment.push_back(narrow(feature(loadStored(q, addIndex(rowBase[half], col)))));
-    }
-    queryFragments.push_back(fragment);
-  }
+  SmallVector<SmallVector<Value>> queryFragments =
+      rowFragments(q, rowBase, [&](Value x) { return feature(x); });
   Value blockKeyEnd = keyEnd(minIndex(addIndex(tileBase, index(kMmaRows - 1)), lastRow));
 
   // Carried per row half: running max (row-uniform), this thread's share of Σ h
@@ -479,22 +539,8 @@ void GPUKernelBuilder::buildTensorCoreForward() {
     stageRows(valueTile, v, keys, j0, blockKeyEnd, [](Value x) { return x; });
     barrier();
     // Scores: 8 key tiles of 8, each accumulated over the head dim in steps of 16.
-    // B fragment of φ(K)ᵀ: key group, dims 2·quad + e (+ 8).
     const int64_t keyTiles = kMmaKeys / 8;
-    SmallVector<SmallVector<Value>> scores;
-    for (int64_t keyTileIndex = 0; keyTileIndex < keyTiles; ++keyTileIndex) {
-      SmallVector<Value> tile(4, zero);
-      Value keyRow = addIndex(group, index(keyTileIndex * 8));
-      for (int64_t step = 0; step < headDim / 16; ++step) {
-        SmallVector<Value> fragment;
-        for (int64_t element = 0; element < 4; ++element) {
-          Value col = addIndex(quadColumn, index(step * 16 + (element / 2) * 8 + element % 2));
-          fragment.push_back(memref::LoadOp::create(b, keyTile, ValueRange{keyRow, col}));
-        }
-        tile = mmaSync(queryFragments[step], fragment, tile);
-      }
-      scores.push_back(tile);
-    }
+    SmallVector<SmallVector<Value>> scores = productWithRows(queryFragments, keyTile);
 
     // The normaliser on this thread's 2 rows × 16 keys: score c(2·half + e) of
     // key tile t is key j0 + 8t + 2·quad + e of row half.
@@ -536,32 +582,14 @@ void GPUKernelBuilder::buildTensorCoreForward() {
       alphas.push_back(alpha);
     }
 
-    // O = O·e^(m_old - m_new) + P·V: the weights' accumulator layout of key tiles
-    // 2s and 2s + 1 is the A fragment of key step s; B fragment of V: keys
-    // 2·quad + e (+ 8) of the step, value column group.
+    // O = O·e^(m_old - m_new) + P·V.
     SmallVector<Value> outputs;
     for (int64_t t = 0; t < outputTiles; ++t)
       for (int64_t element = 0; element < 4; ++element) {
         Value current = acc[6 + 4 * t + element];
         outputs.push_back(online ? mul(current, alphas[element / 2]) : current);
       }
-    for (int64_t step = 0; step < kMmaKeys / 16; ++step) {
-      SmallVector<Value> weightFragment{weights[2 * step][0], weights[2 * step][1],
-                                        weights[2 * step][2], weights[2 * step][3],
-                                        weights[2 * step + 1][0], weights[2 * step + 1][1],
-                                        weights[2 * step + 1][2], weights[2 * step + 1][3]};
-      for (int64_t t = 0; t < outputTiles; ++t) {
-        Value col = addIndex(group, index(t * 8));
-        SmallVector<Value> fragment;
-        for (int64_t element = 0; element < 4; ++element) {
-          Value keyRow = addIndex(quadColumn, index(step * 16 + (element / 2) * 8 + element % 2));
-          fragment.push_back(memref::LoadOp::create(b, valueTile, ValueRange{keyRow, col}));
-        }
-        SmallVector<Value> tile(outputs.begin() + 4 * t, outputs.begin() + 4 * t + 4);
-        SmallVector<Value> updated = mmaSync(weightFragment, fragment, tile);
-        std::copy(updated.begin(), updated.end(), outputs.begin() + 4 * t);
-      }
-    }
+    accumulateWeighted(outputs, weights, valueTile);
     std::copy(outputs.begin(), outputs.end(), next.begin() + 6);
     barrier();
     return next;
