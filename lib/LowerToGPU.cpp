@@ -64,6 +64,9 @@ constexpr int64_t kMmaThreads = kWarpSize * kMmaWarps;
 constexpr int64_t kMmaRows = 16 * kMmaWarps;
 constexpr int64_t kMmaKeys = 64;
 constexpr int64_t kMmaPad = 8;
+// backward_dkdv holds dK and dV accumulators besides the score and dP tiles, so it
+// stages 32 queries at a time to stay within the 255 registers of a thread.
+constexpr int64_t kMmaBackwardQueries = 32;
 
 /// Builds the kernels of one (storage type, head dim).
 class GPUKernelBuilder {
@@ -84,6 +87,9 @@ public:
   void buildBackwardPrep();
   void buildBackwardDkDv();
   void buildBackwardDq();
+  /// backward_dkdv / backward_dq with every product on tensor cores (f16/bf16).
+  void buildTensorCoreBackwardDkDv();
+  void buildTensorCoreBackwardDq();
 
 private:
   /// A kernel `attn_<role>_<dtype>_d<D>` taking `pointers` device pointers then
@@ -175,12 +181,12 @@ private:
   /// rowBase[1] (group + 8) of `source` through `transform`, one per 16 columns.
   SmallVector<SmallVector<Value>> rowFragments(Value source, ArrayRef<Value> rowBase,
                                                function_ref<Value(Value)> transform);
-  /// Accumulators [kMmaKeys / 8][4] of A·tileᵀ: Σ_c A[row, c]·tile[n, c] for the
-  /// shared tile's 64 rows n; `a` from rowFragments.
+  /// Accumulators [rows / 8][4] of A·tileᵀ: Σ_c A[row, c]·tile[n, c] for the
+  /// shared tile's rows n; `a` from rowFragments.
   SmallVector<SmallVector<Value>> productWithRows(ArrayRef<SmallVector<Value>> a, Value tile);
-  /// acc[4·t + e] += Σ_n W[row, n]·tile[n, 8t + col] over the shared tile's 64 rows,
-  /// W given in accumulator layout [kMmaKeys / 8][4] (storage type), which is the
-  /// A fragment layout of 16-row steps.
+  /// acc[4·t + e] += Σ_n W[row, n]·tile[n, 8t + col] over the shared tile's rows,
+  /// W given in accumulator layout [rows / 8][4] (storage type), which is the A
+  /// fragment layout of 16-row steps.
   void accumulateWeighted(MutableArrayRef<Value> acc, ArrayRef<SmallVector<Value>> weights,
                           Value tile);
   /// Max (or sum) over the 4 lanes that share a row of an mma fragment.
@@ -224,6 +230,21 @@ private:
   /// Every thread of the block takes part.
   void stageRows(Value tile, Value source, Value rows, Value first, Value limit,
                  function_ref<Value(Value)> transform);
+  /// row_max, row_sum and delta (`statistics`) of queries [first, first + n) into
+  /// the shared f32 vectors `tiles` of n entries; rows past nq get C = 0, which
+  /// marks them as contributing nothing.
+  void stageStatistics(Value first, ArrayRef<Value> statistics, ArrayRef<Value> tiles) {
+    int64_t rows = cast<MemRefType>(tiles.front().getType()).getDimSize(0);
+    ifThen(less(thread, index(rows)), [&]() {
+      Value row = addIndex(first, thread);
+      Value valid = less(row, queries);
+      Value statOffset = addIndex(mulIndex(batchHead, queries), select(valid, row, first));
+      memref::StoreOp::create(b, loadF32(statistics[0], statOffset), tiles[0], ValueRange{thread});
+      memref::StoreOp::create(b, select(valid, loadF32(statistics[1], statOffset), constant(0.0)),
+                              tiles[1], ValueRange{thread});
+      memref::StoreOp::create(b, loadF32(statistics[2], statOffset), tiles[2], ValueRange{thread});
+    });
+  }
   void barrier() { gpu::BarrierOp::create(b); }
   void ifThen(Value cond, function_ref<void()> body) {
     auto ifOp = scf::IfOp::create(b, cond, /*withElseRegion=*/false);
@@ -265,8 +286,10 @@ gpu::GPUFuncOp GPUKernelBuilder::createKernel(StringRef role, unsigned pointers,
   for (int64_t rows : tiles)
     workgroup.push_back(MemRefType::get({rows, headDim + sharedPad}, sharedType ? sharedType : f32,
                                         MemRefLayoutAttrInterface(), sharedSpace));
+  // One f32 entry per staged row.
   for (unsigned v = 0; v < vectors; ++v)
-    workgroup.push_back(MemRefType::get({kStagedRows}, f32, MemRefLayoutAttrInterface(), sharedSpace));
+    workgroup.push_back(MemRefType::get({tiles.empty() ? kStagedRows : tiles.front()}, f32,
+                                        MemRefLayoutAttrInterface(), sharedSpace));
   std::string name = ("attn_" + role + "_" + elementTypeName(storage) + "_d" + Twine(headDim)).str();
   auto function = gpu::GPUFuncOp::create(b, name, FunctionType::get(ctx, inputs, {}), workgroup);
   function->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
@@ -464,7 +487,7 @@ SmallVector<SmallVector<Value>> GPUKernelBuilder::productWithRows(
   // B fragment of tileᵀ: b_e = tile[n = group, c = 2·quad + e % 2 + 8·(e / 2)].
   Value zero = constant(0.0);
   SmallVector<SmallVector<Value>> products;
-  for (int64_t n = 0; n < kMmaKeys / 8; ++n) {
+  for (int64_t n = 0; n < cast<MemRefType>(tile.getType()).getDimSize(0) / 8; ++n) {
     SmallVector<Value> acc(4, zero);
     Value row = addIndex(group, index(n * 8));
     for (int64_t step = 0; step < headDim / 16; ++step) {
@@ -484,7 +507,7 @@ void GPUKernelBuilder::accumulateWeighted(MutableArrayRef<Value> acc,
                                           ArrayRef<SmallVector<Value>> weights, Value tile) {
   // Accumulators of 8-row tiles 2s and 2s + 1 are the A fragment of 16-row step s;
   // B fragment: b_e = tile[n = 2·quad + e % 2 + 8·(e / 2) of the step, col group].
-  for (int64_t step = 0; step < kMmaKeys / 16; ++step) {
+  for (int64_t step = 0; step < static_cast<int64_t>(weights.size()) / 2; ++step) {
     SmallVector<Value> a(weights[2 * step]);
     llvm::append_range(a, weights[2 * step + 1]);
     for (int64_t t = 0; t < headDim / 8; ++t) {
@@ -615,6 +638,209 @@ void GPUKernelBuilder::buildTensorCoreForward() {
       });
     });
   }
+  gpu::ReturnOp::create(b);
+}
+
+void GPUKernelBuilder::buildTensorCoreBackwardDq() {
+  // (q, k, v, dout, row_max, row_sum, delta, params, key_lengths, dq, heads, nq, nk, causal)
+  createKernel("backward_dq", 10, 4, {kMmaKeys, kMmaKeys}, 0, kMmaRows, kMmaThreads, storage, kMmaPad);
+  Value q = arguments[0], k = arguments[1], v = arguments[2], dOut = arguments[3],
+        rowMax = arguments[4], rowSum = arguments[5], delta = arguments[6], dq = arguments[9];
+  readProblem(arguments[7], arguments[8], arguments[11], arguments[12], arguments[13]);
+  Value keyTile = sharedTiles[0], valueTile = sharedTiles[1];
+  Value zero = constant(0.0);
+  auto narrow = [&](Value x) { return arith::TruncFOp::create(b, storage, x).getResult(); };
+
+  mmaCoordinates();
+  Value lastRow = arith::SubIOp::create(b, queries, index(1));
+  Value warpRow = addIndex(tileBase, mulIndex(warp, index(16)));
+  SmallVector<Value> rowIndex, rowValid, rowKeyEnd, rowBase, rowM, rowD, rowLive, rowInverse;
+  for (int64_t half = 0; half < 2; ++half) {
+    Value unclamped = addIndex(warpRow, addIndex(group, index(8 * half)));
+    rowValid.push_back(less(unclamped, queries));
+    rowIndex.push_back(minIndex(unclamped, lastRow));
+    rowKeyEnd.push_back(keyEnd(rowIndex.back()));
+    rowBase.push_back(rowOffset(queries, rowIndex.back(), headDim));
+    Value statOffset = addIndex(mulIndex(batchHead, queries), rowIndex.back());
+    Value c = loadF32(rowSum, statOffset);
+    rowM.push_back(loadF32(rowMax, statOffset));
+    rowD.push_back(loadF32(delta, statOffset));
+    // Fully masked rows (C = 0) contribute nothing.
+    rowLive.push_back(arith::CmpFOp::create(b, arith::CmpFPredicate::UNE, c, zero));
+    rowInverse.push_back(select(rowLive.back(), div(constant(1.0), c), zero));
+  }
+  SmallVector<SmallVector<Value>> queryFragments =
+      rowFragments(q, rowBase, [&](Value x) { return feature(x); });
+  SmallVector<SmallVector<Value>> gradFragments = rowFragments(dOut, rowBase, [](Value x) { return x; });
+  Value blockKeyEnd = keyEnd(minIndex(addIndex(tileBase, index(kMmaRows - 1)), lastRow));
+
+  const int64_t outputTiles = headDim / 8, keyTiles = kMmaKeys / 8;
+  SmallVector<Value> inits(4 * outputTiles, zero);
+  ValueRange grad = buildLoop(b, index(0), blockKeyEnd, inits, [&](Value j0, ValueRange acc) -> SmallVector<Value> {
+    stageRows(keyTile, k, keys, j0, blockKeyEnd, [&](Value x) { return feature(x); });
+    stageRows(valueTile, v, keys, j0, blockKeyEnd, [](Value x) { return x; });
+    barrier();
+    SmallVector<SmallVector<Value>> scores = productWithRows(queryFragments, keyTile);
+    SmallVector<SmallVector<Value>> dPs = productWithRows(gradFragments, valueTile);
+    // dRaw = (g'·dP - h'·D)/C · mod'(raw) for this thread's 2 rows × 16 keys.
+    SmallVector<SmallVector<Value>> scoreGrads(keyTiles, SmallVector<Value>(4));
+    for (int64_t half = 0; half < 2; ++half)
+      for (int64_t t = 0; t < keyTiles; ++t)
+        for (int64_t e = 0; e < 2; ++e) {
+          Value i = rowIndex[half];
+          Value j = addIndex(j0, addIndex(quadColumn, index(t * 8 + e)));
+          Value keep = both(rowLive[half], both(less(j, rowKeyEnd[half]), maskKeeps(i, j)));
+          Value raw = mul(scores[t][2 * half + e], scale);
+          Value s = modScore(raw, i, j);
+          SmallVector<Value> normalizerArgs = withParams({s, rowM[half]});
+          Value term = mul(call(fns.numeratorDs, normalizerArgs), dPs[t][2 * half + e]);
+          if (fns.denominatorDs)
+            term = sub(term, mul(call(fns.denominatorDs, normalizerArgs), rowD[half]));
+          Value ds = mul(term, rowInverse[half]);
+          Value dRaw = fns.scoreDs ? mul(ds, call(fns.scoreDs, withParams({raw, i, j}))) : ds;
+          scoreGrads[t][2 * half + e] = narrow(select(keep, dRaw, zero));
+        }
+    // dQ += dRaw·φ(K).
+    SmallVector<Value> next(acc.begin(), acc.end());
+    accumulateWeighted(next, scoreGrads, keyTile);
+    barrier();
+    return next;
+  }, index(kMmaKeys));
+
+  // dQ = scale·Σ_j dRaw·φ(k_j), times φ'(q) with a feature map.
+  for (int64_t half = 0; half < 2; ++half)
+    ifThen(rowValid[half], [&]() {
+      for (int64_t t = 0; t < outputTiles; ++t)
+        for (int64_t e = 0; e < 2; ++e) {
+          Value at = addIndex(rowBase[half], addIndex(quadColumn, index(t * 8 + e)));
+          Value value = mul(grad[4 * t + 2 * half + e], scale);
+          if (fns.featureDx)
+            value = mul(value, call(fns.featureDx, {loadStored(q, at)}));
+          storeStored(value, dq, at);
+        }
+    });
+  gpu::ReturnOp::create(b);
+}
+
+void GPUKernelBuilder::buildTensorCoreBackwardDkDv() {
+  // (q, k, v, dout, row_max, row_sum, delta, params, key_lengths, dk, dv, dparams,
+  //  heads, nq, nk, causal)
+  createKernel("backward_dkdv", 12, 4, {kMmaBackwardQueries, kMmaBackwardQueries}, 3, kMmaRows,
+               kMmaThreads, storage, kMmaPad);
+  Value q = arguments[0], k = arguments[1], v = arguments[2], dOut = arguments[3],
+        rowMax = arguments[4], rowSum = arguments[5], delta = arguments[6], dk = arguments[9],
+        dv = arguments[10], dParams = arguments[11];
+  readProblem(arguments[7], arguments[8], arguments[13], arguments[14], arguments[15]);
+  Value queryTile = sharedTiles[0], gradTile = sharedTiles[1];
+  Value maxTile = sharedVectors[0], sumTile = sharedVectors[1], deltaTile = sharedVectors[2];
+  Value zero = constant(0.0);
+  auto narrow = [&](Value x) { return arith::TruncFOp::create(b, storage, x).getResult(); };
+  unsigned numNormalizerParams = normalizer.getNumParams();
+  unsigned numParams = paramValues.size();
+
+  // Each warp owns 16 keys (the mma rows); keys past nk repeat the last key and
+  // store nothing; keys at or past key_lengths are masked for every query.
+  mmaCoordinates();
+  Value lastKey = arith::SubIOp::create(b, keys, index(1));
+  Value warpKey = addIndex(tileBase, mulIndex(warp, index(16)));
+  SmallVector<Value> keyIndex, keyValid, keyLive, keyBase;
+  for (int64_t half = 0; half < 2; ++half) {
+    Value unclamped = addIndex(warpKey, addIndex(group, index(8 * half)));
+    keyValid.push_back(less(unclamped, keys));
+    keyIndex.push_back(minIndex(unclamped, lastKey));
+    keyLive.push_back(both(keyValid.back(), less(keyIndex.back(), keyValidEnd)));
+    keyBase.push_back(rowOffset(keys, keyIndex.back(), headDim));
+  }
+  // Causal: only queries i >= j see key j, so the block starts at its first key.
+  Value queryBegin = select(isCausal, minIndex(tileBase, queries), index(0));
+
+  // Carried: dK accumulators, dV accumulators (4 per 8-column tile each), then
+  // this thread's share of each dθ.
+  const int64_t outputTiles = headDim / 8, queryTiles = kMmaBackwardQueries / 8;
+  SmallVector<Value> inits(8 * outputTiles + numParams, zero);
+  ValueRange acc = buildLoop(b, queryBegin, queries, inits, [&](Value i0, ValueRange accIn) -> SmallVector<Value> {
+    stageRows(queryTile, q, queries, i0, queries, [&](Value x) { return feature(x); });
+    stageRows(gradTile, dOut, queries, i0, queries, [](Value x) { return x; });
+    stageStatistics(i0, {rowMax, rowSum, delta}, {maxTile, sumTile, deltaTile});
+    barrier();
+    // Transposed tiles: rows are this thread's keys, columns the staged queries.
+    // φ(K)'s and V's fragments are reloaded (from cache) per tile rather than
+    // held: next to the dK and dV accumulators they make the d = 128 kernel spill.
+    SmallVector<SmallVector<Value>> scores =
+        productWithRows(rowFragments(k, keyBase, [&](Value x) { return feature(x); }), queryTile);
+    SmallVector<SmallVector<Value>> dPs =
+        productWithRows(rowFragments(v, keyBase, [](Value x) { return x; }), gradTile);
+    SmallVector<Value> next(accIn.begin(), accIn.end());
+    SmallVector<SmallVector<Value>> weights(queryTiles, SmallVector<Value>(4)),
+        scoreGrads(queryTiles, SmallVector<Value>(4));
+    for (int64_t half = 0; half < 2; ++half)
+      for (int64_t t = 0; t < queryTiles; ++t)
+        for (int64_t e = 0; e < 2; ++e) {
+          Value j = keyIndex[half];
+          Value local = addIndex(quadColumn, index(t * 8 + e));
+          Value i = addIndex(i0, local);
+          Value c = memref::LoadOp::create(b, sumTile, ValueRange{local});
+          Value m = memref::LoadOp::create(b, maxTile, ValueRange{local});
+          Value rowD = memref::LoadOp::create(b, deltaTile, ValueRange{local});
+          Value live = arith::CmpFOp::create(b, arith::CmpFPredicate::UNE, c, zero);
+          Value causalKeeps = arith::OrIOp::create(
+              b, arith::XOrIOp::create(b, isCausal, arith::ConstantIntOp::create(b, 1, 1)),
+              arith::CmpIOp::create(b, arith::CmpIPredicate::sle, j, i));
+          Value keep = both(both(keyLive[half], live), both(causalKeeps, maskKeeps(i, j)));
+          Value inverseC = select(live, div(constant(1.0), c), zero);
+          Value raw = mul(scores[t][2 * half + e], scale);
+          Value dP = dPs[t][2 * half + e];
+          Value s = modScore(raw, i, j);
+          SmallVector<Value> normalizerArgs = withParams({s, m});
+          SmallVector<Value> scoreArgs = withParams({raw, i, j});
+          auto weighted = [&](func::FuncOp gPrime, func::FuncOp hPrime) {
+            Value term = mul(call(gPrime, normalizerArgs), dP);
+            if (hPrime)
+              term = sub(term, mul(call(hPrime, normalizerArgs), rowD));
+            return mul(term, inverseC);
+          };
+          Value w = mul(call(fns.numerator, normalizerArgs), inverseC);
+          Value ds = weighted(fns.numeratorDs, fns.denominatorDs);
+          Value dRaw = fns.scoreDs ? mul(ds, call(fns.scoreDs, scoreArgs)) : ds;
+          weights[t][2 * half + e] = narrow(select(keep, w, zero));
+          scoreGrads[t][2 * half + e] = narrow(select(keep, dRaw, zero));
+          for (unsigned p = 0; p < numParams; ++p) {
+            Value term = p < numNormalizerParams
+                             ? weighted(fns.numeratorDp[p], fns.denominatorDp[p])
+                             : mul(ds, call(fns.scoreDp[p - numNormalizerParams], scoreArgs));
+            next[8 * outputTiles + p] = add(next[8 * outputTiles + p], select(keep, term, zero));
+          }
+        }
+    // dK += dRaw·φ(Q) (scaled at the end), dV += W·dO.
+    accumulateWeighted(MutableArrayRef<Value>(next).slice(0, 4 * outputTiles), scoreGrads, queryTile);
+    accumulateWeighted(MutableArrayRef<Value>(next).slice(4 * outputTiles, 4 * outputTiles), weights, gradTile);
+    barrier();
+    return next;
+  }, index(kMmaBackwardQueries));
+
+  for (int64_t half = 0; half < 2; ++half)
+    ifThen(keyValid[half], [&]() {
+      // With a feature map dK holds d/dφ(k); chain through φ'(k).
+      for (int64_t t = 0; t < outputTiles; ++t)
+        for (int64_t e = 0; e < 2; ++e) {
+          Value at = addIndex(keyBase[half], addIndex(quadColumn, index(t * 8 + e)));
+          Value grad = mul(acc[4 * t + 2 * half + e], scale);
+          if (fns.featureDx)
+            grad = mul(grad, call(fns.featureDx, {loadStored(k, at)}));
+          storeStored(grad, dk, at);
+          storeStored(acc[4 * outputTiles + 4 * t + 2 * half + e], dv, at);
+        }
+    });
+  // dθ: the warp's 16 keys × the queries, summed over its lanes, one atomic per param.
+  SmallVector<Value> paramGrads;
+  for (unsigned p = 0; p < numParams; ++p)
+    paramGrads.push_back(warpSum(acc[8 * outputTiles + p]));
+  if (numParams != 0)
+    ifThen(arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, index(0)), [&]() {
+      for (unsigned p = 0; p < numParams; ++p)
+        LLVM::AtomicRMWOp::create(b, LLVM::AtomicBinOp::fadd, element(dParams, index(p), f32),
+                                  paramGrads[p], LLVM::AtomicOrdering::monotonic);
+    });
   gpu::ReturnOp::create(b);
 }
 
@@ -749,15 +975,7 @@ void GPUKernelBuilder::buildBackwardDkDv() {
   ValueRange acc = buildLoop(b, queryBegin, queries, inits, [&](Value i0, ValueRange accIn) -> SmallVector<Value> {
     stageRows(queryTile, q, queries, i0, queries, [&](Value x) { return mul(feature(x), scale); });
     stageRows(gradTile, dOut, queries, i0, queries, [](Value x) { return x; });
-    ifThen(less(thread, index(kStagedRows)), [&]() {
-      Value row = addIndex(i0, thread);
-      Value valid = less(row, queries);
-      Value statOffset = addIndex(mulIndex(batchHead, queries), select(valid, row, i0));
-      // Rows past nq get C = 0, which marks them as contributing nothing.
-      memref::StoreOp::create(b, loadF32(rowMax, statOffset), maxTile, ValueRange{thread});
-      memref::StoreOp::create(b, select(valid, loadF32(rowSum, statOffset), zero), sumTile, ValueRange{thread});
-      memref::StoreOp::create(b, loadF32(delta, statOffset), deltaTile, ValueRange{thread});
-    });
+    stageStatistics(i0, {rowMax, rowSum, delta}, {maxTile, sumTile, deltaTile});
     barrier();
     Value rowsHere = minIndex(index(kStagedRows), arith::SubIOp::create(b, queries, i0));
     SmallVector<Value> next = llvm::to_vector(buildLoop(b, index(0), rowsHere, accIn, [&](Value ii, ValueRange state) -> SmallVector<Value> {
@@ -878,7 +1096,10 @@ LogicalResult mlir::attn::lowerKernelToGPU(KernelOp kernel, ArrayRef<FloatType> 
            {tensorCores ? &GPUKernelBuilder::buildTensorCoreForward
                         : &GPUKernelBuilder::buildForward,
             &GPUKernelBuilder::buildBackwardPrep,
-            &GPUKernelBuilder::buildBackwardDkDv, &GPUKernelBuilder::buildBackwardDq}) {
+            tensorCores ? &GPUKernelBuilder::buildTensorCoreBackwardDkDv
+                        : &GPUKernelBuilder::buildBackwardDkDv,
+            tensorCores ? &GPUKernelBuilder::buildTensorCoreBackwardDq
+                        : &GPUKernelBuilder::buildBackwardDq}) {
         b.setInsertionPointToEnd(gpuModule.getBody());
         (builder.*build)();
       }

@@ -81,18 +81,38 @@ attn.kernel @k normalizer(@softmax)
 // CHECK-COUNT-5: gpu.shuffle  xor
 // CHECK: llvm.store %{{.*}}, %{{.*}} : f32, !llvm.ptr<1>
 // CHECK-LABEL: gpu.func @attn_backward_dkdv_f16_d64(
-// CHECK-SAME: workgroup({{.*}}memref<32x64xf32, #gpu.address_space<workgroup>>, {{.*}}memref<32x64xf32, #gpu.address_space<workgroup>>, {{.*}}memref<32xf32, #gpu.address_space<workgroup>>, {{.*}}memref<32xf32, #gpu.address_space<workgroup>>, {{.*}}memref<32xf32, #gpu.address_space<workgroup>>)
-// CHECK-SAME: attn.role = "backward_dkdv"
-// CHECK-NOT: llvm.atomicrmw
-// CHECK-NOT: mma.sync
+// CHECK-SAME: workgroup(%[[QT:.*]] : memref<32x72xf16, #gpu.address_space<workgroup>>, %[[GT:.*]] : memref<32x72xf16, #gpu.address_space<workgroup>>, {{.*}}memref<32xf32, #gpu.address_space<workgroup>>, {{.*}}memref<32xf32, #gpu.address_space<workgroup>>, {{.*}}memref<32xf32, #gpu.address_space<workgroup>>)
+// CHECK-SAME: attn.role = "backward_dkdv", attn.tile = 64 : i64, known_block_size = array<i32: 128, 1, 1>
+// CHECK: gpu.barrier
+// CHECK: memref.load %[[QT]]
+// CHECK: nvgpu.mma.sync
+// CHECK: memref.load %[[GT]]
+// CHECK: nvgpu.mma.sync
+// CHECK: math.exp
 // CHECK: arith.truncf %{{.*}} : f32 to f16
+// CHECK: nvgpu.mma.sync
+// CHECK: gpu.barrier
+// CHECK-NOT: llvm.atomicrmw
+// CHECK: llvm.store %{{.*}}, %{{.*}} : f16, !llvm.ptr<1>
 // CHECK-LABEL: gpu.func @attn_backward_dq_f16_d64(
-// CHECK-SAME: attn.role = "backward_dq"
+// CHECK-SAME: workgroup({{.*}}memref<64x72xf16, #gpu.address_space<workgroup>>, {{.*}}memref<64x72xf16, #gpu.address_space<workgroup>>)
+// CHECK-SAME: attn.role = "backward_dq", attn.tile = 64 : i64, known_block_size = array<i32: 128, 1, 1>
 // CHECK-NOT: func.call
+// CHECK: nvgpu.mma.sync
 // CHECK: gpu.return
 
+// SIMT-LABEL: gpu.func @attn_backward_dkdv_f32_d64(
+// SIMT-SAME: workgroup({{.*}}memref<32x64xf32, #gpu.address_space<workgroup>>, {{.*}}memref<32x64xf32, #gpu.address_space<workgroup>>, {{.*}}memref<32xf32, #gpu.address_space<workgroup>>, {{.*}}memref<32xf32, #gpu.address_space<workgroup>>, {{.*}}memref<32xf32, #gpu.address_space<workgroup>>)
+// SIMT-SAME: attn.role = "backward_dkdv", attn.tile = 8 : i64, known_block_size = array<i32: 256, 1, 1>
+// SIMT-NOT: llvm.atomicrmw
+// SIMT-NOT: mma.sync
+// SIMT-LABEL: gpu.func @attn_backward_dq_f32_d64(
+// SIMT-SAME: attn.role = "backward_dq"
+// SIMT-NOT: func.call
+// SIMT: gpu.return
+
 // TYPES: gpu.module @attn_cuda [#nvvm.target<O = 3, chip = "sm_90">]
-// TYPES-LABEL: gpu.func @attn_forward_bf16_d32({{.*}}workgroup({{.*}}memref<64x40xbf16
+// TYPES: gpu.func @attn_forward_bf16_d32({{.*}}workgroup({{.*}}memref<64x40xbf16
 // TYPES: llvm.bitcast %{{.*}} : vector<2xbf16> to i32
 // TYPES: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
 // TYPES-DAG: gpu.func @attn_forward_bf16_d128({{.*}}workgroup({{.*}}memref<64x136xbf16
@@ -129,11 +149,19 @@ attn.kernel @k normalizer(@sigmoid)
 // CHECK-SAME: memref<32x64xf32, #gpu.address_space<workgroup>>
 // CHECK-NOT: mma.sync
 // CHECK-LABEL: gpu.func @attn_backward_dkdv_f16_d64(
+// CHECK-SAME: memref<32x64xf32, #gpu.address_space<workgroup>>
 // CHECK: %[[BIAS:.*]] = llvm.load %{{.*}} : !llvm.ptr<1> -> f32
 // CHECK: scf.for {{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32)
 // CHECK: arith.addf %{{.*}}, %[[BIAS]] : f32
 // CHECK: llvm.atomicrmw fadd %{{.*}}, %{{.*}} monotonic : !llvm.ptr<1>, f32
 // CHECK: gpu.return
+
+// bf16 has f32's range, so the plain normalizer's bf16 kernels use tensor cores;
+// dθ: per-thread shares summed over the warp, then one atomic per param.
+// TYPES: gpu.func @attn_backward_dkdv_bf16_d32(
+// TYPES: nvvm.mma.sync
+// TYPES: gpu.shuffle  xor
+// TYPES: llvm.atomicrmw fadd %{{.*}}, %{{.*}} monotonic : !llvm.ptr<1>, f32
 
 // MANIFEST: devices cpu cuda\0Acuda-targets sm_90\0Acuda-kernel forward f32 32
 
