@@ -12,12 +12,14 @@
 // whatever the storage type; the scalar functions of attn-derive-backward are
 // inlined at their call sites, so CPU and GPU evaluate the same expressions.
 //
-// The f16/bf16 forward (online normalizers, or bf16) runs both contractions on
-// tensor cores instead (buildTensorCoreForward, FlashAttention-2 style): 4 warps
-// of 16 query rows, 64-key tiles of φ(K) and V in shared memory in the storage
-// type, S = φ(Q)·φ(K)ᵀ and O += P·V as mma.sync m16n8k16 with f32 accumulators,
-// the score accumulators reused as the A fragments of P, row max and sums over
-// the 4 lanes of a fragment row with gpu.shuffle. The backward kernels are SIMT.
+// f16/bf16 kernels (online normalizers, or bf16) run every product on tensor
+// cores instead (FlashAttention-2 style): 4 warps of 16 rows, tiles of the other
+// operand in shared memory in the storage type, mma.sync m16n8k16 with f32
+// accumulators, the score-shaped accumulators reused as A fragments (P, dS),
+// row max and sums over the 4 lanes of a fragment row with gpu.shuffle. Forward:
+// S = φ(Q)·φ(K)ᵀ, O += P·V. backward_dq: S, dP = dO·Vᵀ, dQ += dS·φ(K).
+// backward_dkdv (keys as rows): Sᵀ = φ(K)·φ(Q)ᵀ, dPᵀ = V·dOᵀ, dV += Pᵀ·dO,
+// dK += dSᵀ·φ(Q). backward_prep stays SIMT.
 //
 // Global tensors are contiguous [B, H, N, D] (statistics [B, H, N]) and arrive
 // as bare !llvm.ptr<1> device pointers; element (b, h, n, c) is at

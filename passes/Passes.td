@@ -65,9 +65,10 @@ def AttnLowerToGPU : Pass<"attn-lower-to-gpu", "::mlir::ModuleOp"> {
     `attn_backward_dkdv_<T>_d<D>`, `attn_backward_dq_<T>_d<D>`, from the functions
     attn-derive-backward emitted (inlined at their call sites). SIMT kernels: one
     warp per row, the other operand staged in shared memory, dot products reduced
-    with gpu.shuffle, f32 arithmetic. The f16/bf16 forward of online normalizers
-    (and every bf16 forward) uses tensor cores for Q·Kᵀ and P·V (nvgpu.mma.sync
-    for f16, nvvm.mma.sync for bf16, m16n8k16, f32 accumulation). Attaches one
+    with gpu.shuffle, f32 arithmetic. The f16/bf16 kernels of online normalizers
+    (and every bf16 kernel) run their products on tensor cores instead (Q·Kᵀ,
+    P·V; backward dO·Vᵀ, dS·K, dSᵀ·Q, Pᵀ·dO): nvgpu.mma.sync for f16,
+    nvvm.mma.sync for bf16, m16n8k16, f32 accumulation. Attaches one
     #nvvm.target per `targets` chip.
     Run before attn-lower-to-loops, which erases the attn ops and writes the
     manifest's cuda lines from this module.

@@ -54,7 +54,7 @@
  *       one line per generated (role, dtype, headdim); a head dim without a line is
  *       unsupported on GPU. symbol: the kernel's name in the cubin. tile: rows
  *       (queries; keys for backward_dkdv) per block, for the grid; it differs
- *       between kernels (64 for the tensor-core forward, 8 for SIMT). threads:
+ *       between kernels (64 for tensor-core kernels, 8 for SIMT ones). threads:
  *       blockDim.x (blockDim.y = blockDim.z = 1). smem: dynamic shared memory bytes
  *       for cuLaunchKernel (0: the kernels use static shared memory only).
  *
