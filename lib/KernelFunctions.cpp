@@ -341,3 +341,145 @@ FailureOr<func::FuncOp> mlir::attn::cloneRetyped(func::FuncOp function, FloatTyp
   }
   return clone;
 }
+
+std::string mlir::attn::elementTypeName(Type type) {
+  std::string name;
+  llvm::raw_string_ostream os(name);
+  type.print(os);
+  return name;
+}
+
+FailureOr<ScalarFunctions> mlir::attn::lookupScalarFunctions(KernelOp kernel, FloatType type) {
+  ModuleOp module = kernel->getParentOfType<ModuleOp>();
+  NormalizerOp normalizer = kernel.getNormalizerOp();
+  KernelFunctionNames names(kernel);
+  bool retype = type != normalizer.getScalarType();
+  auto require = [&](func::FuncOp &slot, const std::string &name) -> LogicalResult {
+    auto function = module.lookupSymbol<func::FuncOp>(name);
+    if (!function || !retype) {
+      slot = function;
+      return success();
+    }
+    std::string retypedName = name + "." + elementTypeName(type);
+    if (auto existing = module.lookupSymbol<func::FuncOp>(retypedName)) {
+      slot = existing;
+      return success();
+    }
+    FailureOr<func::FuncOp> clone = cloneRetyped(function, type, /*vectorWidth=*/0, retypedName);
+    if (failed(clone))
+      return failure();
+    slot = *clone;
+    return success();
+  };
+
+  if (!module.lookupSymbol<func::FuncOp>(names.numerator()))
+    return kernel.emitOpError("has no outlined functions; run attn-derive-backward first");
+  ScalarFunctions fns;
+  SmallVector<StringRef> params = kernelParamNames(kernel);
+  unsigned numNormalizerParams = normalizer.getNumParams();
+  auto derivative = [](const std::string &f, StringRef arg) {
+    return KernelFunctionNames::derivative(f, arg);
+  };
+  if (failed(require(fns.numerator, names.numerator())) ||
+      failed(require(fns.denominator, names.denominator())) ||
+      failed(require(fns.stabilizer, names.stabilizer())) ||
+      failed(require(fns.score, names.score())) ||
+      failed(require(fns.feature, names.feature())) ||
+      failed(require(fns.mask, names.mask())) ||
+      failed(require(fns.phase, names.phase())) ||
+      failed(require(fns.numeratorDs, derivative(names.numerator(), "s"))) ||
+      failed(require(fns.denominatorDs, derivative(names.denominator(), "s"))) ||
+      failed(require(fns.scoreDs, derivative(names.score(), "s"))) ||
+      failed(require(fns.featureDx, derivative(names.feature(), "x"))))
+    return failure();
+  for (unsigned k = 0; k < params.size(); ++k) {
+    func::FuncOp num, den, sc;
+    if (k < numNormalizerParams) {
+      if (failed(require(num, derivative(names.numerator(), params[k]))) ||
+          failed(require(den, derivative(names.denominator(), params[k]))))
+        return failure();
+      fns.numeratorDp.push_back(num);
+      fns.denominatorDp.push_back(den);
+    } else {
+      if (failed(require(sc, derivative(names.score(), params[k]))))
+        return failure();
+      fns.scoreDp.push_back(sc);
+    }
+  }
+  ScoreOp score = kernel.getScoreOp();
+  for (unsigned r = 0; score && r < score.getNumRowInputs(); ++r)
+    if (failed(require(fns.scoreDr.emplace_back(),
+                       derivative(names.score(), rowInputDerivativeName(score, r)))))
+      return failure();
+  return fns;
+}
+
+LogicalResult mlir::attn::checkContractSupported(KernelOp kernel, StringRef lowering) {
+  ScoreOp score = kernel.getScoreOp();
+  if (!score)
+    return success();
+  ContractKind contract = score.getContract();
+  if (contract != ContractKind::Dot && contract != ContractKind::ScaledDot)
+    return kernel.emitOpError() << "uses contract " << stringifyContractKind(contract)
+                                << " (score " << kernel.getScoreAttr() << "), which the "
+                                << lowering
+                                << " lowering does not support yet; supported: dot, scaled_dot";
+  if (score.getNumWeights() != 0)
+    return kernel.emitOpError() << "has a score with learnable weights (score "
+                                << kernel.getScoreAttr() << "), which the " << lowering
+                                << " lowering does not support yet";
+  if (score.getNumRowInputs() != 0)
+    return kernel.emitOpError() << "has a score with row inputs (score "
+                                << kernel.getScoreAttr() << "), which the " << lowering
+                                << " lowering does not support yet";
+  return success();
+}
+
+std::optional<double> mlir::attn::fixedScoreScale(KernelOp kernel) {
+  ScoreOp score = kernel.getScoreOp();
+  if (score && score.getScale())
+    return score.getScale()->convertToDouble();
+  if (score && score.getContract() != ContractKind::ScaledDot)
+    return 1.0;
+  return std::nullopt;
+}
+
+Value mlir::attn::buildRowDenominator(ImplicitLocOpBuilder &b, NormalizerOp normalizer,
+                                      bool online, Value m, Value sum, Value count) {
+  Type type = m.getType();
+  auto constant = [&](double value) {
+    return arith::ConstantOp::create(b, type, b.getFloatAttr(type, value)).getResult();
+  };
+  switch (normalizer.getDenominatorKind()) {
+  case DenominatorKind::Sum:
+    if (auto eps = normalizer.getEpsilon()) {
+      Value epsilon = constant(eps->convertToDouble());
+      if (online) // C·e^-m = Σ h·e^-m + ε·e^-m
+        epsilon = arith::MulFOp::create(
+            b, epsilon, math::ExpOp::create(b, arith::NegFOp::create(b, m)));
+      return arith::AddFOp::create(b, sum, epsilon);
+    }
+    return sum;
+  case DenominatorKind::Constant:
+    return constant(normalizer.getDenominatorConstant()->convertToDouble());
+  case DenominatorKind::Count:
+    return count;
+  }
+  llvm_unreachable("unknown denominator kind");
+}
+
+FailureOr<KernelOp> mlir::attn::selectKernel(ModuleOp module, StringRef name) {
+  if (!name.empty()) {
+    if (auto kernel = module.lookupSymbol<KernelOp>(name))
+      return kernel;
+    return module.emitError() << "no attn.kernel named '" << name << "'";
+  }
+  SmallVector<KernelOp> kernels = llvm::to_vector(module.getOps<KernelOp>());
+  if (kernels.size() == 1)
+    return kernels.front();
+  auto diag = module.emitError() << "an artifact holds one kernel; this module has "
+                                 << kernels.size() << ": choose one with kernel=<name>";
+  for (KernelOp candidate : kernels)
+    diag.attachNote(candidate.getLoc()) << "candidate @" << candidate.getSymName();
+  return failure();
+}

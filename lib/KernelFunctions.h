@@ -24,6 +24,9 @@
 
 #include "dialect/AttnOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <optional>
 
 namespace mlir::attn {
 
@@ -70,6 +73,44 @@ LogicalResult outlineKernelFunctions(KernelOp kernel);
 /// kernels call on a row of scores. Constants are converted (splat for vectors).
 FailureOr<func::FuncOp> cloneRetyped(func::FuncOp function, FloatType type,
                                      int64_t vectorWidth, StringRef name);
+
+/// The scalar functions of one kernel at one float type (null where the kernel
+/// has no such function), as the CPU and GPU lowerings call them.
+struct ScalarFunctions {
+  func::FuncOp numerator, denominator, stabilizer, score, feature, mask;
+  func::FuncOp phase; // kernelised cosformer mods only
+  func::FuncOp numeratorDs, denominatorDs, scoreDs, featureDx;
+  SmallVector<func::FuncOp> scoreDr;                     // per row input
+  SmallVector<func::FuncOp> numeratorDp, denominatorDp; // per normalizer param
+  SmallVector<func::FuncOp> scoreDp;                     // per score param
+  bool online() const { return static_cast<bool>(stabilizer); }
+};
+
+/// The functions outlineKernelFunctions emitted for `kernel`, retyped to `type`
+/// (as `<name>.<type>` next to the original) when the kernel computes in another
+/// float type. Fails with a diagnostic when attn-derive-backward has not run.
+FailureOr<ScalarFunctions> lookupScalarFunctions(KernelOp kernel, FloatType type);
+
+/// Fails unless the kernel's score is one `lowering` (named in the diagnostic)
+/// implements: a dot or scaled_dot contraction without learnable weights or row
+/// inputs (the CPU lowering implements every score; the GPU one these).
+LogicalResult checkContractSupported(KernelOp kernel, StringRef lowering);
+
+/// The factor applied to the contraction: the score's scale, else 1 for every
+/// contract but `scaled_dot`, whose default (std::nullopt) is 1/sqrt(head dim).
+std::optional<double> fixedScoreScale(KernelOp kernel);
+
+/// C_i (times e^-m for online normalizers) of a row from its running max `m`, its
+/// Σ h `sum` and its unmasked-key `count`, all of m's float type.
+Value buildRowDenominator(ImplicitLocOpBuilder &b, NormalizerOp normalizer, bool online,
+                          Value m, Value sum, Value count);
+
+/// The attn.kernel of `module` named `name`, or its only kernel when `name` is
+/// empty; emits an error (listing the candidates) otherwise.
+FailureOr<KernelOp> selectKernel(ModuleOp module, StringRef name);
+
+/// The name of an element type in entry points and the manifest (f32, f64, f16, bf16).
+std::string elementTypeName(Type type);
 
 } // namespace mlir::attn
 

@@ -18,6 +18,7 @@
 #include "lib/KernelisedAnalysis.h"
 #include "lib/LoopBuilders.h"
 #include "lib/LowerLinearAttention.h"
+#include "lib/LowerToGPU.h"
 #include "lib/NormalizerAnalysis.h"
 #include "runtime/include/attn/abi.h"
 
@@ -41,17 +42,7 @@ using namespace mlir::attn;
 
 namespace {
 
-std::string typeSuffix(FloatType type) { return type.isF64() ? "f64" : "f32"; }
-
-/// The scalar functions of one kernel, instantiated for one element type.
-struct ScalarFunctions {
-  func::FuncOp numerator, denominator, stabilizer, score, feature, mask;
-  func::FuncOp phase; // kernelised cosformer mods only
-  func::FuncOp numeratorDs, denominatorDs, scoreDs, featureDx;
-  SmallVector<func::FuncOp> scoreDr;                     // per row input
-  SmallVector<func::FuncOp> numeratorDp, denominatorDp; // per normalizer param
-  SmallVector<func::FuncOp> scoreDp;                     // per score param
-};
+std::string typeSuffix(FloatType type) { return elementTypeName(type); }
 
 /// Head dims with a register-blocked, vectorised specialisation; other dims (and
 /// views whose rows are not contiguous) take the generic loops.
@@ -388,65 +379,11 @@ void KernelCodegen::axpyRow(Value memref, Value row, Value factor, Value source,
 
 LogicalResult KernelCodegen::instantiateFunctions() {
   ModuleOp module = kernel->getParentOfType<ModuleOp>();
-  KernelFunctionNames names(kernel);
-  bool retype = type != normalizer.getScalarType();
-  auto get = [&](const std::string &name) -> FailureOr<func::FuncOp> {
-    auto function = module.lookupSymbol<func::FuncOp>(name);
-    if (!function)
-      return func::FuncOp();
-    if (!retype)
-      return function;
-    std::string retypedName = name + "." + typeSuffix(type);
-    if (auto existing = module.lookupSymbol<func::FuncOp>(retypedName))
-      return existing;
-    return cloneRetyped(function, type, /*vectorWidth=*/0, retypedName);
-  };
-  auto require = [&](func::FuncOp &slot, const std::string &name) -> LogicalResult {
-    FailureOr<func::FuncOp> function = get(name);
-    if (failed(function))
-      return failure();
-    slot = *function;
-    return success();
-  };
-
-  if (!module.lookupSymbol<func::FuncOp>(names.numerator()))
-    return kernel.emitOpError("has no outlined functions; run attn-derive-backward first");
-  SmallVector<StringRef> params = kernelParamNames(kernel);
-  unsigned numNormalizerParams = normalizer.getNumParams();
-  auto derivative = [](const std::string &f, StringRef arg) {
-    return KernelFunctionNames::derivative(f, arg);
-  };
-  if (failed(require(fns.numerator, names.numerator())) ||
-      failed(require(fns.denominator, names.denominator())) ||
-      failed(require(fns.stabilizer, names.stabilizer())) ||
-      failed(require(fns.score, names.score())) ||
-      failed(require(fns.feature, names.feature())) ||
-      failed(require(fns.mask, names.mask())) ||
-      failed(require(fns.phase, names.phase())) ||
-      failed(require(fns.numeratorDs, derivative(names.numerator(), "s"))) ||
-      failed(require(fns.denominatorDs, derivative(names.denominator(), "s"))) ||
-      failed(require(fns.scoreDs, derivative(names.score(), "s"))) ||
-      failed(require(fns.featureDx, derivative(names.feature(), "x"))))
+  FailureOr<ScalarFunctions> scalars = lookupScalarFunctions(kernel, type);
+  if (failed(scalars))
     return failure();
-  for (unsigned k = 0; k < params.size(); ++k) {
-    func::FuncOp num, den, sc;
-    if (k < numNormalizerParams) {
-      if (failed(require(num, derivative(names.numerator(), params[k]))) ||
-          failed(require(den, derivative(names.denominator(), params[k]))))
-        return failure();
-      fns.numeratorDp.push_back(num);
-      fns.denominatorDp.push_back(den);
-    } else {
-      if (failed(require(sc, derivative(names.score(), params[k]))))
-        return failure();
-      fns.scoreDp.push_back(sc);
-    }
-  }
-  for (unsigned r = 0; score && r < score.getNumRowInputs(); ++r)
-    if (failed(require(fns.scoreDr.emplace_back(),
-                       derivative(names.score(), rowInputDerivativeName(score, r)))))
-      return failure();
-  online = static_cast<bool>(fns.stabilizer);
+  fns = std::move(*scalars);
+  online = fns.online();
   FailureOr<Algorithm> algorithm = kernelAlgorithm(kernel);
   if (failed(algorithm))
     return failure();
@@ -496,10 +433,8 @@ void KernelCodegen::prologue(Value q, Value k, Value params, Value kvLen, Value 
   for (unsigned p = 0, e = kernelParamNames(kernel).size(); p < e; ++p)
     paramValues.push_back(load(params, {index(p)}));
   headDim = dim(q, 1);
-  if (score && score.getScale())
-    scale = constant(score.getScale()->convertToDouble());
-  else if (score && score.getContract() != ContractKind::ScaledDot)
-    scale = constant(1.0);
+  if (std::optional<double> fixed = fixedScoreScale(kernel))
+    scale = constant(*fixed);
   else {
     Value d = arith::IndexCastOp::create(b, b.getI64Type(), headDim);
     scale = math::RsqrtOp::create(b, arith::SIToFPOp::create(b, type, d));
@@ -523,21 +458,7 @@ Value KernelCodegen::keep(Value i, Value j) {
 }
 
 Value KernelCodegen::rowDenominator(Value m, Value sum, Value count) {
-  switch (normalizer.getDenominatorKind()) {
-  case DenominatorKind::Sum:
-    if (auto eps = normalizer.getEpsilon()) {
-      Value epsilon = constant(eps->convertToDouble());
-      if (online) // C·e^-m = Σ h·e^-m + ε·e^-m
-        epsilon = mul(epsilon, math::ExpOp::create(b, arith::NegFOp::create(b, m)));
-      return add(sum, epsilon);
-    }
-    return sum;
-  case DenominatorKind::Constant:
-    return constant(normalizer.getDenominatorConstant()->convertToDouble());
-  case DenominatorKind::Count:
-    return count;
-  }
-  llvm_unreachable("unknown denominator kind");
+  return buildRowDenominator(b, normalizer, online, m, sum, count);
 }
 
 Value KernelCodegen::contract(Value q, Value k, Value i, Value j) {
@@ -1441,7 +1362,8 @@ std::string mlir::attn::buildManifest(KernelOp kernel, ArrayRef<FloatType> eleme
   for (FloatType type : elementTypes)
     os << " " << typeSuffix(type);
   os << "\n";
-  os << "devices cpu\n";
+  std::string cuda = cudaManifestLines(kernel->getParentOfType<ModuleOp>());
+  os << (cuda.empty() ? "devices cpu\n" : "devices cpu cuda\n") << cuda;
   return text;
 }
 

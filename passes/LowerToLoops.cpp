@@ -1,4 +1,5 @@
 //===- LowerToLoops.cpp - attn-lower-to-loops -----------------------------===//
+#include "lib/KernelFunctions.h"
 #include "lib/LowerToLoops.h"
 #include "passes/Passes.h"
 
@@ -12,24 +13,9 @@ struct LowerToLoopsPass : impl::AttnLowerToLoopsBase<LowerToLoopsPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<KernelOp> kernels = llvm::to_vector(module.getOps<KernelOp>());
-    KernelOp kernel;
-    if (!kernelName.empty()) {
-      kernel = module.lookupSymbol<KernelOp>(kernelName);
-      if (!kernel) {
-        module.emitError() << "no attn.kernel named '" << kernelName << "'";
-        return signalPassFailure();
-      }
-    } else if (kernels.size() == 1) {
-      kernel = kernels.front();
-    } else {
-      auto diag = module.emitError()
-                  << "an artifact holds one kernel; this module has " << kernels.size()
-                  << ": choose one with kernel=<name>";
-      for (KernelOp candidate : kernels)
-        diag.attachNote(candidate.getLoc()) << "candidate @" << candidate.getSymName();
+    FailureOr<KernelOp> kernel = selectKernel(module, kernelName);
+    if (failed(kernel))
       return signalPassFailure();
-    }
 
     SmallVector<FloatType> types;
     for (const std::string &name : elementTypes.empty()
@@ -49,7 +35,7 @@ struct LowerToLoopsPass : impl::AttnLowerToLoopsBase<LowerToLoopsPass> {
       module.emitError() << "vector-bits must be 256 or 512, got " << vectorBits;
       return signalPassFailure();
     }
-    if (failed(lowerKernelToLoops(kernel, types, vectorBits)))
+    if (failed(lowerKernelToLoops(*kernel, types, vectorBits)))
       return signalPassFailure();
 
     // The attn ops have served their purpose; what remains is func/scf/memref.

@@ -60,6 +60,40 @@ def AttnLowerToLoops : Pass<"attn-lower-to-loops", "::mlir::ModuleOp"> {
                            "::mlir::vector::VectorDialect"];
 }
 
+def AttnLowerToGPU : Pass<"attn-lower-to-gpu", "::mlir::ModuleOp"> {
+  let summary = "Generates the CUDA kernels of a kernel as gpu.module @attn_cuda";
+  let description = [{
+    Builds `gpu.module @attn_cuda` holding, per storage type and head dim, the
+    four kernels of the CUDA ABI (runtime/include/attn/abi.h, section CUDA):
+    `attn_forward_<T>_d<D>`, `attn_backward_prep_<T>_d<D>`,
+    `attn_backward_dkdv_<T>_d<D>`, `attn_backward_dq_<T>_d<D>`, from the functions
+    attn-derive-backward emitted (inlined at their call sites). SIMT kernels: one
+    warp per row, the other operand staged in shared memory, dot products reduced
+    with gpu.shuffle, f32 arithmetic. The f16/bf16 kernels of online normalizers
+    (and every bf16 kernel) run their products on tensor cores instead (Q·Kᵀ,
+    P·V; backward dO·Vᵀ, dS·K, dSᵀ·Q, Pᵀ·dO): nvgpu.mma.sync for f16,
+    nvvm.mma.sync for bf16, m16n8k16, f32 accumulation. Attaches one
+    #nvvm.target per `targets` chip.
+    Run before attn-lower-to-loops, which erases the attn ops and writes the
+    manifest's cuda lines from this module.
+  }];
+  let options = [
+    Option<"kernelName", "kernel", "std::string", /*default=*/"\"\"",
+           "Which attn.kernel to lower when the module holds several">,
+    ListOption<"elementTypes", "element-types", "std::string",
+               "Storage types to instantiate (f32, f16, bf16; default all three)">,
+    ListOption<"headDims", "head-dims", "int64_t",
+               "Head dims to instantiate (32, 64, 128; default all three)">,
+    ListOption<"targets", "targets", "std::string",
+               "CUDA chips to attach as #nvvm.target (sm_80, sm_90, ...)">,
+  ];
+  let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::NVVM::NVVMDialect",
+                           "::mlir::nvgpu::NVGPUDialect", "::mlir::vector::VectorDialect",
+                           "::mlir::LLVM::LLVMDialect", "::mlir::scf::SCFDialect",
+                           "::mlir::memref::MemRefDialect", "::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
+}
+
 def AttnApproximateMath : Pass<"attn-approximate-math", "::mlir::ModuleOp"> {
   let summary = "Replaces f32 math functions by upstream polynomial approximations";
   let description = [{

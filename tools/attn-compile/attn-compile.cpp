@@ -1,17 +1,27 @@
 //===- attn-compile.cpp - one-shot driver: attn IR -> artifact .so --------===//
 //
 //   attn-compile tanhmax.mlir -o tanhmax.so [--kernel=name] [--dtypes=f32,f64]
-//                [--cpu=native|<llvm cpu name>] [--emit=so|obj|llvm|mlir]
+//                [--cpu=native|<llvm cpu name>] [--emit=so|obj|llvm|mlir|ptx]
+//                [--cuda-targets=sm_80,sm_90 [--cuda-dtypes=f16,bf16,f32]
+//                 [--cuda-toolkit=DIR]]
 //
-// Runs the attn pipeline (verify, classify, derive backward, lower to loops),
-// the upstream lowering to the LLVM dialect, LLVM's O3 pipeline for the target
-// CPU, emits an object file and links it into a shared object with `cc`.
+// Runs the attn pipeline (verify, classify, derive backward, lower to GPU when
+// CUDA targets are requested, lower to loops), the upstream lowering to the
+// LLVM dialect, LLVM's O3 pipeline for the target CPU, emits an object file and
+// links it into a shared object with `cc`. The CUDA kernels go through MLIR's
+// NVVM target in-process (convert-gpu-to-nvvm, gpu-module-to-binary: LLVM's
+// NVPTX backend, libdevice and the toolkit's ptxas) and are embedded in the
+// same object as the globals of the CUDA ABI (runtime/include/attn/abi.h).
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/AttnDialect.h"
 #include "passes/Passes.h"
 
+#include "lib/LowerToGPU.h"
+
 #include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
@@ -21,10 +31,13 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
-#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Target/LLVMIR/Export.h"
 
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/IR/Constants.h"
+#include "llvm/IR/GlobalVariable.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/MCSubtargetInfo.h"
@@ -33,6 +46,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
@@ -57,17 +71,34 @@ static cl::opt<std::string> dtypes("dtypes", cl::desc("Element types to instanti
                                    cl::init("f32,f64"));
 static cl::opt<std::string> cpu("cpu", cl::desc("Target CPU (LLVM name) or 'native'"),
                                 cl::init("native"));
-enum class Emit { SharedObject, Object, LLVMIR, MLIR };
+enum class Emit { SharedObject, Object, LLVMIR, MLIR, PTX };
 static cl::opt<Emit> emit(
     "emit", cl::desc("What to write"), cl::init(Emit::SharedObject),
     cl::values(clEnumValN(Emit::SharedObject, "so", "linked shared object (default)"),
                clEnumValN(Emit::Object, "obj", "object file"),
                clEnumValN(Emit::LLVMIR, "llvm", "optimised LLVM IR"),
-               clEnumValN(Emit::MLIR, "mlir", "MLIR after the attn passes (loops)")));
+               clEnumValN(Emit::MLIR, "mlir", "MLIR after the attn passes (loops, gpu.module)"),
+               clEnumValN(Emit::PTX, "ptx", "PTX of the CUDA kernels for the lowest --cuda-targets")));
+static cl::list<std::string> cudaTargets(
+    "cuda-targets", cl::desc("CUDA chips to build kernels for (sm_80,sm_90,...); default none: "
+                             "a CPU-only artifact"),
+    cl::CommaSeparated);
+static cl::opt<std::string> cudaDtypes("cuda-dtypes",
+                                       cl::desc("Storage types of the CUDA kernels"),
+                                       cl::init("f16,bf16,f32"));
+static cl::opt<std::string> cudaToolkit(
+    "cuda-toolkit",
+    cl::desc("CUDA toolkit directory (bin/ptxas, nvvm/libdevice); default $CUDA_HOME, else "
+             "the one found at build time, else /usr/local/cuda"),
+    cl::init(""));
 
 static std::string attnPipeline(int64_t vectorBits) {
   std::string types = dtypes;
-  return "attn-verify,attn-classify-normalizer,attn-derive-backward,"
+  std::string gpu;
+  if (!cudaTargets.empty())
+    gpu = "attn-lower-to-gpu{kernel=" + std::string(kernelName) + " element-types=" +
+          std::string(cudaDtypes) + " targets=" + llvm::join(cudaTargets, ",") + "},";
+  return "attn-verify,attn-classify-normalizer,attn-derive-backward," + gpu +
          "attn-lower-to-loops{kernel=" +
          std::string(kernelName) + " element-types=" + types +
          " vector-bits=" + std::to_string(vectorBits) +
@@ -87,6 +118,124 @@ static LogicalResult runPipeline(ModuleOp module, StringRef pipeline) {
   if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
     return failure();
   return pm.run(module);
+}
+
+/// The CUDA toolkit that serialises the kernels, checked for what it must hold.
+static FailureOr<std::string> findCudaToolkit() {
+  std::string dir = cudaToolkit;
+  if (dir.empty())
+    if (const char *home = std::getenv("CUDA_HOME"))
+      dir = home;
+#ifdef ATTN_CUDA_TOOLKIT_DIR
+  if (dir.empty())
+    dir = ATTN_CUDA_TOOLKIT_DIR;
+#endif
+  if (dir.empty())
+    dir = "/usr/local/cuda";
+  for (const char *part : {"bin/ptxas", "nvvm/libdevice/libdevice.10.bc"}) {
+    SmallString<128> path(dir);
+    llvm::sys::path::append(path, part);
+    if (!llvm::sys::fs::exists(path)) {
+      llvm::errs() << "attn-compile: --cuda-targets needs the CUDA toolkit (ptxas, libdevice), "
+                      "but "
+                   << path << " does not exist; install the toolkit or point --cuda-toolkit "
+                              "(or CUDA_HOME) at it\n";
+      return failure();
+    }
+  }
+  return dir;
+}
+
+/// The CUDA images of an artifact: a cubin per target and PTX for the lowest.
+struct CudaImages {
+  SmallVector<std::pair<std::string, std::string>> cubins; // (chip, bytes)
+  std::string ptx;
+};
+
+/// The lowest chip of `targets` (sm_XY with the smallest XY).
+static std::string lowestChip(ArrayAttr targets) {
+  std::string lowest;
+  int lowestVersion = 0;
+  for (Attribute target : targets) {
+    StringRef chip = cast<NVVM::NVVMTargetAttr>(target).getChip();
+    int version = attn::cudaChipVersion(chip).value_or(0);
+    if (lowest.empty() || version < lowestVersion) {
+      lowest = chip.str();
+      lowestVersion = version;
+    }
+  }
+  return lowest;
+}
+
+/// Moves gpu.module @attn_cuda out of `module` and serialises it: NVVM lowering,
+/// then gpu-module-to-binary once for every target's cubin and once for the
+/// PTX of the lowest target.
+static FailureOr<CudaImages> serializeCudaModule(ModuleOp module, StringRef toolkit,
+                                                 bool cubins) {
+  auto gpuModule = module.lookupSymbol<gpu::GPUModuleOp>(attn::kCudaModuleName);
+  if (!gpuModule) {
+    llvm::errs() << "attn-compile: the pipeline built no gpu.module @" << attn::kCudaModuleName
+                 << "\n";
+    return failure();
+  }
+  OpBuilder builder(module.getContext());
+  OwningOpRef<ModuleOp> lowered = ModuleOp::create(module.getLoc());
+  builder.setInsertionPointToEnd(lowered->getBody());
+  builder.clone(*gpuModule);
+  gpuModule.erase();
+  if (failed(runPipeline(*lowered, "convert-nvgpu-to-nvvm,convert-scf-to-cf,gpu.module(convert-gpu-to-nvvm),"
+                                   "reconcile-unrealized-casts")))
+    return failure();
+
+  auto binaryObjects = [&](ModuleOp container, StringRef format) -> FailureOr<ArrayAttr> {
+    if (failed(runPipeline(container, ("gpu-module-to-binary{format=" + format +
+                                       " toolkit=" + toolkit + "}")
+                                          .str())))
+      return failure();
+    return container.lookupSymbol<gpu::BinaryOp>(attn::kCudaModuleName).getObjectsAttr();
+  };
+
+  CudaImages images;
+  OwningOpRef<ModuleOp> forPtx = cast<ModuleOp>((*lowered)->clone());
+  auto ptxModule = forPtx->lookupSymbol<gpu::GPUModuleOp>(attn::kCudaModuleName);
+  std::string lowest = lowestChip(ptxModule.getTargetsAttr());
+  SmallVector<Attribute> lowestTarget;
+  for (Attribute target : ptxModule.getTargetsAttr())
+    if (cast<NVVM::NVVMTargetAttr>(target).getChip() == lowest)
+      lowestTarget.push_back(target);
+  ptxModule.setTargetsAttr(builder.getArrayAttr(lowestTarget));
+  FailureOr<ArrayAttr> ptx = binaryObjects(*forPtx, "isa");
+  if (failed(ptx))
+    return failure();
+  images.ptx = cast<gpu::ObjectAttr>((*ptx)[0]).getObject().getValue().str();
+  if (!cubins)
+    return images;
+  FailureOr<ArrayAttr> objects = binaryObjects(*lowered, "bin");
+  if (failed(objects))
+    return failure();
+  for (Attribute attr : *objects) {
+    auto object = cast<gpu::ObjectAttr>(attr);
+    images.cubins.emplace_back(cast<NVVM::NVVMTargetAttr>(object.getTarget()).getChip().str(),
+                               object.getObject().getValue().str());
+  }
+  return images;
+}
+
+/// Adds `name` (a constant i8 array holding `bytes`, plus a NUL when
+/// `nulTerminated`) and `name`_size (its size in bytes, an i64) to `module`,
+/// both exported.
+static void embedImage(llvm::Module &module, StringRef name, StringRef bytes,
+                       bool nulTerminated) {
+  llvm::LLVMContext &ctx = module.getContext();
+  llvm::Constant *data = llvm::ConstantDataArray::getString(ctx, bytes, nulTerminated);
+  auto *image = new llvm::GlobalVariable(module, data->getType(), /*isConstant=*/true,
+                                         llvm::GlobalValue::ExternalLinkage, data, name);
+  image->setAlignment(llvm::Align(64));
+  uint64_t size = bytes.size() + (nulTerminated ? 1 : 0);
+  new llvm::GlobalVariable(module, llvm::Type::getInt64Ty(ctx), /*isConstant=*/true,
+                           llvm::GlobalValue::ExternalLinkage,
+                           llvm::ConstantInt::get(llvm::Type::getInt64Ty(ctx), size),
+                           (name + "_size").str());
 }
 
 static std::unique_ptr<llvm::TargetMachine> createTargetMachine() {
@@ -171,9 +320,11 @@ int main(int argc, char **argv) {
   registerAllDialects(registry);
   registerAllExtensions(registry);
   registry.insert<attn::AttnDialect>();
-  registerBuiltinDialectTranslation(registry);
-  registerLLVMDialectTranslation(registry);
+  registerAllToLLVMIRTranslations(registry);
+  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
   MLIRContext context(registry);
+  // Diagnostics name the offending op; a dump of the whole module would bury them.
+  context.printOpOnDiagnostic(false);
   context.loadAllAvailableDialects();
 
   llvm::SourceMgr sourceMgr;
@@ -189,6 +340,19 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
+  bool cuda = !cudaTargets.empty();
+  if (emit == Emit::PTX && !cuda) {
+    llvm::errs() << "attn-compile: --emit=ptx needs --cuda-targets\n";
+    return 1;
+  }
+  std::string toolkit;
+  if (cuda) {
+    FailureOr<std::string> found = findCudaToolkit();
+    if (failed(found))
+      return 1;
+    toolkit = *found;
+  }
+
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
   std::unique_ptr<llvm::TargetMachine> machine = createTargetMachine();
@@ -202,6 +366,15 @@ int main(int argc, char **argv) {
     return 1;
   if (emit == Emit::MLIR)
     return failed(writeOutput([&](llvm::raw_ostream &os) { module->print(os); })) ? 1 : 0;
+  CudaImages cudaImages;
+  if (cuda) {
+    FailureOr<CudaImages> images = serializeCudaModule(*module, toolkit, emit != Emit::PTX);
+    if (failed(images))
+      return 1;
+    cudaImages = std::move(*images);
+    if (emit == Emit::PTX)
+      return failed(writeOutput([&](llvm::raw_ostream &os) { os << cudaImages.ptx; })) ? 1 : 0;
+  }
   if (failed(runPipeline(*module, llvmLoweringPipeline)))
     return 1;
   llvm::LLVMContext llvmContext;
@@ -210,6 +383,10 @@ int main(int argc, char **argv) {
     llvm::errs() << "attn-compile: translation to LLVM IR failed\n";
     return 1;
   }
+  for (const auto &[chip, cubin] : cudaImages.cubins)
+    embedImage(*llvmModule, "attn_cuda_cubin_" + chip, cubin, /*nulTerminated=*/false);
+  if (cuda)
+    embedImage(*llvmModule, "attn_cuda_ptx", cudaImages.ptx, /*nulTerminated=*/true);
   llvmModule->setDataLayout(machine->createDataLayout());
   llvmModule->setTargetTriple(machine->getTargetTriple());
   if (llvm::Error err = makeOptimizingTransformer(3, 0, machine.get())(llvmModule.get())) {

@@ -50,6 +50,51 @@
  * strided view of a tensor can be passed without a copy. A row whose keys are all
  * masked gets O_i = 0, row_sum 0 and contributes no gradient.
  * ABI history: 2 added row_inputs / drow_inputs and weights in params.
+ *
+ * ---- CUDA -------------------------------------------------------------------
+ * With `attn-compile --cuda-targets=sm_80,sm_90` the artifact also holds CUDA
+ * kernels (lib/LowerToGPU.cpp), and the manifest says so:
+ *
+ *   devices cpu cuda
+ *   cuda-targets sm_80 sm_90     one cubin per target, all kernels in one module
+ *   cuda-kernel <role> <dtype> <headdim> <symbol> tile <rows> threads <n> smem <bytes>
+ *       role: forward | backward_prep | backward_dkdv | backward_dq
+ *       dtype: f32 | f16 | bf16 (storage; accumulation is f32)
+ *       one line per generated (role, dtype, headdim); a head dim without a line is
+ *       unsupported on GPU. symbol: the kernel's name in the cubin. tile: rows
+ *       (queries; keys for backward_dkdv) per block, for the grid; it differs
+ *       between kernels (64 for tensor-core kernels, 8 for SIMT ones). threads:
+ *       blockDim.x (blockDim.y = blockDim.z = 1). smem: dynamic shared memory bytes
+ *       for cuLaunchKernel (0: the kernels use static shared memory only).
+ *
+ * Images (exported constants of the shared object):
+ *   const uint8_t attn_cuda_cubin_<target>[];    e.g. attn_cuda_cubin_sm_90
+ *   const int64_t attn_cuda_cubin_<target>_size;  bytes
+ *   const char    attn_cuda_ptx[];               NUL-terminated PTX for the lowest
+ *                                                target (JIT on newer GPUs)
+ *   const int64_t attn_cuda_ptx_size;            bytes, NUL included
+ * Choice: the device's exact sm_XY cubin, else the highest cubin of the same major
+ * with minor <= the device's, else the PTX, else an error.
+ *
+ * Tensors: q, k, v, o, dout, dq, dk, dv are CONTIGUOUS [B, H, N, D] of the dtype
+ * (D == Dv == head dim); row_max, row_sum, delta are f32 [B, H, Nq]; params and
+ * dparams f32 [P] (dparams zeroed by the caller, accumulated with atomics);
+ * key_lengths int64 [B] on the device, always passed (Nk when the user gave none):
+ * keys j >= key_lengths[b] are masked; causal (0/1): keys j > i are masked.
+ * Every pointer argument is one bare device pointer, every scalar an int64, in
+ * this order:
+ *   forward:       (q, k, v, o, row_max, row_sum, params, key_lengths,
+ *                   heads, nq, nk, causal)                grid (ceil(nq/tile), heads, batch)
+ *   backward_prep: (o, dout, delta, heads, nq)            grid (ceil(nq/tile), heads, batch)
+ *                  delta_i = dout_i · o_i
+ *   backward_dkdv: (q, k, v, dout, row_max, row_sum, delta, params, key_lengths,
+ *                   dk, dv, dparams, heads, nq, nk, causal)
+ *                                                         grid (ceil(nk/tile), heads, batch)
+ *   backward_dq:   (q, k, v, dout, row_max, row_sum, delta, params, key_lengths,
+ *                   dq, heads, nq, nk, causal)            grid (ceil(nq/tile), heads, batch)
+ * backward_prep runs first; dkdv and dq then read delta. Statistics mean what they
+ * mean on the CPU (row_max = m_i, 0 for plain; row_sum = C_i·e^(-m_i)); fully
+ * masked rows get o = 0, row_sum = 0 and contribute no gradient.
  *===----------------------------------------------------------------------===*/
 #ifndef ATTN_ABI_H
 #define ATTN_ABI_H
@@ -58,6 +103,8 @@
 
 #define ATTN_ABI_VERSION 2
 #define ATTN_MANIFEST_SYMBOL "attn_manifest"
+#define ATTN_CUDA_CUBIN_PREFIX "attn_cuda_cubin_" /* + target, e.g. sm_90; + "_size" */
+#define ATTN_CUDA_PTX_SYMBOL "attn_cuda_ptx"      /* + "_size" */
 
 #ifdef __cplusplus
 extern "C" {
