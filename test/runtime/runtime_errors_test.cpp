@@ -74,6 +74,31 @@ void probe_reset(const char *fixture = ATTN_FX_PROBE) {
 
 // --- loading and manifest -------------------------------------------------------
 
+/// A manifest text the env_manifest fixture serves, and what its load error must say.
+struct ManifestCase {
+  std::string text;
+  std::vector<const char *> needles;
+};
+
+/// Every case's manifest is refused at load with an error naming the artifact and
+/// containing the case's needles.
+template <size_t N> void expect_manifests_refused(const ManifestCase (&cases)[N]) {
+  for (const auto &c : cases) {
+    SCOPED_TRACE(c.text);
+    setenv("ATTN_FIXTURE_MANIFEST", c.text.c_str(), 1);
+    try {
+      Library::load(ATTN_FX_ENV_MANIFEST);
+      ADD_FAILURE() << "manifest accepted";
+    } catch (const c10::Error &e) {
+      std::string msg = e.what_without_backtrace();
+      EXPECT_NE(msg.find("fx_env_manifest.so"), std::string::npos) << msg;
+      for (const char *n : c.needles)
+        EXPECT_NE(msg.find(n), std::string::npos) << "lacks \"" << n << "\":\n" << msg;
+    }
+  }
+  unsetenv("ATTN_FIXTURE_MANIFEST");
+}
+
 TEST(LibraryLoad, MissingFile) {
   EXPECT_ATTN_ERROR(Library::load("/nonexistent/dir/softmax.so"), "/nonexistent/dir/softmax.so",
                     "not found", "attn-compile");
@@ -115,10 +140,7 @@ TEST(LibraryLoad, DtypeWithoutEntryPoints) {
 
 TEST(LibraryLoad, MalformedManifestVariants) {
   const std::string rest = "normalizer n\nalgorithm online\ndenominator sum\nmask none\n";
-  struct Case {
-    std::string text;
-    std::vector<const char *> needles;
-  } cases[] = {
+  const ManifestCase cases[] = {
       {"", {"no 'attn-abi' line"}},
       {"kernel k\n" + rest + "params\ndtypes f32\ndevices cpu\n", {"no 'attn-abi' line"}},
       {"attn-abi one\nkernel k\n", {"malformed manifest line 1", "attn-abi <integer>"}},
@@ -148,20 +170,7 @@ TEST(LibraryLoad, MalformedManifestVariants) {
       {"attn-abi 2\nkernel k\n" + rest + "params\nrow-inputs 1p\ndtypes f32\ndevices cpu\n",
        {"'row-inputs name ...' with identifiers, found '1p'"}},
   };
-  for (const auto &c : cases) {
-    SCOPED_TRACE(c.text);
-    setenv("ATTN_FIXTURE_MANIFEST", c.text.c_str(), 1);
-    try {
-      Library::load(ATTN_FX_ENV_MANIFEST);
-      ADD_FAILURE() << "manifest accepted";
-    } catch (const c10::Error &e) {
-      std::string msg = e.what_without_backtrace();
-      EXPECT_NE(msg.find("fx_env_manifest.so"), std::string::npos) << msg;
-      for (const char *n : c.needles)
-        EXPECT_NE(msg.find(n), std::string::npos) << "lacks \"" << n << "\":\n" << msg;
-    }
-  }
-  unsetenv("ATTN_FIXTURE_MANIFEST");
+  expect_manifests_refused(cases);
 }
 
 TEST(LibraryLoad, ManifestParsed) {
@@ -239,10 +248,7 @@ TEST(LibraryLoad, MalformedCudaManifest) {
   const std::string head = "attn-abi 2\nkernel k\nnormalizer n\nalgorithm online\n"
                            "denominator sum\nmask none\nparams\ndtypes f32\n";
   const std::string fwd = "cuda-kernel forward f32 64 fwd tile 64 threads 128 smem 0\n";
-  struct Case {
-    std::string text;
-    std::vector<const char *> needles;
-  } cases[] = {
+  const ManifestCase cases[] = {
       {head + "devices cpu gpu\n", {"line 9", "devices among cpu cuda", "found 'gpu'"}},
       {head + "devices cpu cpu\n", {"line 9", "'cpu' twice"}},
       {head + "devices cpu cuda\ncuda-targets compute_80\n" + fwd,
@@ -276,20 +282,7 @@ TEST(LibraryLoad, MalformedCudaManifest) {
       {head + "devices cpu cuda\ncuda-targets sm_80\n" + fwd,
        {"attn_cuda_cubin_sm_80", "attn_cuda_cubin_sm_80_size", "not exported"}},
   };
-  for (const auto &c : cases) {
-    SCOPED_TRACE(c.text);
-    setenv("ATTN_FIXTURE_MANIFEST", c.text.c_str(), 1);
-    try {
-      Library::load(ATTN_FX_ENV_MANIFEST);
-      ADD_FAILURE() << "manifest accepted";
-    } catch (const c10::Error &e) {
-      std::string msg = e.what_without_backtrace();
-      EXPECT_NE(msg.find("fx_env_manifest.so"), std::string::npos) << msg;
-      for (const char *n : c.needles)
-        EXPECT_NE(msg.find(n), std::string::npos) << "lacks \"" << n << "\":\n" << msg;
-    }
-  }
-  unsetenv("ATTN_FIXTURE_MANIFEST");
+  expect_manifests_refused(cases);
 }
 
 TEST(CudaImages, TargetSyntax) {
