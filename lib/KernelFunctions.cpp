@@ -9,6 +9,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/StringSwitch.h"
 
 #include <charconv>
 #include <cmath>
@@ -347,6 +348,34 @@ std::string mlir::attn::elementTypeName(Type type) {
   llvm::raw_string_ostream os(name);
   type.print(os);
   return name;
+}
+
+FailureOr<SmallVector<FloatType>>
+mlir::attn::parseElementTypes(ModuleOp module, ArrayRef<std::string> names,
+                              ArrayRef<StringRef> defaults, ArrayRef<StringRef> allowed,
+                              StringRef what) {
+  MLIRContext *ctx = module.getContext();
+  SmallVector<StringRef> chosen(defaults);
+  if (!names.empty())
+    chosen.assign(names.begin(), names.end());
+  SmallVector<FloatType> types;
+  for (StringRef name : chosen) {
+    FloatType type = llvm::StringSwitch<FloatType>(name)
+                         .Case("f16", Float16Type::get(ctx))
+                         .Case("bf16", BFloat16Type::get(ctx))
+                         .Case("f32", Float32Type::get(ctx))
+                         .Case("f64", Float64Type::get(ctx))
+                         .Default(nullptr);
+    if (!type || !llvm::is_contained(allowed, name)) {
+      InFlightDiagnostic diag = module.emitError()
+                                << "unsupported " << what << " '" << name << "'; expected ";
+      for (size_t i = 0; i < allowed.size(); ++i)
+        diag << (i == 0 ? "" : i + 1 == allowed.size() ? " or " : ", ") << allowed[i];
+      return failure();
+    }
+    types.push_back(type);
+  }
+  return types;
 }
 
 FailureOr<ScalarFunctions> mlir::attn::lookupScalarFunctions(KernelOp kernel, FloatType type) {

@@ -112,6 +112,15 @@ FailureOr<KernelOp> selectKernel(ModuleOp module, StringRef name);
 /// The name of an element type in entry points and the manifest (f32, f64, f16, bf16).
 std::string elementTypeName(Type type);
 
+/// The float types a lowering pass's `element-types` option names (`defaults` when
+/// it is empty), each one of `allowed` ("f16", "bf16", "f32", "f64"). Otherwise an
+/// error on `module`: "unsupported <what> 'x'; expected a, b or c".
+FailureOr<SmallVector<FloatType>> parseElementTypes(ModuleOp module,
+                                                    ArrayRef<std::string> names,
+                                                    ArrayRef<StringRef> defaults,
+                                                    ArrayRef<StringRef> allowed,
+                                                    StringRef what);
+
 } // namespace mlir::attn
 
 #endif

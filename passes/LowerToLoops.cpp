@@ -17,25 +17,15 @@ struct LowerToLoopsPass : impl::AttnLowerToLoopsBase<LowerToLoopsPass> {
     if (failed(kernel))
       return signalPassFailure();
 
-    SmallVector<FloatType> types;
-    for (const std::string &name : elementTypes.empty()
-                                       ? std::vector<std::string>{"f32", "f64"}
-                                       : std::vector<std::string>(elementTypes.begin(),
-                                                                  elementTypes.end())) {
-      if (name == "f32")
-        types.push_back(Float32Type::get(&getContext()));
-      else if (name == "f64")
-        types.push_back(Float64Type::get(&getContext()));
-      else {
-        module.emitError() << "unsupported element type '" << name << "'; expected f32 or f64";
-        return signalPassFailure();
-      }
-    }
+    FailureOr<SmallVector<FloatType>> types = parseElementTypes(
+        module, elementTypes, {"f32", "f64"}, {"f32", "f64"}, "element type");
+    if (failed(types))
+      return signalPassFailure();
     if (vectorBits != 256 && vectorBits != 512) {
       module.emitError() << "vector-bits must be 256 or 512, got " << vectorBits;
       return signalPassFailure();
     }
-    if (failed(lowerKernelToLoops(*kernel, types, vectorBits)))
+    if (failed(lowerKernelToLoops(*kernel, *types, vectorBits)))
       return signalPassFailure();
 
     // The attn ops have served their purpose; what remains is func/scf/memref.
