@@ -22,7 +22,7 @@ import time
 
 import torch
 
-from common import REPO, REPRO, kernel, write_results
+from common import REPO, REPRO, kernel, plotting, write_results
 
 _spec = importlib.util.spec_from_file_location("nt_demo", REPO / "examples" / "train" / "train.py")
 demo = importlib.util.module_from_spec(_spec)
@@ -73,11 +73,8 @@ def plot(results, curves, path):
     bars.grid(axis="y", alpha=0.3)
     hardest = names[-2]
     for label, curve in curves.items():
-        window = 25
-        acc = torch.tensor([row["acc"] for row in curve], dtype=torch.float64)
-        smooth = torch.nn.functional.conv1d(acc.view(1, 1, -1),
-                                            torch.ones(1, 1, window, dtype=torch.float64) / window)
-        lines.plot(range(window, len(curve) + 1), smooth.flatten().tolist(), label=label)
+        smooth = plotting.moving_average([row["acc"] for row in curve], 25)
+        lines.plot(range(len(curve) - len(smooth) + 1, len(curve) + 1), smooth, label=label)
     lines.set_xlabel("step")
     lines.set_ylabel(f"training accuracy, {hardest}, seed 0 (moving avg)")
     lines.grid(alpha=0.3)

@@ -14,7 +14,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-__all__ = ["attention_map", "draw_attention_map", "training_curves", "read_history_csv"]
+__all__ = ["attention_map", "draw_attention_map", "training_curves", "read_history_csv",
+           "moving_average"]
 
 DIVERGING = "RdBu_r"   # blue (negative) - white (0) - red (positive)
 
@@ -66,6 +67,15 @@ def read_history_csv(path):
     return {name: [row[i] for row in rows] for i, name in enumerate(names)}
 
 
+def moving_average(values, window):
+    """Means over `window` consecutive values (the window shrinks to fit short series):
+    len(values) - window + 1 of them, the first covering values[0:window]."""
+    values = torch.as_tensor(values, dtype=torch.float64)
+    window = max(1, min(window, len(values)))
+    kernel = torch.ones(1, 1, window, dtype=torch.float64) / window
+    return torch.nn.functional.conv1d(values.view(1, 1, -1), kernel).flatten().tolist()
+
+
 def training_curves(histories, path, metrics=("loss", "acc"), smooth=20, title=None):
     """histories: {label: dict of columns (read_history_csv) or a list of {"step": .., metric: ..}
     rows}. One panel per metric; curves are moving averages over `smooth` steps."""
@@ -79,11 +89,8 @@ def training_curves(histories, path, metrics=("loss", "acc"), smooth=20, title=N
         cols = columns(history)
         steps = cols["step"]
         for ax, metric in zip(axes[0], metrics):
-            values = torch.tensor(cols[metric], dtype=torch.float64)
-            window = max(1, min(smooth, len(values)))
-            kernel = torch.ones(1, 1, window, dtype=torch.float64) / window
-            smoothed = torch.nn.functional.conv1d(values.view(1, 1, -1), kernel).flatten()
-            ax.plot(steps[window - 1:], smoothed.tolist(), label=label)
+            smoothed = moving_average(cols[metric], smooth)
+            ax.plot(steps[len(steps) - len(smoothed):], smoothed, label=label)
             ax.set_xlabel("step")
             ax.set_ylabel(metric)
     for ax in axes[0]:
