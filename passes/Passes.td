@@ -19,9 +19,9 @@ def AttnClassifyNormalizer : Pass<"attn-classify-normalizer", "::mlir::ModuleOp"
     the running maximum of the exp arguments) when numerator and summed denominator
     carry exactly one exp factor per term, `plain` accumulation when they carry none
     or the denominator is a constant or a count. Anything else is an error naming
-    the op that mixes exp degrees. See lib/NormalizerAnalysis.h.
+    the op that mixes exp degrees. See lib/Analysis/NormalizerAnalysis.h.
     Then sets `algorithm` on every attn.kernel: `kernelised` (linear-time form,
-    lib/KernelisedAnalysis.h) when s = φ(q)·φ(k), g and C are linear in s and the
+    lib/Analysis/KernelisedAnalysis.h) when s = φ(q)·φ(k), g and C are linear in s and the
     mask is none or causal, else its normalizer's. A kernel with a feature map that
     does not qualify gets a remark naming the op that breaks the form.
   }];
@@ -32,7 +32,7 @@ def AttnDeriveBackward : Pass<"attn-derive-backward", "::mlir::ModuleOp"> {
   let description = [{
     For every attn.kernel @k emits private scalar functions @k.num, @k.den, @k.stab
     (online), @k.score, @k.feature, @k.mask and the symbolic derivatives
-    @k.num.d.s, @k.num.d.<param>, ... (see lib/KernelFunctions.h). Online
+    @k.num.d.s, @k.num.d.<param>, ... (see lib/Transforms/ScalarFunctions.h). Online
     normalizers are emitted stabilised: every exp factor e^x becomes e^(x - m).
   }];
   let dependentDialects = ["::mlir::func::FuncDialect"];

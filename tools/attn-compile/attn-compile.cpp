@@ -17,7 +17,7 @@
 #include "dialect/AttnDialect.h"
 #include "passes/Passes.h"
 
-#include "lib/LowerToGPU.h"
+#include "lib/Codegen/GPU/GPULowering.h"
 
 #include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"

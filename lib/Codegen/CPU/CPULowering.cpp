@@ -1,4 +1,4 @@
-//===- LowerToLoops.cpp - CPU forward/backward entry points ---------------===//
+//===- CPULowering.cpp - CPU forward/backward entry points ----------------===//
 //
 // One call handles one (batch, head) slice. Forward walks query rows i in
 // [q_begin, q_end) and keys j once, accumulating Σ g·v and Σ h (online: rescaled
@@ -12,15 +12,16 @@
 // back to dq, dk and the weights' gradients.
 //
 //===----------------------------------------------------------------------===//
-#include "lib/LowerToLoops.h"
+#include "lib/Codegen/CPU/CPULowering.h"
 
-#include "lib/KernelFunctions.h"
-#include "lib/KernelisedAnalysis.h"
-#include "lib/LoopBuilders.h"
-#include "lib/LowerLinearAttention.h"
-#include "lib/LowerToGPU.h"
-#include "lib/NormalizerAnalysis.h"
-#include "runtime/include/attn/abi.h"
+#include "lib/Analysis/KernelSignature.h"
+#include "lib/Transforms/ScalarFunctions.h"
+#include "lib/Analysis/KernelisedAnalysis.h"
+#include "lib/Codegen/LoopBuilders.h"
+#include "lib/Codegen/CPU/LinearAttention.h"
+#include "lib/Codegen/GPU/GPULowering.h"
+#include "lib/Analysis/NormalizerAnalysis.h"
+#include "attn/abi.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -160,7 +161,7 @@ private:
   void buildTransformedBackward(StringRef entryName);
   void buildForward(StringRef name);
   void buildBackward(StringRef name);
-  /// The linear-time form (lib/LowerLinearAttention.h) as `name`.
+  /// The linear-time form (LinearAttention.h) as `name`.
   void buildKernelised(StringRef name, bool forward);
   /// Register-blocked, vectorised forward / backward for head dim == value dim.
   void buildTiledForward(StringRef name, int64_t headDim);

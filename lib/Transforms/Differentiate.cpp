@@ -1,5 +1,5 @@
 //===- Differentiate.cpp - symbolic derivatives of scalar functions -------===//
-#include "lib/Differentiate.h"
+#include "lib/Transforms/Differentiate.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"

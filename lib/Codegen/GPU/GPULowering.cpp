@@ -1,4 +1,4 @@
-//===- LowerToGPU.cpp - CUDA kernels of an attn.kernel --------------------===//
+//===- GPULowering.cpp - CUDA kernels of an attn.kernel -------------------===//
 //
 // SIMT kernels, one warp per row: a block of kWarpsPerBlock warps handles
 // kWarpsPerBlock query rows (forward, backward_prep, backward_dq) or key rows
@@ -26,10 +26,11 @@
 // ((b·H + h)·N + n)·D + c.
 //
 //===----------------------------------------------------------------------===//
-#include "lib/LowerToGPU.h"
+#include "lib/Codegen/GPU/GPULowering.h"
 
-#include "lib/KernelFunctions.h"
-#include "lib/LoopBuilders.h"
+#include "lib/Analysis/KernelSignature.h"
+#include "lib/Transforms/ScalarFunctions.h"
+#include "lib/Codegen/LoopBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -1046,6 +1047,29 @@ void GPUKernelBuilder::buildBackwardDkDv() {
 }
 
 } // namespace
+
+/// Fails unless the kernel's score is one the GPU lowering implements: a dot or
+/// scaled_dot contraction without learnable weights or row inputs.
+static LogicalResult checkContractSupported(KernelOp kernel, StringRef lowering) {
+  ScoreOp score = kernel.getScoreOp();
+  if (!score)
+    return success();
+  ContractKind contract = score.getContract();
+  if (contract != ContractKind::Dot && contract != ContractKind::ScaledDot)
+    return kernel.emitOpError() << "uses contract " << stringifyContractKind(contract)
+                                << " (score " << kernel.getScoreAttr() << "), which the "
+                                << lowering
+                                << " lowering does not support yet; supported: dot, scaled_dot";
+  if (score.getNumWeights() != 0)
+    return kernel.emitOpError() << "has a score with learnable weights (score "
+                                << kernel.getScoreAttr() << "), which the " << lowering
+                                << " lowering does not support yet";
+  if (score.getNumRowInputs() != 0)
+    return kernel.emitOpError() << "has a score with row inputs (score "
+                                << kernel.getScoreAttr() << "), which the " << lowering
+                                << " lowering does not support yet";
+  return success();
+}
 
 std::optional<int> mlir::attn::cudaChipVersion(StringRef chip) {
   int version;

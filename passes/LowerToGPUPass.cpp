@@ -1,6 +1,6 @@
 //===- LowerToGPU.cpp - attn-lower-to-gpu ---------------------------------===//
-#include "lib/KernelFunctions.h"
-#include "lib/LowerToGPU.h"
+#include "lib/Codegen/GPU/GPULowering.h"
+#include "passes/PassOptions.h"
 #include "passes/Passes.h"
 
 namespace mlir::attn {

@@ -1,4 +1,4 @@
-//===- LowerToGPU.h - CUDA kernels of an attn.kernel -------------*- C++ -*-===//
+//===- GPULowering.h - CUDA kernels of an attn.kernel ------------*- C++ -*-===//
 //
 // Builds `gpu.module @attn_cuda` with the kernels of the CUDA ABI
 // (runtime/include/attn/abi.h, section CUDA): forward, backward_prep,
@@ -8,8 +8,8 @@
 // which the manifest's cuda-kernel lines are written (cudaManifestLines).
 //
 //===----------------------------------------------------------------------===//
-#ifndef ATTN_LIB_LOWERTOGPU_H
-#define ATTN_LIB_LOWERTOGPU_H
+#ifndef ATTN_LIB_CODEGEN_GPU_GPULOWERING_H
+#define ATTN_LIB_CODEGEN_GPU_GPULOWERING_H
 
 #include "dialect/AttnOps.h"
 #include "mlir/IR/BuiltinOps.h"

@@ -1,6 +1,6 @@
 //===- LowerToLoops.cpp - attn-lower-to-loops -----------------------------===//
-#include "lib/KernelFunctions.h"
-#include "lib/LowerToLoops.h"
+#include "lib/Codegen/CPU/CPULowering.h"
+#include "passes/PassOptions.h"
 #include "passes/Passes.h"
 
 namespace mlir::attn {

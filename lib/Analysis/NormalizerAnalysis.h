@@ -13,8 +13,8 @@
 // a constant or count denominator (nothing could rescale C there).
 //
 //===----------------------------------------------------------------------===//
-#ifndef ATTN_LIB_NORMALIZERANALYSIS_H
-#define ATTN_LIB_NORMALIZERANALYSIS_H
+#ifndef ATTN_LIB_ANALYSIS_NORMALIZERANALYSIS_H
+#define ATTN_LIB_ANALYSIS_NORMALIZERANALYSIS_H
 
 #include "dialect/AttnOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"

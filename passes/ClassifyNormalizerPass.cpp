@@ -1,6 +1,6 @@
 //===- ClassifyNormalizer.cpp - attn-classify-normalizer ------------------===//
-#include "lib/KernelisedAnalysis.h"
-#include "lib/NormalizerAnalysis.h"
+#include "lib/Analysis/KernelisedAnalysis.h"
+#include "lib/Analysis/NormalizerAnalysis.h"
 #include "passes/Passes.h"
 
 namespace mlir::attn {

@@ -1,5 +1,5 @@
 //===- NormalizerAnalysis.cpp - choose the forward algorithm --------------===//
-#include "lib/NormalizerAnalysis.h"
+#include "lib/Analysis/NormalizerAnalysis.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"

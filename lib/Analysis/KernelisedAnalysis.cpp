@@ -1,7 +1,7 @@
 //===- KernelisedAnalysis.cpp - does a kernel have a linear-time form? ----===//
-#include "lib/KernelisedAnalysis.h"
+#include "lib/Analysis/KernelisedAnalysis.h"
 
-#include "lib/NormalizerAnalysis.h"
+#include "lib/Analysis/NormalizerAnalysis.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "llvm/ADT/TypeSwitch.h"

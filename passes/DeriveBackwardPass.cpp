@@ -1,5 +1,5 @@
 //===- DeriveBackward.cpp - attn-derive-backward --------------------------===//
-#include "lib/KernelFunctions.h"
+#include "lib/Transforms/ScalarFunctions.h"
 #include "passes/Passes.h"
 
 namespace mlir::attn {

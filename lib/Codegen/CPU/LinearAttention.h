@@ -1,4 +1,4 @@
-//===- LowerLinearAttention.h - the O(N·d·dv) kernelised form -----*- C++ -*-===//
+//===- LinearAttention.h - the O(N·d·dv) kernelised form ----------*- C++ -*-===//
 //
 // Forward and backward of a kernelised kernel (lib/KernelisedAnalysis.h) with the
 // ABI of runtime/include/attn/abi.h, in the linear-time form:
@@ -17,8 +17,8 @@
 //   dθ = da·∂g(1)/∂θ + db·∂h(1)/∂θ; then through φ' and the cos/sin factors.
 //
 //===----------------------------------------------------------------------===//
-#ifndef ATTN_LIB_LOWERLINEARATTENTION_H
-#define ATTN_LIB_LOWERLINEARATTENTION_H
+#ifndef ATTN_LIB_CODEGEN_CPU_LINEARATTENTION_H
+#define ATTN_LIB_CODEGEN_CPU_LINEARATTENTION_H
 
 #include "dialect/AttnOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

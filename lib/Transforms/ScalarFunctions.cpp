@@ -1,15 +1,15 @@
-//===- KernelFunctions.cpp - a kernel's regions as scalar functions -------===//
-#include "lib/KernelFunctions.h"
+//===- ScalarFunctions.cpp - a kernel's regions as scalar functions -------===//
+#include "lib/Transforms/ScalarFunctions.h"
 
-#include "lib/Differentiate.h"
-#include "lib/KernelisedAnalysis.h"
-#include "lib/NormalizerAnalysis.h"
+#include "lib/Analysis/KernelSignature.h"
+#include "lib/Analysis/KernelisedAnalysis.h"
+#include "lib/Analysis/NormalizerAnalysis.h"
+#include "lib/Transforms/Differentiate.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
-#include "llvm/ADT/StringSwitch.h"
 
 #include <charconv>
 #include <cmath>
@@ -17,40 +17,8 @@
 using namespace mlir;
 using namespace mlir::attn;
 
-SmallVector<StringRef> mlir::attn::kernelParamNames(KernelOp kernel) {
-  SmallVector<StringRef> names;
-  for (Attribute name : kernel.getNormalizerOp().getParamNames())
-    names.push_back(cast<StringAttr>(name).getValue());
-  if (ScoreOp score = kernel.getScoreOp())
-    for (Attribute name : score.getParamNames())
-      names.push_back(cast<StringAttr>(name).getValue());
-  return names;
-}
-
-SmallVector<double> mlir::attn::kernelParamInits(KernelOp kernel) {
-  SmallVector<double> inits(kernel.getNormalizerOp().getParamInits());
-  if (ScoreOp score = kernel.getScoreOp())
-    llvm::append_range(inits, score.getParamInits());
-  return inits;
-}
-
 std::string mlir::attn::rowInputDerivativeName(ScoreOp score, unsigned index) {
   return ("row." + cast<StringAttr>((*score.getRowInputNames())[index]).getValue()).str();
-}
-
-SmallVector<KernelWeight> mlir::attn::kernelWeights(KernelOp kernel) {
-  SmallVector<KernelWeight> weights;
-  ScoreOp score = kernel.getScoreOp();
-  if (!score)
-    return weights;
-  int64_t offset = kernelParamNames(kernel).size();
-  for (unsigned w = 0; w < score.getNumWeights(); ++w) {
-    weights.push_back({cast<StringAttr>((*score.getWeightNames())[w]).getValue(),
-                       score.getWeightShape(w), offset, score.getWeightSize(w),
-                       (*score.getWeightInits())[w]});
-    offset += weights.back().size;
-  }
-  return weights;
 }
 
 /// x + ln c - log(k + e^u), the exponent of a stabilised product e^x·c/(k + e^u),
@@ -343,41 +311,6 @@ FailureOr<func::FuncOp> mlir::attn::cloneRetyped(func::FuncOp function, FloatTyp
   return clone;
 }
 
-std::string mlir::attn::elementTypeName(Type type) {
-  std::string name;
-  llvm::raw_string_ostream os(name);
-  type.print(os);
-  return name;
-}
-
-FailureOr<SmallVector<FloatType>>
-mlir::attn::parseElementTypes(ModuleOp module, ArrayRef<std::string> names,
-                              ArrayRef<StringRef> defaults, ArrayRef<StringRef> allowed,
-                              StringRef what) {
-  MLIRContext *ctx = module.getContext();
-  SmallVector<StringRef> chosen(defaults);
-  if (!names.empty())
-    chosen.assign(names.begin(), names.end());
-  SmallVector<FloatType> types;
-  for (StringRef name : chosen) {
-    FloatType type = llvm::StringSwitch<FloatType>(name)
-                         .Case("f16", Float16Type::get(ctx))
-                         .Case("bf16", BFloat16Type::get(ctx))
-                         .Case("f32", Float32Type::get(ctx))
-                         .Case("f64", Float64Type::get(ctx))
-                         .Default(nullptr);
-    if (!type || !llvm::is_contained(allowed, name)) {
-      InFlightDiagnostic diag = module.emitError()
-                                << "unsupported " << what << " '" << name << "'; expected ";
-      for (size_t i = 0; i < allowed.size(); ++i)
-        diag << (i == 0 ? "" : i + 1 == allowed.size() ? " or " : ", ") << allowed[i];
-      return failure();
-    }
-    types.push_back(type);
-  }
-  return types;
-}
-
 FailureOr<ScalarFunctions> mlir::attn::lookupScalarFunctions(KernelOp kernel, FloatType type) {
   ModuleOp module = kernel->getParentOfType<ModuleOp>();
   NormalizerOp normalizer = kernel.getNormalizerOp();
@@ -443,36 +376,6 @@ FailureOr<ScalarFunctions> mlir::attn::lookupScalarFunctions(KernelOp kernel, Fl
   return fns;
 }
 
-LogicalResult mlir::attn::checkContractSupported(KernelOp kernel, StringRef lowering) {
-  ScoreOp score = kernel.getScoreOp();
-  if (!score)
-    return success();
-  ContractKind contract = score.getContract();
-  if (contract != ContractKind::Dot && contract != ContractKind::ScaledDot)
-    return kernel.emitOpError() << "uses contract " << stringifyContractKind(contract)
-                                << " (score " << kernel.getScoreAttr() << "), which the "
-                                << lowering
-                                << " lowering does not support yet; supported: dot, scaled_dot";
-  if (score.getNumWeights() != 0)
-    return kernel.emitOpError() << "has a score with learnable weights (score "
-                                << kernel.getScoreAttr() << "), which the " << lowering
-                                << " lowering does not support yet";
-  if (score.getNumRowInputs() != 0)
-    return kernel.emitOpError() << "has a score with row inputs (score "
-                                << kernel.getScoreAttr() << "), which the " << lowering
-                                << " lowering does not support yet";
-  return success();
-}
-
-std::optional<double> mlir::attn::fixedScoreScale(KernelOp kernel) {
-  ScoreOp score = kernel.getScoreOp();
-  if (score && score.getScale())
-    return score.getScale()->convertToDouble();
-  if (score && score.getContract() != ContractKind::ScaledDot)
-    return 1.0;
-  return std::nullopt;
-}
-
 Value mlir::attn::buildRowDenominator(ImplicitLocOpBuilder &b, NormalizerOp normalizer,
                                       bool online, Value m, Value sum, Value count) {
   Type type = m.getType();
@@ -497,18 +400,3 @@ Value mlir::attn::buildRowDenominator(ImplicitLocOpBuilder &b, NormalizerOp norm
   llvm_unreachable("unknown denominator kind");
 }
 
-FailureOr<KernelOp> mlir::attn::selectKernel(ModuleOp module, StringRef name) {
-  if (!name.empty()) {
-    if (auto kernel = module.lookupSymbol<KernelOp>(name))
-      return kernel;
-    return module.emitError() << "no attn.kernel named '" << name << "'";
-  }
-  SmallVector<KernelOp> kernels = llvm::to_vector(module.getOps<KernelOp>());
-  if (kernels.size() == 1)
-    return kernels.front();
-  auto diag = module.emitError() << "an artifact holds one kernel; this module has "
-                                 << kernels.size() << ": choose one with kernel=<name>";
-  for (KernelOp candidate : kernels)
-    diag.attachNote(candidate.getLoc()) << "candidate @" << candidate.getSymName();
-  return failure();
-}

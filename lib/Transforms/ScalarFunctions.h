@@ -1,4 +1,4 @@
-//===- KernelFunctions.h - a kernel's regions as scalar functions -*- C++ -*-===//
+//===- ScalarFunctions.h - a kernel's regions as scalar functions -*- C++ -*-===//
 //
 // attn-derive-backward turns the regions a kernel uses into private scalar
 // func.func ops, plus their derivatives; the loop lowering calls them and the
@@ -19,8 +19,8 @@
 //                            the function depends on
 //
 //===----------------------------------------------------------------------===//
-#ifndef ATTN_LIB_KERNELFUNCTIONS_H
-#define ATTN_LIB_KERNELFUNCTIONS_H
+#ifndef ATTN_LIB_TRANSFORMS_SCALARFUNCTIONS_H
+#define ATTN_LIB_TRANSFORMS_SCALARFUNCTIONS_H
 
 #include "dialect/AttnOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -45,21 +45,6 @@ struct KernelFunctionNames {
   }
   std::string prefix;
 };
-
-/// The kernel's learnable params in ABI order: normalizer's, then score's.
-SmallVector<StringRef> kernelParamNames(KernelOp kernel);
-SmallVector<double> kernelParamInits(KernelOp kernel);
-
-/// A learnable tensor of the score (attn.score weights(...)). The params vector
-/// of the ABI holds the scalar params, then every weight flattened row-major.
-struct KernelWeight {
-  StringRef name;
-  ArrayRef<int64_t> shape;
-  int64_t offset; // of its first element in the params vector
-  int64_t size;
-  Attribute init; // FloatAttr fill value or StringAttr "identity"
-};
-SmallVector<KernelWeight> kernelWeights(KernelOp kernel);
 
 /// The derivative suffix of the score function by row input `index`.
 std::string rowInputDerivativeName(ScoreOp score, unsigned index);
@@ -91,35 +76,10 @@ struct ScalarFunctions {
 /// float type. Fails with a diagnostic when attn-derive-backward has not run.
 FailureOr<ScalarFunctions> lookupScalarFunctions(KernelOp kernel, FloatType type);
 
-/// Fails unless the kernel's score is one `lowering` (named in the diagnostic)
-/// implements: a dot or scaled_dot contraction without learnable weights or row
-/// inputs (the CPU lowering implements every score; the GPU one these).
-LogicalResult checkContractSupported(KernelOp kernel, StringRef lowering);
-
-/// The factor applied to the contraction: the score's scale, else 1 for every
-/// contract but `scaled_dot`, whose default (std::nullopt) is 1/sqrt(head dim).
-std::optional<double> fixedScoreScale(KernelOp kernel);
-
 /// C_i (times e^-m for online normalizers) of a row from its running max `m`, its
 /// Σ h `sum` and its unmasked-key `count`, all of m's float type.
 Value buildRowDenominator(ImplicitLocOpBuilder &b, NormalizerOp normalizer, bool online,
                           Value m, Value sum, Value count);
-
-/// The attn.kernel of `module` named `name`, or its only kernel when `name` is
-/// empty; emits an error (listing the candidates) otherwise.
-FailureOr<KernelOp> selectKernel(ModuleOp module, StringRef name);
-
-/// The name of an element type in entry points and the manifest (f32, f64, f16, bf16).
-std::string elementTypeName(Type type);
-
-/// The float types a lowering pass's `element-types` option names (`defaults` when
-/// it is empty), each one of `allowed` ("f16", "bf16", "f32", "f64"). Otherwise an
-/// error on `module`: "unsupported <what> 'x'; expected a, b or c".
-FailureOr<SmallVector<FloatType>> parseElementTypes(ModuleOp module,
-                                                    ArrayRef<std::string> names,
-                                                    ArrayRef<StringRef> defaults,
-                                                    ArrayRef<StringRef> allowed,
-                                                    StringRef what);
 
 } // namespace mlir::attn
 

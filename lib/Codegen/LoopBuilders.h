@@ -4,8 +4,8 @@
 // lambdas use the same ImplicitLocOpBuilder, moved into the new block.
 //
 //===----------------------------------------------------------------------===//
-#ifndef ATTN_LIB_LOOPBUILDERS_H
-#define ATTN_LIB_LOOPBUILDERS_H
+#ifndef ATTN_LIB_CODEGEN_LOOPBUILDERS_H
+#define ATTN_LIB_CODEGEN_LOOPBUILDERS_H
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"

@@ -15,8 +15,8 @@
 //     A_i = x(i, 0) − x(0, 0) and B_j = x(0, j): features of twice the width.
 //
 //===----------------------------------------------------------------------===//
-#ifndef ATTN_LIB_KERNELISEDANALYSIS_H
-#define ATTN_LIB_KERNELISEDANALYSIS_H
+#ifndef ATTN_LIB_ANALYSIS_KERNELISEDANALYSIS_H
+#define ATTN_LIB_ANALYSIS_KERNELISEDANALYSIS_H
 
 #include "dialect/AttnOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"

@@ -1,6 +1,6 @@
-//===- LowerToLoops.h - CPU forward/backward entry points ---------*- C++ -*-===//
-#ifndef ATTN_LIB_LOWERTOLOOPS_H
-#define ATTN_LIB_LOWERTOLOOPS_H
+//===- CPULowering.h - CPU forward/backward entry points ----------*- C++ -*-===//
+#ifndef ATTN_LIB_CODEGEN_CPU_CPULOWERING_H
+#define ATTN_LIB_CODEGEN_CPU_CPULOWERING_H
 
 #include "dialect/AttnOps.h"
 

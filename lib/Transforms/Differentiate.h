@@ -12,8 +12,8 @@
 // floor/ceil/round and comparisons have derivative 0.
 //
 //===----------------------------------------------------------------------===//
-#ifndef ATTN_LIB_DIFFERENTIATE_H
-#define ATTN_LIB_DIFFERENTIATE_H
+#ifndef ATTN_LIB_TRANSFORMS_DIFFERENTIATE_H
+#define ATTN_LIB_TRANSFORMS_DIFFERENTIATE_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"

@@ -1,13 +1,13 @@
-//===- LowerLinearAttention.cpp - the O(N·d·dv) kernelised form -----------===//
+//===- LinearAttention.cpp - the O(N·d·dv) kernelised form ----------------===//
 //
-// See LowerLinearAttention.h for the math. Memory beyond the ABI buffers: the
+// See LinearAttention.h for the math. Memory beyond the ABI buffers: the
 // F×dv state (F = d, or 2d with a cosformer phase), two kLinearChunk×F feature
 // scratches and, in backward, two per-query coefficient vectors: O(N + d·dv).
 //
 //===----------------------------------------------------------------------===//
-#include "lib/LowerLinearAttention.h"
+#include "lib/Codegen/CPU/LinearAttention.h"
 
-#include "lib/LoopBuilders.h"
+#include "lib/Codegen/LoopBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
