@@ -1,4 +1,4 @@
-//===- DeriveBackward.cpp - attn-derive-backward --------------------------===//
+//===- DeriveBackwardPass.cpp - attn-derive-backward ----------------------===//
 #include "lib/Transforms/ScalarFunctions.h"
 #include "passes/Passes.h"
 
@@ -10,7 +10,7 @@ namespace {
 struct DeriveBackwardPass : impl::AttnDeriveBackwardBase<DeriveBackwardPass> {
   void runOnOperation() override {
     for (KernelOp kernel : llvm::to_vector(getOperation().getOps<KernelOp>()))
-      if (failed(outlineKernelFunctions(kernel)))
+      if (!kernel.getFunctions() && failed(outlineKernelFunctions(kernel)))
         return signalPassFailure();
   }
 };

@@ -1,6 +1,6 @@
-//===- LowerToGPU.cpp - attn-lower-to-gpu ---------------------------------===//
+//===- LowerToGPUPass.cpp - attn-lower-to-gpu -----------------------------===//
+#include "lib/Analysis/Schedules.h"
 #include "lib/Codegen/GPU/GPULowering.h"
-#include "passes/PassOptions.h"
 #include "passes/Passes.h"
 
 namespace mlir::attn {
@@ -12,21 +12,9 @@ struct LowerToGPUPass : impl::AttnLowerToGPUBase<LowerToGPUPass> {
   using Base::Base;
 
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    FailureOr<KernelOp> kernel = selectKernel(module, kernelName);
-    if (failed(kernel))
-      return signalPassFailure();
-
-    FailureOr<SmallVector<FloatType>> types =
-        parseElementTypes(module, elementTypes, {"f16", "bf16", "f32"}, {"f32", "f16", "bf16"},
-                          "GPU element type");
-    if (failed(types))
-      return signalPassFailure();
-    SmallVector<int64_t> dims(headDims.begin(), headDims.end());
-    if (dims.empty())
-      dims.assign(std::begin(kGpuHeadDims), std::end(kGpuHeadDims));
+    FailureOr<KernelOp> kernel = scheduledKernel(getOperation(), /*gpu=*/true);
     SmallVector<std::string> chips(targets.begin(), targets.end());
-    if (failed(lowerKernelToGPU(*kernel, *types, dims, chips)))
+    if (failed(kernel) || failed(lowerKernelToGPU(*kernel, chips)))
       return signalPassFailure();
   }
 };

@@ -1,6 +1,6 @@
-//===- LowerToLoops.cpp - attn-lower-to-loops -----------------------------===//
+//===- LowerToLoopsPass.cpp - attn-lower-to-loops -------------------------===//
+#include "lib/Analysis/Schedules.h"
 #include "lib/Codegen/CPU/CPULowering.h"
-#include "passes/PassOptions.h"
 #include "passes/Passes.h"
 
 namespace mlir::attn {
@@ -9,29 +9,10 @@ namespace mlir::attn {
 
 namespace {
 struct LowerToLoopsPass : impl::AttnLowerToLoopsBase<LowerToLoopsPass> {
-  using Base::Base;
-
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    FailureOr<KernelOp> kernel = selectKernel(module, kernelName);
-    if (failed(kernel))
+    FailureOr<KernelOp> kernel = scheduledKernel(getOperation(), /*gpu=*/false);
+    if (failed(kernel) || failed(lowerKernelToLoops(*kernel)))
       return signalPassFailure();
-
-    FailureOr<SmallVector<FloatType>> types = parseElementTypes(
-        module, elementTypes, {"f32", "f64"}, {"f32", "f64"}, "element type");
-    if (failed(types))
-      return signalPassFailure();
-    if (vectorBits != 256 && vectorBits != 512) {
-      module.emitError() << "vector-bits must be 256 or 512, got " << vectorBits;
-      return signalPassFailure();
-    }
-    if (failed(lowerKernelToLoops(*kernel, *types, vectorBits)))
-      return signalPassFailure();
-
-    // The attn ops have served their purpose; what remains is func/scf/memref.
-    for (Operation &op : llvm::make_early_inc_range(module.getBody()->getOperations()))
-      if (isa<KernelOp, NormalizerOp, ScoreOp, MaskOp>(op))
-        op.erase();
   }
 };
 } // namespace

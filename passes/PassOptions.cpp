@@ -22,10 +22,11 @@ FailureOr<KernelOp> mlir::attn::selectKernel(ModuleOp module, StringRef name) {
   return failure();
 }
 
-FailureOr<SmallVector<FloatType>>
-mlir::attn::parseElementTypes(ModuleOp module, ArrayRef<std::string> names,
-                              ArrayRef<StringRef> defaults, ArrayRef<StringRef> allowed,
-                              StringRef what) {
+FailureOr<SmallVector<FloatType>> mlir::attn::parseElementTypes(ModuleOp module,
+                                                                ArrayRef<std::string> names,
+                                                                ArrayRef<StringRef> defaults,
+                                                                ArrayRef<StringRef> allowed,
+                                                                StringRef what) {
   MLIRContext *ctx = module.getContext();
   SmallVector<StringRef> chosen(defaults);
   if (!names.empty())

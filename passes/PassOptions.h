@@ -16,11 +16,9 @@ FailureOr<KernelOp> selectKernel(ModuleOp module, StringRef name);
 /// The float types a pass's `element-types` option names (`defaults` when it is
 /// empty), each one of `allowed` ("f16", "bf16", "f32", "f64"). Otherwise an
 /// error on `module`: "unsupported <what> 'x'; expected a, b or c".
-FailureOr<SmallVector<FloatType>> parseElementTypes(ModuleOp module,
-                                                    ArrayRef<std::string> names,
+FailureOr<SmallVector<FloatType>> parseElementTypes(ModuleOp module, ArrayRef<std::string> names,
                                                     ArrayRef<StringRef> defaults,
-                                                    ArrayRef<StringRef> allowed,
-                                                    StringRef what);
+                                                    ArrayRef<StringRef> allowed, StringRef what);
 
 } // namespace mlir::attn
 

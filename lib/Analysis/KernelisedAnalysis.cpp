@@ -216,12 +216,3 @@ std::optional<KernelisedForm> mlir::attn::matchKernelised(KernelOp kernel, bool 
                              "(c·s, or s·cos(x) with x affine in i and j): ") +
                            (culprit ? culprit->getName().getStringRef() : "its result"));
 }
-
-FailureOr<Algorithm> mlir::attn::kernelAlgorithm(KernelOp kernel) {
-  FailureOr<NormalizerClass> normalizerClass = classifyNormalizer(kernel.getNormalizerOp());
-  if (failed(normalizerClass))
-    return failure();
-  if (matchKernelised(kernel, /*explain=*/false))
-    return Algorithm::Kernelised;
-  return normalizerClass->algorithm;
-}

@@ -35,10 +35,6 @@ struct KernelisedForm {
 /// that breaks the form (it then runs in the quadratic form).
 std::optional<KernelisedForm> matchKernelised(KernelOp kernel, bool explain);
 
-/// The forward algorithm of `kernel`: kernelised when matchKernelised succeeds,
-/// else its normalizer's (online or plain). Fails like classifyNormalizer.
-FailureOr<Algorithm> kernelAlgorithm(KernelOp kernel);
-
 } // namespace mlir::attn
 
 #endif

@@ -194,3 +194,10 @@ FailureOr<NormalizerClass> mlir::attn::classifyNormalizer(NormalizerOp normalize
   denominator.collectStabilised(result);
   return result;
 }
+
+FailureOr<Algorithm> mlir::attn::requireAlgorithm(KernelOp kernel) {
+  if (std::optional<Algorithm> algorithm = kernel.getAlgorithm())
+    return *algorithm;
+  return kernel.emitOpError(
+      "has no algorithm: the kernel is not classified; run attn-classify-normalizer first");
+}

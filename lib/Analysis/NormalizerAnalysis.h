@@ -44,6 +44,11 @@ struct NormalizerClass {
 /// both algorithms.
 FailureOr<NormalizerClass> classifyNormalizer(NormalizerOp normalizer);
 
+/// The algorithm attn-classify-normalizer recorded on `kernel`; a diagnostic
+/// asking for that pass when it has not run (every later pass reads the
+/// classifier's decision from here rather than recomputing it).
+FailureOr<Algorithm> requireAlgorithm(KernelOp kernel);
+
 } // namespace mlir::attn
 
 #endif

@@ -17,15 +17,34 @@
 using namespace mlir;
 using namespace mlir::attn;
 
-std::string mlir::attn::rowInputDerivativeName(ScoreOp score, unsigned index) {
+namespace {
+/// Symbol names of the functions derived from one kernel (for readers of the IR;
+/// passes find them through the kernel's #attn.functions).
+struct KernelFunctionNames {
+  explicit KernelFunctionNames(KernelOp kernel) : prefix(kernel.getSymName().str()) {}
+  std::string numerator() const { return prefix + ".num"; }
+  std::string denominator() const { return prefix + ".den"; }
+  std::string stabilizer() const { return prefix + ".stab"; }
+  std::string score() const { return prefix + ".score"; }
+  std::string feature() const { return prefix + ".feature"; }
+  std::string mask() const { return prefix + ".mask"; }
+  std::string phase() const { return prefix + ".phase"; }
+  static std::string derivative(StringRef function, StringRef arg) {
+    return (function + ".d." + arg).str();
+  }
+  std::string prefix;
+};
+} // namespace
+
+/// The derivative suffix of the score function by row input `index`.
+static std::string rowInputDerivativeName(ScoreOp score, unsigned index) {
   return ("row." + cast<StringAttr>((*score.getRowInputNames())[index]).getValue()).str();
 }
 
 /// x + ln c - log(k + e^u), the exponent of a stabilised product e^x·c/(k + e^u),
 /// from the already cloned operands. log(k + e^u) = max(u, ln k) +
 /// log1p(e^-|u - ln k|) is finite for every u.
-static Value productExponent(OpBuilder &b, StabilisedProduct product,
-                             const IRMapping &mapping) {
+static Value productExponent(OpBuilder &b, StabilisedProduct product, const IRMapping &mapping) {
   Location loc = product.bounded.getLoc();
   auto constantOf = [](Value v) {
     return cast<FloatAttr>(v.getDefiningOp<arith::ConstantOp>().getValue()).getValueAsDouble();
@@ -55,16 +74,16 @@ namespace {
 class FunctionEmitter {
 public:
   FunctionEmitter(KernelOp kernel, Type floatType)
-      : kernel(kernel), module(kernel->getParentOfType<ModuleOp>()),
-        floatType(floatType), numParams(kernelParamNames(kernel).size()) {}
+      : kernel(kernel), module(kernel->getParentOfType<ModuleOp>()), floatType(floatType),
+        numParams(kernelParamNames(kernel).size()) {}
 
   /// A private function `name` taking `leading` arguments then the kernel's params.
   func::FuncOp create(StringRef name, ArrayRef<Type> leading, Type result) {
     SmallVector<Type> inputs(leading);
     inputs.append(numParams, floatType);
     OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-    auto function = func::FuncOp::create(b, kernel.getLoc(), name,
-                                         b.getFunctionType(inputs, result));
+    auto function =
+        func::FuncOp::create(b, kernel.getLoc(), name, b.getFunctionType(inputs, result));
     function.setPrivate();
     function.addEntryBlock();
     return function;
@@ -102,31 +121,51 @@ public:
 };
 } // namespace
 
-/// Creates d`function`/d`arg` for each argument index in `wrt`, named after `argNames`.
-static LogicalResult deriveAll(func::FuncOp function, ArrayRef<unsigned> wrt,
-                               ArrayRef<std::string> argNames) {
-  for (auto [index, name] : llvm::zip(wrt, argNames))
-    if (failed(buildDerivative(function, index,
-                               KernelFunctionNames::derivative(function.getName(), name))))
+/// Creates d`function`/d`arg` for each argument index in `wrt`, named after
+/// `argNames`; returns their symbols.
+static FailureOr<SmallVector<Attribute>> deriveAll(func::FuncOp function, ArrayRef<unsigned> wrt,
+                                                   ArrayRef<std::string> argNames) {
+  SmallVector<Attribute> derivatives;
+  for (auto [index, name] : llvm::zip(wrt, argNames)) {
+    FailureOr<func::FuncOp> derivative =
+        buildDerivative(function, index, KernelFunctionNames::derivative(function.getName(), name));
+    if (failed(derivative))
       return failure();
-  return success();
+    derivatives.push_back(FlatSymbolRefAttr::get(*derivative));
+  }
+  return derivatives;
 }
 
 LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
   NormalizerOp normalizer = kernel.getNormalizerOp();
   ScoreOp score = kernel.getScoreOp();
   MaskOp mask = kernel.getMaskOp();
-  FailureOr<NormalizerClass> form = classifyNormalizer(normalizer);
-  if (failed(form))
+  FailureOr<Algorithm> algorithm = requireAlgorithm(kernel);
+  if (failed(algorithm))
     return failure();
+  // The stabilised exps of an online normalizer (the classifier has accepted it).
+  std::optional<NormalizerClass> online;
+  if (*algorithm == Algorithm::Online) {
+    FailureOr<NormalizerClass> form = classifyNormalizer(normalizer);
+    if (failed(form))
+      return failure();
+    online = std::move(*form);
+  }
 
+  MLIRContext *ctx = kernel.getContext();
   Type f = normalizer.getScalarType();
-  Type index = IndexType::get(kernel.getContext());
+  Type index = IndexType::get(ctx);
   KernelFunctionNames names(kernel);
   FunctionEmitter emitter(kernel, f);
   SmallVector<StringRef> params = kernelParamNames(kernel);
   unsigned numNormalizerParams = normalizer.getNumParams();
-  const NormalizerClass *online = form->algorithm == Algorithm::Online ? &*form : nullptr;
+  const NormalizerClass *stabilised = online ? &*online : nullptr;
+
+  // Role -> symbol of every function made here, as the #attn.functions fields.
+  FlatSymbolRefAttr numerator, denominator, stabilizer, scoreFn, feature, maskFn, phase,
+      numeratorDs, denominatorDs, scoreDs, featureDx;
+  ArrayAttr numeratorDp, denominatorDp, scoreDp, scoreDr;
+  auto symbolOf = [](func::FuncOp function) { return FlatSymbolRefAttr::get(function); };
 
   // Derivatives of a normalizer function: by s (argument 0) and by its own params.
   SmallVector<unsigned> normalizerWrt{0};
@@ -136,22 +175,33 @@ LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
     normalizerWrtNames.push_back(params[k].str());
   }
 
-  auto emitNormalizerFunction = [&](Region &region, StringRef name) -> LogicalResult {
+  auto emitNormalizerFunction = [&](Region &region, StringRef name, FlatSymbolRefAttr &slot,
+                                    FlatSymbolRefAttr &dsSlot, ArrayAttr &dpSlot) -> LogicalResult {
     func::FuncOp function = emitter.create(name, {f, f}, f);
     Block &entry = function.front();
     OpBuilder b = OpBuilder::atBlockEnd(&entry);
     SmallVector<Value> arguments{entry.getArgument(0)};
     for (unsigned k = 0; k < numNormalizerParams; ++k)
       arguments.push_back(entry.getArgument(2 + k));
-    Value result = emitter.inlineRegion(b, region, arguments, online, entry.getArgument(1));
+    Value result = emitter.inlineRegion(b, region, arguments, stabilised, entry.getArgument(1));
     func::ReturnOp::create(b, kernel.getLoc(), result);
-    return deriveAll(function, normalizerWrt, normalizerWrtNames);
+    FailureOr<SmallVector<Attribute>> derivatives =
+        deriveAll(function, normalizerWrt, normalizerWrtNames);
+    if (failed(derivatives))
+      return failure();
+    slot = symbolOf(function);
+    dsSlot = cast<FlatSymbolRefAttr>(derivatives->front());
+    if (numNormalizerParams)
+      dpSlot = ArrayAttr::get(ctx, ArrayRef(*derivatives).drop_front());
+    return success();
   };
 
-  if (failed(emitNormalizerFunction(normalizer.getNumerator(), names.numerator())))
+  if (failed(emitNormalizerFunction(normalizer.getNumerator(), names.numerator(), numerator,
+                                    numeratorDs, numeratorDp)))
     return failure();
   if (normalizer.hasDenominatorRegion() &&
-      failed(emitNormalizerFunction(normalizer.getDenominator(), names.denominator())))
+      failed(emitNormalizerFunction(normalizer.getDenominator(), names.denominator(), denominator,
+                                    denominatorDs, denominatorDp)))
     return failure();
 
   if (online) {
@@ -178,6 +228,7 @@ LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
       }
     }
     func::ReturnOp::create(b, kernel.getLoc(), maximum);
+    stabilizer = symbolOf(function);
   }
 
   if (score && score.hasMod()) {
@@ -201,44 +252,59 @@ LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
       wrt.push_back(leading + numNormalizerParams + k);
       wrtNames.push_back(params[numNormalizerParams + k].str());
     }
-    if (failed(deriveAll(function, wrt, wrtNames)))
+    FailureOr<SmallVector<Attribute>> derivatives = deriveAll(function, wrt, wrtNames);
+    if (failed(derivatives))
       return failure();
+    scoreFn = symbolOf(function);
+    scoreDs = cast<FlatSymbolRefAttr>(derivatives->front());
+    ArrayRef<Attribute> byRow = ArrayRef(*derivatives).slice(1, score.getNumRowInputs());
+    ArrayRef<Attribute> byParam = ArrayRef(*derivatives).drop_front(1 + score.getNumRowInputs());
+    if (!byRow.empty())
+      scoreDr = ArrayAttr::get(ctx, byRow);
+    if (!byParam.empty())
+      scoreDp = ArrayAttr::get(ctx, byParam);
   }
 
   if (score && score.hasFeatureMap()) {
     OpBuilder b = OpBuilder::atBlockEnd(emitter.module.getBody());
-    auto function = func::FuncOp::create(b, kernel.getLoc(), names.feature(),
-                                         b.getFunctionType({f}, {f}));
+    auto function =
+        func::FuncOp::create(b, kernel.getLoc(), names.feature(), b.getFunctionType({f}, {f}));
     function.setPrivate();
     Block *entry = function.addEntryBlock();
     b.setInsertionPointToEnd(entry);
     func::ReturnOp::create(b, kernel.getLoc(),
                            emitter.inlineRegion(b, score.getFeature(), entry->getArguments()));
-    if (failed(deriveAll(function, {0}, {"x"})))
+    FailureOr<SmallVector<Attribute>> derivatives = deriveAll(function, {0}, {"x"});
+    if (failed(derivatives))
       return failure();
+    feature = symbolOf(function);
+    featureDx = cast<FlatSymbolRefAttr>(derivatives->front());
   }
 
-  if (std::optional<KernelisedForm> kernelised = matchKernelised(kernel, /*explain=*/false);
-      kernelised && kernelised->positionFactor) {
-    // The mod region returning the cos argument; the unused rest folds away
-    // after inlining.
-    OpBuilder b = OpBuilder::atBlockEnd(emitter.module.getBody());
-    auto function = func::FuncOp::create(b, kernel.getLoc(), names.phase(),
-                                         b.getFunctionType({index, index}, {f}));
-    function.setPrivate();
-    Block *entry = function.addEntryBlock();
-    b.setInsertionPointToEnd(entry);
-    Block &mod = score.getMod().front();
-    IRMapping mapping;
-    Value zero = arith::ConstantOp::create(b, kernel.getLoc(), f, b.getFloatAttr(f, 0.0));
-    for (BlockArgument arg : mod.getArguments())
-      mapping.map(arg, zero); // s and params (unused: the phase does not depend on them)
-    mapping.map(mod.getArgument(1), entry->getArgument(0));
-    mapping.map(mod.getArgument(2), entry->getArgument(1));
-    for (Operation &op : mod.without_terminator())
-      b.clone(op, mapping);
-    func::ReturnOp::create(b, kernel.getLoc(),
-                           mapping.lookup(kernelised->positionFactor.getOperand()));
+  if (*algorithm == Algorithm::Kernelised) {
+    std::optional<KernelisedForm> kernelised = matchKernelised(kernel, /*explain=*/false);
+    if (kernelised && kernelised->positionFactor) {
+      // The mod region returning the cos argument; the unused rest folds away
+      // after inlining.
+      OpBuilder b = OpBuilder::atBlockEnd(emitter.module.getBody());
+      auto function = func::FuncOp::create(b, kernel.getLoc(), names.phase(),
+                                           b.getFunctionType({index, index}, {f}));
+      function.setPrivate();
+      Block *entry = function.addEntryBlock();
+      b.setInsertionPointToEnd(entry);
+      Block &mod = score.getMod().front();
+      IRMapping mapping;
+      Value zero = arith::ConstantOp::create(b, kernel.getLoc(), f, b.getFloatAttr(f, 0.0));
+      for (BlockArgument arg : mod.getArguments())
+        mapping.map(arg, zero); // s and params (unused: the phase does not depend on them)
+      mapping.map(mod.getArgument(1), entry->getArgument(0));
+      mapping.map(mod.getArgument(2), entry->getArgument(1));
+      for (Operation &op : mod.without_terminator())
+        b.clone(op, mapping);
+      func::ReturnOp::create(b, kernel.getLoc(),
+                             mapping.lookup(kernelised->positionFactor.getOperand()));
+      phase = symbolOf(function);
+    }
   }
 
   if (mask) {
@@ -250,7 +316,13 @@ LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
     b.setInsertionPointToEnd(entry);
     func::ReturnOp::create(b, kernel.getLoc(),
                            emitter.inlineRegion(b, mask.getBody(), entry->getArguments()));
+    maskFn = symbolOf(function);
   }
+
+  auto functions = KernelFunctionsAttr::get(
+      ctx, f, /*lanes=*/0, numerator, denominator, stabilizer, scoreFn, feature, maskFn, phase,
+      numeratorDs, denominatorDs, scoreDs, featureDx, numeratorDp, denominatorDp, scoreDp, scoreDr);
+  kernel.setFunctionsAttr(ArrayAttr::get(ctx, {functions}));
   return success();
 }
 
@@ -311,92 +383,125 @@ FailureOr<func::FuncOp> mlir::attn::cloneRetyped(func::FuncOp function, FloatTyp
   return clone;
 }
 
-FailureOr<ScalarFunctions> mlir::attn::lookupScalarFunctions(KernelOp kernel, FloatType type) {
-  ModuleOp module = kernel->getParentOfType<ModuleOp>();
-  NormalizerOp normalizer = kernel.getNormalizerOp();
-  KernelFunctionNames names(kernel);
-  bool retype = type != normalizer.getScalarType();
-  auto require = [&](func::FuncOp &slot, const std::string &name) -> LogicalResult {
-    auto function = module.lookupSymbol<func::FuncOp>(name);
-    if (!function || !retype) {
-      slot = function;
-      return success();
-    }
-    std::string retypedName = name + "." + elementTypeName(type);
-    if (auto existing = module.lookupSymbol<func::FuncOp>(retypedName)) {
-      slot = existing;
-      return success();
-    }
-    FailureOr<func::FuncOp> clone = cloneRetyped(function, type, /*vectorWidth=*/0, retypedName);
-    if (failed(clone))
-      return failure();
-    slot = *clone;
-    return success();
+/// `functions` with every symbol replaced by `map` (the roles stay), at `type`
+/// and `lanes`; fails when `map` does.
+static FailureOr<KernelFunctionsAttr>
+mapFunctions(KernelFunctionsAttr functions, Type type, int64_t lanes,
+             function_ref<FailureOr<FlatSymbolRefAttr>(FlatSymbolRefAttr)> map) {
+  MLIRContext *ctx = functions.getContext();
+  bool failedAny = false;
+  auto one = [&](FlatSymbolRefAttr ref) -> FlatSymbolRefAttr {
+    if (!ref || failedAny)
+      return ref;
+    FailureOr<FlatSymbolRefAttr> mapped = map(ref);
+    failedAny = failed(mapped);
+    return failedAny ? ref : *mapped;
   };
-
-  if (!module.lookupSymbol<func::FuncOp>(names.numerator()))
-    return kernel.emitOpError("has no outlined functions; run attn-derive-backward first");
-  ScalarFunctions fns;
-  SmallVector<StringRef> params = kernelParamNames(kernel);
-  unsigned numNormalizerParams = normalizer.getNumParams();
-  auto derivative = [](const std::string &f, StringRef arg) {
-    return KernelFunctionNames::derivative(f, arg);
+  auto list = [&](ArrayAttr refs) -> ArrayAttr {
+    if (!refs)
+      return refs;
+    return ArrayAttr::get(ctx, llvm::map_to_vector(refs, [&](Attribute ref) -> Attribute {
+                            return one(cast<FlatSymbolRefAttr>(ref));
+                          }));
   };
-  if (failed(require(fns.numerator, names.numerator())) ||
-      failed(require(fns.denominator, names.denominator())) ||
-      failed(require(fns.stabilizer, names.stabilizer())) ||
-      failed(require(fns.score, names.score())) ||
-      failed(require(fns.feature, names.feature())) ||
-      failed(require(fns.mask, names.mask())) ||
-      failed(require(fns.phase, names.phase())) ||
-      failed(require(fns.numeratorDs, derivative(names.numerator(), "s"))) ||
-      failed(require(fns.denominatorDs, derivative(names.denominator(), "s"))) ||
-      failed(require(fns.scoreDs, derivative(names.score(), "s"))) ||
-      failed(require(fns.featureDx, derivative(names.feature(), "x"))))
+  auto mapped = KernelFunctionsAttr::get(
+      ctx, type, lanes, one(functions.getNumerator()), one(functions.getDenominator()),
+      one(functions.getStabilizer()), one(functions.getScore()), one(functions.getFeature()),
+      one(functions.getMask()), one(functions.getPhase()), one(functions.getNumeratorDs()),
+      one(functions.getDenominatorDs()), one(functions.getScoreDs()), one(functions.getFeatureDx()),
+      list(functions.getNumeratorDp()), list(functions.getDenominatorDp()),
+      list(functions.getScoreDp()), list(functions.getScoreDr()));
+  if (failedAny)
     return failure();
-  for (unsigned k = 0; k < params.size(); ++k) {
-    func::FuncOp num, den, sc;
-    if (k < numNormalizerParams) {
-      if (failed(require(num, derivative(names.numerator(), params[k]))) ||
-          failed(require(den, derivative(names.denominator(), params[k]))))
-        return failure();
-      fns.numeratorDp.push_back(num);
-      fns.denominatorDp.push_back(den);
-    } else {
-      if (failed(require(sc, derivative(names.score(), params[k]))))
-        return failure();
-      fns.scoreDp.push_back(sc);
-    }
+  return mapped;
+}
+
+/// The instance of the kernel's functions at `type` and `lanes`, or null.
+static KernelFunctionsAttr findInstance(KernelOp kernel, Type type, int64_t lanes) {
+  for (Attribute entry : kernel.getFunctionsAttr()) {
+    auto functions = cast<KernelFunctionsAttr>(entry);
+    if (functions.getType() == type && functions.getLanes() == lanes)
+      return functions;
   }
+  return {};
+}
+
+static InFlightDiagnostic missingFunctions(KernelOp kernel) {
+  return kernel.emitOpError("has no scalar functions; run attn-derive-backward first");
+}
+
+LogicalResult mlir::attn::instantiateKernelFunctions(KernelOp kernel, FloatType type,
+                                                     int64_t lanes) {
+  if (!kernel.getFunctions())
+    return missingFunctions(kernel);
+  if (findInstance(kernel, type, lanes))
+    return success();
+  Type own = kernel.getNormalizerOp().getScalarType();
+  KernelFunctionsAttr original = findInstance(kernel, own, /*lanes=*/0);
+  if (!original)
+    return kernel.emitOpError() << "has no " << own
+                                << " scalar functions of its own to instantiate from";
+  std::string suffix = (type == own ? "" : "." + elementTypeName(type)) +
+                       (lanes ? ".x" + std::to_string(lanes) : "");
+  ModuleOp module = kernel->getParentOfType<ModuleOp>();
+  FailureOr<KernelFunctionsAttr> instance = mapFunctions(
+      original, type, lanes, [&](FlatSymbolRefAttr ref) -> FailureOr<FlatSymbolRefAttr> {
+        auto function = module.lookupSymbol<func::FuncOp>(ref.getAttr());
+        std::string name = (function.getName() + suffix).str();
+        if (auto existing = module.lookupSymbol<func::FuncOp>(name))
+          return FlatSymbolRefAttr::get(existing);
+        FailureOr<func::FuncOp> copy = cloneRetyped(function, type, lanes, name);
+        if (failed(copy))
+          return failure();
+        return FlatSymbolRefAttr::get(*copy);
+      });
+  if (failed(instance))
+    return failure();
+  SmallVector<Attribute> sets(kernel.getFunctionsAttr().getValue());
+  sets.push_back(*instance);
+  kernel.setFunctionsAttr(ArrayAttr::get(kernel.getContext(), sets));
+  return success();
+}
+
+FailureOr<ScalarFunctions> mlir::attn::lookupScalarFunctions(KernelOp kernel, FloatType type,
+                                                             int64_t lanes) {
+  if (!kernel.getFunctions())
+    return missingFunctions(kernel);
+  KernelFunctionsAttr functions = findInstance(kernel, type, lanes);
+  if (!functions)
+    return kernel.emitOpError() << "has no " << elementTypeName(type)
+                                << (lanes ? " x" + std::to_string(lanes) : "")
+                                << " instance of its scalar functions; run "
+                                   "attn-instantiate-functions first";
+  auto resolve = [&](FlatSymbolRefAttr ref) {
+    return ref ? SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(kernel, ref.getAttr())
+               : func::FuncOp();
+  };
+  auto resolveAll = [&](ArrayAttr refs, size_t size) {
+    SmallVector<func::FuncOp> resolved(size);
+    for (auto [slot, ref] : llvm::zip(resolved, refs ? refs.getValue() : ArrayRef<Attribute>()))
+      slot = resolve(cast<FlatSymbolRefAttr>(ref));
+    return resolved;
+  };
+  ScalarFunctions fns;
+  fns.numerator = resolve(functions.getNumerator());
+  fns.denominator = resolve(functions.getDenominator());
+  fns.stabilizer = resolve(functions.getStabilizer());
+  fns.score = resolve(functions.getScore());
+  fns.feature = resolve(functions.getFeature());
+  fns.mask = resolve(functions.getMask());
+  fns.phase = resolve(functions.getPhase());
+  fns.numeratorDs = resolve(functions.getNumeratorDs());
+  fns.denominatorDs = resolve(functions.getDenominatorDs());
+  fns.scoreDs = resolve(functions.getScoreDs());
+  fns.featureDx = resolve(functions.getFeatureDx());
+  // One entry per normalizer param (null without a summed denominator), score
+  // param and row input.
   ScoreOp score = kernel.getScoreOp();
-  for (unsigned r = 0; score && r < score.getNumRowInputs(); ++r)
-    if (failed(require(fns.scoreDr.emplace_back(),
-                       derivative(names.score(), rowInputDerivativeName(score, r)))))
-      return failure();
+  unsigned numNormalizerParams = kernel.getNormalizerOp().getNumParams();
+  fns.numeratorDp = resolveAll(functions.getNumeratorDp(), numNormalizerParams);
+  fns.denominatorDp = resolveAll(functions.getDenominatorDp(), numNormalizerParams);
+  fns.scoreDp = resolveAll(functions.getScoreDp(), score ? score.getNumParams() : 0);
+  fns.scoreDr = resolveAll(functions.getScoreDr(), score ? score.getNumRowInputs() : 0);
   return fns;
 }
-
-Value mlir::attn::buildRowDenominator(ImplicitLocOpBuilder &b, NormalizerOp normalizer,
-                                      bool online, Value m, Value sum, Value count) {
-  Type type = m.getType();
-  auto constant = [&](double value) {
-    return arith::ConstantOp::create(b, type, b.getFloatAttr(type, value)).getResult();
-  };
-  switch (normalizer.getDenominatorKind()) {
-  case DenominatorKind::Sum:
-    if (auto eps = normalizer.getEpsilon()) {
-      Value epsilon = constant(eps->convertToDouble());
-      if (online) // C·e^-m = Σ h·e^-m + ε·e^-m
-        epsilon = arith::MulFOp::create(
-            b, epsilon, math::ExpOp::create(b, arith::NegFOp::create(b, m)));
-      return arith::AddFOp::create(b, sum, epsilon);
-    }
-    return sum;
-  case DenominatorKind::Constant:
-    return constant(normalizer.getDenominatorConstant()->convertToDouble());
-  case DenominatorKind::Count:
-    return count;
-  }
-  llvm_unreachable("unknown denominator kind");
-}
-

@@ -5,13 +5,14 @@
 //                [--cuda-targets=sm_80,sm_90 [--cuda-dtypes=f16,bf16,f32]
 //                 [--cuda-toolkit=DIR]]
 //
-// Runs the attn pipeline (verify, classify, derive backward, lower to GPU when
-// CUDA targets are requested, lower to loops), the upstream lowering to the
-// LLVM dialect, LLVM's O3 pipeline for the target CPU, emits an object file and
-// links it into a shared object with `cc`. The CUDA kernels go through MLIR's
-// NVVM target in-process (convert-gpu-to-nvvm, gpu-module-to-binary: LLVM's
-// NVPTX backend, libdevice and the toolkit's ptxas) and are embedded in the
-// same object as the globals of the CUDA ABI (runtime/include/attn/abi.h).
+// Runs the registered attn pipeline (attn-cpu-pipeline, or attn-cuda-pipeline
+// when CUDA targets are requested; passes/Passes.h), the upstream lowering to
+// the LLVM dialect (attn-host-to-llvm), LLVM's O3 pipeline for the target CPU,
+// emits an object file and links it into a shared object with `cc`. The CUDA
+// kernels go through MLIR's NVVM target in-process (attn-gpu-to-nvvm, then
+// gpu-module-to-binary: LLVM's NVPTX backend, libdevice and the toolkit's
+// ptxas) and are embedded in the same object as the globals of the CUDA ABI
+// (runtime/include/attn/abi.h).
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/AttnDialect.h"
@@ -21,15 +22,14 @@
 
 #include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
-#include "mlir/InitAllPasses.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
@@ -92,31 +92,33 @@ static cl::opt<std::string> cudaToolkit(
              "the one found at build time, else /usr/local/cuda"),
     cl::init(""));
 
-static std::string attnPipeline(int64_t vectorBits) {
-  std::string types = dtypes;
-  std::string gpu;
-  if (!cudaTargets.empty())
-    gpu = "attn-lower-to-gpu{kernel=" + std::string(kernelName) + " element-types=" +
-          std::string(cudaDtypes) + " targets=" + llvm::join(cudaTargets, ",") + "},";
-  return "attn-verify,attn-classify-normalizer,attn-derive-backward," + gpu +
-         "attn-lower-to-loops{kernel=" +
-         std::string(kernelName) + " element-types=" + types +
-         " vector-bits=" + std::to_string(vectorBits) +
-         "},inline,symbol-dce,attn-approximate-math,canonicalize,cse,"
-         "loop-invariant-code-motion,canonicalize";
+/// The attn pipeline of this invocation (attn-cpu-pipeline or attn-cuda-pipeline).
+static void buildAttnPipeline(OpPassManager &pm, int64_t vectorBits) {
+  SmallVector<std::string> types;
+  for (StringRef type : llvm::split(dtypes, ','))
+    types.push_back(type.str());
+  if (cudaTargets.empty()) {
+    attn::CpuPipelineOptions options;
+    options.kernel = kernelName;
+    options.elementTypes = types;
+    options.vectorBits = vectorBits;
+    attn::buildCpuPipeline(pm, options);
+    return;
+  }
+  attn::CudaPipelineOptions options;
+  options.kernel = kernelName;
+  options.elementTypes = types;
+  options.vectorBits = vectorBits;
+  for (StringRef type : llvm::split(cudaDtypes, ','))
+    options.cudaElementTypes.push_back(type.str());
+  options.targets = SmallVector<std::string>(cudaTargets.begin(), cudaTargets.end());
+  attn::buildCudaPipeline(pm, options);
 }
 
-static const char *llvmLoweringPipeline =
-    "convert-scf-to-cf,expand-strided-metadata,lower-affine,convert-vector-to-llvm,"
-    "finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
-    "convert-arith-to-llvm,convert-index-to-llvm,convert-cf-to-llvm,"
-    "convert-func-to-llvm,reconcile-unrealized-casts";
-
-/// Runs `pipeline`, a comma-separated list of module passes.
-static LogicalResult runPipeline(ModuleOp module, StringRef pipeline) {
+/// Runs the passes `build` adds to a pass manager on `module`.
+static LogicalResult runPipeline(ModuleOp module, function_ref<void(OpPassManager &)> build) {
   PassManager pm(module.getContext());
-  if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
-    return failure();
+  build(pm);
   return pm.run(module);
 }
 
@@ -183,14 +185,16 @@ static FailureOr<CudaImages> serializeCudaModule(ModuleOp module, StringRef tool
   builder.setInsertionPointToEnd(lowered->getBody());
   builder.clone(*gpuModule);
   gpuModule.erase();
-  if (failed(runPipeline(*lowered, "convert-nvgpu-to-nvvm,convert-scf-to-cf,gpu.module(convert-gpu-to-nvvm),"
-                                   "reconcile-unrealized-casts")))
+  if (failed(runPipeline(*lowered, attn::buildGpuToNVVMPipeline)))
     return failure();
 
   auto binaryObjects = [&](ModuleOp container, StringRef format) -> FailureOr<ArrayAttr> {
-    if (failed(runPipeline(container, ("gpu-module-to-binary{format=" + format +
-                                       " toolkit=" + toolkit + "}")
-                                          .str())))
+    GpuModuleToBinaryPassOptions options;
+    options.compilationTarget = format.str();
+    options.toolkitPath = toolkit.str();
+    if (failed(runPipeline(container, [&](OpPassManager &pm) {
+          pm.addPass(createGpuModuleToBinaryPass(options));
+        })))
       return failure();
     return container.lookupSymbol<gpu::BinaryOp>(attn::kCudaModuleName).getObjectsAttr();
   };
@@ -312,8 +316,6 @@ static LogicalResult linkSharedObject(StringRef object, StringRef output) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  registerAllPasses();
-  attn::registerAttnPasses();
   cl::ParseCommandLineOptions(argc, argv, "attn compiler: attn IR -> CPU artifact\n");
 
   DialectRegistry registry;
@@ -362,7 +364,7 @@ int main(int argc, char **argv) {
   int64_t vectorBits =
       machine->getMCSubtargetInfo()->checkFeatures("+avx512f") ? 512 : 256;
 
-  if (failed(runPipeline(*module, attnPipeline(vectorBits))))
+  if (failed(runPipeline(*module, [&](OpPassManager &pm) { buildAttnPipeline(pm, vectorBits); })))
     return 1;
   if (emit == Emit::MLIR)
     return failed(writeOutput([&](llvm::raw_ostream &os) { module->print(os); })) ? 1 : 0;
@@ -375,7 +377,7 @@ int main(int argc, char **argv) {
     if (emit == Emit::PTX)
       return failed(writeOutput([&](llvm::raw_ostream &os) { os << cudaImages.ptx; })) ? 1 : 0;
   }
-  if (failed(runPipeline(*module, llvmLoweringPipeline)))
+  if (failed(runPipeline(*module, attn::buildHostToLLVMPipeline)))
     return 1;
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule = translateModuleToLLVMIR(*module, llvmContext);

@@ -11,6 +11,7 @@
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
   mlir::attn::registerAttnPasses();
+  mlir::attn::registerAttnPipelines();
 
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);

@@ -6,15 +6,11 @@
 
 namespace mlir::attn {
 
-/// Builds the ABI entry points (runtime/include/attn/abi.h) of `kernel` for each
-/// of `elementTypes` from the functions outlineKernelFunctions emitted, and the
-/// manifest. Call once per module: an artifact holds one kernel. The tiled
-/// specialisations use vectors of `vectorBits` (512 for AVX-512, 256 for AVX2).
-LogicalResult lowerKernelToLoops(KernelOp kernel, ArrayRef<FloatType> elementTypes,
-                                 int64_t vectorBits);
-
-/// The manifest text the artifact of `kernel` carries.
-std::string buildManifest(KernelOp kernel, ArrayRef<FloatType> elementTypes);
+/// Builds the ABI entry points (runtime/include/attn/abi.h) of `kernel`, which
+/// has a cpu_schedule (attn-select-schedule), for the element types of that schedule, following
+/// those schedules, from its instantiated scalar functions (attn-instantiate-functions). An
+/// artifact holds one kernel.
+LogicalResult lowerKernelToLoops(KernelOp kernel);
 
 } // namespace mlir::attn
 

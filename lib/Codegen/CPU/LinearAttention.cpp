@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "lib/Codegen/CPU/LinearAttention.h"
 
-#include "lib/Codegen/LoopBuilders.h"
+#include "lib/Codegen/CPU/ScalarOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -16,60 +16,41 @@
 
 using namespace mlir;
 using namespace mlir::attn;
+using namespace mlir::attn::cpu;
 
 namespace {
 
-class LinearCodegen {
+// Reassociation lets LLVM vectorise the dot-product and axpy loops over d and
+// dv (and contract their multiply-adds into FMAs).
+class LinearCodegen : ScalarOps {
 public:
   LinearCodegen(ImplicitLocOpBuilder &b, const LinearForm &form)
-      : b(b), form(form), type(form.type), normalizer(KernelOp(form.kernel).getNormalizerOp()) {}
+      : ScalarOps(b, form.type, arith::FastMathFlags::reassoc | arith::FastMathFlags::contract),
+        form(form), math(form.math) {}
 
-  void forward(ValueRange args);
-  void backward(ValueRange args);
+  void forward(const ForwardArgs &args);
+  void backward(const BackwardArgs &args);
 
 private:
-  // --- small builders -------------------------------------------------------
-  Value constant(double value) { return arith::ConstantOp::create(b, type, b.getFloatAttr(type, value)); }
-  Value index(int64_t value) { return arith::ConstantIndexOp::create(b, value); }
-  Value load(Value memref, ValueRange indices) { return memref::LoadOp::create(b, memref, indices); }
-  void store(Value value, Value memref, ValueRange indices) {
-    memref::StoreOp::create(b, value, memref, indices);
-  }
-  void accumulate(Value memref, ValueRange indices, Value delta) {
-    store(add(load(memref, indices), delta), memref, indices);
-  }
-  // Reassociation lets LLVM vectorise the dot-product and axpy loops over d and
-  // dv (and contract their multiply-adds into FMAs).
-  static constexpr arith::FastMathFlags kFast = arith::FastMathFlags::reassoc | arith::FastMathFlags::contract;
-  Value add(Value x, Value y) { return arith::AddFOp::create(b, x, y, kFast); }
-  Value sub(Value x, Value y) { return arith::SubFOp::create(b, x, y, kFast); }
-  Value mul(Value x, Value y) { return arith::MulFOp::create(b, x, y, kFast); }
+  // --- small builders (and those of ScalarOps) ---------------------------------
   Value div(Value x, Value y) { return arith::DivFOp::create(b, x, y); }
   Value addIndex(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
   Value subIndex(Value x, Value y) { return arith::SubIOp::create(b, x, y); }
   Value minIndex(Value x, Value y) { return arith::MinSIOp::create(b, x, y); }
-  Value dim(Value memref, int64_t d) { return memref::DimOp::create(b, memref, d); }
-  Value call(func::FuncOp function, ValueRange arguments) {
-    return func::CallOp::create(b, function, arguments).getResult(0);
-  }
-  Value indexToFloat(Value i) {
-    return arith::UIToFPOp::create(b, type, arith::IndexCastOp::create(b, b.getI64Type(), i));
-  }
-  ValueRange loop(Value lb, Value ub, ValueRange inits,
-                  function_ref<SmallVector<Value>(Value, ValueRange)> body, Value step = {}) {
-    return buildLoop(b, lb, ub, inits, body, step);
-  }
   void forEach(Value lb, Value ub, function_ref<void(Value)> body, Value step = {}) {
-    loop(lb, ub, {}, [&](Value iv, ValueRange) -> SmallVector<Value> {
-      body(iv);
-      return {};
-    }, step);
+    loop(
+        lb, ub, {},
+        [&](Value iv, ValueRange) -> SmallVector<Value> {
+          body(iv);
+          return {};
+        },
+        step);
   }
   /// Σ_{c < n} term(c).
   Value sum(Value n, function_ref<Value(Value)> term, Value init = {}) {
-    return loop(index(0), n, {init ? init : constant(0.0)}, [&](Value c, ValueRange acc) -> SmallVector<Value> {
-      return {add(acc[0], term(c))};
-    })[0];
+    return loop(
+        index(0), n, {init ? init : constant(0.0)},
+        [&](Value c, ValueRange acc) -> SmallVector<Value> { return {add(acc[0], term(c))}; })[0];
   }
   void whenTrue(Value cond, function_ref<void()> body) {
     auto ifOp = scf::IfOp::create(b, cond, /*withElseRegion=*/false);
@@ -78,12 +59,21 @@ private:
     body();
   }
   void eitherWay(Value cond, function_ref<void()> thenBody, function_ref<void()> elseBody) {
-    buildBranch(b, cond, {}, [&]() -> SmallVector<Value> { thenBody(); return {}; },
-                [&]() -> SmallVector<Value> { elseBody(); return {}; });
+    buildBranch(
+        b, cond, {},
+        [&]() -> SmallVector<Value> {
+          thenBody();
+          return {};
+        },
+        [&]() -> SmallVector<Value> {
+          elseBody();
+          return {};
+        });
   }
   Value alloc(ArrayRef<Value> sizes) {
     SmallVector<int64_t> shape(sizes.size(), ShapedType::kDynamic);
-    Value buffer = memref::AllocOp::create(b, MemRefType::get(shape, type), sizes, b.getI64IntegerAttr(64));
+    Value buffer =
+        memref::AllocOp::create(b, MemRefType::get(shape, type), sizes, b.getI64IntegerAttr(64));
     buffers.push_back(buffer);
     return buffer;
   }
@@ -111,21 +101,13 @@ private:
   // --- the linear form ------------------------------------------------------
   /// Sizes, coefficients a, b (g = a·s, h = b·s) and the query feature scale.
   void setUp(Value q, Value v);
-  SmallVector<Value> withParams(ValueRange leading) {
-    SmallVector<Value> all(leading);
-    all.append(form.params.begin(), form.params.end());
-    return all;
-  }
-  /// φ(x) and φ'(x), identity without a feature map.
-  Value phi(Value x) { return form.feature ? call(form.feature, {x}) : x; }
-  Value phiPrime(Value x) { return form.featureDx ? call(form.featureDx, {x}) : constant(1.0); }
   /// (cos, sin) of the query phase A_i = x(i, 0) − x(0, 0) or the key phase B_j = x(0, j).
   std::pair<Value, Value> queryPhase(Value i) {
-    Value angle = sub(call(form.phase, {i, index(0)}), call(form.phase, {index(0), index(0)}));
+    Value angle = sub(math.phase(i, index(0)), math.phase(index(0), index(0)));
     return {math::CosOp::create(b, angle), math::SinOp::create(b, angle)};
   }
   std::pair<Value, Value> keyPhase(Value j) {
-    Value angle = call(form.phase, {index(0), j});
+    Value angle = math.phase(index(0), j);
     return {math::CosOp::create(b, angle), math::SinOp::create(b, angle)};
   }
   /// Writes u_i into row i - base of `rows` for i in [begin, end).
@@ -138,56 +120,54 @@ private:
   /// state += Σ_i u_i (coefN_i dO_i)ᵀ, sum += Σ_i u_i coefH_i over queries
   /// [begin, end) (features in qf rows i - base).
   void absorbQueries(Value dOut, Value begin, Value end, Value base);
-  /// Keys the row i sees: min(i + 1, kvEnd) when causal, else kvEnd.
+  /// Keys the row i sees: min(kvEnd, i + 1) when causal, else kvEnd.
   Value keyCount(Value i, bool causal) {
-    return causal ? minIndex(addIndex(i, index(1)), form.kvEnd) : form.kvEnd;
+    return causal ? KeyBounds{form.kvEnd, form.isCausal}.causalEnd(b, i) : form.kvEnd;
   }
-  /// C_i from H_i = u_i·z_i (+ intra-chunk scores) and the key count.
-  Value denominator(Value h, Value count);
   /// Forward rows [begin, end) whose features are in qf rows i - begin; causal:
   /// keys [begin, i] come from kf rows j - begin, the earlier ones from the state.
-  void forwardRows(Value q, Value v, Value o, Value rowMax, Value rowSum, Value begin,
-                   Value end, bool causal);
+  void forwardRows(Value q, Value v, Value o, Value rowMax, Value rowSum, Value begin, Value end,
+                   bool causal);
   /// dq of rows [begin, end) (features in qf, causal intra keys in kf as above),
   /// and their coefN, coefH, and the da, db sums.
-  void queryGradients(Value q, Value v, Value o, Value dOut, Value rowSum, Value dq,
-                      Value begin, Value end, bool causal);
+  void queryGradients(Value q, Value v, Value o, Value dOut, Value rowSum, Value dq, Value begin,
+                      Value end, bool causal);
   /// dk, dv of keys [begin, end) (features in kf); causal: queries [j, queryEnd)
   /// from qf rows i - begin, the later ones from the state.
   void keyGradients(Value k, Value v, Value dOut, Value dk, Value dv, Value begin, Value end,
                     Value queryEnd, bool causal);
   /// Runs `chunk(begin, end)` over [lo, hi) in chunks of kLinearChunk.
   void chunks(Value lo, Value hi, function_ref<void(Value, Value)> chunk) {
-    forEach(lo, hi, [&](Value begin) { chunk(begin, minIndex(addIndex(begin, index(kLinearChunk)), hi)); },
-            index(kLinearChunk));
+    forEach(
+        lo, hi,
+        [&](Value begin) { chunk(begin, minIndex(addIndex(begin, index(kLinearChunk)), hi)); },
+        index(kLinearChunk));
   }
 
-  ImplicitLocOpBuilder &b;
   const LinearForm &form;
-  FloatType type;
-  NormalizerOp normalizer;
+  AttentionMath &math;
   SmallVector<Value> buffers;
 
   Value headDim, valueDim, features; // d, dv, F
   Value numeratorCoefficient, denominatorCoefficient, queryScale;
-  Value state, stateSum;             // S [F, dv] and z [F]; backward: P and y
-  Value qf, kf;                      // [kLinearChunk, F] feature scratches
-  Value scratch;                     // [F]: du_i or dw_j of the current row
-  Value coefN, coefH;                // backward: a/C_i and −b·D_i/C_i per query
-  Value paramSums;                   // backward: [2] = (da, db)
+  Value state, stateSum; // S [F, dv] and z [F]; backward: P and y
+  Value qf, kf;          // [kLinearChunk, F] feature scratches
+  Value scratch;         // [F]: du_i or dw_j of the current row
+  Value coefN, coefH;    // backward: a/C_i and −b·D_i/C_i per query
+  Value paramSums;       // backward: [2] = (da, db)
 };
 
 void LinearCodegen::setUp(Value q, Value v) {
   headDim = dim(q, 1);
   valueDim = dim(v, 1);
-  features = form.phase ? arith::MulIOp::create(b, headDim, index(2)).getResult() : headDim;
+  features =
+      math.functions().phase ? arith::MulIOp::create(b, headDim, index(2)).getResult() : headDim;
   Value one = constant(1.0), zero = constant(0.0);
-  numeratorCoefficient = call(form.numerator, withParams({one, zero}));
-  if (form.denominator)
-    denominatorCoefficient = call(form.denominator, withParams({one, zero}));
+  numeratorCoefficient = math.numerator(one, zero);
+  denominatorCoefficient = math.denominator(one, zero);
   queryScale = form.scale;
-  if (form.score) // mod = c·s
-    queryScale = mul(queryScale, call(form.score, withParams({one, index(0), index(0)})));
+  if (math.functions().score) // mod = c·s
+    queryScale = mul(queryScale, math.score(PairValues{one, index(0), index(0), {}, Value()}));
   Value chunk = index(kLinearChunk);
   state = zeroed({features, valueDim});
   stateSum = zeroed({features});
@@ -200,11 +180,11 @@ void LinearCodegen::fillQueries(Value q, Value begin, Value end, Value base) {
   forEach(begin, end, [&](Value i) {
     Value r = subIndex(i, base);
     std::pair<Value, Value> phase;
-    if (form.phase)
+    if (math.functions().phase)
       phase = queryPhase(i);
     forEach(index(0), headDim, [&](Value c) {
-      Value u = mul(phi(load(q, {i, c})), queryScale);
-      if (!form.phase)
+      Value u = mul(math.feature(load(q, {i, c})), queryScale);
+      if (!math.functions().phase)
         return store(u, qf, {r, c});
       store(mul(u, phase.first), qf, {r, c});
       store(mul(u, phase.second), qf, {r, addIndex(c, headDim)});
@@ -216,11 +196,11 @@ void LinearCodegen::fillKeys(Value k, Value begin, Value end, Value base) {
   forEach(begin, end, [&](Value j) {
     Value r = subIndex(j, base);
     std::pair<Value, Value> phase;
-    if (form.phase)
+    if (math.functions().phase)
       phase = keyPhase(j);
     forEach(index(0), headDim, [&](Value c) {
-      Value w = phi(load(k, {j, c}));
-      if (!form.phase)
+      Value w = math.feature(load(k, {j, c}));
+      if (!math.functions().phase)
         return store(w, kf, {r, c});
       // cos(A + B) = cos A cos B − sin A sin B: the minus goes to the key side.
       store(mul(w, phase.first), kf, {r, c});
@@ -235,7 +215,9 @@ void LinearCodegen::absorbKeys(Value v, Value begin, Value end, Value base) {
     forEach(index(0), features, [&](Value f) {
       Value w = load(kf, {r, f});
       accumulate(stateSum, {f}, w);
-      forEach(index(0), valueDim, [&](Value c) { accumulate(state, {f, c}, mul(w, load(v, {j, c}))); });
+      forEach(index(0), valueDim, [&](Value c) {
+        accumulate(state, {f, c}, mul(w, load(v, {j, c})));
+      });
     });
   });
 }
@@ -248,29 +230,15 @@ void LinearCodegen::absorbQueries(Value dOut, Value begin, Value end, Value base
       Value u = load(qf, {r, f});
       accumulate(stateSum, {f}, mul(u, h));
       Value un = mul(u, n);
-      forEach(index(0), valueDim, [&](Value c) { accumulate(state, {f, c}, mul(un, load(dOut, {i, c}))); });
+      forEach(index(0), valueDim, [&](Value c) {
+        accumulate(state, {f, c}, mul(un, load(dOut, {i, c})));
+      });
     });
   });
 }
 
-Value LinearCodegen::denominator(Value h, Value count) {
-  switch (normalizer.getDenominatorKind()) {
-  case DenominatorKind::Sum: {
-    Value c = mul(denominatorCoefficient, h);
-    if (auto eps = normalizer.getEpsilon())
-      c = add(c, constant(eps->convertToDouble()));
-    return c;
-  }
-  case DenominatorKind::Constant:
-    return constant(normalizer.getDenominatorConstant()->convertToDouble());
-  case DenominatorKind::Count:
-    return indexToFloat(count);
-  }
-  llvm_unreachable("unknown denominator kind");
-}
-
-void LinearCodegen::forwardRows(Value q, Value v, Value o, Value rowMax, Value rowSum,
-                                Value begin, Value end, bool causal) {
+void LinearCodegen::forwardRows(Value q, Value v, Value o, Value rowMax, Value rowSum, Value begin,
+                                Value end, bool causal) {
   Value zero = constant(0.0);
   forEach(begin, end, [&](Value i) {
     Value r = subIndex(i, begin);
@@ -278,29 +246,37 @@ void LinearCodegen::forwardRows(Value q, Value v, Value o, Value rowMax, Value r
     // Earlier keys through the state: o_i = u_iᵀ S, H_i = u_i·z.
     Value h = sum(features, [&](Value f) {
       Value u = load(qf, {r, f});
-      forEach(index(0), valueDim, [&](Value c) { accumulate(o, {i, c}, mul(u, load(state, {f, c}))); });
+      forEach(index(0), valueDim, [&](Value c) {
+        accumulate(o, {i, c}, mul(u, load(state, {f, c})));
+      });
       return mul(u, load(stateSum, {f}));
     });
     Value count = keyCount(i, causal);
     if (causal) // the row's own chunk, pair by pair
       h = loop(begin, count, {h}, [&](Value j, ValueRange acc) -> SmallVector<Value> {
-            Value s = sum(features, [&](Value f) { return mul(load(qf, {r, f}), load(kf, {subIndex(j, begin), f})); });
-            forEach(index(0), valueDim, [&](Value c) { accumulate(o, {i, c}, mul(s, load(v, {j, c}))); });
-            return {add(acc[0], s)};
-          })[0];
-    Value c = denominator(h, count);
-    Value live = arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, count, index(0));
-    Value factor = arith::SelectOp::create(b, live, div(numeratorCoefficient, c), zero);
-    forEach(index(0), valueDim, [&](Value col) { store(mul(load(o, {i, col}), factor), o, {i, col}); });
-    store(zero, rowMax, {i});
-    store(arith::SelectOp::create(b, live, c, zero), rowSum, {i});
+        Value s = sum(features, [&](Value f) {
+          return mul(load(qf, {r, f}), load(kf, {subIndex(j, begin), f}));
+        });
+        forEach(index(0), valueDim, [&](Value c) {
+          accumulate(o, {i, c}, mul(s, load(v, {j, c})));
+        });
+        return {add(acc[0], s)};
+      })[0];
+    // C_i = ε + b·H_i | c | count, O_i = a·u_iᵀ S_i / C_i.
+    Value hSum = denominatorCoefficient ? mul(denominatorCoefficient, h) : h;
+    AttentionMath::RowResult result =
+        math.finalize(zero, hSum, indexToFloat(count), numeratorCoefficient);
+    forEach(index(0), valueDim, [&](Value col) {
+      store(mul(load(o, {i, col}), result.outputScale), o, {i, col});
+    });
+    store(result.rowMax, rowMax, {i});
+    store(result.rowSum, rowSum, {i});
   });
 }
 
-void LinearCodegen::forward(ValueRange args) {
-  Value q = args[0], k = args[1], v = args[2], o = args[3], rowMax = args[4], rowSum = args[5];
-  Value qBegin = arith::IndexCastOp::create(b, b.getIndexType(), args[8]);
-  Value qEnd = arith::IndexCastOp::create(b, b.getIndexType(), args[9]);
+void LinearCodegen::forward(const ForwardArgs &args) {
+  Value q = args.q, k = args.k, v = args.v, o = args.o, rowMax = args.rowMax, rowSum = args.rowSum,
+        qBegin = args.qBegin, qEnd = args.qEnd;
   setUp(q, v);
   eitherWay(
       form.isCausal,
@@ -332,54 +308,64 @@ void LinearCodegen::forward(ValueRange args) {
   freeBuffers();
 }
 
-void LinearCodegen::queryGradients(Value q, Value v, Value o, Value dOut, Value rowSum,
-                                   Value dq, Value begin, Value end, bool causal) {
+void LinearCodegen::queryGradients(Value q, Value v, Value o, Value dOut, Value rowSum, Value dq,
+                                   Value begin, Value end, bool causal) {
   Value zero = constant(0.0);
   forEach(begin, end, [&](Value i) {
     Value r = subIndex(i, begin);
-    Value c = load(rowSum, {i});
-    Value live = arith::CmpFOp::create(b, arith::CmpFPredicate::UNE, c, zero);
-    Value inverse = arith::SelectOp::create(b, live, div(constant(1.0), c), zero);
-    Value rowD = sum(valueDim, [&](Value col) { return mul(load(dOut, {i, col}), load(o, {i, col})); });
-    Value n = mul(numeratorCoefficient, inverse);
-    Value h = zero;
-    if (form.denominator)
-      h = arith::NegFOp::create(b, mul(mul(denominatorCoefficient, rowD), inverse));
+    Value rowD = sum(valueDim, [&](Value col) {
+      return mul(load(dOut, {i, col}), load(o, {i, col}));
+    });
+    BackwardRow row = math.backwardRow(zero, load(rowSum, {i}), rowD);
+    // ds_ij = n·(dO_i·v_j) + h for every key j of the row.
+    AttentionMath::LinearScoreGrad coefficients =
+        math.linearScoreGrad(numeratorCoefficient, denominatorCoefficient, row);
+    Value n = coefficients.dPFactor, h = coefficients.offset;
     store(n, coefN, {i});
     store(h, coefH, {i});
     // t = S dO_i: du_i = n·t + h·z, dO_i·N_i = u_i·t, H_i = u_i·z.
     SmallVector<Value> sums{zero, zero};
-    ValueRange rowSums = loop(index(0), features, sums, [&](Value f, ValueRange acc) -> SmallVector<Value> {
-      Value t = sum(valueDim, [&](Value col) { return mul(load(state, {f, col}), load(dOut, {i, col})); });
-      Value z = load(stateSum, {f});
-      store(add(mul(n, t), mul(h, z)), scratch, {f});
-      Value u = load(qf, {r, f});
-      return {add(acc[0], mul(u, t)), add(acc[1], mul(u, z))};
-    });
+    ValueRange rowSums =
+        loop(index(0), features, sums, [&](Value f, ValueRange acc) -> SmallVector<Value> {
+          Value t = sum(valueDim, [&](Value col) {
+            return mul(load(state, {f, col}), load(dOut, {i, col}));
+          });
+          Value z = load(stateSum, {f});
+          store(add(mul(n, t), mul(h, z)), scratch, {f});
+          Value u = load(qf, {r, f});
+          return {add(acc[0], mul(u, t)), add(acc[1], mul(u, z))};
+        });
     Value numeratorDot = rowSums[0], hSum = rowSums[1];
     if (causal) {
-      ValueRange intra = loop(begin, keyCount(i, true), {numeratorDot, hSum}, [&](Value j, ValueRange acc) -> SmallVector<Value> {
-        Value kr = subIndex(j, begin);
-        Value s = sum(features, [&](Value f) { return mul(load(qf, {r, f}), load(kf, {kr, f})); });
-        Value dOutV = sum(valueDim, [&](Value col) { return mul(load(dOut, {i, col}), load(v, {j, col})); });
-        Value ds = add(mul(n, dOutV), h);
-        forEach(index(0), features, [&](Value f) { accumulate(scratch, {f}, mul(ds, load(kf, {kr, f}))); });
-        return {add(acc[0], mul(s, dOutV)), add(acc[1], s)};
-      });
+      ValueRange intra = loop(begin, keyCount(i, true), {numeratorDot, hSum},
+                              [&](Value j, ValueRange acc) -> SmallVector<Value> {
+                                Value kr = subIndex(j, begin);
+                                Value s = sum(features, [&](Value f) {
+                                  return mul(load(qf, {r, f}), load(kf, {kr, f}));
+                                });
+                                Value dOutV = sum(valueDim, [&](Value col) {
+                                  return mul(load(dOut, {i, col}), load(v, {j, col}));
+                                });
+                                Value ds = math.linearScoreGradAt(coefficients, dOutV);
+                                forEach(index(0), features, [&](Value f) {
+                                  accumulate(scratch, {f}, mul(ds, load(kf, {kr, f})));
+                                });
+                                return {add(acc[0], mul(s, dOutV)), add(acc[1], s)};
+                              });
       numeratorDot = intra[0];
       hSum = intra[1];
     }
-    accumulate(paramSums, {index(0)}, mul(numeratorDot, inverse));
-    accumulate(paramSums, {index(1)}, arith::NegFOp::create(b, mul(mul(rowD, hSum), inverse)));
+    accumulate(paramSums, {index(0)}, math.gradientTerm(numeratorDot, Value(), row));
+    accumulate(paramSums, {index(1)}, math.gradientTerm(Value(), hSum, row));
     // u_i = queryScale·φ(q_i)[·(cos A_i, sin A_i)]
     std::pair<Value, Value> phase;
-    if (form.phase)
+    if (math.functions().phase)
       phase = queryPhase(i);
     forEach(index(0), headDim, [&](Value col) {
       Value du = load(scratch, {col});
-      if (form.phase)
+      if (math.functions().phase)
         du = add(mul(du, phase.first), mul(load(scratch, {addIndex(col, headDim)}), phase.second));
-      store(mul(mul(du, queryScale), phiPrime(load(q, {i, col}))), dq, {i, col});
+      store(math.featureGrad(mul(du, queryScale), load(q, {i, col})), dq, {i, col});
     });
   });
 }
@@ -390,38 +376,48 @@ void LinearCodegen::keyGradients(Value k, Value v, Value dOut, Value dk, Value d
     Value r = subIndex(j, begin);
     // dw_j = P v_j + y, dv_j = Pᵀ w_j
     forEach(index(0), features, [&](Value f) {
-      Value pv = sum(valueDim, [&](Value col) { return mul(load(state, {f, col}), load(v, {j, col})); });
+      Value pv = sum(valueDim, [&](Value col) {
+        return mul(load(state, {f, col}), load(v, {j, col}));
+      });
       store(add(pv, load(stateSum, {f})), scratch, {f});
       Value w = load(kf, {r, f});
-      forEach(index(0), valueDim, [&](Value col) { accumulate(dv, {j, col}, mul(w, load(state, {f, col}))); });
+      forEach(index(0), valueDim, [&](Value col) {
+        accumulate(dv, {j, col}, mul(w, load(state, {f, col})));
+      });
     });
     if (causal) // the later queries of the key's own chunk, pair by pair
       forEach(j, queryEnd, [&](Value i) {
         Value qr = subIndex(i, begin);
         Value n = load(coefN, {i});
         Value s = sum(features, [&](Value f) { return mul(load(qf, {qr, f}), load(kf, {r, f})); });
-        Value dOutV = sum(valueDim, [&](Value col) { return mul(load(dOut, {i, col}), load(v, {j, col})); });
-        Value ds = add(mul(n, dOutV), load(coefH, {i}));
-        forEach(index(0), features, [&](Value f) { accumulate(scratch, {f}, mul(ds, load(qf, {qr, f}))); });
+        Value dOutV = sum(valueDim, [&](Value col) {
+          return mul(load(dOut, {i, col}), load(v, {j, col}));
+        });
+        Value ds = math.linearScoreGradAt({n, load(coefH, {i})}, dOutV);
+        forEach(index(0), features, [&](Value f) {
+          accumulate(scratch, {f}, mul(ds, load(qf, {qr, f})));
+        });
         Value sn = mul(s, n);
-        forEach(index(0), valueDim, [&](Value col) { accumulate(dv, {j, col}, mul(sn, load(dOut, {i, col}))); });
+        forEach(index(0), valueDim, [&](Value col) {
+          accumulate(dv, {j, col}, mul(sn, load(dOut, {i, col})));
+        });
       });
     // w_j = φ(k_j)[·(cos B_j, −sin B_j)]
     std::pair<Value, Value> phase;
-    if (form.phase)
+    if (math.functions().phase)
       phase = keyPhase(j);
     forEach(index(0), headDim, [&](Value col) {
       Value dw = load(scratch, {col});
-      if (form.phase)
+      if (math.functions().phase)
         dw = sub(mul(dw, phase.first), mul(load(scratch, {addIndex(col, headDim)}), phase.second));
-      store(mul(dw, phiPrime(load(k, {j, col}))), dk, {j, col});
+      store(math.featureGrad(dw, load(k, {j, col})), dk, {j, col});
     });
   });
 }
 
-void LinearCodegen::backward(ValueRange args) {
-  Value q = args[0], k = args[1], v = args[2], o = args[3], dOut = args[4], rowSum = args[6],
-        dq = args[9], dk = args[10], dv = args[11], dParams = args[12];
+void LinearCodegen::backward(const BackwardArgs &args) {
+  Value q = args.q, k = args.k, v = args.v, o = args.o, dOut = args.dOut, rowSum = args.rowSum,
+        dq = args.dq, dk = args.dk, dv = args.dv, dParams = args.dParams;
   setUp(q, v);
   Value queries = dim(q, 0);
   coefN = alloc({queries});
@@ -452,7 +448,8 @@ void LinearCodegen::backward(ValueRange args) {
         Value chunk = index(kLinearChunk);
         Value numChunks = arith::CeilDivSIOp::create(b, form.kvEnd, chunk);
         forEach(index(0), numChunks, [&](Value reversed) {
-          Value j0 = arith::MulIOp::create(b, subIndex(subIndex(numChunks, index(1)), reversed), chunk);
+          Value j0 =
+              arith::MulIOp::create(b, subIndex(subIndex(numChunks, index(1)), reversed), chunk);
           Value j1 = minIndex(addIndex(j0, chunk), form.kvEnd);
           Value queriesEnd = minIndex(j1, queries);
           fillQueries(q, j0, queriesEnd, j0);
@@ -482,30 +479,21 @@ void LinearCodegen::backward(ValueRange args) {
         });
       });
 
-  // dθ = da·∂a/∂θ + db·∂b/∂θ for the normalizer's params; score params do not
-  // reach a kernelised score.
-  Value one = constant(1.0), zero = constant(0.0);
+  // dθ = da·∂a/∂θ + db·∂b/∂θ.
   Value da = load(paramSums, {index(0)}), db = load(paramSums, {index(1)});
-  for (unsigned p = 0; p < form.params.size(); ++p) {
-    Value grad = zero;
-    if (p < form.numeratorDp.size()) {
-      grad = mul(da, call(form.numeratorDp[p], withParams({one, zero})));
-      if (form.denominator)
-        grad = add(grad, mul(db, call(form.denominatorDp[p], withParams({one, zero}))));
-    }
-    store(grad, dParams, {index(p)});
-  }
+  for (unsigned p = 0; p < math.numParams(); ++p)
+    store(math.linearParamGrad(p, da, db), dParams, {index(p)});
   freeBuffers();
 }
 
 } // namespace
 
 void mlir::attn::buildLinearForward(ImplicitLocOpBuilder &b, const LinearForm &form,
-                                    ValueRange args) {
+                                    const ForwardArgs &args) {
   LinearCodegen(b, form).forward(args);
 }
 
 void mlir::attn::buildLinearBackward(ImplicitLocOpBuilder &b, const LinearForm &form,
-                                     ValueRange args) {
+                                     const BackwardArgs &args) {
   LinearCodegen(b, form).backward(args);
 }

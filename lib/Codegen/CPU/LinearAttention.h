@@ -20,9 +20,8 @@
 #ifndef ATTN_LIB_CODEGEN_CPU_LINEARATTENTION_H
 #define ATTN_LIB_CODEGEN_CPU_LINEARATTENTION_H
 
-#include "dialect/AttnOps.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "lib/Codegen/AttentionMath.h"
+#include "lib/Codegen/CPU/EntryArguments.h"
 
 namespace mlir::attn {
 
@@ -31,26 +30,24 @@ constexpr int64_t kLinearChunk = 64;
 
 /// What the linear form needs of a kernel, instantiated for one element type.
 struct LinearForm {
-  KernelOp kernel;
   FloatType type;
-  /// g, h (h null unless the denominator is summed), the score mod (c·s, or
-  /// null), φ and φ' (null: identity), the cosformer phase x(i, j) (or null),
-  /// and the derivatives of g and h by each normalizer param.
-  func::FuncOp numerator, denominator, score, feature, featureDx, phase;
-  ArrayRef<func::FuncOp> numeratorDp, denominatorDp;
-  /// Values of the entry being built (see KernelCodegen::prologue): the score
+  /// The attention math on scalars: g, h (a = g(1), b = h(1)), the score mod
+  /// (c·s), φ and φ', the cosformer phase x(i, j) and the row and gradient
+  /// terms.
+  AttentionMath &math;
+  /// Values of the entry being built (see CPUKernelBuilder::prologue): the score
   /// scale, min(kv_len, Nk), causal (i1: the runtime flag, or true with a mask
-  /// region) and the params.
+  /// region).
   Value scale, kvEnd, isCausal;
-  ValueRange params;
 };
 
-/// Emits the forward body at `b`'s insertion point; `args` are the forward ABI
-/// arguments (q, k, v, o, row_max, row_sum, params, q_begin, q_end, kv_len, causal).
-void buildLinearForward(ImplicitLocOpBuilder &b, const LinearForm &form, ValueRange args);
+/// Emits the forward body at `b`'s insertion point from the forward ABI's arguments.
+void buildLinearForward(ImplicitLocOpBuilder &b, const LinearForm &form,
+                        const cpu::ForwardArgs &args);
 
-/// The backward body; `args` are the backward ABI arguments.
-void buildLinearBackward(ImplicitLocOpBuilder &b, const LinearForm &form, ValueRange args);
+/// The backward body, from the backward ABI's arguments.
+void buildLinearBackward(ImplicitLocOpBuilder &b, const LinearForm &form,
+                         const cpu::BackwardArgs &args);
 
 } // namespace mlir::attn
 
