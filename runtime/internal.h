@@ -6,6 +6,10 @@
 
 namespace attn {
 namespace detail {
+/// The runtime's reader of the manifest text (format: attn/abi.h; golden files:
+/// test/manifest/). Throws c10::Error naming `path` (the artifact) and the line.
+Manifest parse_manifest(const std::string &path, const std::string &text);
+
 /// The cached Library for a canonical path that load() already returned (no file
 /// re-validation: used by autograd backward for the library its forward used).
 std::shared_ptr<const Library> loaded_library(const std::string &canonical_path);

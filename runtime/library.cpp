@@ -157,7 +157,10 @@ CudaKernel parse_cuda_kernel(const std::vector<std::string> &t, const Malformed 
   return k;
 }
 
-// Parse the manifest text. Throws c10::Error naming the artifact and the line.
+} // namespace
+
+namespace detail {
+
 Manifest parse_manifest(const std::string &path, const std::string &text) {
   struct Line {
     int number;
@@ -363,7 +366,7 @@ Manifest parse_manifest(const std::string &path, const std::string &text) {
   return m;
 }
 
-} // namespace
+} // namespace detail
 
 namespace {
 std::mutex &cache_mutex() {
@@ -426,7 +429,7 @@ struct LibraryLoader {
     auto lib = std::make_shared<Library>(Library::Token{});
     lib->path_ = canonical;
     lib->manifest_text_ = text;
-    lib->manifest_ = parse_manifest(canonical, lib->manifest_text_);
+    lib->manifest_ = detail::parse_manifest(canonical, lib->manifest_text_);
 
     bool cpu = false;
     for (const auto &d : lib->manifest_.devices)

@@ -122,3 +122,10 @@ void mlir::attn::emitManifest(ModuleOp module, StringRef text) {
   Value address = LLVM::AddressOfOp::create(b, global);
   LLVM::ReturnOp::create(b, address);
 }
+
+StringRef mlir::attn::manifestText(ModuleOp module) {
+  auto global = module.lookupSymbol<LLVM::GlobalOp>(kManifestTextSymbol);
+  if (!global)
+    return "";
+  return cast<StringAttr>(*global.getValue()).getValue().drop_back(); // the NUL
+}

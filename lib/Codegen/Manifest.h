@@ -28,6 +28,9 @@ FailureOr<std::string> buildManifest(KernelOp kernel);
 /// Adds `text` to `module` as the artifact's attn_manifest() function.
 void emitManifest(ModuleOp module, StringRef text);
 
+/// The text emitManifest added to `module` ("" without one).
+StringRef manifestText(ModuleOp module);
+
 } // namespace mlir::attn
 
 #endif

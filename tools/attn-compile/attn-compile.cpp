@@ -1,7 +1,7 @@
 //===- attn-compile.cpp - one-shot driver: attn IR -> artifact .so --------===//
 //
 //   attn-compile tanhmax.mlir -o tanhmax.so [--kernel=name] [--dtypes=f32,f64]
-//                [--cpu=native|<llvm cpu name>] [--emit=so|obj|llvm|mlir|ptx]
+//                [--cpu=native|<llvm cpu name>] [--emit=so|obj|llvm|mlir|ptx|manifest]
 //                [--cuda-targets=sm_80,sm_90 [--cuda-dtypes=f16,bf16,f32]
 //                 [--cuda-toolkit=DIR]]
 //
@@ -19,6 +19,7 @@
 #include "passes/Passes.h"
 
 #include "lib/Codegen/GPU/GPULowering.h"
+#include "lib/Codegen/Manifest.h"
 
 #include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -71,14 +72,16 @@ static cl::opt<std::string> dtypes("dtypes", cl::desc("Element types to instanti
                                    cl::init("f32,f64"));
 static cl::opt<std::string> cpu("cpu", cl::desc("Target CPU (LLVM name) or 'native'"),
                                 cl::init("native"));
-enum class Emit { SharedObject, Object, LLVMIR, MLIR, PTX };
+enum class Emit { SharedObject, Object, LLVMIR, MLIR, PTX, Manifest };
 static cl::opt<Emit> emit(
     "emit", cl::desc("What to write"), cl::init(Emit::SharedObject),
     cl::values(clEnumValN(Emit::SharedObject, "so", "linked shared object (default)"),
                clEnumValN(Emit::Object, "obj", "object file"),
                clEnumValN(Emit::LLVMIR, "llvm", "optimised LLVM IR"),
                clEnumValN(Emit::MLIR, "mlir", "MLIR after the attn passes (loops, gpu.module)"),
-               clEnumValN(Emit::PTX, "ptx", "PTX of the CUDA kernels for the lowest --cuda-targets")));
+               clEnumValN(Emit::PTX, "ptx", "PTX of the CUDA kernels for the lowest --cuda-targets"),
+               clEnumValN(Emit::Manifest, "manifest",
+                          "the artifact's manifest text (runtime/include/attn/abi.h)")));
 static cl::list<std::string> cudaTargets(
     "cuda-targets", cl::desc("CUDA chips to build kernels for (sm_80,sm_90,...); default none: "
                              "a CPU-only artifact"),
@@ -348,7 +351,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   std::string toolkit;
-  if (cuda) {
+  // The manifest describes the CUDA kernels without compiling them.
+  if (cuda && emit != Emit::Manifest) {
     FailureOr<std::string> found = findCudaToolkit();
     if (failed(found))
       return 1;
@@ -368,6 +372,10 @@ int main(int argc, char **argv) {
     return 1;
   if (emit == Emit::MLIR)
     return failed(writeOutput([&](llvm::raw_ostream &os) { module->print(os); })) ? 1 : 0;
+  if (emit == Emit::Manifest)
+    return failed(writeOutput([&](llvm::raw_ostream &os) { os << attn::manifestText(*module); }))
+               ? 1
+               : 0;
   CudaImages cudaImages;
   if (cuda) {
     FailureOr<CudaImages> images = serializeCudaModule(*module, toolkit, emit != Emit::PTX);

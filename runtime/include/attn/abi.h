@@ -20,6 +20,11 @@
  *       row-inputs p ...            (optional: names of the R per-query inputs)
  *       dtypes f32 f64
  *       devices cpu
+ *     This comment is the format's one description. It has one writer, the
+ *     compiler's (lib/Codegen/Manifest.cpp; `attn-compile --emit=manifest` prints
+ *     it), and one reader per language: runtime/library.cpp (C++) and
+ *     runtime/python/attn/__init__.py (parse_manifest). All three are checked
+ *     against the golden files in test/manifest/.
  *
  *   For each dtype T in the manifest (f32: float, f64: double):
  *
