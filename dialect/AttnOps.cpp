@@ -23,13 +23,37 @@ using namespace mlir::attn;
 //===----------------------------------------------------------------------===//
 
 namespace {
-/// One expected block argument of a scalar region: its role (for messages) and
-/// its type; a null type means "the region's float type".
+/// One expected block argument of a scalar region: its role (for messages), the
+/// name a block header gives it, and its type; a null type means "the region's
+/// float type".
 struct ExpectedArg {
   std::string role;
+  std::string name;
   Type type;
 };
 } // namespace
+
+/// The four indices every region but the feature map sees, in this order.
+static SmallVector<ExpectedArg> indexArgs(MLIRContext *ctx) {
+  Type index = IndexType::get(ctx);
+  return {{"the batch index", "b", index},
+          {"the head index", "h", index},
+          {"the query index", "i", index},
+          {"the key index", "j", index}};
+}
+
+/// The block header a region with `expected` arguments is written with, e.g.
+/// `^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index)`.
+static std::string blockHeader(ArrayRef<ExpectedArg> expected, Type floatType) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "^bb0(";
+  llvm::interleaveComma(expected, os, [&](const ExpectedArg &a) {
+    os << "%" << a.name << ": " << (a.type ? a.type : floatType);
+  });
+  os << ")";
+  return text;
+}
 
 static bool isScalarType(Type type) {
   return type.isIntOrIndexOrFloat();
@@ -49,9 +73,17 @@ static LogicalResult verifyScalarRegion(Operation *owner, Region &region,
     std::string roles;
     llvm::raw_string_ostream os(roles);
     llvm::interleaveComma(expected, os, [&](const ExpectedArg &a) { os << a.role; });
+    // The header to write, in the region's float type where it has one.
+    Type floatType = Float32Type::get(owner->getContext());
+    for (auto [want, arg] : llvm::zip(expected, block.getArguments()))
+      if (!want.type && isa<FloatType>(arg.getType())) {
+        floatType = arg.getType();
+        break;
+      }
     return owner->emitOpError()
-           << regionName << " region must take " << expected.size()
-           << " arguments (" << os.str() << "), got " << block.getNumArguments();
+           << regionName << " region must take " << expected.size() << " arguments ("
+           << os.str() << "), got " << block.getNumArguments() << "; write "
+           << blockHeader(expected, floatType);
   }
   Type floatType;
   for (auto [index, arg] : llvm::enumerate(block.getArguments())) {
@@ -126,7 +158,8 @@ static LogicalResult verifyParams(Operation *op, ArrayAttr names,
 static SmallVector<ExpectedArg> paramArgs(ArrayAttr names) {
   SmallVector<ExpectedArg> args;
   for (Attribute name : names)
-    args.push_back({"param '" + cast<StringAttr>(name).getValue().str() + "'", Type()});
+    args.push_back({"param '" + cast<StringAttr>(name).getValue().str() + "'",
+                    cast<StringAttr>(name).getValue().str(), Type()});
   return args;
 }
 
@@ -201,7 +234,7 @@ static void nameRegionArguments(Region &region, ArrayRef<StringRef> leading,
 //===----------------------------------------------------------------------===//
 
 void NormalizerOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setName) {
-  nameRegionArguments(region, {"s"}, getParamNames(), setName);
+  nameRegionArguments(region, {"s", "b", "h", "i", "j"}, getParamNames(), setName);
 }
 
 Type NormalizerOp::getScalarType() {
@@ -291,7 +324,8 @@ void NormalizerOp::print(OpAsmPrinter &p) {
 LogicalResult NormalizerOp::verify() {
   if (failed(verifyParams(*this, getParamNames(), getParamInits())))
     return failure();
-  SmallVector<ExpectedArg> args{{"the score", Type()}};
+  SmallVector<ExpectedArg> args{{"the score", "s", Type()}};
+  args.append(indexArgs(getContext()));
   args.append(paramArgs(getParamNames()));
   if (failed(verifyScalarRegion(*this, getNumerator(), "numerator", args, Type())))
     return failure();
@@ -337,7 +371,7 @@ LogicalResult NormalizerOp::verify() {
 void ScoreOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setName) {
   if (&region == &getFeature())
     return nameRegionArguments(region, {"x"}, ArrayAttr(), setName);
-  SmallVector<StringRef> leading{"s", "i", "j"};
+  SmallVector<StringRef> leading{"s", "b", "h", "i", "j"};
   if (getRowInputNames())
     for (Attribute name : getRowInputNamesAttr())
       leading.push_back(cast<StringAttr>(name).getValue());
@@ -628,7 +662,7 @@ LogicalResult ScoreOp::verify() {
     if (getContract() != ContractKind::Dot && getContract() != ContractKind::ScaledDot)
       return emitOpError() << "a feature map applies to dot and scaled_dot contracts only, not "
                            << stringifyContractKind(getContract());
-    if (failed(verifyScalarRegion(*this, getFeature(), "feature", {{"a q or k entry", Type()}},
+    if (failed(verifyScalarRegion(*this, getFeature(), "feature", {{"a q or k entry", "x", Type()}},
                                   Type())))
       return failure();
   }
@@ -653,13 +687,12 @@ LogicalResult ScoreOp::verify() {
         return emitOpError() << "declares '" << cast<StringAttr>(name).getValue()
                              << "' twice (row inputs, params and weights share one namespace)";
   }
-  Type index = IndexType::get(getContext());
-  SmallVector<ExpectedArg> args{{"the score", Type()},
-                                {"the query index", index},
-                                {"the key index", index}};
+  SmallVector<ExpectedArg> args{{"the score", "s", Type()}};
+  args.append(indexArgs(getContext()));
   if (getRowInputNames())
     for (Attribute name : getRowInputNamesAttr())
-      args.push_back({"row input '" + cast<StringAttr>(name).getValue().str() + "'", Type()});
+      args.push_back({"row input '" + cast<StringAttr>(name).getValue().str() + "'",
+                      cast<StringAttr>(name).getValue().str(), Type()});
   args.append(paramArgs(getParamNames()));
   if (failed(verifyScalarRegion(*this, getMod(), "mod", args, Type())))
     return failure();
@@ -676,13 +709,11 @@ LogicalResult ScoreOp::verify() {
 //===----------------------------------------------------------------------===//
 
 void MaskOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setName) {
-  nameRegionArguments(region, {"i", "j"}, ArrayAttr(), setName);
+  nameRegionArguments(region, {"b", "h", "i", "j"}, ArrayAttr(), setName);
 }
 
 LogicalResult MaskOp::verify() {
-  Type index = IndexType::get(getContext());
-  return verifyScalarRegion(*this, getBody(), "mask",
-                            {{"the query index", index}, {"the key index", index}},
+  return verifyScalarRegion(*this, getBody(), "mask", indexArgs(getContext()),
                             IntegerType::get(getContext(), 1));
 }
 

@@ -536,7 +536,7 @@ std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem
     attn_memref1d mm = memref1d(row_max, b, h), sm = memref1d(row_sum, b, h), prm = pm;
     const int64_t q_begin = qb * rows_per_item;
     const int64_t q_end = std::min(p.Nq, q_begin + rows_per_item);
-    fn(&qm, &km, &vm, &om, &mm, &sm, &prm, &rm, q_begin, q_end,
+    fn(&qm, &km, &vm, &om, &mm, &sm, &prm, &rm, b, h, q_begin, q_end,
        p.kv_len[static_cast<size_t>(b)], p.causal ? 1 : 0);
   });
   return {out, row_max, row_sum};
@@ -583,7 +583,7 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
                   bh * p.P * static_cast<int64_t>(dparams_parts.element_size());
       dpm.allocated = dpm.aligned = ptr;
     }
-    fn(&qm, &km, &vm, &om, &dom, &mm, &sm, &prm, &rm, &dqm, &dkm, &dvm, &dpm, &drm,
+    fn(&qm, &km, &vm, &om, &dom, &mm, &sm, &prm, &rm, &dqm, &dkm, &dvm, &dpm, &drm, b, h,
        p.kv_len[static_cast<size_t>(b)], p.causal ? 1 : 0);
   });
   Tensor dparams = dparams_parts.sum(0);

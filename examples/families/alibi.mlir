@@ -3,7 +3,7 @@
 // compile one kernel per head slope for the paper's fixed geometric slopes).
 // Causal: the key positions j <= i are kept by the attn.mask.
 attn.score @alibi contract scaled_dot params(slope = 0.25) mod {
-^bb0(%s: f32, %i: index, %j: index, %slope: f32):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %slope: f32):
   %delta = arith.subi %i, %j : index
   %delta64 = arith.index_cast %delta : index to i64
   %distance = arith.sitofp %delta64 : i64 to f32
@@ -14,19 +14,19 @@ attn.score @alibi contract scaled_dot params(slope = 0.25) mod {
 }
 
 attn.mask @causal {
-^bb0(%i: index, %j: index):
+^bb0(%b: index, %h: index, %i: index, %j: index):
   %keep = arith.cmpi ule, %j, %i : index
   attn.yield %keep : i1
 }
 
 attn.normalizer @softmax {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }

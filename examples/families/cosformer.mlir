@@ -12,7 +12,7 @@ attn.score @cos_reweighted contract dot feature {
   %r = arith.maximumf %x, %zero : f32
   attn.yield %r : f32
 } mod {
-^bb0(%s: f32, %i: index, %j: index):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   %d = arith.subi %i, %j : index
   %di = arith.index_cast %d : index to i64
   %df = arith.sitofp %di : i64 to f32
@@ -25,11 +25,11 @@ attn.score @cos_reweighted contract dot feature {
 
 attn.normalizer @linear {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator epsilon 1.0e-06 {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
 }

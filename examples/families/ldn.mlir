@@ -6,7 +6,7 @@
 // the same kernel with a column of ones appended to V (examples/models/ldn.py).
 // s <= 0, so e^s never overflows: plain (quadratic) accumulation.
 attn.score @diffusion contract dot params(sigma = 2.0) mod {
-^bb0(%s: f32, %i: index, %j: index, %sigma: f32):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %sigma: f32):
   %d = arith.subi %i, %j : index
   %di = arith.index_cast %d : index to i64
   %df = arith.sitofp %di : i64 to f32
@@ -20,14 +20,14 @@ attn.score @diffusion contract dot params(sigma = 2.0) mod {
 }
 
 attn.mask @causal {
-^bb0(%i: index, %j: index):
+^bb0(%b: index, %h: index, %i: index, %j: index):
   %keep = arith.cmpi ule, %j, %i : index
   attn.yield %keep : i1
 }
 
 attn.normalizer @diffusion_step params(dt = 0.1) {
   numerator {
-  ^bb0(%s: f32, %dt: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %dt: f32):
     %e = math.exp %s : f32
     %g = arith.mulf %dt, %e : f32
     attn.yield %g : f32

@@ -3,12 +3,12 @@ attn.score @dot contract dot
 
 attn.normalizer @softmax {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }

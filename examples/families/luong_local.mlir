@@ -6,7 +6,7 @@
 // The weights are softmax_j(s_ij) = e^(q·k)·exp(-(j-p_i)²/2σ²) / C_i with
 // C_i = Σ_j of the same product: the window is inside the normalisation.
 attn.score @local_p contract dot row_inputs(p) params(sigma = 2.0) mod {
-^bb0(%s: f32, %i: index, %j: index, %p: f32, %sigma: f32):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %p: f32, %sigma: f32):
   %j64 = arith.index_cast %j : index to i64
   %position = arith.sitofp %j64 : i64 to f32
   %offset = arith.subf %position, %p : f32
@@ -21,12 +21,12 @@ attn.score @local_p contract dot row_inputs(p) params(sigma = 2.0) mod {
 
 attn.normalizer @softmax {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }

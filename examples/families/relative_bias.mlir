@@ -2,7 +2,8 @@
 // + b[clip(j - i, -2, 2)], five learnable scalars, one per relative-offset bucket.
 attn.score @relative_bias contract scaled_dot
     params(b_m2 = 0.0, b_m1 = 0.0, b_0 = 0.0, b_p1 = 0.0, b_p2 = 0.0) mod {
-^bb0(%s: f32, %i: index, %j: index, %b_m2: f32, %b_m1: f32, %b_0: f32, %b_p1: f32, %b_p2: f32):
+^bb0(%s: f32, %b: index, %h: index,
+     %i: index, %j: index, %b_m2: f32, %b_m1: f32, %b_0: f32, %b_p1: f32, %b_p2: f32):
   %offset = arith.subi %j, %i : index
   %m1 = arith.constant -1 : index
   %zero = arith.constant 0 : index
@@ -21,12 +22,12 @@ attn.score @relative_bias contract scaled_dot
 
 attn.normalizer @softmax {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }

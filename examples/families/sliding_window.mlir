@@ -1,7 +1,7 @@
 // Sliding-window (local) attention: query i sees keys j with |i - j| <= 3.
 // With is_causal=True at the call it becomes the causal window i - 3 <= j <= i.
 attn.mask @window {
-^bb0(%i: index, %j: index):
+^bb0(%b: index, %h: index, %i: index, %j: index):
   %width = arith.constant 3 : index
   %j_reach = arith.addi %j, %width : index
   %i_reach = arith.addi %i, %width : index
@@ -13,12 +13,12 @@ attn.mask @window {
 
 attn.normalizer @softmax {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }

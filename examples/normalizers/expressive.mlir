@@ -2,18 +2,18 @@
 // Parallel and antiparallel q, k attend; orthogonal ones do not. ε keeps the
 // denominator away from 0 when every q·k vanishes.
 attn.score @squared_dot contract dot mod {
-^bb0(%s: f32, %i: index, %j: index):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   %sq = arith.mulf %s, %s : f32
   attn.yield %sq : f32
 }
 
 attn.normalizer @expressive {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator epsilon 1.0e-06 {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
 }

@@ -5,7 +5,8 @@
 attn.normalizer @multimax params(tb1 = 1.0, td1 = 1.0, b1 = -1.0, d1 = 1.0,
                                  tb2 = 1.0, td2 = 1.0, b2 = -2.0, d2 = 2.0) {
   numerator {
-  ^bb0(%s: f32, %tb1: f32, %td1: f32, %b1: f32, %d1: f32, %tb2: f32, %td2: f32, %b2: f32, %d2: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index,
+       %tb1: f32, %td1: f32, %b1: f32, %d1: f32, %tb2: f32, %td2: f32, %b2: f32, %d2: f32):
     %zero = arith.constant 0.0 : f32
     %one = arith.constant 1.0 : f32
     // first order: (1 - tb1)·max(b1 - s, 0) + (td1 - 1)·max(s - d1, 0)
@@ -36,7 +37,8 @@ attn.normalizer @multimax params(tb1 = 1.0, td1 = 1.0, b1 = -1.0, d1 = 1.0,
     attn.yield %e : f32
   }
   denominator {
-  ^bb0(%s: f32, %tb1: f32, %td1: f32, %b1: f32, %d1: f32, %tb2: f32, %td2: f32, %b2: f32, %d2: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index,
+       %tb1: f32, %td1: f32, %b1: f32, %d1: f32, %tb2: f32, %td2: f32, %b2: f32, %d2: f32):
     %zero = arith.constant 0.0 : f32
     %one = arith.constant 1.0 : f32
     // first order: (1 - tb1)·max(b1 - s, 0) + (td1 - 1)·max(s - d1, 0)

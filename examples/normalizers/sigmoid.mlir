@@ -2,7 +2,7 @@
 // The bias is learnable; about -log(N) keeps early training close to softmax scale.
 attn.normalizer @sigmoid params(bias = -4.0) {
   numerator {
-  ^bb0(%s: f32, %bias: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %bias: f32):
     %one = arith.constant 1.0 : f32
     %x = arith.addf %s, %bias : f32
     %nx = arith.negf %x : f32

@@ -1,7 +1,7 @@
 // Sigsoftmax (Kanai et al.): g(s) = e^s·sigmoid(s), C = Σ_j e^s·sigmoid(s).
 attn.normalizer @sigsoftmax {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %one = arith.constant 1.0 : f32
     %e = math.exp %s : f32
     %ns = arith.negf %s : f32
@@ -12,15 +12,15 @@ attn.normalizer @sigsoftmax {
     attn.yield %g : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %one = arith.constant 1.0 : f32
     %e = math.exp %s : f32
     %ns = arith.negf %s : f32
     %en = math.exp %ns : f32
     %den = arith.addf %one, %en : f32
     %sig = arith.divf %one, %den : f32
-    %h = arith.mulf %e, %sig : f32
-    attn.yield %h : f32
+    %weight = arith.mulf %e, %sig : f32
+    attn.yield %weight : f32
   }
 }
 

@@ -2,7 +2,7 @@
 //   g(s) = e^s - e^-s,  C = Σ_j (e^s + e^-s),  s = q·k/sqrt(d).
 attn.normalizer @tanhmax {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %pos = math.exp %s : f32
     %ns = arith.negf %s : f32
     %neg = math.exp %ns : f32
@@ -10,12 +10,12 @@ attn.normalizer @tanhmax {
     attn.yield %g : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %pos = math.exp %s : f32
     %ns = arith.negf %s : f32
     %neg = math.exp %ns : f32
-    %h = arith.addf %pos, %neg : f32
-    attn.yield %h : f32
+    %weight = arith.addf %pos, %neg : f32
+    attn.yield %weight : f32
   }
 }
 

@@ -116,7 +116,7 @@ bool isCausalMask(MaskOp mask) {
   auto cmp = body.getTerminator()->getOperand(0).getDefiningOp<arith::CmpIOp>();
   if (!cmp)
     return false;
-  Value i = body.getArgument(0), j = body.getArgument(1);
+  Value i = body.getArgument(2), j = body.getArgument(3); // after b, h
   using P = arith::CmpIPredicate;
   P p = cmp.getPredicate();
   return (cmp.getLhs() == j && cmp.getRhs() == i && (p == P::ule || p == P::sle)) ||
@@ -158,7 +158,10 @@ std::optional<KernelisedForm> mlir::attn::matchKernelised(KernelOp kernel, bool 
                                 "position inputs");
 
   auto normalizerRegion = [&](Region &region, StringRef what) -> bool {
-    SmallVector<Form> argForms{Form::Linear};
+    // (s, b, h, i, j, params): a coefficient that varies with the pair's
+    // indices does not factor out of the sums.
+    SmallVector<Form> argForms{Form::Linear, Form::Broken, Form::Broken, Form::Broken,
+                               Form::Broken};
     argForms.append(normalizer.getNumParams(), Form::Free);
     FormAnalysis analysis(region, argForms);
     if (analysis.resultForm() == Form::Linear)
@@ -188,7 +191,10 @@ std::optional<KernelisedForm> mlir::attn::matchKernelised(KernelOp kernel, bool 
   if (!score || !score.hasMod())
     return form;
   Region &mod = score.getMod();
-  SmallVector<Form> argForms{Form::Linear, Form::Affine, Form::Affine};
+  // (s, b, h, i, j, params): only a phase in i and j splits into query and key
+  // terms.
+  SmallVector<Form> argForms{Form::Linear, Form::Broken, Form::Broken, Form::Affine,
+                             Form::Affine};
   argForms.append(score.getNumParams(), Form::Param);
   FormAnalysis analysis(mod, argForms);
   Form result = analysis.resultForm();

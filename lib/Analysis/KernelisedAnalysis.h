@@ -8,7 +8,9 @@
 //   O_i = a·u_iᵀ S / C_i,  S = Σ_j w_j v_jᵀ,  C_i = ε + b·u_i·Σ_j w_j
 // with u_i = scale·φ(q_i), w_j = φ(k_j): O(N·d·dv) instead of O(N²·d).
 //
-// A score mod must keep that product form:
+// The numerator and denominator regions must not read the pair's indices (a
+// coefficient that varies per pair does not factor out of the sums). A score
+// mod must not read b or h, and must keep that product form:
 //   mod(s, i, j) = c·s           (c free of s, i, j and params), or
 //   mod(s, i, j) = s·cos(x(i, j))  with x affine in i and j (cosformer), which
 //     splits as cos(A_i + B_j) = cos A_i cos B_j − sin A_i sin B_j with

@@ -78,14 +78,14 @@ SmallVector<Value> AttentionMath::withParams(ValueRange leading) {
 Value AttentionMath::score(const PairValues &pair) {
   if (!functions().score)
     return pair.raw;
-  SmallVector<Value> args{pair.raw, pair.i, pair.j};
+  SmallVector<Value> args{pair.raw, pair.at.b, pair.at.h, pair.at.i, pair.at.j};
   args.append(pair.rowInputs.begin(), pair.rowInputs.end());
   return call(functions().score, withParams(args));
 }
 
-Value AttentionMath::maskKeeps(Value i, Value j) {
+Value AttentionMath::maskKeeps(const PairIndices &at) {
   if (functions().mask)
-    return call(functions().mask, {i, j});
+    return call(functions().mask, {at.b, at.h, at.i, at.j});
   return arith::ConstantIntOp::create(b, 1, 1);
 }
 
@@ -99,14 +99,14 @@ Value AttentionMath::featureGrad(Value grad, Value x) {
   return mul(grad, call(functions().featureDx, {x}));
 }
 
-Value AttentionMath::numerator(Value s, Value shift) {
-  return call(functions().numerator, withParams({s, shift}));
+Value AttentionMath::numerator(Value s, Value shift, const PairIndices &at) {
+  return call(functions().numerator, withParams({s, shift, at.b, at.h, at.i, at.j}));
 }
 
-Value AttentionMath::denominator(Value s, Value shift) {
+Value AttentionMath::denominator(Value s, Value shift, const PairIndices &at) {
   if (!functions().denominator)
     return {};
-  return call(functions().denominator, withParams({s, shift}));
+  return call(functions().denominator, withParams({s, shift, at.b, at.h, at.i, at.j}));
 }
 
 Value AttentionMath::phase(Value i, Value j) { return call(functions().phase, {i, j}); }
@@ -114,7 +114,8 @@ Value AttentionMath::phase(Value i, Value j) { return call(functions().phase, {i
 // --- forward -----------------------------------------------------------------------
 
 Value AttentionMath::stabilizer(const PairValues &pair, Value s) {
-  Value candidate = call(functions().stabilizer, withParams({s}));
+  const PairIndices &at = pair.at;
+  Value candidate = call(functions().stabilizer, withParams({s, at.b, at.h, at.i, at.j}));
   if (!pair.keep)
     return candidate;
   return arith::SelectOp::create(b, pair.keep, candidate,
@@ -135,8 +136,8 @@ AttentionMath::Rescale AttentionMath::rescale(Value m, Value candidate, bool may
 
 AttentionMath::Weights AttentionMath::weights(const PairValues &pair, Value s, Value shift) {
   Weights weights;
-  weights.g = masked(pair.keep, numerator(s, shift));
-  if (Value h = denominator(s, shift))
+  weights.g = masked(pair.keep, numerator(s, shift, pair.at));
+  if (Value h = denominator(s, shift, pair.at))
     weights.h = masked(pair.keep, h);
   return weights;
 }
@@ -218,17 +219,19 @@ AttentionMath::PairGradient::PairGradient(AttentionMath &math, const PairValues 
     : math(math), pair(pair), s(s), dP(dP), row(row) {}
 
 SmallVector<Value> AttentionMath::PairGradient::normalizerArgs() {
-  return math.withParams({s, row.shift});
+  const PairIndices &at = pair.at;
+  return math.withParams({s, row.shift, at.b, at.h, at.i, at.j});
 }
 
 SmallVector<Value> AttentionMath::PairGradient::scoreArgs() {
-  SmallVector<Value> args{pair.raw, pair.i, pair.j};
+  const PairIndices &at = pair.at;
+  SmallVector<Value> args{pair.raw, at.b, at.h, at.i, at.j};
   args.append(pair.rowInputs.begin(), pair.rowInputs.end());
   return math.withParams(args);
 }
 
 Value AttentionMath::PairGradient::weight() {
-  return math.masked(pair.keep, math.mul(math.numerator(s, row.shift), row.inverseC));
+  return math.masked(pair.keep, math.mul(math.numerator(s, row.shift, pair.at), row.inverseC));
 }
 
 Value AttentionMath::PairGradient::scoreGrad() {
@@ -282,11 +285,12 @@ Value AttentionMath::linearScoreGradAt(const LinearScoreGrad &coefficients, Valu
   return add(mul(coefficients.dPFactor, dP), coefficients.offset);
 }
 
-Value AttentionMath::linearParamGrad(unsigned p, Value da, Value db) {
+Value AttentionMath::linearParamGrad(unsigned p, Value da, Value db, const PairIndices &at) {
   const ScalarFunctions &fns = functions();
   if (p >= fns.numeratorDp.size())
     return constantLike(b, da, 0.0);
-  SmallVector<Value> atOne = withParams({constantLike(b, da, 1.0), constantLike(b, da, 0.0)});
+  SmallVector<Value> atOne = withParams(
+      {constantLike(b, da, 1.0), constantLike(b, da, 0.0), at.b, at.h, at.i, at.j});
   Value grad = mul(da, call(fns.numeratorDp[p], atOne));
   if (fns.denominatorDp[p])
     grad = add(grad, mul(db, call(fns.denominatorDp[p], atOne)));

@@ -7,7 +7,7 @@
 // one element of an MMA fragment (a scalar). With the kernel's scalar functions
 // f (attn-derive-backward; g, h evaluated at a shift m as e^-m·g, e^-m·h):
 //
-//   score        s = mod(raw, i, j, ρ_i; θ)                (raw without a mod)
+//   score        s = mod(raw, b, h, i, j, ρ_i; θ)          (raw without a mod)
 //   online step  m' = max(m, stab(s)),  α = e^(m − m')     (plain: m' = 0, α = 1)
 //                O' = α·O + g(s, m')·v,  l' = α·l + h(s, m')
 //   finalise     C = l + ε·e^−m | c | count,  O/C,  row_max = m,  row_sum = C
@@ -54,11 +54,17 @@ struct MathSetup {
   arith::FastMathFlags fastMath = arith::FastMathFlags::none;
 };
 
+/// Where a pair sits: its batch, head, query and key indices, which every region
+/// but the feature map sees (index, or vector<index> lanes).
+struct PairIndices {
+  Value b, h, i, j;
+};
+
 /// One (query, key) pair, or `lanes` pairs of one query row, as the regions see
 /// it; every value has the emitter's shape (indices as index or vector<index>).
 struct PairValues {
   Value raw;                       // the contracted score before the mod region
-  Value i, j;                      // query and key index
+  PairIndices at;                  // batch, head, query and key index
   SmallVector<Value, 2> rowInputs; // the row inputs' values at row i
   /// i1 where the schedule evaluates masked pairs too and selects (tiles,
   /// fragments): every result is 0 where it is false. Null: the pair takes part.
@@ -94,19 +100,20 @@ public:
   unsigned numParams() const { return params.size(); }
   const ScalarFunctions &functions() const { return *setup.functions; }
   // --- regions ----------------------------------------------------------------
-  /// s = mod(raw, i, j, ρ; θ), or raw without a mod region.
+  /// s = mod(raw, b, h, i, j, ρ; θ), or raw without a mod region.
   Value score(const PairValues &pair);
-  /// Whether the mask region keeps (i, j) (true without one; lanes of indices
-  /// are asked only when there is a mask region).
-  Value maskKeeps(Value i, Value j);
+  /// Whether the mask region keeps the pair at `at` (true without one; lanes of
+  /// indices are asked only when there is a mask region).
+  Value maskKeeps(const PairIndices &at);
   /// φ(x), or x without a feature map.
   Value feature(Value x);
   /// grad·φ'(x): a gradient by φ(x) chained to x (grad without a feature map).
   Value featureGrad(Value grad, Value x);
-  /// g(s) and h(s) evaluated at `shift` (the kernelised coefficients a = g(1, 0),
-  /// b = h(1, 0)); h is null without a summed denominator.
-  Value numerator(Value s, Value shift);
-  Value denominator(Value s, Value shift);
+  /// g(s) and h(s) of the pair at `at`, evaluated at `shift` (the kernelised
+  /// coefficients a = g(1, 0), b = h(1, 0)); h is null without a summed
+  /// denominator.
+  Value numerator(Value s, Value shift, const PairIndices &at);
+  Value denominator(Value s, Value shift, const PairIndices &at);
   /// x(i, j) of a kernelised cosFormer mod s·cos(x(i, j)).
   Value phase(Value i, Value j);
 
@@ -187,8 +194,9 @@ public:
   LinearScoreGrad linearScoreGrad(Value a, Value b, const BackwardRow &row);
   Value linearScoreGradAt(const LinearScoreGrad &coefficients, Value dP);
   /// dθ_p from da = Σ dO·N/C and db = −Σ D·H/C: da·∂g(1)/∂θ + db·∂h(1)/∂θ
-  /// (0 for score params, which do not reach a kernelised score).
-  Value linearParamGrad(unsigned p, Value da, Value db);
+  /// (0 for score params, which do not reach a kernelised score); g and h of a
+  /// kernelised kernel do not depend on the indices `at`.
+  Value linearParamGrad(unsigned p, Value da, Value db, const PairIndices &at);
 
 private:
   /// x where `keep` (when given) holds, else 0.

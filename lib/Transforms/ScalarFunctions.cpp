@@ -167,22 +167,30 @@ LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
   ArrayAttr numeratorDp, denominatorDp, scoreDp, scoreDr;
   auto symbolOf = [](func::FuncOp function) { return FlatSymbolRefAttr::get(function); };
 
+  // num/den(s, m, b, h, i, j, θ...): the region's (s, b, h, i, j, normalizer
+  // params) with the shift m after s; stab(s, b, h, i, j, θ...).
+  const unsigned kIndices = 4;
+  SmallVector<Type> indexTypes(kIndices, index);
+  SmallVector<Type> normalizerLeading{f, f};
+  normalizerLeading.append(indexTypes);
+  const unsigned normalizerParamsAt = normalizerLeading.size();
   // Derivatives of a normalizer function: by s (argument 0) and by its own params.
   SmallVector<unsigned> normalizerWrt{0};
   SmallVector<std::string> normalizerWrtNames{"s"};
   for (unsigned k = 0; k < numNormalizerParams; ++k) {
-    normalizerWrt.push_back(2 + k);
+    normalizerWrt.push_back(normalizerParamsAt + k);
     normalizerWrtNames.push_back(params[k].str());
   }
 
   auto emitNormalizerFunction = [&](Region &region, StringRef name, FlatSymbolRefAttr &slot,
                                     FlatSymbolRefAttr &dsSlot, ArrayAttr &dpSlot) -> LogicalResult {
-    func::FuncOp function = emitter.create(name, {f, f}, f);
+    func::FuncOp function = emitter.create(name, normalizerLeading, f);
     Block &entry = function.front();
     OpBuilder b = OpBuilder::atBlockEnd(&entry);
     SmallVector<Value> arguments{entry.getArgument(0)};
+    llvm::append_range(arguments, entry.getArguments().slice(2, kIndices));
     for (unsigned k = 0; k < numNormalizerParams; ++k)
-      arguments.push_back(entry.getArgument(2 + k));
+      arguments.push_back(entry.getArgument(normalizerParamsAt + k));
     Value result = emitter.inlineRegion(b, region, arguments, stabilised, entry.getArgument(1));
     func::ReturnOp::create(b, kernel.getLoc(), result);
     FailureOr<SmallVector<Attribute>> derivatives =
@@ -205,12 +213,14 @@ LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
     return failure();
 
   if (online) {
-    func::FuncOp function = emitter.create(names.stabilizer(), {f}, f);
+    SmallVector<Type> leading{f};
+    leading.append(indexTypes);
+    func::FuncOp function = emitter.create(names.stabilizer(), leading, f);
     Block &entry = function.front();
     OpBuilder b = OpBuilder::atBlockEnd(&entry);
-    SmallVector<Value> arguments{entry.getArgument(0)};
+    SmallVector<Value> arguments(entry.getArguments().take_front(leading.size()));
     for (unsigned k = 0; k < numNormalizerParams; ++k)
-      arguments.push_back(entry.getArgument(1 + k));
+      arguments.push_back(entry.getArgument(leading.size() + k));
     Value maximum;
     for (Region *region : {&normalizer.getNumerator(), &normalizer.getDenominator()}) {
       IRMapping mapping;
@@ -232,8 +242,12 @@ LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
   }
 
   if (score && score.hasMod()) {
-    unsigned leading = 3 + score.getNumRowInputs();
-    SmallVector<Type> leadingTypes{f, index, index};
+    // score(r, b, h, i, j, ρ..., θ...): the mod region's arguments, then every
+    // kernel param (the region reads the score's).
+    const unsigned rowInputsAt = 1 + kIndices;
+    unsigned leading = rowInputsAt + score.getNumRowInputs();
+    SmallVector<Type> leadingTypes{f};
+    leadingTypes.append(indexTypes);
     leadingTypes.append(score.getNumRowInputs(), f);
     func::FuncOp function = emitter.create(names.score(), leadingTypes, f);
     Block &entry = function.front();
@@ -245,7 +259,7 @@ LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
     SmallVector<unsigned> wrt{0};
     SmallVector<std::string> wrtNames{"s"};
     for (unsigned r = 0; r < score.getNumRowInputs(); ++r) {
-      wrt.push_back(3 + r);
+      wrt.push_back(rowInputsAt + r);
       wrtNames.push_back(rowInputDerivativeName(score, r));
     }
     for (unsigned k = 0; k < score.getNumParams(); ++k) {
@@ -294,11 +308,14 @@ LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
       b.setInsertionPointToEnd(entry);
       Block &mod = score.getMod().front();
       IRMapping mapping;
+      // s, b, h and params are unused: the phase depends on i and j only
+      // (KernelisedAnalysis); they are bound to zeros of their types.
       Value zero = arith::ConstantOp::create(b, kernel.getLoc(), f, b.getFloatAttr(f, 0.0));
+      Value zeroIndex = arith::ConstantIndexOp::create(b, kernel.getLoc(), 0);
       for (BlockArgument arg : mod.getArguments())
-        mapping.map(arg, zero); // s and params (unused: the phase does not depend on them)
-      mapping.map(mod.getArgument(1), entry->getArgument(0));
-      mapping.map(mod.getArgument(2), entry->getArgument(1));
+        mapping.map(arg, isa<IndexType>(arg.getType()) ? zeroIndex : zero);
+      mapping.map(mod.getArgument(3), entry->getArgument(0));
+      mapping.map(mod.getArgument(4), entry->getArgument(1));
       for (Operation &op : mod.without_terminator())
         b.clone(op, mapping);
       func::ReturnOp::create(b, kernel.getLoc(),
@@ -310,7 +327,7 @@ LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
   if (mask) {
     OpBuilder b = OpBuilder::atBlockEnd(emitter.module.getBody());
     auto function = func::FuncOp::create(b, kernel.getLoc(), names.mask(),
-                                         b.getFunctionType({index, index}, {b.getI1Type()}));
+                                         b.getFunctionType(indexTypes, {b.getI1Type()}));
     function.setPrivate();
     Block *entry = function.addEntryBlock();
     b.setInsertionPointToEnd(entry);

@@ -8,13 +8,17 @@
 // All of them take the kernel's params (normalizer params, then score params)
 // as trailing arguments; their names are only for readers:
 //
-//   <k>.num(s, m, θ...)      numerator g; online: every stabilised e^x is e^(x-m)
-//   <k>.den(s, m, θ...)      summed denominator h, likewise (sum denominators only)
-//   <k>.stab(s, θ...)        online only: the max of the stabilised exp arguments
-//   <k>.score(r, i, j, ρ..., θ...) the score mod (only with a mod region); ρ are
-//                            the row inputs' values at query i
+//   <k>.num(s, m, b, h, i, j, θ...)  numerator g; online: every stabilised e^x
+//                            is e^(x-m); b, h, i, j the batch, head, query and
+//                            key indices (index), constants of the pair
+//   <k>.den(s, m, b, h, i, j, θ...)  summed denominator h, likewise (sum
+//                            denominators only)
+//   <k>.stab(s, b, h, i, j, θ...)    online only: the max of the stabilised exp
+//                            arguments
+//   <k>.score(r, b, h, i, j, ρ..., θ...) the score mod (only with a mod region);
+//                            ρ are the row inputs' values at query i
 //   <k>.feature(x)           the feature map (only with a feature region)
-//   <k>.mask(i, j) -> i1     (only with a mask)
+//   <k>.mask(b, h, i, j) -> i1  (only with a mask)
 //   <k>.phase(i, j)          kernelised cosformer mods only: x(i, j) of the mod's
 //                            s·cos(x(i, j)) (see KernelisedAnalysis.h); no params
 //   <f>.d.<arg>              d<f>/d<arg>, for arg s (num, den, score), x (feature),

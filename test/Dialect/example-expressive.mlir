@@ -9,17 +9,17 @@
 // RUN: attn-opt %examples/normalizers/expressive.mlir --verify-roundtrip > /dev/null
 
 // CHECK-LABEL: attn.score @squared_dot contract dot mod {
-// CHECK-NEXT:  ^bb0(%s: f32, %i: index, %j: index):
+// CHECK-NEXT:  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
 // CHECK-NEXT:    %[[SQ:.*]] = arith.mulf %s, %s : f32
 // CHECK-NEXT:    attn.yield %[[SQ]] : f32
 // CHECK-NEXT:  }
 // CHECK-NEXT:  attn.normalizer @expressive {
 // CHECK-NEXT:    numerator {
-// CHECK-NEXT:    ^bb0(%s: f32):
+// CHECK-NEXT:    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
 // CHECK-NEXT:      attn.yield %s : f32
 // CHECK-NEXT:    }
 // CHECK-NEXT:    denominator epsilon {{9.9999999999999995E-7|1.0e-06}} {
-// CHECK-NEXT:    ^bb0(%s: f32):
+// CHECK-NEXT:    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
 // CHECK-NEXT:      attn.yield %s : f32
 // CHECK-NEXT:    }
 // CHECK-NEXT:  }

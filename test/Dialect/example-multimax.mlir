@@ -10,7 +10,7 @@
 
 // CHECK-LABEL: attn.normalizer @multimax params(tb1 = 1.0, td1 = 1.0, b1 = -1.0, d1 = 1.0, tb2 = 1.0, td2 = 1.0, b2 = -2.0, d2 = 2.0) {
 // CHECK-NEXT:    numerator {
-// CHECK-NEXT:    ^bb0(%s: f32, %tb1: f32, %td1: f32, %b1: f32, %d1: f32, %tb2: f32, %td2: f32, %b2: f32, %d2: f32):
+// CHECK-NEXT:    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %tb1: f32, %td1: f32, %b1: f32, %d1: f32, %tb2: f32, %td2: f32, %b2: f32, %d2: f32):
 // CHECK:           arith.subf %b1, %s : f32
 // CHECK:           arith.maximumf
 // CHECK:           arith.subf %s, %d2 : f32
@@ -18,7 +18,7 @@
 // CHECK-NEXT:      attn.yield %[[E]] : f32
 // CHECK-NEXT:    }
 // CHECK-NEXT:    denominator {
-// CHECK-NEXT:    ^bb0(%s: f32, %tb1: f32, %td1: f32, %b1: f32, %d1: f32, %tb2: f32, %td2: f32, %b2: f32, %d2: f32):
+// CHECK-NEXT:    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %tb1: f32, %td1: f32, %b1: f32, %d1: f32, %tb2: f32, %td2: f32, %b2: f32, %d2: f32):
 // CHECK:           %[[H:.*]] = math.exp %{{.*}} : f32
 // CHECK-NEXT:      attn.yield %[[H]] : f32
 // CHECK-NEXT:    }

@@ -10,7 +10,7 @@
 
 // CHECK-LABEL: attn.normalizer @relu {
 // CHECK-NEXT:    numerator {
-// CHECK-NEXT:    ^bb0(%s: f32):
+// CHECK-NEXT:    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
 // CHECK-NEXT:      %[[Z:.*]] = arith.constant 0.000000e+00 : f32
 // CHECK-NEXT:      %[[G:.*]] = arith.maximumf %s, %[[Z]] : f32
 // CHECK-NEXT:      attn.yield %[[G]] : f32

@@ -10,7 +10,7 @@
 
 // CHECK-LABEL: attn.normalizer @sigmoid params(bias = -4.0) {
 // CHECK-NEXT:    numerator {
-// CHECK-NEXT:    ^bb0(%s: f32, %bias: f32):
+// CHECK-NEXT:    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %bias: f32):
 // CHECK:           arith.addf %s, %bias : f32
 // CHECK:           math.exp
 // CHECK:           %[[G:.*]] = arith.divf

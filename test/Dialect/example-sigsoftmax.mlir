@@ -10,14 +10,14 @@
 
 // CHECK-LABEL: attn.normalizer @sigsoftmax {
 // CHECK-NEXT:    numerator {
-// CHECK-NEXT:    ^bb0(%s: f32):
+// CHECK-NEXT:    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
 // CHECK:           %[[E:.*]] = math.exp %s : f32
 // CHECK:           %[[SIG:.*]] = arith.divf
 // CHECK-NEXT:      %[[G:.*]] = arith.mulf %[[E]], %[[SIG]] : f32
 // CHECK-NEXT:      attn.yield %[[G]] : f32
 // CHECK-NEXT:    }
 // CHECK-NEXT:    denominator {
-// CHECK-NEXT:    ^bb0(%s: f32):
+// CHECK-NEXT:    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
 // CHECK:           %[[E2:.*]] = math.exp %s : f32
 // CHECK:           %[[SIG2:.*]] = arith.divf
 // CHECK-NEXT:      %[[H:.*]] = arith.mulf %[[E2]], %[[SIG2]] : f32

@@ -10,7 +10,7 @@
 
 // CHECK-LABEL: attn.normalizer @tanhmax {
 // CHECK-NEXT:    numerator {
-// CHECK-NEXT:    ^bb0(%s: f32):
+// CHECK-NEXT:    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
 // CHECK-NEXT:      %[[P:.*]] = math.exp %s : f32
 // CHECK-NEXT:      %[[NS:.*]] = arith.negf %s : f32
 // CHECK-NEXT:      %[[N:.*]] = math.exp %[[NS]] : f32
@@ -18,7 +18,7 @@
 // CHECK-NEXT:      attn.yield %[[G]] : f32
 // CHECK-NEXT:    }
 // CHECK-NEXT:    denominator {
-// CHECK-NEXT:    ^bb0(%s: f32):
+// CHECK-NEXT:    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
 // CHECK-NEXT:      %[[P2:.*]] = math.exp %s : f32
 // CHECK-NEXT:      %[[NS2:.*]] = arith.negf %s : f32
 // CHECK-NEXT:      %[[N2:.*]] = math.exp %[[NS2]] : f32

@@ -8,7 +8,7 @@
 // The attributes the passes hand each other print and parse back.
 attn.normalizer @relu params(b = 0.5) {
   numerator {
-  ^bb0(%s: f32, %b: f32):
+  ^bb0(%s: f32, %bx: index, %h: index, %i: index, %j: index, %b: f32):
     attn.yield %s : f32
   }
   denominator count

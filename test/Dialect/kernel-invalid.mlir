@@ -7,7 +7,7 @@ attn.kernel @k normalizer(@missing)
 
 attn.normalizer @n {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
@@ -19,7 +19,7 @@ attn.kernel @k normalizer(@n) score(@missing)
 
 attn.normalizer @n {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
@@ -33,7 +33,7 @@ attn.kernel @k normalizer(@n) mask(@missing)
 module @inner {
   attn.normalizer @hidden {
     numerator {
-    ^bb0(%s: f32):
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
       attn.yield %s : f32
     }
     denominator count
@@ -52,7 +52,7 @@ attn.kernel @k normalizer(@s)
 
 attn.normalizer @n {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
@@ -64,7 +64,7 @@ attn.kernel @k normalizer(@n) score(@n)
 
 attn.normalizer @n {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
@@ -86,7 +86,7 @@ attn.kernel @k normalizer(@f)
 // A kernel cannot name another kernel.
 attn.normalizer @n {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
@@ -100,13 +100,13 @@ attn.kernel @k2 normalizer(@n) mask(@k1)
 // Score and normalizer compute in the same float type.
 attn.normalizer @n32 {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
 }
 attn.score @s64 contract dot mod {
-^bb0(%s: f64, %i: index, %j: index):
+^bb0(%s: f64, %b: index, %h: index, %i: index, %j: index):
   attn.yield %s : f64
 }
 // expected-error @+1 {{'attn.kernel' op score @s64 computes in 'f64' but normalizer @n32 in 'f32'}}
@@ -117,7 +117,7 @@ attn.kernel @k normalizer(@n32) score(@s64)
 // The score's type comes from its feature region when it has no mod region.
 attn.normalizer @n32 {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
@@ -135,13 +135,13 @@ attn.kernel @k normalizer(@n32) score(@phi16)
 // names must not clash.
 attn.normalizer @n params(bias = 0.0) {
   numerator {
-  ^bb0(%s: f32, %bias: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %bias: f32):
     attn.yield %s : f32
   }
   denominator constant 1.0
 }
 attn.score @s contract dot params(scale2 = 1.0, bias = 1.0) mod {
-^bb0(%s: f32, %i: index, %j: index, %scale2: f32, %bias: f32):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %scale2: f32, %bias: f32):
   attn.yield %s : f32
 }
 // expected-error @+1 {{'attn.kernel' op param 'bias' is declared by both score @s and normalizer @n}}
@@ -158,14 +158,14 @@ attn.kernel @k score(@s)
 // Score and mask come in this order.
 attn.normalizer @n {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
 }
 attn.score @s contract dot
 attn.mask @m {
-^bb0(%i: index, %j: index):
+^bb0(%b: index, %h: index, %i: index, %j: index):
   %t = arith.constant true
   attn.yield %t : i1
 }
@@ -176,7 +176,7 @@ attn.kernel @k normalizer(@n) mask(@m) score(@s)
 
 attn.normalizer @n params(W = 1.0) {
   numerator {
-  ^bb0(%s: f32, %W: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %W: f32):
     attn.yield %s : f32
   }
   denominator constant 1.0

@@ -8,19 +8,19 @@
 
 attn.normalizer @softmax {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
 }
 attn.score @scaled contract scaled_dot scale 0.125
 attn.mask @causal {
-^bb0(%i: index, %j: index):
+^bb0(%b: index, %h: index, %i: index, %j: index):
   %keep = arith.cmpi ule, %j, %i : index
   attn.yield %keep : i1
 }
@@ -51,7 +51,7 @@ attn.kernel @tagged normalizer(@softmax) mask(@causal) {note = "user"}
 attn.kernel @early normalizer(@sig) score(@biased) mask(@window)
 attn.normalizer @sig params(bias = -4.0) {
   numerator {
-  ^bb0(%s: f32, %bias: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %bias: f32):
     %x = arith.addf %s, %bias : f32
     %t = math.tanh %x : f32
     attn.yield %t : f32
@@ -59,12 +59,12 @@ attn.normalizer @sig params(bias = -4.0) {
   denominator constant 1.0
 }
 attn.score @biased contract dot params(slope = 1.0) mod {
-^bb0(%s: f32, %i: index, %j: index, %slope: f32):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %slope: f32):
   %t = arith.mulf %s, %slope : f32
   attn.yield %t : f32
 }
 attn.mask @window {
-^bb0(%i: index, %j: index):
+^bb0(%b: index, %h: index, %i: index, %j: index):
   %keep = arith.cmpi eq, %i, %j : index
   attn.yield %keep : i1
 }
@@ -76,7 +76,7 @@ attn.mask @window {
 // CHECK: attn.kernel @f64_kernel normalizer(@f64_norm) score(@cos){{$}}
 attn.normalizer @f64_norm {
   numerator {
-  ^bb0(%s: f64):
+  ^bb0(%s: f64, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f64
   }
   denominator count
@@ -92,7 +92,7 @@ attn.kernel @f64_kernel normalizer(@f64_norm) score(@cos)
 module @inner {
   attn.normalizer @n {
     numerator {
-    ^bb0(%s: f32):
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
       attn.yield %s : f32
     }
     denominator count

@@ -7,12 +7,12 @@
 // RUN: attn-opt %s --split-input-file --verify-roundtrip > /dev/null
 
 // CHECK-LABEL: attn.mask @causal {
-// CHECK-NEXT:  ^bb0(%i: index, %j: index):
+// CHECK-NEXT:  ^bb0(%b: index, %h: index, %i: index, %j: index):
 // CHECK-NEXT:    %[[K:.*]] = arith.cmpi ule, %j, %i : index
 // CHECK-NEXT:    attn.yield %[[K]] : i1
 // CHECK-NEXT:  }
 attn.mask @causal {
-^bb0(%i: index, %j: index):
+^bb0(%b: index, %h: index, %i: index, %j: index):
   %keep = arith.cmpi ule, %j, %i : index
   attn.yield %keep : i1
 }
@@ -22,11 +22,11 @@ attn.mask @causal {
 // Sliding window |i - j| <= 128, combined with causality; block arguments
 // are renamed to %i and %j whatever the source called them.
 // CHECK-LABEL: attn.mask @local_causal {
-// CHECK-NEXT:  ^bb0(%i: index, %j: index):
+// CHECK-NEXT:  ^bb0(%b: index, %h: index, %i: index, %j: index):
 // CHECK:         arith.andi %{{.*}}, %{{.*}} : i1
 // CHECK:         attn.yield %{{.*}} : i1
 attn.mask @local_causal {
-^bb0(%q: index, %k: index):
+^bb0(%b: index, %h: index, %q: index, %k: index):
   %w = arith.constant 128 : index
   %causal = arith.cmpi ule, %k, %q : index
   %d = arith.subi %q, %k : index
@@ -39,18 +39,18 @@ attn.mask @local_causal {
 
 // A constant mask and a mask that computes through floats.
 // CHECK-LABEL: attn.mask @all {
-// CHECK-NEXT:  ^bb0(%i: index, %j: index):
+// CHECK-NEXT:  ^bb0(%b: index, %h: index, %i: index, %j: index):
 // CHECK-NEXT:    %[[T:.*]] = arith.constant true
 // CHECK-NEXT:    attn.yield %[[T]] : i1
 // CHECK-LABEL: attn.mask @float_window {
 // CHECK:         arith.cmpf olt, %{{.*}}, %{{.*}} : f32
 attn.mask @all {
-^bb0(%i: index, %j: index):
+^bb0(%b: index, %h: index, %i: index, %j: index):
   %t = arith.constant true
   attn.yield %t : i1
 }
 attn.mask @float_window {
-^bb0(%i: index, %j: index):
+^bb0(%b: index, %h: index, %i: index, %j: index):
   %ii = arith.index_cast %i : index to i64
   %ji = arith.index_cast %j : index to i64
   %fi = arith.sitofp %ii : i64 to f32
@@ -66,7 +66,7 @@ attn.mask @float_window {
 
 // CHECK: attn.mask @tagged attributes {note = "user"} {
 attn.mask @tagged attributes {note = "user"} {
-^bb0(%i: index, %j: index):
+^bb0(%b: index, %h: index, %i: index, %j: index):
   %keep = arith.cmpi uge, %j, %i : index
   attn.yield %keep : i1
 }

@@ -5,7 +5,7 @@
 
 // expected-error @+1 {{'attn.normalizer' op a summed denominator needs a region}}
 "attn.normalizer"() <{denominator_kind = #attn<denominator sum>, param_inits = array<f64>, param_names = [], sym_name = "sum_without_region"}> ({
-^bb0(%s: f32):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   "attn.yield"(%s) : (f32) -> ()
 }, {
 }) : () -> ()
@@ -14,10 +14,10 @@
 
 // expected-error @+1 {{'attn.normalizer' op a summed denominator takes no constant value}}
 "attn.normalizer"() <{denominator_constant = 2.0 : f64, denominator_kind = #attn<denominator sum>, param_inits = array<f64>, param_names = [], sym_name = "sum_with_constant"}> ({
-^bb0(%s: f32):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   "attn.yield"(%s) : (f32) -> ()
 }, {
-^bb0(%s: f32):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   "attn.yield"(%s) : (f32) -> ()
 }) : () -> ()
 
@@ -25,7 +25,7 @@
 
 // expected-error @+1 {{'attn.normalizer' op a constant denominator needs a value}}
 "attn.normalizer"() <{denominator_kind = #attn<denominator constant>, param_inits = array<f64>, param_names = [], sym_name = "constant_without_value"}> ({
-^bb0(%s: f32):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   "attn.yield"(%s) : (f32) -> ()
 }, {
 }) : () -> ()
@@ -34,10 +34,10 @@
 
 // expected-error @+1 {{'attn.normalizer' op a constant denominator takes no region}}
 "attn.normalizer"() <{denominator_constant = 1.0 : f64, denominator_kind = #attn<denominator constant>, param_inits = array<f64>, param_names = [], sym_name = "constant_with_region"}> ({
-^bb0(%s: f32):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   "attn.yield"(%s) : (f32) -> ()
 }, {
-^bb0(%s: f32):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   "attn.yield"(%s) : (f32) -> ()
 }) : () -> ()
 
@@ -45,10 +45,10 @@
 
 // expected-error @+1 {{'attn.normalizer' op a count denominator takes no region}}
 "attn.normalizer"() <{denominator_kind = #attn<denominator count>, param_inits = array<f64>, param_names = [], sym_name = "count_with_region"}> ({
-^bb0(%s: f32):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   "attn.yield"(%s) : (f32) -> ()
 }, {
-^bb0(%s: f32):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   "attn.yield"(%s) : (f32) -> ()
 }) : () -> ()
 
@@ -56,7 +56,7 @@
 
 // expected-error @+1 {{'attn.normalizer' op epsilon applies to a summed denominator only}}
 "attn.normalizer"() <{denominator_kind = #attn<denominator count>, epsilon = 1.0e-6 : f64, param_inits = array<f64>, param_names = [], sym_name = "count_with_epsilon"}> ({
-^bb0(%s: f32):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   "attn.yield"(%s) : (f32) -> ()
 }, {
 }) : () -> ()
@@ -65,7 +65,7 @@
 
 // expected-error @+1 {{'attn.normalizer' op epsilon applies to a summed denominator only}}
 "attn.normalizer"() <{denominator_constant = 1.0 : f64, denominator_kind = #attn<denominator constant>, epsilon = 1.0e-6 : f64, param_inits = array<f64>, param_names = [], sym_name = "constant_with_epsilon"}> ({
-^bb0(%s: f32):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   "attn.yield"(%s) : (f32) -> ()
 }, {
 }) : () -> ()
@@ -74,7 +74,7 @@
 
 // expected-error @+1 {{'attn.normalizer' op declares 2 param names but 1 initial values}}
 "attn.normalizer"() <{denominator_kind = #attn<denominator count>, param_inits = array<f64: 1.0>, param_names = ["a", "b"], sym_name = "names_without_inits"}> ({
-^bb0(%s: f32, %a: f32, %b: f32):
+^bb0(%s: f32, %bx: index, %h: index, %i: index, %j: index, %a: f32, %b: f32):
   "attn.yield"(%s) : (f32) -> ()
 }, {
 }) : () -> ()
@@ -90,7 +90,7 @@
 
 // expected-error @+1 {{'attn.normalizer' op requires attribute 'denominator_kind'}}
 "attn.normalizer"() <{param_inits = array<f64>, param_names = [], sym_name = "no_kind"}> ({
-^bb0(%s: f32):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   "attn.yield"(%s) : (f32) -> ()
 }, {
 }) : () -> ()

@@ -12,24 +12,24 @@
 // Summed denominator (a region).
 // CHECK-LABEL: attn.normalizer @softmax {
 // CHECK-NEXT:    numerator {
-// CHECK-NEXT:    ^bb0(%s: f32):
+// CHECK-NEXT:    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
 // CHECK-NEXT:      %[[E:.*]] = math.exp %s : f32
 // CHECK-NEXT:      attn.yield %[[E]] : f32
 // CHECK-NEXT:    }
 // CHECK-NEXT:    denominator {
-// CHECK-NEXT:    ^bb0(%s: f32):
+// CHECK-NEXT:    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
 // CHECK-NEXT:      %[[H:.*]] = math.exp %s : f32
 // CHECK-NEXT:      attn.yield %[[H]] : f32
 // CHECK-NEXT:    }
 // CHECK-NEXT:  }
 attn.normalizer @softmax {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
@@ -40,14 +40,14 @@ attn.normalizer @softmax {
 // Constant denominator, with one learnable param.
 // CHECK-LABEL: attn.normalizer @sigmoid params(bias = -4.0) {
 // CHECK-NEXT:    numerator {
-// CHECK-NEXT:    ^bb0(%s: f32, %bias: f32):
+// CHECK-NEXT:    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %bias: f32):
 // CHECK:           arith.addf %s, %bias : f32
 // CHECK:         }
 // CHECK-NEXT:    denominator constant 1.0
 // CHECK-NEXT:  }
 attn.normalizer @sigmoid params(bias = -4.0) {
   numerator {
-  ^bb0(%s: f32, %bias: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %bias: f32):
     %one = arith.constant 1.0 : f32
     %x = arith.addf %s, %bias : f32
     %nx = arith.negf %x : f32
@@ -66,7 +66,7 @@ attn.normalizer @sigmoid params(bias = -4.0) {
 // CHECK:         denominator constant 2.0
 attn.normalizer @half {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator constant 2.0
@@ -78,7 +78,7 @@ attn.normalizer @half {
 // CHECK:         denominator constant -0.5
 attn.normalizer @negated {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator constant -0.5
@@ -89,7 +89,7 @@ attn.normalizer @negated {
 // Count denominator.
 // CHECK-LABEL: attn.normalizer @relu {
 // CHECK-NEXT:    numerator {
-// CHECK-NEXT:    ^bb0(%s: f32):
+// CHECK-NEXT:    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
 // CHECK-NEXT:      %[[Z:.*]] = arith.constant 0.000000e+00 : f32
 // CHECK-NEXT:      %[[G:.*]] = arith.maximumf %s, %[[Z]] : f32
 // CHECK-NEXT:      attn.yield %[[G]] : f32
@@ -98,7 +98,7 @@ attn.normalizer @negated {
 // CHECK-NEXT:  }
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %zero = arith.constant 0.0 : f32
     %g = arith.maximumf %s, %zero : f32
     attn.yield %g : f32
@@ -111,16 +111,16 @@ attn.normalizer @relu {
 // Summed denominator with epsilon.
 // CHECK-LABEL: attn.normalizer @linear {
 // CHECK:         denominator epsilon 0.001 {
-// CHECK-NEXT:    ^bb0(%s: f32):
+// CHECK-NEXT:    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
 // CHECK-NEXT:      attn.yield %s : f32
 // CHECK-NEXT:    }
 attn.normalizer @linear {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator epsilon 0.001 {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
 }
@@ -132,12 +132,12 @@ attn.normalizer @linear {
 // identifier prints as a string.
 // CHECK-LABEL: attn.normalizer @scaled params(a = 1.0, b = -0.25, "c d" = 3.0) {
 // CHECK-NEXT:    numerator {
-// CHECK-NEXT:    ^bb0(%s: f32, %a: f32, %b: f32, %c_d: f32):
+// CHECK-NEXT:    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %a: f32, %b_0: f32, %c_d: f32):
 // CHECK:         denominator {
-// CHECK-NEXT:    ^bb0(%s: f32, %a: f32, %b: f32, %c_d: f32):
+// CHECK-NEXT:    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %a: f32, %b_0: f32, %c_d: f32):
 attn.normalizer @scaled params(a = 1.0, b = -0.25, "c d" = 3.0) {
   numerator {
-  ^bb0(%s: f32, %a: f32, %b: f32, %cd: f32):
+  ^bb0(%s: f32, %bx: index, %h: index, %i: index, %j: index, %a: f32, %b: f32, %cd: f32):
     %x = arith.mulf %s, %a : f32
     %y = arith.addf %x, %b : f32
     %z = arith.mulf %y, %cd : f32
@@ -145,7 +145,7 @@ attn.normalizer @scaled params(a = 1.0, b = -0.25, "c d" = 3.0) {
     attn.yield %e : f32
   }
   denominator {
-  ^bb0(%s: f32, %a: f32, %b: f32, %cd: f32):
+  ^bb0(%s: f32, %bx: index, %h: index, %i: index, %j: index, %a: f32, %b: f32, %cd: f32):
     %x = arith.mulf %s, %a : f32
     %y = arith.addf %x, %b : f32
     %z = arith.mulf %y, %cd : f32
@@ -159,11 +159,11 @@ attn.normalizer @scaled params(a = 1.0, b = -0.25, "c d" = 3.0) {
 // Other float types: f64 and bf16.
 // CHECK-LABEL: attn.normalizer @wide params(t = 2.0) {
 // CHECK-NEXT:    numerator {
-// CHECK-NEXT:    ^bb0(%s: f64, %t: f64):
+// CHECK-NEXT:    ^bb0(%s: f64, %b: index, %h: index, %i: index, %j: index, %t: f64):
 // CHECK:         denominator count
 attn.normalizer @wide params(t = 2.0) {
   numerator {
-  ^bb0(%s: f64, %t: f64):
+  ^bb0(%s: f64, %b: index, %h: index, %i: index, %j: index, %t: f64):
     %x = arith.mulf %s, %t : f64
     attn.yield %x : f64
   }
@@ -173,16 +173,16 @@ attn.normalizer @wide params(t = 2.0) {
 // -----
 
 // CHECK-LABEL: attn.normalizer @half_precision {
-// CHECK:         ^bb0(%s: bf16):
-// CHECK:         ^bb0(%s: bf16):
+// CHECK:         ^bb0(%s: bf16, %b: index, %h: index, %i: index, %j: index):
+// CHECK:         ^bb0(%s: bf16, %b: index, %h: index, %i: index, %j: index):
 attn.normalizer @half_precision {
   numerator {
-  ^bb0(%s: bf16):
+  ^bb0(%s: bf16, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : bf16
     attn.yield %e : bf16
   }
   denominator {
-  ^bb0(%s: bf16):
+  ^bb0(%s: bf16, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : bf16
     attn.yield %e : bf16
   }
@@ -199,7 +199,7 @@ attn.normalizer @half_precision {
 // CHECK:         arith.sitofp %{{.*}} : i32 to f32
 attn.normalizer @piecewise {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %zero = arith.constant 0.0 : f32
     %pos = arith.cmpf ogt, %s, %zero : f32
     %e = math.exp %s : f32
@@ -222,19 +222,19 @@ attn.normalizer @piecewise {
 // CHECK:         denominator constant 1.0
 attn.normalizer @classified attributes {algorithm = #attn<algorithm online>} {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
 }
 attn.normalizer @tagged params(p = 1.0) attributes {note = "user"} {
   numerator {
-  ^bb0(%s: f32, %p: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %p: f32):
     attn.yield %p : f32
   }
   denominator constant 1.0

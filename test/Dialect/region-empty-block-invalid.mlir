@@ -4,7 +4,7 @@
 // expected-error @+1 {{'attn.normalizer' op numerator region must end in attn.yield}}
 attn.normalizer @empty_numerator {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   }
   denominator count
 }
@@ -13,7 +13,7 @@ attn.normalizer @empty_numerator {
 
 attn.normalizer @yield_not_last {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     // expected-error @+1 {{'attn.yield' op must be the last op of the numerator region}}
     attn.yield %s : f32
     %e = math.exp %s : f32

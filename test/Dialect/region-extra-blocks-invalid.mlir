@@ -4,7 +4,7 @@
 
 // CHECK: error: 'attn.score' op region #1 ('mod') failed to verify constraint: region with at most 1 blocks
 attn.score @unchecked_block contract dot mod {
-^bb0(%s: f32, %i: index, %j: index):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   attn.yield %s : f32
 ^bb1:
   %c0 = arith.constant 0 : index

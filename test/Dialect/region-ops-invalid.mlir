@@ -6,7 +6,7 @@
 // A side-effecting op: memory allocation and a load.
 attn.normalizer @loads {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %c0 = arith.constant 0 : index
     // expected-error @+1 {{'memref.alloca' op has side effects, which are not allowed in the numerator region}}
     %m = memref.alloca() : memref<4xf32>
@@ -22,11 +22,11 @@ attn.normalizer @loads {
 func.func private @random() -> f32
 attn.normalizer @calls {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %hx: index, %i: index, %j: index):
     // expected-error @+1 {{'func.call' op has side effects, which are not allowed in the denominator region}}
     %r = func.call @random() : () -> f32
     %h = arith.addf %s, %r : f32
@@ -38,7 +38,7 @@ attn.normalizer @calls {
 
 // Printing is a side effect too.
 attn.score @prints contract dot mod {
-^bb0(%s: f32, %i: index, %j: index):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   // expected-error @+1 {{'vector.print' op has side effects, which are not allowed in the mod region}}
   vector.print %s : f32
   attn.yield %s : f32
@@ -49,7 +49,7 @@ attn.score @prints contract dot mod {
 // Control flow: conditionals are written with arith.select.
 attn.normalizer @branches {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %zero = arith.constant 0.0 : f32
     %pos = arith.cmpf ogt, %s, %zero : f32
     // expected-error @+1 {{'scf.if' op is control flow, which is not allowed in the numerator region; use arith.select}}
@@ -67,7 +67,7 @@ attn.normalizer @branches {
 // -----
 
 attn.mask @loops {
-^bb0(%i: index, %j: index):
+^bb0(%b: index, %h: index, %i: index, %j: index):
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %t = arith.constant true
@@ -83,7 +83,7 @@ attn.mask @loops {
 // Vector values, even produced by arith ops.
 attn.normalizer @vectors {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     // expected-error @+1 {{'arith.constant' op uses 'vector<4xf32>' in the numerator region; only scalar values are allowed}}
     %v = arith.constant dense<1.0> : vector<4xf32>
     %w = arith.addf %v, %v : vector<4xf32>
@@ -105,7 +105,7 @@ attn.score @vector_feature contract dot feature {
 // -----
 
 attn.mask @tensor_mask {
-^bb0(%i: index, %j: index):
+^bb0(%b: index, %h: index, %i: index, %j: index):
   // expected-error @+1 {{'arith.constant' op uses 'tensor<2xi1>' in the mask region; only scalar values are allowed}}
   %t = arith.constant dense<true> : tensor<2xi1>
   %k = arith.constant true
@@ -115,7 +115,7 @@ attn.mask @tensor_mask {
 // -----
 
 attn.score @vector_math contract scaled_dot mod {
-^bb0(%s: f32, %i: index, %j: index):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   // expected-error @+1 {{'arith.constant' op uses 'vector<2xf32>' in the mod region; only scalar values are allowed}}
   %v = arith.constant dense<[1.0, 2.0]> : vector<2xf32>
   %e = math.exp %v : vector<2xf32>
@@ -127,7 +127,7 @@ attn.score @vector_math contract scaled_dot mod {
 // Ops from other dialects that are pure scalar math are still refused.
 attn.normalizer @index_dialect {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %bx: index, %h: index, %i: index, %j: index):
     %a = arith.constant 1 : index
     // expected-error @+1 {{'index.add' op is not allowed in the numerator region of 'attn.normalizer'}}
     %b = index.add %a, %a
@@ -141,7 +141,7 @@ attn.normalizer @index_dialect {
 // attn ops do not nest.
 attn.normalizer @nested {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     // expected-error @+1 {{'attn.score' op is not allowed in the numerator region of 'attn.normalizer'}}
     attn.score @inner contract dot
     attn.yield %s : f32
@@ -156,7 +156,7 @@ attn.normalizer @nested {
 // expected-note @+1 {{required by region isolation constraints}}
 attn.normalizer @captures {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     // expected-error @+1 {{'arith.addf' op using value defined outside the region}}
     %g = arith.addf %s, %c : f32
     attn.yield %g : f32

@@ -4,7 +4,7 @@
 
 attn.normalizer @unregistered {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     // expected-error @+1 {{'foo.bar' op is not allowed in the numerator region of 'attn.normalizer': regions hold scalar arith and math ops only}}
     %g = "foo.bar"(%s) : (f32) -> f32
     attn.yield %g : f32
@@ -15,7 +15,7 @@ attn.normalizer @unregistered {
 // -----
 
 attn.mask @unregistered_mask {
-^bb0(%i: index, %j: index):
+^bb0(%b: index, %h: index, %i: index, %j: index):
   // expected-error @+1 {{'test.keep' op is not allowed in the mask region of 'attn.mask'}}
   %k = "test.keep"(%i, %j) : (index, index) -> i1
   attn.yield %k : i1

@@ -77,7 +77,7 @@ attn.score @feature_params contract dot params(a = 1.0) feature {
 
 // expected-error @+1 {{'attn.score' op declares param 'slope' twice}}
 attn.score @duplicate_params contract dot params(slope = 1.0, slope = 2.0) mod {
-^bb0(%s: f32, %i: index, %j: index, %a: f32, %b: f32):
+^bb0(%s: f32, %bx: index, %h: index, %i: index, %j: index, %a: f32, %b: f32):
   attn.yield %s : f32
 }
 
@@ -88,13 +88,13 @@ attn.score @mixed_types contract dot feature {
 ^bb0(%x: f64):
   attn.yield %x : f64
 } mod {
-^bb0(%s: f32, %i: index, %j: index):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   attn.yield %s : f32
 }
 
 // -----
 
-// expected-error @+1 {{'attn.score' op mod region must take 3 arguments (the score, the query index, the key index), got 1}}
+// expected-error @+1 {{'attn.score' op mod region must take 5 arguments (the score, the batch index, the head index, the query index, the key index), got 1; write ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index)}}
 attn.score @mod_score_only contract dot mod {
 ^bb0(%s: f32):
   attn.yield %s : f32
@@ -102,25 +102,25 @@ attn.score @mod_score_only contract dot mod {
 
 // -----
 
-// expected-error @+1 {{'attn.score' op mod region must take 4 arguments (the score, the query index, the key index, param 'w'), got 3}}
+// expected-error @+1 {{'attn.score' op mod region must take 6 arguments (the score, the batch index, the head index, the query index, the key index, param 'w'), got 5; write ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %w: f32)}}
 attn.score @mod_missing_param contract dot params(w = 1.0) mod {
-^bb0(%s: f32, %i: index, %j: index):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   attn.yield %s : f32
 }
 
 // -----
 
-// expected-error @+1 {{'attn.score' op mod region argument #1 (the query index) must be 'index', got 'f32'}}
+// expected-error @+1 {{'attn.score' op mod region argument #3 (the query index) must be 'index', got 'f32'}}
 attn.score @mod_float_index contract dot mod {
-^bb0(%s: f32, %i: f32, %j: index):
+^bb0(%s: f32, %b: index, %h: index, %i: f32, %j: index):
   attn.yield %s : f32
 }
 
 // -----
 
-// expected-error @+1 {{'attn.score' op mod region argument #2 (the key index) must be 'index', got 'i64'}}
+// expected-error @+1 {{'attn.score' op mod region argument #4 (the key index) must be 'index', got 'i64'}}
 attn.score @mod_i64_index contract dot mod {
-^bb0(%s: f32, %i: index, %j: i64):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: i64):
   attn.yield %s : f32
 }
 
@@ -128,15 +128,15 @@ attn.score @mod_i64_index contract dot mod {
 
 // expected-error @+1 {{'attn.score' op mod region argument #0 (the score) must be a float type, got 'index'}}
 attn.score @mod_index_score contract dot mod {
-^bb0(%s: index, %i: index, %j: index):
+^bb0(%s: index, %b: index, %h: index, %i: index, %j: index):
   attn.yield %s : index
 }
 
 // -----
 
-// expected-error @+1 {{'attn.score' op mod region argument #3 (param 'slope') must have the score type 'f32', got 'f64'}}
+// expected-error @+1 {{'attn.score' op mod region argument #5 (param 'slope') must have the score type 'f32', got 'f64'}}
 attn.score @mod_param_f64 contract dot params(slope = 1.0) mod {
-^bb0(%s: f32, %i: index, %j: index, %slope: f64):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %slope: f64):
   attn.yield %s : f32
 }
 
@@ -169,7 +169,7 @@ attn.score @feature_yields_i1 contract dot feature {
 // -----
 
 attn.score @mod_yields_index contract dot mod {
-^bb0(%s: f32, %i: index, %j: index):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   // expected-error @+1 {{'attn.yield' op in the mod region must yield 'f32', got 'index'}}
   attn.yield %i : index
 }
@@ -178,7 +178,7 @@ attn.score @mod_yields_index contract dot mod {
 
 // `feature` comes before `mod`; after the mod region the op has ended.
 attn.score @mod_then_feature contract dot mod {
-^bb0(%s: f32, %i: index, %j: index):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   attn.yield %s : f32
 // expected-error @+1 {{custom op 'feature' is unknown}}
 } feature {
@@ -243,7 +243,7 @@ attn.score @identity_vector contract additive hidden 2 weights(a: 2x2 = 0.0, b: 
 
 // expected-error @+1 {{'attn.score' op declares 'W' twice (params and weights share one namespace)}}
 attn.score @clash contract bilinear params(W = 1.0) weights(W: 2x2 = identity) mod {
-^bb0(%s: f32, %i: index, %j: index, %W: f32):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %W: f32):
   attn.yield %s : f32
 }
 
@@ -269,17 +269,17 @@ attn.score @rows_without_mod contract dot row_inputs(p)
 
 // -----
 
-// expected-error @+1 {{'attn.score' op mod region must take 5 arguments (the score, the query index, the key index, row input 'p', param 'sigma'), got 4}}
+// expected-error @+1 {{'attn.score' op mod region must take 7 arguments (the score, the batch index, the head index, the query index, the key index, row input 'p', param 'sigma'), got 6; write ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %p: f32, %sigma: f32)}}
 attn.score @rows_missing_arg contract dot row_inputs(p) params(sigma = 1.0) mod {
-^bb0(%s: f32, %i: index, %j: index, %sigma: f32):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %sigma: f32):
   attn.yield %s : f32
 }
 
 // -----
 
-// expected-error @+1 {{'attn.score' op mod region argument #3 (row input 'p') must have the score type 'f32', got 'index'}}
+// expected-error @+1 {{'attn.score' op mod region argument #5 (row input 'p') must have the score type 'f32', got 'index'}}
 attn.score @rows_index contract dot row_inputs(p) mod {
-^bb0(%s: f32, %i: index, %j: index, %p: index):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %p: index):
   attn.yield %s : f32
 }
 
@@ -287,6 +287,23 @@ attn.score @rows_index contract dot row_inputs(p) mod {
 
 // expected-error @+1 {{'attn.score' op declares 'p' twice (row inputs, params and weights share one namespace)}}
 attn.score @rows_clash contract dot row_inputs(p) params(p = 1.0) mod {
-^bb0(%s: f32, %i: index, %j: index, %p: f32, %p2: f32):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %p: f32, %p2: f32):
+  attn.yield %s : f32
+}
+
+// -----
+
+// A mod of an older attn, which saw (s, i, j, params): the error shows the new header.
+// expected-error @+1 {{'attn.score' op mod region must take 6 arguments (the score, the batch index, the head index, the query index, the key index, param 'slope'), got 4; write ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %slope: f32)}}
+attn.score @old_form contract scaled_dot params(slope = 0.5) mod {
+^bb0(%s: f32, %i: index, %j: index, %slope: f32):
+  attn.yield %s : f32
+}
+
+// -----
+
+// expected-error @+1 {{'attn.score' op mod region argument #2 (the head index) must be 'index', got 'f32'}}
+attn.score @float_head contract dot mod {
+^bb0(%s: f32, %b: index, %h: f32, %i: index, %j: index):
   attn.yield %s : f32
 }

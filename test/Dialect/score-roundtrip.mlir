@@ -36,12 +36,12 @@ attn.score @quoted contract "scaled_dot" scale 0.5
 
 // A mod region: (s, i: index, j: index).
 // CHECK-LABEL: attn.score @squared contract dot mod {
-// CHECK-NEXT:  ^bb0(%s: f32, %i: index, %j: index):
+// CHECK-NEXT:  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
 // CHECK-NEXT:    %[[SQ:.*]] = arith.mulf %s, %s : f32
 // CHECK-NEXT:    attn.yield %[[SQ]] : f32
 // CHECK-NEXT:  }
 attn.score @squared contract dot mod {
-^bb0(%s: f32, %i: index, %j: index):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   %sq = arith.mulf %s, %s : f32
   attn.yield %sq : f32
 }
@@ -51,7 +51,7 @@ attn.score @squared contract dot mod {
 // A mod region with params (ALiBi-style bias slope·(j - i)); the params
 // follow the indices and print under their names.
 // CHECK-LABEL: attn.score @alibi contract scaled_dot scale 0.25 params(slope = -0.5, offset = 0.0) mod {
-// CHECK-NEXT:  ^bb0(%s: f32, %i: index, %j: index, %slope: f32, %offset: f32):
+// CHECK-NEXT:  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %slope: f32, %offset: f32):
 // CHECK-NEXT:    %[[II:.*]] = arith.index_cast %i : index to i64
 // CHECK-NEXT:    %[[JI:.*]] = arith.index_cast %j : index to i64
 // CHECK-NEXT:    %[[D:.*]] = arith.subi %[[JI]], %[[II]] : i64
@@ -62,7 +62,7 @@ attn.score @squared contract dot mod {
 // CHECK-NEXT:    attn.yield %[[T]] : f32
 // CHECK-NEXT:  }
 attn.score @alibi contract scaled_dot scale 0.25 params(slope = -0.5, offset = 0.0) mod {
-^bb0(%s: f32, %i: index, %j: index, %slope: f32, %offset: f32):
+^bb0(%s: f32, %bx: index, %h: index, %i: index, %j: index, %slope: f32, %offset: f32):
   %ii = arith.index_cast %i : index to i64
   %ji = arith.index_cast %j : index to i64
   %d = arith.subi %ji, %ii : i64
@@ -97,7 +97,7 @@ attn.score @relu_feature contract dot feature {
 // CHECK-NEXT:  ^bb0(%x: f32):
 // CHECK:         attn.yield %{{.*}} : f32
 // CHECK-NEXT:  } mod {
-// CHECK-NEXT:  ^bb0(%s: f32, %i: index, %j: index, %m: f32):
+// CHECK-NEXT:  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %m: f32):
 // CHECK:         math.cos %{{.*}} : f32
 // CHECK:         attn.yield %{{.*}} : f32
 // CHECK-NEXT:  }
@@ -107,7 +107,7 @@ attn.score @cosformer contract scaled_dot scale 1.0 params(m = 1024.0) feature {
   %r = arith.maximumf %x, %zero : f32
   attn.yield %r : f32
 } mod {
-^bb0(%s: f32, %i: index, %j: index, %m: f32):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %m: f32):
   %halfpi = arith.constant 1.57079632 : f32
   %ii = arith.index_cast %i : index to i64
   %ji = arith.index_cast %j : index to i64
@@ -124,22 +124,22 @@ attn.score @cosformer contract scaled_dot scale 1.0 params(m = 1024.0) feature {
 
 // Additive and bilinear scores may carry a mod region too; cosine as well.
 // CHECK-LABEL: attn.score @additive_mod contract additive hidden 32 weights(W_q: 32x4 = identity, W_k: 32x4 = identity, v: 32 = 1.0) mod {
-// CHECK-NEXT:  ^bb0(%s: f64, %i: index, %j: index):
+// CHECK-NEXT:  ^bb0(%s: f64, %b: index, %h: index, %i: index, %j: index):
 // CHECK-LABEL: attn.score @bilinear_mod contract bilinear weights(W: 4x4 = identity) mod {
-// CHECK-NEXT:  ^bb0(%s: f32, %i: index, %j: index):
+// CHECK-NEXT:  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
 // CHECK-LABEL: attn.score @cosine_temperature contract cosine params(tau = 10.0) mod {
-// CHECK-NEXT:  ^bb0(%s: f32, %i: index, %j: index, %tau: f32):
+// CHECK-NEXT:  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %tau: f32):
 attn.score @additive_mod contract additive hidden 32 weights(W_q: 32x4 = identity, W_k: 32x4 = identity, v: 32 = 1.0) mod {
-^bb0(%s: f64, %i: index, %j: index):
+^bb0(%s: f64, %b: index, %h: index, %i: index, %j: index):
   attn.yield %s : f64
 }
 attn.score @bilinear_mod contract bilinear weights(W: 4x4 = identity) mod {
-^bb0(%s: f32, %i: index, %j: index):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   %t = math.tanh %s : f32
   attn.yield %t : f32
 }
 attn.score @cosine_temperature contract cosine params(tau = 10.0) mod {
-^bb0(%s: f32, %i: index, %j: index, %tau: f32):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %tau: f32):
   %t = arith.mulf %s, %tau : f32
   attn.yield %t : f32
 }
@@ -151,7 +151,7 @@ attn.score @cosine_temperature contract cosine params(tau = 10.0) mod {
 // CHECK:         arith.uitofp %{{.*}} : i64 to f32
 // CHECK:         arith.negf %{{.*}} : f32
 attn.score @diffusion contract dot params(sigma = 4.0) mod {
-^bb0(%s: f32, %i: index, %j: index, %sigma: f32):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %sigma: f32):
   %ii = arith.index_cast %i : index to i64
   %ji = arith.index_cast %j : index to i64
   %d = arith.subi %ii, %ji : i64
@@ -175,9 +175,9 @@ attn.score @tagged contract dot attributes {note = "user"}
 
 // Row inputs: per-query values, mod region arguments after the key index.
 // CHECK-LABEL: attn.score @local contract dot row_inputs(p, "w idth") params(sigma = 2.0) mod {
-// CHECK-NEXT:  ^bb0(%s: f32, %i: index, %j: index, %p: f32, %w_idth: f32, %sigma: f32):
+// CHECK-NEXT:  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %p: f32, %w_idth: f32, %sigma: f32):
 attn.score @local contract dot row_inputs(p, "w idth") params(sigma = 2.0) mod {
-^bb0(%s: f32, %i: index, %j: index, %p: f32, %w: f32, %sigma: f32):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %p: f32, %w: f32, %sigma: f32):
   %t = arith.subf %s, %p : f32
   attn.yield %t : f32
 }

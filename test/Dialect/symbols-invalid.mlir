@@ -5,12 +5,12 @@
 // expected-note @+1 {{see existing symbol definition here}}
 attn.normalizer @softmax {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
@@ -18,7 +18,7 @@ attn.normalizer @softmax {
 // expected-error @+1 {{redefinition of symbol named 'softmax'}}
 attn.normalizer @softmax {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
@@ -30,7 +30,7 @@ attn.normalizer @softmax {
 attn.score @x contract dot
 // expected-error @+1 {{redefinition of symbol named 'x'}}
 attn.mask @x {
-^bb0(%i: index, %j: index):
+^bb0(%b: index, %h: index, %i: index, %j: index):
   %t = arith.constant true
   attn.yield %t : i1
 }
@@ -39,7 +39,7 @@ attn.mask @x {
 
 attn.normalizer @n {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count

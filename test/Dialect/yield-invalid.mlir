@@ -17,7 +17,7 @@ func.func @f(%x: f32) {
 // Exactly one value.
 attn.normalizer @two_values {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     // expected-error @+1 {{expected ':'}}
     attn.yield %s, %s : f32, f32
   }
@@ -28,7 +28,7 @@ attn.normalizer @two_values {
 
 attn.normalizer @no_value {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     // expected-error @+1 {{expected SSA operand}}
     attn.yield : f32
   }
@@ -40,7 +40,7 @@ attn.normalizer @no_value {
 // expected-error @+1 {{'attn.normalizer' op numerator region must end in attn.yield}}
 attn.normalizer @returns {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     func.return %s : f32
   }
   denominator count
@@ -51,7 +51,7 @@ attn.normalizer @returns {
 // expected-error @+1 {{'attn.normalizer' op numerator region must end in attn.yield}}
 attn.normalizer @no_terminator {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %ix: index, %jx: index):
     %e = math.exp %s : f32
   }
   denominator count
@@ -61,7 +61,7 @@ attn.normalizer @no_terminator {
 
 // expected-error @+1 {{'attn.score' op region #1 ('mod') failed to verify constraint: region with at most 1 blocks}}
 attn.score @branches contract dot mod {
-^bb0(%s: f32, %i: index, %j: index):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   cf.br ^bb1(%s : f32)
 ^bb1(%t: f32):
   attn.yield %t : f32
@@ -71,7 +71,7 @@ attn.score @branches contract dot mod {
 
 // expected-error @+1 {{'attn.mask' op mask region must end in attn.yield}}
 attn.mask @scf_yield {
-^bb0(%i: index, %j: index):
+^bb0(%b: index, %h: index, %i: index, %j: index):
   %t = arith.constant true
   scf.yield %t : i1
 }
@@ -82,7 +82,7 @@ attn.mask @scf_yield {
 // does not belong in the region).
 attn.normalizer @early_yield {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     // expected-error @+1 {{'attn.yield' op must be the last op of the numerator region}}
     attn.yield %s : f32
     %e = math.exp %s : f32
@@ -96,7 +96,7 @@ attn.normalizer @early_yield {
 // The yielded type is the region's float type (the type of %s), in every region.
 attn.normalizer @yields_f16 {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %t = arith.truncf %s : f32 to f16
     // expected-error @+1 {{'attn.yield' op in the numerator region must yield 'f32', got 'f16'}}
     attn.yield %t : f16

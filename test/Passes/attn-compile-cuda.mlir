@@ -13,7 +13,7 @@
 
 attn.normalizer @tanhmax {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %p = math.exp %s : f32
     %ns = arith.negf %s : f32
     %n = math.exp %ns : f32
@@ -21,7 +21,7 @@ attn.normalizer @tanhmax {
     attn.yield %g : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %hx: index, %i: index, %j: index):
     %p = math.exp %s : f32
     %ns = arith.negf %s : f32
     %n = math.exp %ns : f32

@@ -11,7 +11,7 @@
 
 attn.normalizer @tanhmax {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %p = math.exp %s : f32
     %ns = arith.negf %s : f32
     %n = math.exp %ns : f32
@@ -19,7 +19,7 @@ attn.normalizer @tanhmax {
     attn.yield %g : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %hx: index, %i: index, %j: index):
     %p = math.exp %s : f32
     %ns = arith.negf %s : f32
     %n = math.exp %ns : f32
@@ -35,7 +35,7 @@ attn.kernel @tanhmax_attention normalizer(@tanhmax)
 // LOOPS: func.func @attn_forward_f64(
 // LOOPS: func.func @attn_backward_f64(
 
-// LLVM: @attn_manifest_text = internal constant {{.*}}c"attn-abi 2\0Akernel tanhmax_attention\0Anormalizer tanhmax\0Aalgorithm online\0Adenominator sum\0Amask none\0Aparams\0Adtypes f32\0Adevices cpu\0A\00"
+// LLVM: @attn_manifest_text = internal constant {{.*}}c"attn-abi 3\0Akernel tanhmax_attention\0Anormalizer tanhmax\0Aalgorithm online\0Adenominator sum\0Amask none\0Aparams\0Adtypes f32\0Adevices cpu\0A\00"
 // LLVM-DAG: define void @_mlir_ciface_attn_forward_f32(
 // LLVM-DAG: define void @_mlir_ciface_attn_backward_f32(
 // LLVM-DAG: define {{.*}}ptr @attn_manifest()

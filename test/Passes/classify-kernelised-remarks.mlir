@@ -10,7 +10,7 @@ attn.score @relu_feature contract dot feature {
 }
 attn.normalizer @expnum {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     // expected-remark @+1 {{kernel @k keeps the quadratic form (not kernelised): the numerator is not linear in s: math.exp}}
     %e = math.exp %s : f32
     %t = arith.mulf %e, %s : f32
@@ -31,11 +31,11 @@ attn.score @relu_feature contract dot feature {
 }
 attn.normalizer @affine {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %hx: index, %i: index, %j: index):
     %one = arith.constant 1.0 : f32
     // expected-remark @+1 {{the denominator is not linear in s: arith.addf}}
     %h = arith.addf %s, %one : f32
@@ -54,14 +54,14 @@ attn.score @relu_feature contract dot feature {
 }
 attn.normalizer @lin {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
 }
 // expected-remark @+1 {{mask @band is not causal (j <= i)}}
 attn.mask @band {
-^bb0(%i: index, %j: index):
+^bb0(%b: index, %h: index, %i: index, %j: index):
   %one = arith.constant 1 : index
   %ip1 = arith.addi %i, %one : index
   %keep = arith.cmpi ule, %j, %ip1 : index
@@ -76,14 +76,14 @@ attn.score @squared contract dot feature {
 ^bb0(%x: f32):
   attn.yield %x : f32
 } mod {
-^bb0(%s: f32, %i: index, %j: index):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   // expected-remark @+1 {{the score mod does not factor into query and key terms (c·s, or s·cos(x) with x affine in i and j): arith.mulf}}
   %t = arith.mulf %s, %s : f32
   attn.yield %t : f32
 }
 attn.normalizer @lin {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
@@ -97,7 +97,7 @@ attn.score @quadratic_phase contract dot feature {
 ^bb0(%x: f32):
   attn.yield %x : f32
 } mod {
-^bb0(%s: f32, %i: index, %j: index):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   // expected-remark @+1 {{the score mod does not factor into query and key terms (c·s, or s·cos(x) with x affine in i and j): arith.muli}}
   %ij = arith.muli %i, %j : index
   %n = arith.index_cast %ij : index to i64
@@ -108,7 +108,7 @@ attn.score @quadratic_phase contract dot feature {
 }
 attn.normalizer @lin {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
@@ -121,14 +121,14 @@ attn.score @biased contract dot params(bias = 0.5) feature {
 ^bb0(%x: f32):
   attn.yield %x : f32
 } mod {
-^bb0(%s: f32, %i: index, %j: index, %bias: f32):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %bias: f32):
   // expected-remark @+1 {{the score mod uses a param}}
   %t = arith.mulf %s, %bias : f32
   attn.yield %t : f32
 }
 attn.normalizer @lin {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count

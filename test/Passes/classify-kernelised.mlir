@@ -16,11 +16,11 @@ attn.score @elu contract dot feature {
 }
 attn.normalizer @linear {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator epsilon 1.0e-06 {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
 }
@@ -33,13 +33,13 @@ attn.kernel @linear_attention normalizer(@linear) score(@elu)
 // CHECK: attn.kernel @scaled_linear {{.*}}{algorithm = #attn<algorithm kernelised>}
 attn.score @scaled contract scaled_dot scale 0.5
 attn.mask @causal {
-^bb0(%i: index, %j: index):
+^bb0(%b: index, %h: index, %i: index, %j: index):
   %keep = arith.cmpi ule, %j, %i : index
   attn.yield %keep : i1
 }
 attn.normalizer @weighted params(delta = 1.0) {
   numerator {
-  ^bb0(%s: f32, %delta: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %delta: f32):
     %two = arith.constant 2.0 : f32
     %ds = arith.mulf %delta, %s : f32
     %g = arith.divf %ds, %two : f32
@@ -59,7 +59,7 @@ attn.score @cos_reweighted contract dot feature {
   %r = arith.maximumf %x, %zero : f32
   attn.yield %r : f32
 } mod {
-^bb0(%s: f32, %i: index, %j: index):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   %d = arith.subi %i, %j : index
   %di = arith.index_cast %d : index to i64
   %df = arith.sitofp %di : i64 to f32
@@ -71,11 +71,11 @@ attn.score @cos_reweighted contract dot feature {
 }
 attn.normalizer @lin {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator epsilon 1.0e-06 {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
 }
@@ -87,12 +87,12 @@ attn.kernel @cosformer normalizer(@lin) score(@cos_reweighted)
 // CHECK: attn.kernel @softmax_attention normalizer(@softmax) {algorithm = #attn<algorithm online>}
 attn.normalizer @softmax {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }

@@ -2,7 +2,7 @@
 
 attn.normalizer @shifted_exp {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %one = arith.constant 1.0 : f32
     %e = math.exp %s : f32
     // expected-error @+1 {{'arith.addf' op in the numerator of @shifted_exp mixes exp-factor degrees}}
@@ -16,12 +16,12 @@ attn.normalizer @shifted_exp {
 
 attn.normalizer @nested_exp {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     // expected-error @+1 {{'math.exp' op in the denominator of @nested_exp mixes exp-factor degrees}}
     %ee = math.exp %e : f32
@@ -33,7 +33,7 @@ attn.normalizer @nested_exp {
 
 attn.normalizer @squared_exp {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     // expected-error @+1 {{'arith.mulf' op in the numerator of @squared_exp mixes exp-factor degrees}}
     %g = arith.mulf %e, %e : f32
@@ -46,7 +46,7 @@ attn.normalizer @squared_exp {
 
 attn.normalizer @log_of_exp {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     // expected-error @+1 {{'math.log' op in the numerator of @log_of_exp mixes exp-factor degrees}}
     %g = math.log %e : f32
@@ -60,12 +60,12 @@ attn.normalizer @log_of_exp {
 // e^s over Σ s: the denominator has no exp factor to rescale with the numerator.
 attn.normalizer @unbalanced {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     // expected-error @+1 {{'attn.yield' op yields a value without an exp factor while the numerator of @unbalanced has one in every term}}
     attn.yield %s : f32
   }
@@ -76,7 +76,7 @@ attn.normalizer @unbalanced {
 // A comparison against e^s depends on its scale, which the stabiliser changes.
 attn.normalizer @compare_exp {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %one = arith.constant 1.0 : f32
     %zero = arith.constant 0.0 : f32
     %e = math.exp %s : f32

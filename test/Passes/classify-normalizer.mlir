@@ -5,12 +5,12 @@
 // CHECK-SAME: algorithm = #attn<algorithm online>
 attn.normalizer @softmax {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
@@ -23,7 +23,7 @@ attn.normalizer @softmax {
 // CHECK-SAME: algorithm = #attn<algorithm online>
 attn.normalizer @tanhmax {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %p = math.exp %s : f32
     %ns = arith.negf %s : f32
     %n = math.exp %ns : f32
@@ -31,7 +31,7 @@ attn.normalizer @tanhmax {
     attn.yield %g : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %hx: index, %i: index, %j: index):
     %p = math.exp %s : f32
     %ns = arith.negf %s : f32
     %n = math.exp %ns : f32
@@ -47,7 +47,7 @@ attn.normalizer @tanhmax {
 // CHECK-SAME: algorithm = #attn<algorithm online>
 attn.normalizer @sigsoftmax {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %one = arith.constant 1.0 : f32
     %e = math.exp %s : f32
     %ns = arith.negf %s : f32
@@ -58,7 +58,7 @@ attn.normalizer @sigsoftmax {
     attn.yield %g : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
@@ -71,11 +71,11 @@ attn.normalizer @sigsoftmax {
 // CHECK-SAME: algorithm = #attn<algorithm plain>
 attn.normalizer @expressive {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator epsilon 1.0e-6 {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
 }
@@ -87,7 +87,7 @@ attn.normalizer @expressive {
 // CHECK-SAME: algorithm = #attn<algorithm plain>
 attn.normalizer @sigmoid params(bias = -4.0) {
   numerator {
-  ^bb0(%s: f32, %bias: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %bias: f32):
     %one = arith.constant 1.0 : f32
     %x = arith.addf %s, %bias : f32
     %nx = arith.negf %x : f32
@@ -106,7 +106,7 @@ attn.normalizer @sigmoid params(bias = -4.0) {
 // CHECK-SAME: algorithm = #attn<algorithm plain>
 attn.normalizer @exp_count {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
@@ -120,7 +120,7 @@ attn.normalizer @exp_count {
 // CHECK-SAME: algorithm = #attn<algorithm online>
 attn.normalizer @modulated params(t = 2.0) {
   numerator {
-  ^bb0(%s: f32, %t: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %t: f32):
     %zero = arith.constant 0.0 : f32
     %r = arith.maximumf %s, %zero : f32
     %x = arith.mulf %r, %t : f32
@@ -128,7 +128,7 @@ attn.normalizer @modulated params(t = 2.0) {
     attn.yield %e : f32
   }
   denominator {
-  ^bb0(%s: f32, %t: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %t: f32):
     %zero = arith.constant 0.0 : f32
     %r = arith.maximumf %s, %zero : f32
     %x = arith.mulf %r, %t : f32

@@ -3,7 +3,7 @@
 // math.cbrt is a valid region op but has no derivative rule yet.
 attn.normalizer @cube_root {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     // expected-error @+1 {{'math.cbrt' op has no derivative rule}}
     %g = math.cbrt %s : f32
     attn.yield %g : f32
@@ -17,7 +17,7 @@ attn.kernel @k normalizer(@cube_root) {algorithm = #attn<algorithm plain>}
 // The stabilisation depends on the algorithm, which only the classifier sets.
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %zero = arith.constant 0.0 : f32
     %g = arith.maximumf %s, %zero : f32
     attn.yield %g : f32

@@ -4,7 +4,7 @@
 // d/ds (e^s - e^-s) = e^s + e^-s.
 attn.normalizer @tanhmax {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %p = math.exp %s : f32
     %ns = arith.negf %s : f32
     %n = math.exp %ns : f32
@@ -12,18 +12,18 @@ attn.normalizer @tanhmax {
     attn.yield %g : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %p = math.exp %s : f32
     %ns = arith.negf %s : f32
     %n = math.exp %ns : f32
-    %h = arith.addf %p, %n : f32
-    attn.yield %h : f32
+    %sum = arith.addf %p, %n : f32
+    attn.yield %sum : f32
   }
 }
 attn.kernel @k normalizer(@tanhmax)
 
 // CHECK-LABEL: func.func private @k.num(
-// CHECK-SAME: %[[S:.*]]: f32, %[[M:.*]]: f32) -> f32
+// CHECK-SAME: %[[S:.*]]: f32, %[[M:.*]]: f32, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index) -> f32
 // CHECK-DAG: %[[A:.*]] = arith.subf %[[S]], %[[M]]
 // CHECK-DAG: %[[EA:.*]] = math.exp %[[A]]
 // CHECK-DAG: %[[NS:.*]] = arith.negf %[[S]]
@@ -33,7 +33,7 @@ attn.kernel @k normalizer(@tanhmax)
 // CHECK: return %[[G]]
 
 // CHECK-LABEL: func.func private @k.num.d.s(
-// CHECK-SAME: %[[S:.*]]: f32, %[[M:.*]]: f32) -> f32
+// CHECK-SAME: %[[S:.*]]: f32, %[[M:.*]]: f32, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index) -> f32
 // CHECK-DAG: %[[EA:.*]] = math.exp
 // CHECK-DAG: %[[EB:.*]] = math.exp
 // CHECK: %[[D:.*]] = arith.addf %[[EA]], %[[EB]]
@@ -47,7 +47,7 @@ attn.kernel @k normalizer(@tanhmax)
 
 // The stabiliser is the max of all exp arguments: max(s, -s) = |s|.
 // CHECK-LABEL: func.func private @k.stab(
-// CHECK-SAME: %[[S:.*]]: f32) -> f32
+// CHECK-SAME: %[[S:.*]]: f32, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index) -> f32
 // CHECK: %[[NS:.*]] = arith.negf %[[S]]
 // CHECK: arith.maximumf %[[S]], %[[NS]]
 
@@ -56,12 +56,12 @@ attn.kernel @k normalizer(@tanhmax)
 // Softmax: d/ds e^(s-m) = e^(s-m); the stabiliser is s itself.
 attn.normalizer @softmax {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
@@ -71,12 +71,12 @@ attn.kernel @k normalizer(@softmax)
 // The functions are recorded on the kernel by role; later passes read them there.
 // CHECK: attn.kernel @k normalizer(@softmax) {algorithm = #attn<algorithm online>, functions = [#attn.functions<type = f32, numerator = @k.num, denominator = @k.den, stabilizer = @k.stab, numerator_ds = @k.num.d.s, denominator_ds = @k.den.d.s>]}
 // CHECK-LABEL: func.func private @k.num.d.s(
-// CHECK-SAME: %[[S:.*]]: f32, %[[M:.*]]: f32) -> f32
+// CHECK-SAME: %[[S:.*]]: f32, %[[M:.*]]: f32, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index) -> f32
 // CHECK-NEXT: %[[X:.*]] = arith.subf %[[S]], %[[M]]
 // CHECK-NEXT: %[[E:.*]] = math.exp %[[X]]
 // CHECK-NEXT: return %[[E]]
 // CHECK-LABEL: func.func private @k.stab(
-// CHECK-SAME: %[[S:.*]]: f32) -> f32
+// CHECK-SAME: %[[S:.*]]: f32, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index) -> f32
 // CHECK-NEXT: return %[[S]]
 
 // -----
@@ -86,7 +86,7 @@ attn.kernel @k normalizer(@softmax)
 // as σ·(1 - σ), which stays finite where e^u overflows.
 attn.normalizer @sigmoid params(bias = -4.0) {
   numerator {
-  ^bb0(%s: f32, %bias: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %bias: f32):
     %one = arith.constant 1.0 : f32
     %x = arith.addf %s, %bias : f32
     %nx = arith.negf %x : f32
@@ -100,7 +100,7 @@ attn.normalizer @sigmoid params(bias = -4.0) {
 attn.kernel @k normalizer(@sigmoid)
 
 // CHECK-LABEL: func.func private @k.num(
-// CHECK-SAME: %[[S:.*]]: f32, %[[M:.*]]: f32, %[[B:.*]]: f32) -> f32
+// CHECK-SAME: %[[S:.*]]: f32, %[[M:.*]]: f32, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %[[B:.*]]: f32) -> f32
 // CHECK: %[[X:.*]] = arith.addf %[[S]], %[[B]]
 // CHECK: %[[NX:.*]] = arith.negf %[[X]]
 // CHECK: math.exp %[[NX]]
@@ -122,7 +122,7 @@ attn.kernel @k normalizer(@sigmoid)
 // Kinks: d/ds max(s, 0) selects 1 only where s > 0 (0 at the kink, like ReLU).
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %zero = arith.constant 0.0 : f32
     %g = arith.maximumf %s, %zero : f32
     attn.yield %g : f32
@@ -132,7 +132,7 @@ attn.normalizer @relu {
 attn.kernel @k normalizer(@relu)
 
 // CHECK-LABEL: func.func private @k.num.d.s(
-// CHECK-SAME: %[[S:.*]]: f32, %{{.*}}: f32) -> f32
+// CHECK-SAME: %[[S:.*]]: f32, %{{.*}}: f32, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index) -> f32
 // CHECK-DAG: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
 // CHECK-DAG: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
 // CHECK: %[[GT:.*]] = arith.cmpf ogt, %[[S]], %[[ZERO]]
@@ -148,7 +148,7 @@ attn.score @biased contract dot params(slope = 0.5) feature {
   %t = math.tanh %x : f32
   attn.yield %t : f32
 } mod {
-^bb0(%s: f32, %i: index, %j: index, %slope: f32):
+^bb0(%s: f32, %bx: index, %h: index, %i: index, %j: index, %slope: f32):
   %ii = arith.index_cast %i : index to i64
   %jj = arith.index_cast %j : index to i64
   %dij = arith.subi %ii, %jj : i64
@@ -158,17 +158,17 @@ attn.score @biased contract dot params(slope = 0.5) feature {
   attn.yield %t : f32
 }
 attn.mask @causal {
-^bb0(%i: index, %j: index):
+^bb0(%b: index, %h: index, %i: index, %j: index):
   %keep = arith.cmpi ule, %j, %i : index
   attn.yield %keep : i1
 }
 attn.normalizer @linear {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator epsilon 1.0e-6 {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
 }
@@ -179,7 +179,7 @@ attn.kernel @k normalizer(@linear) score(@biased) mask(@causal)
 // CHECK: %[[ONE:.*]] = arith.constant 1.0
 // CHECK-NEXT: return %[[ONE]]
 // CHECK-LABEL: func.func private @k.score(
-// CHECK-SAME: %[[R:.*]]: f32, %[[I:.*]]: index, %[[J:.*]]: index, %[[SLOPE:.*]]: f32) -> f32
+// CHECK-SAME: %[[R:.*]]: f32, %[[BI:.*]]: index, %[[HI:.*]]: index, %[[I:.*]]: index, %[[J:.*]]: index, %[[SLOPE:.*]]: f32) -> f32
 // CHECK-LABEL: func.func private @k.score.d.slope(
 // CHECK: %[[D:.*]] = arith.sitofp
 // CHECK: %[[N:.*]] = arith.negf %[[D]]
@@ -203,7 +203,7 @@ attn.kernel @k normalizer(@linear) score(@biased) mask(@causal)
 // the row's other weights stays defined. The stabiliser uses the same exponent.
 attn.normalizer @sigsoftmax {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %one = arith.constant 1.0 : f32
     %e = math.exp %s : f32
     %ns = arith.negf %s : f32
@@ -214,7 +214,7 @@ attn.normalizer @sigsoftmax {
     attn.yield %g : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
@@ -222,7 +222,7 @@ attn.normalizer @sigsoftmax {
 attn.kernel @k normalizer(@sigsoftmax)
 
 // CHECK-LABEL: func.func private @k.num(
-// CHECK-SAME: %[[S:.*]]: f32, %[[M:.*]]: f32) -> f32
+// CHECK-SAME: %[[S:.*]]: f32, %[[M:.*]]: f32, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index) -> f32
 // CHECK: %[[NS:.*]] = arith.negf %[[S]]
 // CHECK: %[[A:.*]] = math.absf %[[NS]]
 // CHECK: %[[NA:.*]] = arith.negf %[[A]]
@@ -237,3 +237,54 @@ attn.kernel @k normalizer(@sigsoftmax)
 // CHECK-LABEL: func.func private @k.stab(
 // CHECK: math.log1p
 // CHECK: arith.maximumf
+
+// -----
+
+// The indices are arguments of every function (after s and the shift m for the
+// normalizer's): an exp of s + c·(j - i) is one exp factor, stabilised by the
+// running max of its argument, and its derivative by s treats j - i as a
+// constant of the pair.
+attn.normalizer @tilted {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %d = arith.subi %j, %i : index
+    %d64 = arith.index_cast %d : index to i64
+    %df = arith.sitofp %d64 : i64 to f32
+    %x = arith.addf %s, %df : f32
+    %e = math.exp %x : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+}
+attn.mask @by_head {
+^bb0(%b: index, %h: index, %i: index, %j: index):
+  %keep = arith.cmpi ule, %h, %j : index
+  attn.yield %keep : i1
+}
+attn.kernel @k normalizer(@tilted) mask(@by_head)
+
+// CHECK-LABEL: func.func private @k.num(
+// CHECK-SAME: %[[S:.*]]: f32, %[[M:.*]]: f32, %{{.*}}: index, %{{.*}}: index, %[[I:.*]]: index, %[[J:.*]]: index) -> f32
+// CHECK: %[[D:.*]] = arith.subi %[[J]], %[[I]]
+// CHECK: %[[DF:.*]] = arith.sitofp
+// CHECK: %[[X:.*]] = arith.addf %[[S]], %[[DF]]
+// CHECK: %[[SH:.*]] = arith.subf %[[X]], %[[M]]
+// CHECK: %[[G:.*]] = math.exp %[[SH]]
+// CHECK: return %[[G]]
+// CHECK-LABEL: func.func private @k.num.d.s(
+// CHECK-SAME: %[[S:.*]]: f32, %[[M:.*]]: f32, %{{.*}}: index, %{{.*}}: index, %[[I:.*]]: index, %[[J:.*]]: index) -> f32
+// CHECK: arith.subi %[[J]], %[[I]]
+// CHECK: %[[G:.*]] = math.exp
+// CHECK: return %[[G]]
+// CHECK-LABEL: func.func private @k.stab(
+// CHECK-SAME: %[[S:.*]]: f32, %{{.*}}: index, %{{.*}}: index, %[[I:.*]]: index, %[[J:.*]]: index) -> f32
+// CHECK: arith.subi %[[J]], %[[I]]
+// CHECK: %[[X:.*]] = arith.addf %[[S]], %{{.*}}
+// CHECK: arith.maximumf %[[X]], %[[S]]
+// CHECK-LABEL: func.func private @k.mask(
+// CHECK-SAME: %{{.*}}: index, %[[H:.*]]: index, %{{.*}}: index, %[[J:.*]]: index) -> i1
+// CHECK: arith.cmpi ule, %[[H]], %[[J]]

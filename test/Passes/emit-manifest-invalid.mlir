@@ -2,7 +2,7 @@
 
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
@@ -14,7 +14,7 @@ attn.kernel @k normalizer(@relu) {cpu_schedule = [#attn.cpu_schedule<type = f32,
 
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
@@ -26,7 +26,7 @@ attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, cpu_schedu
 
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
@@ -46,7 +46,7 @@ func.func @attn_backward_f32() {
 module {
   attn.normalizer @relu {
     numerator {
-    ^bb0(%s: f32):
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
       attn.yield %s : f32
     }
     denominator count

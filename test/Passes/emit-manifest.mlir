@@ -4,7 +4,7 @@
 // CPU schedules (in order), the entry points written out as stubs.
 attn.normalizer @sig params(bias = -2.0) {
   numerator {
-  ^bb0(%s: f32, %bias: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %bias: f32):
     %x = arith.addf %s, %bias : f32
     attn.yield %x : f32
   }
@@ -25,6 +25,6 @@ func.func @attn_backward_f32() {
 }
 
 // CHECK: attn.kernel @k
-// CHECK: llvm.mlir.global internal constant @attn_manifest_text("attn-abi 2\0Akernel k\0Anormalizer sig\0Aalgorithm plain\0Adenominator constant\0Amask none\0Aparams bias=-2\0Adtypes f64 f32\0Adevices cpu\0A\00")
+// CHECK: llvm.mlir.global internal constant @attn_manifest_text("attn-abi 3\0Akernel k\0Anormalizer sig\0Aalgorithm plain\0Adenominator constant\0Amask none\0Aparams bias=-2\0Adtypes f64 f32\0Adevices cpu\0A\00")
 // CHECK: llvm.func @attn_manifest() -> !llvm.ptr {
 // CHECK: llvm.mlir.addressof @attn_manifest_text

@@ -3,13 +3,13 @@
 // Every attn op goes; the functions (and the rest of the module) stay.
 attn.score @scaled contract scaled_dot scale 0.5
 attn.mask @causal {
-^bb0(%i: index, %j: index):
+^bb0(%b: index, %h: index, %i: index, %j: index):
   %keep = arith.cmpi ule, %j, %i : index
   attn.yield %keep : i1
 }
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count

@@ -2,7 +2,7 @@
 
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
@@ -14,7 +14,7 @@ attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, cpu_schedu
 
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count

@@ -4,7 +4,7 @@
 // vector<8 x _> and to f64 (constants converted), all recorded by role.
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count

@@ -15,7 +15,7 @@
 // CHECK-NOT: func.func private @attn_forward_f32.d
 // CHECK-DAG: func.func private @attn_forward_f32.generic(
 // CHECK-DAG: func.func private @attn_backward_f32.generic(
-// CHECK-DAG: llvm.mlir.global internal constant @attn_manifest_text("attn-abi 2\0Akernel cosformer\0Anormalizer lin\0Aalgorithm kernelised\0A
+// CHECK-DAG: llvm.mlir.global internal constant @attn_manifest_text("attn-abi 3\0Akernel cosformer\0Anormalizer lin\0Aalgorithm kernelised\0A
 // CHECK-NOT: func.func private @attn_backward_f32.d
 
 // Forward buffers: the F×dv state S, z [F], two 64-row feature chunks; the
@@ -51,7 +51,7 @@ attn.score @cos_reweighted contract dot feature {
   %r = arith.maximumf %x, %zero : f32
   attn.yield %r : f32
 } mod {
-^bb0(%s: f32, %i: index, %j: index):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   %d = arith.subi %i, %j : index
   %di = arith.index_cast %d : index to i64
   %df = arith.sitofp %di : i64 to f32
@@ -63,11 +63,11 @@ attn.score @cos_reweighted contract dot feature {
 }
 attn.normalizer @lin {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator epsilon 1.0e-06 {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
 }

@@ -4,7 +4,7 @@
 // missing when it is not there.
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
@@ -18,7 +18,7 @@ attn.kernel @k normalizer(@relu) {gpu_schedule = [#attn.gpu_schedule<type = f32,
 module {
   attn.normalizer @relu {
     numerator {
-    ^bb0(%s: f32):
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
       attn.yield %s : f32
     }
     denominator count
@@ -30,7 +30,7 @@ module {
 
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
@@ -42,7 +42,7 @@ attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, gpu_schedu
 
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
@@ -54,7 +54,7 @@ attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, gpu_schedu
 
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count

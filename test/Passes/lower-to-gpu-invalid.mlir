@@ -2,7 +2,7 @@
 
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %zero = arith.constant 0.0 : f32
     %g = arith.maximumf %s, %zero : f32
     attn.yield %g : f32
@@ -17,7 +17,7 @@ attn.kernel @k normalizer(@relu) score(@cosine)
 
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %zero = arith.constant 0.0 : f32
     %g = arith.maximumf %s, %zero : f32
     attn.yield %g : f32
@@ -37,7 +37,7 @@ attn.kernel @k normalizer(@relu) score(@nested)
 
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %zero = arith.constant 0.0 : f32
     %g = arith.maximumf %s, %zero : f32
     attn.yield %g : f32
@@ -45,7 +45,7 @@ attn.normalizer @relu {
   denominator count
 }
 attn.score @windowed contract dot row_inputs(p) mod {
-^bb0(%s: f32, %i: index, %j: index, %p: f32):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %p: f32):
   %r = arith.subf %s, %p : f32
   attn.yield %r : f32
 }
@@ -56,7 +56,7 @@ attn.kernel @k normalizer(@relu) score(@windowed)
 
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %zero = arith.constant 0.0 : f32
     %g = arith.maximumf %s, %zero : f32
     attn.yield %g : f32
@@ -74,7 +74,7 @@ gpu.module @attn_cuda {
 module {
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %zero = arith.constant 0.0 : f32
     %g = arith.maximumf %s, %zero : f32
     attn.yield %g : f32

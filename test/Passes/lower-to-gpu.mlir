@@ -14,12 +14,12 @@
 // butterfly; the outlined functions inlined, no calls left.
 attn.normalizer @softmax {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
@@ -132,7 +132,7 @@ attn.kernel @k normalizer(@softmax)
 // its f16 forward stays SIMT (f32 weights) rather than feeding f16 tensor cores.
 attn.normalizer @sigmoid params(bias = -4.0) {
   numerator {
-  ^bb0(%s: f32, %bias: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %bias: f32):
     %one = arith.constant 1.0 : f32
     %x = arith.addf %s, %bias : f32
     %nx = arith.negf %x : f32
@@ -172,11 +172,11 @@ attn.kernel @k normalizer(@sigmoid)
 // (keys) and on the query row, its derivative on the final dK and dQ.
 attn.normalizer @linear {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator epsilon 1.0e-06 {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
 }
@@ -190,7 +190,7 @@ attn.score @elu_alibi contract dot params(slope = -0.5) feature {
   %phi = arith.select %neg, %e, %xp1 : f32
   attn.yield %phi : f32
 } mod {
-^bb0(%s: f32, %i: index, %j: index, %slope: f32):
+^bb0(%s: f32, %bx: index, %h: index, %i: index, %j: index, %slope: f32):
   %ii = arith.index_cast %i : index to i64
   %ji = arith.index_cast %j : index to i64
   %d = arith.subi %ji, %ii : i64
@@ -200,7 +200,7 @@ attn.score @elu_alibi contract dot params(slope = -0.5) feature {
   attn.yield %t : f32
 }
 attn.mask @causal {
-^bb0(%i: index, %j: index):
+^bb0(%b: index, %h: index, %i: index, %j: index):
   %keep = arith.cmpi ule, %j, %i : index
   attn.yield %keep : i1
 }
@@ -224,3 +224,31 @@ attn.kernel @k normalizer(@linear) score(@elu_alibi) mask(@causal)
 // CHECK: gpu.return
 
 // MANIFEST: devices cpu cuda
+
+// -----
+
+// The regions see the block's batch and head (gpu.block_id z and y) and the
+// pair's query and key indices: a mask keeping the keys j >= h.
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+}
+attn.mask @from_head {
+^bb0(%b: index, %h: index, %i: index, %j: index):
+  %keep = arith.cmpi ule, %h, %j : index
+  attn.yield %keep : i1
+}
+attn.kernel @k normalizer(@softmax) mask(@from_head)
+
+// SIMT-LABEL: gpu.func @attn_forward_f32_d64(
+// SIMT: %[[HEAD:.*]] = gpu.block_id  y
+// SIMT: scf.for
+// SIMT: arith.cmpi ule, %[[HEAD]], %{{.*}} : index

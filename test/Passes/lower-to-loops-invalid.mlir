@@ -2,7 +2,7 @@
 
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
@@ -17,7 +17,7 @@ attn.kernel @k normalizer(@relu) {cpu_schedule = [#attn.cpu_schedule<type = f32,
 module {
   attn.normalizer @relu {
     numerator {
-    ^bb0(%s: f32):
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
       attn.yield %s : f32
     }
     denominator count
@@ -31,7 +31,7 @@ module {
 module {
   attn.normalizer @relu {
     numerator {
-    ^bb0(%s: f32):
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
       attn.yield %s : f32
     }
     denominator count
@@ -46,7 +46,7 @@ module {
 
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
@@ -58,7 +58,7 @@ attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, cpu_schedu
 
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
@@ -73,7 +73,7 @@ func.func private @g(%s: f32, %m: f32) -> f32 {
 
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
@@ -88,7 +88,7 @@ func.func private @g(%s: f32, %m: f32) -> f32 {
 
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f16):
+  ^bb0(%s: f16, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f16
   }
   denominator count
@@ -100,7 +100,7 @@ attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, cpu_schedu
 
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
@@ -112,7 +112,7 @@ attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, cpu_schedu
 
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
@@ -124,7 +124,7 @@ attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, cpu_schedu
 
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
@@ -136,7 +136,7 @@ attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, cpu_schedu
 
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count

@@ -5,7 +5,7 @@
 // schedule pinned: 2 rows against 16 keys forward, 8 backward, for d = 32.
 attn.normalizer @identity {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
@@ -15,17 +15,19 @@ attn.kernel @k normalizer(@identity) {algorithm = #attn<algorithm plain>,
                #attn.functions<type = f32, lanes = 8, numerator = @g8, numerator_ds = @dg8>],
   cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>,
     #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 2, forward_keys = 16, backward_keys = 8>]}
-func.func private @g(%s: f32, %m: f32) -> f32 {
+func.func private @g(%s: f32, %m: f32, %b: index, %h: index, %i: index, %j: index) -> f32 {
   return %s : f32
 }
-func.func private @dg(%s: f32, %m: f32) -> f32 {
+func.func private @dg(%s: f32, %m: f32, %b: index, %h: index, %i: index, %j: index) -> f32 {
   %one = arith.constant 1.0 : f32
   return %one : f32
 }
-func.func private @g8(%s: vector<8xf32>, %m: vector<8xf32>) -> vector<8xf32> {
+func.func private @g8(%s: vector<8xf32>, %m: vector<8xf32>, %b: vector<8xindex>,
+                      %h: vector<8xindex>, %i: vector<8xindex>, %j: vector<8xindex>) -> vector<8xf32> {
   return %s : vector<8xf32>
 }
-func.func private @dg8(%s: vector<8xf32>, %m: vector<8xf32>) -> vector<8xf32> {
+func.func private @dg8(%s: vector<8xf32>, %m: vector<8xf32>, %b: vector<8xindex>,
+                       %h: vector<8xindex>, %i: vector<8xindex>, %j: vector<8xindex>) -> vector<8xf32> {
   %one = arith.constant dense<1.0> : vector<8xf32>
   return %one : vector<8xf32>
 }
@@ -35,7 +37,7 @@ func.func private @dg8(%s: vector<8xf32>, %m: vector<8xf32>) -> vector<8xf32> {
 // CHECK-LABEL: func.func private @attn_forward_f32.d32(
 // CHECK-DAG: memref.alloca() : memref<2x32xf32>
 // CHECK-DAG: memref.alloca() : memref<2x16xf32>
-// CHECK: func.call @g8({{.*}}) : (vector<8xf32>, vector<8xf32>) -> vector<8xf32>
+// CHECK: func.call @g8({{.*}}) : (vector<8xf32>, vector<8xf32>, vector<8xindex>, vector<8xindex>, vector<8xindex>, vector<8xindex>) -> vector<8xf32>
 // CHECK-LABEL: func.func @attn_forward_f32(
 // CHECK: func.call @attn_forward_f32.d32(
 // CHECK-NOT: .d64

@@ -6,12 +6,12 @@
 // manifest as an LLVM global.
 attn.normalizer @softmax {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
@@ -25,7 +25,7 @@ attn.kernel @k normalizer(@softmax)
 // CHECK-DAG: func.func @attn_backward_f32(
 // CHECK-DAG: func.func @attn_forward_f64(%{{.*}}: memref<?x?xf64, strided<[?, ?], offset: ?>>
 // CHECK-DAG: func.func @attn_backward_f64(
-// CHECK-DAG: llvm.mlir.global internal constant @attn_manifest_text("attn-abi 2\0Akernel k\0Anormalizer softmax\0Aalgorithm online\0Adenominator sum\0Amask none\0Aparams\0Adtypes f32 f64\0Adevices cpu\0A\00")
+// CHECK-DAG: llvm.mlir.global internal constant @attn_manifest_text("attn-abi 3\0Akernel k\0Anormalizer softmax\0Aalgorithm online\0Adenominator sum\0Amask none\0Aparams\0Adtypes f32 f64\0Adevices cpu\0A\00")
 // CHECK-DAG: llvm.func @attn_manifest() -> !llvm.ptr
 
 // After inlining, the forward loop carries the running max, Σ h and the key
@@ -50,7 +50,7 @@ attn.kernel @k normalizer(@softmax)
 
 // Plain accumulation with a count denominator, a mask region and a param.
 attn.mask @window {
-^bb0(%i: index, %j: index):
+^bb0(%b: index, %h: index, %i: index, %j: index):
   %c4 = arith.constant 4 : index
   %d = arith.subi %i, %j : index
   %keep = arith.cmpi ult, %d, %c4 : index
@@ -58,7 +58,7 @@ attn.mask @window {
 }
 attn.normalizer @relu params(shift = 0.5) {
   numerator {
-  ^bb0(%s: f32, %shift: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %shift: f32):
     %x = arith.addf %s, %shift : f32
     %zero = arith.constant 0.0 : f32
     %g = arith.maximumf %x, %zero : f32
@@ -80,8 +80,8 @@ attn.kernel @k normalizer(@relu) mask(@window)
 // CHECK: func.func private @attn_forward_f32.d64(
 // CHECK: memref.alloc({{.*}}) {alignment = 64 : i64} : memref<?x64xf32>
 // CHECK: vector.fma {{.*}} : vector<16xf32>
-// CHECK: func.call @k.mask.x16({{.*}}) : (vector<16xindex>, vector<16xindex>) -> vector<16xi1>
-// CHECK: func.call @k.num.x16({{.*}}) : (vector<16xf32>, vector<16xf32>, vector<16xf32>) -> vector<16xf32>
+// CHECK: func.call @k.mask.x16({{.*}}) : (vector<16xindex>, vector<16xindex>, vector<16xindex>, vector<16xindex>) -> vector<16xi1>
+// CHECK: func.call @k.num.x16({{.*}}) : (vector<16xf32>, vector<16xf32>, vector<16xindex>, vector<16xindex>, vector<16xindex>, vector<16xindex>, vector<16xf32>) -> vector<16xf32>
 // CHECK: vector.fma {{.*}} : vector<16xf32>
 // CHECK: memref.dealloc
 // The entry point dispatches on head dim and unit inner strides.
@@ -109,12 +109,12 @@ attn.kernel @k normalizer(@relu) mask(@window)
 // back through the norms.
 attn.normalizer @softmax {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
@@ -141,12 +141,12 @@ attn.kernel @k normalizer(@softmax) score(@cos)
 // kernels (its pairs are tanh-dots, not tile products).
 attn.normalizer @softmax {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
@@ -167,18 +167,18 @@ attn.kernel @k normalizer(@softmax) score(@concat)
 // row i, and its derivative accumulated into drow_inputs; named in the manifest.
 attn.normalizer @softmax {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
 }
 attn.score @shifted contract dot row_inputs(p) mod {
-^bb0(%s: f32, %i: index, %j: index, %p: f32):
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %p: f32):
   %t = arith.mulf %s, %p : f32
   attn.yield %t : f32
 }

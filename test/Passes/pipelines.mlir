@@ -6,12 +6,12 @@
 // manifest, no attn op left, every scalar function inlined.
 attn.normalizer @softmax {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }

@@ -3,12 +3,12 @@
 // Tensor cores for bf16, and for f16 when the weights are bounded (online).
 attn.normalizer @softmax {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
@@ -22,7 +22,7 @@ attn.kernel @k normalizer(@softmax) {algorithm = #attn<algorithm online>}
 // A plain normalizer's f16 weights could overflow: SIMT.
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %zero = arith.constant 0.0 : f32
     %g = arith.maximumf %s, %zero : f32
     attn.yield %g : f32

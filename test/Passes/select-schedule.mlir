@@ -5,12 +5,12 @@
 // 16 f32 lanes, 4 rows (2 at d = 128) against 64 keys forward, 32 backward.
 attn.normalizer @softmax {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
   denominator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
@@ -25,7 +25,7 @@ attn.kernel @k normalizer(@softmax) {algorithm = #attn<algorithm online>}
 // A kernelised kernel runs the linear form, without tiles.
 attn.normalizer @linear {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
@@ -39,7 +39,7 @@ attn.kernel @k normalizer(@linear) {algorithm = #attn<algorithm kernelised>}
 // A schedule written on the kernel is kept; kernel= picks the kernel.
 attn.normalizer @relu {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %zero = arith.constant 0.0 : f32
     %g = arith.maximumf %s, %zero : f32
     attn.yield %g : f32

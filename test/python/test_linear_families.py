@@ -54,12 +54,12 @@ attn.score @elu contract dot feature {
 }
 attn.normalizer @weighted params(alpha = 1.5, beta = 0.8) {
   numerator {
-  ^bb0(%s: f32, %alpha: f32, %beta: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %alpha: f32, %beta: f32):
     %g = arith.mulf %alpha, %s : f32
     attn.yield %g : f32
   }
   denominator epsilon 1.0e-06 {
-  ^bb0(%s: f32, %alpha: f32, %beta: f32):
+  ^bb0(%s: f32, %b: index, %hx: index, %i: index, %j: index, %alpha: f32, %beta: f32):
     %h = arith.mulf %s, %beta : f32
     attn.yield %h : f32
   }
@@ -69,7 +69,7 @@ attn.kernel @linear_params normalizer(@weighted) score(@elu)
     "nonlocal": """
 attn.normalizer @identity {
   numerator {
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
   denominator count
@@ -240,11 +240,12 @@ def test_kernelised_forward_of_a_query_block(family, name, is_causal):
     row_max = torch.full((150,), float("nan"), dtype=torch.float64)
     row_sum = row_max.clone()
     args = [_memref(t.contiguous()) for t in (q[0, 0], k[0, 0], v[0, 0])]
-    no_row_inputs = torch.empty(0, 150, dtype=torch.float64)          # ABI 2: [R = 0, Nq]
+    no_row_inputs = torch.empty(0, 150, dtype=torch.float64)          # [R = 0, Nq]
     args += [_memref(o), _memref(row_max), _memref(row_sum), _memref(params),
              _memref(no_row_inputs)]
-    fn(*[ctypes.byref(a) for a in args], ctypes.c_int64(begin), ctypes.c_int64(end),
-       ctypes.c_int64(kv_len), ctypes.c_int64(int(is_causal)))
+    batch, head = ctypes.c_int64(0), ctypes.c_int64(0)                # ABI 3
+    fn(*[ctypes.byref(a) for a in args], batch, head, ctypes.c_int64(begin),
+       ctypes.c_int64(end), ctypes.c_int64(kv_len), ctypes.c_int64(int(is_causal)))
     want = ref.attention(name, q, k, v, params, is_causal, torch.tensor([kv_len]))[0, 0]
     assert (o[begin:end] - want[begin:end]).abs().max().item() <= 1e-9
     assert torch.isnan(o[:begin]).all() and torch.isnan(o[end:]).all(), "rows outside the block written"

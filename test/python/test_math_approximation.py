@@ -27,7 +27,7 @@ def probes(tmp_path_factory, attn_mod):
 attn.score @dot contract dot
 attn.normalizer @{name} {{
   numerator {{
-  ^bb0(%s: f32):
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     {body}
     attn.yield %g : f32
   }}

@@ -230,13 +230,13 @@ def test_fully_masked_rows_give_zeros(attn_mod, compiled, name):
 
 MIXED_PARAMS_IR = """
 attn.score @general contract bilinear scale 0.5 params(shift = 0.25) weights(W: 8x8 = identity) mod {
-^bb0(%s: f64, %i: index, %j: index, %shift: f64):
+^bb0(%s: f64, %b: index, %h: index, %i: index, %j: index, %shift: f64):
   %t = arith.addf %s, %shift : f64
   attn.yield %t : f64
 }
 attn.normalizer @sigmoid params(bias = -1.0) {
   numerator {
-  ^bb0(%s: f64, %bias: f64):
+  ^bb0(%s: f64, %b: index, %h: index, %i: index, %j: index, %bias: f64):
     %one = arith.constant 1.0 : f64
     %x = arith.addf %s, %bias : f64
     %nx = arith.negf %x : f64

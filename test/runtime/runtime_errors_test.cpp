@@ -185,7 +185,7 @@ TEST(LibraryLoad, MissingFile) {
 
 TEST(LibraryLoad, NotASharedObject) {
   std::string path = tmpdir() + "/text.so";
-  std::ofstream(path) << "attn-abi 2\nthis is not an ELF file\n";
+  std::ofstream(path) << "attn-abi 3\nthis is not an ELF file\n";
   EXPECT_ATTN_ERROR(Library::load(path), "text.so", "is not a shared object", "ELF");
   EXPECT_ATTN_ERROR(Library::load(tmpdir()), "is not a shared object", "directory");
 
@@ -202,7 +202,7 @@ TEST(LibraryLoad, NoManifestSymbol) {
 
 TEST(LibraryLoad, WrongAbiVersion) {
   EXPECT_ATTN_ERROR(Library::load(ATTN_FX_WRONG_ABI), "fx_wrong_abi.so",
-                    "ABI version mismatch", "expected attn-abi 2", "found attn-abi 1");
+                    "ABI version mismatch", "expected attn-abi 3", "found attn-abi 1");
 }
 
 TEST(LibraryLoad, MalformedManifestLine) {
@@ -223,29 +223,29 @@ TEST(LibraryLoad, MalformedManifestVariants) {
       {"kernel k\n" + rest + "params\ndtypes f32\ndevices cpu\n", {"no 'attn-abi' line"}},
       {"attn-abi one\nkernel k\n", {"malformed manifest line 1", "attn-abi <integer>"}},
       {"attn-abi 0\nkernel k\n", {"ABI version mismatch", "found attn-abi 0"}},
-      {"attn-abi 2\nattn-abi 1\n", {"malformed manifest line 2", "duplicate 'attn-abi'"}},
-      {"attn-abi 2\nkernel a b\n", {"malformed manifest line 2", "exactly one value, found 2"}},
-      {"attn-abi 2\nkernel a\nkernel b\n", {"line 3", "at most once", "already appeared on line 2"}},
-      {"attn-abi 2\nkernel k\n" + rest + "params a=1 a=2\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 3\nattn-abi 1\n", {"malformed manifest line 2", "duplicate 'attn-abi'"}},
+      {"attn-abi 3\nkernel a b\n", {"malformed manifest line 2", "exactly one value, found 2"}},
+      {"attn-abi 3\nkernel a\nkernel b\n", {"line 3", "at most once", "already appeared on line 2"}},
+      {"attn-abi 3\nkernel k\n" + rest + "params a=1 a=2\ndtypes f32\ndevices cpu\n",
        {"'a' twice"}},
-      {"attn-abi 2\nkernel k\n" + rest + "params a=one\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 3\nkernel k\n" + rest + "params a=one\ndtypes f32\ndevices cpu\n",
        {"a finite number after 'a='", "found 'one'"}},
-      {"attn-abi 2\nkernel k\n" + rest + "params 1a=1\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 3\nkernel k\n" + rest + "params 1a=1\ndtypes f32\ndevices cpu\n",
        {"parameter name", "'1a'"}},
-      {"attn-abi 2\nkernel k\n" + rest + "params\ndtypes f16\ndevices cpu\n",
+      {"attn-abi 3\nkernel k\n" + rest + "params\ndtypes f16\ndevices cpu\n",
        {"dtypes among f32 f64", "found 'f16'"}},
-      {"attn-abi 2\nkernel k\n" + rest + "params\ndtypes\ndevices cpu\n", {"at least one"}},
-      {"attn-abi 2\nkernel k\n" + rest + "params\ndtypes f32\n", {"no 'devices' line"}},
-      {"attn-abi 2\nkernel k\n" + rest + "dtypes f32\ndevices cpu\n", {"no 'params' line"}},
-      {"attn-abi 2\nkernel k\n" + rest + "params W[4x0]=1\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 3\nkernel k\n" + rest + "params\ndtypes\ndevices cpu\n", {"at least one"}},
+      {"attn-abi 3\nkernel k\n" + rest + "params\ndtypes f32\n", {"no 'devices' line"}},
+      {"attn-abi 3\nkernel k\n" + rest + "dtypes f32\ndevices cpu\n", {"no 'params' line"}},
+      {"attn-abi 3\nkernel k\n" + rest + "params W[4x0]=1\ndtypes f32\ndevices cpu\n",
        {"positive extents in weight 'W[4x0]=1'"}},
-      {"attn-abi 2\nkernel k\n" + rest + "params W[4x4=1\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 3\nkernel k\n" + rest + "params W[4x4=1\ndtypes f32\ndevices cpu\n",
        {"a weight 'name[AxB]=init'"}},
-      {"attn-abi 2\nkernel k\n" + rest + "params v[4]=identity\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 3\nkernel k\n" + rest + "params v[4]=identity\ndtypes f32\ndevices cpu\n",
        {"'identity' for a 2-D weight only"}},
-      {"attn-abi 2\nkernel k\n" + rest + "params\nhead-dim -3\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 3\nkernel k\n" + rest + "params\nhead-dim -3\ndtypes f32\ndevices cpu\n",
        {"'head-dim <positive integer>'"}},
-      {"attn-abi 2\nkernel k\n" + rest + "params\nrow-inputs 1p\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 3\nkernel k\n" + rest + "params\nrow-inputs 1p\ndtypes f32\ndevices cpu\n",
        {"'row-inputs name ...' with identifiers, found '1p'"}},
   };
   expect_manifests_refused(cases);
@@ -323,7 +323,7 @@ TEST(LibraryLoad, CudaManifestAndImages) {
 }
 
 TEST(LibraryLoad, MalformedCudaManifest) {
-  const std::string head = "attn-abi 2\nkernel k\nnormalizer n\nalgorithm online\n"
+  const std::string head = "attn-abi 3\nkernel k\nnormalizer n\nalgorithm online\n"
                            "denominator sum\nmask none\nparams\ndtypes f32\n";
   const std::string fwd = "cuda-kernel forward f32 64 fwd tile 64 threads 128 smem 0\n";
   const ManifestCase cases[] = {

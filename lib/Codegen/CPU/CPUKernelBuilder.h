@@ -66,7 +66,8 @@ private:
   void buildDispatch(StringRef entryName, ArrayRef<Type> inputs, bool isPublic);
   /// Loads params, scale, bounds shared by forward and backward, and sets up the
   /// scalar math (and, with `lanewiseMath`, the math on vector<lanes x T>).
-  void prologue(Value q, Value k, Value params, Value kvLen, Value causal, bool lanewiseMath);
+  void prologue(Value q, Value k, Value params, Value batch, Value head, Value kvLen,
+                Value causal, bool lanewiseMath);
   /// The linear-time form (LinearAttention.h) as `name`.
   void buildKernelised(StringRef name, bool forward);
 
@@ -100,6 +101,8 @@ private:
   /// The contracted score before the mod: scale · Σ_c φ(q_ic)·φ(k_jc), or the
   /// additive Σ_c v_c·tanh(q_ic + k_jc).
   Value contract(Value q, Value k, Value i, Value j);
+  /// The indices of pair (i, j) of this call's (batch, head) slice.
+  PairIndices indicesAt(Value i, Value j) { return {batchIndex, headIndex, i, j}; }
   /// The pair (i, j) of the generic loops, whose keep is a branch.
   PairValues pairAt(Value raw, Value i, Value j);
   /// The row inputs' values at query row i.
@@ -127,9 +130,11 @@ private:
   struct KeyLanes {
     Value keep;   // vector<lanes x i1>
     Value valid;  // index: lanes below rowEnd
-    Value jLanes; // vector<lanes x index>, only when a region needs key indices
+    Value jLanes; // vector<lanes x index>: the key indices
   };
   KeyLanes keyLanesAt(Value start, Value rowEnd, Value i);
+  /// The indices of the pairs of row i with keys `jLanes`, as lanes.
+  PairIndices indexLanes(Value i, Value jLanes);
   /// The pair lanes of row i with keys `keys` and contracted scores `raw`.
   PairValues pairLanes(Value raw, Value i, const KeyLanes &keys, Value keep);
   /// φ(k) (and v) of keys [0, keyLimit) packed into zero-padded panels for the
@@ -188,6 +193,7 @@ private:
   // Values of the function being built (set by prologue).
   SmallVector<Value> paramValues;
   Value scale, headDim, paramsBuffer;
+  Value batchIndex, headIndex; // the call's (batch, head) slice
   KeyBounds keys;
   Value rowInputs, dRowInputs; // [R, Nq]; dRowInputs in backward only
   /// The attention math on scalars and, in tiled entries, on vector<lanes x T>.

@@ -15,9 +15,9 @@
 
 namespace mlir::attn::cpu {
 
-/// A forward entry's arguments; qBegin and qEnd as index.
+/// A forward entry's arguments; batch, head, qBegin and qEnd as index.
 struct ForwardArgs {
-  Value q, k, v, o, rowMax, rowSum, params, rowInputs, qBegin, qEnd, kvLen, causal;
+  Value q, k, v, o, rowMax, rowSum, params, rowInputs, batch, head, qBegin, qEnd, kvLen, causal;
 };
 
 inline ForwardArgs forwardArguments(ImplicitLocOpBuilder &b, ValueRange args) {
@@ -32,26 +32,33 @@ inline ForwardArgs forwardArguments(ImplicitLocOpBuilder &b, ValueRange args) {
           args[ATTN_FORWARD_ROW_SUM],
           args[ATTN_FORWARD_PARAMS],
           args[ATTN_FORWARD_ROW_INPUTS],
+          toIndex(args[ATTN_FORWARD_BATCH]),
+          toIndex(args[ATTN_FORWARD_HEAD]),
           toIndex(args[ATTN_FORWARD_Q_BEGIN]),
           toIndex(args[ATTN_FORWARD_Q_END]),
           args[ATTN_FORWARD_KV_LEN],
           args[ATTN_FORWARD_CAUSAL]};
 }
 
-/// A backward entry's arguments.
+/// A backward entry's arguments; batch and head as index.
 struct BackwardArgs {
-  Value q, k, v, o, dOut, rowMax, rowSum, params, rowInputs, dq, dk, dv, dParams, dRowInputs, kvLen,
-      causal;
+  Value q, k, v, o, dOut, rowMax, rowSum, params, rowInputs, dq, dk, dv, dParams, dRowInputs,
+      batch, head, kvLen, causal;
 };
 
-inline BackwardArgs backwardArguments(ValueRange args) {
-  return {
-      args[ATTN_BACKWARD_Q],       args[ATTN_BACKWARD_K],           args[ATTN_BACKWARD_V],
-      args[ATTN_BACKWARD_O],       args[ATTN_BACKWARD_DOUT],        args[ATTN_BACKWARD_ROW_MAX],
-      args[ATTN_BACKWARD_ROW_SUM], args[ATTN_BACKWARD_PARAMS],      args[ATTN_BACKWARD_ROW_INPUTS],
-      args[ATTN_BACKWARD_DQ],      args[ATTN_BACKWARD_DK],          args[ATTN_BACKWARD_DV],
-      args[ATTN_BACKWARD_DPARAMS], args[ATTN_BACKWARD_DROW_INPUTS], args[ATTN_BACKWARD_KV_LEN],
-      args[ATTN_BACKWARD_CAUSAL]};
+inline BackwardArgs backwardArguments(ImplicitLocOpBuilder &b, ValueRange args) {
+  auto toIndex = [&](Value i64) {
+    return arith::IndexCastOp::create(b, b.getIndexType(), i64).getResult();
+  };
+  return {args[ATTN_BACKWARD_Q],           args[ATTN_BACKWARD_K],
+          args[ATTN_BACKWARD_V],           args[ATTN_BACKWARD_O],
+          args[ATTN_BACKWARD_DOUT],        args[ATTN_BACKWARD_ROW_MAX],
+          args[ATTN_BACKWARD_ROW_SUM],     args[ATTN_BACKWARD_PARAMS],
+          args[ATTN_BACKWARD_ROW_INPUTS],  args[ATTN_BACKWARD_DQ],
+          args[ATTN_BACKWARD_DK],          args[ATTN_BACKWARD_DV],
+          args[ATTN_BACKWARD_DPARAMS],     args[ATTN_BACKWARD_DROW_INPUTS],
+          toIndex(args[ATTN_BACKWARD_BATCH]), toIndex(args[ATTN_BACKWARD_HEAD]),
+          args[ATTN_BACKWARD_KV_LEN],      args[ATTN_BACKWARD_CAUSAL]};
 }
 
 } // namespace mlir::attn::cpu

@@ -64,8 +64,8 @@ SmallVector<Type> CPUKernelBuilder::forwardInputs(MemRefType matrix) {
   SmallVector<Type> inputs(ATTN_FORWARD_NUM_ARGS, matrix);
   for (int vector : {ATTN_FORWARD_ROW_MAX, ATTN_FORWARD_ROW_SUM, ATTN_FORWARD_PARAMS})
     inputs[vector] = vectorType;
-  for (int scalar :
-       {ATTN_FORWARD_Q_BEGIN, ATTN_FORWARD_Q_END, ATTN_FORWARD_KV_LEN, ATTN_FORWARD_CAUSAL})
+  for (int scalar : {ATTN_FORWARD_BATCH, ATTN_FORWARD_HEAD, ATTN_FORWARD_Q_BEGIN,
+                     ATTN_FORWARD_Q_END, ATTN_FORWARD_KV_LEN, ATTN_FORWARD_CAUSAL})
     inputs[scalar] = b.getI64Type();
   return inputs;
 }
@@ -75,7 +75,8 @@ SmallVector<Type> CPUKernelBuilder::backwardInputs(MemRefType matrix) {
   for (int vector :
        {ATTN_BACKWARD_ROW_MAX, ATTN_BACKWARD_ROW_SUM, ATTN_BACKWARD_PARAMS, ATTN_BACKWARD_DPARAMS})
     inputs[vector] = vectorType;
-  for (int scalar : {ATTN_BACKWARD_KV_LEN, ATTN_BACKWARD_CAUSAL})
+  for (int scalar :
+       {ATTN_BACKWARD_BATCH, ATTN_BACKWARD_HEAD, ATTN_BACKWARD_KV_LEN, ATTN_BACKWARD_CAUSAL})
     inputs[scalar] = b.getI64Type();
   return inputs;
 }
@@ -97,24 +98,28 @@ ForwardArgs CPUKernelBuilder::beginForward(StringRef name, MemRefType matrix, bo
   b.setInsertionPointToStart(entry);
   ForwardArgs args = forwardArguments(b, entry->getArguments());
   rowInputs = args.rowInputs;
-  prologue(args.q, args.k, args.params, args.kvLen, args.causal, lanewiseMath);
+  prologue(args.q, args.k, args.params, args.batch, args.head, args.kvLen, args.causal,
+           lanewiseMath);
   return args;
 }
 
 BackwardArgs CPUKernelBuilder::beginBackward(StringRef name, MemRefType matrix, bool lanewiseMath) {
   Block *entry = privateFunction(name, backwardInputs(matrix));
   b.setInsertionPointToStart(entry);
-  BackwardArgs args = backwardArguments(entry->getArguments());
+  BackwardArgs args = backwardArguments(b, entry->getArguments());
   rowInputs = args.rowInputs;
   dRowInputs = args.dRowInputs;
-  prologue(args.q, args.k, args.params, args.kvLen, args.causal, lanewiseMath);
+  prologue(args.q, args.k, args.params, args.batch, args.head, args.kvLen, args.causal,
+           lanewiseMath);
   zeroRowInputGrads(dim(args.q, 0));
   return args;
 }
 
-void CPUKernelBuilder::prologue(Value q, Value k, Value params, Value kvLen, Value causal,
-                                bool lanewiseMath) {
+void CPUKernelBuilder::prologue(Value q, Value k, Value params, Value batch, Value head,
+                                Value kvLen, Value causal, bool lanewiseMath) {
   paramsBuffer = params;
+  batchIndex = batch;
+  headIndex = head;
   paramValues.clear();
   for (unsigned p = 0, e = kernelParamNames(kernel).size(); p < e; ++p)
     paramValues.push_back(load(params, {index(p)}));

@@ -43,7 +43,7 @@ void CPUKernelBuilder::zeroRowInputGrads(Value queries) {
 }
 
 PairValues CPUKernelBuilder::pairAt(Value raw, Value i, Value j) {
-  return PairValues{raw, i, j, rowInputsAt(i), Value()};
+  return PairValues{raw, indicesAt(i, j), rowInputsAt(i), Value()};
 }
 
 Value CPUKernelBuilder::contract(Value q, Value k, Value i, Value j) {
@@ -86,7 +86,7 @@ void CPUKernelBuilder::buildForward(StringRef name) {
              [&](Value j, ValueRange acc) -> SmallVector<Value> {
                Value m = acc[0], l = acc[1], count = acc[2];
                return branch(
-                   scalarMath->maskKeeps(i, j), {type, type, indexType},
+                   scalarMath->maskKeeps(indicesAt(i, j)), {type, type, indexType},
                    [&]() -> SmallVector<Value> {
                      PairValues pair = pairAt(contract(q, k, i, j), i, j);
                      Value s = scalarMath->score(pair);
@@ -159,7 +159,8 @@ void CPUKernelBuilder::buildBackward(StringRef name) {
     b.setInsertionPoint(ifLive.thenBlock()->getTerminator());
     BackwardRow row = scalarMath->backwardRow(load(args.rowMax, {i}), c, rowDot(dOut, i, o, i));
     loop(index(0), keys.end(b, i), {}, [&](Value j, ValueRange) -> SmallVector<Value> {
-      auto ifKeep = scf::IfOp::create(b, scalarMath->maskKeeps(i, j), /*withElseRegion=*/false);
+      auto ifKeep =
+          scf::IfOp::create(b, scalarMath->maskKeeps(indicesAt(i, j)), /*withElseRegion=*/false);
       OpBuilder::InsertionGuard pairGuard(b);
       b.setInsertionPoint(ifKeep.thenBlock()->getTerminator());
       PairValues pair = pairAt(contract(q, k, i, j), i, j);

@@ -155,6 +155,14 @@ private:
   Value scratch;         // [F]: du_i or dw_j of the current row
   Value coefN, coefH;    // backward: a/C_i and −b·D_i/C_i per query
   Value paramSums;       // backward: [2] = (da, db)
+
+  /// The coefficients a, b and c of a kernelised kernel are the same for every
+  /// pair (its regions read no index: KernelisedAnalysis), so they are evaluated
+  /// at indices 0.
+  PairIndices anyPair() {
+    Value zero = index(0);
+    return {zero, zero, zero, zero};
+  }
 };
 
 void LinearCodegen::setUp(Value q, Value v) {
@@ -163,11 +171,11 @@ void LinearCodegen::setUp(Value q, Value v) {
   features =
       math.functions().phase ? arith::MulIOp::create(b, headDim, index(2)).getResult() : headDim;
   Value one = constant(1.0), zero = constant(0.0);
-  numeratorCoefficient = math.numerator(one, zero);
-  denominatorCoefficient = math.denominator(one, zero);
+  numeratorCoefficient = math.numerator(one, zero, anyPair());
+  denominatorCoefficient = math.denominator(one, zero, anyPair());
   queryScale = form.scale;
   if (math.functions().score) // mod = c·s
-    queryScale = mul(queryScale, math.score(PairValues{one, index(0), index(0), {}, Value()}));
+    queryScale = mul(queryScale, math.score(PairValues{one, anyPair(), {}, Value()}));
   Value chunk = index(kLinearChunk);
   state = zeroed({features, valueDim});
   stateSum = zeroed({features});
@@ -482,7 +490,7 @@ void LinearCodegen::backward(const BackwardArgs &args) {
   // dθ = da·∂a/∂θ + db·∂b/∂θ.
   Value da = load(paramSums, {index(0)}), db = load(paramSums, {index(1)});
   for (unsigned p = 0; p < math.numParams(); ++p)
-    store(math.linearParamGrad(p, da, db), dParams, {index(p)});
+    store(math.linearParamGrad(p, da, db, anyPair()), dParams, {index(p)});
   freeBuffers();
 }
 

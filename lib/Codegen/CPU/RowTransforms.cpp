@@ -175,7 +175,7 @@ void CPUKernelBuilder::buildTransformedBackward(StringRef entryName) {
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(entry);
   SmallVector<Value> args(entry->getArguments());
-  BackwardArgs named = backwardArguments(args);
+  BackwardArgs named = backwardArguments(b, args);
   Value q = named.q, k = named.k, params = named.params, dq = named.dq, dk = named.dk,
         dParams = named.dParams;
   // The inner kernel writes the scalar params' gradients; the weights' start at 0.

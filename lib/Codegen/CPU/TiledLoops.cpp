@@ -37,17 +37,21 @@ CPUKernelBuilder::KeyLanes CPUKernelBuilder::keyLanesAt(Value start, Value rowEn
   KeyLanes result{
       vector::CreateMaskOp::create(b, VectorType::get({lanes}, b.getI1Type()), ValueRange{valid}),
       valid, Value()};
-  if (lanewise.mask || lanewise.score)
-    result.jLanes = arith::AddIOp::create(
-        b, splat(start), vector::StepOp::create(b, VectorType::get({lanes}, b.getIndexType())));
+  // Every region may read the key index; unused lanes fold away after inlining.
+  result.jLanes = arith::AddIOp::create(
+      b, splat(start), vector::StepOp::create(b, VectorType::get({lanes}, b.getIndexType())));
   if (lanewise.mask)
     result.keep =
-        arith::AndIOp::create(b, result.keep, laneMath->maskKeeps(splat(i), result.jLanes));
+        arith::AndIOp::create(b, result.keep, laneMath->maskKeeps(indexLanes(i, result.jLanes)));
   return result;
 }
 
+PairIndices CPUKernelBuilder::indexLanes(Value i, Value jLanes) {
+  return {splat(batchIndex), splat(headIndex), splat(i), jLanes};
+}
+
 PairValues CPUKernelBuilder::pairLanes(Value raw, Value i, const KeyLanes &keyLanes, Value keep) {
-  PairValues pair{raw, splat(i), keyLanes.jLanes, {}, keep};
+  PairValues pair{raw, indexLanes(i, keyLanes.jLanes), {}, keep};
   for (Value value : rowInputsAt(i))
     pair.rowInputs.push_back(splat(value));
   return pair;

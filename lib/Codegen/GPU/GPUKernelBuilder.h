@@ -180,11 +180,13 @@ private:
   /// Whether key j takes part in row i: below the row's key end and kept by
   /// the mask region.
   Value keyKept(Value i, Value j, Value rowKeyEnd) {
-    return both(less(j, rowKeyEnd), math->maskKeeps(i, j));
+    return both(less(j, rowKeyEnd), math->maskKeeps(indicesAt(i, j)));
   }
+  /// The indices of pair (i, j) of this block's (batch, head).
+  PairIndices indicesAt(Value i, Value j) { return {batch, head, i, j}; }
   /// The pair (i, j) of contracted score `raw` (no row inputs on the GPU).
   PairValues pairAt(Value raw, Value i, Value j, Value keep = {}) {
-    return PairValues{raw, i, j, {}, keep};
+    return PairValues{raw, indicesAt(i, j), {}, keep};
   }
   /// The rows [first, first + tile rows) of the (batch, head) slice of `source`
   /// ([rows, D]) into the shared `tile` through `transform` (in f32, then in the
@@ -228,7 +230,7 @@ private:
 
   // Values of the kernel being built (set by createKernel / readProblem).
   SmallVector<Value> arguments, sharedTiles, sharedVectors, paramValues;
-  Value thread, lane, warp, tileBase, batch, batchHead, scale;
+  Value thread, lane, warp, tileBase, batch, head, batchHead, scale;
   int64_t blockThreads = kThreads;
   Value queries, keys;
   KeyBounds keyBounds; // key_lengths[b] (capped at nk) and causal

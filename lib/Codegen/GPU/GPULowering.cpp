@@ -79,7 +79,7 @@ gpu::GPUFuncOp GPUKernelBuilder::createKernel(StringRef role, unsigned firstScal
   warp = arith::DivUIOp::create(b, thread, index(kWarpSize));
   tileBase = mulIndex(gpu::BlockIdOp::create(b, gpu::Dimension::x), index(tileRows));
   batch = gpu::BlockIdOp::create(b, gpu::Dimension::z);
-  Value head = gpu::BlockIdOp::create(b, gpu::Dimension::y);
+  head = gpu::BlockIdOp::create(b, gpu::Dimension::y);
   // The heads count is always the first scalar argument.
   batchHead = addIndex(mulIndex(batch, toIndex(arguments[firstScalar])), head);
   std::optional<double> fixed = fixedScoreScale(kernel);

@@ -224,7 +224,7 @@ void GPUKernelBuilder::buildBackwardDkDv() {
               Value dP = rowDot(value, gradTile, ii);
               Value c = memref::LoadOp::create(b, sumTile, ValueRange{ii});
               Value keep = both(both(keyLive, math->rowLive(c)),
-                                both(keyBounds.causalKeeps(b, i, j), math->maskKeeps(i, j)));
+                                both(keyBounds.causalKeeps(b, i, j), math->maskKeeps(indicesAt(i, j))));
               return llvm::to_vector(buildBranch(
                   b, keep, carriedTypes,
                   [&]() -> SmallVector<Value> {

@@ -355,7 +355,7 @@ void GPUKernelBuilder::buildTensorCoreBackwardDkDv() {
                                     memref::LoadOp::create(b, sumTile, ValueRange{local}),
                                     memref::LoadOp::create(b, deltaTile, ValueRange{local}));
               Value keep = both(both(keyLive[half], row.live),
-                                both(keyBounds.causalKeeps(b, i, j), math->maskKeeps(i, j)));
+                                both(keyBounds.causalKeeps(b, i, j), math->maskKeeps(indicesAt(i, j))));
               PairValues pair = pairAt(mul(scores[t][2 * half + e], scale), i, j, keep);
               AttentionMath::PairGradient grad =
                   math->gradient(pair, math->score(pair), row, dPs[t][2 * half + e]);

@@ -37,6 +37,8 @@
  *       attn_memref1d *row_sum,  [Nq]       written: C_i·e^(-m_i) (C_i for plain)
  *       attn_memref1d *params,   [P]
  *       attn_memref2d *row_inputs, [R, Nq]  the per-query inputs (R = 0: sizes [0, Nq])
+ *       int64_t batch, int64_t head, the slice's batch index b and head index h,
+ *                                which the regions see
  *       int64_t q_begin, int64_t q_end,
  *       int64_t kv_len,          keys j >= kv_len are masked (padding)
  *       int64_t causal);         nonzero: keys j > i are masked
@@ -48,13 +50,14 @@
  *       attn_memref2d *dv,       [Nk, dv]   overwritten
  *       attn_memref1d *dparams,  [P]        overwritten with this slice's share
  *       attn_memref2d *drow_inputs, [R, Nq] overwritten
- *       int64_t kv_len, int64_t causal);
+ *       int64_t batch, int64_t head, int64_t kv_len, int64_t causal);
  *
  * One call handles one (batch, head) slice; the runtime parallelises across calls.
  * Memrefs are MLIR's strided descriptors: sizes and strides in elements, so any
  * strided view of a tensor can be passed without a copy. A row whose keys are all
  * masked gets O_i = 0, row_sum 0 and contributes no gradient.
- * ABI history: 2 added row_inputs / drow_inputs and weights in params.
+ * ABI history: 2 added row_inputs / drow_inputs and weights in params; 3 added
+ * batch and head (every region sees b, h, i, j).
  *
  * ---- CUDA -------------------------------------------------------------------
  * With `attn-compile --cuda-targets=sm_80,sm_90` the artifact also holds CUDA
@@ -106,7 +109,7 @@
 
 #include <stdint.h>
 
-#define ATTN_ABI_VERSION 2
+#define ATTN_ABI_VERSION 3
 #define ATTN_MANIFEST_SYMBOL "attn_manifest"
 #define ATTN_CUDA_CUBIN_PREFIX "attn_cuda_cubin_" /* + target, e.g. sm_90; + "_size" */
 #define ATTN_CUDA_PTX_SYMBOL "attn_cuda_ptx"      /* + "_size" */
@@ -137,14 +140,14 @@ typedef struct {
 enum attn_forward_arg {
   ATTN_FORWARD_Q, ATTN_FORWARD_K, ATTN_FORWARD_V, ATTN_FORWARD_O,
   ATTN_FORWARD_ROW_MAX, ATTN_FORWARD_ROW_SUM, ATTN_FORWARD_PARAMS, ATTN_FORWARD_ROW_INPUTS,
-  ATTN_FORWARD_Q_BEGIN, ATTN_FORWARD_Q_END, ATTN_FORWARD_KV_LEN, ATTN_FORWARD_CAUSAL,
+  ATTN_FORWARD_BATCH, ATTN_FORWARD_HEAD, ATTN_FORWARD_Q_BEGIN, ATTN_FORWARD_Q_END, ATTN_FORWARD_KV_LEN, ATTN_FORWARD_CAUSAL,
   ATTN_FORWARD_NUM_ARGS
 };
 enum attn_backward_arg {
   ATTN_BACKWARD_Q, ATTN_BACKWARD_K, ATTN_BACKWARD_V, ATTN_BACKWARD_O, ATTN_BACKWARD_DOUT,
   ATTN_BACKWARD_ROW_MAX, ATTN_BACKWARD_ROW_SUM, ATTN_BACKWARD_PARAMS, ATTN_BACKWARD_ROW_INPUTS,
   ATTN_BACKWARD_DQ, ATTN_BACKWARD_DK, ATTN_BACKWARD_DV, ATTN_BACKWARD_DPARAMS,
-  ATTN_BACKWARD_DROW_INPUTS, ATTN_BACKWARD_KV_LEN, ATTN_BACKWARD_CAUSAL,
+  ATTN_BACKWARD_DROW_INPUTS, ATTN_BACKWARD_BATCH, ATTN_BACKWARD_HEAD, ATTN_BACKWARD_KV_LEN, ATTN_BACKWARD_CAUSAL,
   ATTN_BACKWARD_NUM_ARGS
 };
 
@@ -180,8 +183,9 @@ typedef const char *(*attn_manifest_fn)(void);
 typedef void (*attn_forward_fn)(attn_memref2d *q, attn_memref2d *k, attn_memref2d *v,
                                 attn_memref2d *o, attn_memref1d *row_max,
                                 attn_memref1d *row_sum, attn_memref1d *params,
-                                attn_memref2d *row_inputs, int64_t q_begin, int64_t q_end,
-                                int64_t kv_len, int64_t causal);
+                                attn_memref2d *row_inputs, int64_t batch, int64_t head,
+                                int64_t q_begin, int64_t q_end, int64_t kv_len,
+                                int64_t causal);
 
 typedef void (*attn_backward_fn)(attn_memref2d *q, attn_memref2d *k, attn_memref2d *v,
                                  attn_memref2d *o, attn_memref2d *dout,
@@ -189,7 +193,7 @@ typedef void (*attn_backward_fn)(attn_memref2d *q, attn_memref2d *k, attn_memref
                                  attn_memref1d *params, attn_memref2d *row_inputs,
                                  attn_memref2d *dq, attn_memref2d *dk, attn_memref2d *dv,
                                  attn_memref1d *dparams, attn_memref2d *drow_inputs,
-                                 int64_t kv_len, int64_t causal);
+                                 int64_t batch, int64_t head, int64_t kv_len, int64_t causal);
 
 #ifdef __cplusplus
 }
