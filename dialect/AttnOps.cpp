@@ -60,12 +60,13 @@ static bool isScalarType(Type type) {
 }
 
 /// Verifies that `region` is one block of side-effect-free scalar arith/math ops
-/// taking `expected` arguments and yielding `yieldType` (null: the float type).
-/// The float type is the type of the first argument whose expected type is null.
+/// (and, with `readsInputs`, attn.read ops) taking `expected` arguments and
+/// yielding `yieldType` (null: the float type). The float type is the type of
+/// the first argument whose expected type is null.
 static LogicalResult verifyScalarRegion(Operation *owner, Region &region,
                                         StringRef regionName,
                                         ArrayRef<ExpectedArg> expected,
-                                        Type yieldType) {
+                                        Type yieldType, bool readsInputs = true) {
   if (region.empty())
     return owner->emitOpError() << regionName << " region must not be empty";
   Block &block = region.front();
@@ -115,6 +116,12 @@ static LogicalResult verifyScalarRegion(Operation *owner, Region &region,
   for (Operation &op : block.without_terminator()) {
     if (isa<YieldOp>(op))
       return op.emitOpError() << "must be the last op of the " << regionName << " region";
+    if (isa<ReadOp>(op)) {
+      if (!readsInputs)
+        return op.emitOpError() << "reads a tensor input in the " << regionName
+                                << " region, which sees no indices to read it at";
+      continue;
+    }
     // The most specific reason first: control flow and side effects get their
     // own message (and a hint), any other foreign op the general one.
     if (isa<RegionBranchOpInterface>(op))
@@ -127,7 +134,8 @@ static LogicalResult verifyScalarRegion(Operation *owner, Region &region,
     if (!isa_and_nonnull<arith::ArithDialect, math::MathDialect>(op.getDialect()))
       return op.emitOpError() << "is not allowed in the " << regionName
                               << " region of '" << owner->getName()
-                              << "': regions hold scalar arith and math ops only";
+                              << "': regions hold scalar arith and math ops"
+                              << (readsInputs ? " and attn.read" : "") << " only";
     for (Type type : llvm::concat<Type>(op.getOperandTypes(), op.getResultTypes()))
       if (!isScalarType(type))
         return op.emitOpError() << "uses " << type << " in the " << regionName
@@ -371,11 +379,7 @@ LogicalResult NormalizerOp::verify() {
 void ScoreOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setName) {
   if (&region == &getFeature())
     return nameRegionArguments(region, {"x"}, ArrayAttr(), setName);
-  SmallVector<StringRef> leading{"s", "b", "h", "i", "j"};
-  if (getRowInputNames())
-    for (Attribute name : getRowInputNamesAttr())
-      leading.push_back(cast<StringAttr>(name).getValue());
-  nameRegionArguments(region, leading, getParamNames(), setName);
+  nameRegionArguments(region, {"s", "b", "h", "i", "j"}, getParamNames(), setName);
 }
 
 Type ScoreOp::getScalarType() {
@@ -563,19 +567,12 @@ ParseResult ScoreOp::parse(OpAsmParser &parser, OperationState &result) {
     result.addAttribute(getHiddenAttrName(result.name),
                         parser.getBuilder().getI64IntegerAttr(hidden));
   }
-  if (succeeded(parser.parseOptionalKeyword("row_inputs"))) {
-    SmallVector<Attribute> names;
-    if (parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Paren, [&]() -> ParseResult {
-          std::string name;
-          if (parser.parseKeywordOrString(&name))
-            return failure();
-          names.push_back(parser.getBuilder().getStringAttr(name));
-          return success();
-        }))
-      return failure();
-    result.addAttribute(getRowInputNamesAttrName(result.name),
-                        parser.getBuilder().getArrayAttr(names));
-  }
+  if (llvm::SMLoc at = parser.getCurrentLocation();
+      succeeded(parser.parseOptionalKeyword("row_inputs")))
+    return parser.emitError(at)
+           << "row_inputs(...) is retired: declare the input as a tensor, e.g. "
+              "`attn.input @p : tensor<?x?x?xf32>` (learnable: `attn.input @p learnable : ...`), "
+              "and read it in the mod region with `attn.read @p[%b, %h, %i] : f32`";
   if (parseParams(parser, result, getParamNamesAttrName(result.name),
                   getParamInitsAttrName(result.name)) ||
       parseWeights(parser, result) ||
@@ -600,13 +597,6 @@ void ScoreOp::print(OpAsmPrinter &p) {
   }
   if (auto hidden = getHidden())
     p << " hidden " << *hidden;
-  if (getNumRowInputs() != 0) {
-    p << " row_inputs(";
-    llvm::interleaveComma(getRowInputNamesAttr(), p, [&](Attribute name) {
-      p.printKeywordOrString(cast<StringAttr>(name).getValue());
-    });
-    p << ")";
-  }
   printParams(p, getParamNames(), getParamInits());
   if (getNumWeights() != 0) {
     p << " weights(";
@@ -628,7 +618,7 @@ void ScoreOp::print(OpAsmPrinter &p) {
   p.printOptionalAttrDictWithKeyword(
       (*this)->getAttrs(), {getSymNameAttrName(), getContractAttrName(), getScaleAttrName(),
                             getHiddenAttrName(), getParamNamesAttrName(),
-                            getParamInitsAttrName(), getRowInputNamesAttrName(),
+                            getParamInitsAttrName(),
                             getWeightNamesAttrName(),
                             getWeightShapesAttrName(), getWeightInitsAttrName()});
   if (hasFeatureMap()) {
@@ -663,7 +653,7 @@ LogicalResult ScoreOp::verify() {
       return emitOpError() << "a feature map applies to dot and scaled_dot contracts only, not "
                            << stringifyContractKind(getContract());
     if (failed(verifyScalarRegion(*this, getFeature(), "feature", {{"a q or k entry", "x", Type()}},
-                                  Type())))
+                                  Type(), /*readsInputs=*/false)))
       return failure();
   }
   if (failed(verifyWeightDeclarations(*this)) || failed(verifyContractWeights(*this)))
@@ -671,28 +661,10 @@ LogicalResult ScoreOp::verify() {
   if (!hasMod()) {
     if (getNumParams() != 0)
       return emitOpError("declares params but has no mod region to use them");
-    if (getNumRowInputs() != 0)
-      return emitOpError("declares row_inputs but has no mod region to use them");
     return success();
-  }
-  if (getNumRowInputs() != 0) {
-    llvm::StringSet<> names;
-    for (Attribute name : getParamNames())
-      names.insert(cast<StringAttr>(name).getValue());
-    if (getWeightNames())
-      for (Attribute name : getWeightNamesAttr())
-        names.insert(cast<StringAttr>(name).getValue());
-    for (Attribute name : getRowInputNamesAttr())
-      if (!names.insert(cast<StringAttr>(name).getValue()).second)
-        return emitOpError() << "declares '" << cast<StringAttr>(name).getValue()
-                             << "' twice (row inputs, params and weights share one namespace)";
   }
   SmallVector<ExpectedArg> args{{"the score", "s", Type()}};
   args.append(indexArgs(getContext()));
-  if (getRowInputNames())
-    for (Attribute name : getRowInputNamesAttr())
-      args.push_back({"row input '" + cast<StringAttr>(name).getValue().str() + "'",
-                      cast<StringAttr>(name).getValue().str(), Type()});
   args.append(paramArgs(getParamNames()));
   if (failed(verifyScalarRegion(*this, getMod(), "mod", args, Type())))
     return failure();
@@ -773,6 +745,26 @@ LogicalResult KernelOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
     return failure();
 
   NormalizerOp normalizer = getNormalizerOp();
+  // A float input is read in the kernel's float type (instances at other types
+  // retype it with the regions).
+  for (Operation *region : {normalizer.getOperation(), getScoreOp().getOperation(),
+                            getMaskOp().getOperation()}) {
+    if (!region)
+      continue;
+    WalkResult walk = region->walk([&](ReadOp read) {
+      auto input = SymbolTable::lookupNearestSymbolFrom<InputOp>(read, read.getInputAttr());
+      if (!input || !isa<FloatType>(input.getElementType()) ||
+          input.getElementType() == normalizer.getScalarType())
+        return WalkResult::advance();
+      emitOpError() << "reads float input " << read.getInputAttr() << " of element type "
+                    << input.getElementType() << " but computes in "
+                    << normalizer.getScalarType()
+                    << "; a float input has the kernel's float type";
+      return WalkResult::interrupt();
+    });
+    if (walk.wasInterrupted())
+      return failure();
+  }
   ScoreOp score = getScoreOp();
   if (!score)
     return success();
@@ -796,6 +788,82 @@ LogicalResult KernelOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 }
 
 //===----------------------------------------------------------------------===//
+// InputOp, ReadOp and the table ops of the outlined functions
+//===----------------------------------------------------------------------===//
+
+/// Ranks an input may have (the ABI's attn_table holds up to ATTN_MAX_TABLE_RANK).
+static constexpr int64_t kMaxInputRank = 4;
+
+LogicalResult InputOp::verify() {
+  RankedTensorType type = getTensorType();
+  if (type.getRank() < 1 || type.getRank() > kMaxInputRank)
+    return emitOpError() << "must have rank 1 to " << kMaxInputRank << ", got " << type;
+  for (int64_t extent : type.getShape())
+    if (!ShapedType::isDynamic(extent) && extent < 1)
+      return emitOpError() << "extents must be '?' or positive, got " << type;
+  Type element = type.getElementType();
+  bool integer = element.isSignlessInteger(8) || element.isSignlessInteger(32) ||
+                 element.isSignlessInteger(64);
+  if (!isa<FloatType>(element) && !integer)
+    return emitOpError() << "elements must be a float type or i8, i32, i64, got " << element;
+  if (getLearnable() && !isa<FloatType>(element))
+    return emitOpError() << "is learnable but has element type " << element
+                         << "; only float inputs have gradients";
+  return success();
+}
+
+LogicalResult ReadOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  Operation *target = symbolTable.lookupNearestSymbolFrom(*this, getInputAttr());
+  auto input = dyn_cast_or_null<InputOp>(target);
+  if (!input)
+    return emitOpError() << getInputAttr() << " must name an 'attn.input', but "
+                         << (target ? "names a '" + target->getName().getStringRef().str() + "'"
+                                    : std::string("names nothing"));
+  if (static_cast<int64_t>(getIndices().size()) != input.getRank())
+    return emitOpError() << "reads " << getInputAttr() << " of rank " << input.getRank()
+                         << " with " << getIndices().size() << " indices; one index per dimension";
+  if (getResult().getType() != input.getElementType())
+    return emitOpError() << "yields " << getResult().getType() << " but " << getInputAttr()
+                         << " holds " << input.getElementType();
+  return success();
+}
+
+/// The shared checks of table_load and table_position: one index per dimension,
+/// all scalar `index` or all vector<n x index>; `result` is the element type
+/// (`element` null: index) in the same shape.
+static LogicalResult verifyTableAccess(Operation *op, Value table, ValueRange indices,
+                                       Type result, Type element) {
+  auto memref = cast<MemRefType>(table.getType());
+  if (static_cast<int64_t>(indices.size()) != memref.getRank())
+    return op->emitOpError() << "takes one index per dimension of " << memref << ", got "
+                             << indices.size();
+  Type indexType = IndexType::get(op->getContext());
+  Type first = indices.empty() ? indexType : indices.front().getType();
+  auto lanes = dyn_cast<VectorType>(first);
+  if (first != indexType && !(lanes && lanes.getRank() == 1 && lanes.getElementType() == indexType))
+    return op->emitOpError() << "indices must be index or vector<n x index>, got " << first;
+  for (Value index : indices)
+    if (index.getType() != first)
+      return op->emitOpError() << "indices must all have one type, got " << first << " and "
+                               << index.getType();
+  Type want = element ? element : indexType;
+  if (lanes)
+    want = VectorType::get(lanes.getShape(), want);
+  if (result != want)
+    return op->emitOpError() << "must yield " << want << ", got " << result;
+  return success();
+}
+
+LogicalResult TableLoadOp::verify() {
+  return verifyTableAccess(*this, getTable(), getIndices(), getResult().getType(),
+                           getTable().getType().getElementType());
+}
+
+LogicalResult TablePositionOp::verify() {
+  return verifyTableAccess(*this, getTable(), getIndices(), getResult().getType(), Type());
+}
+
+//===----------------------------------------------------------------------===//
 // Attributes
 //===----------------------------------------------------------------------===//
 
@@ -805,14 +873,23 @@ LogicalResult KernelFunctionsAttr::verify(function_ref<InFlightDiagnostic()> emi
                                           FlatSymbolRefAttr, FlatSymbolRefAttr, FlatSymbolRefAttr,
                                           FlatSymbolRefAttr, FlatSymbolRefAttr, FlatSymbolRefAttr,
                                           ArrayAttr numeratorDp, ArrayAttr denominatorDp,
-                                          ArrayAttr scoreDp, ArrayAttr scoreDr) {
+                                          ArrayAttr scoreDp, ArrayAttr tableGrads) {
   if (!isa<FloatType>(type))
     return emitError() << "functions are instantiated at a float type, got " << type;
   if (lanes < 0)
     return emitError() << "lanes must be 0 (scalars) or a vector width, got " << lanes;
-  for (ArrayAttr list : {numeratorDp, denominatorDp, scoreDp, scoreDr})
+  for (ArrayAttr list : {numeratorDp, denominatorDp, scoreDp})
     if (list && !llvm::all_of(list, llvm::IsaPred<FlatSymbolRefAttr>))
       return emitError() << "derivative lists hold function symbols, got " << list;
+  if (tableGrads && !llvm::all_of(tableGrads, llvm::IsaPred<TableGradAttr>))
+    return emitError() << "table_grads holds #attn.table_grad entries, got " << tableGrads;
+  return success();
+}
+
+LogicalResult TableGradAttr::verify(function_ref<InFlightDiagnostic()> emitError, TableGradRole,
+                                    int64_t input, FlatSymbolRefAttr, FlatSymbolRefAttr) {
+  if (input < 0)
+    return emitError() << "input must be a position in the kernel's inputs, got " << input;
   return success();
 }
 

@@ -66,6 +66,15 @@ def Attn_Algorithm : I32EnumAttr<"Algorithm", "forward algorithm chosen by attn-
 }
 def Attn_AlgorithmAttr : EnumAttr<Attn_Dialect, Attn_Algorithm, "algorithm">;
 
+def Attn_TableGradRole : I32EnumAttr<"TableGradRole",
+    "the scalar function a read of a learnable tensor input sits in", [
+    I32EnumAttrCase<"Numerator", 0, "numerator">,
+    I32EnumAttrCase<"Denominator", 1, "denominator">,
+    I32EnumAttrCase<"Score", 2, "score">]> {
+  let cppNamespace = "::mlir::attn";
+  let genSpecializedAttr = 0;
+}
+
 def Attn_CpuVariant : I32EnumAttr<"CpuVariant", "a CPU loop schedule", [
     I32EnumAttrCase<"Generic", 0, "generic">,
     I32EnumAttrCase<"Tiled", 1, "tiled">,
@@ -91,6 +100,22 @@ class Attn_Attr<string name, string attrMnemonic> : AttrDef<Attn_Dialect, name> 
   let genVerifyDecl = 1;
 }
 
+def Attn_TableGradAttr : Attn_Attr<"TableGrad", "table_grad"> {
+  let summary = "one read of a learnable tensor input: where its gradient goes";
+  let description = [{
+    A read of learnable input number `input` (in the kernel's input order) in
+    the `role` function. `derivative` returns the derivative of that function
+    by the value read, `position` the row-major position of the element read
+    (after clamping) in the input; both take the function's arguments.
+  }];
+  let parameters = (ins
+    EnumParameter<Attn_TableGradRole>:$role,
+    "int64_t":$input,
+    "::mlir::FlatSymbolRefAttr":$derivative,
+    "::mlir::FlatSymbolRefAttr":$position
+  );
+}
+
 def Attn_KernelFunctionsAttr : Attn_Attr<"KernelFunctions", "functions"> {
   let summary = "the scalar functions of a kernel at one type, by role";
   let description = [{
@@ -98,11 +123,13 @@ def Attn_KernelFunctionsAttr : Attn_Attr<"KernelFunctions", "functions"> {
     attn-instantiate-functions (another float type, or `lanes` n: the same
     functions on vector<n x _>), read by the lowerings: no pass finds another's
     functions by name. Roles: `numerator` g and `denominator` h (taking s, the
-    shift m, then the kernel's params), `stabilizer` (online: the max of the
-    exp arguments), `score` (the mod region), `feature` φ, `mask`, `phase`
+    shift m, the indices b, h, i, j), `stabilizer` (online: the max of the exp
+    arguments), `score` (the mod region), `feature` φ, `mask`, `phase`
     (kernelised cosFormer), and the derivatives `*_ds` (by s), `feature_dx`,
     `numerator_dp` / `denominator_dp` (by each normalizer param), `score_dp` (by
-    each score param) and `score_dr` (by each row input).
+    each score param) and `table_grads` (one #attn.table_grad per read of a
+    learnable tensor input). Every function but `feature` and `phase` takes the
+    kernel's params and then its tensor inputs (memrefs) as trailing arguments.
   }];
   let parameters = (ins
     "::mlir::Type":$type,
@@ -121,7 +148,7 @@ def Attn_KernelFunctionsAttr : Attn_Attr<"KernelFunctions", "functions"> {
     OptionalParameter<"::mlir::ArrayAttr">:$numerator_dp,
     OptionalParameter<"::mlir::ArrayAttr">:$denominator_dp,
     OptionalParameter<"::mlir::ArrayAttr">:$score_dp,
-    OptionalParameter<"::mlir::ArrayAttr">:$score_dr
+    OptionalParameter<"::mlir::ArrayAttr">:$table_grads
   );
 }
 
@@ -223,7 +250,7 @@ def Attn_ScoreOp : Attn_Op<"score", [Symbol, IsolatedFromAbove,
   let description = [{
     ```mlir
     attn.score @alibi contract scaled_dot params(slope = 0.5) mod {
-    ^bb0(%s: f32, %i: index, %j: index, %slope: f32):
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %slope: f32):
       ...
       attn.yield %t : f32
     }
@@ -242,14 +269,10 @@ def Attn_ScoreOp : Attn_Op<"score", [Symbol, IsolatedFromAbove,
     learnable projection before the feature map, s = φ(W q)·φ(W k) (nested
     attention's tanh(W x)); scaled_dot's default scale is then 1/sqrt(m).
 
-    `row_inputs(p, ...)` declares per-query inputs: float tensors [B, H, Nq]
-    passed at the call (e.g. the window centre p_i of Luong's local attention),
-    differentiable like q.
-
     The optional `feature` region is a scalar map φ applied to every entry of q
     and k before the contraction (linear attention: s = φ(q)·φ(k)). The mod
-    region takes the contracted score, the query and key indices, one scalar per
-    row input (its value at query i), then one scalar per param.
+    region takes the contracted score, the batch, head, query and key indices,
+    then one scalar per param; it may read tensor inputs (attn.read).
   }];
   let arguments = (ins
     SymbolNameAttr:$sym_name,
@@ -260,7 +283,6 @@ def Attn_ScoreOp : Attn_Op<"score", [Symbol, IsolatedFromAbove,
     DenseF64ArrayAttr:$param_inits,
     // weights(...): names, shapes (DenseI64ArrayAttr each) and initialisers
     // (a FloatAttr fill value or the string "identity" each).
-    OptionalAttr<StrArrayAttr>:$row_input_names,
     OptionalAttr<StrArrayAttr>:$weight_names,
     OptionalAttr<ArrayAttr>:$weight_shapes,
     OptionalAttr<ArrayAttr>:$weight_inits
@@ -270,7 +292,6 @@ def Attn_ScoreOp : Attn_Op<"score", [Symbol, IsolatedFromAbove,
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     unsigned getNumParams() { return getParamNames().size(); }
-    unsigned getNumRowInputs() { return getRowInputNames() ? getRowInputNames()->size() : 0; }
     unsigned getNumWeights() { return getWeightNames() ? getWeightNames()->size() : 0; }
     /// The shape of weight `index` and its number of elements.
     ::llvm::ArrayRef<int64_t> getWeightShape(unsigned index);
@@ -345,6 +366,85 @@ def Attn_KernelOp : Attn_Op<"kernel", [Symbol, DeclareOpInterfaceMethods<SymbolU
     ScoreOp getScoreOp();  // null when the default scaled dot is used
     MaskOp getMaskOp();    // null when unmasked
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// attn.input, attn.read: tensor inputs passed at the call
+//===----------------------------------------------------------------------===//
+
+def Attn_InputOp : Attn_Op<"input", [Symbol]> {
+  let summary = "a tensor passed at the call that regions read (a table)";
+  let description = [{
+    ```mlir
+    attn.input @slopes : tensor<?xf32>                 // per-head ALiBi slopes [H]
+    attn.input @rel_bias learnable : tensor<?x32xf32>  // T5 buckets [H, 32], learned
+    attn.input @doc : tensor<?x?xi64>                  // document ids [B, N]
+    ```
+    A tensor of rank 1 to 4 given at every call, read by the regions of the
+    kernels that use it with `attn.read`. `?` extents are the caller's; a static
+    extent is checked by the runtime. Float inputs compute in the kernel's float
+    type (at the call: the dtype of q); integer inputs are i8, i32 or i64.
+    `learnable` (floats only): the input gets a gradient, summed over every read.
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    UnitAttr:$learnable,
+    TypeAttrOf<AnyRankedTensor>:$type
+  );
+  let assemblyFormat = "$sym_name (`learnable` $learnable^)? `:` $type attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+    int64_t getRank() { return getTensorType().getRank(); }
+    ::mlir::Type getElementType() { return getTensorType().getElementType(); }
+  }];
+}
+
+def Attn_ReadOp : Attn_Op<"read", [Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "one element of a tensor input, inside a region";
+  let description = [{
+    ```mlir
+    %slope = attn.read @slopes[%h] : f32
+    %same = attn.read @doc[%b, %i] : i64
+    ```
+    The element of the input at the given indices (one `index` per dimension).
+    An index outside [0, extent) is clamped to the nearest element: reads are
+    always defined, and a gradient goes to the element that was read.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$input, Variadic<Index>:$indices);
+  let results = (outs AnyTypeOf<[AnyFloat, AnySignlessInteger]>:$result);
+  let assemblyFormat = "$input `[` $indices `]` attr-dict `:` type($result)";
+}
+
+def Attn_TableLoadOp : Attn_Op<"table_load", [Pure]> {
+  let summary = "an element of a tensor input in an outlined function (internal)";
+  let description = [{
+    What attn.read becomes in the kernel's scalar functions: the element of
+    `table` at `indices`, each clamped to [0, extent). Scalar indices give a
+    scalar; vector<n x index> indices (a function instantiated on lanes) give
+    vector<n x element>, one element per lane. attn-lower-to-loops expands it.
+  }];
+  let arguments = (ins AnyStridedMemRef:$table, Variadic<AnyType>:$indices);
+  let results = (outs AnyType:$result);
+  let assemblyFormat = "$table `[` $indices `]` attr-dict `:` type($table) `,` type($indices) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Attn_TablePositionOp : Attn_Op<"table_position", [Pure]> {
+  let summary = "the row-major position of a tensor input's element (internal)";
+  let description = [{
+    The position Σ_d clamp(i_d)·Π_{e>d} extent_e of the element attn.table_load
+    reads at `indices`: where the gradient of a learnable input's read goes in
+    its contiguous gradient. Scalar or vector<n x index> indices, like
+    attn.table_load.
+  }];
+  let arguments = (ins AnyStridedMemRef:$table, Variadic<AnyType>:$indices);
+  let results = (outs AnyType:$result);
+  let assemblyFormat = "$table `[` $indices `]` attr-dict `:` type($table) `,` type($indices) `->` type($result)";
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

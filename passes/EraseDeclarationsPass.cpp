@@ -10,7 +10,7 @@ struct EraseDeclarationsPass : impl::AttnEraseDeclarationsBase<EraseDeclarations
   void runOnOperation() override {
     ModuleOp module = getOperation();
     for (Operation &op : llvm::make_early_inc_range(module.getBody()->getOperations()))
-      if (isa<KernelOp, NormalizerOp, ScoreOp, MaskOp>(op))
+      if (isa<KernelOp, NormalizerOp, ScoreOp, MaskOp, InputOp>(op))
         op.erase();
   }
 };

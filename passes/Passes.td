@@ -124,7 +124,8 @@ def AttnLowerToLoops : Pass<"attn-lower-to-loops", "::mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::mlir::func::FuncDialect", "::mlir::scf::SCFDialect",
                            "::mlir::memref::MemRefDialect", "::mlir::arith::ArithDialect",
-                           "::mlir::math::MathDialect", "::mlir::vector::VectorDialect"];
+                           "::mlir::math::MathDialect", "::mlir::vector::VectorDialect",
+                           "::mlir::LLVM::LLVMDialect"];
 }
 
 def AttnLowerToGPU : Pass<"attn-lower-to-gpu", "::mlir::ModuleOp"> {
@@ -169,7 +170,8 @@ def AttnEmitManifest : Pass<"attn-emit-manifest", "::mlir::ModuleOp"> {
 def AttnEraseDeclarations : Pass<"attn-erase-declarations", "::mlir::ModuleOp"> {
   let summary = "Erases the attn ops once the artifact's code and manifest exist";
   let description = [{
-    Removes every attn.kernel, attn.normalizer, attn.score and attn.mask: what
+    Removes every attn.kernel, attn.normalizer, attn.score, attn.mask and
+    attn.input: what
     remains is func/scf/vector/memref (and gpu) code and the manifest. The
     scalar functions stay until `inline` and `symbol-dce`.
   }];

@@ -42,6 +42,8 @@ std::string dtype_name(torch::ScalarType t) {
     return "int64";
   case torch::kInt:
     return "int32";
+  case torch::kChar:
+    return "int8";
   default:
     return c10::toString(t);
   }
@@ -69,7 +71,7 @@ std::string param_list(const Library &lib) {
 
 /// Everything the dispatch needs, established by validate().
 struct Problem {
-  int64_t B = 0, H = 0, Nq = 0, Nk = 0, d = 0, dv = 0, P = 0, R = 0;
+  int64_t B = 0, H = 0, Nq = 0, Nk = 0, d = 0, dv = 0, P = 0;
   torch::ScalarType dtype = torch::kFloat;
   torch::Device device{torch::kCPU};
   bool causal = false;
@@ -159,6 +161,56 @@ void check_same_size(const char *fn, const char *what, const char *a, int64_t va
               ")");
 }
 
+/// "slopes float [?]": how an input line reads, for messages.
+std::string input_doc(const TensorInput &input) {
+  std::string extents;
+  for (size_t d = 0; d < input.shape.size(); ++d)
+    extents += (d ? ", " : "") + (input.shape[d] < 0 ? std::string("?")
+                                                     : std::to_string(input.shape[d]));
+  return input.name + " (" + input.element + " [" + extents + "]" +
+         (input.learnable ? ", learnable" : "") + ")";
+}
+
+/// The tensor inputs against the manifest's `input` lines: count, device (q's),
+/// rank, static extents, extents >= 1, dtype (float: q's).
+void check_inputs(const Library &lib, const char *fn, const std::vector<Tensor> &inputs,
+                  const Tensor &q) {
+  const auto &declared = lib.manifest().inputs;
+  std::string all;
+  for (const auto &input : declared)
+    all += (all.empty() ? "" : ", ") + input_doc(input);
+  TORCH_CHECK(inputs.size() == declared.size(), fn, ": kernel ", lib.manifest().kernel, " takes ",
+              declared.size(), " tensor input(s)", declared.empty() ? "" : " (" + all + ")",
+              ", got ", inputs.size());
+  for (size_t n = 0; n < inputs.size(); ++n) {
+    const TensorInput &want = declared[n];
+    const Tensor &t = inputs[n];
+    const std::string name = "input " + want.name;
+    const std::string doc = input_doc(want);
+    TORCH_CHECK(t.defined() && t.layout() == torch::kStrided, fn, ": ", name,
+                " must be a dense tensor, expected ", doc);
+    TORCH_CHECK(t.device() == q.device(), fn, ": ", name, " is on ", t.device(), ", expected ",
+                q.device(), " (the device of q)");
+    TORCH_CHECK(t.dim() == static_cast<int64_t>(want.shape.size()), fn, ": ", name, " must be a ",
+                want.shape.size(), "-D tensor, expected ", doc, ", got shape ", shape_str(t));
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      TORCH_CHECK(want.shape[d] < 0 || t.size(d) == want.shape[d], fn, ": ", name,
+                  " has extent ", t.size(d), " in dim ", d, ", expected ", doc, ", got shape ",
+                  shape_str(t));
+      TORCH_CHECK(t.size(d) >= 1, fn, ": ", name, " has an empty dim ", d,
+                  " (reads are clamped to the extents, which must be >= 1), got shape ",
+                  shape_str(t));
+    }
+    const torch::ScalarType element = want.element == "float" ? q.scalar_type()
+                                      : want.element == "i8"  ? torch::kChar
+                                      : want.element == "i32" ? torch::kInt
+                                                              : torch::kLong;
+    const std::string why = want.element == "float" ? "a float input has the dtype of q"
+                                                     : "the manifest's " + want.element;
+    check_dtype(fn, name.c_str(), t, element, why.c_str());
+  }
+}
+
 /// The kernels always take key_lengths: Nk for every batch entry when none was given.
 Tensor device_key_lengths(const Problem &p) {
   return torch::tensor(p.kv_len, torch::TensorOptions().dtype(torch::kLong)).to(p.device);
@@ -217,8 +269,6 @@ Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tens
               p.d, " but kernel ", lib.manifest().kernel, " was compiled for head dim ",
               lib.manifest().head_dim, " (its weights' shapes fix it: ", param_list(lib), ")");
   if (cuda) {
-    TORCH_CHECK(lib.manifest().row_input_names.empty(), fn, ": kernel ", lib.manifest().kernel,
-                " takes row inputs, which the GPU kernels do not support; pass CPU tensors");
     TORCH_CHECK(p.dv == p.d, fn, ": the GPU kernels need dv == d (v's head dim equal to q's "
                 "and k's), got d = ", p.d, " and dv = ", p.dv);
     const std::string tag = detail::cuda_dtype_tag(dt);
@@ -247,22 +297,7 @@ Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tens
                 "; Library::initial_params() gives their initial values)");
   }
 
-  const auto &row_names = lib.manifest().row_input_names;
-  p.R = static_cast<int64_t>(row_names.size());
-  const bool has_rows = opts.row_inputs.has_value() && opts.row_inputs->defined();
-  TORCH_CHECK(has_rows || p.R == 0, fn, ": kernel ", lib.manifest().kernel, " takes ", p.R,
-              " row input(s) (", join(row_names), "): pass row_inputs, a tensor [B, H, R, Nq] = [",
-              p.B, ", ", p.H, ", ", p.R, ", ", p.Nq, "]");
-  TORCH_CHECK(!has_rows || p.R > 0, fn, ": row_inputs given but kernel ",
-              lib.manifest().kernel, " declares no row inputs");
-  if (has_rows) {
-    const Tensor &rows = *opts.row_inputs;
-    check_tensor(lib, fn, "row_inputs", rows, "[B, H, R, Nq]");
-    TORCH_CHECK(rows.sizes() == c10::IntArrayRef({p.B, p.H, p.R, p.Nq}), fn,
-                ": row_inputs must have shape [B, H, R, Nq] = [", p.B, ", ", p.H, ", ", p.R, ", ",
-                p.Nq, "] (row inputs: ", join(row_names), "), got ", shape_str(rows));
-    check_dtype(fn, "row_inputs", rows, dt, "the dtype of q");
-  }
+  check_inputs(lib, fn, opts.inputs, q);
 
   p.causal = opts.is_causal;
   p.kv_len.assign(static_cast<size_t>(p.B), p.Nk);
@@ -498,16 +533,35 @@ run_backward_gpu(const Library &lib, const Problem &p, const Tensor &q, const Te
 
 // --- CPU ---------------------------------------------------------------------
 
+/// The attn_table descriptor of a tensor input (abi.h): its first element, extents
+/// and strides (0 for a broadcast dim: no copy).
+attn_table table_of(const Tensor &t) {
+  attn_table table{};
+  table.data = t.data_ptr();
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    table.sizes[d] = t.size(d);
+    table.strides[d] = t.stride(d);
+  }
+  return table;
+}
+
+std::vector<attn_table> tables_of(const std::vector<Tensor> &inputs) {
+  std::vector<attn_table> tables;
+  for (const Tensor &t : inputs)
+    tables.push_back(table_of(t));
+  return tables;
+}
+
 std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem &p,
                                                const Tensor &q_in, const Tensor &k_in,
                                                const Tensor &v_in, const Tensor &params_in,
-                                               const Tensor &rows_in) {
+                                               const std::vector<Tensor> &inputs) {
   if (p.cuda())
     return run_forward_gpu(lib, p, q_in, k_in, v_in, params_in);
   attn_forward_fn fn = lib.forward_fn(p.dtype);
   const Tensor q = unit_inner_stride(q_in), k = unit_inner_stride(k_in),
-               v = unit_inner_stride(v_in), params = unit_inner_stride(params_in),
-               rows = unit_inner_stride(rows_in);
+               v = unit_inner_stride(v_in), params = unit_inner_stride(params_in);
+  const std::vector<attn_table> tables = tables_of(inputs);
   auto opts = torch::TensorOptions().dtype(p.dtype).device(q.device());
   Tensor out = torch::empty({p.B, p.H, p.Nq, p.dv}, opts);
   Tensor row_max = torch::empty({p.B, p.H, p.Nq}, opts);
@@ -532,50 +586,64 @@ std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem
     }
     const int64_t b = bh / p.H, h = bh % p.H;
     attn_memref2d qm = memref2d(q, b, h), km = memref2d(k, b, h), vm = memref2d(v, b, h),
-                  om = memref2d(out, b, h), rm = memref2d(rows, b, h);
+                  om = memref2d(out, b, h);
     attn_memref1d mm = memref1d(row_max, b, h), sm = memref1d(row_sum, b, h), prm = pm;
     const int64_t q_begin = qb * rows_per_item;
     const int64_t q_end = std::min(p.Nq, q_begin + rows_per_item);
-    fn(&qm, &km, &vm, &om, &mm, &sm, &prm, &rm, b, h, q_begin, q_end,
-       p.kv_len[static_cast<size_t>(b)], p.causal ? 1 : 0);
+    fn(&qm, &km, &vm, &om, &mm, &sm, &prm, tables.empty() ? nullptr : tables.data(), b, h,
+       q_begin, q_end, p.kv_len[static_cast<size_t>(b)], p.causal ? 1 : 0);
   });
   return {out, row_max, row_sum};
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>
+std::tuple<Tensor, Tensor, Tensor, Tensor, std::vector<Tensor>>
 run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Tensor &k_in,
-             const Tensor &v_in, const Tensor &params_in, const Tensor &rows_in,
+             const Tensor &v_in, const Tensor &params_in, const std::vector<Tensor> &inputs,
              const Tensor &out_in, const Tensor &row_max_in, const Tensor &row_sum_in,
              const Tensor &grad_out_in) {
-  if (p.cuda()) { // no row inputs on the GPU (validate), so no drow_inputs
+  if (p.cuda()) { // no tensor inputs on the GPU (the GPU lowering refuses them)
     auto [dq, dk, dv, dparams] = run_backward_gpu(lib, p, q_in, k_in, v_in, params_in, out_in,
                                                   row_max_in, row_sum_in, grad_out_in);
-    return {dq, dk, dv, dparams, Tensor()};
+    return {dq, dk, dv, dparams, std::vector<Tensor>(inputs.size())};
   }
   attn_backward_fn fn = lib.backward_fn(p.dtype);
   const Tensor q = unit_inner_stride(q_in), k = unit_inner_stride(k_in),
                v = unit_inner_stride(v_in), params = unit_inner_stride(params_in),
-               rows = unit_inner_stride(rows_in),
                out = unit_inner_stride(out_in), row_max = unit_inner_stride(row_max_in),
                row_sum = unit_inner_stride(row_sum_in),
                grad_out = unit_inner_stride(grad_out_in);
+  const std::vector<attn_table> tables = tables_of(inputs);
   auto opts = torch::TensorOptions().dtype(p.dtype).device(q.device());
   // Zero-filled although the ABI says "overwritten": cheap next to the kernel, and
   // never uninitialised memory in a gradient.
   Tensor dq = torch::zeros({p.B, p.H, p.Nq, p.d}, opts);
   Tensor dk = torch::zeros({p.B, p.H, p.Nk, p.d}, opts);
   Tensor dv = torch::zeros({p.B, p.H, p.Nk, p.dv}, opts);
-  Tensor drows = torch::zeros({p.B, p.H, p.R, p.Nq}, opts);
   // One row of partial parameter gradients per (b, h) call, summed afterwards.
   Tensor dparams_parts = torch::zeros({p.B * p.H, p.P}, opts);
 
+  // The (b, h) calls run in `chunks` fixed ranges, each range in order on one
+  // thread. A learnable input's gradient gets one zeroed buffer per range that its
+  // calls add to (abi.h: dtables), summed in range order: the same bits every run,
+  // and chunks × the input's size of memory, never B·H·N².
+  const int64_t BH = p.B * p.H;
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), BH));
+  const auto &declared = lib.manifest().inputs;
+  std::vector<std::vector<Tensor>> parts(static_cast<size_t>(chunks));
+  std::vector<std::vector<attn_table>> dtables(static_cast<size_t>(chunks));
+  for (auto [part, dtable] = std::pair(parts.begin(), dtables.begin()); part != parts.end();
+       ++part, ++dtable)
+    for (size_t n = 0; n < inputs.size(); ++n) {
+      part->push_back(declared[n].learnable ? torch::zeros(inputs[n].sizes(), opts) : Tensor());
+      dtable->push_back(part->back().defined() ? table_of(part->back()) : attn_table{});
+    }
+
   const attn_memref1d pm = memref_params(params);
-  parallel_items(p.B * p.H, [&](int64_t bh) {
+  auto call = [&](int64_t bh, const attn_table *chunk_dtables) {
     const int64_t b = bh / p.H, h = bh % p.H;
     attn_memref2d qm = memref2d(q, b, h), km = memref2d(k, b, h), vm = memref2d(v, b, h),
                   om = memref2d(out, b, h), dom = memref2d(grad_out, b, h),
-                  dqm = memref2d(dq, b, h), dkm = memref2d(dk, b, h), dvm = memref2d(dv, b, h),
-                  rm = memref2d(rows, b, h), drm = memref2d(drows, b, h);
+                  dqm = memref2d(dq, b, h), dkm = memref2d(dk, b, h), dvm = memref2d(dv, b, h);
     attn_memref1d mm = memref1d(row_max, b, h), sm = memref1d(row_sum, b, h), prm = pm;
     attn_memref1d dpm{nullptr, nullptr, 0, {p.P}, {1}};
     if (p.P > 0) {
@@ -583,24 +651,32 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
                   bh * p.P * static_cast<int64_t>(dparams_parts.element_size());
       dpm.allocated = dpm.aligned = ptr;
     }
-    fn(&qm, &km, &vm, &om, &dom, &mm, &sm, &prm, &rm, &dqm, &dkm, &dvm, &dpm, &drm, b, h,
-       p.kv_len[static_cast<size_t>(b)], p.causal ? 1 : 0);
+    fn(&qm, &km, &vm, &om, &dom, &mm, &sm, &prm, tables.empty() ? nullptr : tables.data(), &dqm,
+       &dkm, &dvm, &dpm, chunk_dtables, b, h, p.kv_len[static_cast<size_t>(b)],
+       p.causal ? 1 : 0);
+  };
+  at::parallel_for(0, chunks, 1, [&](int64_t first, int64_t last) {
+    for (int64_t c = first; c < last; ++c) {
+      const std::vector<attn_table> &chunk = dtables[static_cast<size_t>(c)];
+      for (int64_t bh = c * BH / chunks; bh < (c + 1) * BH / chunks; ++bh)
+        call(bh, chunk.empty() ? nullptr : chunk.data());
+    }
   });
+  std::vector<Tensor> dinputs;
+  for (size_t n = 0; n < inputs.size(); ++n) {
+    Tensor total = parts[0][n];
+    for (int64_t c = 1; c < chunks && total.defined(); ++c)
+      total.add_(parts[static_cast<size_t>(c)][n]);
+    dinputs.push_back(total);
+  }
   Tensor dparams = dparams_parts.sum(0);
-  return {dq, dk, dv, dparams, drows};
+  return {dq, dk, dv, dparams, dinputs};
 }
 
 Tensor empty_params(const Tensor &params, const Tensor &q) {
   if (params.defined())
     return params;
   return torch::empty({0}, q.options());
-}
-
-/// The validated row inputs, or an empty [B, H, 0, Nq] tensor for a kernel without.
-Tensor row_inputs_of(const Options &opts, const Problem &p, const Tensor &q) {
-  if (p.R > 0)
-    return *opts.row_inputs;
-  return torch::empty({p.B, p.H, 0, p.Nq}, q.options());
 }
 
 // --- autograd --------------------------------------------------------------
@@ -611,18 +687,20 @@ using torch::autograd::variable_list;
 class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
 public:
   static Tensor forward(AutogradContext *ctx, const Tensor &q_in, const Tensor &k_in,
-                        const Tensor &v_in, const Tensor &params_in, const Tensor &rows_in,
+                        const Tensor &v_in, const Tensor &params_in, at::TensorList inputs,
                         const std::shared_ptr<const Library> &lib, const Problem &p) {
     // The tensors the kernels see (CPU: copied only if the last dim is strided; GPU:
     // contiguous), saved as such so that backward does not copy again.
     const Tensor q = kernel_operand(p, q_in), k = kernel_operand(p, k_in),
-                 v = kernel_operand(p, v_in), params = kernel_operand(p, params_in),
-                 rows = kernel_operand(p, rows_in);
-    auto res = run_forward(*lib, p, q, k, v, params, rows);
+                 v = kernel_operand(p, v_in), params = kernel_operand(p, params_in);
+    const std::vector<Tensor> tables = inputs.vec();
+    auto res = run_forward(*lib, p, q, k, v, params, tables);
     const Tensor &out = std::get<0>(res);
     // Saved: inputs, O and the O(B·H·Nq) row statistics; nothing N×N.
-    ctx->save_for_backward(
-        {q, k, v, params, out, std::get<1>(res), std::get<2>(res), p.key_lengths, rows});
+    std::vector<Tensor> saved{q, k, v, params, out, std::get<1>(res), std::get<2>(res),
+                              p.key_lengths};
+    saved.insert(saved.end(), tables.begin(), tables.end());
+    ctx->save_for_backward(saved);
     ctx->saved_data["artifact"] = lib->path();
     ctx->saved_data["causal"] = p.causal;
     ctx->saved_data["kv_len"] = p.kv_len;
@@ -636,26 +714,33 @@ public:
     TORCH_CHECK(!torch::GradMode::is_enabled(),
                 "attn::attention: double backward (create_graph=True) is not supported: the "
                 "compiled backward kernel is not differentiable");
+    auto saved = ctx->get_saved_variables();
+    const std::vector<Tensor> inputs(saved.begin() + 8, saved.end());
+    // One gradient per forward argument: q, k, v, params, each input, lib, problem.
+    variable_list grads(4 + inputs.size() + 2);
     const Tensor &grad = grad_outputs.at(0);
     if (!grad.defined())
-      return {Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
-    auto saved = ctx->get_saved_variables();
+      return grads;
     const Tensor &q = saved[0], &k = saved[1], &v = saved[2], &params = saved[3],
-                 &out = saved[4], &row_max = saved[5], &row_sum = saved[6], &rows = saved[8];
+                 &out = saved[4], &row_max = saved[5], &row_sum = saved[6];
     auto lib = detail::loaded_library(ctx->saved_data["artifact"].toStringRef());
     Problem p = Problem::of(q, k, v);
     p.P = params.numel();
-    p.R = rows.size(2);
     p.causal = ctx->saved_data["causal"].toBool();
     p.kv_len = ctx->saved_data["kv_len"].toIntVector();
     p.key_lengths = saved[7];
     const char *fn = "attn::attention backward";
     check_aux(*lib, fn, "grad_output", grad, p, {p.B, p.H, p.Nq, p.dv}, "[B, H, Nq, dv]");
 
-    auto res = run_backward(*lib, p, q, k, v, params, rows, out, row_max, row_sum, grad);
-    variable_list grads = {std::get<0>(res), std::get<1>(res), std::get<2>(res),
-                           std::get<3>(res), std::get<4>(res), Tensor(), Tensor()};
-    for (size_t i = 0; i < 5; ++i)
+    auto [dq, dk, dv, dparams, dinputs] =
+        run_backward(*lib, p, q, k, v, params, inputs, out, row_max, row_sum, grad);
+    grads[0] = dq;
+    grads[1] = dk;
+    grads[2] = dv;
+    grads[3] = dparams;
+    for (size_t n = 0; n < dinputs.size(); ++n)
+      grads[4 + n] = dinputs[n];
+    for (size_t i = 0; i < 4 + dinputs.size(); ++i)
       if (!ctx->needs_input_grad(i))
         grads[i] = Tensor();
     return grads;
@@ -668,7 +753,15 @@ Tensor attention(const std::shared_ptr<const Library> &lib, const Tensor &q, con
                  const Tensor &v, const Tensor &params, const Options &opts) {
   TORCH_CHECK(lib, "attn::attention: lib is null, expected a Library from attn::Library::load");
   Problem p = validate(*lib, "attn::attention", q, k, v, params, opts);
-  return AttentionFunction::apply(q, k, v, empty_params(params, q), row_inputs_of(opts, p, q),
+  const auto &declared = lib->manifest().inputs;
+  for (size_t n = 0; n < declared.size(); ++n)
+    TORCH_CHECK(declared[n].learnable || !opts.inputs[n].requires_grad(),
+                "attn::attention: input ", declared[n].name,
+                " requires grad but kernel ", lib->manifest().kernel,
+                " declares it without 'learnable', so it gets no gradient; declare it "
+                "`attn.input @", declared[n].name, " learnable : ...` or pass it detached");
+  // As a TensorList, each input is a variable of the autograd graph.
+  return AttentionFunction::apply(q, k, v, empty_params(params, q), at::TensorList(opts.inputs),
                                   lib, p);
 }
 
@@ -680,10 +773,10 @@ std::tuple<Tensor, Tensor, Tensor> attention_forward(const std::shared_ptr<const
                    "attn::Library::load");
   Problem p = validate(*lib, "attn::attention_forward", q, k, v, params, opts);
   torch::NoGradGuard no_grad;
-  return run_forward(*lib, p, q, k, v, empty_params(params, q), row_inputs_of(opts, p, q));
+  return run_forward(*lib, p, q, k, v, empty_params(params, q), opts.inputs);
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>
+std::tuple<Tensor, Tensor, Tensor, Tensor, std::vector<Tensor>>
 attention_backward(const std::shared_ptr<const Library> &lib, const Tensor &q, const Tensor &k,
                    const Tensor &v, const Tensor &params, const Tensor &out,
                    const Tensor &row_max, const Tensor &row_sum, const Tensor &grad_out,
@@ -696,8 +789,8 @@ attention_backward(const std::shared_ptr<const Library> &lib, const Tensor &q, c
   check_aux(*lib, fn, "row_sum", row_sum, p, {p.B, p.H, p.Nq}, "[B, H, Nq]", true);
   check_aux(*lib, fn, "grad_out", grad_out, p, {p.B, p.H, p.Nq, p.dv}, "[B, H, Nq, dv]");
   torch::NoGradGuard no_grad;
-  return run_backward(*lib, p, q, k, v, empty_params(params, q), row_inputs_of(opts, p, q), out,
-                      row_max, row_sum, grad_out);
+  return run_backward(*lib, p, q, k, v, empty_params(params, q), opts.inputs, out, row_max,
+                      row_sum, grad_out);
 }
 
 } // namespace attn

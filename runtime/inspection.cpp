@@ -32,8 +32,8 @@ torch::Tensor attention_weights(const std::shared_ptr<const Library> &lib, const
     Options cpu_opts = opts;
     if (opts.key_lengths.has_value() && opts.key_lengths->defined())
       cpu_opts.key_lengths = opts.key_lengths->cpu();
-    if (opts.row_inputs.has_value() && opts.row_inputs->defined())
-      cpu_opts.row_inputs = opts.row_inputs->cpu();
+    for (torch::Tensor &input : cpu_opts.inputs)
+      input = input.cpu();
     torch::Tensor cpu_params = params.defined() ? params.cpu() : params;
     return attention_weights(lib, q.cpu(), k.cpu(), cpu_params, cpu_opts).to(q.device());
   }

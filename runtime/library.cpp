@@ -157,6 +157,43 @@ CudaKernel parse_cuda_kernel(const std::vector<std::string> &t, const Malformed 
   return k;
 }
 
+// `input <name> <element> <extents> [learnable]`; `malformed(expected)` throws.
+template <class Malformed>
+TensorInput parse_input(const std::vector<std::string> &t, const Malformed &malformed) {
+  const char *form = "'input <name> <float|i8|i32|i64> <extents, e.g. ?x32> [learnable]'";
+  if (t.size() != 4 && t.size() != 5)
+    malformed(std::string(form) + ", found " + std::to_string(t.size()) + " fields");
+  TensorInput input;
+  input.name = t[1];
+  if (!is_identifier(input.name))
+    malformed("an input name (identifier) after 'input', found '" + input.name + "'");
+  input.element = t[2];
+  if (!is_one_of(input.element, {"float", "i8", "i32", "i64"}))
+    malformed("an input element among float i8 i32 i64, found '" + input.element + "'");
+  std::string extents = t[3] + "x";
+  for (size_t start = 0, x; (x = extents.find('x', start)) != std::string::npos; start = x + 1) {
+    std::string extent = extents.substr(start, x - start);
+    long long value = 0;
+    if (extent == "?")
+      value = -1;
+    else if (!parse_int(extent, value) || value <= 0)
+      malformed("extents '?' or positive integers joined by 'x' (e.g. ?x32), found '" + t[3] +
+                "'");
+    input.shape.push_back(value);
+  }
+  if (input.shape.size() > ATTN_MAX_TABLE_RANK)
+    malformed("an input of rank 1 to " + std::to_string(ATTN_MAX_TABLE_RANK) + ", found '" +
+              t[3] + "'");
+  if (t.size() == 5) {
+    if (t[4] != "learnable")
+      malformed(std::string(form) + ", found '" + t[4] + "' where 'learnable' belongs");
+    if (input.element != "float")
+      malformed("'learnable' on float inputs only, found it on a " + input.element + " input");
+    input.learnable = true;
+  }
+  return input;
+}
+
 } // namespace
 
 namespace detail {
@@ -216,8 +253,8 @@ Manifest parse_manifest(const std::string &path, const std::string &text) {
     if (key == "attn-abi")
       continue;
     auto it = seen.find(key);
-    if (key == "cuda-kernel")
-      seen.emplace(key, l.number); // one line per kernel
+    if (key == "cuda-kernel" || key == "input")
+      seen.emplace(key, l.number); // one line per kernel, per input
     else if (it != seen.end())
       malformed(l, "each key at most once, but '" + key + "' already appeared on line " +
                        std::to_string(it->second));
@@ -279,12 +316,12 @@ Manifest parse_manifest(const std::string &path, const std::string &text) {
         m.param_shapes.push_back(shape);
         m.param_identity.push_back(identity);
       }
-    } else if (key == "row-inputs") {
-      for (size_t i = 1; i < l.tokens.size(); ++i) {
-        if (!is_identifier(l.tokens[i]))
-          malformed(l, "'row-inputs name ...' with identifiers, found '" + l.tokens[i] + "'");
-        m.row_input_names.push_back(l.tokens[i]);
-      }
+    } else if (key == "input") {
+      m.inputs.push_back(parse_input(
+          l.tokens, [&](const std::string &expected) { malformed(l, expected); }));
+      for (size_t i = 0; i + 1 < m.inputs.size(); ++i)
+        if (m.inputs[i].name == m.inputs.back().name)
+          malformed(l, "distinct input names, found '" + m.inputs.back().name + "' twice");
     } else if (key == "head-dim") {
       long long head_dim = 0;
       if (nvalues != 1 || !parse_int(l.tokens[1], head_dim) || head_dim <= 0)

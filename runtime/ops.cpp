@@ -14,20 +14,20 @@ namespace {
 using torch::Tensor;
 
 attn::Options make_options(bool is_causal, const c10::optional<Tensor> &key_lengths,
-                           const c10::optional<Tensor> &row_inputs) {
+                           const c10::optional<std::vector<Tensor>> &inputs) {
   attn::Options o;
   o.is_causal = is_causal;
   o.key_lengths = key_lengths;
-  o.row_inputs = row_inputs;
+  o.inputs = inputs.value_or(std::vector<Tensor>());
   return o;
 }
 
 Tensor op_attention(const std::string &artifact, const Tensor &q, const Tensor &k,
                     const Tensor &v, const Tensor &params, bool is_causal,
                     const c10::optional<Tensor> &key_lengths,
-                    const c10::optional<Tensor> &row_inputs) {
+                    const c10::optional<std::vector<Tensor>> &inputs) {
   return attn::attention(attn::Library::load(artifact), q, k, v, params,
-                         make_options(is_causal, key_lengths, row_inputs));
+                         make_options(is_causal, key_lengths, inputs));
 }
 
 std::tuple<Tensor, Tensor, Tensor> op_attention_forward(const std::string &artifact,
@@ -35,17 +35,17 @@ std::tuple<Tensor, Tensor, Tensor> op_attention_forward(const std::string &artif
                                                         const Tensor &v, const Tensor &params,
                                                         bool is_causal,
                                                         const c10::optional<Tensor> &key_lengths,
-                                                        const c10::optional<Tensor> &row_inputs) {
+                                                        const c10::optional<std::vector<Tensor>> &inputs) {
   return attn::attention_forward(attn::Library::load(artifact), q, k, v, params,
-                                 make_options(is_causal, key_lengths, row_inputs));
+                                 make_options(is_causal, key_lengths, inputs));
 }
 
 Tensor op_attention_weights(const std::string &artifact, const Tensor &q, const Tensor &k,
                             const Tensor &params, bool is_causal,
                             const c10::optional<Tensor> &key_lengths,
-                            const c10::optional<Tensor> &row_inputs) {
+                            const c10::optional<std::vector<Tensor>> &inputs) {
   return attn::attention_weights(attn::Library::load(artifact), q, k, params,
-                                 make_options(is_causal, key_lengths, row_inputs));
+                                 make_options(is_causal, key_lengths, inputs));
 }
 
 std::string op_manifest(const std::string &artifact) {
@@ -56,14 +56,14 @@ std::string op_manifest(const std::string &artifact) {
 
 TORCH_LIBRARY(attn, m) {
   m.def("attention(str artifact, Tensor q, Tensor k, Tensor v, Tensor params, "
-        "bool is_causal=False, Tensor? key_lengths=None, Tensor? row_inputs=None) -> Tensor",
+        "bool is_causal=False, Tensor? key_lengths=None, Tensor[]? inputs=None) -> Tensor",
         &op_attention);
   m.def("attention_forward(str artifact, Tensor q, Tensor k, Tensor v, Tensor params, "
-        "bool is_causal=False, Tensor? key_lengths=None, Tensor? row_inputs=None) "
+        "bool is_causal=False, Tensor? key_lengths=None, Tensor[]? inputs=None) "
         "-> (Tensor, Tensor, Tensor)",
         &op_attention_forward);
   m.def("attention_weights(str artifact, Tensor q, Tensor k, Tensor params, "
-        "bool is_causal=False, Tensor? key_lengths=None, Tensor? row_inputs=None) -> Tensor",
+        "bool is_causal=False, Tensor? key_lengths=None, Tensor[]? inputs=None) -> Tensor",
         &op_attention_weights);
   m.def("manifest(str artifact) -> str", &op_manifest);
   m.def("key_lengths_from_padding(Tensor key_padding_mask, int keys) -> Tensor",

@@ -1,12 +1,15 @@
 // Luong et al. local-p attention: the score is penalised by a gaussian window
-// around a per-query centre p_i, given at the call as a row input [B, H, Nq]
-// (Luong predicts p_i = S·sigmoid(v_pᵀ tanh(W_p h_i)) in the model; its gradient
-// comes back through the kernel):
+// around a per-query centre p_i, given at the call as the tensor input p
+// [B, H, Nq] (Luong predicts p_i = S·sigmoid(v_pᵀ tanh(W_p h_i)) in the model; its
+// gradient comes back through the kernel):
 //   s_ij = q_i·k_j - (j - p_i)² / (2σ²),   σ learnable (Luong: D/2).
 // The weights are softmax_j(s_ij) = e^(q·k)·exp(-(j-p_i)²/2σ²) / C_i with
 // C_i = Σ_j of the same product: the window is inside the normalisation.
-attn.score @local_p contract dot row_inputs(p) params(sigma = 2.0) mod {
-^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %p: f32, %sigma: f32):
+attn.input @p learnable : tensor<?x?x?xf32>
+
+attn.score @local_p contract dot params(sigma = 2.0) mod {
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %sigma: f32):
+  %p = attn.read @p[%b, %h, %i] : f32
   %j64 = arith.index_cast %j : index to i64
   %position = arith.sitofp %j64 : i64 to f32
   %offset = arith.subf %position, %p : f32

@@ -1,6 +1,9 @@
 //===- KernelSignature.cpp - what a kernel exposes at the ABI -------------===//
 #include "lib/Analysis/KernelSignature.h"
 
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/SmallPtrSet.h"
+
 using namespace mlir;
 using namespace mlir::attn;
 
@@ -34,6 +37,21 @@ SmallVector<KernelWeight> mlir::attn::kernelWeights(KernelOp kernel) {
     offset += weights.back().size;
   }
   return weights;
+}
+
+SmallVector<InputOp> mlir::attn::kernelInputs(KernelOp kernel) {
+  llvm::SmallPtrSet<Operation *, 4> read;
+  for (Operation *op : {kernel.getNormalizerOp().getOperation(),
+                        kernel.getScoreOp().getOperation(), kernel.getMaskOp().getOperation()})
+    if (op)
+      op->walk([&](ReadOp readOp) {
+        read.insert(SymbolTable::lookupNearestSymbolFrom(readOp, readOp.getInputAttr()));
+      });
+  SmallVector<InputOp> inputs;
+  for (InputOp input : kernel->getParentOfType<ModuleOp>().getOps<InputOp>())
+    if (read.contains(input))
+      inputs.push_back(input);
+  return inputs;
 }
 
 std::optional<double> mlir::attn::fixedScoreScale(KernelOp kernel) {

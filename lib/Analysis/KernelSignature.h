@@ -1,6 +1,6 @@
 //===- KernelSignature.h - what a kernel exposes at the ABI -------*- C++ -*-===//
 //
-// The kernel's learnable params and weights in ABI order, its score scale and
+// The kernel's learnable params, weights and tensor inputs in ABI order, its score scale and
 // the names element types take in entry points and the manifest. Every lowering
 // and the manifest writer read these from here.
 //
@@ -29,6 +29,10 @@ struct KernelWeight {
   Attribute init; // FloatAttr fill value or StringAttr "identity"
 };
 SmallVector<KernelWeight> kernelWeights(KernelOp kernel);
+
+/// The tensor inputs of the kernel in ABI order: the attn.input ops its
+/// normalizer, score and mask read, in the order the module declares them.
+SmallVector<InputOp> kernelInputs(KernelOp kernel);
 
 /// The factor applied to the contraction: the score's scale, else 1 for every
 /// contract but `scaled_dot`, whose default (std::nullopt) is 1/sqrt(head dim).

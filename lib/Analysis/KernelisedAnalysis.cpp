@@ -153,9 +153,6 @@ std::optional<KernelisedForm> mlir::attn::matchKernelised(KernelOp kernel, bool 
   if (score && score.getNumWeights() != 0)
     return notKernelised(score, "the score has learnable weights; the linear form has no "
                                 "projection step yet");
-  if (score && score.getNumRowInputs() != 0)
-    return notKernelised(score, "the score has row inputs; the linear form has no per-query "
-                                "position inputs");
 
   auto normalizerRegion = [&](Region &region, StringRef what) -> bool {
     // (s, b, h, i, j, params): a coefficient that varies with the pair's

@@ -35,8 +35,9 @@ Value KeyBounds::causalKeeps(ImplicitLocOpBuilder &b, Value i, Value j) const {
       arith::CmpIOp::create(b, arith::CmpIPredicate::sle, j, i));
 }
 
-AttentionMath::AttentionMath(ImplicitLocOpBuilder &b, const MathSetup &setup, ValueRange params)
-    : b(b), setup(setup), params(params) {}
+AttentionMath::AttentionMath(ImplicitLocOpBuilder &b, const MathSetup &setup, ValueRange params,
+                             ValueRange tables)
+    : b(b), setup(setup), params(params), tables(tables) {}
 
 Value AttentionMath::masked(Value keep, Value x) {
   if (!keep)
@@ -70,6 +71,7 @@ Value AttentionMath::mul(Value x, Value y) {
 SmallVector<Value> AttentionMath::withParams(ValueRange leading) {
   SmallVector<Value> args(leading);
   args.append(params);
+  args.append(tables);
   return args;
 }
 
@@ -78,14 +80,13 @@ SmallVector<Value> AttentionMath::withParams(ValueRange leading) {
 Value AttentionMath::score(const PairValues &pair) {
   if (!functions().score)
     return pair.raw;
-  SmallVector<Value> args{pair.raw, pair.at.b, pair.at.h, pair.at.i, pair.at.j};
-  args.append(pair.rowInputs.begin(), pair.rowInputs.end());
-  return call(functions().score, withParams(args));
+  return call(functions().score,
+              withParams({pair.raw, pair.at.b, pair.at.h, pair.at.i, pair.at.j}));
 }
 
 Value AttentionMath::maskKeeps(const PairIndices &at) {
   if (functions().mask)
-    return call(functions().mask, {at.b, at.h, at.i, at.j});
+    return call(functions().mask, withParams({at.b, at.h, at.i, at.j}));
   return arith::ConstantIntOp::create(b, 1, 1);
 }
 
@@ -225,9 +226,7 @@ SmallVector<Value> AttentionMath::PairGradient::normalizerArgs() {
 
 SmallVector<Value> AttentionMath::PairGradient::scoreArgs() {
   const PairIndices &at = pair.at;
-  SmallVector<Value> args{pair.raw, at.b, at.h, at.i, at.j};
-  args.append(pair.rowInputs.begin(), pair.rowInputs.end());
-  return math.withParams(args);
+  return math.withParams({pair.raw, at.b, at.h, at.i, at.j});
 }
 
 Value AttentionMath::PairGradient::weight() {
@@ -265,9 +264,23 @@ Value AttentionMath::PairGradient::paramGrad(unsigned p) {
   return math.masked(pair.keep, math.gradientTerm(viaNumerator, viaDenominator, row));
 }
 
-Value AttentionMath::PairGradient::rowInputGrad(unsigned r) {
-  return math.masked(pair.keep,
-                     math.mul(scoreGrad(), math.call(math.functions().scoreDr[r], scoreArgs())));
+AttentionMath::PairGradient::TableGrad AttentionMath::PairGradient::tableGrad(unsigned site) {
+  const TableGradSite &read = math.functions().tableGrads[site];
+  SmallVector<Value> args = read.role == TableGradRole::Score ? scoreArgs() : normalizerArgs();
+  Value partial = math.call(read.derivative, args);
+  Value value;
+  switch (read.role) {
+  case TableGradRole::Numerator:
+    value = math.gradientTerm(math.mul(partial, dP), Value(), row);
+    break;
+  case TableGradRole::Denominator:
+    value = math.gradientTerm(Value(), partial, row);
+    break;
+  case TableGradRole::Score:
+    value = math.mul(scoreGrad(), partial);
+    break;
+  }
+  return {math.call(read.position, args), math.masked(pair.keep, value)};
 }
 
 // --- kernelised --------------------------------------------------------------------

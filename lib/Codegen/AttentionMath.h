@@ -7,7 +7,7 @@
 // one element of an MMA fragment (a scalar). With the kernel's scalar functions
 // f (attn-derive-backward; g, h evaluated at a shift m as e^-m·g, e^-m·h):
 //
-//   score        s = mod(raw, b, h, i, j, ρ_i; θ)          (raw without a mod)
+//   score        s = mod(raw, b, h, i, j; θ, T)            (raw without a mod)
 //   online step  m' = max(m, stab(s)),  α = e^(m − m')     (plain: m' = 0, α = 1)
 //                O' = α·O + g(s, m')·v,  l' = α·l + h(s, m')
 //   finalise     C = l + ε·e^−m | c | count,  O/C,  row_max = m,  row_sum = C
@@ -15,7 +15,9 @@
 //   backward     w = g(s, m)/C,  D = dO·O,
 //                ds = (g'(s, m)·dP − h'(s, m)·D)/C          with dP = dO·v
 //                dθ += (∂g/∂θ·dP − ∂h/∂θ·D)/C               (normalizer params)
-//                dθ += ds·∂mod/∂θ,  dρ += ds·∂mod/∂ρ,  d raw = ds·∂mod/∂raw
+//                dθ += ds·∂mod/∂θ,  d raw = ds·∂mod/∂raw
+//                dT[read] += (∂g/∂r·dP − ∂h/∂r·D)/C | ds·∂mod/∂r   (each read r of a
+//                learnable tensor input T, at the position it reads)
 //   kernelised   g = a·s, h = b·s: ds = N·dP + H per row (N = a/C, H = −b·D/C),
 //                dθ = da·∂a/∂θ + db·∂b/∂θ
 //
@@ -63,9 +65,8 @@ struct PairIndices {
 /// One (query, key) pair, or `lanes` pairs of one query row, as the regions see
 /// it; every value has the emitter's shape (indices as index or vector<index>).
 struct PairValues {
-  Value raw;                       // the contracted score before the mod region
-  PairIndices at;                  // batch, head, query and key index
-  SmallVector<Value, 2> rowInputs; // the row inputs' values at row i
+  Value raw;      // the contracted score before the mod region
+  PairIndices at; // batch, head, query and key index
   /// i1 where the schedule evaluates masked pairs too and selects (tiles,
   /// fragments): every result is 0 where it is false. Null: the pair takes part.
   Value keep;
@@ -93,14 +94,15 @@ struct BackwardRow {
 class AttentionMath {
 public:
   /// `params` are the kernel's params (normalizer's, then score's) at the
-  /// emitter's shape.
-  AttentionMath(ImplicitLocOpBuilder &b, const MathSetup &setup, ValueRange params);
+  /// emitter's shape, `tables` its tensor inputs (memrefs, kernelInputs order).
+  AttentionMath(ImplicitLocOpBuilder &b, const MathSetup &setup, ValueRange params,
+                ValueRange tables = {});
 
   bool online() const { return setup.online; }
   unsigned numParams() const { return params.size(); }
   const ScalarFunctions &functions() const { return *setup.functions; }
   // --- regions ----------------------------------------------------------------
-  /// s = mod(raw, b, h, i, j, ρ; θ), or raw without a mod region.
+  /// s = mod(raw, b, h, i, j; θ, T), or raw without a mod region.
   Value score(const PairValues &pair);
   /// Whether the mask region keeps the pair at `at` (true without one; lanes of
   /// indices are asked only when there is a mask region).
@@ -169,8 +171,12 @@ public:
     Value rawGrad();
     /// The pair's share of dθ for kernel param `p`.
     Value paramGrad(unsigned p);
-    /// The pair's share of dρ for row input `r`.
-    Value rowInputGrad(unsigned r);
+    /// The gradient of read `site` (ScalarFunctions::tableGrads) of a learnable
+    /// tensor input: what to add, and where in the input (row-major position).
+    struct TableGrad {
+      Value position, value;
+    };
+    TableGrad tableGrad(unsigned site);
 
   private:
     friend class AttentionMath;
@@ -205,13 +211,15 @@ private:
   Value add(Value x, Value y);
   Value sub(Value x, Value y);
   Value mul(Value x, Value y);
+  /// `leading`, then the params, then the tensor inputs: the trailing
+  /// arguments of every function but feature and phase.
   SmallVector<Value> withParams(ValueRange leading);
   /// C_i (times e^-m online) from the running max, Σ h and the key count.
   Value rowDenominator(Value m, Value sum, Value count);
 
   ImplicitLocOpBuilder &b;
   MathSetup setup;
-  SmallVector<Value> params;
+  SmallVector<Value> params, tables;
 };
 
 } // namespace mlir::attn

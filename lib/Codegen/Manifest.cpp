@@ -90,11 +90,20 @@ FailureOr<std::string> mlir::attn::buildManifest(KernelOp kernel) {
   os << "\n";
   if (ScoreOp score = kernel.getScoreOp(); score && score.getRequiredHeadDim())
     os << "head-dim " << score.getRequiredHeadDim() << "\n";
-  if (ScoreOp score = kernel.getScoreOp(); score && score.getNumRowInputs()) {
-    os << "row-inputs";
-    for (Attribute name : score.getRowInputNamesAttr())
-      os << " " << cast<StringAttr>(name).getValue();
-    os << "\n";
+  for (InputOp input : kernelInputs(kernel)) {
+    Type element = input.getElementType();
+    os << "input " << input.getSymName() << " "
+       << (isa<FloatType>(element) ? std::string("float") : elementTypeName(element)) << " ";
+    llvm::interleave(
+        input.getTensorType().getShape(), os,
+        [&](int64_t extent) {
+          if (ShapedType::isDynamic(extent))
+            os << "?";
+          else
+            os << extent;
+        },
+        "x");
+    os << (input.getLearnable() ? " learnable\n" : "\n");
   }
   os << "dtypes";
   for (FloatType type : elementTypes)

@@ -255,12 +255,20 @@ static FailureOr<Value> tangentOf(Operation *op, TangentBuilder &t,
 
 FailureOr<func::FuncOp> mlir::attn::buildDerivative(func::FuncOp function, unsigned wrt,
                                                      StringRef name) {
-  if (!function.getBody().hasOneBlock() || function.getNumResults() != 1 ||
-      !isa<FloatType>(function.getResultTypes()[0]))
-    return function.emitOpError("must be one block returning one float to be differentiated");
   if (wrt >= function.getNumArguments() ||
       !isa<FloatType>(function.getArgumentTypes()[wrt]))
     return function.emitOpError() << "argument #" << wrt << " is not a float";
+  return buildDerivative(function, function.getArgument(wrt), name);
+}
+
+FailureOr<func::FuncOp> mlir::attn::buildDerivative(func::FuncOp function, Value seed,
+                                                     StringRef name) {
+  if (!function.getBody().hasOneBlock() || function.getNumResults() != 1 ||
+      !isa<FloatType>(function.getResultTypes()[0]))
+    return function.emitOpError("must be one block returning one float to be differentiated");
+  if (!isa<FloatType>(seed.getType()))
+    return function.emitOpError() << "cannot be differentiated by a value of type "
+                                  << seed.getType();
 
   OpBuilder b(function);
   b.setInsertionPointAfter(function);
@@ -273,9 +281,8 @@ FailureOr<func::FuncOp> mlir::attn::buildDerivative(func::FuncOp function, unsig
   DenseMap<Value, Value> tangents;
   Block &body = function.getBody().front();
   primal.map(body.getArguments(), entry->getArguments());
-  Type wrtType = function.getArgumentTypes()[wrt];
   TangentBuilder t(b, function.getLoc());
-  tangents[body.getArgument(wrt)] = t.constant(wrtType, 1.0);
+  tangents[seed] = t.constant(seed.getType(), 1.0);
 
   for (Operation &op : body.without_terminator()) {
     Operation *cloned = b.clone(op, primal);

@@ -27,6 +27,11 @@ namespace mlir::attn {
 FailureOr<func::FuncOp> buildDerivative(func::FuncOp function, unsigned wrt,
                                         StringRef name);
 
+/// The same with respect to `seed`, a float value of `function`'s body (the
+/// result of an op such as a tensor input's read): d(result)/d(seed), every
+/// value that does not depend on `seed` held constant.
+FailureOr<func::FuncOp> buildDerivative(func::FuncOp function, Value seed, StringRef name);
+
 } // namespace mlir::attn
 
 #endif

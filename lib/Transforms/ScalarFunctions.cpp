@@ -36,11 +36,6 @@ struct KernelFunctionNames {
 };
 } // namespace
 
-/// The derivative suffix of the score function by row input `index`.
-static std::string rowInputDerivativeName(ScoreOp score, unsigned index) {
-  return ("row." + cast<StringAttr>((*score.getRowInputNames())[index]).getValue()).str();
-}
-
 /// x + ln c - log(k + e^u), the exponent of a stabilised product e^x·c/(k + e^u),
 /// from the already cloned operands. log(k + e^u) = max(u, ln k) +
 /// log1p(e^-|u - ln k|) is finite for every u.
@@ -70,29 +65,67 @@ static Value productExponent(OpBuilder &b, StabilisedProduct product, const IRMa
 }
 
 namespace {
+/// A read of a learnable tensor input in an emitted function: which input (its
+/// position in the kernel's inputs) and the attn.table_load it became.
+struct LearnableRead {
+  unsigned input;
+  TableLoadOp load;
+};
+
 /// Builds functions at the end of the kernel's module.
 class FunctionEmitter {
 public:
-  FunctionEmitter(KernelOp kernel, Type floatType)
+  FunctionEmitter(KernelOp kernel, FloatType floatType)
       : kernel(kernel), module(kernel->getParentOfType<ModuleOp>()), floatType(floatType),
-        numParams(kernelParamNames(kernel).size()) {}
+        numParams(kernelParamNames(kernel).size()), inputs(kernelInputs(kernel)) {}
 
-  /// A private function `name` taking `leading` arguments then the kernel's params.
+  /// A private function `name` taking `leading` arguments, then the kernel's
+  /// params, then its tensor inputs (memrefs).
   func::FuncOp create(StringRef name, ArrayRef<Type> leading, Type result) {
-    SmallVector<Type> inputs(leading);
-    inputs.append(numParams, floatType);
+    SmallVector<Type> types(leading);
+    types.append(numParams, floatType);
+    for (InputOp input : inputs)
+      types.push_back(tableType(input, floatType));
     OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
     auto function =
-        func::FuncOp::create(b, kernel.getLoc(), name, b.getFunctionType(inputs, result));
+        func::FuncOp::create(b, kernel.getLoc(), name, b.getFunctionType(types, result));
     function.setPrivate();
     function.addEntryBlock();
     return function;
   }
 
-  /// Clones the ops of `region` into `builder`, with region argument k bound to
-  /// `arguments[k]`; stabilised exps get their argument shifted by `shift`.
-  /// Returns the yielded value.
+  /// The argument of `function` (made by create) holding tensor input `input`.
+  Value tableArgument(func::FuncOp function, unsigned input) {
+    return function.getArgument(function.getNumArguments() - inputs.size() + input);
+  }
+
+  /// Clones `op` of a region into `function` at `builder`: an attn.read becomes
+  /// an attn.table_load of the function's table argument (recorded in `reads`
+  /// when the input is learnable and `reads` is given).
+  void cloneOp(OpBuilder &builder, Operation &op, IRMapping &mapping, func::FuncOp function,
+               SmallVectorImpl<LearnableRead> *reads) {
+    auto read = dyn_cast<ReadOp>(op);
+    if (!read) {
+      builder.clone(op, mapping);
+      return;
+    }
+    auto input = SymbolTable::lookupNearestSymbolFrom<InputOp>(read, read.getInputAttr());
+    unsigned position = llvm::find(inputs, input) - inputs.begin();
+    SmallVector<Value> indices =
+        llvm::map_to_vector(read.getIndices(), [&](Value v) { return mapping.lookup(v); });
+    auto load = TableLoadOp::create(builder, op.getLoc(), read.getType(),
+                                    tableArgument(function, position), indices);
+    mapping.map(read.getResult(), load.getResult());
+    if (reads && input.getLearnable())
+      reads->push_back({position, load});
+  }
+
+  /// Clones the ops of `region` into `function` at `builder`, with region
+  /// argument k bound to `arguments[k]`; stabilised exps get their argument
+  /// shifted by `shift`; learnable reads are recorded in `reads`. Returns the
+  /// yielded value.
   Value inlineRegion(OpBuilder &builder, Region &region, ValueRange arguments,
+                     func::FuncOp function, SmallVectorImpl<LearnableRead> *reads = nullptr,
                      const NormalizerClass *form = nullptr, Value shift = {}) {
     IRMapping mapping;
     mapping.map(region.front().getArguments(), arguments);
@@ -109,15 +142,57 @@ public:
         mapping.map(op.getResult(0), math::ExpOp::create(builder, op.getLoc(), shifted));
         continue;
       }
-      builder.clone(op, mapping);
+      cloneOp(builder, op, mapping, function, reads);
     }
     return mapping.lookup(region.front().getTerminator()->getOperand(0));
   }
 
+  /// For each learnable read of `function`: the derivative of `function` by the
+  /// value read (<f>.d.<input>.<k>) and the position it reads (<f>.at.<input>.<k>),
+  /// as #attn.table_grad entries of `role`.
+  LogicalResult tableGrads(func::FuncOp function, ArrayRef<LearnableRead> reads,
+                           TableGradRole role, SmallVectorImpl<Attribute> &grads) {
+    for (auto [k, read] : llvm::enumerate(reads)) {
+      TableLoadOp load = read.load;
+      std::string suffix = (inputs[read.input].getSymName() + "." + Twine(k)).str();
+      FailureOr<func::FuncOp> derivative =
+          buildDerivative(function, load.getResult(),
+                          (function.getName() + ".d." + suffix).str());
+      if (failed(derivative))
+        return failure();
+      // The position: the function's body up to the read, then table_position.
+      OpBuilder b(function);
+      b.setInsertionPointAfter(function);
+      auto position = func::FuncOp::create(
+          b, function.getLoc(), (function.getName() + ".at." + suffix).str(),
+          b.getFunctionType(function.getArgumentTypes(), {b.getIndexType()}));
+      position.setPrivate();
+      Block *entry = position.addEntryBlock();
+      b.setInsertionPointToEnd(entry);
+      IRMapping mapping;
+      mapping.map(function.getArguments(), entry->getArguments());
+      for (Operation &op : function.getBody().front().without_terminator()) {
+        if (&op == load.getOperation())
+          break;
+        b.clone(op, mapping);
+      }
+      SmallVector<Value> indices = llvm::map_to_vector(
+          load.getIndices(), [&](Value v) { return mapping.lookup(v); });
+      Value at = TablePositionOp::create(b, function.getLoc(), b.getIndexType(),
+                                         mapping.lookup(load.getTable()), indices);
+      func::ReturnOp::create(b, function.getLoc(), at);
+      grads.push_back(TableGradAttr::get(kernel.getContext(), role, read.input,
+                                         FlatSymbolRefAttr::get(*derivative),
+                                         FlatSymbolRefAttr::get(position)));
+    }
+    return success();
+  }
+
   KernelOp kernel;
   ModuleOp module;
-  Type floatType;
+  FloatType floatType;
   unsigned numParams;
+  SmallVector<InputOp> inputs;
 };
 } // namespace
 
@@ -153,7 +228,7 @@ LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
   }
 
   MLIRContext *ctx = kernel.getContext();
-  Type f = normalizer.getScalarType();
+  auto f = cast<FloatType>(normalizer.getScalarType());
   Type index = IndexType::get(ctx);
   KernelFunctionNames names(kernel);
   FunctionEmitter emitter(kernel, f);
@@ -164,7 +239,10 @@ LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
   // Role -> symbol of every function made here, as the #attn.functions fields.
   FlatSymbolRefAttr numerator, denominator, stabilizer, scoreFn, feature, maskFn, phase,
       numeratorDs, denominatorDs, scoreDs, featureDx;
-  ArrayAttr numeratorDp, denominatorDp, scoreDp, scoreDr;
+  ArrayAttr numeratorDp, denominatorDp, scoreDp;
+  // One #attn.table_grad per read of a learnable input, in numerator,
+  // denominator and score mod.
+  SmallVector<Attribute> tableGrads;
   auto symbolOf = [](func::FuncOp function) { return FlatSymbolRefAttr::get(function); };
 
   // num/den(s, m, b, h, i, j, θ...): the region's (s, b, h, i, j, normalizer
@@ -182,8 +260,9 @@ LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
     normalizerWrtNames.push_back(params[k].str());
   }
 
-  auto emitNormalizerFunction = [&](Region &region, StringRef name, FlatSymbolRefAttr &slot,
-                                    FlatSymbolRefAttr &dsSlot, ArrayAttr &dpSlot) -> LogicalResult {
+  auto emitNormalizerFunction = [&](Region &region, StringRef name, TableGradRole role,
+                                    FlatSymbolRefAttr &slot, FlatSymbolRefAttr &dsSlot,
+                                    ArrayAttr &dpSlot) -> LogicalResult {
     func::FuncOp function = emitter.create(name, normalizerLeading, f);
     Block &entry = function.front();
     OpBuilder b = OpBuilder::atBlockEnd(&entry);
@@ -191,11 +270,13 @@ LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
     llvm::append_range(arguments, entry.getArguments().slice(2, kIndices));
     for (unsigned k = 0; k < numNormalizerParams; ++k)
       arguments.push_back(entry.getArgument(normalizerParamsAt + k));
-    Value result = emitter.inlineRegion(b, region, arguments, stabilised, entry.getArgument(1));
+    SmallVector<LearnableRead> reads;
+    Value result = emitter.inlineRegion(b, region, arguments, function, &reads, stabilised,
+                                        entry.getArgument(1));
     func::ReturnOp::create(b, kernel.getLoc(), result);
     FailureOr<SmallVector<Attribute>> derivatives =
         deriveAll(function, normalizerWrt, normalizerWrtNames);
-    if (failed(derivatives))
+    if (failed(derivatives) || failed(emitter.tableGrads(function, reads, role, tableGrads)))
       return failure();
     slot = symbolOf(function);
     dsSlot = cast<FlatSymbolRefAttr>(derivatives->front());
@@ -204,12 +285,14 @@ LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
     return success();
   };
 
-  if (failed(emitNormalizerFunction(normalizer.getNumerator(), names.numerator(), numerator,
-                                    numeratorDs, numeratorDp)))
+  if (failed(emitNormalizerFunction(normalizer.getNumerator(), names.numerator(),
+                                    TableGradRole::Numerator, numerator, numeratorDs,
+                                    numeratorDp)))
     return failure();
   if (normalizer.hasDenominatorRegion() &&
-      failed(emitNormalizerFunction(normalizer.getDenominator(), names.denominator(), denominator,
-                                    denominatorDs, denominatorDp)))
+      failed(emitNormalizerFunction(normalizer.getDenominator(), names.denominator(),
+                                    TableGradRole::Denominator, denominator, denominatorDs,
+                                    denominatorDp)))
     return failure();
 
   if (online) {
@@ -226,7 +309,7 @@ LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
       IRMapping mapping;
       mapping.map(region->front().getArguments(), arguments);
       for (Operation &op : region->front().without_terminator()) {
-        b.clone(op, mapping);
+        emitter.cloneOp(b, op, mapping, function, /*reads=*/nullptr);
         Value x;
         if (online->stabilisedExps.contains(&op))
           x = mapping.lookup(op.getOperand(0));
@@ -242,41 +325,34 @@ LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
   }
 
   if (score && score.hasMod()) {
-    // score(r, b, h, i, j, ρ..., θ...): the mod region's arguments, then every
-    // kernel param (the region reads the score's).
-    const unsigned rowInputsAt = 1 + kIndices;
-    unsigned leading = rowInputsAt + score.getNumRowInputs();
+    // score(r, b, h, i, j, θ...): the mod region's arguments, then every kernel
+    // param (the region reads the score's).
+    const unsigned leading = 1 + kIndices;
     SmallVector<Type> leadingTypes{f};
     leadingTypes.append(indexTypes);
-    leadingTypes.append(score.getNumRowInputs(), f);
     func::FuncOp function = emitter.create(names.score(), leadingTypes, f);
     Block &entry = function.front();
     OpBuilder b = OpBuilder::atBlockEnd(&entry);
     SmallVector<Value> arguments(entry.getArguments().take_front(leading));
     for (unsigned k = 0; k < score.getNumParams(); ++k)
       arguments.push_back(entry.getArgument(leading + numNormalizerParams + k));
-    func::ReturnOp::create(b, kernel.getLoc(), emitter.inlineRegion(b, score.getMod(), arguments));
+    SmallVector<LearnableRead> reads;
+    func::ReturnOp::create(b, kernel.getLoc(),
+                           emitter.inlineRegion(b, score.getMod(), arguments, function, &reads));
     SmallVector<unsigned> wrt{0};
     SmallVector<std::string> wrtNames{"s"};
-    for (unsigned r = 0; r < score.getNumRowInputs(); ++r) {
-      wrt.push_back(rowInputsAt + r);
-      wrtNames.push_back(rowInputDerivativeName(score, r));
-    }
     for (unsigned k = 0; k < score.getNumParams(); ++k) {
       wrt.push_back(leading + numNormalizerParams + k);
       wrtNames.push_back(params[numNormalizerParams + k].str());
     }
     FailureOr<SmallVector<Attribute>> derivatives = deriveAll(function, wrt, wrtNames);
-    if (failed(derivatives))
+    if (failed(derivatives) ||
+        failed(emitter.tableGrads(function, reads, TableGradRole::Score, tableGrads)))
       return failure();
     scoreFn = symbolOf(function);
     scoreDs = cast<FlatSymbolRefAttr>(derivatives->front());
-    ArrayRef<Attribute> byRow = ArrayRef(*derivatives).slice(1, score.getNumRowInputs());
-    ArrayRef<Attribute> byParam = ArrayRef(*derivatives).drop_front(1 + score.getNumRowInputs());
-    if (!byRow.empty())
-      scoreDr = ArrayAttr::get(ctx, byRow);
-    if (!byParam.empty())
-      scoreDp = ArrayAttr::get(ctx, byParam);
+    if (score.getNumParams())
+      scoreDp = ArrayAttr::get(ctx, ArrayRef(*derivatives).drop_front());
   }
 
   if (score && score.hasFeatureMap()) {
@@ -286,8 +362,8 @@ LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
     function.setPrivate();
     Block *entry = function.addEntryBlock();
     b.setInsertionPointToEnd(entry);
-    func::ReturnOp::create(b, kernel.getLoc(),
-                           emitter.inlineRegion(b, score.getFeature(), entry->getArguments()));
+    func::ReturnOp::create(
+        b, kernel.getLoc(), emitter.inlineRegion(b, score.getFeature(), entry->getArguments(), function));
     FailureOr<SmallVector<Attribute>> derivatives = deriveAll(function, {0}, {"x"});
     if (failed(derivatives))
       return failure();
@@ -325,22 +401,30 @@ LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
   }
 
   if (mask) {
-    OpBuilder b = OpBuilder::atBlockEnd(emitter.module.getBody());
-    auto function = func::FuncOp::create(b, kernel.getLoc(), names.mask(),
-                                         b.getFunctionType(indexTypes, {b.getI1Type()}));
-    function.setPrivate();
-    Block *entry = function.addEntryBlock();
-    b.setInsertionPointToEnd(entry);
+    // mask(b, h, i, j, θ..., tables...) -> i1 (the params are unused).
+    func::FuncOp function = emitter.create(names.mask(), indexTypes, IntegerType::get(ctx, 1));
+    Block &entry = function.front();
+    OpBuilder b = OpBuilder::atBlockEnd(&entry);
     func::ReturnOp::create(b, kernel.getLoc(),
-                           emitter.inlineRegion(b, mask.getBody(), entry->getArguments()));
+                           emitter.inlineRegion(b, mask.getBody(),
+                                                entry.getArguments().take_front(kIndices), function));
     maskFn = symbolOf(function);
   }
 
   auto functions = KernelFunctionsAttr::get(
       ctx, f, /*lanes=*/0, numerator, denominator, stabilizer, scoreFn, feature, maskFn, phase,
-      numeratorDs, denominatorDs, scoreDs, featureDx, numeratorDp, denominatorDp, scoreDp, scoreDr);
+      numeratorDs, denominatorDs, scoreDs, featureDx, numeratorDp, denominatorDp, scoreDp,
+      tableGrads.empty() ? ArrayAttr() : ArrayAttr::get(ctx, tableGrads));
   kernel.setFunctionsAttr(ArrayAttr::get(ctx, {functions}));
   return success();
+}
+
+MemRefType mlir::attn::tableType(InputOp input, FloatType floatType) {
+  Type element = isa<FloatType>(input.getElementType()) ? floatType : input.getElementType();
+  int64_t rank = input.getRank();
+  SmallVector<int64_t> dynamic(rank, ShapedType::kDynamic);
+  return MemRefType::get(dynamic, element,
+                         StridedLayoutAttr::get(input.getContext(), ShapedType::kDynamic, dynamic));
 }
 
 /// The value the user most likely wrote: the shortest decimal that reads back as
@@ -360,6 +444,12 @@ static double widenLiteral(FloatAttr attr) {
 FailureOr<func::FuncOp> mlir::attn::cloneRetyped(func::FuncOp function, FloatType type,
                                                  int64_t vectorWidth, StringRef name) {
   auto retype = [&](Type t) -> Type {
+    // Tensor inputs stay memrefs (float ones of the new type); lanes read them
+    // through vector indices.
+    if (auto memref = dyn_cast<MemRefType>(t))
+      return isa<FloatType>(memref.getElementType())
+                 ? MemRefType::get(memref.getShape(), type, memref.getLayout())
+                 : memref;
     Type element = isa<FloatType>(t) ? type : t;
     return vectorWidth ? VectorType::get({vectorWidth}, element) : element;
   };
@@ -418,6 +508,10 @@ mapFunctions(KernelFunctionsAttr functions, Type type, int64_t lanes,
     if (!refs)
       return refs;
     return ArrayAttr::get(ctx, llvm::map_to_vector(refs, [&](Attribute ref) -> Attribute {
+                            if (auto grad = dyn_cast<TableGradAttr>(ref))
+                              return TableGradAttr::get(ctx, grad.getRole(), grad.getInput(),
+                                                        one(grad.getDerivative()),
+                                                        one(grad.getPosition()));
                             return one(cast<FlatSymbolRefAttr>(ref));
                           }));
   };
@@ -427,7 +521,7 @@ mapFunctions(KernelFunctionsAttr functions, Type type, int64_t lanes,
       one(functions.getMask()), one(functions.getPhase()), one(functions.getNumeratorDs()),
       one(functions.getDenominatorDs()), one(functions.getScoreDs()), one(functions.getFeatureDx()),
       list(functions.getNumeratorDp()), list(functions.getDenominatorDp()),
-      list(functions.getScoreDp()), list(functions.getScoreDr()));
+      list(functions.getScoreDp()), list(functions.getTableGrads()));
   if (failedAny)
     return failure();
   return mapped;
@@ -512,13 +606,16 @@ FailureOr<ScalarFunctions> mlir::attn::lookupScalarFunctions(KernelOp kernel, Fl
   fns.denominatorDs = resolve(functions.getDenominatorDs());
   fns.scoreDs = resolve(functions.getScoreDs());
   fns.featureDx = resolve(functions.getFeatureDx());
-  // One entry per normalizer param (null without a summed denominator), score
-  // param and row input.
+  // One entry per normalizer param (null without a summed denominator) and
+  // score param.
   ScoreOp score = kernel.getScoreOp();
   unsigned numNormalizerParams = kernel.getNormalizerOp().getNumParams();
   fns.numeratorDp = resolveAll(functions.getNumeratorDp(), numNormalizerParams);
   fns.denominatorDp = resolveAll(functions.getDenominatorDp(), numNormalizerParams);
   fns.scoreDp = resolveAll(functions.getScoreDp(), score ? score.getNumParams() : 0);
-  fns.scoreDr = resolveAll(functions.getScoreDr(), score ? score.getNumRowInputs() : 0);
+  if (ArrayAttr grads = functions.getTableGrads())
+    for (auto grad : grads.getAsRange<TableGradAttr>())
+      fns.tableGrads.push_back({grad.getRole(), static_cast<unsigned>(grad.getInput()),
+                                resolve(grad.getDerivative()), resolve(grad.getPosition())});
   return fns;
 }

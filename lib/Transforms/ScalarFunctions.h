@@ -15,15 +15,20 @@
 //                            denominators only)
 //   <k>.stab(s, b, h, i, j, θ...)    online only: the max of the stabilised exp
 //                            arguments
-//   <k>.score(r, b, h, i, j, ρ..., θ...) the score mod (only with a mod region);
-//                            ρ are the row inputs' values at query i
+//   <k>.score(r, b, h, i, j, θ...)  the score mod (only with a mod region)
 //   <k>.feature(x)           the feature map (only with a feature region)
-//   <k>.mask(b, h, i, j) -> i1  (only with a mask)
+//   <k>.mask(b, h, i, j, θ...) -> i1  (only with a mask; the params unused)
 //   <k>.phase(i, j)          kernelised cosformer mods only: x(i, j) of the mod's
 //                            s·cos(x(i, j)) (see KernelisedAnalysis.h); no params
-//   <f>.d.<arg>              d<f>/d<arg>, for arg s (num, den, score), x (feature),
-//                            row.<name> (score, per row input) and each param
-//                            the function depends on
+//   <f>.d.<arg>              d<f>/d<arg>, for arg s (num, den, score), x (feature)
+//                            and each param the function depends on
+//   <f>.d.<input>.<k>        d<f>/d(the value its k-th read of learnable input
+//                            <input> reads) (num, den, score)
+//   <f>.at.<input>.<k>       the row-major position that read reads, clamped
+//
+// Every function but feature and phase takes, after the params, one memref per
+// tensor input of the kernel (kernelInputs, the ABI order; tableType): an
+// attn.read in a region becomes an attn.table_load of it.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_LIB_TRANSFORMS_SCALARFUNCTIONS_H
@@ -53,15 +58,27 @@ FailureOr<func::FuncOp> cloneRetyped(func::FuncOp function, FloatType type, int6
 /// scalars), copied from its own (cloneRetyped), unless it has one already.
 LogicalResult instantiateKernelFunctions(KernelOp kernel, FloatType type, int64_t lanes);
 
+/// The memref type tensor input `input` has in the functions at `floatType`:
+/// its rank, dynamic extents and strides; a float input's elements have
+/// `floatType`.
+MemRefType tableType(InputOp input, FloatType floatType);
+
+/// One read of a learnable tensor input (#attn.table_grad), resolved.
+struct TableGradSite {
+  TableGradRole role;
+  unsigned input; // in the kernel's input order
+  func::FuncOp derivative, position;
+};
+
 /// The scalar functions of one kernel at one float type and shape (null where
 /// the kernel has no such function), as the CPU and GPU lowerings call them.
 struct ScalarFunctions {
   func::FuncOp numerator, denominator, stabilizer, score, feature, mask;
   func::FuncOp phase; // kernelised cosformer mods only
   func::FuncOp numeratorDs, denominatorDs, scoreDs, featureDx;
-  SmallVector<func::FuncOp> scoreDr;                    // per row input
   SmallVector<func::FuncOp> numeratorDp, denominatorDp; // per normalizer param
   SmallVector<func::FuncOp> scoreDp;                    // per score param
+  SmallVector<TableGradSite> tableGrads;                // per read of a learnable input
 };
 
 /// The kernel's functions at `type` and `lanes`, resolved from its `functions`.

@@ -5,7 +5,7 @@
 attn.normalizer @unregistered {
   numerator {
   ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    // expected-error @+1 {{'foo.bar' op is not allowed in the numerator region of 'attn.normalizer': regions hold scalar arith and math ops only}}
+    // expected-error @+1 {{'foo.bar' op is not allowed in the numerator region of 'attn.normalizer': regions hold scalar arith and math ops and attn.read only}}
     %g = "foo.bar"(%s) : (f32) -> f32
     attn.yield %g : f32
   }

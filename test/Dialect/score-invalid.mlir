@@ -264,30 +264,10 @@ attn.score @bad_init contract bilinear weights(W: 4x4 = random)
 
 // -----
 
-// expected-error @+1 {{'attn.score' op declares row_inputs but has no mod region to use them}}
-attn.score @rows_without_mod contract dot row_inputs(p)
-
-// -----
-
-// expected-error @+1 {{'attn.score' op mod region must take 7 arguments (the score, the batch index, the head index, the query index, the key index, row input 'p', param 'sigma'), got 6; write ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %p: f32, %sigma: f32)}}
-attn.score @rows_missing_arg contract dot row_inputs(p) params(sigma = 1.0) mod {
-^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %sigma: f32):
-  attn.yield %s : f32
-}
-
-// -----
-
-// expected-error @+1 {{'attn.score' op mod region argument #5 (row input 'p') must have the score type 'f32', got 'index'}}
-attn.score @rows_index contract dot row_inputs(p) mod {
-^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %p: index):
-  attn.yield %s : f32
-}
-
-// -----
-
-// expected-error @+1 {{'attn.score' op declares 'p' twice (row inputs, params and weights share one namespace)}}
-attn.score @rows_clash contract dot row_inputs(p) params(p = 1.0) mod {
-^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %p: f32, %p2: f32):
+// row_inputs(...) of an older attn: tensor inputs replace them.
+// expected-error @+1 {{row_inputs(...) is retired: declare the input as a tensor, e.g. `attn.input @p : tensor<?x?x?xf32>` (learnable: `attn.input @p learnable : ...`), and read it in the mod region with `attn.read @p[%b, %h, %i] : f32`}}
+attn.score @rows contract dot row_inputs(p) params(sigma = 1.0) mod {
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %p: f32, %sigma: f32):
   attn.yield %s : f32
 }
 

@@ -173,11 +173,26 @@ attn.score @tagged contract dot attributes {note = "user"}
 
 // -----
 
-// Row inputs: per-query values, mod region arguments after the key index.
-// CHECK-LABEL: attn.score @local contract dot row_inputs(p, "w idth") params(sigma = 2.0) mod {
-// CHECK-NEXT:  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %p: f32, %w_idth: f32, %sigma: f32):
-attn.score @local contract dot row_inputs(p, "w idth") params(sigma = 2.0) mod {
-^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %p: f32, %w: f32, %sigma: f32):
+// Tensor inputs: a mod reads them with attn.read, by symbol, one index per dim.
+// CHECK: attn.input @p learnable : tensor<?x?x?xf32>
+// CHECK: attn.input @slopes : tensor<8xf32>
+// CHECK: attn.input @doc : tensor<?x?xi32>
+// CHECK-LABEL: attn.score @local contract dot params(sigma = 2.0) mod {
+// CHECK-NEXT:  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %sigma: f32):
+// CHECK-NEXT:    %0 = attn.read @p[%b, %h, %i] : f32
+// CHECK-NEXT:    %1 = attn.read @slopes[%h] : f32
+// CHECK-NEXT:    %2 = attn.read @doc[%b, %j] : i32
+attn.input @p learnable : tensor<?x?x?xf32>
+attn.input @slopes : tensor<8xf32>
+attn.input @doc : tensor<?x?xi32>
+attn.score @local contract dot params(sigma = 2.0) mod {
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %sigma: f32):
+  %p = attn.read @p[%b, %h, %i] : f32
+  %slope = attn.read @slopes[%h] : f32
+  %doc = attn.read @doc[%b, %j] : i32
   %t = arith.subf %s, %p : f32
-  attn.yield %t : f32
+  %u = arith.mulf %t, %slope : f32
+  %d = arith.sitofp %doc : i32 to f32
+  %v = arith.addf %u, %d : f32
+  attn.yield %v : f32
 }

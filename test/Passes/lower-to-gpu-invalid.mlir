@@ -44,12 +44,14 @@ attn.normalizer @relu {
   }
   denominator count
 }
-attn.score @windowed contract dot row_inputs(p) mod {
-^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %p: f32):
+attn.input @p : tensor<?x?x?xf32>
+attn.score @windowed contract dot mod {
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+  %p = attn.read @p[%b, %h, %i] : f32
   %r = arith.subf %s, %p : f32
   attn.yield %r : f32
 }
-// expected-error @+1 {{'attn.kernel' op has a score with row inputs (score @windowed), which the GPU lowering does not support yet}}
+// expected-error @+1 {{'attn.kernel' op reads tensor input @p (attn.input), which the GPU lowering does not support yet; compile it for the CPU}}
 attn.kernel @k normalizer(@relu) score(@windowed)
 
 // -----

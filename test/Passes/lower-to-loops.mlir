@@ -25,7 +25,7 @@ attn.kernel @k normalizer(@softmax)
 // CHECK-DAG: func.func @attn_backward_f32(
 // CHECK-DAG: func.func @attn_forward_f64(%{{.*}}: memref<?x?xf64, strided<[?, ?], offset: ?>>
 // CHECK-DAG: func.func @attn_backward_f64(
-// CHECK-DAG: llvm.mlir.global internal constant @attn_manifest_text("attn-abi 3\0Akernel k\0Anormalizer softmax\0Aalgorithm online\0Adenominator sum\0Amask none\0Aparams\0Adtypes f32 f64\0Adevices cpu\0A\00")
+// CHECK-DAG: llvm.mlir.global internal constant @attn_manifest_text("attn-abi 4\0Akernel k\0Anormalizer softmax\0Aalgorithm online\0Adenominator sum\0Amask none\0Aparams\0Adtypes f32 f64\0Adevices cpu\0A\00")
 // CHECK-DAG: llvm.func @attn_manifest() -> !llvm.ptr
 
 // After inlining, the forward loop carries the running max, Σ h and the key
@@ -80,7 +80,7 @@ attn.kernel @k normalizer(@relu) mask(@window)
 // CHECK: func.func private @attn_forward_f32.d64(
 // CHECK: memref.alloc({{.*}}) {alignment = 64 : i64} : memref<?x64xf32>
 // CHECK: vector.fma {{.*}} : vector<16xf32>
-// CHECK: func.call @k.mask.x16({{.*}}) : (vector<16xindex>, vector<16xindex>, vector<16xindex>, vector<16xindex>) -> vector<16xi1>
+// CHECK: func.call @k.mask.x16({{.*}}) : (vector<16xindex>, vector<16xindex>, vector<16xindex>, vector<16xindex>, vector<16xf32>) -> vector<16xi1>
 // CHECK: func.call @k.num.x16({{.*}}) : (vector<16xf32>, vector<16xf32>, vector<16xindex>, vector<16xindex>, vector<16xindex>, vector<16xindex>, vector<16xf32>) -> vector<16xf32>
 // CHECK: vector.fma {{.*}} : vector<16xf32>
 // CHECK: memref.dealloc
@@ -163,8 +163,11 @@ attn.kernel @k normalizer(@softmax) score(@concat)
 
 // -----
 
-// A row input: one more argument of the score function (after i, j), loaded at
-// row i, and its derivative accumulated into drow_inputs; named in the manifest.
+// Tensor inputs: the entry points take the attn_table array (!llvm.ptr) and make
+// each input a strided memref of its rank; attn.read became attn.table_load,
+// expanded with clamped indices (one load per lane on vectors). The backward
+// calls the derivative and position functions of the learnable read and adds to
+// the flat gradient buffer from dtables. The manifest names the inputs.
 attn.normalizer @softmax {
   numerator {
   ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
@@ -177,15 +180,42 @@ attn.normalizer @softmax {
     attn.yield %e : f32
   }
 }
-attn.score @shifted contract dot row_inputs(p) mod {
-^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %p: f32):
+attn.input @p learnable : tensor<?x?x?xf32>
+attn.input @doc : tensor<?x?xi32>
+attn.score @shifted contract dot mod {
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+  %p = attn.read @p[%b, %h, %i] : f32
   %t = arith.mulf %s, %p : f32
   attn.yield %t : f32
 }
-attn.kernel @k normalizer(@softmax) score(@shifted)
+attn.mask @same_doc {
+^bb0(%b: index, %h: index, %i: index, %j: index):
+  %di = attn.read @doc[%b, %i] : i32
+  %dj = attn.read @doc[%b, %j] : i32
+  %keep = arith.cmpi eq, %di, %dj : i32
+  attn.yield %keep : i1
+}
+attn.kernel @k normalizer(@softmax) score(@shifted) mask(@same_doc)
 
-// CHECK: func.func private @k.score(%{{.*}}: f32, %{{.*}}: index, %{{.*}}: index, %{{.*}}: f32) -> f32
-// CHECK: func.func private @k.score.d.row.p(
+// CHECK: func.func private @k.score(%{{.*}}: f32, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %[[P:.*]]: memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, %{{.*}}: memref<?x?xi32, strided<[?, ?], offset: ?>>) -> f32
+// CHECK: %[[D:.*]] = memref.dim %[[P]], %c0
+// CHECK: arith.minsi
+// CHECK: arith.maxsi
+// CHECK: memref.load %[[P]]
+// CHECK: func.func private @k.score.at.p.0(
+// CHECK: func.func private @k.score.d.p.0(
+// CHECK: func.func private @attn_forward_f32.generic(
+// CHECK-SAME: !llvm.ptr
+// CHECK: llvm.load %{{.*}} : !llvm.ptr -> !llvm.struct<(ptr, array<4 x i64>, array<4 x i64>)>
+// CHECK: builtin.unrealized_conversion_cast %{{.*}} : !llvm.struct<(ptr, ptr, i64, array<3 x i64>, array<3 x i64>)> to memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>
+// CHECK: builtin.unrealized_conversion_cast %{{.*}} : !llvm.struct<(ptr, ptr, i64, array<2 x i64>, array<2 x i64>)> to memref<?x?xi32, strided<[?, ?], offset: ?>>
 // CHECK: func.func private @attn_backward_f32.generic(
-// CHECK: func.call @k.score.d.row.p(
-// CHECK: llvm.mlir.global internal constant @attn_manifest_text("{{.*}}params\0Arow-inputs p\0A{{.*}}")
+// CHECK: builtin.unrealized_conversion_cast %{{.*}} : !llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)> to memref<?xf32, strided<[?], offset: ?>>
+// CHECK: func.call @k.score.d.p.0(
+// CHECK: %[[AT:.*]] = func.call @k.score.at.p.0(
+// CHECK: memref.load %{{.*}}[%[[AT]]] : memref<?xf32, strided<[?], offset: ?>>
+// CHECK: memref.store %{{.*}}, %{{.*}}[%[[AT]]] : memref<?xf32, strided<[?], offset: ?>>
+// CHECK: func.func private @attn_backward_f32.d64(
+// CHECK: func.call @k.score.at.p.0.x16(
+// CHECK: vector.extract %{{.*}}[15] : index from vector<16xindex>
+// CHECK: llvm.mlir.global internal constant @attn_manifest_text("{{.*}}input p float ?x?x? learnable\0Ainput doc i32 ?x?\0A{{.*}}")

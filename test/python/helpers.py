@@ -89,10 +89,11 @@ def reference_grads(name, q, k, v, params, dout, is_causal=False, key_lengths=No
                                    is_causal, key_lengths)
 
 
-def errors(got, want):
-    """{name: (max abs error, max abs error / max abs of reference)}."""
+def errors(got, want, names=None):
+    """{name: (max abs error, max abs error / max abs of reference)} for `names`
+    (default GRAD_NAMES)."""
     out = {}
-    for n in GRAD_NAMES:
+    for n in names or GRAD_NAMES:
         g, w = got[n].to(torch.float64), want[n]
         assert g.shape == w.shape, f"{n}: shape {tuple(g.shape)} != reference {tuple(w.shape)}"
         if w.numel() == 0:
@@ -134,14 +135,15 @@ def eager_f32(name, q, k, v, params, dout, is_causal=False, key_lengths=None):
 
 
 def check_close(got, want, dtype, floor=None, terms=None, eager=None, context="",
-                log_key=None):
+                log_key=None, names=None):
     """float64: max abs error <= max(1e-9 * max(1, floor[n]), 1e-12 * terms[n]);
     float32: max abs error <= max(2e-4 * max(max|ref|, floor[n]), 1e-5 * terms[n],
                                   2 * error of the eager float32 reference `eager`).
-    floor / terms: {tensor name: scale} (or a number for every tensor)."""
-    errs = errors(got, want)
-    eager_errs = errors(eager, want) if eager is not None else None
-    as_dict = lambda x: x if isinstance(x, dict) else {n: (x or 0.0) for n in GRAD_NAMES}
+    floor / terms: {tensor name: scale} (or a number for every tensor); names: the
+    tensors compared (default GRAD_NAMES)."""
+    errs = errors(got, want, names)
+    eager_errs = errors(eager, want, names) if eager is not None else None
+    as_dict = lambda x: x if isinstance(x, dict) else {n: (x or 0.0) for n in names or GRAD_NAMES}
     floor, terms = as_dict(floor), as_dict(terms)
     bad, used = [], {}
     for n, (a, r) in errs.items():

@@ -17,7 +17,7 @@ def parse(name):
 
 def test_scalar_params():
     m = parse("multimax")
-    assert m["attn-abi"] == 3
+    assert m["attn-abi"] == 4
     assert (m["kernel"], m["normalizer"], m["algorithm"], m["denominator"], m["mask"]) == (
         "multimax_attention", "multimax", "online", "sum", "none")
     assert list(m["params"].items()) == [("tb1", 1.0), ("td1", 1.0), ("b1", -1.0), ("d1", 1.0),
@@ -44,10 +44,11 @@ def test_weights():
     assert tuple(parse("luong_general")["params"]["W"].shape) == (32, 32)
 
 
-def test_row_inputs():
+def test_tensor_inputs():
     m = parse("luong_local")
     assert list(m["params"].items()) == [("sigma", 2.0)]
-    assert m["row-inputs"].split() == ["p"]
+    assert m["input"] == [{"name": "p", "element": "float", "shape": (None, None, None),
+                           "learnable": True}]
 
 
 def test_cuda_kernels():

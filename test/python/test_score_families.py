@@ -147,7 +147,7 @@ def test_head_dim_fixed_by_weights(attn_mod, compiled):
         kernel(q, q, q)
 
 
-# --- Luong local-p: a per-query row input p_i [B, H, Nq] ------------------------------
+# --- Luong local-p: a per-query tensor input p_i [B, H, Nq] ---------------------------
 
 def luong_local_case(attn_mod, compiled, shape, mask, dt, row_layout="bhn"):
     B, H, Nq, Nk, d, dv = shape
@@ -165,7 +165,7 @@ def luong_local_case(attn_mod, compiled, shape, mask, dt, row_layout="bhn"):
         lengths = torch.randint(1, Nk + 1, (B,), generator=gen, dtype=torch.int64)
         lengths[0] = max(1, Nk // 2)
     kernel = attn_mod.load(compiled("luong_local"))
-    assert kernel.row_input_names == ["p"]
+    assert kernel.input_names == ["p"]
     params = torch.tensor([1.7], dtype=torch.float64)          # sigma
     rows = centre.expand(B, H, Nq).unsqueeze(2)                 # [B, H, 1, Nq]
     want = fam.attention_and_grads(fam.luong_local_score, None, q, k, v, params,
@@ -173,7 +173,9 @@ def luong_local_case(attn_mod, compiled, shape, mask, dt, row_layout="bhn"):
     cast = lambda t: t.detach().to(dtype).clone().requires_grad_(True)
     qc, kc, vc, pc = cast(q), cast(k), cast(v), cast(params)
     given = cast(centre[:, 0] if row_layout == "bn" else centre)
-    O = kernel(qc, kc, vc, pc, is_causal, lengths, row_inputs=given)
+    # "bn": one centre per query for every head, passed as a stride-0 view [B, H, Nq]
+    p = given[:, None, :].expand(B, H, Nq) if row_layout == "bn" else given
+    O = kernel(qc, kc, vc, pc, is_causal, lengths, inputs={"p": p})
     grads = torch.autograd.grad(O, [qc, kc, vc, pc, given], grad_outputs=dout.to(dtype))
     got = {"O": O.detach(), "dq": grads[0], "dk": grads[1], "dv": grads[2], "dparams": grads[3]}
     check_close(got, want, dtype, context=f"luong_local {shape} {mask} {dt} {row_layout}",
@@ -199,17 +201,23 @@ def test_luong_local_centre_shared_by_heads(attn_mod, compiled):
     luong_local_case(attn_mod, compiled, (2, 3, 9, 12, 8, 8), "none", "f64", row_layout="bn")
 
 
-def test_row_inputs_errors(attn_mod, compiled):
+def test_input_errors(attn_mod, compiled):
     q = torch.randn(1, 2, 5, 8)
     local = attn_mod.load(compiled("luong_local"))
-    with pytest.raises(RuntimeError, match=r"takes 1 row input\(s\) \(p\): pass row_inputs"):
+    with pytest.raises(RuntimeError, match=r"takes the tensor inputs \['p'\]; missing: \['p'\]"):
         local(q, q, q)
-    with pytest.raises(RuntimeError, match=r"row_inputs must have shape \[B, H, R, Nq\] = \[1, 2, 1, 5\]"):
-        local(q, q, q, row_inputs=torch.zeros(1, 2, 1, 4))
-    with pytest.raises(RuntimeError, match="row_inputs has dtype float64, expected float32"):
-        local(q, q, q, row_inputs=torch.zeros(1, 2, 5, dtype=torch.float64))
-    with pytest.raises(RuntimeError, match="row_inputs given but kernel luong_dot_attention declares no row inputs"):
-        attn_mod.load(compiled("luong_dot"))(q, q, q, row_inputs=torch.zeros(1, 2, 1, 5))
+    with pytest.raises(RuntimeError, match=r"unknown: \['centre'\]"):
+        local(q, q, q, inputs={"p": torch.zeros(1, 2, 5), "centre": torch.zeros(1)})
+    with pytest.raises(RuntimeError, match=r"takes 1 tensor input\(s\) \(p \(float \[\?, \?, \?\], learnable\)\), got 0"):
+        local(q, q, q, inputs=[])
+    with pytest.raises(RuntimeError, match=r"input p must be a 3-D tensor, expected p \(float \[\?, \?, \?\], learnable\), got shape \[1, 2, 1, 5\]"):
+        local(q, q, q, inputs={"p": torch.zeros(1, 2, 1, 5)})
+    with pytest.raises(RuntimeError, match=r"input p has dtype float64, expected float32 \(a float input has the dtype of q\)"):
+        local(q, q, q, inputs={"p": torch.zeros(1, 2, 5, dtype=torch.float64)})
+    with pytest.raises(RuntimeError, match=r"input p has an empty dim 2"):
+        local(q, q, q, inputs={"p": torch.zeros(1, 2, 0)})
+    with pytest.raises(RuntimeError, match=r"kernel luong_dot_attention takes 0 tensor input\(s\), got 1"):
+        attn_mod.load(compiled("luong_dot"))(q, q, q, inputs=[torch.zeros(1, 2, 5)])
 
 
 @pytest.mark.parametrize("name", ["cosine", "luong_general", "bahdanau", "nested_tanh"])

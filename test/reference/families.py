@@ -9,7 +9,7 @@ Every family is softmax attention over a score s_ij(q, k, θ, i, j) and a keep m
     alibi         s = q·k/sqrt(d) - slope·|i - j|, causal mask
     relative_bias s = q·k/sqrt(d) + b[clip(j - i, -2, 2)]
     window        s = q·k/sqrt(d), keep |i - j| <= 3
-    luong_local   s = q·k - (j - p_i)²/(2σ²), p [B, H, 1, Nq] a row input
+    luong_local   s = q·k - (j - p_i)²/(2σ²), p [B, H, 1, Nq] a per-query tensor input
     nested_tanh   s = tanh(W q)·tanh(W k), W [m, d]
 
 Gradients come from torch.autograd on these formulas (nothing hand-derived).
@@ -119,7 +119,7 @@ def softmax_attention(s, keep, v):
 def attention(score, keep_fn, q, k, v, params, shapes, is_causal=False, key_lengths=None,
               rows=None):
     """score(q, k, params dict[, rows]) -> s [B,H,Nq,Nk]; keep_fn(Nq, Nk) -> bool [Nq,Nk]
-    or None; rows: the row inputs [B, H, R, Nq] when the score takes them."""
+    or None; rows: per-query tensor inputs [B, H, R, Nq] when the score takes them."""
     B, H, Nq, _ = q.shape
     Nk = k.shape[-2]
     keep = torch.ones(B, 1, Nq, Nk, dtype=torch.bool)
@@ -137,7 +137,7 @@ def attention(score, keep_fn, q, k, v, params, shapes, is_causal=False, key_leng
 
 def attention_and_grads(score, keep_fn, q, k, v, params, shapes, dout, is_causal=False,
                         key_lengths=None, rows=None):
-    """O and the gradients of q, k, v, params (and of the row inputs as "drows")."""
+    """O and the gradients of q, k, v, params (and of the per-query inputs as "drows")."""
     inputs = (q, k, v, params) + (() if rows is None else (rows,))
     leaves = [t.detach().to(torch.float64).clone().requires_grad_(True) for t in inputs]
     O = attention(score, keep_fn, *leaves[:4], shapes, is_causal, key_lengths,

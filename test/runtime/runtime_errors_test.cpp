@@ -149,11 +149,15 @@ TEST(ManifestGolden, Weights) {
             (std::vector<std::vector<int64_t>>{{32, 32}}));
 }
 
-TEST(ManifestGolden, RowInputs) {
+TEST(ManifestGolden, TensorInputs) {
   attn::Manifest m = parse_golden("luong_local");
   EXPECT_EQ(m.param_names, std::vector<std::string>{"sigma"});
   EXPECT_EQ(m.param_inits, std::vector<double>{2});
-  EXPECT_EQ(m.row_input_names, std::vector<std::string>{"p"});
+  ASSERT_EQ(m.inputs.size(), 1u);
+  EXPECT_EQ(m.inputs[0].name, "p");
+  EXPECT_EQ(m.inputs[0].element, "float");
+  EXPECT_EQ(m.inputs[0].shape, (std::vector<int64_t>{-1, -1, -1}));
+  EXPECT_TRUE(m.inputs[0].learnable);
 }
 
 TEST(ManifestGolden, CudaKernels) {
@@ -185,7 +189,7 @@ TEST(LibraryLoad, MissingFile) {
 
 TEST(LibraryLoad, NotASharedObject) {
   std::string path = tmpdir() + "/text.so";
-  std::ofstream(path) << "attn-abi 3\nthis is not an ELF file\n";
+  std::ofstream(path) << "attn-abi 4\nthis is not an ELF file\n";
   EXPECT_ATTN_ERROR(Library::load(path), "text.so", "is not a shared object", "ELF");
   EXPECT_ATTN_ERROR(Library::load(tmpdir()), "is not a shared object", "directory");
 
@@ -202,7 +206,7 @@ TEST(LibraryLoad, NoManifestSymbol) {
 
 TEST(LibraryLoad, WrongAbiVersion) {
   EXPECT_ATTN_ERROR(Library::load(ATTN_FX_WRONG_ABI), "fx_wrong_abi.so",
-                    "ABI version mismatch", "expected attn-abi 3", "found attn-abi 1");
+                    "ABI version mismatch", "expected attn-abi 4", "found attn-abi 1");
 }
 
 TEST(LibraryLoad, MalformedManifestLine) {
@@ -223,30 +227,43 @@ TEST(LibraryLoad, MalformedManifestVariants) {
       {"kernel k\n" + rest + "params\ndtypes f32\ndevices cpu\n", {"no 'attn-abi' line"}},
       {"attn-abi one\nkernel k\n", {"malformed manifest line 1", "attn-abi <integer>"}},
       {"attn-abi 0\nkernel k\n", {"ABI version mismatch", "found attn-abi 0"}},
-      {"attn-abi 3\nattn-abi 1\n", {"malformed manifest line 2", "duplicate 'attn-abi'"}},
-      {"attn-abi 3\nkernel a b\n", {"malformed manifest line 2", "exactly one value, found 2"}},
-      {"attn-abi 3\nkernel a\nkernel b\n", {"line 3", "at most once", "already appeared on line 2"}},
-      {"attn-abi 3\nkernel k\n" + rest + "params a=1 a=2\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 4\nattn-abi 1\n", {"malformed manifest line 2", "duplicate 'attn-abi'"}},
+      {"attn-abi 4\nkernel a b\n", {"malformed manifest line 2", "exactly one value, found 2"}},
+      {"attn-abi 4\nkernel a\nkernel b\n", {"line 3", "at most once", "already appeared on line 2"}},
+      {"attn-abi 4\nkernel k\n" + rest + "params a=1 a=2\ndtypes f32\ndevices cpu\n",
        {"'a' twice"}},
-      {"attn-abi 3\nkernel k\n" + rest + "params a=one\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 4\nkernel k\n" + rest + "params a=one\ndtypes f32\ndevices cpu\n",
        {"a finite number after 'a='", "found 'one'"}},
-      {"attn-abi 3\nkernel k\n" + rest + "params 1a=1\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 4\nkernel k\n" + rest + "params 1a=1\ndtypes f32\ndevices cpu\n",
        {"parameter name", "'1a'"}},
-      {"attn-abi 3\nkernel k\n" + rest + "params\ndtypes f16\ndevices cpu\n",
+      {"attn-abi 4\nkernel k\n" + rest + "params\ndtypes f16\ndevices cpu\n",
        {"dtypes among f32 f64", "found 'f16'"}},
-      {"attn-abi 3\nkernel k\n" + rest + "params\ndtypes\ndevices cpu\n", {"at least one"}},
-      {"attn-abi 3\nkernel k\n" + rest + "params\ndtypes f32\n", {"no 'devices' line"}},
-      {"attn-abi 3\nkernel k\n" + rest + "dtypes f32\ndevices cpu\n", {"no 'params' line"}},
-      {"attn-abi 3\nkernel k\n" + rest + "params W[4x0]=1\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 4\nkernel k\n" + rest + "params\ndtypes\ndevices cpu\n", {"at least one"}},
+      {"attn-abi 4\nkernel k\n" + rest + "params\ndtypes f32\n", {"no 'devices' line"}},
+      {"attn-abi 4\nkernel k\n" + rest + "dtypes f32\ndevices cpu\n", {"no 'params' line"}},
+      {"attn-abi 4\nkernel k\n" + rest + "params W[4x0]=1\ndtypes f32\ndevices cpu\n",
        {"positive extents in weight 'W[4x0]=1'"}},
-      {"attn-abi 3\nkernel k\n" + rest + "params W[4x4=1\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 4\nkernel k\n" + rest + "params W[4x4=1\ndtypes f32\ndevices cpu\n",
        {"a weight 'name[AxB]=init'"}},
-      {"attn-abi 3\nkernel k\n" + rest + "params v[4]=identity\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 4\nkernel k\n" + rest + "params v[4]=identity\ndtypes f32\ndevices cpu\n",
        {"'identity' for a 2-D weight only"}},
-      {"attn-abi 3\nkernel k\n" + rest + "params\nhead-dim -3\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 4\nkernel k\n" + rest + "params\nhead-dim -3\ndtypes f32\ndevices cpu\n",
        {"'head-dim <positive integer>'"}},
-      {"attn-abi 3\nkernel k\n" + rest + "params\nrow-inputs 1p\ndtypes f32\ndevices cpu\n",
-       {"'row-inputs name ...' with identifiers, found '1p'"}},
+      {"attn-abi 4\nkernel k\n" + rest + "params\ninput 1p float ?\ndtypes f32\ndevices cpu\n",
+       {"an input name (identifier) after 'input', found '1p'"}},
+      {"attn-abi 4\nkernel k\n" + rest + "params\ninput p f16 ?\ndtypes f32\ndevices cpu\n",
+       {"an input element among float i8 i32 i64, found 'f16'"}},
+      {"attn-abi 4\nkernel k\n" + rest + "params\ninput p float ?x0\ndtypes f32\ndevices cpu\n",
+       {"extents '?' or positive integers", "found '?x0'"}},
+      {"attn-abi 4\nkernel k\n" + rest + "params\ninput p float ?x?x?x?x?\ndtypes f32\ndevices cpu\n",
+       {"an input of rank 1 to 4"}},
+      {"attn-abi 4\nkernel k\n" + rest + "params\ninput p i64 ? learnable\ndtypes f32\ndevices cpu\n",
+       {"'learnable' on float inputs only"}},
+      {"attn-abi 4\nkernel k\n" + rest + "params\ninput p float ? trainable\ndtypes f32\ndevices cpu\n",
+       {"found 'trainable' where 'learnable' belongs"}},
+      {"attn-abi 4\nkernel k\n" + rest +
+           "params\ninput p float ?\ninput p i32 ?\ndtypes f32\ndevices cpu\n",
+       {"distinct input names, found 'p' twice"}},
   };
   expect_manifests_refused(cases);
 }
@@ -323,7 +340,7 @@ TEST(LibraryLoad, CudaManifestAndImages) {
 }
 
 TEST(LibraryLoad, MalformedCudaManifest) {
-  const std::string head = "attn-abi 3\nkernel k\nnormalizer n\nalgorithm online\n"
+  const std::string head = "attn-abi 4\nkernel k\nnormalizer n\nalgorithm online\n"
                            "denominator sum\nmask none\nparams\ndtypes f32\n";
   const std::string fwd = "cuda-kernel forward f32 64 fwd tile 64 threads 128 smem 0\n";
   const ManifestCase cases[] = {
@@ -717,14 +734,14 @@ TEST_P(Dispatch, BackwardWithBroadcastGradAndPartialRequiresGrad) {
 
   // attention_backward directly, same numbers.
   auto [o2, rm2, rs2] = attn::attention_forward(lib, q, k, v, params, {causal, {}, {}});
-  auto [dq, dk, dv2, dp, drows] = attn::attention_backward(lib, q, k, v, params, o2, rm2, rs2,
-                                                    torch::ones_like(out), {causal, {}, {}});
+  auto [dq, dk, dv2, dp, dinputs] = attn::attention_backward(lib, q, k, v, params, o2, rm2, rs2,
+                                                      torch::ones_like(out), {causal, {}, {}});
   EXPECT_TRUE(torch::allclose(dq, g.dq));
   EXPECT_TRUE(torch::allclose(dk, g.dk));
   EXPECT_TRUE(torch::allclose(dv2, g.dv));
   EXPECT_TRUE(torch::allclose(dp, g.dparams));
-  // No row inputs: an empty [B, H, 0, Nq] gradient.
-  EXPECT_EQ(drows.sizes(), c10::IntArrayRef({q.size(0), q.size(1), 0, q.size(2)}));
+  // No tensor inputs: no input gradients.
+  EXPECT_TRUE(dinputs.empty());
 }
 
 TEST_P(Dispatch, DoubleBackwardRefused) {

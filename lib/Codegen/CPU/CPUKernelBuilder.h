@@ -6,6 +6,7 @@
 //   GenericLoops.cpp   scf loops for any head dim and stride, any contraction
 //   TiledLoops.cpp     register-blocked vector tiles for head dims 32/64/128
 //   RowTransforms.cpp  cosine/bilinear/additive/projected rows before the kernel
+//   TensorInputs.cpp   tensor inputs: their descriptors, reads and gradients
 //   LinearAttention.*  the kernelised linear-time form
 // and take the attention math from lib/Codegen/AttentionMath.h.
 //
@@ -71,6 +72,16 @@ private:
   /// The linear-time form (LinearAttention.h) as `name`.
   void buildKernelised(StringRef name, bool forward);
 
+  // --- tensor inputs (TensorInputs.cpp) --------------------------------------------
+  /// The kernel's tensor inputs as memrefs from the attn_table descriptors at
+  /// `pointer` (tableValues).
+  void loadTables(Value pointer);
+  /// The flat gradient buffers of the learnable inputs (tableGradValues).
+  void loadTableGrads(Value pointer);
+  /// Adds `value` to the gradient of input `input` at `position`: scalars, or
+  /// one element per lane of vectors.
+  void scatterTableGrad(unsigned input, Value position, Value value);
+
   // --- row transforms (RowTransforms.cpp) ------------------------------------------
   /// Whether q (query side) or k rows are transformed before the kernel proper.
   bool transformsRows(bool querySide);
@@ -105,10 +116,6 @@ private:
   PairIndices indicesAt(Value i, Value j) { return {batchIndex, headIndex, i, j}; }
   /// The pair (i, j) of the generic loops, whose keep is a branch.
   PairValues pairAt(Value raw, Value i, Value j);
-  /// The row inputs' values at query row i.
-  SmallVector<Value, 2> rowInputsAt(Value i);
-  /// Zeroes the [R, Nq] row-input gradients.
-  void zeroRowInputGrads(Value queries);
   /// memref[row, c] += factor · source[sourceRow, c] for c < n.
   void axpyRow(Value memref, Value row, Value factor, Value source, Value sourceRow, Value n);
 
@@ -172,7 +179,6 @@ private:
                     function_ref<SmallVector<Value>()> elseBody) {
     return buildBranch(b, cond, types, thenBody, elseBody);
   }
-  unsigned numRowInputs() { return score ? score.getNumRowInputs() : 0; }
 
   KernelOp kernel;
   NormalizerOp normalizer;
@@ -195,7 +201,9 @@ private:
   Value scale, headDim, paramsBuffer;
   Value batchIndex, headIndex; // the call's (batch, head) slice
   KeyBounds keys;
-  Value rowInputs, dRowInputs; // [R, Nq]; dRowInputs in backward only
+  /// The tensor inputs as memrefs (tableType) and, in backward, the flat
+  /// gradient buffer of each learnable one (null for the others).
+  SmallVector<Value> tableValues, tableGradValues;
   /// The attention math on scalars and, in tiled entries, on vector<lanes x T>.
   std::optional<AttentionMath> scalarMath, laneMath;
 };

@@ -3,6 +3,7 @@
 #define ATTN_LIB_CODEGEN_CPU_CPULOWERING_H
 
 #include "dialect/AttnOps.h"
+#include "mlir/IR/BuiltinOps.h"
 
 namespace mlir::attn {
 
@@ -11,6 +12,10 @@ namespace mlir::attn {
 /// those schedules, from its instantiated scalar functions (attn-instantiate-functions). An
 /// artifact holds one kernel.
 LogicalResult lowerKernelToLoops(KernelOp kernel);
+
+/// Expands the attn.table_load and attn.table_position ops of `module`'s
+/// functions (clamped indices, one memref.load per lane on vectors).
+void lowerTableAccesses(ModuleOp module);
 
 } // namespace mlir::attn
 

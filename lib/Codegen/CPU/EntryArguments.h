@@ -15,9 +15,10 @@
 
 namespace mlir::attn::cpu {
 
-/// A forward entry's arguments; batch, head, qBegin and qEnd as index.
+/// A forward entry's arguments; batch, head, qBegin and qEnd as index; tables
+/// the !llvm.ptr to the attn_table descriptors.
 struct ForwardArgs {
-  Value q, k, v, o, rowMax, rowSum, params, rowInputs, batch, head, qBegin, qEnd, kvLen, causal;
+  Value q, k, v, o, rowMax, rowSum, params, tables, batch, head, qBegin, qEnd, kvLen, causal;
 };
 
 inline ForwardArgs forwardArguments(ImplicitLocOpBuilder &b, ValueRange args) {
@@ -31,7 +32,7 @@ inline ForwardArgs forwardArguments(ImplicitLocOpBuilder &b, ValueRange args) {
           args[ATTN_FORWARD_ROW_MAX],
           args[ATTN_FORWARD_ROW_SUM],
           args[ATTN_FORWARD_PARAMS],
-          args[ATTN_FORWARD_ROW_INPUTS],
+          args[ATTN_FORWARD_TABLES],
           toIndex(args[ATTN_FORWARD_BATCH]),
           toIndex(args[ATTN_FORWARD_HEAD]),
           toIndex(args[ATTN_FORWARD_Q_BEGIN]),
@@ -40,10 +41,11 @@ inline ForwardArgs forwardArguments(ImplicitLocOpBuilder &b, ValueRange args) {
           args[ATTN_FORWARD_CAUSAL]};
 }
 
-/// A backward entry's arguments; batch and head as index.
+/// A backward entry's arguments; batch and head as index; tables and dTables
+/// the !llvm.ptr to attn_table descriptors.
 struct BackwardArgs {
-  Value q, k, v, o, dOut, rowMax, rowSum, params, rowInputs, dq, dk, dv, dParams, dRowInputs,
-      batch, head, kvLen, causal;
+  Value q, k, v, o, dOut, rowMax, rowSum, params, tables, dq, dk, dv, dParams, dTables, batch,
+      head, kvLen, causal;
 };
 
 inline BackwardArgs backwardArguments(ImplicitLocOpBuilder &b, ValueRange args) {
@@ -54,9 +56,9 @@ inline BackwardArgs backwardArguments(ImplicitLocOpBuilder &b, ValueRange args) 
           args[ATTN_BACKWARD_V],           args[ATTN_BACKWARD_O],
           args[ATTN_BACKWARD_DOUT],        args[ATTN_BACKWARD_ROW_MAX],
           args[ATTN_BACKWARD_ROW_SUM],     args[ATTN_BACKWARD_PARAMS],
-          args[ATTN_BACKWARD_ROW_INPUTS],  args[ATTN_BACKWARD_DQ],
+          args[ATTN_BACKWARD_TABLES],      args[ATTN_BACKWARD_DQ],
           args[ATTN_BACKWARD_DK],          args[ATTN_BACKWARD_DV],
-          args[ATTN_BACKWARD_DPARAMS],     args[ATTN_BACKWARD_DROW_INPUTS],
+          args[ATTN_BACKWARD_DPARAMS],     args[ATTN_BACKWARD_DTABLES],
           toIndex(args[ATTN_BACKWARD_BATCH]), toIndex(args[ATTN_BACKWARD_HEAD]),
           args[ATTN_BACKWARD_KV_LEN],      args[ATTN_BACKWARD_CAUSAL]};
 }

@@ -18,6 +18,7 @@
 
 #include "attn/abi.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/BuiltinOps.h"
 
@@ -64,6 +65,7 @@ SmallVector<Type> CPUKernelBuilder::forwardInputs(MemRefType matrix) {
   SmallVector<Type> inputs(ATTN_FORWARD_NUM_ARGS, matrix);
   for (int vector : {ATTN_FORWARD_ROW_MAX, ATTN_FORWARD_ROW_SUM, ATTN_FORWARD_PARAMS})
     inputs[vector] = vectorType;
+  inputs[ATTN_FORWARD_TABLES] = LLVM::LLVMPointerType::get(b.getContext());
   for (int scalar : {ATTN_FORWARD_BATCH, ATTN_FORWARD_HEAD, ATTN_FORWARD_Q_BEGIN,
                      ATTN_FORWARD_Q_END, ATTN_FORWARD_KV_LEN, ATTN_FORWARD_CAUSAL})
     inputs[scalar] = b.getI64Type();
@@ -75,6 +77,8 @@ SmallVector<Type> CPUKernelBuilder::backwardInputs(MemRefType matrix) {
   for (int vector :
        {ATTN_BACKWARD_ROW_MAX, ATTN_BACKWARD_ROW_SUM, ATTN_BACKWARD_PARAMS, ATTN_BACKWARD_DPARAMS})
     inputs[vector] = vectorType;
+  for (int pointer : {ATTN_BACKWARD_TABLES, ATTN_BACKWARD_DTABLES})
+    inputs[pointer] = LLVM::LLVMPointerType::get(b.getContext());
   for (int scalar :
        {ATTN_BACKWARD_BATCH, ATTN_BACKWARD_HEAD, ATTN_BACKWARD_KV_LEN, ATTN_BACKWARD_CAUSAL})
     inputs[scalar] = b.getI64Type();
@@ -97,7 +101,7 @@ ForwardArgs CPUKernelBuilder::beginForward(StringRef name, MemRefType matrix, bo
   Block *entry = privateFunction(name, forwardInputs(matrix));
   b.setInsertionPointToStart(entry);
   ForwardArgs args = forwardArguments(b, entry->getArguments());
-  rowInputs = args.rowInputs;
+  loadTables(args.tables);
   prologue(args.q, args.k, args.params, args.batch, args.head, args.kvLen, args.causal,
            lanewiseMath);
   return args;
@@ -107,11 +111,10 @@ BackwardArgs CPUKernelBuilder::beginBackward(StringRef name, MemRefType matrix, 
   Block *entry = privateFunction(name, backwardInputs(matrix));
   b.setInsertionPointToStart(entry);
   BackwardArgs args = backwardArguments(b, entry->getArguments());
-  rowInputs = args.rowInputs;
-  dRowInputs = args.dRowInputs;
+  loadTables(args.tables);
+  loadTableGrads(args.dTables);
   prologue(args.q, args.k, args.params, args.batch, args.head, args.kvLen, args.causal,
            lanewiseMath);
-  zeroRowInputGrads(dim(args.q, 0));
   return args;
 }
 
@@ -134,12 +137,12 @@ void CPUKernelBuilder::prologue(Value q, Value k, Value params, Value batch, Val
   keys.kvEnd = arith::MinSIOp::create(b, kv, dim(k, 0));
   keys.isCausal = arith::CmpIOp::create(b, arith::CmpIPredicate::ne, causal,
                                         arith::ConstantIntOp::create(b, 0, 64));
-  scalarMath.emplace(b, MathSetup{normalizer, online, &fns}, paramValues);
+  scalarMath.emplace(b, MathSetup{normalizer, online, &fns}, paramValues, tableValues);
   laneMath.reset();
   if (lanewiseMath) {
     SmallVector<Value> paramLanes =
         llvm::map_to_vector(paramValues, [&](Value p) { return splat(p); });
-    laneMath.emplace(b, MathSetup{normalizer, online, &lanewise}, paramLanes);
+    laneMath.emplace(b, MathSetup{normalizer, online, &lanewise}, paramLanes, tableValues);
   }
 }
 
@@ -157,7 +160,7 @@ void CPUKernelBuilder::buildKernelised(StringRef name, bool forward) {
       b,
       MathSetup{normalizer, online, &fns, CallStyle::Call,
                 arith::FastMathFlags::reassoc | arith::FastMathFlags::contract},
-      paramValues);
+      paramValues, tableValues);
   // A kernelised kernel's mask region, if any, is causal (KernelisedAnalysis).
   Value causal = fns.mask ? arith::ConstantIntOp::create(b, 1, 1).getResult() : keys.isCausal;
   LinearForm form{type, linearMath, scale, keys.kvEnd, causal};
@@ -311,5 +314,6 @@ LogicalResult mlir::attn::lowerKernelToLoops(KernelOp kernel) {
     builder.buildForwardEntry();
     builder.buildBackwardEntry();
   }
+  lowerTableAccesses(module);
   return success();
 }

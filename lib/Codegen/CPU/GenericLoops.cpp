@@ -27,23 +27,8 @@ void CPUKernelBuilder::axpyRow(Value memref, Value row, Value factor, Value sour
   });
 }
 
-SmallVector<Value, 2> CPUKernelBuilder::rowInputsAt(Value i) {
-  SmallVector<Value, 2> values;
-  for (unsigned r = 0; r < numRowInputs(); ++r)
-    values.push_back(load(rowInputs, {index(r), i}));
-  return values;
-}
-
-void CPUKernelBuilder::zeroRowInputGrads(Value queries) {
-  for (unsigned r = 0; r < numRowInputs(); ++r)
-    loop(index(0), queries, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
-      store(constant(0.0), dRowInputs, {index(r), i});
-      return {};
-    });
-}
-
 PairValues CPUKernelBuilder::pairAt(Value raw, Value i, Value j) {
-  return PairValues{raw, indicesAt(i, j), rowInputsAt(i), Value()};
+  return PairValues{raw, indicesAt(i, j), Value()};
 }
 
 Value CPUKernelBuilder::contract(Value q, Value k, Value i, Value j) {
@@ -170,8 +155,10 @@ void CPUKernelBuilder::buildBackward(StringRef name) {
       Value dRaw = grad.rawGrad();
       for (unsigned p = 0; p < paramValues.size(); ++p)
         accumulate(dParams, {index(p)}, grad.paramGrad(p));
-      for (unsigned r = 0; r < numRowInputs(); ++r)
-        accumulate(dRowInputs, {index(r), i}, grad.rowInputGrad(r));
+      for (unsigned site = 0; site < fns.tableGrads.size(); ++site) {
+        AttentionMath::PairGradient::TableGrad table = grad.tableGrad(site);
+        scatterTableGrad(fns.tableGrads[site].input, table.position, table.value);
+      }
 
       // raw = scale · Σ_c φ(q_ic)·φ(k_jc), or additive Σ_c v_c·tanh(q_ic + k_jc)
       Value dDot = mul(dRaw, scale);

@@ -175,7 +175,7 @@ void LinearCodegen::setUp(Value q, Value v) {
   denominatorCoefficient = math.denominator(one, zero, anyPair());
   queryScale = form.scale;
   if (math.functions().score) // mod = c·s
-    queryScale = mul(queryScale, math.score(PairValues{one, anyPair(), {}, Value()}));
+    queryScale = mul(queryScale, math.score(PairValues{one, anyPair(), Value()}));
   Value chunk = index(kLinearChunk);
   state = zeroed({features, valueDim});
   stateSum = zeroed({features});

@@ -51,10 +51,7 @@ PairIndices CPUKernelBuilder::indexLanes(Value i, Value jLanes) {
 }
 
 PairValues CPUKernelBuilder::pairLanes(Value raw, Value i, const KeyLanes &keyLanes, Value keep) {
-  PairValues pair{raw, indexLanes(i, keyLanes.jLanes), {}, keep};
-  for (Value value : rowInputsAt(i))
-    pair.rowInputs.push_back(splat(value));
-  return pair;
+  return PairValues{raw, indexLanes(i, keyLanes.jLanes), keep};
 }
 
 void CPUKernelBuilder::freePacked(const PackedKeys &packed, Value k) {
@@ -396,9 +393,9 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                                           ValueRange{index(r), index(h * lanes)});
                   for (unsigned p = 0; p < numParams; ++p)
                     addParamGrad(p, grad.paramGrad(p));
-                  for (unsigned x = 0; x < numRowInputs(); ++x) {
-                    SmallVector<Value> at{index(x), rowIndex[r]};
-                    accumulate(dRowInputs, at, sumLanes(grad.rowInputGrad(x)));
+                  for (unsigned site = 0; site < fns.tableGrads.size(); ++site) {
+                    AttentionMath::PairGradient::TableGrad table = grad.tableGrad(site);
+                    scatterTableGrad(fns.tableGrads[site].input, table.position, table.value);
                   }
                 }
               }

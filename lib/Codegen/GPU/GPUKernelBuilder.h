@@ -184,9 +184,9 @@ private:
   }
   /// The indices of pair (i, j) of this block's (batch, head).
   PairIndices indicesAt(Value i, Value j) { return {batch, head, i, j}; }
-  /// The pair (i, j) of contracted score `raw` (no row inputs on the GPU).
+  /// The pair (i, j) of contracted score `raw`.
   PairValues pairAt(Value raw, Value i, Value j, Value keep = {}) {
-    return PairValues{raw, indicesAt(i, j), {}, keep};
+    return PairValues{raw, indicesAt(i, j), keep};
   }
   /// The rows [first, first + tile rows) of the (batch, head) slice of `source`
   /// ([rows, D]) into the shared `tile` through `transform` (in f32, then in the

@@ -188,9 +188,14 @@ void GPUKernelBuilder::stageRows(Value tile, Value source, Value rows, Value fir
       index(blockThreads));
 }
 
-/// Fails unless the kernel's score is one the GPU lowering implements: a dot or
-/// scaled_dot contraction without learnable weights or row inputs.
+/// Fails unless the kernel is one the GPU lowering implements: no tensor inputs,
+/// and a dot or scaled_dot contraction without learnable weights.
 static LogicalResult checkContractSupported(KernelOp kernel, StringRef lowering) {
+  SmallVector<InputOp> inputs = kernelInputs(kernel);
+  if (!inputs.empty())
+    return kernel.emitOpError() << "reads tensor input @" << inputs.front().getSymName()
+                                << " (attn.input), which the " << lowering
+                                << " lowering does not support yet; compile it for the CPU";
   ScoreOp score = kernel.getScoreOp();
   if (!score)
     return success();
@@ -203,9 +208,6 @@ static LogicalResult checkContractSupported(KernelOp kernel, StringRef lowering)
     return kernel.emitOpError() << "has a score with learnable weights (score "
                                 << kernel.getScoreAttr() << "), which the " << lowering
                                 << " lowering does not support yet";
-  if (score.getNumRowInputs() != 0)
-    return kernel.emitOpError() << "has a score with row inputs (score " << kernel.getScoreAttr()
-                                << "), which the " << lowering << " lowering does not support yet";
   return success();
 }
 

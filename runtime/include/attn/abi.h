@@ -17,7 +17,10 @@
  *                                    the line is "params" when none)
  *       head-dim 64                 (optional: q's head dim must be this, fixed by
  *                                    the weights' shapes)
- *       row-inputs p ...            (optional: names of the R per-query inputs)
+ *       input slopes float ?        (one line per tensor input, in argument order:
+ *       input bias float ?x32 learnable  name, element (float: the dtype of q; or
+ *       input doc i64 ?x?            i8 | i32 | i64), extents ('?': any, else that
+ *                                    extent), and 'learnable' when it gets a gradient)
  *       dtypes f32 f64
  *       devices cpu
  *     This comment is the format's one description. It has one writer, the
@@ -36,7 +39,7 @@
  *       attn_memref1d *row_max,  [Nq]       written: stabiliser m_i (0 for plain)
  *       attn_memref1d *row_sum,  [Nq]       written: C_i·e^(-m_i) (C_i for plain)
  *       attn_memref1d *params,   [P]
- *       attn_memref2d *row_inputs, [R, Nq]  the per-query inputs (R = 0: sizes [0, Nq])
+ *       const attn_table *tables, one per input line, in that order (NULL when none)
  *       int64_t batch, int64_t head, the slice's batch index b and head index h,
  *                                which the regions see
  *       int64_t q_begin, int64_t q_end,
@@ -44,20 +47,33 @@
  *       int64_t causal);         nonzero: keys j > i are masked
  *
  *   void _mlir_ciface_attn_backward_T(
- *       q, k, v, o, dout [Nq, dv], row_max, row_sum, params, row_inputs, (inputs)
+ *       q, k, v, o, dout [Nq, dv], row_max, row_sum, params, tables, (inputs)
  *       attn_memref2d *dq,       [Nq, d]    overwritten
  *       attn_memref2d *dk,       [Nk, d]    overwritten
  *       attn_memref2d *dv,       [Nk, dv]   overwritten
  *       attn_memref1d *dparams,  [P]        overwritten with this slice's share
- *       attn_memref2d *drow_inputs, [R, Nq] overwritten
+ *       const attn_table *dtables, one per input: for a learnable input a contiguous
+ *                                buffer of its shape and float type, to which the
+ *                                slice's gradient is ADDED (the caller zeroes it and
+ *                                may pass one buffer to several calls); the entries of
+ *                                other inputs are not read
  *       int64_t batch, int64_t head, int64_t kv_len, int64_t causal);
  *
  * One call handles one (batch, head) slice; the runtime parallelises across calls.
  * Memrefs are MLIR's strided descriptors: sizes and strides in elements, so any
  * strided view of a tensor can be passed without a copy. A row whose keys are all
  * masked gets O_i = 0, row_sum 0 and contributes no gradient.
+ *
+ * Tensor inputs (attn.input) come as attn_table descriptors: the address of
+ * element (0, ..., 0) and, for the input's rank r, r extents (each >= 1) and r
+ * strides in elements (0 broadcasts a dimension). A region reads element
+ * (i_0, ..., i_{r-1}) with every index clamped to [0, extent): reads are always
+ * in bounds. A learnable input's gradient element (i_0, ...) is at row-major
+ * position Σ_d i_d·Π_{e>d} extent_e of its dtables buffer.
+ *
  * ABI history: 2 added row_inputs / drow_inputs and weights in params; 3 added
- * batch and head (every region sees b, h, i, j).
+ * batch and head (every region sees b, h, i, j); 4 replaced row_inputs /
+ * drow_inputs by tables / dtables (tensor inputs of any rank and element type).
  *
  * ---- CUDA -------------------------------------------------------------------
  * With `attn-compile --cuda-targets=sm_80,sm_90` the artifact also holds CUDA
@@ -109,7 +125,9 @@
 
 #include <stdint.h>
 
-#define ATTN_ABI_VERSION 3
+#define ATTN_ABI_VERSION 4
+/* The highest rank of a tensor input (attn.input). */
+#define ATTN_MAX_TABLE_RANK 4
 #define ATTN_MANIFEST_SYMBOL "attn_manifest"
 #define ATTN_CUDA_CUBIN_PREFIX "attn_cuda_cubin_" /* + target, e.g. sm_90; + "_size" */
 #define ATTN_CUDA_PTX_SYMBOL "attn_cuda_ptx"      /* + "_size" */
@@ -134,20 +152,29 @@ typedef struct {
   int64_t strides[1];
 } attn_memref1d;
 
+/* One tensor input (see "Tensor inputs" above); entries past the input's rank are
+ * not read. */
+typedef struct {
+  void *data;
+  int64_t sizes[ATTN_MAX_TABLE_RANK];
+  int64_t strides[ATTN_MAX_TABLE_RANK];
+} attn_table;
+
 /* Argument positions of the CPU entry points, in the order of attn_forward_fn and
  * attn_backward_fn below: the compiler builds the entry points from these, so a
  * new argument is added here once. */
 enum attn_forward_arg {
   ATTN_FORWARD_Q, ATTN_FORWARD_K, ATTN_FORWARD_V, ATTN_FORWARD_O,
-  ATTN_FORWARD_ROW_MAX, ATTN_FORWARD_ROW_SUM, ATTN_FORWARD_PARAMS, ATTN_FORWARD_ROW_INPUTS,
+  ATTN_FORWARD_ROW_MAX, ATTN_FORWARD_ROW_SUM, ATTN_FORWARD_PARAMS, ATTN_FORWARD_TABLES,
   ATTN_FORWARD_BATCH, ATTN_FORWARD_HEAD, ATTN_FORWARD_Q_BEGIN, ATTN_FORWARD_Q_END, ATTN_FORWARD_KV_LEN, ATTN_FORWARD_CAUSAL,
   ATTN_FORWARD_NUM_ARGS
 };
 enum attn_backward_arg {
   ATTN_BACKWARD_Q, ATTN_BACKWARD_K, ATTN_BACKWARD_V, ATTN_BACKWARD_O, ATTN_BACKWARD_DOUT,
-  ATTN_BACKWARD_ROW_MAX, ATTN_BACKWARD_ROW_SUM, ATTN_BACKWARD_PARAMS, ATTN_BACKWARD_ROW_INPUTS,
+  ATTN_BACKWARD_ROW_MAX, ATTN_BACKWARD_ROW_SUM, ATTN_BACKWARD_PARAMS, ATTN_BACKWARD_TABLES,
   ATTN_BACKWARD_DQ, ATTN_BACKWARD_DK, ATTN_BACKWARD_DV, ATTN_BACKWARD_DPARAMS,
-  ATTN_BACKWARD_DROW_INPUTS, ATTN_BACKWARD_BATCH, ATTN_BACKWARD_HEAD, ATTN_BACKWARD_KV_LEN, ATTN_BACKWARD_CAUSAL,
+  ATTN_BACKWARD_DTABLES, ATTN_BACKWARD_BATCH, ATTN_BACKWARD_HEAD, ATTN_BACKWARD_KV_LEN,
+  ATTN_BACKWARD_CAUSAL,
   ATTN_BACKWARD_NUM_ARGS
 };
 
@@ -183,16 +210,16 @@ typedef const char *(*attn_manifest_fn)(void);
 typedef void (*attn_forward_fn)(attn_memref2d *q, attn_memref2d *k, attn_memref2d *v,
                                 attn_memref2d *o, attn_memref1d *row_max,
                                 attn_memref1d *row_sum, attn_memref1d *params,
-                                attn_memref2d *row_inputs, int64_t batch, int64_t head,
+                                const attn_table *tables, int64_t batch, int64_t head,
                                 int64_t q_begin, int64_t q_end, int64_t kv_len,
                                 int64_t causal);
 
 typedef void (*attn_backward_fn)(attn_memref2d *q, attn_memref2d *k, attn_memref2d *v,
                                  attn_memref2d *o, attn_memref2d *dout,
                                  attn_memref1d *row_max, attn_memref1d *row_sum,
-                                 attn_memref1d *params, attn_memref2d *row_inputs,
+                                 attn_memref1d *params, const attn_table *tables,
                                  attn_memref2d *dq, attn_memref2d *dk, attn_memref2d *dv,
-                                 attn_memref1d *dparams, attn_memref2d *drow_inputs,
+                                 attn_memref1d *dparams, const attn_table *dtables,
                                  int64_t batch, int64_t head, int64_t kv_len, int64_t causal);
 
 #ifdef __cplusplus

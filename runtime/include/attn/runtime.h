@@ -11,11 +11,11 @@
 // The same library registers TORCH_LIBRARY(attn) ops for Python:
 //   torch.ops.attn.attention(str artifact, Tensor q, Tensor k, Tensor v, Tensor params,
 //                            bool is_causal=False, Tensor? key_lengths=None,
-//                            Tensor? row_inputs=None) -> Tensor
+//                            Tensor[]? inputs=None) -> Tensor
 //   torch.ops.attn.attention_forward(...same...) -> (Tensor, Tensor, Tensor)
 //   torch.ops.attn.attention_weights(str artifact, Tensor q, Tensor k, Tensor params,
 //                                    bool is_causal=False, Tensor? key_lengths=None,
-//                                    Tensor? row_inputs=None) -> Tensor
+//                                    Tensor[]? inputs=None) -> Tensor
 //   torch.ops.attn.manifest(str artifact) -> str
 //
 // CUDA tensors (artifacts compiled with `attn-compile --cuda-targets=sm_80,...`): the
@@ -58,6 +58,15 @@ struct CudaKernel {
   int64_t smem_bytes = 0; // dynamic shared memory per block
 };
 
+/// One `input <name> <element> <extents> [learnable]` manifest line: a tensor input
+/// (attn.input) the kernel's regions read.
+struct TensorInput {
+  std::string name;
+  std::string element;         // float (the dtype of q) | i8 | i32 | i64
+  std::vector<int64_t> shape;  // one extent per dimension, -1 for '?' (any)
+  bool learnable = false;      // gets a gradient (float inputs only)
+};
+
 /// The parsed text manifest of an artifact (see attn/abi.h for the format).
 struct Manifest {
   int abi_version = 0;
@@ -67,7 +76,7 @@ struct Manifest {
   std::vector<std::vector<int64_t>> param_shapes; // {} for a scalar, e.g. {64, 64} for W[64x64]
   std::vector<bool> param_identity;          // initialised as the (rectangular) unit matrix
   int64_t head_dim = 0;                      // q's head dim must equal this when nonzero
-  std::vector<std::string> row_input_names;  // the kernel's per-query inputs (R of them)
+  std::vector<TensorInput> inputs;           // the kernel's tensor inputs, in argument order
   std::vector<std::string> dtypes, devices; // e.g. {"f32", "f64"}, {"cpu"}
   std::vector<std::string> cuda_targets;     // e.g. {"sm_80", "sm_90"}; empty: no GPU code
   std::vector<CudaKernel> cuda_kernels;      // in manifest order
@@ -147,10 +156,12 @@ private:
 struct Options {
   bool is_causal = false; // nonzero: keys j > i are masked (query row i, key column j)
   c10::optional<torch::Tensor> key_lengths; // int64 [B]: keys j >= key_lengths[b] are masked
-  /// [B, H, R, Nq], the dtype of q: the kernel's R per-query inputs (manifest line
-  /// row-inputs; e.g. the window centre of Luong's local attention). Required iff
-  /// R > 0; differentiable (attention() returns their gradient through autograd).
-  c10::optional<torch::Tensor> row_inputs;
+  /// The kernel's tensor inputs (manifest `input` lines), in that order: dense CPU
+  /// tensors of the declared rank and extents (every extent >= 1; any strides, 0
+  /// included), of q's dtype for float inputs, int8/int32/int64 for i8/i32/i64. A
+  /// learnable input gets a gradient through autograd; reads are clamped to the
+  /// extents (abi.h).
+  std::vector<torch::Tensor> inputs;
 };
 
 /// Autograd-aware attention. q [B,H,Nq,d], k [B,H,Nk,d], v [B,H,Nk,dv], params [P]
@@ -168,9 +179,12 @@ attention_forward(const std::shared_ptr<const Library> &lib, const torch::Tensor
                   const torch::Tensor &params, const Options &opts = {});
 
 /// Backward only, no autograd: given the forward's inputs, its outputs (O, row_max,
-/// row_sum) and dO [B,H,Nq,dv], returns (dq, dk, dv, dparams [P], drow_inputs
-/// [B,H,R,Nq]).
-std::tuple<torch::Tensor, torch::Tensor, torch::Tensor, torch::Tensor, torch::Tensor>
+/// row_sum) and dO [B,H,Nq,dv], returns (dq, dk, dv, dparams [P], dinputs): one
+/// gradient per tensor input, undefined for those that are not learnable. The
+/// inputs' gradients are summed in a fixed order: the same bits run to run (for
+/// one thread count).
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor, torch::Tensor,
+           std::vector<torch::Tensor>>
 attention_backward(const std::shared_ptr<const Library> &lib, const torch::Tensor &q,
                    const torch::Tensor &k, const torch::Tensor &v,
                    const torch::Tensor &params, const torch::Tensor &out,

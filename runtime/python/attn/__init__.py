@@ -78,8 +78,10 @@ def parse_manifest(text):
     for a scalar, a float64 tensor of the weight's shape for a weight 'W[64x64]=identity'),
     lists for 'dtypes', 'devices' and 'cuda-targets', a list of dicts (role, dtype, head_dim,
     symbol, tile_rows, threads, smem_bytes) for the 'cuda-kernel' lines; other (informational)
-    keys map to their value string. The runtime validated the text when it loaded the artifact."""
-    m = {"params": OrderedDict(), "cuda-targets": [], "cuda-kernel": []}
+    keys map to their value string; 'input' is a list of dicts (name, element, shape with None
+    for '?', learnable), one per tensor input in argument order. The runtime validated the
+    text when it loaded the artifact."""
+    m = {"params": OrderedDict(), "cuda-targets": [], "cuda-kernel": [], "input": []}
     for line in text.splitlines():
         tokens = line.split()
         if not tokens or tokens[0].startswith("#"):
@@ -91,6 +93,11 @@ def parse_manifest(text):
             m[key] = OrderedDict(_param_init(*t.split("=", 1)) for t in values)
         elif key in ("dtypes", "devices", "cuda-targets"):
             m[key] = values
+        elif key == "input":
+            m[key].append({"name": values[0], "element": values[1],
+                           "shape": tuple(None if e == "?" else int(e)
+                                          for e in values[2].split("x")),
+                           "learnable": values[3:] == ["learnable"]})
         elif key == "cuda-kernel":
             fields = dict(zip(_CUDA_KERNEL_FIELDS, values))
             m[key].append({"role": fields["role"], "dtype": fields["dtype"],
@@ -123,9 +130,10 @@ class Kernel:
         self.manifest_text = torch.ops.attn.manifest(self.path)
         self.manifest = parse_manifest(self.manifest_text)
         self.param_names = list(self.manifest["params"].keys())
+        # the kernel's tensor inputs (attn.input), in argument order, passed as inputs=
+        self.inputs = self.manifest["input"]
+        self.input_names = [i["name"] for i in self.inputs]
         # name -> shape: () for a scalar param, e.g. (64, 64) for a weight W[64x64]
-        # the kernel's per-query inputs (attn.score row_inputs(...)), passed as row_inputs=
-        self.row_input_names = self.manifest.get("row-inputs", "").split()
         self.param_shapes = OrderedDict(
             (n, tuple(v.shape) if isinstance(v, torch.Tensor) else ())
             for n, v in self.manifest["params"].items())
@@ -165,39 +173,42 @@ class Kernel:
     def _params(self, params, q):
         return self.initial_params(q.dtype, q.device) if params is None else params
 
-    def _row_inputs(self, row_inputs, q):
-        """row_inputs as [B, H, R, Nq]; a kernel with one row input also takes [B, H, Nq]
-        or [B, Nq] (shared by the heads; its gradient is summed over them)."""
-        if row_inputs is None or len(self.row_input_names) != 1 or row_inputs.dim() == 4:
-            return row_inputs
-        B, H, Nq = q.shape[0], q.shape[1], q.shape[2]
-        if row_inputs.dim() == 3:
-            return row_inputs.unsqueeze(2)
-        if row_inputs.dim() == 2:
-            return row_inputs[:, None, None, :].expand(B, H, 1, Nq)
-        return row_inputs
+    def _inputs(self, inputs):
+        """The tensor inputs as the ordered list the ops take, from a dict name -> tensor
+        (every input by name) or a sequence in argument order (see input_names)."""
+        if inputs is None:
+            inputs = {}
+        if not isinstance(inputs, dict):
+            return list(inputs)
+        unknown = [n for n in inputs if n not in self.input_names]
+        missing = [n for n in self.input_names if n not in inputs]
+        if unknown or missing:
+            raise RuntimeError(
+                f"attn: kernel {self.name} takes the tensor inputs {self.input_names}"
+                + (f"; unknown: {unknown}" if unknown else "")
+                + (f"; missing: {missing}" if missing else ""))
+        return [inputs[n] for n in self.input_names]
 
-    def __call__(self, q, k, v, params=None, is_causal=False, key_lengths=None, row_inputs=None):
+    def __call__(self, q, k, v, params=None, is_causal=False, key_lengths=None, inputs=None):
         """O [B,H,Nq,dv]. params=None uses the initial values (no gradient for them).
-        row_inputs: the kernel's per-query inputs (see row_input_names), differentiable."""
+        inputs: the kernel's tensor inputs (see input_names), a dict name -> tensor or a
+        list in that order; learnable ones get gradients."""
         return torch.ops.attn.attention(self.path, q, k, v, self._params(params, q),
-                                        is_causal, key_lengths, self._row_inputs(row_inputs, q))
+                                        is_causal, key_lengths, self._inputs(inputs))
 
     def attention_weights(self, q, k, params=None, is_causal=False, key_lengths=None,
-                          row_inputs=None):
+                          inputs=None):
         """[B,H,Nq,Nk] weights w_ij = g(s_ij) / C_i, for inspection only (no autograd;
         refused above 2**26 elements). Computed by this kernel's own forward, so they are
-        exactly the weights it applies (masks, params and row inputs included)."""
+        exactly the weights it applies (masks, params and tensor inputs included)."""
         return torch.ops.attn.attention_weights(self.path, q, k, self._params(params, q),
-                                                is_causal, key_lengths,
-                                                self._row_inputs(row_inputs, q))
+                                                is_causal, key_lengths, self._inputs(inputs))
 
     def forward_with_stats(self, q, k, v, params=None, is_causal=False, key_lengths=None,
-                           row_inputs=None):
+                           inputs=None):
         """Forward only, no autograd: (O, row_max, row_sum)."""
         return torch.ops.attn.attention_forward(self.path, q, k, v, self._params(params, q),
-                                                is_causal, key_lengths,
-                                                self._row_inputs(row_inputs, q))
+                                                is_causal, key_lengths, self._inputs(inputs))
 
     def __repr__(self):
         return (f"attn.Kernel({self.name!r}, params={self.param_names}, "

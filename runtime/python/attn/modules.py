@@ -33,7 +33,8 @@ class MultiheadAttention(nn.Module):
     params (normalizer and score scalars, and score weights such as a bilinear W [d, d]
     with their shapes) are
     registered as parameters `normalizer.<name>`, so optimisers and state_dict see them.
-    A kernel with row inputs (attn.score row_inputs) is not supported by this module.
+    A kernel with tensor inputs (attn.input) takes them as `inputs=` of forward (a dict
+    name -> tensor, see Kernel.input_names).
     Masks: `is_causal`, trailing `key_padding_mask`, or an attn.mask compiled into the
     kernel; `attn_mask` tensors are not supported. Unlike torch, `need_weights` defaults
     to False: the weights are an extra N×N computation (see Kernel.attention_weights),
@@ -68,7 +69,7 @@ class MultiheadAttention(nn.Module):
         return torch.cat([self.normalizer[name].reshape(-1) for name in self.kernel.param_names])
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=False,
-                attn_mask=None, average_attn_weights=True, is_causal=False):
+                attn_mask=None, average_attn_weights=True, is_causal=False, inputs=None):
         if attn_mask is not None:
             raise ValueError("attn_mask is not supported: use is_causal, a trailing "
                              "key_padding_mask, or an attn.mask in the kernel")
@@ -86,14 +87,14 @@ class MultiheadAttention(nn.Module):
         lengths = (None if key_padding_mask is None
                    else torch.ops.attn.key_lengths_from_padding(key_padding_mask, keys))
         params = self.normalizer_params()
-        o = self.kernel(q, k, v, params, is_causal, lengths)
+        o = self.kernel(q, k, v, params, is_causal, lengths, inputs)
         out = self.out_proj(o.transpose(1, 2).reshape(batch, queries, self.embed_dim))
         if not self.batch_first:
             out = out.transpose(0, 1)
         if not need_weights:
             return out, None
         with torch.no_grad():
-            weights = self.kernel.attention_weights(q, k, params, is_causal, lengths)
+            weights = self.kernel.attention_weights(q, k, params, is_causal, lengths, inputs)
         return out, weights.mean(1) if average_attn_weights else weights
 
     def extra_repr(self):
