@@ -58,7 +58,7 @@
  *
  * ---- CUDA -------------------------------------------------------------------
  * With `attn-compile --cuda-targets=sm_80,sm_90` the artifact also holds CUDA
- * kernels (lib/LowerToGPU.cpp), and the manifest says so:
+ * kernels (lib/Codegen/GPU/), and the manifest says so:
  *
  *   devices cpu cuda
  *   cuda-targets sm_80 sm_90     one cubin per target, all kernels in one module
