@@ -19,7 +19,7 @@ row (Kernel.attention_weights):
   * sparsity: fraction of the 23 irrelevant weights below 1e-3 (and 1e-2), and the
     cumulative distribution of all weights (the paper's Fig. 8).
 
-    /usr/bin/python3 examples/repro/multimax_sparsity.py [--steps 600] [--seeds 2]
+    .venv/bin/python examples/repro/multimax_sparsity.py [--steps 600] [--seeds 2]
 
 Writes examples/repro/multimax_sparsity.png and .json.
 """

@@ -18,7 +18,9 @@ EXAMPLES = REPO / "examples" / "normalizers"
 ATTN_COMPILE = BUILD / "bin" / "attn-compile"
 RUNTIME_LIB = BUILD / "runtime" / "libattn_runtime.so"
 
-for p in (REPO / "test" / "reference", REPO / "runtime" / "python", REPO / "test" / "python"):
+# The attn package itself is installed in the project's environment (scripts/setup.sh);
+# these are the tests' own helpers.
+for p in (REPO / "test" / "reference", REPO / "test" / "python"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
@@ -38,10 +40,10 @@ def _load_runtime():
     os.environ.setdefault("ATTN_BUILD_DIR", str(BUILD))
     os.environ.setdefault("ATTN_RUNTIME_LIB", str(RUNTIME_LIB))   # for the wrapper
     try:
-        import attn  # noqa: F401  (runtime/python)
+        import attn  # noqa: F401  (installed editable by scripts/setup.sh)
     except Exception as e:  # pragma: no cover - reported as a failure
-        pytest.fail(f"cannot import the attn Python wrapper from "
-                    f"{REPO / 'runtime' / 'python'}: {e!r}", pytrace=False)
+        pytest.fail(f"cannot import attn (run the tests with the environment scripts/setup.sh "
+                    f"made, e.g. .venv/bin/python -m pytest): {e!r}", pytrace=False)
     if not _has_op("attention"):
         torch.ops.load_library(str(RUNTIME_LIB))
     return attn

@@ -9,8 +9,7 @@
 A thin layer over the ops that ``libattn_runtime.so`` registers (``torch.ops.attn.*``).
 CUDA tensors run the artifact's GPU kernels (compile with ``attn.compile(ir,
 cuda_targets="auto")`` or ``attn-compile --cuda-targets=sm_80,...``).
-The runtime library is found via $ATTN_RUNTIME_LIB, else $ATTN_BUILD_DIR/runtime/, else
-``<repo>/build/runtime/libattn_runtime.so`` relative to this file.
+Where the runtime library and attn-compile are found: see attn.paths.
 """
 
 import math
@@ -20,24 +19,13 @@ from collections import OrderedDict
 
 import torch
 
+from .paths import runtime_library_path
+
 __all__ = ["load", "compile", "Kernel", "Attention", "MultiheadAttention", "runtime_library_path",
            "parse_manifest", "training"]
 
 _lock = threading.Lock()
 _loaded_from = None
-
-
-def runtime_library_path():
-    """Where libattn_runtime.so is looked for: $ATTN_RUNTIME_LIB, else
-    $ATTN_BUILD_DIR/runtime/, else <repo>/build/runtime/ (relative to this file)."""
-    env = os.environ.get("ATTN_RUNTIME_LIB")
-    if env:
-        return os.path.abspath(env)
-    build = os.environ.get("ATTN_BUILD_DIR")
-    if build:
-        return os.path.join(os.path.abspath(build), "runtime", "libattn_runtime.so")
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    return os.path.join(repo, "build", "runtime", "libattn_runtime.so")
 
 
 def _ops_registered():
@@ -60,10 +48,6 @@ def _ensure_runtime():
             _loaded_from = "<already registered>"
             return
         path = runtime_library_path()
-        if not os.path.exists(path):
-            raise RuntimeError(
-                f"attn: runtime library not found at {path}; build it "
-                "(cd build && cmake .. && ninja) or set ATTN_RUNTIME_LIB to libattn_runtime.so")
         torch.ops.load_library(path)
         _loaded_from = path
 

@@ -10,31 +10,12 @@ $ATTN_CACHE_DIR, else ~/.cache/attn.
 
 import hashlib
 import os
-import shutil
 import subprocess
 import tempfile
 
+from .paths import compiler_path
+
 __all__ = ["compile", "compiler_path", "cache_dir", "cuda_targets_of"]
-
-
-def compiler_path():
-    """$ATTN_COMPILE, else $ATTN_BUILD_DIR/bin/attn-compile, else <repo>/build/bin/attn-compile,
-    else attn-compile on PATH."""
-    env = os.environ.get("ATTN_COMPILE")
-    if env:
-        return os.path.abspath(env)
-    build = os.environ.get("ATTN_BUILD_DIR")
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    candidates = [os.path.join(os.path.abspath(build), "bin", "attn-compile")] if build else []
-    candidates.append(os.path.join(repo, "build", "bin", "attn-compile"))
-    for candidate in candidates:
-        if os.path.exists(candidate):
-            return candidate
-    found = shutil.which("attn-compile")
-    if found:
-        return found
-    raise RuntimeError("attn: attn-compile not found (looked at $ATTN_COMPILE, "
-                       f"{', '.join(candidates)} and PATH); build it or set ATTN_COMPILE")
 
 
 def cache_dir():
