@@ -16,7 +16,18 @@ REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("ATTN_BUILD_DIR", str(REPO / "build"))).resolve()
 EXAMPLES = REPO / "examples" / "normalizers"
 ATTN_COMPILE = BUILD / "bin" / "attn-compile"
-RUNTIME_LIB = BUILD / "runtime" / "libattn_runtime.so"
+RUNTIME_LIB = Path(os.environ.get("ATTN_RUNTIME_LIB") or BUILD / "runtime" / "libattn_runtime.so").resolve()
+# Artifacts compiled beforehand on another machine (scripts/gpu-artifacts.sh), for a GPU
+# machine that has no compiler: <dir>/<name>.so (with GPU code), <dir>/<name>-cpu.so.
+PREBUILT = Path(os.environ["ATTN_PREBUILT_ARTIFACTS"]) if os.environ.get("ATTN_PREBUILT_ARTIFACTS") else None
+
+
+def prebuilt_artifact(name):
+    """The prebuilt artifact `name` (fails the test when $ATTN_PREBUILT_ARTIFACTS lacks it)."""
+    path = PREBUILT / f"{name}.so"
+    if not path.exists():
+        pytest.fail(f"{path} not found: scripts/gpu-artifacts.sh builds it", pytrace=False)
+    return str(path)
 
 # The attn package itself is installed in the project's environment (scripts/setup.sh);
 # these are the tests' own helpers.
@@ -70,6 +81,8 @@ class _Artifacts:
         self.cache = {}
 
     def __call__(self, name: str) -> str:
+        if PREBUILT is not None:
+            return prebuilt_artifact(f"{name}-cpu")
         if name in self.cache:
             ok, val = self.cache[name]
             if not ok:

@@ -3,7 +3,8 @@
 Runs only where torch.cuda.is_available(); everywhere else every test here is skipped
 with the reason "SKIP: no CUDA device" (and "SKIP: ptxas not found" without the CUDA
 toolkit's ptxas, which attn-compile needs for cubins). The artifacts are compiled for the
-compute capability of cuda:0.
+compute capability of cuda:0, or taken from $ATTN_PREBUILT_ARTIFACTS on a GPU machine
+without the compiler (scripts/gpu-check.sh).
 
 Every example normalizer, float32 / float16 / bfloat16, with and without causal mask and
 key_lengths: O, dq, dk, dv and dparams (the normalizer's learnable params). The inputs are
@@ -23,7 +24,7 @@ import pytest
 import torch
 
 import reference as ref
-from conftest import ATTN_COMPILE, EXAMPLES, NORMALIZER_NAMES
+from conftest import ATTN_COMPILE, EXAMPLES, NORMALIZER_NAMES, PREBUILT, prebuilt_artifact
 from helpers import GRAD_NAMES, case_params, errors, log_errors, make_inputs, reference_grads, seed_of
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="SKIP: no CUDA device")
@@ -51,9 +52,11 @@ class _CudaArtifacts:
         self.cache = {}
 
     def __call__(self, name, cpu_only=False):
+        if PREBUILT is not None:
+            return prebuilt_artifact(f"{name}{'-cpu' if cpu_only else ''}")
         key = (name, cpu_only)
         if key not in self.cache:
-            out = self.outdir / (f"{name}{'_cpu' if cpu_only else ''}.so")
+            out = self.outdir / (f"{name}{'-cpu' if cpu_only else ''}.so")
             cmd = [str(ATTN_COMPILE), str(EXAMPLES / f"{name}.mlir"), "-o", str(out)]
             if not cpu_only:
                 cmd.append(f"--cuda-targets={self.target}")
@@ -67,7 +70,7 @@ class _CudaArtifacts:
 
 @pytest.fixture(scope="module")
 def cuda_artifacts(tmp_path_factory, attn_mod):
-    if _ptxas() is None:
+    if PREBUILT is None and _ptxas() is None:
         pytest.skip("SKIP: ptxas not found (attn-compile --cuda-targets needs the CUDA toolkit)")
     return _CudaArtifacts(tmp_path_factory.mktemp("cuda_artifacts"))
 
