@@ -6,7 +6,8 @@
     out = k(q, k_, v, params, is_causal=True)   # q [B,H,Nq,d], k [B,H,Nk,d], v [B,H,Nk,dv]
     out.sum().backward()                   # gradients for q, k, v and params
 
-A thin layer over the ops that ``libattn_runtime.so`` registers (``torch.ops.attn.*``).
+A thin layer over the ops that ``libattn_runtime.so`` registers (``torch.ops.attn.*``, with
+fake implementations in attn.ops for torch.compile and torch.export).
 CUDA tensors run the artifact's GPU kernels (compile with ``attn.compile(ir,
 cuda_targets="auto")`` or ``attn-compile --cuda-targets=sm_80,...``).
 Where the runtime library and attn-compile are found: see attn.paths.
@@ -37,7 +38,8 @@ def _ops_registered():
 
 
 def _ensure_runtime():
-    """Load libattn_runtime.so once (registers torch.ops.attn.*)."""
+    """Load libattn_runtime.so once (registers torch.ops.attn.*) and the ops' fake
+    implementations (attn.ops)."""
     global _loaded_from
     if _loaded_from is not None:
         return
@@ -45,10 +47,11 @@ def _ensure_runtime():
         if _loaded_from is not None:
             return
         if _ops_registered():  # loaded by someone else (e.g. torch.ops.load_library)
-            _loaded_from = "<already registered>"
-            return
-        path = runtime_library_path()
-        torch.ops.load_library(path)
+            path = "<already registered>"
+        else:
+            path = runtime_library_path()
+            torch.ops.load_library(path)
+        from . import ops  # noqa: F401  (registers the fakes)
         _loaded_from = path
 
 
