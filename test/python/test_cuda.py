@@ -183,8 +183,8 @@ def test_multihead_attention_on_the_gpu(cuda_artifacts, attn_mod):
     """attn.MultiheadAttention moved to CUDA gives the CPU module's results."""
     torch.manual_seed(0)
     path = cuda_artifacts("multimax")
-    cpu = attn_mod.MultiheadAttention(128, 2, path, batch_first=True)
-    gpu = attn_mod.MultiheadAttention(128, 2, path, batch_first=True)
+    cpu = attn_mod.MultiheadAttention(128, 2, batch_first=True, normalizer=path)
+    gpu = attn_mod.MultiheadAttention(128, 2, batch_first=True, normalizer=path)
     gpu.load_state_dict(cpu.state_dict())
     gpu.cuda()
     x = torch.randn(2, 33, 128)
