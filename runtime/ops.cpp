@@ -3,7 +3,7 @@
 // Every tensor op has CPU and CUDA kernels (the same functions: they validate and
 // dispatch to the artifact's CPU or GPU code) and an Autograd kernel; their fake
 // implementations, for FakeTensor / torch.compile / torch.export, are the Python
-// module attn.ops (named here with set_python_module, so torch imports it on demand).
+// module attn.ops (named here with set_python_module; `import attn.ops` registers them).
 //
 // attn::attention is the one autograd implementation: its Autograd kernel is a
 // torch::autograd::Function that calls attn::attention_forward and, in backward,

@@ -102,3 +102,38 @@ def test_fakes_follow_symbolic_sizes(kernels):
     assert [g.shape for g in grads[:4]] == [q.shape, k.shape, v.shape, params.shape]
     assert grads[4].shape == (*q.shape[:2], 0, q.shape[2])
     assert weights.shape == (*q.shape[:-1], k.shape[2])
+
+
+def test_inference_mode_runs_the_backend_kernel(kernels):
+    """Under inference_mode the Autograd kernel is skipped: attention's own CPU kernel runs."""
+    artifact, q, k, v, params, causal, key_lengths, _ = _inputs(
+        kernels["multimax"], torch.float64, True, [7, 2], False)
+    want = torch.ops.attn.attention(artifact, q, k, v, params, causal, key_lengths)
+    with torch.inference_mode():
+        got = torch.ops.attn.attention(artifact, q, k, v, params, causal, key_lengths)
+    assert torch.equal(got, want.detach())
+
+
+def test_fakes_load_with_the_library_alone(kernels, tmp_path):
+    """A process that loads libattn_runtime.so itself gets the fakes from `import attn.ops`
+    (the module the C++ library names with set_python_module)."""
+    import subprocess
+    import sys
+
+    from conftest import RUNTIME_LIB
+
+    script = f"""
+import torch
+torch.ops.load_library({str(RUNTIME_LIB)!r})
+import attn.ops
+from torch._subclasses.fake_tensor import FakeTensorMode
+mode = FakeTensorMode()
+q = mode.from_tensor(torch.randn(2, 3, 5, 8))
+with mode:
+    out = torch.ops.attn.attention({kernels["softmax"].path!r}, q, q, q, q.new_empty(0))
+print(tuple(out.shape))
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "(2, 3, 5, 8)"

@@ -38,9 +38,8 @@ def _ops_registered():
         return False
 
 
-def _ensure_runtime():
-    """Load libattn_runtime.so once (registers torch.ops.attn.*) and the ops' fake
-    implementations (attn.ops)."""
+def _load_library():
+    """Load libattn_runtime.so once (it registers torch.ops.attn.*), unless it is loaded."""
     global _loaded_from
     if _loaded_from is not None:
         return
@@ -48,12 +47,17 @@ def _ensure_runtime():
         if _loaded_from is not None:
             return
         if _ops_registered():  # loaded by someone else (e.g. torch.ops.load_library)
-            path = "<already registered>"
-        else:
-            path = runtime_library_path()
-            torch.ops.load_library(path)
-        from . import ops  # noqa: F401  (registers the fakes)
+            _loaded_from = "<already registered>"
+            return
+        path = runtime_library_path()
+        torch.ops.load_library(path)
         _loaded_from = path
+
+
+def _ensure_runtime():
+    """torch.ops.attn.* and their fake implementations (attn.ops)."""
+    _load_library()
+    from . import ops  # noqa: F401  (registers the fakes on first import)
 
 
 _CUDA_KERNEL_FIELDS = ("role", "dtype", "head_dim", "symbol", "tile", "tile_rows", "threads_kw",

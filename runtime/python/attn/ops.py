@@ -2,10 +2,11 @@
 torch.export and torch.library.opcheck.
 
 The ops are defined in C++ (runtime/ops.cpp), whose TORCH_LIBRARY block names this module
-(`m.set_python_module("attn.ops")`): torch imports it when it needs a fake of an attn op,
-and `attn` imports it when it loads the runtime. Each fake returns what the CPU/CUDA kernels
-return, symbolic sizes included: fresh contiguous tensors of these shapes and dtypes
-(runtime/attention.cpp):
+(`m.set_python_module("attn.ops")`, which torch's errors quote when a fake is missing).
+attn.load / attn.compile import it; so does `import attn.ops`, which also loads the runtime
+library if nobody has (do that before compiling code that calls torch.ops.attn.* directly).
+Each fake returns what the CPU/CUDA kernels return, symbolic sizes included: fresh
+contiguous tensors of these shapes and dtypes (runtime/attention.cpp):
 
     attention          O [B, H, Nq, dv]                          q's dtype
     attention_forward  O, row_max [B, H, Nq], row_sum [B, H, Nq]  stats: q's dtype on the
@@ -20,7 +21,11 @@ Inputs the kernels refuse get their errors from the kernels themselves, at run t
 
 import torch
 
+from . import _load_library
+
 __all__ = []
+
+_load_library()
 
 
 def _new(like, shape, dtype=None):
