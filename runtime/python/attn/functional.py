@@ -58,7 +58,7 @@ def attention(query, key, value, kernel, attn_mask=None, dropout_p=0.0, is_causa
                                        "grouped-query attention, issue 14")
         raise RuntimeError(f"attn.attention: {heads}: the head counts must agree "
                            "(enable_gqa=True asks for grouped-query attention)")
-    is_causal, _ = kernel_masks(key.shape[-2], attn_mask=attn_mask, is_causal=is_causal)
+    is_causal, _ = kernel_masks(key.shape[-2], query.dtype, attn_mask, is_causal=is_causal)
     if scale is not None:
         factor = kernel.query_factor(scale, query.shape[-1])
         if factor != 1.0:

@@ -16,6 +16,7 @@ is_causal=True is torch's hint that attn_mask *is* the causal mask, and is taken
 """
 
 import torch
+from torch.nn import functional as F
 
 __all__ = ["kernel_masks", "needs_kernel_support"]
 
@@ -29,27 +30,34 @@ def needs_kernel_support(argument, capability):
                                "the compiled attn kernels do not have yet")
 
 
-def kernel_masks(keys, attn_mask=None, key_padding_mask=None, is_causal=False,
-                 is_causal_is_hint=False):
-    """(is_causal, key_lengths) for the kernels from torch-style masks.
+def kernel_masks(keys, dtype, attn_mask=None, key_padding_mask=None, is_causal=False,
+                 mha=False):
+    """(is_causal, key_lengths) for the kernels from torch-style masks, for queries of
+    `dtype` and `keys` keys.
 
-    keys: Nk. attn_mask: None or a mask in either of torch's conventions (it cannot run
-    yet whatever its values). key_padding_mask: None, bool [B, Nk] (True = padded) or
-    additive float [B, Nk] (0 kept, -inf padded): trailing padding runs as key_lengths;
-    the check reads the mask, so it happens inside the op key_lengths_from_padding (no
-    graph break under torch.compile) and another pattern raises there, at run time.
-    is_causal_is_hint: is_causal=True asserts that attn_mask is the causal mask
-    (nn.MultiheadAttention's convention); otherwise the two together are an error, as
-    in F.scaled_dot_product_attention."""
-    if attn_mask is not None and is_causal:
-        if not is_causal_is_hint:
-            raise RuntimeError("attn: pass either attn_mask or is_causal=True, not both "
-                               "(as F.scaled_dot_product_attention)")
-        attn_mask = None
+    mha: nn.MultiheadAttention's conventions: masks go through torch's F._canonical_mask
+    (bool or float only; bool True = masked becomes -inf; its dtype warnings), and
+    is_causal=True is the hint that attn_mask is the causal mask. Otherwise
+    F.scaled_dot_product_attention's: attn_mask with is_causal=True is an error.
+    attn_mask cannot run yet, whatever its values. key_padding_mask [B, Nk] (True or -inf
+    = padded): trailing padding runs as key_lengths; the check reads the mask, so it
+    happens inside the op key_lengths_from_padding (no graph break under torch.compile),
+    and another pattern raises there, at run time."""
+    if mha:
+        key_padding_mask = F._canonical_mask(
+            mask=key_padding_mask, mask_name="key_padding_mask",
+            other_type=F._none_or_dtype(attn_mask), other_name="attn_mask", target_type=dtype)
+        attn_mask = F._canonical_mask(mask=attn_mask, mask_name="attn_mask", other_type=None,
+                                      other_name="", target_type=dtype, check_other=False)
+        if is_causal:
+            attn_mask = None
+    elif attn_mask is not None and is_causal:
+        raise RuntimeError("attn: pass either attn_mask or is_causal=True, not both "
+                           "(as F.scaled_dot_product_attention)")
     if attn_mask is not None:
         raise needs_kernel_support(
-            f"attn_mask (an arbitrary {attn_mask.dtype} mask of shape {tuple(attn_mask.shape)}"
-            "; is_causal=True runs the causal mask)", SCORE_BIAS)
+            f"attn_mask (an arbitrary mask of shape {tuple(attn_mask.shape)}; is_causal=True "
+            "runs the causal mask)", SCORE_BIAS)
     key_lengths = (None if key_padding_mask is None else
                    torch.ops.attn.key_lengths_from_padding(key_padding_mask, keys))
     return is_causal, key_lengths

@@ -87,12 +87,6 @@ class MultiheadAttention(nn.Module):
                 attn_mask=None, average_attn_weights=True, is_causal=False):
         is_batched = F._mha_shape_check(query, key, value, key_padding_mask, attn_mask,
                                         self.num_heads)
-        key_padding_mask = F._canonical_mask(
-            mask=key_padding_mask, mask_name="key_padding_mask",
-            other_type=F._none_or_dtype(attn_mask), other_name="attn_mask",
-            target_type=query.dtype)
-        attn_mask = F._canonical_mask(mask=attn_mask, mask_name="attn_mask", other_type=None,
-                                      other_name="", target_type=query.dtype, check_other=False)
         if not is_batched:
             query, key, value = (t.unsqueeze(0) for t in (query, key, value))
             if key_padding_mask is not None:
@@ -101,8 +95,8 @@ class MultiheadAttention(nn.Module):
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))
         batch, queries, _ = query.shape
         keys = key.size(1)
-        is_causal, lengths = kernel_masks(keys, attn_mask, key_padding_mask, is_causal,
-                                          is_causal_is_hint=True)
+        is_causal, lengths = kernel_masks(keys, query.dtype, attn_mask, key_padding_mask,
+                                          is_causal, mha=True)
 
         def heads(x, length):
             return x.view(batch, length, self.num_heads, self.head_dim).transpose(1, 2)
