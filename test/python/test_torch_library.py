@@ -137,3 +137,21 @@ print(tuple(out.shape))
                             timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "(2, 3, 5, 8)"
+
+
+def test_fakes_of_cuda_tensors(kernels):
+    """On the GPU the kernels return float32 row statistics, dparams of params' dtype and
+    an empty drow_inputs; the fakes say so (checked here without a GPU: fake CUDA tensors)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        q = torch.empty(2, 3, 5, 64, device="cuda", dtype=torch.bfloat16)
+        params = torch.empty(8, device="cuda", dtype=torch.float32)
+        out, row_max, row_sum = torch.ops.attn.attention_forward(kernels["multimax"].path, q, q,
+                                                                 q, params)
+        grads = torch.ops.attn.attention_backward(kernels["multimax"].path, q, q, q, params,
+                                                  out, row_max, row_sum, out)
+    assert (out.dtype, out.device.type) == (torch.bfloat16, "cuda")
+    assert row_max.dtype == row_sum.dtype == torch.float32
+    assert [g.dtype for g in grads] == [torch.bfloat16] * 3 + [torch.float32, torch.bfloat16]
+    assert grads[4].shape == (2, 3, 0, 5)
