@@ -201,3 +201,25 @@ def test_export_inference_model_with_dynamic_length(attn_mod, tmp_path):
         want = model(x, padding)
         for got in (program.module()(x, padding), loaded(x, padding)):
             assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+def test_compiled_functional_attention(attn_mod, fresh_dynamo):
+    """attn.attention (SDPA's arguments, a 5-D input, scale=, key_lengths, learnable params)
+    under torch.compile(fullgraph=True), forward and backward, equals eager."""
+    kernel = attn_mod.compile(MULTIMAX)
+    g = torch.Generator().manual_seed(5)
+    leaf = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64).requires_grad_()
+    q, k, v = leaf(2, 2, 3, 7, 8), leaf(2, 2, 3, 9, 8), leaf(2, 2, 3, 9, 8)
+    params = kernel.initial_params(torch.float64).requires_grad_()
+    lengths = torch.tensor([[9, 4], [1, 7]])
+
+    def f(q, k, v, params):
+        return attn_mod.attention(q, k, v, kernel, is_causal=True, scale=0.2, params=params,
+                                  key_lengths=lengths)
+
+    compiled = torch.compile(f, fullgraph=True)
+    got, want = compiled(q, k, v, params), f(q, k, v, params)
+    assert torch.allclose(got, want, rtol=1e-12, atol=1e-12)
+    for a, b in zip(torch.autograd.grad(got.sum(), (q, k, v, params)),
+                    torch.autograd.grad(want.sum(), (q, k, v, params))):
+        assert torch.allclose(a, b, rtol=1e-12, atol=1e-12)
