@@ -1358,6 +1358,15 @@ std::string mlir::attn::buildManifest(KernelOp kernel, ArrayRef<FloatType> eleme
       os << " " << cast<StringAttr>(name).getValue();
     os << "\n";
   }
+  // The contraction: kind, its constant c (or 1/sqrt(d)) and "feature" with a feature
+  // map; where the score is c·q·k, a runtime can rescale q for another scale.
+  ScoreOp score = kernel.getScoreOp();
+  os << "contract " << (score ? stringifyContractKind(score.getContract()) : "scaled_dot") << " ";
+  if (std::optional<double> fixed = fixedScoreScale(kernel))
+    os << llvm::format("%.17g", *fixed);
+  else
+    os << "1/sqrt(d)";
+  os << (score && score.hasFeatureMap() ? " feature\n" : "\n");
   os << "dtypes";
   for (FloatType type : elementTypes)
     os << " " << typeSuffix(type);

@@ -51,7 +51,7 @@ class MarkedSum(nn.Module):
     def __init__(self, normalizer, d=32):
         super().__init__()
         self.embed = nn.Embedding(2 * DIGITS + 1, d)
-        self.attention = attn.MultiheadAttention(d, 1, normalizer, batch_first=True)
+        self.attention = attn.MultiheadAttention(d, 1, batch_first=True, normalizer=normalizer)
         self.readout = nn.Sequential(nn.Linear(d, 128), nn.Tanh(), nn.Linear(128, DIGITS))
 
     def forward(self, tokens, need_weights=False):

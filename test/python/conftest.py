@@ -55,17 +55,8 @@ def _load_runtime():
     except Exception as e:  # pragma: no cover - reported as a failure
         pytest.fail(f"cannot import attn (run the tests with the environment scripts/setup.sh "
                     f"made, e.g. .venv/bin/python -m pytest): {e!r}", pytrace=False)
-    if not _has_op("attention"):
-        torch.ops.load_library(str(RUNTIME_LIB))
+    attn._ensure_runtime()   # torch.ops.attn.* and their fakes (attn.ops)
     return attn
-
-
-def _has_op(name):
-    try:
-        getattr(torch.ops.attn, name)
-        return True
-    except (AttributeError, RuntimeError):
-        return False
 
 
 @pytest.fixture(scope="session")

@@ -186,8 +186,8 @@ def test_multihead_attention_on_the_gpu(cuda_artifacts, attn_mod):
     """attn.MultiheadAttention moved to CUDA gives the CPU module's results."""
     torch.manual_seed(0)
     path = cuda_artifacts("multimax")
-    cpu = attn_mod.MultiheadAttention(128, 2, path, batch_first=True)
-    gpu = attn_mod.MultiheadAttention(128, 2, path, batch_first=True)
+    cpu = attn_mod.MultiheadAttention(128, 2, batch_first=True, normalizer=path)
+    gpu = attn_mod.MultiheadAttention(128, 2, batch_first=True, normalizer=path)
     gpu.load_state_dict(cpu.state_dict())
     gpu.cuda()
     x = torch.randn(2, 33, 128)
@@ -227,3 +227,25 @@ def test_errors(cuda_artifacts, attn_mod):
             torch.tensor([9], device="cuda"))
     if torch.cuda.device_count() > 1:
         _raises(r"same device", path, q, q.to("cuda:1"), q, empty.half())
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "f32"])
+def test_opcheck_on_the_gpu(cuda_artifacts, attn_mod, dtype):
+    """torch.library.opcheck of the tensor ops on CUDA tensors (float32 row statistics,
+    float32 params with bf16 inputs)."""
+    path = cuda_artifacts("multimax")
+    d = _head_dim(attn_mod, path, dtype)
+    g = torch.Generator(device="cuda").manual_seed(0)
+    leaf = lambda *s: torch.randn(*s, device="cuda", dtype=dtype, generator=g).requires_grad_()
+    q, k, v = leaf(2, 2, 17, d), leaf(2, 2, 23, d), leaf(2, 2, 23, d)
+    params = attn_mod.load(path).initial_params(torch.float32, "cuda").requires_grad_()
+    lengths = torch.tensor([23, 9], device="cuda")
+    args = (path, q, k, v, params, True, lengths, None)
+    torch.library.opcheck(torch.ops.attn.attention.default, args)
+    torch.library.opcheck(torch.ops.attn.attention_forward.default, args)
+    with torch.no_grad():
+        out, row_max, row_sum = torch.ops.attn.attention_forward(*args)
+    assert row_max.dtype == row_sum.dtype == torch.float32
+    torch.library.opcheck(torch.ops.attn.attention_backward.default,
+                          (path, q, k, v, params, out, row_max, row_sum,
+                           torch.randn_like(out).requires_grad_(), True, lengths, None))

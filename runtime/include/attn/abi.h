@@ -18,6 +18,11 @@
  *       head-dim 64                 (optional: q's head dim must be this, fixed by
  *                                    the weights' shapes)
  *       row-inputs p ...            (optional: names of the R per-query inputs)
+ *       contract scaled_dot 0.125   (optional, informational: the score's contraction
+ *                                    kind, its constant c -- or 1/sqrt(d) -- and
+ *                                    "feature" with a feature map; the Python package
+ *                                    rescales q for SDPA's scale= where the contracted
+ *                                    score is c·q·k: dot/scaled_dot, no feature map)
  *       dtypes f32 f64
  *       devices cpu
  *

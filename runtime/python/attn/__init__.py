@@ -5,8 +5,10 @@
     params = k.initial_params().requires_grad_()
     out = k(q, k_, v, params, is_causal=True)   # q [B,H,Nq,d], k [B,H,Nk,d], v [B,H,Nk,dv]
     out.sum().backward()                   # gradients for q, k, v and params
+    out = attn.attention(q, k_, v, k, is_causal=True)   # like F.scaled_dot_product_attention
 
-A thin layer over the ops that ``libattn_runtime.so`` registers (``torch.ops.attn.*``).
+A thin layer over the ops that ``libattn_runtime.so`` registers (``torch.ops.attn.*``, with
+fake implementations in attn.ops for torch.compile and torch.export).
 CUDA tensors run the artifact's GPU kernels (compile with ``attn.compile(ir,
 cuda_targets="auto")`` or ``attn-compile --cuda-targets=sm_80,...``).
 Where the runtime library and attn-compile are found: see attn.paths.
@@ -21,8 +23,8 @@ import torch
 
 from .paths import runtime_library_path
 
-__all__ = ["load", "compile", "Kernel", "Attention", "MultiheadAttention", "runtime_library_path",
-           "parse_manifest", "training"]
+__all__ = ["load", "compile", "kernel_of", "Kernel", "Attention", "MultiheadAttention", "attention",
+           "runtime_library_path", "parse_manifest", "training"]
 
 _lock = threading.Lock()
 _loaded_from = None
@@ -36,8 +38,8 @@ def _ops_registered():
         return False
 
 
-def _ensure_runtime():
-    """Load libattn_runtime.so once (registers torch.ops.attn.*)."""
+def _load_library():
+    """Load libattn_runtime.so once (it registers torch.ops.attn.*), unless it is loaded."""
     global _loaded_from
     if _loaded_from is not None:
         return
@@ -50,6 +52,12 @@ def _ensure_runtime():
         path = runtime_library_path()
         torch.ops.load_library(path)
         _loaded_from = path
+
+
+def _ensure_runtime():
+    """torch.ops.attn.* and their fake implementations (attn.ops)."""
+    _load_library()
+    from . import ops  # noqa: F401  (registers the fakes on first import)
 
 
 _CUDA_KERNEL_FIELDS = ("role", "dtype", "head_dim", "symbol", "tile", "tile_rows", "threads_kw",
@@ -146,6 +154,24 @@ class Kernel:
             at += size
         return out
 
+    def query_factor(self, scale, head_dim):
+        """The factor q is multiplied by so that this kernel scores with `scale` instead of
+        its own scale (SDPA's scale=): exact where the contracted score is c·q·k, i.e. the
+        dot and scaled_dot contractions without a feature map (the manifest's contract
+        line: kind, c or 1/sqrt(d), feature). A mod region then sees scale·q·k. Raises
+        RuntimeError naming the contract for other kernels."""
+        if "contract" not in self.manifest:
+            raise RuntimeError(f"attn: scale={scale}: the manifest of {self.path} has no "
+                               "contract line; recompile it with this attn-compile")
+        kind, kernel_scale, *feature = self.manifest["contract"].split()
+        if kind not in ("dot", "scaled_dot") or feature:
+            what = f"contract {kind}" + (" with a feature map" if feature else "")
+            raise RuntimeError(
+                f"attn: scale={scale} needs a score that is a constant times q·k, but kernel "
+                f"{self.name} has {what}: write the scale into its attn.score instead")
+        own = 1.0 / math.sqrt(head_dim) if kernel_scale == "1/sqrt(d)" else float(kernel_scale)
+        return scale / own
+
     def _params(self, params, q):
         return self.initial_params(q.dtype, q.device) if params is None else params
 
@@ -195,6 +221,17 @@ def load(path):
     return Kernel(path)
 
 
+def kernel_of(source, cuda_targets=None):
+    """An attn.Kernel from a Kernel (returned as is), a compiled .so path, or IR text or a
+    .mlir path (compiled by attn.compile, cached by content)."""
+    if isinstance(source, Kernel):
+        return source
+    text = os.fspath(source)
+    if "\n" not in text and text.endswith(".so"):
+        return load(text)
+    return compile(text, cuda_targets=cuda_targets)
+
+
 class Attention(torch.nn.Module):
     """nn.Module holding the kernel's learnable parameters (as one [P] Parameter)."""
 
@@ -213,5 +250,6 @@ class Attention(torch.nn.Module):
 
 
 from .compiler import compile  # noqa: E402  (needs load, defined above)
+from .functional import attention  # noqa: E402
 from .modules import MultiheadAttention  # noqa: E402
 from . import training  # noqa: E402
