@@ -465,7 +465,8 @@ def row_entry(t, row_flops):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true",
-                    help="N = 4096, d = 64, non-causal (ALiBi causal), shorter budget, no memory run")
+                    help="N = 4096, d = 64, non-causal (ALiBi causal), no eager peer, shorter "
+                         "budget, no retries, no memory run")
     ap.add_argument("--json", default=None, help="results file (default build/bench/results.json, "
                     "results-quick.json with --quick)")
     ap.add_argument("--resume", action="store_true",
@@ -474,9 +475,9 @@ def main():
                     help="start no row that is predicted to end after S seconds (rerun with --resume)")
     ap.add_argument("--only", default=",".join(peers.WORKLOADS),
                     help=f"workloads, comma-separated (default all: {','.join(peers.WORKLOADS)})")
-    ap.add_argument("--peers", default=",".join(DEFAULT_PEERS),
-                    help=f"peers, comma-separated, or 'none' (default {','.join(DEFAULT_PEERS)}; "
-                         f"known: {','.join(PEER_FAMILIES)})")
+    ap.add_argument("--peers", default=None,
+                    help=f"peers, comma-separated, or 'none' (default {','.join(DEFAULT_PEERS)}, "
+                         f"quick: without eager; known: {','.join(PEER_FAMILIES)})")
     ap.add_argument("--dtypes", default="f32,bf16", help="peer dtypes: f32 and/or bf16 (ours is f32)")
     ap.add_argument("--pass", dest="passes", choices=["fwd", "fwd+bwd", "both"], default="both")
     ap.add_argument("--n", nargs="+", type=int, default=None)
@@ -497,8 +498,8 @@ def main():
     ap.add_argument("--memory-impl", choices=["ours", "eager"], default="ours")
     ap.add_argument("--memory-child", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--no-memory", action="store_true", help="full run without the memory runs")
-    ap.add_argument("--retries", type=int, default=1,
-                    help="measure a contended row again up to this many times")
+    ap.add_argument("--retries", type=int, default=None,
+                    help="measure a contended row again up to this many times (default 1, quick 0)")
     ap.add_argument("--retry-pause", type=float, default=5.0, help=argparse.SUPPRESS)
     ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
                     help="first wait up to S seconds for a 10 s window in which other "
@@ -510,8 +511,13 @@ def main():
         memory_child(args.memory_child, (args.d or [64])[0], args.memory_impl, args.threads)
         return 0
 
-    workloads = [peers.WORKLOADS[w] for w in args.only.split(",") if w]
+    for w in args.only.split(","):
+        if w not in peers.WORKLOADS:
+            ap.error(f"--only: unknown workload {w!r} (known: {', '.join(peers.WORKLOADS)})")
+    workloads = [peers.WORKLOADS[w] for w in args.only.split(",")]
+    args.peers = args.peers or ",".join(p for p in DEFAULT_PEERS if not (args.quick and p == "eager"))
     args.peers = [] if args.peers == "none" else [p for p in args.peers.split(",") if p]
+    args.retries = (0 if args.quick else 1) if args.retries is None else args.retries
     for p in args.peers:
         if p not in PEER_FAMILIES:
             ap.error(f"--peers: unknown peer {p!r} (known: {', '.join(PEER_FAMILIES)})")
@@ -529,6 +535,8 @@ def main():
     if args.resume and os.path.exists(json_path):
         with open(json_path) as f:
             results = json.load(f)
+        if results.get("format") != 2:
+            ap.error(f"--resume: {json_path} was written by an older bench.py; use another --json")
 
     def save():
         with open(json_path + ".tmp", "w") as f:
