@@ -9,6 +9,7 @@ bench.py prints the same report at the end of each run; this regenerates it from
 
 import json
 import os
+import statistics
 import sys
 
 # column order of the implementations (ours first); others follow in the order met
@@ -220,22 +221,34 @@ def rows_table(results, rows):
     return _table(header, lines) + ("\n\n" + notes if notes else "")
 
 
+def paired_ratios(row, a, b):
+    """ours/baseline per round: the i-th samples of two interleaved implementations were
+    taken back to back, so their ratio cancels the machine's drift."""
+    sa, sb = (row["impls"][n].get("samples_ms", []) for n in (a, b))
+    return sorted(x / y for x, y in zip(sa, sb))
+
+
 def ab_table(rows):
-    """Before/after: ours vs ours@base per row, flagged where ours is > 3% slower."""
+    """Before/after: ours vs ours@base per row, flagged where ours is > 3% slower (median
+    of the per-round paired ratios; ± half their interquartile range)."""
     lines, worse = [], 0
     for r in rows:
         a, b = ms(r, "ours"), ms(r, "ours@base")
         if not (a and b):
             continue
-        flag = "**SLOWER**" if a / b > AB_SLOWER else ""
+        pr = paired_ratios(r, "ours", "ours@base")
+        ratio = statistics.median(pr)
+        spread = (pr[(3 * len(pr)) // 4] - pr[len(pr) // 4]) / 2
+        flag = "**SLOWER**" if ratio > AB_SLOWER else ""
         worse += bool(flag)
         lines.append([r["workload"], r["n"], r["d"], "yes" if r["causal"] else "no", r["pass"],
-                      f"{b:.2f}", f"{a:.2f}", f"{a / b:.3f}", flag,
+                      f"{b:.2f}", f"{a:.2f}", f"{ratio:.3f} ± {spread:.3f}", len(pr), flag,
                       _fmt(r.get("foreign_cpus"), ".2f")])
     head = (f"{worse} of {len(lines)} rows are more than {round((AB_SLOWER - 1) * 100)}% slower "
-            f"than the baseline.\n\n")
+            f"than the baseline (ours ÷ baseline: the median of the per-round ratios of "
+            f"back-to-back calls, ± half their interquartile range).\n\n")
     return head + _table(["workload", "N", "d", "causal", "pass", "baseline ms", "ours ms",
-                          "ours / baseline", "flag", "others' CPUs"], lines)
+                          "ours ÷ baseline", "rounds", "flag", "others' CPUs"], lines)
 
 
 def compile_table(results):

@@ -3,8 +3,8 @@
 sampling still works):
 
     perf record -e cpu-clock -F 4000 -o build/bench/perf.data -- \\
-        .venv/bin/python bench/profile.py softmax --n 2048 --reps 25
-    .venv/bin/python bench/profile.py --annotate build/bench/perf.data
+        .venv/bin/python bench/hot_loops.py softmax --n 2048 --reps 25
+    .venv/bin/python bench/hot_loops.py --annotate build/bench/perf.data
 
 The first runs one workload's forward and forward+backward (B = 1, H = 2, f32, one
 thread: the samples are the kernel's own) in a loop and prints their times. The second
