@@ -195,17 +195,23 @@ class Timed:
 
     def __init__(self, peer, run, setup_s):
         self.peer, self.name, self.run, self.setup_s = peer, peer.name, run, setup_s
-        self.samples, self.busy_s, self.rss = [], 0.0, 0.0
         self.first_call_s, self.verify, self.cache = None, None, None
+        self.reset()
+
+    def reset(self):
+        """Forget the measurements of an attempt (a contended row is measured again)."""
+        self.samples, self.busy_s, self.wall_s, self.rss = [], 0.0, 0.0, 0.0
 
     def call(self):
-        """One call: (output, seconds); foreign CPU time and peak RSS accumulated."""
+        """One call: (output, seconds); its wall time, the foreign CPU time during it and
+        the peak RSS accumulated."""
         c0 = cpu_snapshot()
         with PeakRSS() as m:
             t = time.perf_counter()
             out = self.run()
             dt = time.perf_counter() - t
         self.busy_s += foreign_cpu_seconds(c0, cpu_snapshot())
+        self.wall_s += dt
         self.rss = max(self.rss, m.extra_mib)
         return out, dt
 
@@ -221,7 +227,8 @@ def inductor_cache_counts():
 
 def measure_row(timed, budget, min_reps, max_reps):
     """Warm-up calls in order (ours first): each peer's first output is checked against
-    ours and a peer that disagrees is not timed. Then repetitions interleaved round-robin,
+    ours and a peer that disagrees is not timed (the very first call, where torch.compile
+    compiles, is kept as first_call_s). Then repetitions interleaved round-robin,
     the order rotating every round (A B, B A, ...), until each has at least min_reps
     samples and has spent its budget (at most max_reps). Returns the implementations that
     were timed; the others carry their verification or error."""
@@ -229,16 +236,18 @@ def measure_row(timed, budget, min_reps, max_reps):
     for t in timed:
         hits0 = inductor_cache_counts()
         try:
-            out, t.first_call_s = t.call()
+            out, dt = t.call()
         except Exception as e:  # noqa: BLE001
             t.error = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
             t.trace = traceback.format_exc()[-2000:]
             if ref is None:
                 return []  # ours failed: nothing to compare with
             continue
-        hits1 = inductor_cache_counts()
-        if hits1 != hits0:
-            t.cache = "hit" if hits1[1] == hits0[1] else "miss"
+        if t.first_call_s is None:
+            t.first_call_s = dt
+            hits1 = inductor_cache_counts()
+            if hits1 != hits0:
+                t.cache = "hit" if hits1[1] == hits0[1] else "miss"
         if ref is None:
             ref = out
             t.verify = peers.compare(out, out, 0.0)  # finiteness of ours
@@ -416,7 +425,7 @@ def run_row(workload, n, d, causal, pss, impls, args, pred, mem_bytes):
         if attempt:
             time.sleep(args.retry_pause)
             for t in timed:
-                t.samples, t.busy_s, t.rss = [], 0.0, 0.0
+                t.reset()
         c0 = cpu_snapshot()
         live = measure_row(timed, args.budget, args.min_reps, args.max_reps)
         busy = foreign_cpu(c0, cpu_snapshot())
@@ -455,7 +464,7 @@ def row_entry(t, row_flops):
     med = statistics.median(t.samples)
     e.update({"ms": med * 1e3, "gflops": row_flops / med / 1e9,
               "samples_ms": [round(s * 1e3, 3) for s in t.samples], "reps": len(t.samples),
-              "foreign_cpus": round(t.busy_s / max(sum(t.samples) + t.first_call_s, 1e-9), 3),
+              "foreign_cpus": round(t.busy_s / max(t.wall_s, 1e-9), 3),
               "peak_extra_rss_mib": round(t.rss, 1)})
     if t.peer.family in ("compiled", "flex"):  # torch.compile's JIT runs in the first call
         e["compile_s"] = round(max(0.0, t.first_call_s - med), 3)
