@@ -23,8 +23,8 @@ import torch
 
 from .paths import runtime_library_path
 
-__all__ = ["load", "compile", "kernel_of", "Kernel", "Attention", "MultiheadAttention", "attention",
-           "runtime_library_path", "parse_manifest", "training"]
+__all__ = ["load", "compile", "opt", "kernel_of", "Kernel", "Attention", "MultiheadAttention",
+           "attention", "runtime_library_path", "parse_manifest", "training"]
 
 _lock = threading.Lock()
 _loaded_from = None
@@ -249,7 +249,7 @@ class Attention(torch.nn.Module):
         return f"{self.kernel.name}, params={self.kernel.param_names}, is_causal={self.is_causal}"
 
 
-from .compiler import compile  # noqa: E402  (needs load, defined above)
+from .compiler import compile, opt  # noqa: E402  (needs load, defined above)
 from .functional import attention  # noqa: E402
 from .modules import MultiheadAttention  # noqa: E402
 from . import training  # noqa: E402

@@ -13,9 +13,9 @@ import os
 import subprocess
 import tempfile
 
-from .paths import compiler_path
+from .paths import compiler_path, opt_path
 
-__all__ = ["compile", "compiler_path", "cache_dir", "cuda_targets_of"]
+__all__ = ["compile", "opt", "compiler_path", "cache_dir", "cuda_targets_of"]
 
 
 def cache_dir():
@@ -52,6 +52,17 @@ def cuda_targets_of(cuda_targets):
     if isinstance(cuda_targets, str):
         cuda_targets = cuda_targets.split(",")
     return [t.strip() for t in cuda_targets if t.strip()]
+
+
+def opt(source, *options):
+    """Run attn-opt on attn IR (as attn.compile takes it) with `options`, e.g.
+    "--attn-classify-normalizer"; returns the printed IR. Raises RuntimeError with
+    attn-opt's diagnostics."""
+    result = subprocess.run([opt_path(), "-", *options], input=_source_text(source),
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"attn.opt: attn-opt failed:\n{result.stderr}")
+    return result.stdout
 
 
 def compile(source, kernel=None, dtypes=("f32", "f64"), cpu="native", cuda_targets=None):  # noqa: A001
