@@ -44,6 +44,8 @@ _MLIR_TYPE = {FLOAT: _FLOAT_TYPE, INDEX: INDEX, BOOL: BOOL, I64: I64}
 _F32_MAX = 3.4028234663852886e38
 
 # The arguments of each region kind, by name and in IR order (then row inputs, then params).
+# Functions take them by name, so another index argument (a batch or head index) is one
+# more entry here.
 _ROLE_ARGS = {
     "numerator": (("s", FLOAT),),
     "denominator": (("s", FLOAT),),
@@ -158,7 +160,8 @@ def _construct(frame):
     filename, line, col, end_line, end_col = _span(frame)
     node, parents, source = _node_at(filename, line, col, end_line, end_col)
     if node is None:
-        return f"`{_source_line(filename, line)}`"
+        text = _source_line(filename, line)
+        return f"`{text}`" if text else "an expression"
     segment = lambda n: ast.get_source_segment(source, n)
     parent = parents.get(node)
     for statement, words in ((ast.If, "a Python `if`"), (ast.While, "a Python `while`")):
@@ -861,7 +864,7 @@ class _Printer:
         if where not in self.aliases:
             filename, line, col = where
             stem = os.path.splitext(os.path.basename(filename))[0]
-            stem = re.sub(r"\W", "_", stem, flags=re.ASCII)
+            stem = re.sub(r"\W", "_", stem, flags=re.ASCII).strip("_") or "py"
             base = _ssa(f"{stem}_{line}_{col}")
             alias, n = base, 1
             while alias in self.aliases.values():
