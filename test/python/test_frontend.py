@@ -11,6 +11,7 @@ import torch
 
 import attn
 from attn import exp, sigmoid, tanh, where
+from conftest import REPO
 
 HERE = __file__
 
@@ -168,6 +169,23 @@ def test_locations_survive_attn_opt():
     assert lines and all(start < n <= start + 10 for n in lines), lines
 
 
+def test_score_clauses_print_as_the_dialect_reads_them():
+    """Bahdanau's additive score (hidden, weights with a fill value) as in its .mlir file."""
+    softmax = attn.normalizer(numerator=lambda s: exp(s), denominator=lambda s: exp(s),
+                              name="softmax")
+    additive = attn.score("additive", hidden=32, name="additive",
+                          weights={"W_q": ((32, 32), "identity"), "W_k": ((32, 32), "identity"),
+                                   "v": (32, 0.125)})
+    traced = attn.kernel(softmax, score=additive, name="bahdanau_attention")
+    assert attn.opt(traced) == attn.opt(str(REPO / "examples" / "families" / "bahdanau.mlir"))
+
+
+def test_python_values_stay_python():
+    """A Python condition picks its branch and unary + is the value itself: no ops."""
+    sc = attn.score(mod=lambda s, i: where(3 > 2, +s, i))
+    assert "attn.yield %s : f32" in str(sc) and not region_ops(str(sc), "mod")
+
+
 def test_save_writes_what_attn_opt_reads(tmp_path):
     ir = _everything()
     path = ir.save(tmp_path / "everything.mlir")
@@ -229,8 +247,20 @@ def test_python_if_on_a_symbolic_value():
      lambda s: (s > 0) and (s < 1)),  # and-error
     ("not-error", r"Python `not` in `not s`", lambda s: not s),  # not-error
     ("bool-error", r"`bool\(s\)`", lambda s: bool(s)),  # bool-error
+    ("assert-error", r"`assert s > 0`", None),
+    ("while-error", r"a Python `while` on `s > 1`", None),
 ])
 def test_other_python_conditionals(tag, construct, fn):
+    def asserting(s):
+        assert s > 0  # assert-error
+        return s
+
+    def looping(s):
+        while s > 1:  # while-error
+            s = s / 2
+        return s
+
+    fn = fn or {"assert-error": asserting, "while-error": looping}[tag]
     raises_at(tag, construct + " needs a concrete True/False",
               lambda: attn.normalizer(numerator=fn, denominator=1.0))
 
@@ -260,9 +290,11 @@ def test_numpy_functions():
               lambda: attn.normalizer(numerator=lambda s: np.sinh(s),  # ufunc-error
                                       denominator=1.0))
     numpy_made = attn.normalizer(
-        numerator=lambda s: np.exp(np.float32(2.0) * s) + np.maximum(s, 0.0), denominator=1.0)
-    torch_made = attn.normalizer(numerator=lambda s: torch.exp(2.0 * s) + torch.clamp(s, min=0.0),
-                                 denominator=1.0)
+        numerator=lambda s: np.exp(np.float32(2.0) * s) + np.maximum(s, 0.0)
+        + np.where(np.less(s, 1.0), np.clip(s, -1.0, 0.5), np.rint(s)), denominator=1.0)
+    torch_made = attn.normalizer(
+        numerator=lambda s: torch.exp(2.0 * s) + torch.clamp(s, min=0.0)
+        + torch.where(s < 1.0, torch.clamp(s, -1.0, 0.5), torch.round(s)), denominator=1.0)
     strip = lambda n: re.sub(r"\s*(//.*|loc\(.*\)|#.*)", "", str(n))
     assert strip(numpy_made) == strip(torch_made)
 
@@ -283,6 +315,12 @@ def test_indexing_with_a_position():
               lambda: attn.score(mod=lambda s, j: s + table[j]))  # index-error
     raises_at("range-error", r"`range\(i\)` needs a concrete integer",
               lambda: attn.mask(lambda i, j: sum(range(i)) > j))  # range-error
+    raises_at("int-error", r"`int\(i\)` converts a symbolic value to a Python number",
+              lambda: attn.mask(lambda i, j: int(i) > j))  # int-error
+    raises_at("len-error", r"`len\(s\)` asks for the length of a symbolic value",
+              lambda: attn.score(mod=lambda s: s * len(s)))  # len-error
+    raises_at("item-error", r"`s\[0\]` indexes a symbolic value, which is a scalar",
+              lambda: attn.score(mod=lambda s: s[0]))  # item-error
     raises_at("for-error", r"the comprehension `\[t for t in s\]` iterates over a symbolic value",
               lambda: attn.score(mod=lambda s: [t for t in s]))  # for-error
 
