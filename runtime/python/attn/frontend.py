@@ -478,8 +478,8 @@ def _binary(symbol, float_op, index_op, commutative=False, kind=None):
     """An op on two operands converted to their common type (or to `kind`)."""
     def apply(a, b):
         region = _region_of(a, b)
-        k = _arith_kind(symbol, a, b)   # (refuses bools also where `kind` fixes the type)
-        k = kind or k
+        common = _arith_kind(symbol, a, b)   # (refuses bools also where `kind` is fixed)
+        k = kind or common
         op = float_op if k == FLOAT else index_op
         return region.op(op, (_lift(a, k, region), _lift(b, k, region)), k,
                          commutative=commutative)
