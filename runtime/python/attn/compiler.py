@@ -2,6 +2,7 @@
 never needs a separate build step:
 
     kernel = attn.compile(open("tanhmax.mlir").read())   # or a path to the .mlir file
+    kernel = attn.compile(attn.kernel(attn.normalizer(...)))   # IR traced from Python
 
 The cache key covers the IR text, the options and the compiler binary (size and mtime),
 so editing the IR or rebuilding the compiler gives a fresh artifact. The cache lives in
@@ -13,9 +14,9 @@ import os
 import subprocess
 import tempfile
 
-from .paths import compiler_path
+from .paths import compiler_path, opt_path
 
-__all__ = ["compile", "compiler_path", "cache_dir", "cuda_targets_of"]
+__all__ = ["compile", "opt", "compiler_path", "cache_dir", "cuda_targets_of"]
 
 
 def cache_dir():
@@ -23,7 +24,13 @@ def cache_dir():
 
 
 def _source_text(source):
-    """IR text from an IR string or a path to a .mlir file."""
+    """IR text from an IR string, a path to a .mlir file, or a traced attn.kernel /
+    attn.normalizer (attn.frontend)."""
+    from .frontend import kernel_ir
+
+    traced = kernel_ir(source)
+    if traced is not None:
+        return str(traced)
     text = os.fspath(source)
     if "\n" not in text and text.endswith(".mlir"):
         if not os.path.exists(text):
@@ -54,11 +61,23 @@ def cuda_targets_of(cuda_targets):
     return [t.strip() for t in cuda_targets if t.strip()]
 
 
+def opt(source, *options):
+    """Run attn-opt on attn IR (as attn.compile takes it) with `options`, e.g.
+    "--attn-classify-normalizer"; returns the printed IR. Raises RuntimeError with
+    attn-opt's diagnostics (for traced IR they name the Python lines)."""
+    result = subprocess.run([opt_path(), "-", *options], input=_source_text(source),
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"attn.opt: attn-opt failed:\n{result.stderr}")
+    return result.stdout
+
+
 def compile(source, kernel=None, dtypes=("f32", "f64"), cpu="native", cuda_targets=None):  # noqa: A001
-    """Compile attn IR (a string, or a path to a .mlir file) and load it; returns an
-    attn.Kernel. `kernel` names the attn.kernel when the IR holds several. `cuda_targets`
-    adds GPU code: "auto" (the visible GPUs), "sm_80,sm_90" or a list. Raises
-    RuntimeError with the compiler's diagnostics when the IR is invalid."""
+    """Compile attn IR (a string, a path to a .mlir file, or IR traced by attn.kernel /
+    attn.normalizer) and load it; returns an attn.Kernel. `kernel` names the attn.kernel
+    when the IR holds several. `cuda_targets` adds GPU code: "auto" (the visible GPUs),
+    "sm_80,sm_90" or a list. Raises RuntimeError with the compiler's diagnostics when the
+    IR is invalid (for traced IR they name the Python lines)."""
     from . import load
 
     text = _source_text(source)
