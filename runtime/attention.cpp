@@ -319,12 +319,6 @@ Tensor unit_inner_stride(const Tensor &t) {
   return t.contiguous();
 }
 
-/// The tensor a kernel is given: contiguous [B, H, N, D] on the GPU (the CUDA ABI
-/// passes bare pointers), a unit-inner-stride view on the CPU.
-Tensor kernel_operand(const Problem &p, const Tensor &t) {
-  return p.cuda() && t.defined() ? t.contiguous() : unit_inner_stride(t);
-}
-
 char *slice_ptr(const Tensor &t, int64_t b, int64_t h) {
   return static_cast<char *>(t.data_ptr()) +
          (b * t.stride(0) + h * t.stride(1)) * static_cast<int64_t>(t.element_size());
@@ -547,10 +541,10 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
              const Tensor &v_in, const Tensor &params_in, const Tensor &rows_in,
              const Tensor &out_in, const Tensor &row_max_in, const Tensor &row_sum_in,
              const Tensor &grad_out_in) {
-  if (p.cuda()) { // no row inputs on the GPU (validate), so no drow_inputs
+  if (p.cuda()) { // no row inputs on the GPU (validate): drow_inputs is [B, H, 0, Nq]
     auto [dq, dk, dv, dparams] = run_backward_gpu(lib, p, q_in, k_in, v_in, params_in, out_in,
                                                   row_max_in, row_sum_in, grad_out_in);
-    return {dq, dk, dv, dparams, Tensor()};
+    return {dq, dk, dv, dparams, torch::empty({p.B, p.H, 0, p.Nq}, dq.options())};
   }
   attn_backward_fn fn = lib.backward_fn(p.dtype);
   const Tensor q = unit_inner_stride(q_in), k = unit_inner_stride(k_in),
@@ -603,73 +597,13 @@ Tensor row_inputs_of(const Options &opts, const Problem &p, const Tensor &q) {
   return torch::empty({p.B, p.H, 0, p.Nq}, q.options());
 }
 
-// --- autograd --------------------------------------------------------------
-
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
-
-class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
-public:
-  static Tensor forward(AutogradContext *ctx, const Tensor &q_in, const Tensor &k_in,
-                        const Tensor &v_in, const Tensor &params_in, const Tensor &rows_in,
-                        const std::shared_ptr<const Library> &lib, const Problem &p) {
-    // The tensors the kernels see (CPU: copied only if the last dim is strided; GPU:
-    // contiguous), saved as such so that backward does not copy again.
-    const Tensor q = kernel_operand(p, q_in), k = kernel_operand(p, k_in),
-                 v = kernel_operand(p, v_in), params = kernel_operand(p, params_in),
-                 rows = kernel_operand(p, rows_in);
-    auto res = run_forward(*lib, p, q, k, v, params, rows);
-    const Tensor &out = std::get<0>(res);
-    // Saved: inputs, O and the O(B·H·Nq) row statistics; nothing N×N.
-    ctx->save_for_backward(
-        {q, k, v, params, out, std::get<1>(res), std::get<2>(res), p.key_lengths, rows});
-    ctx->saved_data["artifact"] = lib->path();
-    ctx->saved_data["causal"] = p.causal;
-    ctx->saved_data["kv_len"] = p.kv_len;
-    return out;
-  }
-
-  static variable_list backward(AutogradContext *ctx, variable_list grad_outputs) {
-    // The engine enables grad mode in backward only for create_graph=True. The
-    // kernels' gradients are not themselves differentiable: refuse rather than hand
-    // back gradients that silently have no graph.
-    TORCH_CHECK(!torch::GradMode::is_enabled(),
-                "attn::attention: double backward (create_graph=True) is not supported: the "
-                "compiled backward kernel is not differentiable");
-    const Tensor &grad = grad_outputs.at(0);
-    if (!grad.defined())
-      return {Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
-    auto saved = ctx->get_saved_variables();
-    const Tensor &q = saved[0], &k = saved[1], &v = saved[2], &params = saved[3],
-                 &out = saved[4], &row_max = saved[5], &row_sum = saved[6], &rows = saved[8];
-    auto lib = detail::loaded_library(ctx->saved_data["artifact"].toStringRef());
-    Problem p = Problem::of(q, k, v);
-    p.P = params.numel();
-    p.R = rows.size(2);
-    p.causal = ctx->saved_data["causal"].toBool();
-    p.kv_len = ctx->saved_data["kv_len"].toIntVector();
-    p.key_lengths = saved[7];
-    const char *fn = "attn::attention backward";
-    check_aux(*lib, fn, "grad_output", grad, p, {p.B, p.H, p.Nq, p.dv}, "[B, H, Nq, dv]");
-
-    auto res = run_backward(*lib, p, q, k, v, params, rows, out, row_max, row_sum, grad);
-    variable_list grads = {std::get<0>(res), std::get<1>(res), std::get<2>(res),
-                           std::get<3>(res), std::get<4>(res), Tensor(), Tensor()};
-    for (size_t i = 0; i < 5; ++i)
-      if (!ctx->needs_input_grad(i))
-        grads[i] = Tensor();
-    return grads;
-  }
-};
-
 } // namespace
 
 Tensor attention(const std::shared_ptr<const Library> &lib, const Tensor &q, const Tensor &k,
                  const Tensor &v, const Tensor &params, const Options &opts) {
   TORCH_CHECK(lib, "attn::attention: lib is null, expected a Library from attn::Library::load");
-  Problem p = validate(*lib, "attn::attention", q, k, v, params, opts);
-  return AttentionFunction::apply(q, k, v, empty_params(params, q), row_inputs_of(opts, p, q),
-                                  lib, p);
+  return detail::attention_op().call(lib->path(), q, k, v, params, opts.is_causal,
+                                     opts.key_lengths, opts.row_inputs);
 }
 
 std::tuple<Tensor, Tensor, Tensor> attention_forward(const std::shared_ptr<const Library> &lib,

@@ -3,7 +3,7 @@
  * An artifact is a shared object compiled from one attn.kernel. It exports:
  *
  *   const char *attn_manifest(void);
- *     Text manifest, one "key value..." line each (see ATTN_MANIFEST_* below):
+ *     Text manifest, one "key value..." line each:
  *       attn-abi 2
  *       kernel tanhmax_attention
  *       normalizer tanhmax
@@ -18,6 +18,13 @@
  *       head-dim 64                 (optional: q's head dim must be this, fixed by
  *                                    the weights' shapes)
  *       row-inputs p ...            (optional: names of the R per-query inputs)
+ *       contract scaled_dot 0.125   (informational, absent before this line existed:
+ *                                    the score's contraction kind, its constant c --
+ *                                    or 1/sqrt(d) -- and "feature" with a feature map;
+ *                                    the Python package rescales q for SDPA's scale=
+ *                                    where the contracted score is c·q·k: dot or
+ *                                    scaled_dot, no feature map. The C++ reader skips
+ *                                    it: the runtime never rescales)
  *       dtypes f32 f64
  *       devices cpu
  *     This comment is the format's one description. It has one writer, the
