@@ -2,11 +2,12 @@
 """attn GPU benchmark: compiled attn kernels vs PyTorch on one CUDA device.
 
     python bench/gpu_bench.py [--json out.json] [--normalizers ...] [--n ...] [--d ...]
-                              [--causal no|yes|both] [--budget S]
+                              [--causal no|yes|both] [--budget S] [--artifacts DIR]
 
 Needs a CUDA-enabled PyTorch (>= 2.3; FlexAttention needs >= 2.5), a build of attn
 (build/bin/attn-compile with --cuda-targets support, build/runtime/libattn_runtime.so;
-$ATTN_BUILD_DIR overrides build/) and ptxas. Exits with a message (status 2) where no
+$ATTN_BUILD_DIR overrides build/) and ptxas, or artifacts compiled beforehand
+(--artifacts, as scripts/gpu-check.sh runs it on a GPU machine without the compiler). Exits with a message (status 2) where no
 CUDA device is available.
 
 For each N in {1024, 4096, 16384}, d in {64, 128}, B·H = 16 (B = 2, H = 8), bfloat16,
@@ -30,6 +31,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 import traceback
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -180,6 +182,10 @@ def main():
     ap.add_argument("--d", nargs="+", type=int, default=[64, 128])
     ap.add_argument("--causal", choices=["no", "yes", "both"], default="no")
     ap.add_argument("--budget", type=float, default=1.0, help="seconds per measurement")
+    ap.add_argument("--deadline", type=float, default=None,
+                    help="seconds for the whole run: rows not started by then are listed as skipped")
+    ap.add_argument("--artifacts", help="use <dir>/<normalizer>.so compiled beforehand "
+                    "(scripts/gpu-artifacts.sh) instead of compiling here")
     args = ap.parse_args()
 
     if not torch.cuda.is_available():
@@ -201,7 +207,8 @@ def main():
     artifacts, checks = {}, {}
     for name in args.normalizers:
         try:
-            artifacts[name] = compile_artifact(name, target, art_dir)
+            artifacts[name] = (os.path.join(args.artifacts, f"{name}.so") if args.artifacts
+                               else compile_artifact(name, target, art_dir))
             checks[name] = sanity(name, artifacts[name])
             log(f"{name}: sanity vs eager f64 {checks[name]}")
         except Exception as e:  # noqa: BLE001
@@ -209,7 +216,8 @@ def main():
             log(f"{name}: {traceback.format_exc()}")
     flex, flex_note = flex_impl()
 
-    rows = []
+    rows, skipped = [], []
+    started = time.monotonic()
     for name in args.normalizers:
         if name not in artifacts:
             continue
@@ -220,6 +228,9 @@ def main():
         for n in args.n:
             for d in args.d:
                 for causal in causals:
+                    if args.deadline is not None and time.monotonic() - started > args.deadline:
+                        skipped.append(f"{name} N={n} d={d} causal={causal}")
+                        continue
                     q, k, v, do = inputs(n, d)
                     p = params_for(name, artifact, "cuda")
                     impls = {"ours": lambda q, k, v, p: ours(q, k, v, p, causal),
@@ -254,6 +265,8 @@ def main():
             worst = max(errs.values())
             flag = "ok" if worst <= SANITY_TOL else "MISMATCH"
             print(f"- {name}: {flag} " + ", ".join(f"{k} {v:.1e}" for k, v in errs.items()))
+    if skipped:
+        print(f"\nNot run (past --deadline {args.deadline:.0f} s): {', '.join(skipped)}")
     print()
     for pass_ in ("fwd", "fwd+bwd"):
         print(f"\n## {pass_} (ms, median; speedup = other / ours)\n")
@@ -269,7 +282,7 @@ def main():
                   + " | ".join(ratio(i) for i in ("eager", "compiled", "sdpa", "flex")) + " |")
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     with open(args.json, "w") as f:
-        json.dump({"info": info, "sanity": checks, "rows": rows}, f, indent=1)
+        json.dump({"info": info, "sanity": checks, "rows": rows, "skipped": skipped}, f, indent=1)
     print(f"\nJSON: {args.json}")
     return 0
 

@@ -2,15 +2,13 @@
 """Training curves of the demos: plot the per-step CSV histories that
 `attn-train --history F.csv` and `examples/train/train.py --history F.csv` write.
 
-    /usr/bin/python3 examples/plot_curves.py cpp=build/artifacts/cpp.csv \
+    .venv/bin/python examples/plot_curves.py cpp=build/artifacts/cpp.csv \
         python=build/artifacts/python.csv -o build/artifacts/curves.png
 """
 import argparse
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime" / "python"))
-from attn import plotting  # noqa: E402
+from attn import plotting
 
 
 def main(argv=None):

@@ -1,4 +1,4 @@
-//===- ApproximateMath.cpp - attn-approximate-math ------------------------===//
+//===- ApproximateMathPass.cpp - attn-approximate-math --------------------===//
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Math/Transforms/Approximation.h"

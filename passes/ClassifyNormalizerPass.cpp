@@ -1,4 +1,4 @@
-//===- ClassifyNormalizer.cpp - attn-classify-normalizer ------------------===//
+//===- ClassifyNormalizerPass.cpp - attn-classify-normalizer --------------===//
 #include "lib/Analysis/KernelisedAnalysis.h"
 #include "lib/Analysis/NormalizerAnalysis.h"
 #include "passes/Passes.h"

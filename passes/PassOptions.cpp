@@ -1,12 +1,16 @@
 //===- PassOptions.cpp - option helpers shared by the attn passes ---------===//
 #include "passes/PassOptions.h"
 
+#include "lib/Analysis/NormalizerAnalysis.h"
+
 #include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
 using namespace mlir::attn;
 
-FailureOr<KernelOp> mlir::attn::selectKernel(ModuleOp module, StringRef name) {
+/// The attn.kernel of `module` named `name`, or its only kernel when `name` is
+/// empty; emits an error (listing the candidates) otherwise.
+static FailureOr<KernelOp> selectKernel(ModuleOp module, StringRef name) {
   if (!name.empty()) {
     if (auto kernel = module.lookupSymbol<KernelOp>(name))
       return kernel;
@@ -22,11 +26,11 @@ FailureOr<KernelOp> mlir::attn::selectKernel(ModuleOp module, StringRef name) {
   return failure();
 }
 
-FailureOr<SmallVector<FloatType>> mlir::attn::parseElementTypes(ModuleOp module,
-                                                                ArrayRef<std::string> names,
-                                                                ArrayRef<StringRef> defaults,
-                                                                ArrayRef<StringRef> allowed,
-                                                                StringRef what) {
+/// The float types `names` lists (`defaults` when empty), each one of `allowed`;
+/// otherwise an error on `module`: "unsupported <what> 'x'; expected a, b or c".
+static FailureOr<SmallVector<FloatType>>
+parseElementTypes(ModuleOp module, ArrayRef<std::string> names, ArrayRef<StringRef> defaults,
+                  ArrayRef<StringRef> allowed, StringRef what) {
   MLIRContext *ctx = module.getContext();
   SmallVector<StringRef> chosen(defaults);
   if (!names.empty())
@@ -49,4 +53,22 @@ FailureOr<SmallVector<FloatType>> mlir::attn::parseElementTypes(ModuleOp module,
     types.push_back(type);
   }
   return types;
+}
+
+FailureOr<ScheduleRequest> mlir::attn::scheduleRequest(ModuleOp module, StringRef kernelName,
+                                                       ArrayRef<std::string> elementTypes,
+                                                       ArrayRef<StringRef> defaults,
+                                                       ArrayRef<StringRef> allowed,
+                                                       StringRef what) {
+  FailureOr<KernelOp> kernel = selectKernel(module, kernelName);
+  if (failed(kernel))
+    return failure();
+  FailureOr<SmallVector<FloatType>> types =
+      parseElementTypes(module, elementTypes, defaults, allowed, what);
+  if (failed(types))
+    return failure();
+  FailureOr<Algorithm> algorithm = requireAlgorithm(*kernel);
+  if (failed(algorithm))
+    return failure();
+  return ScheduleRequest{*kernel, *algorithm, std::move(*types)};
 }

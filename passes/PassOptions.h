@@ -9,16 +9,23 @@
 
 namespace mlir::attn {
 
-/// The attn.kernel of `module` named `name`, or its only kernel when `name` is
-/// empty; emits an error (listing the candidates) otherwise.
-FailureOr<KernelOp> selectKernel(ModuleOp module, StringRef name);
+/// What a schedule-selection pass works on: the classified kernel its `kernel`
+/// option names and the element types its `element-types` option names.
+struct ScheduleRequest {
+  KernelOp kernel;
+  Algorithm algorithm;
+  SmallVector<FloatType> types;
+};
 
-/// The float types a pass's `element-types` option names (`defaults` when it is
-/// empty), each one of `allowed` ("f16", "bf16", "f32", "f64"). Otherwise an
-/// error on `module`: "unsupported <what> 'x'; expected a, b or c".
-FailureOr<SmallVector<FloatType>> parseElementTypes(ModuleOp module, ArrayRef<std::string> names,
-                                                    ArrayRef<StringRef> defaults,
-                                                    ArrayRef<StringRef> allowed, StringRef what);
+/// The kernel of `module` named `kernelName` (its only kernel when empty) and the
+/// float types `elementTypes` names (`defaults` when empty), each one of `allowed`
+/// ("f16", "bf16", "f32", "f64"). Otherwise a diagnostic: no such kernel, several
+/// kernels (listing them), "unsupported <what> 'x'; expected a, b or c", or a
+/// kernel attn-classify-normalizer has not classified.
+FailureOr<ScheduleRequest> scheduleRequest(ModuleOp module, StringRef kernelName,
+                                           ArrayRef<std::string> elementTypes,
+                                           ArrayRef<StringRef> defaults,
+                                           ArrayRef<StringRef> allowed, StringRef what);
 
 } // namespace mlir::attn
 

@@ -1,5 +1,4 @@
 //===- SelectGpuSchedulePass.cpp - attn-select-gpu-schedule ---------------===//
-#include "lib/Analysis/NormalizerAnalysis.h"
 #include "lib/Analysis/Schedules.h"
 #include "lib/Codegen/GPU/GPULowering.h"
 #include "passes/PassOptions.h"
@@ -14,27 +13,23 @@ struct SelectGpuSchedulePass : impl::AttnSelectGpuScheduleBase<SelectGpuSchedule
   using Base::Base;
 
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    FailureOr<KernelOp> kernel = selectKernel(module, kernelName);
-    if (failed(kernel))
+    FailureOr<ScheduleRequest> request =
+        scheduleRequest(getOperation(), kernelName, elementTypes, {"f16", "bf16", "f32"},
+                        {"f32", "f16", "bf16"}, "GPU element type");
+    if (failed(request))
       return signalPassFailure();
-    FailureOr<SmallVector<FloatType>> types = parseElementTypes(
-        module, elementTypes, {"f16", "bf16", "f32"}, {"f32", "f16", "bf16"}, "GPU element type");
-    if (failed(types))
-      return signalPassFailure();
+    KernelOp kernel = request->kernel;
+    if (kernel.getGpuSchedule())
+      return; // pinned
     SmallVector<int64_t> dims(headDims.begin(), headDims.end());
     if (dims.empty())
       dims.assign(std::begin(kGpuHeadDims), std::end(kGpuHeadDims));
-    FailureOr<Algorithm> algorithm = requireAlgorithm(*kernel);
-    if (failed(algorithm))
-      return signalPassFailure();
-    if (kernel->getGpuSchedule())
-      return; // pinned
-    SmallVector<Attribute> schedules = defaultGpuSchedules(*algorithm, *types, dims);
+    SmallVector<Attribute> schedules =
+        defaultGpuSchedules(request->algorithm, request->types, dims);
     for (Attribute schedule : schedules)
-      if (failed(checkGpuSchedule(*kernel, cast<GpuScheduleAttr>(schedule))))
+      if (failed(checkGpuSchedule(kernel, cast<GpuScheduleAttr>(schedule))))
         return signalPassFailure();
-    kernel->setGpuScheduleAttr(ArrayAttr::get(&getContext(), schedules));
+    kernel.setGpuScheduleAttr(ArrayAttr::get(&getContext(), schedules));
   }
 };
 } // namespace

@@ -1,5 +1,4 @@
 //===- SelectSchedulePass.cpp - attn-select-schedule ----------------------===//
-#include "lib/Analysis/NormalizerAnalysis.h"
 #include "lib/Analysis/Schedules.h"
 #include "passes/PassOptions.h"
 #include "passes/Passes.h"
@@ -14,24 +13,20 @@ struct SelectSchedulePass : impl::AttnSelectScheduleBase<SelectSchedulePass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    FailureOr<KernelOp> kernel = selectKernel(module, kernelName);
-    if (failed(kernel))
-      return signalPassFailure();
-    FailureOr<SmallVector<FloatType>> types =
-        parseElementTypes(module, elementTypes, {"f32", "f64"}, {"f32", "f64"}, "element type");
-    if (failed(types))
-      return signalPassFailure();
     if (vectorBits != 256 && vectorBits != 512) {
       module.emitError() << "vector-bits must be 256 or 512, got " << vectorBits.getValue();
       return signalPassFailure();
     }
-    FailureOr<Algorithm> algorithm = requireAlgorithm(*kernel);
-    if (failed(algorithm))
+    FailureOr<ScheduleRequest> request = scheduleRequest(
+        module, kernelName, elementTypes, {"f32", "f64"}, {"f32", "f64"}, "element type");
+    if (failed(request))
       return signalPassFailure();
-    if (kernel->getCpuSchedule())
+    KernelOp kernel = request->kernel;
+    if (kernel.getCpuSchedule())
       return; // pinned
-    kernel->setCpuScheduleAttr(ArrayAttr::get(
-        &getContext(), defaultCpuSchedules(*kernel, *algorithm, *types, vectorBits)));
+    kernel.setCpuScheduleAttr(
+        ArrayAttr::get(&getContext(), defaultCpuSchedules(kernel, request->algorithm,
+                                                          request->types, vectorBits)));
   }
 };
 } // namespace

@@ -354,12 +354,6 @@ Tensor unit_inner_stride(const Tensor &t) {
   return t.contiguous();
 }
 
-/// The tensor a kernel is given: contiguous [B, H, N, D] on the GPU (the CUDA ABI
-/// passes bare pointers), a unit-inner-stride view on the CPU.
-Tensor kernel_operand(const Problem &p, const Tensor &t) {
-  return p.cuda() && t.defined() ? t.contiguous() : unit_inner_stride(t);
-}
-
 char *slice_ptr(const Tensor &t, int64_t b, int64_t h) {
   return static_cast<char *>(t.data_ptr()) +
          (b * t.stride(0) + h * t.stride(1)) * static_cast<int64_t>(t.element_size());
@@ -604,7 +598,7 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
   if (p.cuda()) { // no tensor inputs on the GPU (the GPU lowering refuses them)
     auto [dq, dk, dv, dparams] = run_backward_gpu(lib, p, q_in, k_in, v_in, params_in, out_in,
                                                   row_max_in, row_sum_in, grad_out_in);
-    return {dq, dk, dv, dparams, std::vector<Tensor>(inputs.size())};
+    return {dq, dk, dv, dparams, {}};
   }
   attn_backward_fn fn = lib.backward_fn(p.dtype);
   const Tensor q = unit_inner_stride(q_in), k = unit_inner_stride(k_in),
@@ -662,12 +656,13 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
         call(bh, chunk.empty() ? nullptr : chunk.data());
     }
   });
+  // A learnable input's gradient; an empty [0] tensor for the others.
   std::vector<Tensor> dinputs;
   for (size_t n = 0; n < inputs.size(); ++n) {
     Tensor total = parts[0][n];
     for (int64_t c = 1; c < chunks && total.defined(); ++c)
       total.add_(parts[static_cast<size_t>(c)][n]);
-    dinputs.push_back(total);
+    dinputs.push_back(total.defined() ? total : torch::empty({0}, opts));
   }
   Tensor dparams = dparams_parts.sum(0);
   return {dq, dk, dv, dparams, dinputs};
@@ -679,90 +674,14 @@ Tensor empty_params(const Tensor &params, const Tensor &q) {
   return torch::empty({0}, q.options());
 }
 
-// --- autograd --------------------------------------------------------------
-
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
-
-class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
-public:
-  static Tensor forward(AutogradContext *ctx, const Tensor &q_in, const Tensor &k_in,
-                        const Tensor &v_in, const Tensor &params_in, at::TensorList inputs,
-                        const std::shared_ptr<const Library> &lib, const Problem &p) {
-    // The tensors the kernels see (CPU: copied only if the last dim is strided; GPU:
-    // contiguous), saved as such so that backward does not copy again.
-    const Tensor q = kernel_operand(p, q_in), k = kernel_operand(p, k_in),
-                 v = kernel_operand(p, v_in), params = kernel_operand(p, params_in);
-    const std::vector<Tensor> tables = inputs.vec();
-    auto res = run_forward(*lib, p, q, k, v, params, tables);
-    const Tensor &out = std::get<0>(res);
-    // Saved: inputs, O and the O(B·H·Nq) row statistics; nothing N×N.
-    std::vector<Tensor> saved{q, k, v, params, out, std::get<1>(res), std::get<2>(res),
-                              p.key_lengths};
-    saved.insert(saved.end(), tables.begin(), tables.end());
-    ctx->save_for_backward(saved);
-    ctx->saved_data["artifact"] = lib->path();
-    ctx->saved_data["causal"] = p.causal;
-    ctx->saved_data["kv_len"] = p.kv_len;
-    return out;
-  }
-
-  static variable_list backward(AutogradContext *ctx, variable_list grad_outputs) {
-    // The engine enables grad mode in backward only for create_graph=True. The
-    // kernels' gradients are not themselves differentiable: refuse rather than hand
-    // back gradients that silently have no graph.
-    TORCH_CHECK(!torch::GradMode::is_enabled(),
-                "attn::attention: double backward (create_graph=True) is not supported: the "
-                "compiled backward kernel is not differentiable");
-    auto saved = ctx->get_saved_variables();
-    const std::vector<Tensor> inputs(saved.begin() + 8, saved.end());
-    // One gradient per forward argument: q, k, v, params, each input, lib, problem.
-    variable_list grads(4 + inputs.size() + 2);
-    const Tensor &grad = grad_outputs.at(0);
-    if (!grad.defined())
-      return grads;
-    const Tensor &q = saved[0], &k = saved[1], &v = saved[2], &params = saved[3],
-                 &out = saved[4], &row_max = saved[5], &row_sum = saved[6];
-    auto lib = detail::loaded_library(ctx->saved_data["artifact"].toStringRef());
-    Problem p = Problem::of(q, k, v);
-    p.P = params.numel();
-    p.causal = ctx->saved_data["causal"].toBool();
-    p.kv_len = ctx->saved_data["kv_len"].toIntVector();
-    p.key_lengths = saved[7];
-    const char *fn = "attn::attention backward";
-    check_aux(*lib, fn, "grad_output", grad, p, {p.B, p.H, p.Nq, p.dv}, "[B, H, Nq, dv]");
-
-    auto [dq, dk, dv, dparams, dinputs] =
-        run_backward(*lib, p, q, k, v, params, inputs, out, row_max, row_sum, grad);
-    grads[0] = dq;
-    grads[1] = dk;
-    grads[2] = dv;
-    grads[3] = dparams;
-    for (size_t n = 0; n < dinputs.size(); ++n)
-      grads[4 + n] = dinputs[n];
-    for (size_t i = 0; i < 4 + dinputs.size(); ++i)
-      if (!ctx->needs_input_grad(i))
-        grads[i] = Tensor();
-    return grads;
-  }
-};
 
 } // namespace
 
 Tensor attention(const std::shared_ptr<const Library> &lib, const Tensor &q, const Tensor &k,
                  const Tensor &v, const Tensor &params, const Options &opts) {
   TORCH_CHECK(lib, "attn::attention: lib is null, expected a Library from attn::Library::load");
-  Problem p = validate(*lib, "attn::attention", q, k, v, params, opts);
-  const auto &declared = lib->manifest().inputs;
-  for (size_t n = 0; n < declared.size(); ++n)
-    TORCH_CHECK(declared[n].learnable || !opts.inputs[n].requires_grad(),
-                "attn::attention: input ", declared[n].name,
-                " requires grad but kernel ", lib->manifest().kernel,
-                " declares it without 'learnable', so it gets no gradient; declare it "
-                "`attn.input @", declared[n].name, " learnable : ...` or pass it detached");
-  // As a TensorList, each input is a variable of the autograd graph.
-  return AttentionFunction::apply(q, k, v, empty_params(params, q), at::TensorList(opts.inputs),
-                                  lib, p);
+  return detail::attention_op().call(lib->path(), q, k, v, params, opts.is_causal,
+                                     opts.key_lengths, std::optional<at::TensorList>(opts.inputs));
 }
 
 std::tuple<Tensor, Tensor, Tensor> attention_forward(const std::shared_ptr<const Library> &lib,

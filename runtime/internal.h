@@ -4,15 +4,22 @@
 
 #include "attn/runtime.h"
 
+#include <ATen/core/dispatch/Dispatcher.h>
+
 namespace attn {
 namespace detail {
 /// The runtime's reader of the manifest text (format: attn/abi.h; golden files:
 /// test/manifest/). Throws c10::Error naming `path` (the artifact) and the line.
 Manifest parse_manifest(const std::string &path, const std::string &text);
 
-/// The cached Library for a canonical path that load() already returned (no file
-/// re-validation: used by autograd backward for the library its forward used).
-std::shared_ptr<const Library> loaded_library(const std::string &canonical_path);
+/// The signature of the dispatcher op attn::attention (runtime/ops.cpp).
+using AttentionSig = torch::Tensor(c10::string_view, const torch::Tensor &,
+                                   const torch::Tensor &, const torch::Tensor &,
+                                   const torch::Tensor &, bool,
+                                   const std::optional<torch::Tensor> &,
+                                   const std::optional<at::TensorList> &);
+/// The op attn::attention (autograd-aware), called through the dispatcher.
+const c10::TypedOperatorHandle<AttentionSig> &attention_op();
 
 /// A CUDA target "sm_XY" / "sm_XYa" as compute capability X.Y.
 struct CudaArch {

@@ -419,16 +419,6 @@ std::map<std::string, std::shared_ptr<const Library>> &library_cache() {
 }
 } // namespace
 
-namespace detail {
-std::shared_ptr<const Library> loaded_library(const std::string &canonical_path) {
-  std::lock_guard<std::mutex> lock(cache_mutex());
-  auto it = library_cache().find(canonical_path);
-  TORCH_CHECK(it != library_cache().end(), "attn: internal error: artifact ", canonical_path,
-              " is not loaded");
-  return it->second;
-}
-} // namespace detail
-
 struct LibraryLoader {
   static std::shared_ptr<Library> open(const std::string &canonical, const std::string &given,
                                        const FileId &id) {

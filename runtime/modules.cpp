@@ -111,17 +111,25 @@ void MultiheadAttentionImpl::pretty_print(std::ostream &stream) const {
 
 torch::Tensor key_lengths_from_padding(const torch::Tensor &key_padding_mask, int64_t keys) {
   const torch::Tensor &mask = key_padding_mask;
-  TORCH_CHECK(mask.defined() && mask.scalar_type() == torch::kBool && mask.dim() == 2 &&
-                  mask.size(1) == keys,
-              "key_padding_mask: expected a bool [batch, ", keys, "] tensor, got ",
+  const bool is_bool = mask.defined() && mask.scalar_type() == torch::kBool;
+  TORCH_CHECK(mask.defined() && (is_bool || at::isFloatingType(mask.scalar_type())) &&
+                  mask.dim() == 2 && mask.size(1) == keys,
+              "key_padding_mask: expected a bool or floating [batch, ", keys, "] tensor, got ",
               mask.defined() ? c10::toString(mask.scalar_type()) : "an undefined tensor", " ",
               mask.defined() ? mask.sizes() : c10::IntArrayRef{});
-  torch::Tensor lengths = mask.logical_not().sum(1);
+  const char *later = " needs kernel support (a score-bias input to the compiled kernels), "
+                      "which the compiled attn kernels do not have yet; only trailing padding "
+                      "(true, or -inf, on a suffix of each row) runs, as key lengths";
+  // torch's additive form: -inf marks a padded key, 0 a kept one.
+  torch::Tensor padded = is_bool ? mask : mask.isneginf();
+  TORCH_CHECK_NOT_IMPLEMENTED(is_bool || (padded | (mask == 0)).all().item<bool>(),
+                              "key_padding_mask: a float mask with values other than 0 and -inf",
+                              later);
+  torch::Tensor lengths = padded.logical_not().sum(1);
   torch::Tensor positions = torch::arange(keys, lengths.options());
-  TORCH_CHECK(torch::equal(mask, positions.unsqueeze(0) >= lengths.unsqueeze(1)),
-              "key_padding_mask: attn kernels take padding as key lengths, so only trailing "
-              "padding (true on a suffix of each row) is supported; write other patterns as "
-              "an attn.mask in the kernel");
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      torch::equal(padded, positions.unsqueeze(0) >= lengths.unsqueeze(1)),
+      "key_padding_mask: padding that is not trailing (a padded key before a kept one)", later);
   return lengths.to(torch::kLong).cpu();
 }
 

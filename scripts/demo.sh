@@ -4,6 +4,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build="${ATTN_BUILD_DIR:-$root/build}"
+python="${ATTN_VENV:-$root/.venv}/bin/python"
 mkdir -p "$build/artifacts"
 
 echo "== attn-compile examples/normalizers/tanhmax.mlir"
@@ -14,11 +15,11 @@ echo "== C++: attn-train (NT delayed addition, TanhMax attention)"
   --history "$build/artifacts/train-cpp.csv"
 
 echo "== Python: examples/train/train.py (same task, same artifact)"
-ATTN_BUILD_DIR="$build" /usr/bin/python3 "$root/examples/train/train.py" \
+"$python" "$root/examples/train/train.py" \
   --artifact "$build/artifacts/tanhmax.so" --steps 1000 --log-every 100 \
   --history "$build/artifacts/train-python.csv"
 
 echo "== training curves"
-/usr/bin/python3 "$root/examples/plot_curves.py" --title "TanhMax, NT task N16T2" \
+"$python" "$root/examples/plot_curves.py" --title "TanhMax, NT task N16T2" \
   "C++ attn-train=$build/artifacts/train-cpp.csv" \
   "Python train.py=$build/artifacts/train-python.csv" -o "$build/artifacts/curves.png"

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The whole test suite: builds (via setup.sh) then runs lit (dialect and pass
-# tests), ctest (runtime C++ tests) and pytest (numerics against the float64
-# reference, errors, memory, demos). Ends with one "N passed, M failed" line.
+# The whole test suite: sets up and builds (via setup.sh) then runs lit (dialect and
+# pass tests), ctest (runtime C++ tests) and pytest in the project's environment
+# (numerics against the float64 reference, errors, memory, torch.compile, distributed,
+# demos). Ends with one "N passed, M failed" line.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build="${ATTN_BUILD_DIR:-$root/build}"
+venv="${ATTN_VENV:-$root/.venv}"
 export ATTN_BUILD_DIR="$build"
 
 bash "$root/scripts/setup.sh" || { echo "0 passed, 1 failed (build)"; exit 1; }
@@ -32,7 +34,7 @@ fi
 ((ctest_status == 0)) || ((failed > 0)) || tally 0 1
 
 echo "== pytest"
-(cd "$root" && /usr/bin/python3 -m pytest -q -p no:cacheprovider test/python) | tee "$logdir/pytest"
+(cd "$root" && "$venv/bin/python" -m pytest -q -p no:cacheprovider test/python) | tee "$logdir/pytest"
 pytest_status=${PIPESTATUS[0]}
 summary=$(tail -n 1 "$logdir/pytest")
 py_passed=$(grep -Eo '[0-9]+ passed' <<<"$summary" | grep -Eo '[0-9]+')

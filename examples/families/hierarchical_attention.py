@@ -13,29 +13,22 @@ Task (synthetic): a document is S sentences of T random word vectors; exactly on
 sentence holds a "marker" word whose first feature is the label sign. The classifier has
 to find it: attention pooling learns to attend to the marker at both levels.
 
-    /usr/bin/python3 examples/families/hierarchical_attention.py --steps 200
+    .venv/bin/python examples/families/hierarchical_attention.py --steps 200
 """
 import argparse
-import os
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import torch
 import torch.nn as nn
 
+import attn
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "runtime" / "python"))
-import attn  # noqa: E402
 
 
 def compile_example(name):
-    build = Path(os.environ.get("ATTN_BUILD_DIR", REPO / "build"))
-    out = Path(tempfile.mkdtemp(prefix="attn-family-")) / f"{name}.so"
-    subprocess.run([str(build / "bin" / "attn-compile"), str(REPO / "examples" / "families" / f"{name}.mlir"),
-                    "-o", str(out)], check=True)
-    return attn.load(out)
+    """examples/families/<name>.mlir, compiled (and cached) by attn.compile."""
+    return attn.compile(str(REPO / "examples" / "families" / f"{name}.mlir"))
 
 
 class AttentionPool(nn.Module):

@@ -11,7 +11,7 @@ coming back through the kernel. Kernel: examples/families/bahdanau.mlir (d = 32)
 Task: sort N numbers (teacher forcing). Encoder: linear embedding + bidirectional GRU;
 decoder: GRU over the previously pointed input; loss: −log a_i[target_i].
 
-    /usr/bin/python3 examples/families/pointer_network.py --steps 300
+    .venv/bin/python examples/families/pointer_network.py --steps 300
 """
 import argparse
 

@@ -9,18 +9,17 @@ with σ and Δt learnable. Σ_j w_ij h_j and Σ_j w_ij come from one call of the
 compiled kernel, with a column of ones appended to V. The kernel's score is
 position-only, so q and k are placeholders of width 1 (they get zero gradients).
 
-Run from the repository root (needs build/ with attn-compile and the runtime):
+Run from the repository root after scripts/setup.sh:
 
-    /usr/bin/python3 examples/models/ldn.py
+    .venv/bin/python examples/models/ldn.py
 """
 import os
-import sys
 
 import torch
 
+import attn
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(REPO, "runtime", "python"))
-import attn  # noqa: E402
 
 LDN_IR = os.path.join(REPO, "examples", "families", "ldn.mlir")
 

@@ -3,7 +3,6 @@ the example normalizers compiled (and cached) on first use, results written next
 the scripts."""
 import json
 import os
-import sys
 from pathlib import Path
 
 import torch
@@ -11,8 +10,6 @@ import torch
 REPRO = Path(__file__).resolve().parent
 REPO = REPRO.parents[1]
 NORMALIZERS = REPO / "examples" / "normalizers"
-sys.path.insert(0, str(REPO / "runtime" / "python"))
-os.environ.setdefault("ATTN_BUILD_DIR", str(REPO / "build"))
 
 import attn  # noqa: E402
 from attn import plotting  # noqa: E402,F401  (re-exported for the scripts)

@@ -11,7 +11,7 @@ feed-forward ×4; unlike the paper: learned position embedding, cross-entropy, A
 2 heads), the same budget for every task, the compiled example normalizers softmax.mlir
 (DPA) and expressive.mlir (EA, w = (q·k)^2 / (ε + Σ (q·k)^2)):
 
-    /usr/bin/python3 examples/repro/expressive_nt.py [--steps 500] [--seeds 2]
+    .venv/bin/python examples/repro/expressive_nt.py [--steps 500] [--seeds 2]
 
 Accuracy = next-symbol accuracy on 512 fresh sequences (positions whose successor the
 context determines). Writes examples/repro/expressive_nt.png and .json.

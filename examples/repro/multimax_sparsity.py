@@ -19,7 +19,7 @@ row (Kernel.attention_weights):
   * sparsity: fraction of the 23 irrelevant weights below 1e-3 (and 1e-2), and the
     cumulative distribution of all weights (the paper's Fig. 8).
 
-    /usr/bin/python3 examples/repro/multimax_sparsity.py [--steps 600] [--seeds 2]
+    .venv/bin/python examples/repro/multimax_sparsity.py [--steps 600] [--seeds 2]
 
 Writes examples/repro/multimax_sparsity.png and .json.
 """
@@ -51,7 +51,7 @@ class MarkedSum(nn.Module):
     def __init__(self, normalizer, d=32):
         super().__init__()
         self.embed = nn.Embedding(2 * DIGITS + 1, d)
-        self.attention = attn.MultiheadAttention(d, 1, normalizer, batch_first=True)
+        self.attention = attn.MultiheadAttention(d, 1, batch_first=True, normalizer=normalizer)
         self.readout = nn.Sequential(nn.Linear(d, 128), nn.Tanh(), nn.Linear(128, DIGITS))
 
     def forward(self, tokens, need_weights=False):

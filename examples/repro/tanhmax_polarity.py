@@ -20,7 +20,7 @@ weights are all positive. Here, at laptop scale:
     and leaves the prediction unchanged, so the orientation is arbitrary: we report the
     raw agreement and the orientation-free one, max(a, 1 - a).
 
-    /usr/bin/python3 examples/repro/tanhmax_polarity.py [--steps 400] [--seeds 3]
+    .venv/bin/python examples/repro/tanhmax_polarity.py [--steps 400] [--seeds 3]
 
 Writes examples/repro/tanhmax_polarity.png and .json.
 """

@@ -18,21 +18,17 @@ learns in a minute on 2 cores: cross-entropy instead of squared error, Adam inst
 SGD with momentum, a position embedding, minibatches of independent sequences.
 
 The attention goes through a compiled attn artifact (`--artifact x.so`; default: compile
-examples/normalizers/softmax.mlir with $ATTN_BUILD_DIR/bin/attn-compile), whose learnable
+examples/normalizers/<--normalizer>.mlir with attn.compile, cached), whose learnable
 normalizer parameters (e.g. MultiMax's 8, sigmoid's bias) are trained with the model.
 `--reference-softmax` swaps in plain eager torch softmax attention for comparison.
 
-    /usr/bin/python3 examples/train/train.py                         # compiled softmax
-    /usr/bin/python3 examples/train/train.py --normalizer tanhmax
-    /usr/bin/python3 examples/train/train.py --artifact /tmp/multimax.so
-    /usr/bin/python3 examples/train/train.py --reference-softmax
+    .venv/bin/python examples/train/train.py                         # compiled softmax
+    .venv/bin/python examples/train/train.py --normalizer tanhmax
+    .venv/bin/python examples/train/train.py --artifact /tmp/multimax.so
+    .venv/bin/python examples/train/train.py --reference-softmax
 """
 import argparse
 import math
-import os
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -40,8 +36,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import attn
+
 REPO = Path(__file__).resolve().parents[2]
-BUILD = Path(os.environ.get("ATTN_BUILD_DIR", str(REPO / "build")))
 
 
 # ----------------------------------------------------------------------------- task
@@ -55,28 +52,6 @@ def nt_batch(batch, length, base, tau, gen):
 
 
 # --------------------------------------------------------------------- attention
-def compile_artifact(mlir, out_dir=None):
-    """attn-compile mlir -o out_dir/<stem>.so; returns the path."""
-    compiler = BUILD / "bin" / "attn-compile"
-    if not compiler.exists():
-        raise SystemExit(f"{compiler} not found: build the project or set ATTN_BUILD_DIR")
-    out_dir = Path(out_dir or tempfile.mkdtemp(prefix="attn-train-"))
-    out = out_dir / (Path(mlir).stem + ".so")
-    subprocess.run([str(compiler), str(mlir), "-o", str(out)], check=True)
-    return str(out)
-
-
-def load_runtime():
-    os.environ.setdefault("ATTN_RUNTIME_LIB", str(BUILD / "runtime" / "libattn_runtime.so"))
-    sys.path.insert(0, str(REPO / "runtime" / "python"))
-    import attn  # noqa: E402
-    try:
-        torch.ops.attn.attention
-    except (AttributeError, RuntimeError):
-        torch.ops.load_library(str(BUILD / "runtime" / "libattn_runtime.so"))
-    return attn
-
-
 class CompiledAttention(nn.Module):
     """Causal attention through an attn artifact; normalizer params are learnable."""
 
@@ -147,13 +122,11 @@ def build_model(args, dtype=torch.float32):
     if args.reference_softmax:
         make = ReferenceSoftmaxAttention
     else:
-        attn = load_runtime()
-        path = args.artifact
-        if path is None:
-            mlir = REPO / "examples" / "normalizers" / f"{args.normalizer}.mlir"
-            path = compile_artifact(mlir)
-            args.artifact = path
-        kernel = attn.load(path)
+        if args.artifact is None:
+            kernel = attn.compile(str(REPO / "examples" / "normalizers" / f"{args.normalizer}.mlir"))
+            args.artifact = kernel.path
+        else:
+            kernel = attn.load(args.artifact)
         make = lambda: CompiledAttention(kernel, dtype)
     torch.manual_seed(args.seed)
     model = TinyTransformer(args.base, args.seq_len, args.d_model, args.heads, args.layers,
@@ -178,8 +151,7 @@ def train(args, dtype=torch.float32, log=print):
     SIGINT/SIGTERM, and args.resume continues it (attn.training.TrainingLoop)."""
     model, opt = build_model(args, dtype)
     gen = torch.Generator().manual_seed(args.seed + 1)
-    training = load_runtime().training
-    loop = training.TrainingLoop(checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
+    loop = attn.training.TrainingLoop(checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
                                  resume=args.resume, log_every=args.log_every, log=log,
                                  model=model, optimizer=opt, data=gen)
 
@@ -248,7 +220,7 @@ def main(argv=None):
           f"{args.layers} layer(s), d_model {args.d_model}, {args.heads} head(s); {kind}")
     try:
         history = train(args, dtype)
-    except load_runtime().training.Interrupted as e:
+    except attn.training.Interrupted as e:
         raise SystemExit(f"{e}; continue with --resume")
     if not args.reference_softmax:
         print(f"artifact: {args.artifact}")

@@ -125,22 +125,22 @@ Value AttentionMath::stabilizer(const PairValues &pair, Value s) {
 
 AttentionMath::Rescale AttentionMath::rescale(Value m, Value candidate, bool mayBeEmpty) {
   Value next = arith::MaximumFOp::create(b, m, candidate);
+  if (!mayBeEmpty)
+    return {next, math::ExpOp::create(b, sub(m, next))};
+  Value stillEmpty =
+      arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, next,
+                            constantLike(b, next, -std::numeric_limits<double>::infinity()));
   Value alpha = math::ExpOp::create(b, sub(m, next));
-  if (mayBeEmpty) {
-    Value stillEmpty =
-        arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, next,
-                              constantLike(b, next, -std::numeric_limits<double>::infinity()));
-    alpha = arith::SelectOp::create(b, stillEmpty, constantLike(b, next, 1.0), alpha);
-  }
-  return {next, alpha};
+  return {next, arith::SelectOp::create(b, stillEmpty, constantLike(b, next, 1.0), alpha)};
 }
 
-AttentionMath::Weights AttentionMath::weights(const PairValues &pair, Value s, Value shift) {
-  Weights weights;
-  weights.g = masked(pair.keep, numerator(s, shift, pair.at));
-  if (Value h = denominator(s, shift, pair.at))
-    weights.h = masked(pair.keep, h);
-  return weights;
+Value AttentionMath::numeratorTerm(const PairValues &pair, Value s, Value shift) {
+  return masked(pair.keep, numerator(s, shift, pair.at));
+}
+
+Value AttentionMath::denominatorTerm(const PairValues &pair, Value s, Value shift) {
+  Value h = denominator(s, shift, pair.at);
+  return h ? masked(pair.keep, h) : h;
 }
 
 Value AttentionMath::rescaled(Value x, Value alpha) { return alpha ? mul(x, alpha) : x; }
@@ -173,15 +173,24 @@ Value AttentionMath::rowDenominator(Value m, Value sum, Value count) {
 AttentionMath::RowResult AttentionMath::finalize(Value m, Value sum, Value count,
                                                  Value numeratorCoefficient) {
   Value zero = constantLike(b, sum, 0.0);
-  Value denominator = rowDenominator(m, sum, count);
-  Value anyKey = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, count, zero);
+  RowResult row;
+  row.max = m;
+  row.denominator = rowDenominator(m, sum, count);
+  row.anyKey = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, count, zero);
   Value numeratorScale = numeratorCoefficient ? numeratorCoefficient : constantLike(b, sum, 1.0);
-  RowResult result;
-  result.outputScale = arith::SelectOp::create(
-      b, anyKey, arith::DivFOp::create(b, numeratorScale, denominator), zero);
-  result.rowMax = arith::SelectOp::create(b, anyKey, online() ? m : zero, zero);
-  result.rowSum = arith::SelectOp::create(b, anyKey, denominator, zero);
-  return result;
+  row.outputScale = arith::SelectOp::create(
+      b, row.anyKey, arith::DivFOp::create(b, numeratorScale, row.denominator), zero);
+  return row;
+}
+
+Value AttentionMath::rowMax(const RowResult &row) {
+  Value zero = constantLike(b, row.denominator, 0.0);
+  return arith::SelectOp::create(b, row.anyKey, online() ? row.max : zero, zero);
+}
+
+Value AttentionMath::rowSum(const RowResult &row) {
+  return arith::SelectOp::create(b, row.anyKey, row.denominator,
+                                 constantLike(b, row.denominator, 0.0));
 }
 
 // --- backward ----------------------------------------------------------------------

@@ -130,24 +130,27 @@ public:
     Value max, alpha;
   };
   Rescale rescale(Value m, Value candidate, bool mayBeEmpty);
-  /// g and h of the pair at the row's shift (m' online, 0 plain), masked.
-  struct Weights {
-    Value g, h; // h null without a summed denominator
-  };
-  Weights weights(const PairValues &pair, Value s, Value shift);
+  /// g (numeratorTerm) and h (denominatorTerm; null without a summed
+  /// denominator) of the pair at the row's shift (m' online, 0 plain), masked.
+  Value numeratorTerm(const PairValues &pair, Value s, Value shift);
+  Value denominatorTerm(const PairValues &pair, Value s, Value shift);
   /// α·x (x when alpha is null: plain accumulation).
   Value rescaled(Value x, Value alpha);
   /// l' = α·l + Σh (hSum null: nothing to add).
   Value accumulateSum(Value l, Value alpha, Value hSum);
 
   /// The end of a row: from its running max m, Σ h `sum` and unmasked-key
-  /// `count` (a float), the factor its accumulated output is multiplied by
-  /// (numeratorCoefficient/C, 1/C without one; 0 for a row without keys) and the
-  /// row statistics the ABI stores.
+  /// `count` (a float), C and the factor its accumulated output is multiplied
+  /// by (numeratorCoefficient/C, 1/C without one; 0 for a row without keys).
   struct RowResult {
-    Value outputScale, rowMax, rowSum;
+    Value outputScale;
+    Value max, denominator, anyKey;
   };
   RowResult finalize(Value m, Value sum, Value count, Value numeratorCoefficient = {});
+  /// The row statistics the ABI stores: row_max (m online, 0 plain) and row_sum
+  /// (C), both 0 for a row without keys.
+  Value rowMax(const RowResult &row);
+  Value rowSum(const RowResult &row);
 
   // --- backward -----------------------------------------------------------------
   /// Whether a row with this row_sum contributes to the backward pass (C != 0;

@@ -88,7 +88,8 @@ FailureOr<std::string> mlir::attn::buildManifest(KernelOp kernel) {
       os << cast<StringAttr>(weight.init).getValue();
   }
   os << "\n";
-  if (ScoreOp score = kernel.getScoreOp(); score && score.getRequiredHeadDim())
+  ScoreOp score = kernel.getScoreOp();
+  if (score && score.getRequiredHeadDim())
     os << "head-dim " << score.getRequiredHeadDim() << "\n";
   for (InputOp input : kernelInputs(kernel)) {
     Type element = input.getElementType();
@@ -105,6 +106,14 @@ FailureOr<std::string> mlir::attn::buildManifest(KernelOp kernel) {
         "x");
     os << (input.getLearnable() ? " learnable\n" : "\n");
   }
+  // The contraction: kind, its constant c (or 1/sqrt(d)) and "feature" with a feature
+  // map; where the score is c·q·k, a runtime can rescale q for another scale.
+  os << "contract " << (score ? stringifyContractKind(score.getContract()) : "scaled_dot") << " ";
+  if (std::optional<double> fixed = fixedScoreScale(kernel))
+    os << llvm::format("%.17g", *fixed);
+  else
+    os << "1/sqrt(d)";
+  os << (score && score.hasFeatureMap() ? " feature\n" : "\n");
   os << "dtypes";
   for (FloatType type : elementTypes)
     os << " " << elementTypeName(type);

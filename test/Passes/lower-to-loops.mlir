@@ -25,7 +25,7 @@ attn.kernel @k normalizer(@softmax)
 // CHECK-DAG: func.func @attn_backward_f32(
 // CHECK-DAG: func.func @attn_forward_f64(%{{.*}}: memref<?x?xf64, strided<[?, ?], offset: ?>>
 // CHECK-DAG: func.func @attn_backward_f64(
-// CHECK-DAG: llvm.mlir.global internal constant @attn_manifest_text("attn-abi 4\0Akernel k\0Anormalizer softmax\0Aalgorithm online\0Adenominator sum\0Amask none\0Aparams\0Adtypes f32 f64\0Adevices cpu\0A\00")
+// CHECK-DAG: llvm.mlir.global internal constant @attn_manifest_text("attn-abi 4\0Akernel k\0Anormalizer softmax\0Aalgorithm online\0Adenominator sum\0Amask none\0Aparams\0Acontract scaled_dot 1/sqrt(d)\0Adtypes f32 f64\0Adevices cpu\0A\00")
 // CHECK-DAG: llvm.func @attn_manifest() -> !llvm.ptr
 
 // After inlining, the forward loop carries the running max, Σ h and the key
@@ -159,7 +159,7 @@ attn.kernel @k normalizer(@softmax) score(@concat)
 // CHECK: math.tanh
 // CHECK: func.func private @attn_backward_f32.inner.generic(
 // CHECK: math.tanh
-// CHECK: llvm.mlir.global internal constant @attn_manifest_text("{{.*}}params W_q[4x8]=identity W_k[4x8]=0.5 v[4]=0.25\0Ahead-dim 8\0A{{.*}}")
+// CHECK: llvm.mlir.global internal constant @attn_manifest_text("{{.*}}params W_q[4x8]=identity W_k[4x8]=0.5 v[4]=0.25\0Ahead-dim 8\0Acontract additive 1\0A{{.*}}")
 
 // -----
 

@@ -67,27 +67,180 @@ func.func @kinks(%c: i1, %x: f32, %y: f32) -> f32 {
 
 // -----
 
-// exp, log, sqrt, tanh, sin, cos; floor is piecewise constant.
-func.func @transcendental(%x: f32) -> f32 {
-  %e = math.exp %x : f32
-  %l = math.log %e : f32
-  %q = math.sqrt %l : f32
-  %t = math.tanh %q : f32
-  %s = math.sin %t : f32
-  %c = math.cos %s : f32
-  %f = math.floor %x : f32
-  %r = arith.addf %c, %f : f32
+// Exponentials: d e^x = e^x, d 2^x = 2^x·ln 2, d(e^x − 1) = (e^x − 1) + 1.
+func.func @exp(%x: f32) -> f32 {
+  %r = math.exp %x : f32
   return %r : f32
 }
-// CHECK-LABEL: func.func private @transcendental.d.0(
-// CHECK-DAG: math.exp
-// CHECK-DAG: arith.divf
-// CHECK-DAG: math.sqrt
-// CHECK-DAG: math.tanh
-// CHECK-DAG: math.cos
-// CHECK-DAG: math.sin
-// CHECK-NOT: math.floor
-// CHECK: return
+func.func @exp2(%x: f32) -> f32 {
+  %r = math.exp2 %x : f32
+  return %r : f32
+}
+func.func @expm1(%x: f32) -> f32 {
+  %r = math.expm1 %x : f32
+  return %r : f32
+}
+// CHECK-LABEL: func.func private @exp.d.0(
+// CHECK-NEXT: %[[E:.*]] = math.exp %arg0
+// CHECK-NEXT: return %[[E]]
+// CHECK-LABEL: func.func private @exp2.d.0(
+// CHECK-NEXT: %[[LN2:.*]] = arith.constant 0.693147182 : f32
+// CHECK-NEXT: %[[E:.*]] = math.exp2 %arg0
+// CHECK-NEXT: %[[D:.*]] = arith.mulf %[[E]], %[[LN2]]
+// CHECK-NEXT: return %[[D]]
+// CHECK-LABEL: func.func private @expm1.d.0(
+// CHECK-NEXT: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK-NEXT: %[[E:.*]] = math.expm1 %arg0
+// CHECK-NEXT: %[[D:.*]] = arith.addf %[[E]], %[[ONE]]
+// CHECK-NEXT: return %[[D]]
+
+// -----
+
+// Logarithms: d log x = 1/x, d log(1 + x) = 1/(x + 1), d log2 x = 1/(x·ln 2).
+func.func @log(%x: f32) -> f32 {
+  %r = math.log %x : f32
+  return %r : f32
+}
+func.func @log1p(%x: f32) -> f32 {
+  %r = math.log1p %x : f32
+  return %r : f32
+}
+func.func @log2(%x: f32) -> f32 {
+  %r = math.log2 %x : f32
+  return %r : f32
+}
+// CHECK-LABEL: func.func private @log.d.0(
+// CHECK-NEXT: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK-NEXT: %[[D:.*]] = arith.divf %[[ONE]], %arg0
+// CHECK-NEXT: return %[[D]]
+// CHECK-LABEL: func.func private @log1p.d.0(
+// CHECK-NEXT: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK-NEXT: %[[X1:.*]] = arith.addf %arg0, %[[ONE]]
+// CHECK-NEXT: %[[D:.*]] = arith.divf %[[ONE]], %[[X1]]
+// CHECK-NEXT: return %[[D]]
+// CHECK-LABEL: func.func private @log2.d.0(
+// CHECK-DAG: %[[LN2:.*]] = arith.constant 0.693147182 : f32
+// CHECK-DAG: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK: %[[XLN2:.*]] = arith.mulf %arg0, %[[LN2]]
+// CHECK-NEXT: %[[D:.*]] = arith.divf %[[ONE]], %[[XLN2]]
+// CHECK-NEXT: return %[[D]]
+
+// -----
+
+// Roots: d √x = 1/(2·√x), d x^-1/2 = x^-1/2 / (−2x).
+func.func @sqrt(%x: f32) -> f32 {
+  %r = math.sqrt %x : f32
+  return %r : f32
+}
+func.func @rsqrt(%x: f32) -> f32 {
+  %r = math.rsqrt %x : f32
+  return %r : f32
+}
+// CHECK-LABEL: func.func private @sqrt.d.0(
+// CHECK-DAG: %[[TWO:.*]] = arith.constant 2.000000e+00 : f32
+// CHECK-DAG: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK: %[[R:.*]] = math.sqrt %arg0
+// CHECK-NEXT: %[[R2:.*]] = arith.mulf %[[R]], %[[TWO]]
+// CHECK-NEXT: %[[D:.*]] = arith.divf %[[ONE]], %[[R2]]
+// CHECK-NEXT: return %[[D]]
+// CHECK-LABEL: func.func private @rsqrt.d.0(
+// CHECK-NEXT: %[[M2:.*]] = arith.constant -2.000000e+00 : f32
+// CHECK-NEXT: %[[R:.*]] = math.rsqrt %arg0
+// CHECK-NEXT: %[[X2:.*]] = arith.mulf %arg0, %[[M2]]
+// CHECK-NEXT: %[[D:.*]] = arith.divf %[[R]], %[[X2]]
+// CHECK-NEXT: return %[[D]]
+
+// -----
+
+// d tanh x = 1 − tanh²x, d sin = cos, d cos = −sin, d atan x = 1/(x² + 1),
+// d erf x = 2/√π·e^(−x²).
+func.func @tanh(%x: f32) -> f32 {
+  %r = math.tanh %x : f32
+  return %r : f32
+}
+func.func @sin(%x: f32) -> f32 {
+  %r = math.sin %x : f32
+  return %r : f32
+}
+func.func @cos(%x: f32) -> f32 {
+  %r = math.cos %x : f32
+  return %r : f32
+}
+func.func @atan(%x: f32) -> f32 {
+  %r = math.atan %x : f32
+  return %r : f32
+}
+func.func @erf(%x: f32) -> f32 {
+  %r = math.erf %x : f32
+  return %r : f32
+}
+// CHECK-LABEL: func.func private @tanh.d.0(
+// CHECK-NEXT: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK-NEXT: %[[T:.*]] = math.tanh %arg0
+// CHECK-NEXT: %[[TT:.*]] = arith.mulf %[[T]], %[[T]]
+// CHECK-NEXT: %[[D:.*]] = arith.subf %[[ONE]], %[[TT]]
+// CHECK-NEXT: return %[[D]]
+// CHECK-LABEL: func.func private @sin.d.0(
+// CHECK-NEXT: %[[D:.*]] = math.cos %arg0
+// CHECK-NEXT: return %[[D]]
+// CHECK-LABEL: func.func private @cos.d.0(
+// CHECK-NEXT: %[[S:.*]] = math.sin %arg0
+// CHECK-NEXT: %[[D:.*]] = arith.negf %[[S]]
+// CHECK-NEXT: return %[[D]]
+// CHECK-LABEL: func.func private @atan.d.0(
+// CHECK-NEXT: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK-NEXT: %[[XX:.*]] = arith.mulf %arg0, %arg0
+// CHECK-NEXT: %[[XX1:.*]] = arith.addf %[[XX]], %[[ONE]]
+// CHECK-NEXT: %[[D:.*]] = arith.divf %[[ONE]], %[[XX1]]
+// CHECK-NEXT: return %[[D]]
+// CHECK-LABEL: func.func private @erf.d.0(
+// CHECK-NEXT: %[[K:.*]] = arith.constant 1.12837923 : f32
+// CHECK-NEXT: %[[XX:.*]] = arith.mulf %arg0, %arg0
+// CHECK-NEXT: %[[NXX:.*]] = arith.negf %[[XX]]
+// CHECK-NEXT: %[[E:.*]] = math.exp %[[NXX]]
+// CHECK-NEXT: %[[D:.*]] = arith.mulf %[[E]], %[[K]]
+// CHECK-NEXT: return %[[D]]
+
+// -----
+
+// extf/truncf carry the tangent across widths; floor, ceil and an int-to-float
+// conversion are piecewise constant; maxnumf/minnumf follow max/min.
+func.func @casts(%x: f32) -> f32 {
+  %w = arith.extf %x : f32 to f64
+  %e = math.exp %w : f64
+  %r = arith.truncf %e : f64 to f32
+  return %r : f32
+}
+func.func @steps(%x: f32, %n: i32) -> f32 {
+  %f = math.floor %x : f32
+  %c = math.ceil %x : f32
+  %i = arith.sitofp %n : i32 to f32
+  %s = arith.addf %f, %c : f32
+  %r = arith.mulf %s, %i : f32
+  return %r : f32
+}
+func.func @nums(%x: f32, %y: f32) -> f32 {
+  %a = arith.maxnumf %x, %y : f32
+  %r = arith.minnumf %a, %y : f32
+  return %r : f32
+}
+// CHECK-LABEL: func.func private @casts.d.0(
+// CHECK-NEXT: %[[W:.*]] = arith.extf %arg0 : f32 to f64
+// CHECK-NEXT: %[[E:.*]] = math.exp %[[W]] : f64
+// CHECK-NEXT: %[[D:.*]] = arith.truncf %[[E]] : f64 to f32
+// CHECK-NEXT: return %[[D]]
+// CHECK-LABEL: func.func private @steps.d.0(
+// CHECK-NEXT: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT: return %[[ZERO]]
+// CHECK-LABEL: func.func private @nums.d.0(
+// CHECK-DAG: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-DAG: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK: %[[A:.*]] = arith.maxnumf %arg0, %arg1
+// CHECK-NEXT: %[[XWINS:.*]] = arith.cmpf ogt, %arg0, %arg1
+// CHECK-NEXT: %[[DA:.*]] = arith.select %[[XWINS]], %[[ONE]], %[[ZERO]]
+// CHECK-NEXT: %[[AWINS:.*]] = arith.cmpf olt, %[[A]], %arg1
+// CHECK-NEXT: %[[D:.*]] = arith.select %[[AWINS]], %[[DA]], %[[ZERO]]
+// CHECK-NEXT: return %[[D]]
 
 // -----
 

@@ -12,5 +12,7 @@
 // RUN: diff %S/luong_local.manifest %t.luong_local
 // RUN: attn-compile %examples/families/bahdanau.mlir --emit=manifest -o %t.bahdanau
 // RUN: diff %S/bahdanau.manifest %t.bahdanau
+// RUN: attn-compile %examples/families/cosine.mlir --emit=manifest -o %t.cosine
+// RUN: diff %S/cosine.manifest %t.cosine
 // RUN: attn-compile %examples/normalizers/softmax.mlir --emit=manifest --dtypes=f32 --cuda-targets=sm_80,sm_90 --cuda-dtypes=bf16,f32 -o %t.softmax-cuda
 // RUN: diff %S/softmax-cuda.manifest %t.softmax-cuda

@@ -16,9 +16,22 @@ REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("ATTN_BUILD_DIR", str(REPO / "build"))).resolve()
 EXAMPLES = REPO / "examples" / "normalizers"
 ATTN_COMPILE = BUILD / "bin" / "attn-compile"
-RUNTIME_LIB = BUILD / "runtime" / "libattn_runtime.so"
+RUNTIME_LIB = Path(os.environ.get("ATTN_RUNTIME_LIB") or BUILD / "runtime" / "libattn_runtime.so").resolve()
+# Artifacts compiled beforehand on another machine (scripts/gpu-artifacts.sh), for a GPU
+# machine that has no compiler: <dir>/<name>.so (with GPU code), <dir>/<name>-cpu.so.
+PREBUILT = Path(os.environ["ATTN_PREBUILT_ARTIFACTS"]) if os.environ.get("ATTN_PREBUILT_ARTIFACTS") else None
 
-for p in (REPO / "test" / "reference", REPO / "runtime" / "python", REPO / "test" / "python"):
+
+def prebuilt_artifact(name):
+    """The prebuilt artifact `name` (fails the test when $ATTN_PREBUILT_ARTIFACTS lacks it)."""
+    path = PREBUILT / f"{name}.so"
+    if not path.exists():
+        pytest.fail(f"{path} not found: scripts/gpu-artifacts.sh builds it", pytrace=False)
+    return str(path)
+
+# The attn package itself is installed in the project's environment (scripts/setup.sh);
+# these are the tests' own helpers.
+for p in (REPO / "test" / "reference", REPO / "test" / "python"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
@@ -38,21 +51,12 @@ def _load_runtime():
     os.environ.setdefault("ATTN_BUILD_DIR", str(BUILD))
     os.environ.setdefault("ATTN_RUNTIME_LIB", str(RUNTIME_LIB))   # for the wrapper
     try:
-        import attn  # noqa: F401  (runtime/python)
+        import attn  # noqa: F401  (installed editable by scripts/setup.sh)
     except Exception as e:  # pragma: no cover - reported as a failure
-        pytest.fail(f"cannot import the attn Python wrapper from "
-                    f"{REPO / 'runtime' / 'python'}: {e!r}", pytrace=False)
-    if not _has_op("attention"):
-        torch.ops.load_library(str(RUNTIME_LIB))
+        pytest.fail(f"cannot import attn (run the tests with the environment scripts/setup.sh "
+                    f"made, e.g. .venv/bin/python -m pytest): {e!r}", pytrace=False)
+    attn._ensure_runtime()   # torch.ops.attn.* and their fakes (attn.ops)
     return attn
-
-
-def _has_op(name):
-    try:
-        getattr(torch.ops.attn, name)
-        return True
-    except (AttributeError, RuntimeError):
-        return False
 
 
 @pytest.fixture(scope="session")
@@ -68,6 +72,8 @@ class _Artifacts:
         self.cache = {}
 
     def __call__(self, name: str) -> str:
+        if PREBUILT is not None:
+            return prebuilt_artifact(f"{name}-cpu")
         if name in self.cache:
             ok, val = self.cache[name]
             if not ok:

@@ -3,7 +3,8 @@
 Runs only where torch.cuda.is_available(); everywhere else every test here is skipped
 with the reason "SKIP: no CUDA device" (and "SKIP: ptxas not found" without the CUDA
 toolkit's ptxas, which attn-compile needs for cubins). The artifacts are compiled for the
-compute capability of cuda:0.
+compute capability of cuda:0, or taken from $ATTN_PREBUILT_ARTIFACTS on a GPU machine
+without the compiler (scripts/gpu-check.sh).
 
 Every example normalizer, float32 / float16 / bfloat16, with and without causal mask and
 key_lengths: O, dq, dk, dv and dparams (the normalizer's learnable params). The inputs are
@@ -23,7 +24,7 @@ import pytest
 import torch
 
 import reference as ref
-from conftest import ATTN_COMPILE, EXAMPLES, NORMALIZER_NAMES
+from conftest import ATTN_COMPILE, EXAMPLES, NORMALIZER_NAMES, PREBUILT, prebuilt_artifact
 from helpers import GRAD_NAMES, case_params, errors, log_errors, make_inputs, reference_grads, seed_of
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="SKIP: no CUDA device")
@@ -51,9 +52,11 @@ class _CudaArtifacts:
         self.cache = {}
 
     def __call__(self, name, cpu_only=False):
+        if PREBUILT is not None:
+            return prebuilt_artifact(f"{name}{'-cpu' if cpu_only else ''}")
         key = (name, cpu_only)
         if key not in self.cache:
-            out = self.outdir / (f"{name}{'_cpu' if cpu_only else ''}.so")
+            out = self.outdir / (f"{name}{'-cpu' if cpu_only else ''}.so")
             cmd = [str(ATTN_COMPILE), str(EXAMPLES / f"{name}.mlir"), "-o", str(out)]
             if not cpu_only:
                 cmd.append(f"--cuda-targets={self.target}")
@@ -67,7 +70,7 @@ class _CudaArtifacts:
 
 @pytest.fixture(scope="module")
 def cuda_artifacts(tmp_path_factory, attn_mod):
-    if _ptxas() is None:
+    if PREBUILT is None and _ptxas() is None:
         pytest.skip("SKIP: ptxas not found (attn-compile --cuda-targets needs the CUDA toolkit)")
     return _CudaArtifacts(tmp_path_factory.mktemp("cuda_artifacts"))
 
@@ -183,8 +186,8 @@ def test_multihead_attention_on_the_gpu(cuda_artifacts, attn_mod):
     """attn.MultiheadAttention moved to CUDA gives the CPU module's results."""
     torch.manual_seed(0)
     path = cuda_artifacts("multimax")
-    cpu = attn_mod.MultiheadAttention(128, 2, path, batch_first=True)
-    gpu = attn_mod.MultiheadAttention(128, 2, path, batch_first=True)
+    cpu = attn_mod.MultiheadAttention(128, 2, batch_first=True, normalizer=path)
+    gpu = attn_mod.MultiheadAttention(128, 2, batch_first=True, normalizer=path)
     gpu.load_state_dict(cpu.state_dict())
     gpu.cuda()
     x = torch.randn(2, 33, 128)
@@ -224,3 +227,25 @@ def test_errors(cuda_artifacts, attn_mod):
             torch.tensor([9], device="cuda"))
     if torch.cuda.device_count() > 1:
         _raises(r"same device", path, q, q.to("cuda:1"), q, empty.half())
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "f32"])
+def test_opcheck_on_the_gpu(cuda_artifacts, attn_mod, dtype):
+    """torch.library.opcheck of the tensor ops on CUDA tensors (float32 row statistics,
+    float32 params with bf16 inputs)."""
+    path = cuda_artifacts("multimax")
+    d = _head_dim(attn_mod, path, dtype)
+    g = torch.Generator(device="cuda").manual_seed(0)
+    leaf = lambda *s: torch.randn(*s, device="cuda", dtype=dtype, generator=g).requires_grad_()
+    q, k, v = leaf(2, 2, 17, d), leaf(2, 2, 23, d), leaf(2, 2, 23, d)
+    params = attn_mod.load(path).initial_params(torch.float32, "cuda").requires_grad_()
+    lengths = torch.tensor([23, 9], device="cuda")
+    args = (path, q, k, v, params, True, lengths, None)
+    torch.library.opcheck(torch.ops.attn.attention.default, args)
+    torch.library.opcheck(torch.ops.attn.attention_forward.default, args)
+    with torch.no_grad():
+        out, row_max, row_sum = torch.ops.attn.attention_forward(*args)
+    assert row_max.dtype == row_sum.dtype == torch.float32
+    torch.library.opcheck(torch.ops.attn.attention_backward.default,
+                          (path, q, k, v, params, out, row_max, row_sum,
+                           torch.randn_like(out).requires_grad_(), True, lengths, None))

@@ -127,7 +127,7 @@ def test_interrupted_run_resumes_exactly(artifacts, tmp_path):
     calls = []
     demo.loss_and_accuracy = interrupt_after_step_3
     try:
-        with pytest.raises(demo.load_runtime().training.Interrupted, match="at step 3"):
+        with pytest.raises(demo.attn.training.Interrupted, match="at step 3"):
             demo.train(interrupted, torch.float64, log=None)
     finally:
         demo.loss_and_accuracy = real_step

@@ -39,7 +39,8 @@ def test_pointer_network_trains(attn_mod):
 
 def test_multihead_attention_registers_weights_with_shapes(attn_mod):
     torch.manual_seed(0)
-    mha = attn_mod.MultiheadAttention(64, 2, str(FAMILIES / "luong_general.mlir"), batch_first=True)
+    mha = attn_mod.MultiheadAttention(64, 2, batch_first=True,
+                                      normalizer=str(FAMILIES / "luong_general.mlir"))
     assert mha.normalizer["W"].shape == (32, 32)
     assert torch.equal(mha.normalizer["W"].detach(), torch.eye(32))
     x = torch.randn(3, 7, 64)

@@ -51,6 +51,16 @@ def test_tensor_inputs():
                            "learnable": True}]
 
 
+def test_contract():
+    def contract(name):
+        return parse(name)["contract"]
+    assert contract("multimax") == {"kind": "scaled_dot", "scale": None, "feature": False}
+    assert contract("linear") == {"kind": "dot", "scale": 1.0, "feature": True}
+    assert contract("luong_general") == {"kind": "bilinear", "scale": 1.0, "feature": False}
+    assert contract("bahdanau") == {"kind": "additive", "scale": 1.0, "feature": False}
+    assert contract("cosine") == {"kind": "cosine", "scale": 5.0, "feature": False}
+
+
 def test_cuda_kernels():
     m = parse("softmax-cuda")
     assert m["devices"] == ["cpu", "cuda"]

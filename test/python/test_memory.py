@@ -11,7 +11,7 @@ import subprocess
 import sys
 import textwrap
 
-from conftest import BUILD, REPO, RUNTIME_LIB
+from conftest import BUILD, RUNTIME_LIB
 
 LIMIT_MIB = 64
 N, D = 16384, 64
@@ -19,18 +19,11 @@ N, D = 16384, 64
 SCRIPT = textwrap.dedent(r"""
     import json, os, resource, sys, time
     import torch
-    sys.path.insert(0, sys.argv[3])
-    try:
-        import attn  # the wrapper may load the runtime itself
-    except Exception:
-        pass
-    try:
-        torch.ops.attn.attention
-    except (AttributeError, RuntimeError):
-        torch.ops.load_library(sys.argv[2])
+    import attn
+    attn.load(sys.argv[1])  # registers torch.ops.attn
     path = sys.argv[1]
-    N, D = int(sys.argv[4]), int(sys.argv[5])
-    causal = len(sys.argv) > 6 and sys.argv[6] == "causal"
+    N, D = int(sys.argv[2]), int(sys.argv[3])
+    causal = len(sys.argv) > 4 and sys.argv[4] == "causal"
     torch.set_num_threads(max(1, min(2, len(os.sched_getaffinity(0)))))
 
     def status(key):
@@ -79,21 +72,22 @@ SCRIPT = textwrap.dedent(r"""
 """)
 
 
-def test_no_quadratic_memory(artifacts, tmp_path):
-    path = artifacts("softmax")
+def extra_peak_mib(path, tmp_path, n, d, causal=False):
+    """Runs SCRIPT in a fresh process: (peak RSS beyond the inputs in MiB, its raw report)."""
     script = tmp_path / "mem.py"
     script.write_text(SCRIPT)
     env = dict(os.environ, ATTN_BUILD_DIR=str(BUILD), ATTN_RUNTIME_LIB=str(RUNTIME_LIB))
-    r = subprocess.run([sys.executable, str(script), path, str(RUNTIME_LIB),
-                        str(REPO / "runtime" / "python"), str(N), str(D)],
+    r = subprocess.run([sys.executable, str(script), path, str(n), str(d),
+                        "causal" if causal else "full"],
                        capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, f"subprocess failed:\n{r.stdout}\n{r.stderr}"
     m = json.loads(r.stdout.strip().splitlines()[-1])
-    if m["reset"]:
-        extra = m["hwm1"] - m["rss0"]
-    else:
-        extra = m["maxrss1"] - max(m["maxrss0"], m["rss0"])
-    extra_mib = extra / 2**20
+    extra = m["hwm1"] - m["rss0"] if m["reset"] else m["maxrss1"] - max(m["maxrss0"], m["rss0"])
+    return extra / 2**20, m
+
+
+def test_no_quadratic_memory(artifacts, tmp_path):
+    extra_mib, m = extra_peak_mib(artifacts("softmax"), tmp_path, N, D)
     print(f"\nN={N} d={D} f32 softmax fwd+bwd: extra peak RSS {extra_mib:.1f} MiB "
           f"over inputs ({m['inputs'] / 2**20:.0f} MiB), {m['secs']:.1f} s on "
           f"{m['threads']} thread(s), "

@@ -3,15 +3,9 @@ backward on the CPU in memory linear in N. Beyond the inputs only O(N·d) tensor
 (O, row statistics, dq, dk, dv) and the kernels' O(d² + N) scratch may appear: an
 N×N float32 matrix would be 16 GiB. Measured as in test_memory.py (fresh subprocess,
 peak RSS after warm-up), at N/4 and N: the extra memory must grow at most linearly."""
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 
-from conftest import BUILD, REPO, RUNTIME_LIB
-from test_memory import SCRIPT
+from test_memory import extra_peak_mib
 
 D = 64
 BYTES_PER_ROW = 4 * D * 4          # float32 O, dq, dk, dv per row
@@ -19,20 +13,11 @@ SLACK_MIB = 48                     # allocator, thread pool, autograd bookkeepin
 
 
 def _extra_mib(path, tmp_path, n, causal):
-    script = tmp_path / "mem.py"
-    script.write_text(SCRIPT)
-    env = dict(os.environ, ATTN_BUILD_DIR=str(BUILD), ATTN_RUNTIME_LIB=str(RUNTIME_LIB))
-    r = subprocess.run([sys.executable, str(script), path, str(RUNTIME_LIB),
-                        str(REPO / "runtime" / "python"), str(n), str(D),
-                        "causal" if causal else "full"],
-                       capture_output=True, text=True, env=env, timeout=600)
-    assert r.returncode == 0, f"subprocess failed:\n{r.stdout}\n{r.stderr}"
-    m = json.loads(r.stdout.strip().splitlines()[-1])
-    extra = m["hwm1"] - m["rss0"] if m["reset"] else m["maxrss1"] - max(m["maxrss0"], m["rss0"])
+    extra, m = extra_peak_mib(path, tmp_path, n, D, causal)
     print(f"\nN={n} d={D} f32 linear {'causal' if causal else 'full'} fwd+bwd: extra peak RSS "
-          f"{extra / 2**20:.1f} MiB over inputs ({m['inputs'] / 2**20:.0f} MiB), "
+          f"{extra:.1f} MiB over inputs ({m['inputs'] / 2**20:.0f} MiB), "
           f"{m['secs']:.2f} s on {m['threads']} thread(s)")
-    return extra / 2**20
+    return extra
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])

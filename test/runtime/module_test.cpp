@@ -110,4 +110,32 @@ TEST(MultiheadAttention, Errors) {
   EXPECT_THROW(attn::MultiheadAttention(10, 3, artifact("softmax")), c10::Error);
 }
 
+TEST(KeyLengthsFromPadding, BoolAndAdditiveFloatMasks) {
+  auto padded = torch::arange(5).unsqueeze(0) >= torch::tensor({5, 2, 0}).unsqueeze(1);
+  auto additive = torch::zeros({3, 5}).masked_fill(padded, -INFINITY);
+  for (const auto &mask : {padded, additive}) {
+    auto lengths = attn::key_lengths_from_padding(mask, 5);
+    EXPECT_EQ(lengths.scalar_type(), torch::kLong);
+    EXPECT_TRUE(torch::equal(lengths, torch::tensor({5, 2, 0}, torch::kLong)));
+  }
+  // What only a score-bias kernel input could run: NotImplementedError, naming it.
+  auto expect_not_implemented = [](const torch::Tensor &mask, const char *what) {
+    try {
+      attn::key_lengths_from_padding(mask, 5);
+      ADD_FAILURE() << "accepted: " << what;
+    } catch (const c10::NotImplementedError &e) {
+      const std::string msg = e.what_without_backtrace();
+      EXPECT_NE(msg.find(what), std::string::npos) << msg;
+      EXPECT_NE(msg.find("needs kernel support (a score-bias input"), std::string::npos) << msg;
+    }
+  };
+  auto holes = padded.clone();
+  holes[1][0] = true;
+  expect_not_implemented(holes, "padding that is not trailing");
+  expect_not_implemented(additive.masked_fill(additive.isinf(), -1e9),
+                         "a float mask with values other than 0 and -inf");
+  EXPECT_THROW(attn::key_lengths_from_padding(padded.to(torch::kLong), 5), c10::Error);
+  EXPECT_THROW(attn::key_lengths_from_padding(padded, 6), c10::Error);
+}
+
 } // namespace

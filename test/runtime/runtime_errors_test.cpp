@@ -160,6 +160,15 @@ TEST(ManifestGolden, TensorInputs) {
   EXPECT_TRUE(m.inputs[0].learnable);
 }
 
+TEST(ManifestGolden, ContractSkipped) {
+  // "contract cosine 5" is informational (attn/abi.h): read, and skipped, by this reader.
+  attn::Manifest m = parse_golden("cosine");
+  EXPECT_EQ(m.kernel, "cosine_attention");
+  EXPECT_TRUE(m.param_names.empty());
+  EXPECT_EQ(m.dtypes, (std::vector<std::string>{"f32", "f64"}));
+  EXPECT_EQ(m.devices, std::vector<std::string>{"cpu"});
+}
+
 TEST(ManifestGolden, CudaKernels) {
   attn::Manifest m = parse_golden("softmax-cuda");
   EXPECT_EQ(m.devices, (std::vector<std::string>{"cpu", "cuda"}));

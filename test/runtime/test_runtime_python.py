@@ -105,6 +105,13 @@ class RuntimePythonTest(unittest.TestCase):
         with self.assertRaisesRegex(RuntimeError, "lists dtype f64.*missing"):
             attn.load(fixture("missing_f64"))
 
+    def test_scale_needs_a_contract_line(self):
+        k = attn.load(fixture("probe"))  # a fixture manifest without the optional line
+        q = torch.randn(1, 1, 3, 4)
+        with self.assertRaisesRegex(RuntimeError, r"scale=0.5: the manifest of .*fx_probe.so "
+                                                  r"has no contract line; recompile it"):
+            attn.attention(q, q, q, k, scale=0.5)
+
     def test_validation_errors(self):
         k = attn.load(fixture("abort"))  # kernels abort(): validation must reject first
         q = torch.randn(2, 3, 5, 4)

@@ -82,13 +82,14 @@ void CPUKernelBuilder::buildForward(StringRef name) {
                        shift = step.max;
                        alpha = step.alpha;
                      }
-                     AttentionMath::Weights w = scalarMath->weights(pair, s, shift);
+                     Value g = scalarMath->numeratorTerm(pair, s, shift);
+                     Value h = scalarMath->denominatorTerm(pair, s, shift);
                      loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
                        Value out = scalarMath->rescaled(load(o, {i, c}), alpha);
-                       store(add(out, mul(w.g, load(v, {j, c}))), o, {i, c});
+                       store(add(out, mul(g, load(v, {j, c}))), o, {i, c});
                        return {};
                      });
-                     return {online ? shift : m, scalarMath->accumulateSum(l, alpha, w.h),
+                     return {online ? shift : m, scalarMath->accumulateSum(l, alpha, h),
                              arith::AddIOp::create(b, count, index(1))};
                    },
                    [&]() -> SmallVector<Value> {
@@ -100,8 +101,8 @@ void CPUKernelBuilder::buildForward(StringRef name) {
       store(mul(load(o, {i, c}), result.outputScale), o, {i, c});
       return {};
     });
-    store(result.rowMax, args.rowMax, {i});
-    store(result.rowSum, args.rowSum, {i});
+    store(scalarMath->rowMax(result), args.rowMax, {i});
+    store(scalarMath->rowSum(result), args.rowSum, {i});
     return {};
   });
   func::ReturnOp::create(b);

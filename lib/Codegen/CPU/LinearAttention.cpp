@@ -277,8 +277,8 @@ void LinearCodegen::forwardRows(Value q, Value v, Value o, Value rowMax, Value r
     forEach(index(0), valueDim, [&](Value col) {
       store(mul(load(o, {i, col}), result.outputScale), o, {i, col});
     });
-    store(result.rowMax, rowMax, {i});
-    store(result.rowSum, rowSum, {i});
+    store(math.rowMax(result), rowMax, {i});
+    store(math.rowSum(result), rowSum, {i});
   });
 }
 

@@ -215,11 +215,11 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                 }
                 Value hLanes = zeroLanes;
                 for (int64_t h = 0; h < scoreVectors; ++h) {
-                  AttentionMath::Weights w = laneMath->weights(pairs[h], s[h], shift);
-                  vector::StoreOp::create(b, w.g, weightTile,
+                  Value g = laneMath->numeratorTerm(pairs[h], s[h], shift);
+                  vector::StoreOp::create(b, g, weightTile,
                                           ValueRange{index(r), index(h * lanes)});
-                  if (w.h)
-                    hLanes = add(hLanes, w.h);
+                  if (Value terms = laneMath->denominatorTerm(pairs[h], s[h], shift))
+                    hLanes = add(hLanes, terms);
                 }
                 next[3 * r + 1] = scalarMath->accumulateSum(
                     l, alpha, fns.denominator ? sumLanes(hLanes) : Value());
@@ -277,8 +277,8 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
             vector::StoreOp::create(b, mul(accumulated, scaleLanes), o,
                                     ValueRange{rowIndex[r], index(c * lanes)});
           }
-          store(result.rowMax, args.rowMax, {rowIndex[r]});
-          store(result.rowSum, args.rowSum, {rowIndex[r]});
+          store(scalarMath->rowMax(result), args.rowMax, {rowIndex[r]});
+          store(scalarMath->rowSum(result), args.rowSum, {rowIndex[r]});
         }
         return {};
       },

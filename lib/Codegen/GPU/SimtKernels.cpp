@@ -75,13 +75,14 @@ void GPUKernelBuilder::buildForward() {
                 shift = step.max;
                 alpha = step.alpha;
               }
-              AttentionMath::Weights w = math->weights(pair, s, shift);
-              SmallVector<Value> updated{online ? shift : m,
-                                         math->accumulateSum(state[1], alpha, w.h),
-                                         add(state[2], constant(1.0))};
+              Value g = math->numeratorTerm(pair, s, shift);
+              SmallVector<Value> updated{
+                  online ? shift : m,
+                  math->accumulateSum(state[1], alpha, math->denominatorTerm(pair, s, shift)),
+                  add(state[2], constant(1.0))};
               for (int64_t t = 0; t < columnsPerLane; ++t) {
                 Value value = memref::LoadOp::create(b, valueTile, ValueRange{jj, column(t)});
-                updated.push_back(add(math->rescaled(state[3 + t], alpha), mul(w.g, value)));
+                updated.push_back(add(math->rescaled(state[3 + t], alpha), mul(g, value)));
               }
               return updated;
             },
@@ -94,8 +95,8 @@ void GPUKernelBuilder::buildForward() {
       storeStored(mul(row[3 + t], result.outputScale), args.o, addIndex(qBase, column(t)));
     ifThen(arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, index(0)), [&]() {
       Value statOffset = addIndex(mulIndex(batchHead, queries), i);
-      storeF32(result.rowMax, args.rowMax, statOffset);
-      storeF32(result.rowSum, args.rowSum, statOffset);
+      storeF32(math->rowMax(result), args.rowMax, statOffset);
+      storeF32(math->rowSum(result), args.rowSum, statOffset);
     });
   });
   gpu::ReturnOp::create(b);

@@ -181,10 +181,10 @@ void GPUKernelBuilder::buildTensorCoreForward() {
           }
           Value hSum = zero, kept = zero;
           for (auto [position, pair] : llvm::enumerate(pairs)) {
-            AttentionMath::Weights w = math->weights(pair, s[position], shift);
-            weights[position / 2][2 * half + position % 2] = narrow(w.g);
-            if (w.h)
-              hSum = add(hSum, w.h);
+            weights[position / 2][2 * half + position % 2] =
+                narrow(math->numeratorTerm(pair, s[position], shift));
+            if (Value h = math->denominatorTerm(pair, s[position], shift))
+              hSum = add(hSum, h);
             kept = add(kept, select(pair.keep, one, zero));
           }
           next[3 * half + 1] = math->accumulateSum(l, alpha, hSum);
@@ -220,8 +220,8 @@ void GPUKernelBuilder::buildTensorCoreForward() {
         }
       ifThen(arith::CmpIOp::create(b, arith::CmpIPredicate::eq, quadColumn, index(0)), [&]() {
         Value statOffset = addIndex(mulIndex(batchHead, queries), rows[half].index);
-        storeF32(result.rowMax, args.rowMax, statOffset);
-        storeF32(result.rowSum, args.rowSum, statOffset);
+        storeF32(math->rowMax(result), args.rowMax, statOffset);
+        storeF32(math->rowSum(result), args.rowSum, statOffset);
       });
     });
   }

@@ -3,8 +3,8 @@
  * An artifact is a shared object compiled from one attn.kernel. It exports:
  *
  *   const char *attn_manifest(void);
- *     Text manifest, one "key value..." line each (see ATTN_MANIFEST_* below):
- *       attn-abi 2
+ *     Text manifest, one "key value..." line each:
+ *       attn-abi 4
  *       kernel tanhmax_attention
  *       normalizer tanhmax
  *       algorithm online            (online | plain | kernelised)
@@ -21,6 +21,13 @@
  *       input bias float ?x32 learnable  name, element (float: the dtype of q; or
  *       input doc i64 ?x?            i8 | i32 | i64), extents ('?': any, else that
  *                                    extent), and 'learnable' when it gets a gradient)
+ *       contract scaled_dot 0.125   (informational, absent before this line existed:
+ *                                    the score's contraction kind, its constant c --
+ *                                    or 1/sqrt(d) -- and "feature" with a feature map;
+ *                                    the Python package rescales q for SDPA's scale=
+ *                                    where the contracted score is c·q·k: dot or
+ *                                    scaled_dot, no feature map. The C++ reader skips
+ *                                    it: the runtime never rescales)
  *       dtypes f32 f64
  *       devices cpu
  *     This comment is the format's one description. It has one writer, the
@@ -77,7 +84,7 @@
  *
  * ---- CUDA -------------------------------------------------------------------
  * With `attn-compile --cuda-targets=sm_80,sm_90` the artifact also holds CUDA
- * kernels (lib/LowerToGPU.cpp), and the manifest says so:
+ * kernels (lib/Codegen/GPU/), and the manifest says so:
  *
  *   devices cpu cuda
  *   cuda-targets sm_80 sm_90     one cubin per target, all kernels in one module

@@ -51,8 +51,8 @@ public:
   void reset() override;
 
   /// query [Nq, B, E] (or [B, Nq, E] with batch_first), key [Nk, B, kdim], value
-  /// [Nk, B, vdim]. key_padding_mask: bool [B, Nk], true = ignore, trailing padding
-  /// only (other patterns belong in an attn.mask in the kernel). Returns (output,
+  /// [Nk, B, vdim]. key_padding_mask: [B, Nk], bool (true = ignore) or additive float
+  /// (-inf = ignore), trailing padding only (see key_lengths_from_padding). Returns (output,
   /// weights); weights are defined only with need_weights: [B, Nq, Nk] averaged over
   /// heads, or [B, H, Nq, Nk] without average_attn_weights (see attention_weights():
   /// for inspection, no gradient).
@@ -78,9 +78,11 @@ protected:
 };
 TORCH_MODULE(MultiheadAttention);
 
-/// key_padding_mask bool [B, Nk] (true = ignore) -> int64 key lengths [B] on the CPU.
-/// attn kernels take padding as key lengths, so only trailing padding (true on a suffix
-/// of each row) is accepted; any other pattern is an error, never a different mask.
+/// key_padding_mask [B, Nk], bool (true = ignore) or torch's additive float form (-inf =
+/// ignore, 0 = keep) -> int64 key lengths [B] on the CPU. attn kernels take padding as key
+/// lengths, so only trailing padding (on a suffix of each row) is accepted; any other
+/// pattern, or other float values, raises c10::NotImplementedError (it needs a score-bias
+/// kernel input), never a different mask. Also the op attn::key_lengths_from_padding.
 torch::Tensor key_lengths_from_padding(const torch::Tensor &key_padding_mask, int64_t keys);
 
 } // namespace attn

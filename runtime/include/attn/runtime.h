@@ -8,15 +8,26 @@
 // Every bad input raises c10::Error (a RuntimeError in Python) naming the argument,
 // what was expected and what was found.
 //
-// The same library registers TORCH_LIBRARY(attn) ops for Python:
-//   torch.ops.attn.attention(str artifact, Tensor q, Tensor k, Tensor v, Tensor params,
-//                            bool is_causal=False, Tensor? key_lengths=None,
-//                            Tensor[]? inputs=None) -> Tensor
-//   torch.ops.attn.attention_forward(...same...) -> (Tensor, Tensor, Tensor)
-//   torch.ops.attn.attention_weights(str artifact, Tensor q, Tensor k, Tensor params,
-//                                    bool is_causal=False, Tensor? key_lengths=None,
-//                                    Tensor[]? inputs=None) -> Tensor
-//   torch.ops.attn.manifest(str artifact) -> str
+// The same library registers TORCH_LIBRARY(attn) ops (runtime/ops.cpp), with CPU, CUDA
+// and Autograd kernels and fake implementations in the Python module attn.ops:
+//   attention(str artifact, Tensor q, Tensor k, Tensor v, Tensor params,
+//             bool is_causal=False, Tensor? key_lengths=None, Tensor[]? inputs=None)
+//       -> Tensor                                   O; differentiable (attention() below)
+//   attention_forward(...the same...) -> (Tensor, Tensor, Tensor)   O, row_max, row_sum
+//   attention_backward(str artifact, Tensor q, Tensor k, Tensor v, Tensor params,
+//                      Tensor out, Tensor row_max, Tensor row_sum, Tensor grad_out,
+//                      bool is_causal=False, Tensor? key_lengths=None,
+//                      Tensor[]? inputs=None)
+//       -> (Tensor, Tensor, Tensor, Tensor, Tensor[]) dq, dk, dv, dparams, dinputs (one per
+//          input; a non-learnable input's is an empty tensor)
+//   attention_weights(str artifact, Tensor q, Tensor k, Tensor params,
+//                     bool is_causal=False, Tensor? key_lengths=None,
+//                     Tensor[]? inputs=None) -> Tensor
+//   key_lengths_from_padding(Tensor key_padding_mask, SymInt keys) -> Tensor
+//   manifest(str artifact) -> str
+// attention's Autograd kernel calls attention_forward and, in backward,
+// attention_backward through the dispatcher (what torch.compile's AOTAutograd traces);
+// the other ops are not differentiable.
 //
 // CUDA tensors (artifacts compiled with `attn-compile --cuda-targets=sm_80,...`): the
 // runtime loads the CUDA driver at first use (dlopen "libcuda.so.1", no CUDA headers or
@@ -164,9 +175,10 @@ struct Options {
   std::vector<torch::Tensor> inputs;
 };
 
-/// Autograd-aware attention. q [B,H,Nq,d], k [B,H,Nk,d], v [B,H,Nk,dv], params [P]
-/// (same dtype as q; an empty [0] tensor, or an undefined tensor, when P == 0).
-/// Returns O [B,H,Nq,dv]; gradients flow to q, k, v and params.
+/// Autograd-aware attention: calls the op attn::attention. q [B,H,Nq,d], k [B,H,Nk,d],
+/// v [B,H,Nk,dv], params [P] (same dtype as q; an empty [0] tensor, or an undefined
+/// tensor, when P == 0). Returns O [B,H,Nq,dv]; gradients flow to q, k, v, params and
+/// the learnable tensors of opts.inputs.
 torch::Tensor attention(const std::shared_ptr<const Library> &lib, const torch::Tensor &q,
                         const torch::Tensor &k, const torch::Tensor &v,
                         const torch::Tensor &params, const Options &opts = {});
@@ -180,7 +192,8 @@ attention_forward(const std::shared_ptr<const Library> &lib, const torch::Tensor
 
 /// Backward only, no autograd: given the forward's inputs, its outputs (O, row_max,
 /// row_sum) and dO [B,H,Nq,dv], returns (dq, dk, dv, dparams [P], dinputs): one
-/// gradient per tensor input, undefined for those that are not learnable. The
+/// gradient per tensor input, an empty [0] tensor for those that are not learnable
+/// (none on the GPU, whose kernels take no inputs). The
 /// inputs' gradients are summed in a fixed order: the same bits run to run (for
 /// one thread count).
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor, torch::Tensor,

@@ -5,12 +5,20 @@
     params = k.initial_params().requires_grad_()
     out = k(q, k_, v, params, is_causal=True)   # q [B,H,Nq,d], k [B,H,Nk,d], v [B,H,Nk,dv]
     out.sum().backward()                   # gradients for q, k, v and params
+    out = attn.attention(q, k_, v, k, is_causal=True)   # like F.scaled_dot_product_attention
 
-A thin layer over the ops that ``libattn_runtime.so`` registers (``torch.ops.attn.*``).
+Kernels can also be written in Python (attn.frontend, docs/TUTORIAL.md):
+
+    from attn import exp
+    tanhmax = attn.normalizer(numerator=lambda s: exp(s) - exp(-s),
+                              denominator=lambda s: exp(s) + exp(-s), name="tanhmax")
+    kernel = attn.compile(attn.kernel(tanhmax, mask=lambda i, j: j <= i))
+
+A thin layer over the ops that ``libattn_runtime.so`` registers (``torch.ops.attn.*``, with
+fake implementations in attn.ops for torch.compile and torch.export).
 CUDA tensors run the artifact's GPU kernels (compile with ``attn.compile(ir,
 cuda_targets="auto")`` or ``attn-compile --cuda-targets=sm_80,...``).
-The runtime library is found via $ATTN_RUNTIME_LIB, else $ATTN_BUILD_DIR/runtime/, else
-``<repo>/build/runtime/libattn_runtime.so`` relative to this file.
+Where the runtime library and attn-compile are found: see attn.paths.
 """
 
 import math
@@ -20,24 +28,13 @@ from collections import OrderedDict
 
 import torch
 
-__all__ = ["load", "compile", "Kernel", "Attention", "MultiheadAttention", "runtime_library_path",
-           "parse_manifest", "training"]
+from .paths import runtime_library_path
+
+__all__ = ["load", "compile", "opt", "kernel_of", "Kernel", "Attention", "MultiheadAttention",
+           "attention", "runtime_library_path", "parse_manifest", "training"]
 
 _lock = threading.Lock()
 _loaded_from = None
-
-
-def runtime_library_path():
-    """Where libattn_runtime.so is looked for: $ATTN_RUNTIME_LIB, else
-    $ATTN_BUILD_DIR/runtime/, else <repo>/build/runtime/ (relative to this file)."""
-    env = os.environ.get("ATTN_RUNTIME_LIB")
-    if env:
-        return os.path.abspath(env)
-    build = os.environ.get("ATTN_BUILD_DIR")
-    if build:
-        return os.path.join(os.path.abspath(build), "runtime", "libattn_runtime.so")
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    return os.path.join(repo, "build", "runtime", "libattn_runtime.so")
 
 
 def _ops_registered():
@@ -48,8 +45,8 @@ def _ops_registered():
         return False
 
 
-def _ensure_runtime():
-    """Load libattn_runtime.so once (registers torch.ops.attn.*)."""
+def _load_library():
+    """Load libattn_runtime.so once (it registers torch.ops.attn.*), unless it is loaded."""
     global _loaded_from
     if _loaded_from is not None:
         return
@@ -60,12 +57,14 @@ def _ensure_runtime():
             _loaded_from = "<already registered>"
             return
         path = runtime_library_path()
-        if not os.path.exists(path):
-            raise RuntimeError(
-                f"attn: runtime library not found at {path}; build it "
-                "(cd build && cmake .. && ninja) or set ATTN_RUNTIME_LIB to libattn_runtime.so")
         torch.ops.load_library(path)
         _loaded_from = path
+
+
+def _ensure_runtime():
+    """torch.ops.attn.* and their fake implementations (attn.ops)."""
+    _load_library()
+    from . import ops  # noqa: F401  (registers the fakes on first import)
 
 
 _CUDA_KERNEL_FIELDS = ("role", "dtype", "head_dim", "symbol", "tile", "tile_rows", "threads_kw",
@@ -77,10 +76,11 @@ def parse_manifest(text):
     mask, an int for 'attn-abi', an OrderedDict name -> initial value for 'params' (a float
     for a scalar, a float64 tensor of the weight's shape for a weight 'W[64x64]=identity'),
     lists for 'dtypes', 'devices' and 'cuda-targets', a list of dicts (role, dtype, head_dim,
-    symbol, tile_rows, threads, smem_bytes) for the 'cuda-kernel' lines; other (informational)
-    keys map to their value string; 'input' is a list of dicts (name, element, shape with None
-    for '?', learnable), one per tensor input in argument order. The runtime validated the
-    text when it loaded the artifact."""
+    symbol, tile_rows, threads, smem_bytes) for the 'cuda-kernel' lines, a dict (kind, scale: a
+    float, or None for 1/sqrt(d); feature: bool) for 'contract', a list of dicts (name,
+    element, shape with None for '?', learnable) for the 'input' lines, one per tensor input in
+    argument order; other (informational) keys map to their value string. The runtime
+    validated the text when it loaded the artifact."""
     m = {"params": OrderedDict(), "cuda-targets": [], "cuda-kernel": [], "input": []}
     for line in text.splitlines():
         tokens = line.split()
@@ -98,6 +98,10 @@ def parse_manifest(text):
                            "shape": tuple(None if e == "?" else int(e)
                                           for e in values[2].split("x")),
                            "learnable": values[3:] == ["learnable"]})
+        elif key == "contract":
+            kind, scale, *feature = values
+            m[key] = {"kind": kind, "scale": None if scale == "1/sqrt(d)" else float(scale),
+                      "feature": feature == ["feature"]}
         elif key == "cuda-kernel":
             fields = dict(zip(_CUDA_KERNEL_FIELDS, values))
             m[key].append({"role": fields["role"], "dtype": fields["dtype"],
@@ -170,6 +174,25 @@ class Kernel:
             at += size
         return out
 
+    def query_factor(self, scale, head_dim):
+        """The factor q is multiplied by so that this kernel scores with `scale` instead of
+        its own scale (SDPA's scale=): exact where the contracted score is c·q·k, i.e. the
+        dot and scaled_dot contractions without a feature map (the manifest's contract
+        line: kind, c or 1/sqrt(d), feature). A mod region then sees scale·q·k. Raises
+        RuntimeError naming the contract for other kernels."""
+        if "contract" not in self.manifest:
+            raise RuntimeError(f"attn: scale={scale}: the manifest of {self.path} has no "
+                               "contract line; recompile it with this attn-compile")
+        contract = self.manifest["contract"]
+        if contract["kind"] not in ("dot", "scaled_dot") or contract["feature"]:
+            what = f"contract {contract['kind']}" + (
+                " with a feature map" if contract["feature"] else "")
+            raise RuntimeError(
+                f"attn: scale={scale} needs a score that is a constant times q·k, but kernel "
+                f"{self.name} has {what}: write the scale into its attn.score instead")
+        own = 1.0 / math.sqrt(head_dim) if contract["scale"] is None else contract["scale"]
+        return scale / own
+
     def _params(self, params, q):
         return self.initial_params(q.dtype, q.device) if params is None else params
 
@@ -222,6 +245,20 @@ def load(path):
     return Kernel(path)
 
 
+def kernel_of(source, cuda_targets=None):
+    """An attn.Kernel from a Kernel (returned as is), a compiled .so path, or IR text, a
+    .mlir path or traced IR (attn.kernel / attn.normalizer; compiled by attn.compile,
+    cached by content)."""
+    if isinstance(source, Kernel):
+        return source
+    if isinstance(source, frontend.Traced):
+        return compile(source, cuda_targets=cuda_targets)
+    text = os.fspath(source)
+    if "\n" not in text and text.endswith(".so"):
+        return load(text)
+    return compile(text, cuda_targets=cuda_targets)
+
+
 class Attention(torch.nn.Module):
     """nn.Module holding the kernel's learnable parameters (as one [P] Parameter)."""
 
@@ -239,6 +276,11 @@ class Attention(torch.nn.Module):
         return f"{self.kernel.name}, params={self.kernel.param_names}, is_causal={self.is_causal}"
 
 
-from .compiler import compile  # noqa: E402  (needs load, defined above)
+from .compiler import compile, opt  # noqa: E402  (needs load, defined above)
+from . import frontend  # noqa: E402
+from .frontend import *  # noqa: E402,F401,F403  (attn.normalizer, attn.kernel, attn.exp, ...)
+from .functional import attention  # noqa: E402
 from .modules import MultiheadAttention  # noqa: E402
 from . import training  # noqa: E402
+
+__all__ += frontend.__all__

@@ -2,6 +2,7 @@
 never needs a separate build step:
 
     kernel = attn.compile(open("tanhmax.mlir").read())   # or a path to the .mlir file
+    kernel = attn.compile(attn.kernel(attn.normalizer(...)))   # IR traced from Python
 
 The cache key covers the IR text, the options and the compiler binary (size and mtime),
 so editing the IR or rebuilding the compiler gives a fresh artifact. The cache lives in
@@ -10,31 +11,12 @@ $ATTN_CACHE_DIR, else ~/.cache/attn.
 
 import hashlib
 import os
-import shutil
 import subprocess
 import tempfile
 
-__all__ = ["compile", "compiler_path", "cache_dir", "cuda_targets_of"]
+from .paths import compiler_path, opt_path
 
-
-def compiler_path():
-    """$ATTN_COMPILE, else $ATTN_BUILD_DIR/bin/attn-compile, else <repo>/build/bin/attn-compile,
-    else attn-compile on PATH."""
-    env = os.environ.get("ATTN_COMPILE")
-    if env:
-        return os.path.abspath(env)
-    build = os.environ.get("ATTN_BUILD_DIR")
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    candidates = [os.path.join(os.path.abspath(build), "bin", "attn-compile")] if build else []
-    candidates.append(os.path.join(repo, "build", "bin", "attn-compile"))
-    for candidate in candidates:
-        if os.path.exists(candidate):
-            return candidate
-    found = shutil.which("attn-compile")
-    if found:
-        return found
-    raise RuntimeError("attn: attn-compile not found (looked at $ATTN_COMPILE, "
-                       f"{', '.join(candidates)} and PATH); build it or set ATTN_COMPILE")
+__all__ = ["compile", "opt", "compiler_path", "cache_dir", "cuda_targets_of"]
 
 
 def cache_dir():
@@ -42,7 +24,13 @@ def cache_dir():
 
 
 def _source_text(source):
-    """IR text from an IR string or a path to a .mlir file."""
+    """IR text from an IR string, a path to a .mlir file, or a traced attn.kernel /
+    attn.normalizer (attn.frontend)."""
+    from .frontend import kernel_ir
+
+    traced = kernel_ir(source)
+    if traced is not None:
+        return str(traced)
     text = os.fspath(source)
     if "\n" not in text and text.endswith(".mlir"):
         if not os.path.exists(text):
@@ -73,11 +61,23 @@ def cuda_targets_of(cuda_targets):
     return [t.strip() for t in cuda_targets if t.strip()]
 
 
+def opt(source, *options):
+    """Run attn-opt on attn IR (as attn.compile takes it) with `options`, e.g.
+    "--attn-classify-normalizer"; returns the printed IR. Raises RuntimeError with
+    attn-opt's diagnostics (for traced IR they name the Python lines)."""
+    result = subprocess.run([opt_path(), "-", *options], input=_source_text(source),
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"attn.opt: attn-opt failed:\n{result.stderr}")
+    return result.stdout
+
+
 def compile(source, kernel=None, dtypes=("f32", "f64"), cpu="native", cuda_targets=None):  # noqa: A001
-    """Compile attn IR (a string, or a path to a .mlir file) and load it; returns an
-    attn.Kernel. `kernel` names the attn.kernel when the IR holds several. `cuda_targets`
-    adds GPU code: "auto" (the visible GPUs), "sm_80,sm_90" or a list. Raises
-    RuntimeError with the compiler's diagnostics when the IR is invalid."""
+    """Compile attn IR (a string, a path to a .mlir file, or IR traced by attn.kernel /
+    attn.normalizer) and load it; returns an attn.Kernel. `kernel` names the attn.kernel
+    when the IR holds several. `cuda_targets` adds GPU code: "auto" (the visible GPUs),
+    "sm_80,sm_90" or a list. Raises RuntimeError with the compiler's diagnostics when the
+    IR is invalid (for traced IR they name the Python lines)."""
     from . import load
 
     text = _source_text(source)

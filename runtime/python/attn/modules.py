@@ -1,65 +1,85 @@
 """torch.nn modules backed by compiled attn kernels."""
 
-import os
-
 import torch
 from torch import nn
+from torch.nn import functional as F
+
+from .masks import kernel_masks, needs_kernel_support
 
 __all__ = ["MultiheadAttention"]
 
 
-def _kernel_from(normalizer, cuda_targets):
-    from . import Kernel, compile, load
-
-    if isinstance(normalizer, Kernel):
-        return normalizer
-    text = os.fspath(normalizer)
-    if "\n" not in text and text.endswith(".so"):
-        return load(text)
-    return compile(text, cuda_targets=cuda_targets)
-
-
 class MultiheadAttention(nn.Module):
-    """Multi-head attention whose attention is a compiled attn kernel, with an API close
-    to torch.nn.MultiheadAttention:
+    """torch.nn.MultiheadAttention whose attention is a compiled attn kernel: the same
+    constructor and forward signatures and defaults, plus the keyword `normalizer`:
 
-        mha = attn.MultiheadAttention(64, 4, open("examples/normalizers/multimax.mlir").read(),
-                                      batch_first=True)
-        out, _ = mha(x, x, x, is_causal=True)
+        mha = attn.MultiheadAttention(64, 4, batch_first=True,
+                                      normalizer=open("examples/normalizers/multimax.mlir").read())
+        out, _ = mha(x, x, x, is_causal=True, need_weights=False)
 
     `normalizer` is an attn.Kernel, a compiled .so, a .mlir path or an IR string
     (compiled once and cached by content; `cuda_targets` adds GPU code to IR compiled
     here: "auto" for the visible GPUs, "sm_80,sm_90", or None). The kernel's learnable
     params (normalizer and score scalars, and score weights such as a bilinear W [d, d]
-    with their shapes) are
-    registered as parameters `normalizer.<name>`, so optimisers and state_dict see them.
-    A kernel with tensor inputs (attn.input) takes them as `inputs=` of forward (a dict
-    name -> tensor, see Kernel.input_names).
-    Masks: `is_causal`, trailing `key_padding_mask`, or an attn.mask compiled into the
-    kernel; `attn_mask` tensors are not supported. Unlike torch, `need_weights` defaults
-    to False: the weights are an extra N×N computation (see Kernel.attention_weights),
-    returned for inspection only ([B, Nq, Nk] averaged over heads, or [B, H, Nq, Nk]
-    with average_attn_weights=False); otherwise the second result is None.
+    with their shapes) are registered as parameters `normalizer.<name>`, so optimisers
+    and state_dict see them. A kernel with tensor inputs (attn.input) takes them as
+    forward's `inputs=` (a dict name -> tensor, see Kernel.input_names); a learnable input
+    whose extents the IR fixes (e.g. `attn.input @sink learnable : tensor<8xf32>`) is a
+    parameter `inputs.<name>` instead, initialised to 0 (an entry of `inputs=` overrides it).
+
+    forward takes torch's arguments with torch's shape and dtype rules (batched 3-D or
+    unbatched 2-D inputs, bool or float masks); masks are handled by attn.masks:
+    is_causal (with or without attn_mask: torch's hint that attn_mask is the causal mask),
+    a trailing key_padding_mask, or an attn.mask compiled into the kernel. An arbitrary
+    attn_mask, another key_padding_mask pattern, dropout > 0, add_bias_kv and add_zero_attn
+    raise errors naming them. need_weights=True (torch's default) returns the attention
+    weights ([B, Nq, Nk] averaged over heads, or [B, H, Nq, Nk]) computed by a second,
+    weights-only run of the kernel: no gradient flows through them, they cost an N×N
+    tensor and are refused above 2**26 elements; pass need_weights=False when training.
     """
 
-    def __init__(self, embed_dim, num_heads, normalizer, bias=True, kdim=None, vdim=None,
-                 batch_first=False, device=None, dtype=None, cuda_targets="auto"):
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
+                 add_zero_attn=False, kdim=None, vdim=None, batch_first=False, device=None,
+                 dtype=None, *, normalizer, cuda_targets="auto"):
         super().__init__()
+        from . import kernel_of
+
         if embed_dim % num_heads != 0:
             raise ValueError(f"embed_dim {embed_dim} is not divisible by num_heads {num_heads}")
+        if dropout:
+            raise needs_kernel_support(f"dropout={dropout}",
+                                       "dropout of the attention weights inside the kernel")
+        for name, value in (("add_bias_kv", add_bias_kv), ("add_zero_attn", add_zero_attn)):
+            if value:
+                raise NotImplementedError(f"attn.MultiheadAttention: {name}=True is not supported")
         factory = {"device": device, "dtype": dtype}
-        self.embed_dim, self.num_heads = embed_dim, num_heads
+        self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, dropout
+        self.kdim, self.vdim = kdim or embed_dim, vdim or embed_dim
         self.head_dim = embed_dim // num_heads
         self.batch_first = batch_first
-        self.kernel = _kernel_from(normalizer, cuda_targets)
+        # Separate q/k/v projections, as torch's module with kdim/vdim. nn.TransformerEncoder
+        # (Layer) reads this flag and keeps its inference fast path, which would run torch's
+        # own softmax attention instead of this module, off.
+        self._qkv_same_embed_dim = False
+        self.kernel = kernel_of(normalizer, cuda_targets)
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)
-        self.k_proj = nn.Linear(kdim or embed_dim, embed_dim, bias=bias, **factory)
-        self.v_proj = nn.Linear(vdim or embed_dim, embed_dim, bias=bias, **factory)
+        self.k_proj = nn.Linear(self.kdim, embed_dim, bias=bias, **factory)
+        self.v_proj = nn.Linear(self.vdim, embed_dim, bias=bias, **factory)
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)
         initial = self.kernel.initial_params(dtype or torch.get_default_dtype(), device)
         self.normalizer = nn.ParameterDict(
             {name: nn.Parameter(value.clone())
              for name, value in self.kernel.split_params(initial).items()})
+        self.inputs = nn.ParameterDict(
+            {i["name"]: nn.Parameter(torch.zeros(i["shape"], **factory))
+             for i in self.kernel.inputs if i["learnable"] and None not in i["shape"]})
+
+    @property
+    def in_proj_bias(self):
+        """torch's [3·E] input-projection bias (the q, k, v biases), None with bias=False."""
+        if self.q_proj.bias is None:
+            return None
+        return torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])
 
     def normalizer_params(self):
         """The kernel's params as one [P] tensor in manifest order (differentiable);
@@ -68,15 +88,20 @@ class MultiheadAttention(nn.Module):
             return torch.zeros(0, dtype=self.q_proj.weight.dtype, device=self.q_proj.weight.device)
         return torch.cat([self.normalizer[name].reshape(-1) for name in self.kernel.param_names])
 
-    def forward(self, query, key, value, key_padding_mask=None, need_weights=False,
-                attn_mask=None, average_attn_weights=True, is_causal=False, inputs=None):
-        if attn_mask is not None:
-            raise ValueError("attn_mask is not supported: use is_causal, a trailing "
-                             "key_padding_mask, or an attn.mask in the kernel")
-        if not self.batch_first:
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
+                attn_mask=None, average_attn_weights=True, is_causal=False, *, inputs=None):
+        is_batched = F._mha_shape_check(query, key, value, key_padding_mask, attn_mask,
+                                        self.num_heads)
+        if not is_batched:
+            query, key, value = (t.unsqueeze(0) for t in (query, key, value))
+            if key_padding_mask is not None:
+                key_padding_mask = key_padding_mask.unsqueeze(0)
+        elif not self.batch_first:
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))
         batch, queries, _ = query.shape
         keys = key.size(1)
+        is_causal, lengths = kernel_masks(keys, query.dtype, attn_mask, key_padding_mask,
+                                          is_causal, mha=True)
 
         def heads(x, length):
             return x.view(batch, length, self.num_heads, self.head_dim).transpose(1, 2)
@@ -84,18 +109,21 @@ class MultiheadAttention(nn.Module):
         q = heads(self.q_proj(query), queries)
         k = heads(self.k_proj(key), keys)
         v = heads(self.v_proj(value), keys)
-        lengths = (None if key_padding_mask is None
-                   else torch.ops.attn.key_lengths_from_padding(key_padding_mask, keys))
         params = self.normalizer_params()
+        if self.kernel.inputs:
+            inputs = {**self.inputs, **(inputs or {})}
         o = self.kernel(q, k, v, params, is_causal, lengths, inputs)
         out = self.out_proj(o.transpose(1, 2).reshape(batch, queries, self.embed_dim))
-        if not self.batch_first:
+        if not is_batched:
+            out = out.squeeze(0)
+        elif not self.batch_first:
             out = out.transpose(0, 1)
         if not need_weights:
             return out, None
-        with torch.no_grad():
-            weights = self.kernel.attention_weights(q, k, params, is_causal, lengths, inputs)
-        return out, weights.mean(1) if average_attn_weights else weights
+        weights = self.kernel.attention_weights(q, k, params, is_causal, lengths, inputs)
+        if average_attn_weights:
+            weights = weights.mean(1)
+        return out, weights if is_batched else weights.squeeze(0)
 
     def extra_repr(self):
         return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, kernel={self.kernel.name}, "

@@ -1,0 +1,73 @@
+"""attn.attention: a compiled attn kernel called like F.scaled_dot_product_attention."""
+
+from .masks import kernel_masks, needs_kernel_support
+
+__all__ = ["attention"]
+
+
+def _heads(t):
+    """[*batch, H, N, E] (or [N, E]) as [B, H, N, E] (a view where strides allow)."""
+    return t.reshape(-1, t.shape[-3] if t.dim() >= 3 else 1, *t.shape[-2:])
+
+
+def attention(query, key, value, kernel, attn_mask=None, dropout_p=0.0, is_causal=False,
+              scale=None, enable_gqa=False, *, params=None, key_lengths=None, inputs=None):
+    """Attention with a compiled attn kernel, with the arguments and shapes of
+    torch.nn.functional.scaled_dot_product_attention:
+
+        query [*batch, H, L, E], key [*batch, H, S, E], value [*batch, H, S, Ev]
+        -> [*batch, H, L, Ev]        (*batch: any number of batch dims, none included)
+
+    kernel: an attn.Kernel, a compiled .so, or IR text / a .mlir path (compiled by
+    attn.compile and cached; pass a Kernel inside torch.compile). is_causal: keys after
+    the query are masked (top-left aligned, as SDPA). scale: None uses the kernel's own
+    score; otherwise q·k is scaled by `scale` instead (exact for the dot and scaled_dot
+    contractions without a feature map; other kernels raise, naming their contract).
+    enable_gqa with equal head counts is accepted (a no-op, as in SDPA).
+
+    attn's own keywords: params [P] (the kernel's learnable params; default: their
+    initial values), key_lengths int64 [*batch] (keys j >= key_lengths masked: trailing
+    padding), inputs: the kernel's tensor inputs (attn.input; a dict name -> tensor, see
+    Kernel.input_names), whose batch index b counts the batch dims flattened. Autograd
+    reaches query, key, value, params and the learnable inputs.
+
+    Not yet supported, each an error naming it: an attn_mask tensor and dropout_p > 0
+    (they need kernel support), differing head counts (grouped-query attention, issue 14).
+    """
+    from . import kernel_of
+
+    kernel = kernel_of(kernel, cuda_targets="auto")
+    if dropout_p:
+        raise needs_kernel_support(f"dropout_p={dropout_p}",
+                                   "dropout of the attention weights inside the kernel")
+    if query.dim() < 2 or key.dim() != query.dim() or value.dim() != query.dim():
+        raise RuntimeError(
+            "attn.attention: query, key and value must have the same number of dims (at least "
+            f"2: [*batch, H, L, E]), got query {tuple(query.shape)}, key {tuple(key.shape)}, "
+            f"value {tuple(value.shape)}")
+    batch = query.shape[:-3]
+    if key.shape[:-3] != batch or value.shape[:-2] != key.shape[:-2]:
+        raise RuntimeError(
+            "attn.attention: the batch dims of query, key and value and the head and length "
+            f"dims of key and value must agree, got query {tuple(query.shape)}, key "
+            f"{tuple(key.shape)}, value {tuple(value.shape)}")
+    q, k, v = _heads(query), _heads(key), _heads(value)
+    if q.shape[1] != k.shape[1]:
+        heads = f"{q.shape[1]} query heads and {k.shape[1]} key/value heads"
+        if enable_gqa:
+            raise needs_kernel_support(f"enable_gqa=True with {heads}",
+                                       "grouped-query attention, issue 14")
+        raise RuntimeError(f"attn.attention: {heads}: the head counts must agree "
+                           "(enable_gqa=True asks for grouped-query attention)")
+    is_causal, _ = kernel_masks(key.shape[-2], query.dtype, attn_mask, is_causal=is_causal)
+    if scale is not None:
+        factor = kernel.query_factor(scale, query.shape[-1])
+        if factor != 1.0:
+            q = q * factor
+    if key_lengths is not None:
+        if key_lengths.shape != batch:
+            raise RuntimeError(f"attn.attention: key_lengths must have the batch shape "
+                               f"{tuple(batch)} of query, got {tuple(key_lengths.shape)}")
+        key_lengths = key_lengths.reshape(-1)
+    out = kernel(q, k, v, params, is_causal, key_lengths, inputs)
+    return out.reshape(*query.shape[:-1], value.shape[-1])

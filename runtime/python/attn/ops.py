@@ -1,0 +1,83 @@
+"""Fake implementations of the torch.ops.attn tensor ops, for FakeTensor, torch.compile,
+torch.export and torch.library.opcheck.
+
+The ops are defined in C++ (runtime/ops.cpp), whose TORCH_LIBRARY block names this module
+(`m.set_python_module("attn.ops")`, which torch's errors quote when a fake is missing).
+attn.load / attn.compile import it; so does `import attn.ops`, which also loads the runtime
+library if nobody has (do that before compiling code that calls torch.ops.attn.* directly).
+Each fake returns what the CPU/CUDA kernels return, symbolic sizes included: fresh
+contiguous tensors of these shapes and dtypes (runtime/attention.cpp):
+
+    attention          O [B, H, Nq, dv]                          q's dtype
+    attention_forward  O, row_max [B, H, Nq], row_sum [B, H, Nq]  stats: q's dtype on the
+                                                                 CPU, float32 on the GPU
+    attention_backward dq like q, dk like k, dv like v, dparams like params, and one
+                       gradient per tensor input: like the input (q's dtype) for a
+                       learnable one, an empty [0] tensor of q's dtype for the others
+                       (the manifest's input lines say which, read once per artifact)
+    attention_weights  [B, H, Nq, Nk]                            q's dtype
+    key_lengths_from_padding  int64 [B] on the CPU
+
+Inputs the kernels refuse get their errors from the kernels themselves, at run time.
+"""
+
+import functools
+
+import torch
+
+from . import _load_library, parse_manifest
+
+__all__ = []
+
+_load_library()
+
+
+def _new(like, shape, dtype=None):
+    return like.new_empty(tuple(shape), dtype=dtype)
+
+
+def _stats_dtype(q):
+    return torch.float32 if q.device.type == "cuda" else q.dtype
+
+
+def _output(q, v):
+    return _new(q, (*q.shape[:-1], v.shape[-1]))
+
+
+@functools.lru_cache(maxsize=None)
+def _learnable_inputs(artifact):
+    """Whether each tensor input of the artifact gets a gradient (its manifest)."""
+    return tuple(i["learnable"] for i in parse_manifest(torch.ops.attn.manifest(artifact))["input"])
+
+
+@torch.library.register_fake("attn::attention")
+def _attention(artifact, q, k, v, params, is_causal=False, key_lengths=None, inputs=None):
+    return _output(q, v)
+
+
+@torch.library.register_fake("attn::attention_forward")
+def _attention_forward(artifact, q, k, v, params, is_causal=False, key_lengths=None,
+                       inputs=None):
+    stats = q.shape[:-1]
+    return (_output(q, v), _new(q, stats, _stats_dtype(q)), _new(q, stats, _stats_dtype(q)))
+
+
+@torch.library.register_fake("attn::attention_backward")
+def _attention_backward(artifact, q, k, v, params, out, row_max, row_sum, grad_out,
+                        is_causal=False, key_lengths=None, inputs=None):
+    dinputs = [_new(q, t.shape) if learnable else _new(q, (0,))
+               for t, learnable in zip(inputs or [], _learnable_inputs(artifact))]
+    return (_new(q, q.shape), _new(k, k.shape), _new(v, v.shape), _new(params, params.shape),
+            dinputs)
+
+
+@torch.library.register_fake("attn::attention_weights")
+def _attention_weights(artifact, q, k, params, is_causal=False, key_lengths=None,
+                       inputs=None):
+    return _new(q, (*q.shape[:-1], k.shape[-2]))
+
+
+@torch.library.register_fake("attn::key_lengths_from_padding")
+def _key_lengths_from_padding(key_padding_mask, keys):
+    return key_padding_mask.new_empty((key_padding_mask.shape[0],), dtype=torch.int64,
+                                      device="cpu")
