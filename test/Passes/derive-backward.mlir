@@ -288,3 +288,62 @@ attn.kernel @k normalizer(@tilted) mask(@by_head)
 // CHECK-LABEL: func.func private @k.mask(
 // CHECK-SAME: %{{.*}}: index, %[[H:.*]]: index, %{{.*}}: index, %[[J:.*]]: index) -> i1
 // CHECK: arith.cmpi ule, %[[H]], %[[J]]
+
+// -----
+
+// Tensor inputs: every function takes them after the params (memrefs of their
+// rank, float ones in the kernel's type); attn.read becomes attn.table_load. Each
+// read of a learnable input gets #attn.table_grad: the derivative of its function by
+// the value read (e^(s + w[h]) by w[h]: itself) and the position it reads.
+attn.input @w learnable : tensor<?xf32>
+attn.input @c learnable : tensor<?x?xf32>
+attn.input @doc : tensor<?x?xi32>
+attn.normalizer @n {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %w = attn.read @w[%h] : f32
+    %x = arith.addf %s, %w : f32
+    %e = math.exp %x : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+}
+attn.score @sc contract dot mod {
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+  %c = attn.read @c[%h, %i] : f32
+  %t = arith.mulf %s, %c : f32
+  attn.yield %t : f32
+}
+attn.mask @same {
+^bb0(%b: index, %h: index, %i: index, %j: index):
+  %di = attn.read @doc[%b, %i] : i32
+  %dj = attn.read @doc[%b, %j] : i32
+  %keep = arith.cmpi eq, %di, %dj : i32
+  attn.yield %keep : i1
+}
+attn.kernel @k normalizer(@n) score(@sc) mask(@same)
+
+// CHECK: table_grads = [#attn.table_grad<role = numerator, input = 0, derivative = @k.num.d.w.0, position = @k.num.at.w.0>, #attn.table_grad<role = score, input = 1, derivative = @k.score.d.c.0, position = @k.score.at.c.0>]
+// CHECK-LABEL: func.func private @k.num(
+// CHECK-SAME: %[[S:.*]]: f32, %[[M:.*]]: f32, %{{.*}}: index, %[[H:.*]]: index, %{{.*}}: index, %{{.*}}: index, %[[W:[a-z0-9]*]]: memref<?xf32, strided<[?], offset: ?>>, %{{.*}}: memref<?x?xf32, strided<[?, ?], offset: ?>>, %{{.*}}: memref<?x?xi32, strided<[?, ?], offset: ?>>) -> f32
+// CHECK: %[[R:.*]] = attn.table_load %[[W]][%[[H]]] : memref<?xf32, strided<[?], offset: ?>>, index -> f32
+// CHECK: arith.addf %[[S]], %[[R]]
+// CHECK-LABEL: func.func private @k.num.at.w.0(
+// CHECK-SAME: %{{.*}}: f32, %{{.*}}: f32, %{{.*}}: index, %[[H:.*]]: index, %{{.*}}: index, %{{.*}}: index, %[[W:[a-z0-9]*]]: memref
+// CHECK: %[[P:.*]] = attn.table_position %[[W]][%[[H]]] : memref<?xf32, strided<[?], offset: ?>>, index -> index
+// CHECK: return %[[P]] : index
+// CHECK-LABEL: func.func private @k.num.d.w.0(
+// CHECK: %[[E:.*]] = math.exp
+// CHECK-NEXT: return %[[E]] : f32
+// CHECK-LABEL: func.func private @k.score.at.c.0(
+// CHECK: attn.table_position
+// CHECK-LABEL: func.func private @k.score.d.c.0(
+// CHECK-SAME: %[[R:.*]]: f32, %{{.*}}: index
+// CHECK: return %[[R]] : f32
+// CHECK-LABEL: func.func private @k.mask(
+// CHECK: attn.table_load %{{.*}}[%{{.*}}, %{{.*}}] : memref<?x?xi32, strided<[?, ?], offset: ?>>, index, index -> i32
+// CHECK: arith.cmpi eq

@@ -193,6 +193,55 @@ def test_normalizer_params_are_trained_parameters(cache, attn_mod):
     assert any(not torch.equal(before[n], p) for n, p in mha.normalizer.items())
 
 
+TABLES_IR = """
+attn.input @w learnable : tensor<2xf32>
+attn.input @doc : tensor<?x?xi64>
+attn.mask @same_doc {
+^bb0(%b: index, %h: index, %i: index, %j: index):
+  %di = attn.read @doc[%b, %i] : i64
+  %dj = attn.read @doc[%b, %j] : i64
+  %keep = arith.cmpi eq, %di, %dj : i64
+  attn.yield %keep : i1
+}
+attn.normalizer @headed {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %w = attn.read @w[%h] : f32
+    %x = arith.addf %s, %w : f32
+    %e = math.exp %x : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+}
+attn.kernel @headed_attention normalizer(@headed) mask(@same_doc)
+"""
+
+
+def test_tensor_inputs_of_the_module(cache, attn_mod):
+    """A learnable input whose extents the IR fixes is a parameter inputs.<name> (zeros,
+    trained with the others); the others come as forward's inputs=."""
+    torch.manual_seed(2)
+    mha = attn_mod.MultiheadAttention(16, 2, batch_first=True, normalizer=TABLES_IR)
+    assert list(mha.inputs) == ["w"] and "inputs.w" in mha.state_dict()
+    assert torch.equal(mha.inputs["w"].detach(), torch.zeros(2))
+    x = torch.randn(2, 10, 16)
+    doc = torch.tensor([[0] * 4 + [1] * 6, [0] * 10])
+    out, _ = mha(x, x, x, need_weights=False, inputs={"doc": doc})
+    out.pow(2).mean().backward()
+    assert mha.inputs["w"].grad is not None and mha.inputs["w"].grad.abs().sum() > 0
+    # documents are separate: the first 4 positions of batch 0 see only each other
+    y = x.clone()
+    y[0, 4:] += 1.0
+    again, _ = mha(y, y, y, need_weights=False, inputs={"doc": doc})
+    assert torch.allclose(again[0, :4], out[0, :4].detach(), atol=1e-6)
+    with pytest.raises(RuntimeError, match=r"missing: \['doc'\]"):
+        mha(x, x, x, need_weights=False)
+
+
 def test_what_kernels_cannot_take_are_errors(cache, attn_mod):
     mha = attn_mod.MultiheadAttention(8, 2, batch_first=True, normalizer=SOFTMAX_IR)
     x = torch.randn(2, 5, 8)
