@@ -33,13 +33,16 @@ struct ExpectedArg {
 };
 } // namespace
 
-/// The four indices every region but the feature map sees, in this order.
-static SmallVector<ExpectedArg> indexArgs(MLIRContext *ctx) {
+/// The four indices every region but the feature map sees, in this order; a row
+/// offset (one per query row) sees all but the key index.
+static SmallVector<ExpectedArg> indexArgs(MLIRContext *ctx, bool withKey = true) {
   Type index = IndexType::get(ctx);
-  return {{"the batch index", "b", index},
-          {"the head index", "h", index},
-          {"the query index", "i", index},
-          {"the key index", "j", index}};
+  SmallVector<ExpectedArg> args{{"the batch index", "b", index},
+                                {"the head index", "h", index},
+                                {"the query index", "i", index}};
+  if (withKey)
+    args.push_back({"the key index", "j", index});
+  return args;
 }
 
 /// The block header a region with `expected` arguments is written with, e.g.
@@ -242,6 +245,8 @@ static void nameRegionArguments(Region &region, ArrayRef<StringRef> leading,
 //===----------------------------------------------------------------------===//
 
 void NormalizerOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setName) {
+  if (&region == &getOffset())
+    return nameRegionArguments(region, {"b", "h", "i"}, getParamNames(), setName);
   nameRegionArguments(region, {"s", "b", "h", "i", "j"}, getParamNames(), setName);
 }
 
@@ -263,6 +268,7 @@ ParseResult NormalizerOp::parse(OpAsmParser &parser, OperationState &result) {
     return failure();
   Region *numerator = result.addRegion();
   Region *denominator = result.addRegion();
+  Region *offset = result.addRegion();
   if (parser.parseRegion(*numerator) || parser.parseKeyword("denominator"))
     return failure();
 
@@ -288,6 +294,8 @@ ParseResult NormalizerOp::parse(OpAsmParser &parser, OperationState &result) {
   }
   result.addAttribute(getDenominatorKindAttrName(result.name),
                       DenominatorKindAttr::get(ctx, kind));
+  if (succeeded(parser.parseOptionalKeyword("offset")) && parser.parseRegion(*offset))
+    return failure();
   return parser.parseRBrace();
 }
 
@@ -324,9 +332,36 @@ void NormalizerOp::print(OpAsmPrinter &p) {
     p.printRegion(getDenominator());
     break;
   }
+  if (hasOffsetRegion()) {
+    p.printNewline();
+    p << "offset ";
+    p.printRegion(getOffset());
+  }
   p.decreaseIndent();
   p.printNewline();
   p << "}";
+}
+
+/// The row offset region: (b, h, i, params...) -> the normalizer's float type, after a
+/// summed denominator without epsilon.
+LogicalResult NormalizerOp::verifyOffset() {
+  if (getDenominatorKind() != DenominatorKind::Sum)
+    return emitOpError() << "an offset applies to a summed denominator (C_i = β + Σ_j h), "
+                            "not to a "
+                         << stringifyDenominatorKind(getDenominatorKind()) << " denominator";
+  if (getEpsilon())
+    return emitOpError("epsilon is a constant row offset; write either epsilon or an offset "
+                       "region, not both");
+  SmallVector<ExpectedArg> args = indexArgs(getContext(), /*withKey=*/false);
+  args.append(paramArgs(getParamNames()));
+  if (failed(verifyScalarRegion(*this, getOffset(), "offset", args, getScalarType())))
+    return failure();
+  for (BlockArgument arg : getOffset().front().getArguments().drop_front(3))
+    if (arg.getType() != getScalarType())
+      return emitOpError() << "offset region argument #" << arg.getArgNumber()
+                           << " (a param) must have the score type " << getScalarType()
+                           << ", got " << arg.getType();
+  return success();
 }
 
 LogicalResult NormalizerOp::verify() {
@@ -365,6 +400,8 @@ LogicalResult NormalizerOp::verify() {
       return emitOpError("epsilon applies to a summed denominator only");
     break;
   }
+  if (hasOffsetRegion() && failed(verifyOffset()))
+    return failure();
   // The linear-time form depends on the score and mask too, so only a kernel has it.
   if (getAlgorithm() == Algorithm::Kernelised)
     return emitOpError("algorithm kernelised belongs to an attn.kernel (it depends on the "
@@ -872,13 +909,15 @@ LogicalResult KernelFunctionsAttr::verify(function_ref<InFlightDiagnostic()> emi
                                           FlatSymbolRefAttr, FlatSymbolRefAttr, FlatSymbolRefAttr,
                                           FlatSymbolRefAttr, FlatSymbolRefAttr, FlatSymbolRefAttr,
                                           FlatSymbolRefAttr, FlatSymbolRefAttr, FlatSymbolRefAttr,
+                                          FlatSymbolRefAttr, FlatSymbolRefAttr,
                                           ArrayAttr numeratorDp, ArrayAttr denominatorDp,
-                                          ArrayAttr scoreDp, ArrayAttr tableGrads) {
+                                          ArrayAttr offsetDp, ArrayAttr scoreDp,
+                                          ArrayAttr tableGrads) {
   if (!isa<FloatType>(type))
     return emitError() << "functions are instantiated at a float type, got " << type;
   if (lanes < 0)
     return emitError() << "lanes must be 0 (scalars) or a vector width, got " << lanes;
-  for (ArrayAttr list : {numeratorDp, denominatorDp, scoreDp})
+  for (ArrayAttr list : {numeratorDp, denominatorDp, offsetDp, scoreDp})
     if (list && !llvm::all_of(list, llvm::IsaPred<FlatSymbolRefAttr>))
       return emitError() << "derivative lists hold function symbols, got " << list;
   if (tableGrads && !llvm::all_of(tableGrads, llvm::IsaPred<TableGradAttr>))

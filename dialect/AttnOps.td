@@ -70,7 +70,8 @@ def Attn_TableGradRole : I32EnumAttr<"TableGradRole",
     "the scalar function a read of a learnable tensor input sits in", [
     I32EnumAttrCase<"Numerator", 0, "numerator">,
     I32EnumAttrCase<"Denominator", 1, "denominator">,
-    I32EnumAttrCase<"Score", 2, "score">]> {
+    I32EnumAttrCase<"Score", 2, "score">,
+    I32EnumAttrCase<"Offset", 3, "offset">]> {
   let cppNamespace = "::mlir::attn";
   let genSpecializedAttr = 0;
 }
@@ -124,11 +125,12 @@ def Attn_KernelFunctionsAttr : Attn_Attr<"KernelFunctions", "functions"> {
     functions on vector<n x _>), read by the lowerings: no pass finds another's
     functions by name. Roles: `numerator` g and `denominator` h (taking s, the
     shift m, the indices b, h, i, j), `stabilizer` (online: the max of the exp
-    arguments), `score` (the mod region), `feature` φ, `mask`, `phase`
-    (kernelised cosFormer), and the derivatives `*_ds` (by s), `feature_dx`,
-    `numerator_dp` / `denominator_dp` (by each normalizer param), `score_dp` (by
-    each score param) and `table_grads` (one #attn.table_grad per read of a
-    learnable tensor input). Every function but `feature` and `phase` takes the
+    arguments), `offset` β (the row offset region, taking m, b, h, i) and
+    `offset_stab` (online: its exponent), `score` (the mod region), `feature` φ,
+    `mask`, `phase` (kernelised cosFormer), and the derivatives `*_ds` (by s),
+    `feature_dx`, `numerator_dp` / `denominator_dp` / `offset_dp` (by each
+    normalizer param), `score_dp` (by each score param) and `table_grads` (one
+    #attn.table_grad per read of a learnable tensor input). Every function but `feature` and `phase` takes the
     kernel's params and then its tensor inputs (memrefs) as trailing arguments.
   }];
   let parameters = (ins
@@ -137,6 +139,8 @@ def Attn_KernelFunctionsAttr : Attn_Attr<"KernelFunctions", "functions"> {
     "::mlir::FlatSymbolRefAttr":$numerator,
     OptionalParameter<"::mlir::FlatSymbolRefAttr">:$denominator,
     OptionalParameter<"::mlir::FlatSymbolRefAttr">:$stabilizer,
+    OptionalParameter<"::mlir::FlatSymbolRefAttr">:$offset,
+    OptionalParameter<"::mlir::FlatSymbolRefAttr">:$offset_stab,
     OptionalParameter<"::mlir::FlatSymbolRefAttr">:$score,
     OptionalParameter<"::mlir::FlatSymbolRefAttr">:$feature,
     OptionalParameter<"::mlir::FlatSymbolRefAttr">:$mask,
@@ -147,6 +151,7 @@ def Attn_KernelFunctionsAttr : Attn_Attr<"KernelFunctions", "functions"> {
     OptionalParameter<"::mlir::FlatSymbolRefAttr">:$feature_dx,
     OptionalParameter<"::mlir::ArrayAttr">:$numerator_dp,
     OptionalParameter<"::mlir::ArrayAttr">:$denominator_dp,
+    OptionalParameter<"::mlir::ArrayAttr">:$offset_dp,
     OptionalParameter<"::mlir::ArrayAttr">:$score_dp,
     OptionalParameter<"::mlir::ArrayAttr">:$table_grads
   );
@@ -214,10 +219,12 @@ def Attn_NormalizerOp : Attn_Op<"normalizer", [Symbol, IsolatedFromAbove,
       }
     }
     ```
-    The numerator region takes the score and then one scalar per learnable param;
-    the `sum` denominator region takes the same arguments. Instead of a region the
-    denominator may be `constant <value>` or `count` (the number of unmasked keys).
-    `epsilon <value>` is added to a summed denominator (C_i = ε + Σ_j h).
+    The numerator region takes the score, the indices b, h, i, j and then one scalar
+    per learnable param; the `sum` denominator region takes the same arguments.
+    Instead of a region the denominator may be `constant <value>` or `count` (the
+    number of unmasked keys). A summed denominator has a row offset β: `epsilon
+    <value>` (a constant, C_i = ε + Σ_j h) or an `offset` region after it taking
+    b, h, i and the params (C_i = β(b, h, i) + Σ_j h; softmax1, attention sinks).
     Params are declared `params(name = initial value, ...)`.
   }];
   let arguments = (ins
@@ -229,7 +236,8 @@ def Attn_NormalizerOp : Attn_Op<"normalizer", [Symbol, IsolatedFromAbove,
     DenseF64ArrayAttr:$param_inits,
     OptionalAttr<Attn_AlgorithmAttr>:$algorithm
   );
-  let regions = (region SizedRegion<1>:$numerator, MaxSizedRegion<1>:$denominator);
+  let regions = (region SizedRegion<1>:$numerator, MaxSizedRegion<1>:$denominator,
+                 MaxSizedRegion<1>:$offset);
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -237,6 +245,9 @@ def Attn_NormalizerOp : Attn_Op<"normalizer", [Symbol, IsolatedFromAbove,
     ::mlir::Type getScalarType();
     unsigned getNumParams() { return getParamNames().size(); }
     bool hasDenominatorRegion() { return getDenominatorKind() == DenominatorKind::Sum; }
+    bool hasOffsetRegion() { return !getOffset().empty(); }
+    /// The checks of the offset region (verify()).
+    ::mlir::LogicalResult verifyOffset();
   }];
 }
 

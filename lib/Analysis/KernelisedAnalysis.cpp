@@ -173,6 +173,9 @@ std::optional<KernelisedForm> mlir::attn::matchKernelised(KernelOp kernel, bool 
                                culprit->getName().getStringRef());
     return false;
   };
+  if (normalizer.hasOffsetRegion())
+    return notKernelised(normalizer, "the normalizer has a row offset region; the linear form "
+                                     "takes a constant epsilon only");
   if (!normalizerRegion(normalizer.getNumerator(), "numerator"))
     return std::nullopt;
   if (normalizer.hasDenominatorRegion() &&

@@ -27,6 +27,8 @@ public:
 
   Degree of(Value v) const { return degrees.lookup(v); }
   Degree resultDegree() const { return of(result); }
+  /// The value the region yields.
+  Value result;
 
   /// When the result is mixed: the op where mixing starts on its way to the
   /// result (mixed intermediates inside bounded wrappers do not count).
@@ -148,9 +150,10 @@ private:
   }
 
   DenseMap<Value, Degree> degrees;
-  Value result;
 };
 } // namespace
+
+static LogicalResult classifyOffset(NormalizerOp normalizer, NormalizerClass &form);
 
 FailureOr<NormalizerClass> mlir::attn::classifyNormalizer(NormalizerOp normalizer) {
   // The op where a region's exp degrees start to mix, reported by name.
@@ -179,6 +182,8 @@ FailureOr<NormalizerClass> mlir::attn::classifyNormalizer(NormalizerOp normalize
   Degree g = numerator.resultDegree(), h = denominator.resultDegree();
   if (g == Degree::Zero && h == Degree::Zero) {
     result.algorithm = Algorithm::Plain;
+    if (failed(classifyOffset(normalizer, result)))
+      return failure();
     return result;
   }
   if (g != h) {
@@ -192,7 +197,47 @@ FailureOr<NormalizerClass> mlir::attn::classifyNormalizer(NormalizerOp normalize
   result.algorithm = Algorithm::Online;
   numerator.collectStabilised(result);
   denominator.collectStabilised(result);
+  if (failed(classifyOffset(normalizer, result)))
+    return failure();
   return result;
+}
+
+/// The row offset β of `normalizer` (if it has one) under `form`'s algorithm:
+/// online, β is one exp factor (stabilised like g and h) or a positive constant;
+/// plain, β has no exp factor.
+static LogicalResult classifyOffset(NormalizerOp normalizer, NormalizerClass &form) {
+  if (!normalizer.hasOffsetRegion())
+    return success();
+  Region &region = normalizer.getOffset();
+  DegreeAnalysis beta(region);
+  if (Operation *bad = beta.mixedOrigin())
+    return bad->emitOpError()
+           << "in the offset of @" << normalizer.getSymName()
+           << " mixes exp-factor degrees (e.g. e^x + 1, e^(e^x)); a row offset is one exp "
+              "factor or has none";
+  Operation *yield = region.front().getTerminator();
+  if (form.algorithm == Algorithm::Plain) {
+    if (beta.resultDegree() == Degree::Zero)
+      return success();
+    return yield->emitOpError()
+           << "yields an exp factor in the offset of @" << normalizer.getSymName()
+           << ", whose numerator and denominator have none: a plain normalizer does not "
+              "stabilise, so its offset must not have one either";
+  }
+  if (beta.resultDegree() == Degree::One) {
+    beta.collectStabilised(form);
+    return success();
+  }
+  auto constant = beta.result.getDefiningOp<arith::ConstantOp>();
+  auto value = constant ? dyn_cast<FloatAttr>(constant.getValue()) : FloatAttr();
+  if (value && value.getValueAsDouble() > 0.0) {
+    form.offsetConstant = value.getValueAsDouble();
+    return success();
+  }
+  return yield->emitOpError()
+         << "yields a value without an exp factor in the offset of @" << normalizer.getSymName()
+         << ", an online normalizer: its offset must be one exp factor e^x or a positive "
+            "constant, so that its exponent joins the running max";
 }
 
 FailureOr<Algorithm> mlir::attn::requireAlgorithm(KernelOp kernel) {

@@ -11,6 +11,9 @@
 // maximum of those arguments, and all of g·e^-m, h·e^-m stay in range.
 // Plain accumulation takes numerators without exp factors, and any numerator over
 // a constant or count denominator (nothing could rescale C there).
+// A row offset region β (C_i = β + Σ_j h) follows its normalizer: online, β is one
+// exp factor e^x (x joins the running max) or a positive constant c = e^(log c);
+// plain, β has no exp factor.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_LIB_ANALYSIS_NORMALIZERANALYSIS_H
@@ -38,6 +41,9 @@ struct NormalizerClass {
   llvm::SmallPtrSet<Operation *, 8> stabilisedExps;
   /// Products (arith.mulf ops) stabilised as a whole, see StabilisedProduct.
   llvm::DenseMap<Operation *, StabilisedProduct> stabilisedProducts;
+  /// Online with an offset region that yields a positive constant c: c (its
+  /// exponent log c joins the running max).
+  std::optional<double> offsetConstant;
 };
 
 /// Classifies `normalizer`; on failure emits a diagnostic on the op that breaks

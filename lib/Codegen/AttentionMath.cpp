@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
 
+#include <cmath>
 #include <limits>
 
 using namespace mlir;
@@ -150,17 +151,40 @@ Value AttentionMath::accumulateSum(Value l, Value alpha, Value hSum) {
   return hSum ? add(sum, hSum) : sum;
 }
 
-Value AttentionMath::rowDenominator(Value m, Value sum, Value count) {
+SmallVector<Value> AttentionMath::offsetArgs(Value m, const RowIndices &row) {
+  return withParams({m, row.b, row.h, row.i});
+}
+
+Value AttentionMath::initialMax(const RowIndices &row, Type type) {
+  auto constant = [&](double value) {
+    return arith::ConstantOp::create(b, type, b.getFloatAttr(type, value)).getResult();
+  };
+  if (functions().offsetStab)
+    return call(functions().offsetStab, withParams({row.b, row.h, row.i}));
+  if (auto eps = setup.normalizer.getEpsilon(); eps && eps->convertToDouble() > 0.0)
+    return constant(std::log(eps->convertToDouble())); // ε = e^(log ε)
+  return constant(-std::numeric_limits<double>::infinity());
+}
+
+Value AttentionMath::rowOffset(Value m, const RowIndices &row, Type type) {
+  if (functions().offset) // β·e^-m online (m = 0 plain)
+    return call(functions().offset, offsetArgs(m, row));
+  auto eps = setup.normalizer.getEpsilon();
+  if (!eps)
+    return {};
+  Value epsilon = arith::ConstantOp::create(b, type, b.getFloatAttr(type, eps->convertToDouble()));
+  if (!online())
+    return epsilon;
+  // ε·e^-m = e^(log ε − m); log ε is in m, so this stays in range.
+  return arith::MulFOp::create(b, epsilon, math::ExpOp::create(b, arith::NegFOp::create(b, m)));
+}
+
+Value AttentionMath::rowDenominator(Value m, Value sum, Value count, const RowIndices &row) {
   NormalizerOp normalizer = setup.normalizer;
   switch (normalizer.getDenominatorKind()) {
   case DenominatorKind::Sum:
-    if (auto eps = normalizer.getEpsilon()) {
-      Value epsilon = constantLike(b, sum, eps->convertToDouble());
-      if (online()) // C·e^-m = Σ h·e^-m + ε·e^-m
-        epsilon =
-            arith::MulFOp::create(b, epsilon, math::ExpOp::create(b, arith::NegFOp::create(b, m)));
-      return add(sum, epsilon);
-    }
+    if (Value offset = rowOffset(m, row, sum.getType())) // C·e^-m = β·e^-m + Σ h·e^-m
+      return add(sum, offset);
     return sum;
   case DenominatorKind::Constant:
     return constantLike(b, sum, normalizer.getDenominatorConstant()->convertToDouble());
@@ -171,11 +195,11 @@ Value AttentionMath::rowDenominator(Value m, Value sum, Value count) {
 }
 
 AttentionMath::RowResult AttentionMath::finalize(Value m, Value sum, Value count,
-                                                 Value numeratorCoefficient) {
+                                                 const RowIndices &at, Value numeratorCoefficient) {
   Value zero = constantLike(b, sum, 0.0);
   RowResult row;
   row.max = m;
-  row.denominator = rowDenominator(m, sum, count);
+  row.denominator = rowDenominator(m, sum, count, at);
   row.anyKey = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, count, zero);
   Value numeratorScale = numeratorCoefficient ? numeratorCoefficient : constantLike(b, sum, 1.0);
   row.outputScale = arith::SelectOp::create(
@@ -217,6 +241,21 @@ Value AttentionMath::gradientTerm(Value numeratorPart, Value denominatorPart,
   if (!numeratorPart)
     return arith::NegFOp::create(b, mul(viaDenominator, row.inverseC));
   return mul(sub(numeratorPart, viaDenominator), row.inverseC);
+}
+
+Value AttentionMath::offsetParamGrad(unsigned p, const BackwardRow &row, const RowIndices &at) {
+  const ScalarFunctions &fns = functions();
+  if (p >= fns.offsetDp.size() || !fns.offsetDp[p])
+    return {};
+  return gradientTerm(Value(), call(fns.offsetDp[p], offsetArgs(row.shift, at)), row);
+}
+
+AttentionMath::TableGrad AttentionMath::offsetTableGrad(unsigned site, const BackwardRow &row,
+                                                        const RowIndices &at) {
+  const TableGradSite &read = functions().tableGrads[site];
+  assert(read.role == TableGradRole::Offset && "a read of the offset region");
+  SmallVector<Value> args = offsetArgs(row.shift, at);
+  return {call(read.position, args), gradientTerm(Value(), call(read.derivative, args), row)};
 }
 
 AttentionMath::PairGradient AttentionMath::gradient(const PairValues &pair, Value s,
@@ -273,7 +312,7 @@ Value AttentionMath::PairGradient::paramGrad(unsigned p) {
   return math.masked(pair.keep, math.gradientTerm(viaNumerator, viaDenominator, row));
 }
 
-AttentionMath::PairGradient::TableGrad AttentionMath::PairGradient::tableGrad(unsigned site) {
+AttentionMath::TableGrad AttentionMath::PairGradient::tableGrad(unsigned site) {
   const TableGradSite &read = math.functions().tableGrads[site];
   SmallVector<Value> args = read.role == TableGradRole::Score ? scoreArgs() : normalizerArgs();
   Value partial = math.call(read.derivative, args);
@@ -288,6 +327,8 @@ AttentionMath::PairGradient::TableGrad AttentionMath::PairGradient::tableGrad(un
   case TableGradRole::Score:
     value = math.mul(scoreGrad(), partial);
     break;
+  case TableGradRole::Offset:
+    llvm_unreachable("a read of the offset region is a row's, not a pair's (offsetTableGrad)");
   }
   return {math.call(read.position, args), math.masked(pair.keep, value)};
 }

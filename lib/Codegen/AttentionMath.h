@@ -10,12 +10,15 @@
 //   score        s = mod(raw, b, h, i, j; θ, T)            (raw without a mod)
 //   online step  m' = max(m, stab(s)),  α = e^(m − m')     (plain: m' = 0, α = 1)
 //                O' = α·O + g(s, m')·v,  l' = α·l + h(s, m')
-//   finalise     C = l + ε·e^−m | c | count,  O/C,  row_max = m,  row_sum = C
+//                m starts at the row offset's exponent x_β (β = e^x_β; log ε, log c)
+//   finalise     C = l + β·e^−m | c | count,  O/C,  row_max = m,  row_sum = C
+//                (β the row offset: ε, or the offset region at (b, h, i))
 //                (a row without keys: O = 0, row_max = row_sum = 0)
 //   backward     w = g(s, m)/C,  D = dO·O,
 //                ds = (g'(s, m)·dP − h'(s, m)·D)/C          with dP = dO·v
 //                dθ += (∂g/∂θ·dP − ∂h/∂θ·D)/C               (normalizer params)
 //                dθ += ds·∂mod/∂θ,  d raw = ds·∂mod/∂raw
+//                dθ += −∂β/∂θ·D/C per row (the offset region)
 //                dT[read] += (∂g/∂r·dP − ∂h/∂r·D)/C | ds·∂mod/∂r   (each read r of a
 //                learnable tensor input T, at the position it reads)
 //   kernelised   g = a·s, h = b·s: ds = N·dP + H per row (N = a/C, H = −b·D/C),
@@ -72,6 +75,12 @@ struct PairValues {
   Value keep;
 };
 
+/// Where a query row sits: its batch, head and query index, which a row offset
+/// region sees (scalars: a row's statistics are scalars in every schedule).
+struct RowIndices {
+  Value b, h, i;
+};
+
 /// Which keys a query row sees before the mask region is asked: j < kvEnd, and
 /// j <= i when causal (an i1 value).
 struct KeyBounds {
@@ -123,6 +132,9 @@ public:
   /// stab(s), −∞ where the pair is masked (online only): the candidate for the
   /// running max; a schedule reduces candidates over its lanes or fragment.
   Value stabilizer(const PairValues &pair, Value s);
+  /// The running max a row starts from, online: the exponent of its row offset
+  /// (log ε, or the offset region's), −∞ without one.
+  Value initialMax(const RowIndices &row, Type type);
   /// The online step's new running max max(m, candidate) and α = e^(m − m').
   /// `mayBeEmpty`: the candidate is −∞ while every key so far was masked, and α
   /// is then 1 (m = m' = −∞).
@@ -146,7 +158,8 @@ public:
     Value outputScale;
     Value max, denominator, anyKey;
   };
-  RowResult finalize(Value m, Value sum, Value count, Value numeratorCoefficient = {});
+  RowResult finalize(Value m, Value sum, Value count, const RowIndices &row,
+                     Value numeratorCoefficient = {});
   /// The row statistics the ABI stores: row_max (m online, 0 plain) and row_sum
   /// (C), both 0 for a row without keys.
   Value rowMax(const RowResult &row);
@@ -159,6 +172,15 @@ public:
   /// The row's backward values from row_max, row_sum and D; `alsoLive` (an i1)
   /// marks further rows that contribute nothing (e.g. padding rows of a tile).
   BackwardRow backwardRow(Value rowMax, Value rowSum, Value delta, Value alsoLive = {});
+  /// The row's share of dθ for kernel param `p` from its offset region: −∂β/∂θ·D/C
+  /// (null for a param the offset does not take: score params, or no offset).
+  Value offsetParamGrad(unsigned p, const BackwardRow &row, const RowIndices &at);
+  /// The gradient of read `site` (an Offset-role entry of tableGrads) of the row's
+  /// offset region: −∂β/∂r·D/C, and where it goes.
+  struct TableGrad {
+    Value position, value;
+  };
+  TableGrad offsetTableGrad(unsigned site, const BackwardRow &row, const RowIndices &at);
   /// (numeratorPart − denominatorPart·D)/C, either part null for 0: ds from
   /// g'·dP and h', dθ from ∂g/∂θ·dP and ∂h/∂θ, and the kernelised sums.
   Value gradientTerm(Value numeratorPart, Value denominatorPart, const BackwardRow &row);
@@ -174,11 +196,9 @@ public:
     Value rawGrad();
     /// The pair's share of dθ for kernel param `p`.
     Value paramGrad(unsigned p);
-    /// The gradient of read `site` (ScalarFunctions::tableGrads) of a learnable
-    /// tensor input: what to add, and where in the input (row-major position).
-    struct TableGrad {
-      Value position, value;
-    };
+    /// The gradient of read `site` (a Numerator-, Denominator- or Score-role
+    /// entry of ScalarFunctions::tableGrads) of a learnable tensor input: what to
+    /// add, and where in the input (row-major position).
     TableGrad tableGrad(unsigned site);
 
   private:
@@ -218,7 +238,11 @@ private:
   /// arguments of every function but feature and phase.
   SmallVector<Value> withParams(ValueRange leading);
   /// C_i (times e^-m online) from the running max, Σ h and the key count.
-  Value rowDenominator(Value m, Value sum, Value count);
+  Value rowDenominator(Value m, Value sum, Value count, const RowIndices &row);
+  /// The row offset β (times e^-m online) of a summed denominator, null without one.
+  Value rowOffset(Value m, const RowIndices &row, Type type);
+  /// The arguments of the offset functions: (m, b, h, i), then params and tables.
+  SmallVector<Value> offsetArgs(Value m, const RowIndices &row);
 
   ImplicitLocOpBuilder &b;
   MathSetup setup;

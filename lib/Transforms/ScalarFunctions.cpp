@@ -25,6 +25,8 @@ struct KernelFunctionNames {
   std::string numerator() const { return prefix + ".num"; }
   std::string denominator() const { return prefix + ".den"; }
   std::string stabilizer() const { return prefix + ".stab"; }
+  std::string offset() const { return prefix + ".offset"; }
+  std::string offsetStab() const { return prefix + ".offset.stab"; }
   std::string score() const { return prefix + ".score"; }
   std::string feature() const { return prefix + ".feature"; }
   std::string mask() const { return prefix + ".mask"; }
@@ -237,9 +239,9 @@ LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
   const NormalizerClass *stabilised = online ? &*online : nullptr;
 
   // Role -> symbol of every function made here, as the #attn.functions fields.
-  FlatSymbolRefAttr numerator, denominator, stabilizer, scoreFn, feature, maskFn, phase,
-      numeratorDs, denominatorDs, scoreDs, featureDx;
-  ArrayAttr numeratorDp, denominatorDp, scoreDp;
+  FlatSymbolRefAttr numerator, denominator, stabilizer, offset, offsetStab, scoreFn, feature,
+      maskFn, phase, numeratorDs, denominatorDs, scoreDs, featureDx;
+  ArrayAttr numeratorDp, denominatorDp, offsetDp, scoreDp;
   // One #attn.table_grad per read of a learnable input, in numerator,
   // denominator and score mod.
   SmallVector<Attribute> tableGrads;
@@ -322,6 +324,73 @@ LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
     }
     func::ReturnOp::create(b, kernel.getLoc(), maximum);
     stabilizer = symbolOf(function);
+  }
+
+  if (normalizer.hasOffsetRegion()) {
+    // offset(m, b, h, i, θ..., tables...): β at the shift m; its derivatives by the
+    // normalizer's params and reads; online, offset.stab(b, h, i, θ..., tables...).
+    Region &region = normalizer.getOffset();
+    SmallVector<Type> rowIndices(3, index);
+    SmallVector<Type> leading{f};
+    leading.append(rowIndices);
+    func::FuncOp function = emitter.create(names.offset(), leading, f);
+    Block &entry = function.front();
+    OpBuilder b = OpBuilder::atBlockEnd(&entry);
+    Value shift = entry.getArgument(0);
+    SmallVector<Value> arguments(entry.getArguments().slice(1, 3));
+    for (unsigned k = 0; k < numNormalizerParams; ++k)
+      arguments.push_back(entry.getArgument(leading.size() + k));
+    SmallVector<LearnableRead> reads;
+    Value beta = emitter.inlineRegion(b, region, arguments, function, &reads, stabilised, shift);
+    if (online && online->offsetConstant) // c·e^-m
+      beta = arith::MulFOp::create(
+          b, kernel.getLoc(), beta,
+          math::ExpOp::create(b, kernel.getLoc(),
+                              arith::NegFOp::create(b, kernel.getLoc(), shift)));
+    func::ReturnOp::create(b, kernel.getLoc(), beta);
+    SmallVector<unsigned> wrt;
+    SmallVector<std::string> wrtNames;
+    for (unsigned k = 0; k < numNormalizerParams; ++k) {
+      wrt.push_back(leading.size() + k);
+      wrtNames.push_back(params[k].str());
+    }
+    FailureOr<SmallVector<Attribute>> derivatives = deriveAll(function, wrt, wrtNames);
+    if (failed(derivatives) ||
+        failed(emitter.tableGrads(function, reads, TableGradRole::Offset, tableGrads)))
+      return failure();
+    offset = symbolOf(function);
+    if (numNormalizerParams)
+      offsetDp = ArrayAttr::get(ctx, *derivatives);
+
+    if (online) {
+      func::FuncOp stab = emitter.create(names.offsetStab(), rowIndices, f);
+      Block &stabEntry = stab.front();
+      OpBuilder sb = OpBuilder::atBlockEnd(&stabEntry);
+      SmallVector<Value> stabArguments(stabEntry.getArguments().take_front(3));
+      for (unsigned k = 0; k < numNormalizerParams; ++k)
+        stabArguments.push_back(stabEntry.getArgument(3 + k));
+      Value exponent;
+      if (online->offsetConstant) {
+        exponent = arith::ConstantOp::create(sb, kernel.getLoc(), f,
+                                             sb.getFloatAttr(f, std::log(*online->offsetConstant)));
+      } else {
+        IRMapping mapping;
+        mapping.map(region.front().getArguments(), stabArguments);
+        for (Operation &op : region.front().without_terminator()) {
+          emitter.cloneOp(sb, op, mapping, stab, /*reads=*/nullptr);
+          Value x;
+          if (online->stabilisedExps.contains(&op))
+            x = mapping.lookup(op.getOperand(0));
+          else if (online->stabilisedProducts.count(&op))
+            x = productExponent(sb, online->stabilisedProducts.at(&op), mapping);
+          else
+            continue;
+          exponent = exponent ? arith::MaximumFOp::create(sb, op.getLoc(), exponent, x) : x;
+        }
+      }
+      func::ReturnOp::create(sb, kernel.getLoc(), exponent);
+      offsetStab = symbolOf(stab);
+    }
   }
 
   if (score && score.hasMod()) {
@@ -412,8 +481,9 @@ LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
   }
 
   auto functions = KernelFunctionsAttr::get(
-      ctx, f, /*lanes=*/0, numerator, denominator, stabilizer, scoreFn, feature, maskFn, phase,
-      numeratorDs, denominatorDs, scoreDs, featureDx, numeratorDp, denominatorDp, scoreDp,
+      ctx, f, /*lanes=*/0, numerator, denominator, stabilizer, offset, offsetStab, scoreFn,
+      feature, maskFn, phase, numeratorDs, denominatorDs, scoreDs, featureDx, numeratorDp,
+      denominatorDp, offsetDp, scoreDp,
       tableGrads.empty() ? ArrayAttr() : ArrayAttr::get(ctx, tableGrads));
   kernel.setFunctionsAttr(ArrayAttr::get(ctx, {functions}));
   return success();
@@ -517,11 +587,12 @@ mapFunctions(KernelFunctionsAttr functions, Type type, int64_t lanes,
   };
   auto mapped = KernelFunctionsAttr::get(
       ctx, type, lanes, one(functions.getNumerator()), one(functions.getDenominator()),
-      one(functions.getStabilizer()), one(functions.getScore()), one(functions.getFeature()),
-      one(functions.getMask()), one(functions.getPhase()), one(functions.getNumeratorDs()),
+      one(functions.getStabilizer()), one(functions.getOffset()), one(functions.getOffsetStab()),
+      one(functions.getScore()), one(functions.getFeature()), one(functions.getMask()),
+      one(functions.getPhase()), one(functions.getNumeratorDs()),
       one(functions.getDenominatorDs()), one(functions.getScoreDs()), one(functions.getFeatureDx()),
       list(functions.getNumeratorDp()), list(functions.getDenominatorDp()),
-      list(functions.getScoreDp()), list(functions.getTableGrads()));
+      list(functions.getOffsetDp()), list(functions.getScoreDp()), list(functions.getTableGrads()));
   if (failedAny)
     return failure();
   return mapped;
@@ -598,6 +669,8 @@ FailureOr<ScalarFunctions> mlir::attn::lookupScalarFunctions(KernelOp kernel, Fl
   fns.numerator = resolve(functions.getNumerator());
   fns.denominator = resolve(functions.getDenominator());
   fns.stabilizer = resolve(functions.getStabilizer());
+  fns.offset = resolve(functions.getOffset());
+  fns.offsetStab = resolve(functions.getOffsetStab());
   fns.score = resolve(functions.getScore());
   fns.feature = resolve(functions.getFeature());
   fns.mask = resolve(functions.getMask());
@@ -612,6 +685,7 @@ FailureOr<ScalarFunctions> mlir::attn::lookupScalarFunctions(KernelOp kernel, Fl
   unsigned numNormalizerParams = kernel.getNormalizerOp().getNumParams();
   fns.numeratorDp = resolveAll(functions.getNumeratorDp(), numNormalizerParams);
   fns.denominatorDp = resolveAll(functions.getDenominatorDp(), numNormalizerParams);
+  fns.offsetDp = resolveAll(functions.getOffsetDp(), numNormalizerParams);
   fns.scoreDp = resolveAll(functions.getScoreDp(), score ? score.getNumParams() : 0);
   if (ArrayAttr grads = functions.getTableGrads())
     for (auto grad : grads.getAsRange<TableGradAttr>())

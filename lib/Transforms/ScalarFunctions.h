@@ -15,6 +15,9 @@
 //                            denominators only)
 //   <k>.stab(s, b, h, i, j, θ...)    online only: the max of the stabilised exp
 //                            arguments
+//   <k>.offset(m, b, h, i, θ...)     the row offset β of an offset region, at the
+//                            shift m online (β·e^-m; a constant c as c·e^-m)
+//   <k>.offset.stab(b, h, i, θ...)   online only: β's exponent (log c for a constant)
 //   <k>.score(r, b, h, i, j, θ...)  the score mod (only with a mod region)
 //   <k>.feature(x)           the feature map (only with a feature region)
 //   <k>.mask(b, h, i, j, θ...) -> i1  (only with a mask; the params unused)
@@ -23,7 +26,7 @@
 //   <f>.d.<arg>              d<f>/d<arg>, for arg s (num, den, score), x (feature)
 //                            and each param the function depends on
 //   <f>.d.<input>.<k>        d<f>/d(the value its k-th read of learnable input
-//                            <input> reads) (num, den, score)
+//                            <input> reads) (num, den, offset, score)
 //   <f>.at.<input>.<k>       the row-major position that read reads, clamped
 //
 // Every function but feature and phase takes, after the params, one memref per
@@ -74,9 +77,11 @@ struct TableGradSite {
 /// the kernel has no such function), as the CPU and GPU lowerings call them.
 struct ScalarFunctions {
   func::FuncOp numerator, denominator, stabilizer, score, feature, mask;
+  func::FuncOp offset, offsetStab; // a row offset region (offsetStab online only)
   func::FuncOp phase; // kernelised cosformer mods only
   func::FuncOp numeratorDs, denominatorDs, scoreDs, featureDx;
   SmallVector<func::FuncOp> numeratorDp, denominatorDp; // per normalizer param
+  SmallVector<func::FuncOp> offsetDp;                   // per normalizer param, with an offset
   SmallVector<func::FuncOp> scoreDp;                    // per score param
   SmallVector<TableGradSite> tableGrads;                // per read of a learnable input
 };

@@ -8,6 +8,7 @@
 ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   "attn.yield"(%s) : (f32) -> ()
 }, {
+}, {
 }) : () -> ()
 
 // -----
@@ -19,6 +20,7 @@
 }, {
 ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   "attn.yield"(%s) : (f32) -> ()
+}, {
 }) : () -> ()
 
 // -----
@@ -27,6 +29,7 @@
 "attn.normalizer"() <{denominator_kind = #attn<denominator constant>, param_inits = array<f64>, param_names = [], sym_name = "constant_without_value"}> ({
 ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   "attn.yield"(%s) : (f32) -> ()
+}, {
 }, {
 }) : () -> ()
 
@@ -39,6 +42,7 @@
 }, {
 ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   "attn.yield"(%s) : (f32) -> ()
+}, {
 }) : () -> ()
 
 // -----
@@ -50,6 +54,7 @@
 }, {
 ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   "attn.yield"(%s) : (f32) -> ()
+}, {
 }) : () -> ()
 
 // -----
@@ -58,6 +63,7 @@
 "attn.normalizer"() <{denominator_kind = #attn<denominator count>, epsilon = 1.0e-6 : f64, param_inits = array<f64>, param_names = [], sym_name = "count_with_epsilon"}> ({
 ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   "attn.yield"(%s) : (f32) -> ()
+}, {
 }, {
 }) : () -> ()
 
@@ -68,6 +74,7 @@
 ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   "attn.yield"(%s) : (f32) -> ()
 }, {
+}, {
 }) : () -> ()
 
 // -----
@@ -77,12 +84,14 @@
 ^bb0(%s: f32, %bx: index, %h: index, %i: index, %j: index, %a: f32, %b: f32):
   "attn.yield"(%s) : (f32) -> ()
 }, {
+}, {
 }) : () -> ()
 
 // -----
 
 // expected-error @+1 {{'attn.normalizer' op region #0 ('numerator') failed to verify constraint: region with 1 blocks}}
 "attn.normalizer"() <{denominator_kind = #attn<denominator count>, param_inits = array<f64>, param_names = [], sym_name = "empty_numerator"}> ({
+}, {
 }, {
 }) : () -> ()
 
@@ -92,6 +101,7 @@
 "attn.normalizer"() <{param_inits = array<f64>, param_names = [], sym_name = "no_kind"}> ({
 ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   "attn.yield"(%s) : (f32) -> ()
+}, {
 }, {
 }) : () -> ()
 

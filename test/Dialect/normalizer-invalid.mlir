@@ -208,3 +208,95 @@ attn.normalizer @i64_query {
   }
   denominator count
 }
+
+// -----
+
+// expected-error @+1 {{'attn.normalizer' op an offset applies to a summed denominator (C_i = β + Σ_j h), not to a count denominator}}
+attn.normalizer @count_offset {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    attn.yield %s : f32
+  }
+  denominator count
+  offset {
+  ^bb0(%b: index, %h: index, %i: index):
+    %one = arith.constant 1.0 : f32
+    attn.yield %one : f32
+  }
+}
+
+// -----
+
+// expected-error @+1 {{'attn.normalizer' op epsilon is a constant row offset; write either epsilon or an offset region, not both}}
+attn.normalizer @both {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    attn.yield %s : f32
+  }
+  denominator epsilon 1.0e-06 {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    attn.yield %s : f32
+  }
+  offset {
+  ^bb0(%b: index, %h: index, %i: index):
+    %one = arith.constant 1.0 : f32
+    attn.yield %one : f32
+  }
+}
+
+// -----
+
+// expected-error @+1 {{'attn.normalizer' op offset region must take 3 arguments (the batch index, the head index, the query index), got 4; write ^bb0(%b: index, %h: index, %i: index)}}
+attn.normalizer @with_key {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    attn.yield %s : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    attn.yield %s : f32
+  }
+  offset {
+  ^bb0(%b: index, %h: index, %i: index, %j: index):
+    %one = arith.constant 1.0 : f32
+    attn.yield %one : f32
+  }
+}
+
+// -----
+
+attn.normalizer @offset_type {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    attn.yield %s : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    attn.yield %s : f32
+  }
+  offset {
+  ^bb0(%b: index, %h: index, %i: index):
+    %one = arith.constant 1.0 : f64
+    // expected-error @+1 {{'attn.yield' op in the offset region must yield 'f32', got 'f64'}}
+    attn.yield %one : f64
+  }
+}
+
+// -----
+
+// expected-error @+1 {{'attn.normalizer' op offset region argument #3 (a param) must have the score type 'f32', got 'f64'}}
+attn.normalizer @param_type params(t = 1.0) {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %t: f32):
+    attn.yield %s : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %t: f32):
+    attn.yield %s : f32
+  }
+  offset {
+  ^bb0(%b: index, %h: index, %i: index, %t: f64):
+    %one = arith.constant 1.0 : f32
+    attn.yield %one : f32
+  }
+}

@@ -239,3 +239,29 @@ attn.normalizer @tagged params(p = 1.0) attributes {note = "user"} {
   }
   denominator constant 1.0
 }
+
+// -----
+
+// A row offset region after a summed denominator: C_i = β(b, h, i) + Σ_j h; its
+// arguments print as %b, %h, %i and the params.
+// CHECK-LABEL: attn.normalizer @sinks params(t = 1.0) {
+// CHECK:         offset {
+// CHECK-NEXT:    ^bb0(%b: index, %h: index, %i: index, %t: f32):
+// CHECK:           attn.yield %{{.*}} : f32
+attn.normalizer @sinks params(t = 1.0) {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %t: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %t: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  offset {
+  ^bb0(%b: index, %h: index, %i: index, %t: f32):
+    %e = math.exp %t : f32
+    attn.yield %e : f32
+  }
+}

@@ -134,3 +134,29 @@ attn.normalizer @lin {
   denominator count
 }
 attn.kernel @k normalizer(@lin) score(@biased)
+
+// -----
+
+attn.score @elu contract dot feature {
+^bb0(%x: f32):
+  %zero = arith.constant 0.0 : f32
+  %r = arith.maximumf %x, %zero : f32
+  attn.yield %r : f32
+}
+// expected-remark @+1 {{kernel @k keeps the quadratic form (not kernelised): the normalizer has a row offset region; the linear form takes a constant epsilon only}}
+attn.normalizer @lin {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    attn.yield %s : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    attn.yield %s : f32
+  }
+  offset {
+  ^bb0(%b: index, %h: index, %i: index):
+    %one = arith.constant 1.0 : f32
+    attn.yield %one : f32
+  }
+}
+attn.kernel @k normalizer(@lin) score(@elu)

@@ -87,3 +87,89 @@ attn.normalizer @compare_exp {
   }
   denominator count
 }
+
+// -----
+
+attn.normalizer @softmax_plus_linear {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  offset {
+  ^bb0(%b: index, %h: index, %i: index):
+    %i64 = arith.index_cast %i : index to i64
+    %x = arith.sitofp %i64 : i64 to f32
+    // expected-error @+1 {{'attn.yield' op yields a value without an exp factor in the offset of @softmax_plus_linear, an online normalizer: its offset must be one exp factor e^x or a positive constant, so that its exponent joins the running max}}
+    attn.yield %x : f32
+  }
+}
+
+// -----
+
+attn.normalizer @negative_constant {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  offset {
+  ^bb0(%b: index, %h: index, %i: index):
+    %c = arith.constant -1.0 : f32
+    // expected-error @+1 {{'attn.yield' op yields a value without an exp factor in the offset of @negative_constant, an online normalizer}}
+    attn.yield %c : f32
+  }
+}
+
+// -----
+
+attn.normalizer @plain_with_exp {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    attn.yield %s : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    attn.yield %s : f32
+  }
+  offset {
+  ^bb0(%b: index, %h: index, %i: index):
+    %one = arith.constant 1.0 : f32
+    %e = math.exp %one : f32
+    // expected-error @+1 {{'attn.yield' op yields an exp factor in the offset of @plain_with_exp, whose numerator and denominator have none: a plain normalizer does not stabilise, so its offset must not have one either}}
+    attn.yield %e : f32
+  }
+}
+
+// -----
+
+attn.normalizer @mixed_offset {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  offset {
+  ^bb0(%b: index, %h: index, %i: index):
+    %one = arith.constant 1.0 : f32
+    %e = math.exp %one : f32
+    // expected-error @+1 {{'arith.addf' op in the offset of @mixed_offset mixes exp-factor degrees (e.g. e^x + 1, e^(e^x)); a row offset is one exp factor or has none}}
+    %x = arith.addf %e, %one : f32
+    attn.yield %x : f32
+  }
+}

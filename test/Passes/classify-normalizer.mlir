@@ -136,3 +136,65 @@ attn.normalizer @modulated params(t = 2.0) {
     attn.yield %e : f32
   }
 }
+
+// -----
+
+// Row offsets follow their normalizer: e^(sink) is one exp factor (online), a positive
+// constant is e^(log c) (online), and a plain normalizer's offset has no exp factor.
+// CHECK-LABEL: attn.normalizer @sinks
+// CHECK-SAME: algorithm = #attn<algorithm online>
+attn.input @sink_logits : tensor<?xf32>
+attn.normalizer @sinks {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  offset {
+  ^bb0(%b: index, %h: index, %i: index):
+    %sink = attn.read @sink_logits[%h] : f32
+    %e = math.exp %sink : f32
+    attn.yield %e : f32
+  }
+}
+// CHECK-LABEL: attn.normalizer @one_more
+// CHECK-SAME: algorithm = #attn<algorithm online>
+attn.normalizer @one_more {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  offset {
+  ^bb0(%b: index, %h: index, %i: index):
+    %one = arith.constant 1.0 : f32
+    attn.yield %one : f32
+  }
+}
+// CHECK-LABEL: attn.normalizer @plain_offset
+// CHECK-SAME: algorithm = #attn<algorithm plain>
+attn.normalizer @plain_offset params(t = 1.0) {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %t: f32):
+    attn.yield %s : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %t: f32):
+    attn.yield %s : f32
+  }
+  offset {
+  ^bb0(%b: index, %h: index, %i: index, %t: f32):
+    %tt = arith.mulf %t, %t : f32
+    attn.yield %tt : f32
+  }
+}

@@ -347,3 +347,83 @@ attn.kernel @k normalizer(@n) score(@sc) mask(@same)
 // CHECK-LABEL: func.func private @k.mask(
 // CHECK: attn.table_load %{{.*}}[%{{.*}}, %{{.*}}] : memref<?x?xi32, strided<[?, ?], offset: ?>>, index, index -> i32
 // CHECK: arith.cmpi eq
+
+// -----
+
+// A row offset: offset(m, b, h, i, θ..., tables...) is β at the shift m (e^(sink - m)),
+// offset.stab its exponent (what the running max starts from), offset.d.<param> its
+// derivatives, and a learnable read of the offset a table_grad of role offset.
+attn.input @sinks learnable : tensor<?xf32>
+attn.normalizer @n params(t = 1.0) {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %t: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %t: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  offset {
+  ^bb0(%b: index, %h: index, %i: index, %t: f32):
+    %sink = attn.read @sinks[%h] : f32
+    %x = arith.mulf %sink, %t : f32
+    %e = math.exp %x : f32
+    attn.yield %e : f32
+  }
+}
+attn.kernel @k normalizer(@n)
+
+// CHECK: offset = @k.offset, offset_stab = @k.offset.stab
+// CHECK-SAME: offset_dp = [@k.offset.d.t]
+// CHECK-SAME: table_grads = [#attn.table_grad<role = offset, input = 0, derivative = @k.offset.d.sinks.0, position = @k.offset.at.sinks.0>]
+// CHECK-LABEL: func.func private @k.offset(
+// CHECK-SAME: %[[M:.*]]: f32, %{{.*}}: index, %[[H:.*]]: index, %{{.*}}: index, %[[T:.*]]: f32, %[[SINKS:[a-z0-9]*]]: memref<?xf32, strided<[?], offset: ?>>) -> f32
+// CHECK: %[[SINK:.*]] = attn.table_load %[[SINKS]][%[[H]]]
+// CHECK: %[[X:.*]] = arith.mulf %[[SINK]], %[[T]]
+// CHECK: %[[SH:.*]] = arith.subf %[[X]], %[[M]]
+// CHECK: %[[E:.*]] = math.exp %[[SH]]
+// CHECK: return %[[E]]
+// CHECK-LABEL: func.func private @k.offset.d.t(
+// CHECK: math.exp
+// CHECK: arith.mulf
+// CHECK-LABEL: func.func private @k.offset.stab(
+// CHECK-SAME: %{{.*}}: index, %[[H:.*]]: index, %{{.*}}: index, %[[T:.*]]: f32, %[[SINKS:[a-z0-9]*]]: memref
+// CHECK: %[[SINK:.*]] = attn.table_load %[[SINKS]][%[[H]]]
+// CHECK: %[[X:.*]] = arith.mulf %[[SINK]], %[[T]]
+// CHECK: return %[[X]]
+
+// -----
+
+// A positive constant offset of an online normalizer is e^(log c): offset = c·e^-m,
+// offset.stab = log c.
+attn.normalizer @n {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  offset {
+  ^bb0(%b: index, %h: index, %i: index):
+    %two = arith.constant 2.0 : f32
+    attn.yield %two : f32
+  }
+}
+attn.kernel @k normalizer(@n)
+
+// CHECK-LABEL: func.func private @k.offset(
+// CHECK-SAME: %[[M:.*]]: f32
+// CHECK-DAG: %[[TWO:.*]] = arith.constant 2.000000e+00 : f32
+// CHECK-DAG: %[[NM:.*]] = arith.negf %[[M]]
+// CHECK: %[[E:.*]] = math.exp %[[NM]]
+// CHECK: %[[B:.*]] = arith.mulf %[[E]], %[[TWO]]
+// CHECK: return %[[B]]
+// CHECK-LABEL: func.func private @k.offset.stab(
+// CHECK: %[[LOG:.*]] = arith.constant 0.693147182 : f32
+// CHECK: return %[[LOG]]

@@ -88,3 +88,25 @@ attn.normalizer @relu {
   // expected-note @+1 {{candidate @b}}
   attn.kernel @b normalizer(@relu)
 }
+
+// -----
+
+attn.normalizer @sinks params(sink = 0.0) {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %sink: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %sink: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  offset {
+  ^bb0(%b: index, %h: index, %i: index, %sink: f32):
+    %e = math.exp %sink : f32
+    attn.yield %e : f32
+  }
+}
+// expected-error @+1 {{'attn.kernel' op has a row offset region (the offset of normalizer @sinks), which the GPU lowering does not support yet (a constant epsilon it does)}}
+attn.kernel @k normalizer(@sinks)

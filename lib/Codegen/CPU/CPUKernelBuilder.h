@@ -114,8 +114,18 @@ private:
   Value contract(Value q, Value k, Value i, Value j);
   /// The indices of pair (i, j) of this call's (batch, head) slice.
   PairIndices indicesAt(Value i, Value j) { return {batchIndex, headIndex, i, j}; }
+  /// The indices of query row i of this call's (batch, head) slice.
+  RowIndices rowAt(Value i) { return {batchIndex, headIndex, i}; }
   /// The pair (i, j) of the generic loops, whose keep is a branch.
   PairValues pairAt(Value raw, Value i, Value j);
+  /// Row i's share of the gradients of its offset region's params (handed to
+  /// `addParam` with the param's position) and reads (scattered): once per row.
+  void rowOffsetGrads(const BackwardRow &row, Value i,
+                      function_ref<void(unsigned, Value)> addParam);
+  /// The table-gradient sites of pairs (those not in the offset region).
+  bool isPairSite(unsigned site) {
+    return fns.tableGrads[site].role != TableGradRole::Offset;
+  }
   /// memref[row, c] += factor · source[sourceRow, c] for c < n.
   void axpyRow(Value memref, Value row, Value factor, Value source, Value sourceRow, Value n);
 

@@ -13,11 +13,22 @@
 
 #include "mlir/Dialect/Math/IR/Math.h"
 
-#include <limits>
 
 using namespace mlir;
 using namespace mlir::attn;
 using namespace mlir::attn::cpu;
+
+void CPUKernelBuilder::rowOffsetGrads(const BackwardRow &row, Value i,
+                                      function_ref<void(unsigned, Value)> addParam) {
+  for (unsigned p = 0; p < paramValues.size(); ++p)
+    if (Value grad = scalarMath->offsetParamGrad(p, row, rowAt(i)))
+      addParam(p, grad);
+  for (unsigned site = 0; site < fns.tableGrads.size(); ++site)
+    if (!isPairSite(site)) {
+      AttentionMath::TableGrad table = scalarMath->offsetTableGrad(site, row, rowAt(i));
+      scatterTableGrad(fns.tableGrads[site].input, table.position, table.value);
+    }
+}
 
 void CPUKernelBuilder::axpyRow(Value memref, Value row, Value factor, Value source, Value sourceRow,
                                Value n) {
@@ -57,7 +68,6 @@ void CPUKernelBuilder::buildForward(StringRef name) {
   Value q = args.q, k = args.k, v = args.v, o = args.o;
   Value valueDim = dim(v, 1);
   Value zero = constant(0.0);
-  Value minusInf = constant(-std::numeric_limits<double>::infinity());
   Type indexType = b.getIndexType();
 
   loop(args.qBegin, args.qEnd, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
@@ -66,8 +76,9 @@ void CPUKernelBuilder::buildForward(StringRef name) {
       return {};
     });
     // Carried: running max m (online), Σ h, count of unmasked keys.
+    Value start = online ? scalarMath->initialMax(rowAt(i), type) : zero;
     ValueRange row =
-        loop(index(0), keys.end(b, i), {online ? minusInf : zero, zero, index(0)},
+        loop(index(0), keys.end(b, i), {start, zero, index(0)},
              [&](Value j, ValueRange acc) -> SmallVector<Value> {
                Value m = acc[0], l = acc[1], count = acc[2];
                return branch(
@@ -96,7 +107,8 @@ void CPUKernelBuilder::buildForward(StringRef name) {
                      return {m, l, count};
                    });
              });
-    AttentionMath::RowResult result = scalarMath->finalize(row[0], row[1], indexToFloat(row[2]));
+    AttentionMath::RowResult result =
+        scalarMath->finalize(row[0], row[1], indexToFloat(row[2]), rowAt(i));
     loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
       store(mul(load(o, {i, c}), result.outputScale), o, {i, c});
       return {};
@@ -144,6 +156,8 @@ void CPUKernelBuilder::buildBackward(StringRef name) {
     OpBuilder::InsertionGuard rowGuard(b);
     b.setInsertionPoint(ifLive.thenBlock()->getTerminator());
     BackwardRow row = scalarMath->backwardRow(load(args.rowMax, {i}), c, rowDot(dOut, i, o, i));
+    rowOffsetGrads(row, i,
+                   [&](unsigned p, Value grad) { accumulate(dParams, {index(p)}, grad); });
     loop(index(0), keys.end(b, i), {}, [&](Value j, ValueRange) -> SmallVector<Value> {
       auto ifKeep =
           scf::IfOp::create(b, scalarMath->maskKeeps(indicesAt(i, j)), /*withElseRegion=*/false);
@@ -156,10 +170,11 @@ void CPUKernelBuilder::buildBackward(StringRef name) {
       Value dRaw = grad.rawGrad();
       for (unsigned p = 0; p < paramValues.size(); ++p)
         accumulate(dParams, {index(p)}, grad.paramGrad(p));
-      for (unsigned site = 0; site < fns.tableGrads.size(); ++site) {
-        AttentionMath::PairGradient::TableGrad table = grad.tableGrad(site);
-        scatterTableGrad(fns.tableGrads[site].input, table.position, table.value);
-      }
+      for (unsigned site = 0; site < fns.tableGrads.size(); ++site)
+        if (isPairSite(site)) {
+          AttentionMath::TableGrad table = grad.tableGrad(site);
+          scatterTableGrad(fns.tableGrads[site].input, table.position, table.value);
+        }
 
       // raw = scale · Σ_c φ(q_ic)·φ(k_jc), or additive Σ_c v_c·tanh(q_ic + k_jc)
       Value dDot = mul(dRaw, scale);

@@ -163,6 +163,11 @@ private:
     Value zero = index(0);
     return {zero, zero, zero, zero};
   }
+  /// Likewise its row offset is ε or none (no offset region: KernelisedAnalysis).
+  RowIndices anyRow() {
+    Value zero = index(0);
+    return {zero, zero, zero};
+  }
 };
 
 void LinearCodegen::setUp(Value q, Value v) {
@@ -273,7 +278,7 @@ void LinearCodegen::forwardRows(Value q, Value v, Value o, Value rowMax, Value r
     // C_i = ε + b·H_i | c | count, O_i = a·u_iᵀ S_i / C_i.
     Value hSum = denominatorCoefficient ? mul(denominatorCoefficient, h) : h;
     AttentionMath::RowResult result =
-        math.finalize(zero, hSum, indexToFloat(count), numeratorCoefficient);
+        math.finalize(zero, hSum, indexToFloat(count), anyRow(), numeratorCoefficient);
     forEach(index(0), valueDim, [&](Value col) {
       store(mul(load(o, {i, col}), result.outputScale), o, {i, col});
     });

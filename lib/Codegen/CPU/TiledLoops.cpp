@@ -10,7 +10,6 @@
 #include "lib/Codegen/CPU/CPUKernelBuilder.h"
 
 #include <algorithm>
-#include <limits>
 
 using namespace mlir;
 using namespace mlir::attn;
@@ -128,7 +127,6 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
   ForwardArgs args = beginForward(name, rowMajorType, /*lanewiseMath=*/true);
   Value q = args.q, k = args.k, v = args.v, o = args.o, qBegin = args.qBegin, qEnd = args.qEnd;
   Value zero = constant(0.0), zeroLanes = splatConstant(0.0), oneLanes = splatConstant(1.0);
-  Value minusInf = constant(-std::numeric_limits<double>::infinity());
 
   // φ(k)ᵀ packed once per call, so a score tile row is `scoreVectors` contiguous
   // vector loads per d.
@@ -163,7 +161,8 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
         // Carried per row: running max, Σ h, unmasked-key count.
         SmallVector<Value> inits;
         for (int64_t r = 0; r < rows; ++r) {
-          inits.append({online ? minusInf : zero, zero, zero});
+          inits.append(
+              {online ? scalarMath->initialMax(rowAt(rowIndex[r]), type) : zero, zero, zero});
           for (int64_t c = 0; c < vectorsPerRow; ++c)
             vector::StoreOp::create(b, zeroLanes, outputTile,
                                     ValueRange{index(r), index(c * lanes)});
@@ -269,7 +268,8 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
           OpBuilder::InsertionGuard rowGuard(b);
           b.setInsertionPoint(ifValid.thenBlock()->getTerminator());
           AttentionMath::RowResult result =
-              scalarMath->finalize(carried[3 * r], carried[3 * r + 1], carried[3 * r + 2]);
+              scalarMath->finalize(carried[3 * r], carried[3 * r + 1], carried[3 * r + 2],
+                                   rowAt(rowIndex[r]));
           Value scaleLanes = splat(result.outputScale);
           for (int64_t c = 0; c < vectorsPerRow; ++c) {
             Value accumulated = vector::LoadOp::create(b, laneType, outputTile,
@@ -356,6 +356,10 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
               arith::CmpIOp::create(b, arith::CmpIPredicate::slt, unclamped, queries));
           rowLanes.push_back(
               {splat(row.shift), splat(row.inverseC), splat(row.delta), splat(row.live)});
+          // A repeated row past the end is not live: its offset terms are 0.
+          rowOffsetGrads(row, i, [&](unsigned p, Value grad) {
+            addParamGrad(p, vector::InsertOp::create(b, grad, zeroLanes, ArrayRef<int64_t>{0}));
+          });
           loop(index(0), index(headDim), {}, [&](Value col, ValueRange) -> SmallVector<Value> {
             store(mul(scalarMath->feature(load(q, {i, col})), scale), queryTile, {index(r), col});
             return {};
@@ -393,10 +397,11 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                                           ValueRange{index(r), index(h * lanes)});
                   for (unsigned p = 0; p < numParams; ++p)
                     addParamGrad(p, grad.paramGrad(p));
-                  for (unsigned site = 0; site < fns.tableGrads.size(); ++site) {
-                    AttentionMath::PairGradient::TableGrad table = grad.tableGrad(site);
-                    scatterTableGrad(fns.tableGrads[site].input, table.position, table.value);
-                  }
+                  for (unsigned site = 0; site < fns.tableGrads.size(); ++site)
+                    if (isPairSite(site)) {
+                      AttentionMath::TableGrad table = grad.tableGrad(site);
+                      scatterTableGrad(fns.tableGrads[site].input, table.position, table.value);
+                    }
                 }
               }
 

@@ -184,6 +184,8 @@ private:
   }
   /// The indices of pair (i, j) of this block's (batch, head).
   PairIndices indicesAt(Value i, Value j) { return {batch, head, i, j}; }
+  /// The indices of query row i of this block's (batch, head).
+  RowIndices rowAt(Value i) { return {batch, head, i}; }
   /// The pair (i, j) of contracted score `raw`.
   PairValues pairAt(Value raw, Value i, Value j, Value keep = {}) {
     return PairValues{raw, indicesAt(i, j), keep};

@@ -188,9 +188,14 @@ void GPUKernelBuilder::stageRows(Value tile, Value source, Value rows, Value fir
       index(blockThreads));
 }
 
-/// Fails unless the kernel is one the GPU lowering implements: no tensor inputs,
-/// and a dot or scaled_dot contraction without learnable weights.
+/// Fails unless the kernel is one the GPU lowering implements: no row offset
+/// region, no tensor inputs, and a dot or scaled_dot contraction without
+/// learnable weights.
 static LogicalResult checkContractSupported(KernelOp kernel, StringRef lowering) {
+  if (NormalizerOp normalizer = kernel.getNormalizerOp(); normalizer.hasOffsetRegion())
+    return kernel.emitOpError() << "has a row offset region (the offset of normalizer @"
+                                << normalizer.getSymName() << "), which the " << lowering
+                                << " lowering does not support yet (a constant epsilon it does)";
   SmallVector<InputOp> inputs = kernelInputs(kernel);
   if (!inputs.empty())
     return kernel.emitOpError() << "reads tensor input @" << inputs.front().getSymName()

@@ -11,7 +11,6 @@
 //===----------------------------------------------------------------------===//
 #include "lib/Codegen/GPU/GPUKernelBuilder.h"
 
-#include <limits>
 
 using namespace mlir;
 using namespace mlir::attn;
@@ -44,7 +43,6 @@ void GPUKernelBuilder::buildForward() {
   KernelArgs args = forwardArgs();
   Value keyTile = sharedTiles[0], valueTile = sharedTiles[1];
   Value zero = constant(0.0);
-  Value minusInf = constant(-std::numeric_limits<double>::infinity());
   auto feature = [&](Value x) { return math->feature(x); };
 
   BlockRow warpQuery = warpRow(queries);
@@ -56,7 +54,7 @@ void GPUKernelBuilder::buildForward() {
   Value blockEnd = blockKeyEnd(kWarpsPerBlock);
 
   // Carried: running max m (online), Σ h, unmasked-key count, the lane's outputs.
-  SmallVector<Value> inits{online ? minusInf : zero, zero, zero};
+  SmallVector<Value> inits{online ? math->initialMax(rowAt(i), f32) : zero, zero, zero};
   inits.append(columnsPerLane, zero);
   SmallVector<Type> carriedTypes(inits.size(), f32);
   ValueRange row = forEachStagedKey(
@@ -90,7 +88,7 @@ void GPUKernelBuilder::buildForward() {
       });
 
   ifThen(warpQuery.valid, [&]() {
-    AttentionMath::RowResult result = math->finalize(row[0], row[1], row[2]);
+    AttentionMath::RowResult result = math->finalize(row[0], row[1], row[2], rowAt(i));
     for (int64_t t = 0; t < columnsPerLane; ++t)
       storeStored(mul(row[3 + t], result.outputScale), args.o, addIndex(qBase, column(t)));
     ifThen(arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, index(0)), [&]() {

@@ -139,7 +139,7 @@ void GPUKernelBuilder::buildTensorCoreForward() {
   const int64_t outputTiles = headDim / 8;
   SmallVector<Value> inits;
   for (int64_t half = 0; half < 2; ++half)
-    inits.append({online ? minusInf : zero, zero, zero});
+    inits.append({online ? math->initialMax(rowAt(rows[half].index), f32) : zero, zero, zero});
   inits.append(4 * outputTiles, zero);
   ValueRange carried = buildLoop(
       b, index(0), blockEnd, inits,
@@ -211,7 +211,7 @@ void GPUKernelBuilder::buildTensorCoreForward() {
     Value l = quadReduce(carried[3 * half + 1], /*maximum=*/false);
     Value count = quadReduce(carried[3 * half + 2], /*maximum=*/false);
     ifThen(rows[half].valid, [&]() {
-      AttentionMath::RowResult result = math->finalize(m, l, count);
+      AttentionMath::RowResult result = math->finalize(m, l, count, rowAt(rows[half].index));
       for (int64_t t = 0; t < outputTiles; ++t)
         for (int64_t e = 0; e < 2; ++e) {
           Value col = addIndex(quadColumn, index(t * 8 + e));

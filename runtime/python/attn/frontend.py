@@ -54,11 +54,12 @@ _ROLE_ARGS = {
     "mod": (("s", FLOAT), *_INDICES),
     "feature": (("x", FLOAT),),
     "mask": _INDICES,
+    "offset": _INDICES[:3],
 }
 _ARGUMENT_NAMES = ("s", "b", "h", "i", "j", "x")
 # The name of a region's result when no Python variable holds it.
 _RESULT_NAME = {"numerator": "g", "denominator": "den", "mod": "score", "feature": "phi",
-                "mask": "keep"}
+                "mask": "keep", "offset": "beta"}
 _CONTRACTS = ("dot", "scaled_dot", "bilinear", "additive", "cosine")
 
 
@@ -980,9 +981,9 @@ class Traced:
 class Normalizer(Traced):
     """attn.normalizer(...): the numerator g, the denominator C_i and the params."""
 
-    def __init__(self, name, params, numerator, denominator, epsilon, loc):
+    def __init__(self, name, params, numerator, denominator, epsilon, offset, loc):
         self.name, self.params, self.numerator = name, params, numerator
-        self.denominator, self.epsilon, self.loc = denominator, epsilon, loc
+        self.denominator, self.epsilon, self.offset, self.loc = denominator, epsilon, offset, loc
 
     def _lines(self, printer):
         lines = [f"attn.normalizer @{self.name}{_header_params(self.params)} {{", "  numerator {"]
@@ -995,6 +996,8 @@ class Normalizer(Traced):
             lines.append("  denominator count")
         else:
             lines.append(f"  denominator constant {_float_literal(self.denominator)}")
+        if self.offset is not None:
+            lines += ["  offset {"] + printer.region(self.offset, "  ") + ["  }"]
         return lines + [f"}} {printer.loc(self.loc)}"]
 
     def __repr__(self):
@@ -1134,7 +1137,8 @@ class KernelIR(Traced):
         return f"<attn.KernelIR @{self.name}: {', '.join(parts)}>"
 
 
-def normalizer(numerator, denominator, *, epsilon=None, params=None, name="normalizer"):
+def normalizer(numerator, denominator, *, epsilon=None, offset=None, params=None,
+               name="normalizer"):
     """An attn.normalizer from Python functions:
 
         attn.normalizer(numerator=lambda s: exp(s) - exp(-s),
@@ -1143,6 +1147,8 @@ def normalizer(numerator, denominator, *, epsilon=None, params=None, name="norma
     numerator: g(s, b, h, i, j, params...), any subset by name. denominator: a function
     h(s, b, h, i, j, params...) (C_i = Σ_j h, plus
     `epsilon` if given), a number c (C_i = c) or "count" (the number of unmasked keys).
+    offset: a function β(b, h, i, params...) added to a summed denominator, C_i = β + Σ_j h
+    (e.g. lambda h: exp(sinks[h]) for attention sinks; a constant is `epsilon`).
     params: {name: initial value}, learnable; the functions take them as arguments by name
     (any subset, any order)."""
     loc = _here()
@@ -1165,7 +1171,12 @@ def normalizer(numerator, denominator, *, epsilon=None, params=None, name="norma
     else:
         raise _error(f"{what}: denominator={denominator!r}: expected a function h(s, ...), a "
                      "number (a constant C_i) or \"count\"")
-    return Normalizer(name, params, num, den, epsilon, loc)
+    if offset is not None:
+        if not callable(denominator):
+            raise _error(f"{what}: offset= is added to a summed denominator (a function h), "
+                         f"but the denominator is {denominator!r}")
+        offset = _trace(offset, "offset", f"the offset of {what}", params)
+    return Normalizer(name, params, num, den, epsilon, offset, loc)
 
 
 def score(contract="scaled_dot", *, mod=None, feature=None, scale=None, hidden=None,
@@ -1261,7 +1272,8 @@ _make_score, _make_mask = score, mask
 def _regions_of(part):
     """The traced regions of a Normalizer, Score or Mask (none for None)."""
     if isinstance(part, Normalizer):
-        return [r for r in (part.numerator, part.denominator) if isinstance(r, _Region)]
+        return [r for r in (part.numerator, part.denominator, part.offset)
+                if isinstance(r, _Region)]
     if isinstance(part, Score):
         return [r for r in (part.feature, part.mod) if r is not None]
     return [part.body] if isinstance(part, Mask) else []
