@@ -240,11 +240,10 @@ def test_kernelised_forward_of_a_query_block(family, name, is_causal):
     row_max = torch.full((150,), float("nan"), dtype=torch.float64)
     row_sum = row_max.clone()
     args = [_memref(t.contiguous()) for t in (q[0, 0], k[0, 0], v[0, 0])]
-    no_row_inputs = torch.empty(0, 150, dtype=torch.float64)          # [R = 0, Nq]
-    args += [_memref(o), _memref(row_max), _memref(row_sum), _memref(params),
-             _memref(no_row_inputs)]
-    batch, head = ctypes.c_int64(0), ctypes.c_int64(0)                # ABI 3
-    fn(*[ctypes.byref(a) for a in args], batch, head, ctypes.c_int64(begin),
+    args += [_memref(o), _memref(row_max), _memref(row_sum), _memref(params)]
+    no_tables = ctypes.c_void_p(None)                                 # no tensor inputs
+    batch, head = ctypes.c_int64(0), ctypes.c_int64(0)                # ABI 4
+    fn(*[ctypes.byref(a) for a in args], no_tables, batch, head, ctypes.c_int64(begin),
        ctypes.c_int64(end), ctypes.c_int64(kv_len), ctypes.c_int64(int(is_causal)))
     want = ref.attention(name, q, k, v, params, is_causal, torch.tensor([kv_len]))[0, 0]
     assert (o[begin:end] - want[begin:end]).abs().max().item() <= 1e-9

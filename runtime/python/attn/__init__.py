@@ -31,7 +31,7 @@ import torch
 from .paths import runtime_library_path
 
 __all__ = ["load", "compile", "opt", "kernel_of", "Kernel", "Attention", "MultiheadAttention",
-           "attention", "runtime_library_path", "parse_manifest", "training"]
+           "attention", "alibi_slopes", "runtime_library_path", "parse_manifest", "training"]
 
 _lock = threading.Lock()
 _loaded_from = None
@@ -281,6 +281,7 @@ from . import frontend  # noqa: E402
 from .frontend import *  # noqa: E402,F401,F403  (attn.normalizer, attn.kernel, attn.exp, ...)
 from .functional import attention  # noqa: E402
 from .modules import MultiheadAttention  # noqa: E402
+from .tables import alibi_slopes  # noqa: E402
 from . import training  # noqa: E402
 
 __all__ += frontend.__all__

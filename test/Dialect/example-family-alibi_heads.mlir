@@ -1,0 +1,20 @@
+// RUN: attn-opt %examples/families/alibi_heads.mlir | FileCheck %s
+// Printing, re-parsing and printing again gives identical text; the generic
+// and bytecode forms round-trip too; the kernel is classified online and lowers
+// (attn-cpu-pipeline).
+// RUN: attn-opt %examples/families/alibi_heads.mlir > %t.1
+// RUN: attn-opt %t.1 > %t.2
+// RUN: diff %t.1 %t.2
+// RUN: attn-opt %examples/families/alibi_heads.mlir --mlir-print-op-generic | attn-opt > %t.g
+// RUN: diff %t.1 %t.g
+// RUN: attn-opt %examples/families/alibi_heads.mlir --verify-roundtrip > /dev/null
+// RUN: attn-opt %examples/families/alibi_heads.mlir --attn-classify-normalizer | FileCheck %s --check-prefix=CLASSIFIED
+// RUN: attn-opt %examples/families/alibi_heads.mlir --attn-cpu-pipeline | FileCheck %s --check-prefix=LOWERED
+
+// CHECK: attn.input @slopes : tensor<?xf32>
+// CHECK: attn.score @alibi contract scaled_dot mod
+// CHECK: attn.read @slopes[%h] : f32
+// CHECK: attn.kernel @alibi_heads_attention normalizer(@softmax) score(@alibi) mask(@causal)
+// CLASSIFIED: attn.kernel {{.*}} {algorithm = #attn<algorithm online>}
+// LOWERED: func.func @attn_forward_f32(
+// LOWERED: func.func @attn_backward_f32(

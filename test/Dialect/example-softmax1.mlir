@@ -1,0 +1,19 @@
+// RUN: attn-opt %examples/normalizers/softmax1.mlir | FileCheck %s
+// Printing, re-parsing and printing again gives identical text; the generic
+// and bytecode forms round-trip too; the kernel is classified online and lowers
+// (attn-cpu-pipeline).
+// RUN: attn-opt %examples/normalizers/softmax1.mlir > %t.1
+// RUN: attn-opt %t.1 > %t.2
+// RUN: diff %t.1 %t.2
+// RUN: attn-opt %examples/normalizers/softmax1.mlir --mlir-print-op-generic | attn-opt > %t.g
+// RUN: diff %t.1 %t.g
+// RUN: attn-opt %examples/normalizers/softmax1.mlir --verify-roundtrip > /dev/null
+// RUN: attn-opt %examples/normalizers/softmax1.mlir --attn-classify-normalizer | FileCheck %s --check-prefix=CLASSIFIED
+// RUN: attn-opt %examples/normalizers/softmax1.mlir --attn-cpu-pipeline | FileCheck %s --check-prefix=LOWERED
+
+// CHECK: attn.normalizer @softmax1
+// CHECK: denominator epsilon 1.0 {
+// CHECK: attn.kernel @softmax1_attention normalizer(@softmax1)
+// CLASSIFIED: attn.kernel {{.*}} {algorithm = #attn<algorithm online>}
+// LOWERED: func.func @attn_forward_f32(
+// LOWERED: func.func @attn_backward_f32(

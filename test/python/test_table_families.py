@@ -1,0 +1,141 @@
+"""The families of issue 14 that read tensor inputs, against eager float64 references
+written from their papers (test/reference/general.py; nothing hand-derived): O, dq, dk,
+dv and every learnable table's gradient, float64 and float32, on the generic loops
+(dv != d) and the tiled kernels (d = dv = 32).
+
+    alibi_heads     ALiBi with the paper's geometric per-head slopes, one kernel, causal
+    t5_bias         T5's bidirectional relative-position buckets, learnable bias [H, 32]
+    document_mask   packed sequences: doc [B, N] int64, a query sees its own document
+    prefix_lm       prefix [B] int64: bidirectional prefix, causal after it
+"""
+import math
+import subprocess
+
+import pytest
+import torch
+
+import attn
+import general
+from conftest import ATTN_COMPILE, REPO
+from helpers import check_close, seed_of
+
+FAMILIES = REPO / "examples" / "families"
+DTYPES = {"f64": torch.float64, "f32": torch.float32}
+SHAPES = {"generic": (2, 4, 13, 17, 8, 5), "tiled": (2, 4, 40, 40, 32, 32)}
+
+
+@pytest.fixture(scope="module")
+def compiled(attn_mod, tmp_path_factory):
+    out, cache = tmp_path_factory.mktemp("table_families"), {}
+
+    def get(name):
+        if name not in cache:
+            so = out / f"{name}.so"
+            r = subprocess.run([str(ATTN_COMPILE), str(FAMILIES / f"{name}.mlir"), "-o", str(so)],
+                               capture_output=True, text=True)
+            assert r.returncode == 0, r.stderr[-4000:]
+            cache[name] = attn_mod.load(so)
+        return cache[name]
+
+    return get
+
+
+def scaled_dot(q, k):
+    return q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+
+
+def softmax_g(s, ix):
+    return torch.exp(s)
+
+
+def t5_bucket(relative, buckets=32, max_distance=128):
+    """T5's _relative_position_bucket (bidirectional) of relative = j - i."""
+    buckets //= 2
+    bucket = (relative > 0).to(torch.int64) * buckets
+    n = relative.abs()
+    exact = buckets // 2
+    small = n < exact
+    large = exact + (torch.log(n.double().clamp(min=1) / exact) / math.log(max_distance / exact)
+                     * (buckets - exact)).to(torch.int64)
+    large = torch.minimum(large, torch.full_like(large, buckets - 1))
+    return bucket + torch.where(small, n, large)
+
+
+def make(name, shape, gen):
+    """(tables dict, reference fn(q, k, v, *tables) -> O, is_causal at the call)."""
+    B, H, Nq, Nk, d, dv = shape
+    N = max(Nq, Nk)
+    if name == "alibi_heads":
+        slopes = attn.alibi_slopes(H, torch.float64)
+
+        def ref(q, k, v, slopes):
+            score = lambda q, k, ix: scaled_dot(q, k) - slopes[ix.h] * (ix.i - ix.j).to(q.dtype)
+            return general.attention(q, k, v, score, softmax_g, softmax_g,
+                                     keep=lambda ix: ix.j <= ix.i)
+        return {"slopes": slopes}, ref, False
+    if name == "t5_bias":
+        bias = 0.5 * torch.randn(H, 32, generator=gen, dtype=torch.float64)
+
+        def ref(q, k, v, bias):
+            score = lambda q, k, ix: q @ k.transpose(-1, -2) + bias[ix.h, t5_bucket(ix.j - ix.i)]
+            return general.attention(q, k, v, score, softmax_g, softmax_g)
+        return {"bias": bias}, ref, False
+    if name == "document_mask":
+        doc = torch.cumsum((torch.rand(B, N, generator=gen) < 0.2).to(torch.int64), dim=1)
+
+        def ref(q, k, v, doc):
+            keep = lambda ix: doc[ix.b, ix.i] == doc[ix.b, ix.j]
+            return general.attention(q, k, v, lambda q, k, ix: scaled_dot(q, k), softmax_g,
+                                     softmax_g, keep, is_causal=True)
+        return {"doc": doc}, ref, True
+    if name == "prefix_lm":
+        prefix = torch.randint(0, Nk + 1, (B,), generator=gen)
+
+        def ref(q, k, v, prefix):
+            keep = lambda ix: (ix.j <= ix.i) | (ix.j < prefix[ix.b])
+            return general.attention(q, k, v, lambda q, k, ix: scaled_dot(q, k), softmax_g,
+                                     softmax_g, keep)
+        return {"prefix": prefix}, ref, False
+    raise KeyError(name)
+
+
+@pytest.mark.parametrize("dt", list(DTYPES))
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("name", ["alibi_heads", "t5_bias", "document_mask", "prefix_lm"])
+def test_family_matches_reference(compiled, name, shape, dt):
+    kernel, dtype = compiled(name), DTYPES[dt]
+    B, H, Nq, Nk, d, dv = SHAPES[shape]
+    gen = torch.Generator().manual_seed(seed_of("table_families", name, shape))
+    q, k = (torch.randn(B, H, n, d, generator=gen, dtype=torch.float64) for n in (Nq, Nk))
+    v = torch.randn(B, H, Nk, dv, generator=gen, dtype=torch.float64)
+    dout = torch.randn(B, H, Nq, dv, generator=gen, dtype=torch.float64)
+    tables, ref, is_causal = make(name, SHAPES[shape], gen)
+    learnable = [i["name"] for i in kernel.inputs if i["learnable"]]
+
+    leaves = [t.to(dtype).clone().requires_grad_() for t in (q, k, v)]
+    given = {n: (t.to(dtype).clone().requires_grad_(n in learnable) if t.is_floating_point()
+                 else t) for n, t in tables.items()}
+    O = kernel(*leaves, None, is_causal, None, inputs=given)
+    grads = torch.autograd.grad(O, leaves + [given[n] for n in learnable],
+                                grad_outputs=dout.to(dtype))
+    got = {"O": O.detach(), "dq": grads[0], "dk": grads[1], "dv": grads[2]}
+    got.update({f"d{n}": g for n, g in zip(learnable, grads[3:])})
+
+    names = list(tables)
+    want = general.attention_and_grads(ref, q, k, v, dout, [tables[n] for n in names])
+    for index, n in enumerate(names):
+        grad = want.pop(f"d{index}")
+        if n in learnable:
+            want[f"d{n}"] = grad
+    check_close(got, want, dtype, context=f"{name} {shape} {dt}", names=list(got))
+
+
+def test_alibi_slopes_follow_the_paper():
+    """2^(-8/n), 2^(-16/n), ... for n a power of two; otherwise the slopes of the largest
+    power of two below, then every other slope of twice that (the paper's code)."""
+    assert torch.allclose(attn.alibi_slopes(8, torch.float64),
+                          torch.tensor([2.0 ** -(k + 1) for k in range(8)], dtype=torch.float64))
+    six = attn.alibi_slopes(6, torch.float64)
+    four = [2.0 ** (-2 * (k + 1)) for k in range(4)]
+    eight = [2.0 ** -(k + 1) for k in range(8)]
+    assert torch.allclose(six, torch.tensor(four + eight[0::2][:2], dtype=torch.float64))
