@@ -72,6 +72,9 @@ std::string param_list(const Library &lib) {
 /// Everything the dispatch needs, established by validate().
 struct Problem {
   int64_t B = 0, H = 0, Nq = 0, Nk = 0, d = 0, dv = 0, P = 0;
+  /// Grouped-query attention: k and v have H / group heads, query head h reads key/value
+  /// head h / group (1: as many heads as q).
+  int64_t group = 1;
   torch::ScalarType dtype = torch::kFloat;
   torch::Device device{torch::kCPU};
   bool causal = false;
@@ -83,7 +86,10 @@ struct Problem {
   /// kernels accumulate in float32 whatever the input dtype).
   torch::ScalarType stats_dtype() const { return cuda() ? torch::kFloat : dtype; }
 
-  /// Sizes read off q [B, H, Nq, d], k [B, H, Nk, d] and v [B, H, Nk, dv].
+  /// The key/value head that query head h reads.
+  int64_t kv_head(int64_t h) const { return h / group; }
+
+  /// Sizes read off q [B, H, Nq, d], k [B, H_kv, Nk, d] and v [B, H_kv, Nk, dv].
   static Problem of(const Tensor &q, const Tensor &k, const Tensor &v) {
     Problem p;
     p.B = q.size(0);
@@ -92,6 +98,7 @@ struct Problem {
     p.d = q.size(3);
     p.Nk = k.size(2);
     p.dv = v.size(3);
+    p.group = k.size(1) > 0 && p.H % k.size(1) == 0 ? p.H / k.size(1) : 1;
     p.dtype = q.scalar_type();
     p.device = q.device();
     return p;
@@ -219,8 +226,8 @@ Tensor device_key_lengths(const Problem &p) {
 Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tensor &k,
                  const Tensor &v, const Tensor &params, const Options &opts) {
   check_tensor(lib, fn, "q", q, "[B, H, Nq, d]");
-  check_tensor(lib, fn, "k", k, "[B, H, Nk, d]");
-  check_tensor(lib, fn, "v", v, "[B, H, Nk, dv]");
+  check_tensor(lib, fn, "k", k, "[B, H_kv, Nk, d]");
+  check_tensor(lib, fn, "v", v, "[B, H_kv, Nk, dv]");
   TORCH_CHECK(k.device() == q.device() && v.device() == q.device(), fn,
               ": q, k and v must be on the same device, got ", q.device(), ", ", k.device(), ", ",
               v.device());
@@ -250,13 +257,17 @@ Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tens
   check_dtype(fn, "v", v, dt, "the dtype of q");
 
   check_rank(fn, "q", q, 4, "[B, H, Nq, d]");
-  check_rank(fn, "k", k, 4, "[B, H, Nk, d]");
-  check_rank(fn, "v", v, 4, "[B, H, Nk, dv]");
+  check_rank(fn, "k", k, 4, "[B, H_kv, Nk, d]");
+  check_rank(fn, "v", v, 4, "[B, H_kv, Nk, dv]");
   Problem p = Problem::of(q, k, v);
   check_same_size(fn, "batch size (dim 0)", "q", p.B, "k", k.size(0), q, k);
   check_same_size(fn, "batch size (dim 0)", "q", p.B, "v", v.size(0), q, v);
-  check_same_size(fn, "head count (dim 1)", "q", p.H, "k", k.size(1), q, k);
-  check_same_size(fn, "head count (dim 1)", "q", p.H, "v", v.size(1), q, v);
+  check_same_size(fn, "head count (dim 1)", "k", k.size(1), "v", v.size(1), k, v);
+  TORCH_CHECK(k.size(1) >= 1 && p.H % k.size(1) == 0, fn, ": q has ", p.H,
+              " heads and k and v have ", k.size(1), " (dim 1): the query heads must be a "
+              "multiple of the key/value heads (grouped-query attention: query head h reads "
+              "key/value head h / (H / H_kv)), got q of shape ", shape_str(q), " and k of shape ",
+              shape_str(k));
   check_same_size(fn, "head dim d (dim 3)", "q", p.d, "k", k.size(3), q, k);
   check_same_size(fn, "key count Nk (dim 2)", "k", p.Nk, "v", v.size(2), k, v);
   TORCH_CHECK(p.Nq >= 1, fn, ": q must have at least one query (Nq >= 1), got shape ",
@@ -269,6 +280,9 @@ Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tens
               p.d, " but kernel ", lib.manifest().kernel, " was compiled for head dim ",
               lib.manifest().head_dim, " (its weights' shapes fix it: ", param_list(lib), ")");
   if (cuda) {
+    TORCH_CHECK(p.group == 1, fn, ": grouped-query attention (q with ", p.H,
+                " heads, k and v with ", k.size(1), ") is not supported by the GPU kernels, which "
+                "read key/value head h for query head h; run it on the CPU");
     TORCH_CHECK(p.dv == p.d, fn, ": the GPU kernels need dv == d (v's head dim equal to q's "
                 "and k's), got d = ", p.d, " and dv = ", p.dv);
     const std::string tag = detail::cuda_dtype_tag(dt);
@@ -579,8 +593,8 @@ std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem
       qb = item % nqb;
     }
     const int64_t b = bh / p.H, h = bh % p.H;
-    attn_memref2d qm = memref2d(q, b, h), km = memref2d(k, b, h), vm = memref2d(v, b, h),
-                  om = memref2d(out, b, h);
+    attn_memref2d qm = memref2d(q, b, h), km = memref2d(k, b, p.kv_head(h)),
+                  vm = memref2d(v, b, p.kv_head(h)), om = memref2d(out, b, h);
     attn_memref1d mm = memref1d(row_max, b, h), sm = memref1d(row_sum, b, h), prm = pm;
     const int64_t q_begin = qb * rows_per_item;
     const int64_t q_end = std::min(p.Nq, q_begin + rows_per_item);
@@ -588,6 +602,20 @@ std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem
        q_begin, q_end, p.kv_len[static_cast<size_t>(b)], p.causal ? 1 : 0);
   });
   return {out, row_max, row_sum};
+}
+
+/// [B, H, N, E] per query head -> [B, H / group, N, E]: the gradient of a key/value head
+/// is the sum over the query heads that read it, added in head order (the same bits
+/// every run).
+Tensor sum_groups(const Tensor &per_query_head, const Problem &p) {
+  if (p.group == 1)
+    return per_query_head;
+  const Tensor grouped = per_query_head.view(
+      {p.B, p.H / p.group, p.group, per_query_head.size(2), per_query_head.size(3)});
+  Tensor total = grouped.select(2, 0).clone();
+  for (int64_t g = 1; g < p.group; ++g)
+    total.add_(grouped.select(2, g));
+  return total;
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, std::vector<Tensor>>
@@ -610,6 +638,8 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
   auto opts = torch::TensorOptions().dtype(p.dtype).device(q.device());
   // Zero-filled although the ABI says "overwritten": cheap next to the kernel, and
   // never uninitialised memory in a gradient.
+  // dk and dv per query head: with grouped-query attention the `group` heads that
+  // read one key/value head write their own, summed below in head order.
   Tensor dq = torch::zeros({p.B, p.H, p.Nq, p.d}, opts);
   Tensor dk = torch::zeros({p.B, p.H, p.Nk, p.d}, opts);
   Tensor dv = torch::zeros({p.B, p.H, p.Nk, p.dv}, opts);
@@ -635,8 +665,9 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
   const attn_memref1d pm = memref_params(params);
   auto call = [&](int64_t bh, const attn_table *chunk_dtables) {
     const int64_t b = bh / p.H, h = bh % p.H;
-    attn_memref2d qm = memref2d(q, b, h), km = memref2d(k, b, h), vm = memref2d(v, b, h),
-                  om = memref2d(out, b, h), dom = memref2d(grad_out, b, h),
+    attn_memref2d qm = memref2d(q, b, h), km = memref2d(k, b, p.kv_head(h)),
+                  vm = memref2d(v, b, p.kv_head(h)), om = memref2d(out, b, h),
+                  dom = memref2d(grad_out, b, h),
                   dqm = memref2d(dq, b, h), dkm = memref2d(dk, b, h), dvm = memref2d(dv, b, h);
     attn_memref1d mm = memref1d(row_max, b, h), sm = memref1d(row_sum, b, h), prm = pm;
     attn_memref1d dpm{nullptr, nullptr, 0, {p.P}, {1}};
@@ -665,7 +696,7 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
     dinputs.push_back(total.defined() ? total : torch::empty({0}, opts));
   }
   Tensor dparams = dparams_parts.sum(0);
-  return {dq, dk, dv, dparams, dinputs};
+  return {dq, sum_groups(dk, p), sum_groups(dv, p), dparams, dinputs};
 }
 
 Tensor empty_params(const Tensor &params, const Tensor &q) {

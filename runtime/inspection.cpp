@@ -17,8 +17,8 @@ torch::Tensor attention_weights(const std::shared_ptr<const Library> &lib, const
   const char *fn = "attn::attention_weights";
   TORCH_CHECK(lib, fn, ": lib is null, expected a Library from attn::Library::load");
   TORCH_CHECK(q.defined() && q.dim() == 4, fn, ": q must be a 4-D tensor [B, H, Nq, d]");
-  TORCH_CHECK(k.defined() && k.dim() == 4, fn, ": k must be a 4-D tensor [B, H, Nk, d]");
-  const int64_t B = k.size(0), H = k.size(1), Nq = q.size(2), Nk = k.size(2);
+  TORCH_CHECK(k.defined() && k.dim() == 4, fn, ": k must be a 4-D tensor [B, H_kv, Nk, d]");
+  const int64_t B = q.size(0), H = q.size(1), Nq = q.size(2), Nk = k.size(2);
   TORCH_CHECK(B * H * Nq * Nk <= kMaxAttentionWeights, fn, ": the weights of q ", q.sizes(),
               " and k ", k.sizes(), " would have ", B * H * Nq * Nk, " elements, more than the ",
               kMaxAttentionWeights,
@@ -37,8 +37,9 @@ torch::Tensor attention_weights(const std::shared_ptr<const Library> &lib, const
     torch::Tensor cpu_params = params.defined() ? params.cpu() : params;
     return attention_weights(lib, q.cpu(), k.cpu(), cpu_params, cpu_opts).to(q.device());
   }
-  // The identity is broadcast over batch and heads (stride 0), so only Nk×Nk is allocated.
-  torch::Tensor identity = torch::eye(Nk, q.options()).expand({B, H, Nk, Nk});
+  // The identity is broadcast over batch and heads (stride 0), so only Nk×Nk is allocated;
+  // it has k's heads (grouped-query attention: fewer than q's).
+  torch::Tensor identity = torch::eye(Nk, q.options()).expand({k.size(0), k.size(1), Nk, Nk});
   return std::get<0>(attention_forward(lib, q, k, identity, params, opts));
 }
 

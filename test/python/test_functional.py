@@ -1,6 +1,6 @@
 """attn.attention against F.scaled_dot_product_attention with the softmax example: every
 supported argument combination (shapes with 0, 1 or 2 batch dims, is_causal, scale,
-enable_gqa with equal heads, Nq != Nk, Ev != E, key_lengths as SDPA's boolean mask),
+enable_gqa with equal and grouped heads, Nq != Nk, Ev != E, key_lengths as SDPA's boolean mask),
 forward and gradients, float32 and float64; and the errors for what kernels cannot take."""
 import itertools
 import re
@@ -19,10 +19,12 @@ def softmax(attn_mod):
     return attn_mod.compile(EXAMPLES / "softmax.mlir")
 
 
-def _qkv(batch, heads, L, S, E, Ev, dtype, seed):
+def _qkv(batch, heads, L, S, E, Ev, dtype, seed, kv_heads=None):
     g = torch.Generator().manual_seed(seed)
-    make = lambda *shape: torch.randn(*batch, *heads, *shape, generator=g, dtype=dtype).requires_grad_()
-    return make(L, E), make(S, E), make(S, Ev)
+    make = lambda heads, *shape: torch.randn(*batch, *heads, *shape, generator=g,
+                                             dtype=dtype).requires_grad_()
+    kv_heads = heads if kv_heads is None else kv_heads
+    return make(heads, L, E), make(kv_heads, S, E), make(kv_heads, S, Ev)
 
 
 def _grads(out, inputs, seed):
@@ -54,6 +56,22 @@ def test_matches_sdpa(attn_mod, softmax, dtype, shape, is_causal, scale, enable_
     assert torch.allclose(got, want, rtol=tol, atol=tol)
     for g, w in zip(_grads(got, (q, k, v), 1), _grads(want, (q, k, v), 1)):
         assert torch.allclose(g, w, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("heads,kv_heads", [(4, 2), (6, 1)], ids=["gqa", "mqa"])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_grouped_query_attention_matches_sdpa(attn_mod, softmax, dtype, heads, kv_heads,
+                                              is_causal):
+    """enable_gqa=True with fewer key/value heads: O and dq, dk, dv (summed over each
+    group) as SDPA's, without copies of key and value."""
+    q, k, v = _qkv((2,), (heads,), 9, 7, 8, 6, dtype, seed=heads, kv_heads=(kv_heads,))
+    got = attn_mod.attention(q, k, v, softmax, is_causal=is_causal, enable_gqa=True)
+    want = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, enable_gqa=True)
+    tol = TOL[dtype]
+    assert torch.allclose(got, want, rtol=tol, atol=tol)
+    for g, w in zip(_grads(got, (q, k, v), 3), _grads(want, (q, k, v), 3)):
+        assert g.shape == w.shape and torch.allclose(g, w, rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("is_causal", [False, True])
@@ -102,11 +120,12 @@ def test_errors_name_what_kernels_cannot_take(attn_mod, softmax):
     _raises(r"either attn_mask or is_causal", run(attn_mask=causal, is_causal=True))
     _raises(r"dropout_p=0.1 needs kernel support", run(dropout_p=0.1), NotImplementedError)
     k2, v2 = k[:, :1], v[:, :1]
-    _raises(r"enable_gqa=True with 2 query heads and 1 key/value heads needs kernel support "
-            r"\(grouped-query attention, issue 14\)",
-            lambda: attn_mod.attention(q, k2, v2, softmax, enable_gqa=True), NotImplementedError)
     _raises(r"2 query heads and 1 key/value heads: the head counts must agree",
             lambda: attn_mod.attention(q, k2, v2, softmax))
+    q3 = torch.randn(2, 3, 5, 8)
+    _raises(r"q has 3 heads and k and v have 2 \(dim 1\): the query heads must be a multiple "
+            r"of the key/value heads",
+            lambda: attn_mod.attention(q3, k, v, softmax, enable_gqa=True))
     _raises(r"same number of dims", lambda: attn_mod.attention(q, k[0], v[0], softmax))
     _raises(r"batch dims .* must agree", lambda: attn_mod.attention(q, k[:1], v[:1], softmax))
     _raises(r"key_lengths must have the batch shape \(2,\)",

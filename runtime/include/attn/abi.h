@@ -67,6 +67,9 @@
  *       int64_t batch, int64_t head, int64_t kv_len, int64_t causal);
  *
  * One call handles one (batch, head) slice; the runtime parallelises across calls.
+ * With grouped-query attention (k, v with H_kv heads, H a multiple) the call for
+ * query head h gets k, v of head h / (H / H_kv) and its own dk, dv buffers, which
+ * the runtime sums over the group; `head` is always the query head.
  * Memrefs are MLIR's strided descriptors: sizes and strides in elements, so any
  * strided view of a tensor can be passed without a copy. A row whose keys are all
  * masked gets O_i = 0, row_sum 0 and contributes no gradient.

@@ -175,10 +175,12 @@ struct Options {
   std::vector<torch::Tensor> inputs;
 };
 
-/// Autograd-aware attention: calls the op attn::attention. q [B,H,Nq,d], k [B,H,Nk,d],
-/// v [B,H,Nk,dv], params [P] (same dtype as q; an empty [0] tensor, or an undefined
-/// tensor, when P == 0). Returns O [B,H,Nq,dv]; gradients flow to q, k, v, params and
-/// the learnable tensors of opts.inputs.
+/// Autograd-aware attention: calls the op attn::attention. q [B,H,Nq,d],
+/// k [B,H_kv,Nk,d], v [B,H_kv,Nk,dv], params [P] (same dtype as q; an empty [0] tensor,
+/// or an undefined tensor, when P == 0). H_kv < H is grouped-query attention (H a
+/// multiple of H_kv; CPU only): query head h reads key/value head h / (H / H_kv), no
+/// copy, and dk/dv sum the group's heads. Returns O [B,H,Nq,dv]; gradients flow to q, k,
+/// v, params and the learnable tensors of opts.inputs.
 torch::Tensor attention(const std::shared_ptr<const Library> &lib, const torch::Tensor &q,
                         const torch::Tensor &k, const torch::Tensor &v,
                         const torch::Tensor &params, const Options &opts = {});

@@ -15,7 +15,7 @@ def attention(query, key, value, kernel, attn_mask=None, dropout_p=0.0, is_causa
     """Attention with a compiled attn kernel, with the arguments and shapes of
     torch.nn.functional.scaled_dot_product_attention:
 
-        query [*batch, H, L, E], key [*batch, H, S, E], value [*batch, H, S, Ev]
+        query [*batch, H, L, E], key [*batch, H_kv, S, E], value [*batch, H_kv, S, Ev]
         -> [*batch, H, L, Ev]        (*batch: any number of batch dims, none included)
 
     kernel: an attn.Kernel, a compiled .so, or IR text / a .mlir path (compiled by
@@ -23,7 +23,9 @@ def attention(query, key, value, kernel, attn_mask=None, dropout_p=0.0, is_causa
     the query are masked (top-left aligned, as SDPA). scale: None uses the kernel's own
     score; otherwise q·k is scaled by `scale` instead (exact for the dot and scaled_dot
     contractions without a feature map; other kernels raise, naming their contract).
-    enable_gqa with equal head counts is accepted (a no-op, as in SDPA).
+    enable_gqa=True: grouped-query attention, as in SDPA: H a multiple of H_kv, query
+    head h reads key/value head h // (H // H_kv) (no copy of key or value; their
+    gradients sum over the group; CPU only). Without it the head counts must agree.
 
     attn's own keywords: params [P] (the kernel's learnable params; default: their
     initial values), key_lengths int64 [*batch] (keys j >= key_lengths masked: trailing
@@ -32,7 +34,7 @@ def attention(query, key, value, kernel, attn_mask=None, dropout_p=0.0, is_causa
     reaches query, key, value, params and the learnable inputs.
 
     Not yet supported, each an error naming it: an attn_mask tensor and dropout_p > 0
-    (they need kernel support), differing head counts (grouped-query attention, issue 14).
+    (they need kernel support).
     """
     from . import kernel_of
 
@@ -52,13 +54,10 @@ def attention(query, key, value, kernel, attn_mask=None, dropout_p=0.0, is_causa
             f"dims of key and value must agree, got query {tuple(query.shape)}, key "
             f"{tuple(key.shape)}, value {tuple(value.shape)}")
     q, k, v = _heads(query), _heads(key), _heads(value)
-    if q.shape[1] != k.shape[1]:
-        heads = f"{q.shape[1]} query heads and {k.shape[1]} key/value heads"
-        if enable_gqa:
-            raise needs_kernel_support(f"enable_gqa=True with {heads}",
-                                       "grouped-query attention, issue 14")
-        raise RuntimeError(f"attn.attention: {heads}: the head counts must agree "
-                           "(enable_gqa=True asks for grouped-query attention)")
+    if q.shape[1] != k.shape[1] and not enable_gqa:
+        raise RuntimeError(f"attn.attention: {q.shape[1]} query heads and {k.shape[1]} "
+                           "key/value heads: the head counts must agree (enable_gqa=True "
+                           "asks for grouped-query attention)")
     is_causal, _ = kernel_masks(key.shape[-2], query.dtype, attn_mask, is_causal=is_causal)
     if scale is not None:
         factor = kernel.query_factor(scale, query.shape[-1])
