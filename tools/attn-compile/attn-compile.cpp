@@ -18,6 +18,7 @@
 #include "passes/Passes.h"
 
 #include "lib/LowerToGPU.h"
+#include "tools/NestingLimit.h"
 
 #include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -334,6 +335,8 @@ int main(int argc, char **argv) {
     llvm::errs() << "attn-compile: " << error << "\n";
     return 1;
   }
+  if (failed(attn::checkNestingDepth(*file)))
+    return 1;
   sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
