@@ -37,6 +37,7 @@
 #include "mlir/Target/LLVMIR/Export.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/GlobalVariable.h"
 #include "llvm/IR/LegacyPassManager.h"
@@ -239,6 +240,60 @@ static void embedImage(llvm::Module &module, StringRef name, StringRef bytes,
                            (name + "_size").str());
 }
 
+/// Option lists the pipeline cannot diagnose itself: an empty entry would silently
+/// mean the defaults (--dtypes=) or no GPU module at all (--cuda-targets=), and a
+/// repeated one generates its kernels twice (a symbol clash, or a manifest the
+/// runtime refuses).
+static LogicalResult checkListOptions() {
+  auto check = [](StringRef option, StringRef list, StringRef example) {
+    SmallVector<StringRef> items;
+    list.split(items, ',');
+    llvm::StringSet<> seen;
+    for (StringRef item : items) {
+      item = item.trim();
+      if (!item.empty() && seen.insert(item).second)
+        continue;
+      llvm::errs() << "attn-compile: --" << option << "='" << list << "' names "
+                   << (item.empty() ? "an empty entry" : "'" + item.str() + "' twice")
+                   << "; expected a comma-separated list of distinct entries, e.g. --"
+                   << option << "=" << example << "\n";
+      return failure();
+    }
+    return success();
+  };
+  if (failed(check("dtypes", dtypes, "f32,f64")) ||
+      failed(check("cuda-dtypes", cudaDtypes, "f16,bf16,f32")))
+    return failure();
+  if (!cudaTargets.empty() && failed(check("cuda-targets", llvm::join(cudaTargets, ","),
+                                           "sm_80,sm_90")))
+    return failure();
+  return success();
+}
+
+/// --cpu must name a CPU of the host's target that can run its code: LLVM only warns
+/// about an unknown name (and then compiles for a generic CPU), and a 32-bit x86
+/// CPU (i386, pentium4) on an x86-64 host ends in an LLVM ERROR.
+static LogicalResult checkCpu(const llvm::Target &target, const llvm::Triple &triple,
+                              StringRef cpuName) {
+  // The generic CPU's subtarget knows the names (asking with an unknown name warns).
+  std::unique_ptr<llvm::MCSubtargetInfo> generic(target.createMCSubtargetInfo(triple, "", ""));
+  StringRef problem;
+  if (!generic || !generic->isCPUStringValid(cpuName))
+    problem = "is not a CPU of";
+  else if (triple.getArch() == llvm::Triple::x86_64 &&
+           !std::unique_ptr<llvm::MCSubtargetInfo>(
+                target.createMCSubtargetInfo(triple, cpuName, ""))
+                ->checkFeatures("+64bit"))
+    problem = "is a 32-bit CPU, which cannot run code for";
+  if (problem.empty())
+    return success();
+  llvm::errs() << "attn-compile: --cpu=" << cpuName << " " << problem << " the host target "
+               << triple.str()
+               << "; expected native or a 64-bit CPU of that target as LLVM names it "
+                  "(e.g. x86-64, x86-64-v3, skylake-avx512; `llc -mcpu=help` lists them)\n";
+  return failure();
+}
+
 static std::unique_ptr<llvm::TargetMachine> createTargetMachine() {
   llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
   std::string error;
@@ -248,6 +303,8 @@ static std::unique_ptr<llvm::TargetMachine> createTargetMachine() {
     return nullptr;
   }
   std::string cpuName = cpu == "native" ? llvm::sys::getHostCPUName().str() : cpu.getValue();
+  if (failed(checkCpu(*target, triple, cpuName)))
+    return nullptr;
   std::string features;
   if (cpu == "native") {
     llvm::SubtargetFeatures subtarget;
@@ -316,6 +373,8 @@ int main(int argc, char **argv) {
   registerAllPasses();
   attn::registerAttnPasses();
   cl::ParseCommandLineOptions(argc, argv, "attn compiler: attn IR -> CPU artifact\n");
+  if (failed(checkListOptions()))
+    return 1;
 
   DialectRegistry registry;
   registerAllDialects(registry);
