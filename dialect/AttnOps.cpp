@@ -7,9 +7,11 @@
 #include "mlir/Interfaces/CallInterfaces.h"
 #include "mlir/Interfaces/ControlFlowInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 
 #include <charconv>
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::attn;
@@ -109,16 +111,63 @@ static LogicalResult verifyScalarRegion(Operation *owner, Region &region,
   return success();
 }
 
+/// The symbol name of `op` (an attn.normalizer, score, mask or kernel) is written
+/// into the artifact's manifest as one whitespace-separated token: it must be an
+/// MLIR bare identifier, which the printer also writes without quotes.
+static LogicalResult verifySymbolName(Operation *op) {
+  StringRef name = SymbolTable::getSymbolName(op).getValue();
+  bool bare = !name.empty() && (llvm::isAlpha(name.front()) || name.front() == '_') &&
+              llvm::all_of(name, [](char c) {
+                return llvm::isAlnum(c) || c == '_' || c == '$' || c == '.';
+              });
+  if (bare)
+    return success();
+  std::string shown;
+  llvm::raw_string_ostream os(shown);
+  llvm::printEscapedString(name, os);
+  return op->emitOpError() << "symbol name \"" << shown
+                           << "\" cannot be written into the artifact's manifest; expected "
+                              "a letter or '_' followed by letters, digits, '_', '$' or '.'";
+}
+
+/// Param, weight and row-input names become manifest tokens and the keys of the
+/// Python API (attn.Kernel.param_names, nn.ParameterDict): letters, digits and '_',
+/// not starting with a digit.
+static LogicalResult verifyValueName(Operation *op, StringRef role, StringRef name) {
+  if (!name.empty() && !llvm::isDigit(name.front()) &&
+      llvm::all_of(name, [](char c) { return llvm::isAlnum(c) || c == '_'; }))
+    return success();
+  std::string shown;
+  llvm::raw_string_ostream os(shown);
+  llvm::printEscapedString(name, os);
+  return op->emitOpError() << role << " name \"" << shown
+                           << "\" is not an identifier; expected letters, digits and '_', "
+                              "not starting with a digit";
+}
+
+/// A number the artifact's manifest and the kernels can hold: not NaN or infinite.
+static LogicalResult verifyFinite(Operation *op, const Twine &what, double value) {
+  if (std::isfinite(value))
+    return success();
+  return op->emitOpError() << what << " is "
+                           << (std::isnan(value) ? "NaN" : value > 0 ? "+infinity" : "-infinity")
+                           << "; expected a finite number";
+}
+
 static LogicalResult verifyParams(Operation *op, ArrayAttr names,
                                   ArrayRef<double> inits) {
   if (names.size() != inits.size())
     return op->emitOpError() << "declares " << names.size() << " param names but "
                              << inits.size() << " initial values";
   llvm::StringSet<> seen;
-  for (Attribute name : names)
-    if (!seen.insert(cast<StringAttr>(name).getValue()).second)
-      return op->emitOpError() << "declares param '"
-                               << cast<StringAttr>(name).getValue() << "' twice";
+  for (auto [attr, init] : llvm::zip(names, inits)) {
+    StringRef name = cast<StringAttr>(attr).getValue();
+    if (failed(verifyValueName(op, "param", name)) ||
+        failed(verifyFinite(op, "the initial value of param '" + name + "'", init)))
+      return failure();
+    if (!seen.insert(name).second)
+      return op->emitOpError() << "declares param '" << name << "' twice";
+  }
   return success();
 }
 
@@ -288,7 +337,15 @@ void NormalizerOp::print(OpAsmPrinter &p) {
 }
 
 LogicalResult NormalizerOp::verify() {
-  if (failed(verifyParams(*this, getParamNames(), getParamInits())))
+  if (failed(verifySymbolName(*this)) ||
+      failed(verifyParams(*this, getParamNames(), getParamInits())))
+    return failure();
+  if (auto constant = getDenominatorConstant();
+      constant && failed(verifyFinite(*this, "the constant denominator",
+                                      constant->convertToDouble())))
+    return failure();
+  if (auto epsilon = getEpsilon();
+      epsilon && failed(verifyFinite(*this, "epsilon", epsilon->convertToDouble())))
     return failure();
   SmallVector<ExpectedArg> args{{"the score", Type()}};
   args.append(paramArgs(getParamNames()));
@@ -415,6 +472,8 @@ static LogicalResult verifyWeightDeclarations(ScoreOp op) {
     seen.insert(cast<StringAttr>(name).getValue());
   for (unsigned w = 0; w < op.getNumWeights(); ++w) {
     StringRef name = cast<StringAttr>((*op.getWeightNames())[w]).getValue();
+    if (failed(verifyValueName(op, "weight", name)))
+      return failure();
     if (!seen.insert(name).second)
       return op.emitOpError() << "declares '" << name << "' twice (params and weights share one namespace)";
     auto shape = dyn_cast<DenseI64ArrayAttr>((*op.getWeightShapes())[w]);
@@ -426,6 +485,10 @@ static LogicalResult verifyWeightDeclarations(ScoreOp op) {
     if (!isa<FloatAttr>(init) && !(kind && kind.getValue() == "identity"))
       return op.emitOpError() << "weight '" << name
                               << "' must be initialised with a number or 'identity'";
+    if (auto fill = dyn_cast<FloatAttr>(init);
+        fill && failed(verifyFinite(op, "the initial value of weight '" + name + "'",
+                                    fill.getValueAsDouble())))
+      return failure();
     if (kind && shape.size() != 2)
       return op.emitOpError() << "weight '" << name << "': 'identity' needs a 2-D weight, got "
                               << shape.size() << "-D";
@@ -607,8 +670,16 @@ void ScoreOp::print(OpAsmPrinter &p) {
 }
 
 LogicalResult ScoreOp::verify() {
-  if (failed(verifyParams(*this, getParamNames(), getParamInits())))
+  if (failed(verifySymbolName(*this)) ||
+      failed(verifyParams(*this, getParamNames(), getParamInits())))
     return failure();
+  if (auto scale = getScale();
+      scale && failed(verifyFinite(*this, "'scale'", scale->convertToDouble())))
+    return failure();
+  if (getRowInputNames())
+    for (Attribute name : getRowInputNamesAttr())
+      if (failed(verifyValueName(*this, "row input", cast<StringAttr>(name).getValue())))
+        return failure();
   if (getScale() && getContract() != ContractKind::ScaledDot &&
       getContract() != ContractKind::Cosine && getContract() != ContractKind::Bilinear)
     return emitOpError() << "'scale' applies to contracts scaled_dot, cosine and bilinear only, not "
@@ -679,6 +750,8 @@ void MaskOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setNam
 }
 
 LogicalResult MaskOp::verify() {
+  if (failed(verifySymbolName(*this)))
+    return failure();
   Type index = IndexType::get(getContext());
   return verifyScalarRegion(*this, getBody(), "mask",
                             {{"the query index", index}, {"the key index", index}},
@@ -701,6 +774,8 @@ NormalizerOp KernelOp::getNormalizerOp() {
 }
 ScoreOp KernelOp::getScoreOp() { return lookupSymbol<ScoreOp>(*this, getScoreAttr()); }
 MaskOp KernelOp::getMaskOp() { return lookupSymbol<MaskOp>(*this, getMaskAttr()); }
+
+LogicalResult KernelOp::verify() { return verifySymbolName(*this); }
 
 /// Reports a reference that names nothing, or names an op of another kind.
 template <typename OpTy>
