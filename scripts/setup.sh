@@ -6,9 +6,9 @@
 #     pinned in requirements.lock (PyTorch from PyPI: its LibTorch is what the runtime
 #     builds against) and the attn package itself, installed editable from
 #     pyproject.toml;
-#   - the build ($ATTN_BUILD_DIR, default <repo>/build), whose attn-compile, attn-opt
-#     and libattn_runtime.so are then linked into the environment (bin/ and lib/attn/),
-#     where `import attn` finds them.
+#   - the build ($ATTN_BUILD_DIR, default <repo>/build), whose attn-compile, attn-opt,
+#     attn-seal and libattn_runtime.so are then linked into the environment (bin/ and
+#     lib/attn/), where `import attn` finds them.
 # Idempotent: packages already present are not reinstalled, the environment is only
 # updated when requirements.lock or pyproject.toml changed, and the build is incremental.
 # Run as root on Debian 12 (bookworm), or as a user with sudo.
@@ -76,4 +76,5 @@ cmake --build "$build"
 mkdir -p "$venv/lib/attn"
 ln -sfn "$build/bin/attn-compile" "$venv/bin/attn-compile"
 ln -sfn "$build/bin/attn-opt" "$venv/bin/attn-opt"
+ln -sfn "$build/bin/attn-seal" "$venv/bin/attn-seal"
 ln -sfn "$build/runtime/libattn_runtime.so" "$venv/lib/attn/libattn_runtime.so"

@@ -17,7 +17,9 @@
 #include "dialect/AttnDialect.h"
 #include "passes/Passes.h"
 
+#include "lib/KernelFunctions.h"
 #include "lib/LowerToGPU.h"
+#include "runtime/include/attn/abi.h"
 #include "tools/NestingLimit.h"
 
 #include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
@@ -368,6 +370,79 @@ static LogicalResult linkSharedObject(StringRef object, StringRef output) {
   return success();
 }
 
+/// attn_signature (runtime/include/attn/abi.h): what the entry points of the kernel
+/// compiled from `source` (the module as parsed) read, taken from the attn ops
+/// themselves, so that the runtime can cross-check the manifest against it.
+static FailureOr<SmallVector<int64_t>> abiSignature(ModuleOp source) {
+  FailureOr<attn::KernelOp> kernel = attn::selectKernel(source, kernelName);
+  if (failed(kernel))
+    return failure();
+  attn::ScoreOp score = kernel->getScoreOp();
+  SmallVector<int64_t> signature{ATTN_ABI_VERSION, score ? score.getNumRowInputs() : 0,
+                                 score ? score.getRequiredHeadDim() : 0, /*count=*/0};
+  // Params in kernel order, each as its rank and extents: the normalizer's scalars,
+  // the score's scalars, then its weights.
+  auto scalars = [&](unsigned count) {
+    signature[3] += count;
+    signature.append(count, /*rank=*/0);
+  };
+  scalars(kernel->getNormalizerOp().getNumParams());
+  if (score) {
+    scalars(score.getNumParams());
+    for (unsigned w = 0; w < score.getNumWeights(); ++w) {
+      signature[3] += 1;
+      signature.push_back(score.getWeightShape(w).size());
+      llvm::append_range(signature, score.getWeightShape(w));
+    }
+  }
+  return signature;
+}
+
+/// Exports `signature` as the constant int64 array attn_signature.
+static void embedSignature(llvm::Module &module, ArrayRef<int64_t> signature) {
+  SmallVector<uint64_t> words(signature.begin(), signature.end());
+  llvm::Constant *data = llvm::ConstantDataArray::get(module.getContext(), words);
+  auto *global = new llvm::GlobalVariable(module, data->getType(), /*isConstant=*/true,
+                                          llvm::GlobalValue::ExternalLinkage, data,
+                                          ATTN_SIGNATURE_SYMBOL);
+  global->setAlignment(llvm::Align(8));
+}
+
+/// The checksum trailer (runtime/include/attn/checksum.h) that seals `size` bytes of
+/// `content` (Checksum.cpp).
+std::string artifactChecksumTrailer(const char *content, size_t size);
+
+/// Links `object` into `output` the way every reader may rely on: into a temporary
+/// file next to it, sealed with the checksum trailer (runtime/include/attn/checksum.h),
+/// then renamed over `output`. Nobody ever sees a partial or unsealed artifact, and a
+/// process that loaded the previous file keeps its (unchanged) copy.
+static LogicalResult writeSealedArtifact(StringRef object, StringRef output) {
+  SmallString<128> temporary;
+  llvm::sys::fs::createUniquePath(output + ".%%%%%%%%.tmp", temporary, /*MakeAbsolute=*/false);
+  llvm::FileRemover removeTemporary(temporary);
+  if (failed(linkSharedObject(object, temporary)))
+    return failure();
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> linked =
+      llvm::MemoryBuffer::getFile(temporary, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  std::error_code ec = linked.getError();
+  if (!ec) {
+    StringRef bytes = (*linked)->getBuffer();
+    llvm::raw_fd_ostream append(temporary, ec, llvm::sys::fs::OF_Append);
+    if (!ec) {
+      append << artifactChecksumTrailer(bytes.data(), bytes.size());
+      append.close();
+      ec = append.error();
+    }
+  }
+  if (!ec)
+    ec = llvm::sys::fs::rename(temporary, output);
+  if (ec) {
+    llvm::errs() << "attn-compile: cannot write " << output << ": " << ec.message() << "\n";
+    return failure();
+  }
+  return success();
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerAllPasses();
@@ -424,7 +499,11 @@ int main(int argc, char **argv) {
   int64_t vectorBits =
       machine->getMCSubtargetInfo()->checkFeatures("+avx512f") ? 512 : 256;
 
+  OwningOpRef<ModuleOp> source = module->clone(); // the attn ops, for attn_signature
   if (failed(runPipeline(*module, attnPipeline(vectorBits))))
+    return 1;
+  FailureOr<SmallVector<int64_t>> signature = abiSignature(*source);
+  if (failed(signature))
     return 1;
   if (emit == Emit::MLIR)
     return failed(writeOutput([&](llvm::raw_ostream &os) { module->print(os); })) ? 1 : 0;
@@ -449,6 +528,7 @@ int main(int argc, char **argv) {
     embedImage(*llvmModule, "attn_cuda_cubin_" + chip, cubin, /*nulTerminated=*/false);
   if (cuda)
     embedImage(*llvmModule, "attn_cuda_ptx", cudaImages.ptx, /*nulTerminated=*/true);
+  embedSignature(*llvmModule, *signature);
   llvmModule->setDataLayout(machine->createDataLayout());
   llvmModule->setTargetTriple(machine->getTargetTriple());
   if (llvm::Error err = makeOptimizingTransformer(3, 0, machine.get())(llvmModule.get())) {
@@ -469,7 +549,7 @@ int main(int argc, char **argv) {
   }
   llvm::FileRemover removeObject(objectPath);
   if (failed(writeObject(*llvmModule, *machine, objectPath)) ||
-      failed(linkSharedObject(objectPath, outputFilename)))
+      failed(writeSealedArtifact(objectPath, outputFilename)))
     return 1;
   return 0;
 }

@@ -50,11 +50,29 @@
  *       attn_memref2d *drow_inputs, [R, Nq] overwritten
  *       int64_t kv_len, int64_t causal);
  *
+ *   const int64_t attn_signature[];
+ *     What the entry points (CPU and GPU) were compiled for, written by attn-compile
+ *     from the attn ops themselves (not from the manifest); the runtime refuses an
+ *     artifact whose manifest disagrees with it before any entry point runs:
+ *       [0] ATTN_ABI_VERSION
+ *       [1] R, the number of row inputs
+ *       [2] the head dim the weights fix (0: any)
+ *       [3] n, the number of learnable params (scalars, then weights, kernel order)
+ *       then for each param its rank (0 for a scalar) followed by its extents.
+ *     Its ELF symbol size is 8 * (4 + n + the sum of the ranks) bytes.
+ *
+ *   After linking, attn-compile appends a SHA-256 trailer (attn/checksum.h) that the
+ *   runtime checks before it dlopen()s the file; it also requires attn_manifest and
+ *   the entry points to be functions and attn_signature an object, read from the
+ *   file's dynamic symbol table first.
+ *
  * One call handles one (batch, head) slice; the runtime parallelises across calls.
  * Memrefs are MLIR's strided descriptors: sizes and strides in elements, so any
  * strided view of a tensor can be passed without a copy. A row whose keys are all
  * masked gets O_i = 0, row_sum 0 and contributes no gradient.
  * ABI history: 2 added row_inputs / drow_inputs and weights in params.
+ *   Within 2, the runtime came to require attn_signature and the checksum trailer
+ *   (the manifest and the entry points are unchanged): recompile older artifacts.
  *
  * ---- CUDA -------------------------------------------------------------------
  * With `attn-compile --cuda-targets=sm_80,sm_90` the artifact also holds CUDA
@@ -108,6 +126,7 @@
 
 #define ATTN_ABI_VERSION 2
 #define ATTN_MANIFEST_SYMBOL "attn_manifest"
+#define ATTN_SIGNATURE_SYMBOL "attn_signature"
 #define ATTN_CUDA_CUBIN_PREFIX "attn_cuda_cubin_" /* + target, e.g. sm_90; + "_size" */
 #define ATTN_CUDA_PTX_SYMBOL "attn_cuda_ptx"      /* + "_size" */
 
