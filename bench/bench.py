@@ -1,17 +1,19 @@
-#!/usr/bin/python3
-"""attn CPU benchmark: our compiled kernels vs the eager LibTorch composition.
+#!/usr/bin/env python3
+"""attn CPU benchmark: our compiled kernels and their peers, timed in the same run.
 
-    /usr/bin/python3 bench/bench.py [--quick] [--json out.json] [--normalizers ...]
-                                    [--n ...] [--d ...] [--memory N]
+    .venv/bin/python bench/bench.py [--quick] [--only softmax,alibi] [--peers sdpa,flex]
+                                    [--n ...] [--d ...] [--causal no|yes|both]
+                                    [--baseline-compiler OLD/attn-compile] [--resume]
 
-See bench/README.md for what is measured and the conventions. Always runs to the end:
-a missed target is a printed FAIL, a config that would take too long is skipped with
-a note, and an error in one config is recorded in that row.
+See bench/README.md for what is measured and the conventions. Always runs to the end: a
+missed target is a printed FAIL, a config that would take too long is skipped with a
+note, and an error in one config is recorded in that row.
 """
 
 import argparse
 import datetime
 import gc
+import importlib.metadata
 import json
 import os
 import platform
@@ -24,25 +26,18 @@ import traceback
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, BENCH_DIR)
+# torch.compile's kernels: a cache of the bench's own (inductor reads this when it compiles)
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(REPO, "build", "bench", "inductor-cache"))
 
 import torch  # noqa: E402
 
-import eager  # noqa: E402
+import peers  # noqa: E402
+import report  # noqa: E402
 
-ALL_NORMALIZERS = ["softmax", "tanhmax", "multimax", "expressive", "sigmoid"]
-# Params used for timing and for the sanity check, in kernel order. MultiMax uses
-# non-trivial temperatures (its initial values tb = td = 1 make it plain softmax).
-BENCH_PARAMS = {
-    "softmax": [],
-    "tanhmax": [],
-    "multimax": [0.8, 1.2, -1.0, 1.0, 0.9, 1.1, -2.0, 2.0],
-    "expressive": [],
-    "sigmoid": [-4.0],
-}
-B, H = 2, 4  # B*H = 8
-TARGET_N, TARGET_D = 2048, 64
 SGEMM_N = 2048
-CONTENDED = 0.15  # CPUs used by other processes during a measurement
+CONTENDED = 0.15  # CPUs used by other processes during a row's timed calls
+PEER_FAMILIES = ["sdpa", "flex", "iree", "compiled", "eager", "iree-default"]
+DEFAULT_PEERS = PEER_FAMILIES[:-1]  # iree-default: IREE's own tiling, 15-20x slower, on request
 
 _t0 = time.perf_counter()
 
@@ -51,10 +46,10 @@ def log(msg):
     print(f"[{time.perf_counter() - _t0:7.1f}s] {msg}", file=sys.stderr, flush=True)
 
 
-# ----------------------------------------------------------------------------- memory
+# ----------------------------------------------------------------------------- machine
 
-def _status_kb(key):
-    with open("/proc/self/status") as f:
+def _status_kb(key, path="/proc/self/status"):
+    with open(path) as f:
         for line in f:
             if line.startswith(key + ":"):
                 return int(line.split()[1])
@@ -75,7 +70,6 @@ class PeakRSS:
     """Extra peak RSS (MiB) of a block: VmHWM after minus VmRSS before (VmHWM reset)."""
 
     def __enter__(self):
-        gc.collect()
         self.reset = reset_peak_rss()
         self.rss0 = _status_kb("VmRSS")
         self.hwm0 = _status_kb("VmHWM")
@@ -86,61 +80,6 @@ class PeakRSS:
         base = self.rss0 if self.reset else self.hwm0
         self.extra_mib = max(0, hwm - base) / 1024.0
         return False
-
-
-# ----------------------------------------------------------------------------- setup
-
-def runtime_library_path():
-    env = os.environ.get("ATTN_RUNTIME_LIB")
-    return os.path.abspath(env) if env else os.path.join(REPO, "build", "runtime",
-                                                         "libattn_runtime.so")
-
-
-def load_runtime():
-    """Load libattn_runtime.so; returns (ok, message)."""
-    path = runtime_library_path()
-    try:
-        torch.ops.attn.manifest  # noqa: B018
-        return True, "already registered"
-    except (AttributeError, RuntimeError):
-        pass
-    if not os.path.exists(path):
-        return False, f"runtime library not found at {path}"
-    try:
-        torch.ops.load_library(path)
-        torch.ops.attn.manifest  # noqa: B018
-        return True, path
-    except Exception as e:  # noqa: BLE001
-        return False, f"loading {path} failed: {e}"
-
-
-def compile_artifact(name, out_dir):
-    """Compile examples/normalizers/<name>.mlir once; reuse while newer than its inputs."""
-    src = os.path.join(REPO, "examples", "normalizers", name + ".mlir")
-    compiler = os.path.join(REPO, "build", "bin", "attn-compile")
-    out = os.path.join(out_dir, name + ".so")
-    if (os.path.exists(out) and os.path.getmtime(out) >= os.path.getmtime(src)
-            and (not os.path.exists(compiler)
-                 or os.path.getmtime(out) >= os.path.getmtime(compiler))):
-        return out, 0.0, "cached"
-    os.makedirs(out_dir, exist_ok=True)
-    err = ""
-    for attempt in range(3):  # the compiler may be mid-relink (another build running)
-        if attempt:
-            time.sleep(5)
-        t = time.perf_counter()
-        try:
-            r = subprocess.run([compiler, src, "-o", out], capture_output=True, text=True,
-                               timeout=300)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            err = f"attn-compile {name}: {e}"
-            continue
-        dt = time.perf_counter() - t
-        if r.returncode == 0:
-            return out, dt, "compiled"
-        err = (f"attn-compile {name} failed (rc {r.returncode}): "
-               f"{(r.stderr or r.stdout).strip()[:2000]}")
-    raise RuntimeError(err)
 
 
 def _loadavg():
@@ -166,18 +105,19 @@ def cpu_snapshot():
         return time.perf_counter(), 0, 0
 
 
+def foreign_cpu_seconds(a, b):
+    """CPU seconds other processes took between two snapshots."""
+    return max(0.0, ((b[1] - a[1]) - (b[2] - a[2])) / os.sysconf("SC_CLK_TCK"))
+
+
 def foreign_cpu(a, b):
     """Average number of CPUs other processes kept busy between two snapshots."""
-    hz = os.sysconf("SC_CLK_TCK")
     wall = b[0] - a[0]
-    if wall <= 0:
-        return 0.0
-    return max(0.0, ((b[1] - a[1]) - (b[2] - a[2])) / hz / wall)
+    return foreign_cpu_seconds(a, b) / wall if wall > 0 else 0.0
 
 
-def machine_info(threads):
-    cpu = "unknown"
-    flags = set()
+def machine_info(threads, vec_isa):
+    cpu, flags = "unknown", set()
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -187,160 +127,153 @@ def machine_info(threads):
                     flags = set(line.split(":", 1)[1].split())
     except OSError:
         pass
-    blas = set()
-    try:
-        with open("/proc/self/maps") as f:
-            for line in f:
-                p = line.split()[-1] if len(line.split()) >= 6 else ""
-                if any(s in p.lower() for s in ("blas", "mkl", "lapack")):
-                    blas.add(p)
-    except OSError:
-        pass
-    commit = ""
+    config = torch.__config__.show()
+    blas = next((part.split("=", 1)[1] for line in config.splitlines()
+                 for part in line.replace(",", " ").split() if part.startswith("BLAS_INFO=")), "?")
+    blas_line = next((line.strip(" -") for line in config.splitlines()
+                      if "Math Kernel Library" in line or "OpenBLAS" in line), blas)
     try:
         commit = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
                                 capture_output=True, text=True).stdout.strip()
     except OSError:
-        pass
+        commit = ""
+    versions = {}
+    for package in ("torch", "iree-base-compiler", "iree-base-runtime"):
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            versions[package] = None
     return {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "host": platform.node(),
         "cpu_model": cpu,
         "logical_cpus": os.cpu_count(),
+        "mem_total_gib": round(_status_kb("MemTotal", "/proc/meminfo") / 2 ** 20, 1),
         "avx512f": "avx512f" in flags,
-        "avx2": "avx2" in flags,
         "threads": threads,
         "torch_version": torch.__version__,
-        "torch_parallel_backend": [l.strip() for l in torch.__config__.parallel_info().splitlines()
-                                   if "backend" in l.lower()],
+        "versions": versions,
+        "torch_parallel_backend": [line.strip() for line in torch.__config__.parallel_info().splitlines()
+                                   if "backend" in line.lower()],
+        "blas": blas,
+        "blas_detail": blas_line,
+        "inductor_vec_isa": vec_isa,
         "python": sys.executable + " " + platform.python_version(),
-        "blas_libraries_mapped": sorted(blas),
-        "openblas_loaded": any("openblas" in b.lower() for b in blas),
         "git_commit": commit,
         "loadavg_start": _loadavg(),
     }
 
 
 def measure_sgemm(reps=7):
-    a = torch.randn(SGEMM_N, SGEMM_N)
-    b = torch.randn(SGEMM_N, SGEMM_N)
+    a, b = torch.randn(SGEMM_N, SGEMM_N), torch.randn(SGEMM_N, SGEMM_N)
     c = torch.empty(SGEMM_N, SGEMM_N)
     torch.mm(a, b, out=c)
-    best = 0.0
     runs = []
     for _ in range(reps):
         t = time.perf_counter()
         torch.mm(a, b, out=c)
-        dt = time.perf_counter() - t
-        g = 2.0 * SGEMM_N ** 3 / dt / 1e9
-        runs.append(round(g, 2))
-        best = max(best, g)
-    return best, runs
+        runs.append(round(2.0 * SGEMM_N ** 3 / (time.perf_counter() - t) / 1e9, 2))
+    return max(runs), runs
 
 
-# ----------------------------------------------------------------------------- kernels
+# ----------------------------------------------------------------------------- timing
 
-def make_inputs(n, d, seed, dtype=torch.float32, b=B, h=H):
-    g = torch.Generator().manual_seed(seed)
-    q = torch.randn(b, h, n, d, generator=g, dtype=dtype)
-    k = torch.randn(b, h, n, d, generator=g, dtype=dtype)
-    v = torch.randn(b, h, n, d, generator=g, dtype=dtype)
-    do = torch.randn(b, h, n, d, generator=g, dtype=dtype)
-    return q, k, v, do
-
-
-class Impl:
-    """fwd(q,k,v,p,causal) -> O without autograd; fwdbwd(...) runs forward + backward."""
-
-    def __init__(self, name, kind, artifact=None):
-        self.name, self.kind, self.artifact = name, kind, artifact
-
-    def fwd(self, q, k, v, p, causal):
-        if self.kind == "ours":
-            return torch.ops.attn.attention_forward(self.artifact, q, k, v, p, causal, None)[0]
-        with torch.no_grad():
-            return eager.EAGER[self.name](q, k, v, p, causal)
-
-    def attention(self, q, k, v, p, causal):
-        if self.kind == "ours":
-            return torch.ops.attn.attention(self.artifact, q, k, v, p, causal, None)
-        return eager.EAGER[self.name](q, k, v, p, causal)
-
-    def fwdbwd(self, q, k, v, p, causal, do):
-        for t in (q, k, v, p):
-            t.grad = None
-        o = self.attention(q, k, v, p, causal)
-        (o * do).sum().backward()
-        return o
+def flops(workload, n, d, causal, pss):
+    """Useful FLOPs: 4·d per (query, key) pair a query sees (forward), x2.5 for fwd+bwd.
+    Pairs: N² (full), N²/2 (causal), the exact count inside a sliding window."""
+    if workload == "sliding_window":
+        w = min(peers.WINDOW, n - 1)
+        pairs = n * (w + 1) - w * (w + 1) / 2 if causal else n * (2 * w + 1) - w * (w + 1)
+    else:
+        pairs = n * n / (2.0 if causal else 1.0)
+    f = 4.0 * pairs * d * peers.B * peers.H
+    return f * 2.5 if pss == "fwd+bwd" else f
 
 
-def sanity_check(name, artifact, n=256, d=64, tol=1e-4):
-    """Ours (f32) vs the eager composition in f64: forward and every gradient.
-    Error = max|ours - ref| / max(max|ref|, 1e-6)."""
-    out = {}
-    for causal in (False, True):
-        q, k, v, do = make_inputs(n, d, seed=1234)
-        p = torch.tensor(BENCH_PARAMS[name], dtype=torch.float32)
-        ours = Impl(name, "ours", artifact)
-        ref = Impl(name, "eager")
-        q32, k32, v32, p32 = [t.clone().requires_grad_() for t in (q, k, v, p)]
-        q64, k64, v64, p64 = [t.double().requires_grad_() for t in (q, k, v, p)]
-        o32 = ours.fwdbwd(q32, k32, v32, p32, causal, do)
-        o64 = ref.fwdbwd(q64, k64, v64, p64, causal, do.double())
-        of = ours.fwd(q, k, v, p, causal)  # attention_forward must agree with attention
-        errs = {}
-        pairs = [("O", o32, o64), ("O_fwd_op", of, o64), ("dq", q32.grad, q64.grad),
-                 ("dk", k32.grad, k64.grad), ("dv", v32.grad, v64.grad)]
-        if p.numel():
-            pairs.append(("dparams", p32.grad, p64.grad))
-        finite = True
-        for key, a, r in pairs:
-            if a is None:
-                errs[key] = float("nan")
-                continue
-            finite = finite and bool(torch.isfinite(a).all())
-            scale = max(r.abs().max().item(), 1e-6)
-            errs[key] = (a.double() - r.detach()).abs().max().item() / scale
-        worst = max(errs.values()) if errs else float("nan")
-        out["causal" if causal else "noncausal"] = {
-            "rel_err": {k_: float(f"{v_:.3e}") for k_, v_ in errs.items()},
-            "worst": worst, "finite": finite,
-            "ok": finite and worst <= tol,
-        }
-    return out
+class Timed:
+    """One implementation in a row: its bound runner and every call's measurements."""
+
+    def __init__(self, peer, run, setup_s):
+        self.peer, self.name, self.run, self.setup_s = peer, peer.name, run, setup_s
+        self.first_call_s, self.verify, self.cache = None, None, None
+        self.reset()
+
+    def reset(self):
+        """Forget the measurements of an attempt (a contended row is measured again)."""
+        self.samples, self.busy_s, self.wall_s, self.rss = [], 0.0, 0.0, 0.0
+
+    def call(self):
+        """One call: (output, seconds); its wall time, the foreign CPU time during it and
+        the peak RSS accumulated."""
+        c0 = cpu_snapshot()
+        with PeakRSS() as m:
+            t = time.perf_counter()
+            out = self.run()
+            dt = time.perf_counter() - t
+        self.busy_s += foreign_cpu_seconds(c0, cpu_snapshot())
+        self.wall_s += dt
+        self.rss = max(self.rss, m.extra_mib)
+        return out, dt
+
+    def wants(self, budget, min_reps, max_reps):
+        spent = sum(self.samples)
+        return len(self.samples) < min_reps or (spent < budget and len(self.samples) < max_reps)
 
 
-def flops(n, d, causal, pss):
-    f = 4.0 * n * n * d * B * H
-    if causal:
-        f /= 2.0
-    if pss == "fwd+bwd":
-        f *= 2.5
-    return f
+def inductor_cache_counts():
+    from torch._dynamo.utils import counters
+    return counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"]
 
 
-def time_it(fn, budget_s, max_reps, min_reps=3):
-    """First call is a warm-up unless it alone takes >= budget/2 (then it is the single
-    sample). Then repeat until the budget is spent (at least min_reps, at most max_reps).
-    Returns (median seconds, list of samples)."""
-    t = time.perf_counter()
-    fn()
-    first = time.perf_counter() - t
-    if first >= budget_s / 2:
-        return first, [first]
-    samples = []
-    spent = 0.0
-    while len(samples) < max_reps and (len(samples) < min_reps or spent < budget_s):
-        t = time.perf_counter()
-        fn()
-        dt = time.perf_counter() - t
-        samples.append(dt)
-        spent += dt
-    return statistics.median(samples), samples
+def measure_row(timed, budget, min_reps, max_reps):
+    """Warm-up calls in order (ours first): each peer's first output is checked against
+    ours and a peer that disagrees is not timed (the very first call, where torch.compile
+    compiles, is kept as first_call_s). Then repetitions interleaved round-robin,
+    the order rotating every round (A B, B A, ...), until each has at least min_reps
+    samples and has spent its budget (at most max_reps). Returns the implementations that
+    were timed; the others carry their verification or error."""
+    ref, live = None, []
+    for t in timed:
+        hits0 = inductor_cache_counts()
+        try:
+            out, dt = t.call()
+        except Exception as e:  # noqa: BLE001
+            t.error = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+            t.trace = traceback.format_exc()[-2000:]
+            if ref is None:
+                return []  # ours failed: nothing to compare with
+            continue
+        if t.first_call_s is None:
+            t.first_call_s = dt
+            hits1 = inductor_cache_counts()
+            if hits1 != hits0:
+                t.cache = "hit" if hits1[1] == hits0[1] else "miss"
+        if ref is None:
+            ref = out
+            t.verify = peers.compare(out, out, 0.0)  # finiteness of ours
+        else:
+            t.verify = peers.compare(out, ref, peers.TOLERANCE[t.peer.dtype])
+        del out
+        if t.verify["ok"]:
+            live.append(t)
+        elif not live:
+            return []  # ours is not finite
+    del ref
+    gc.collect()
+    rounds = 0
+    while any(t.wants(budget, min_reps, max_reps) for t in live):
+        shift = rounds % len(live)
+        for t in live[shift:] + live[:shift]:
+            if t.wants(budget, min_reps, max_reps):
+                out, dt = t.call()
+                del out
+                t.samples.append(dt)
+        rounds += 1
+    return live
 
 
 class Predictor:
-    """Predict a run's time from a measured one of the same (impl, normalizer, causal,
+    """Predict a call's time from a measured one of the same (impl, workload, causal,
     pass) scaled by N^2*d (the work of the quadratic algorithms)."""
 
     def __init__(self):
@@ -360,214 +293,222 @@ class Predictor:
 
 # ----------------------------------------------------------------------------- memory mode
 
-def memory_child(n, d, impl_kind, normalizer, threads):
-    """Runs in a fresh process: forward+backward at B = H = 1; prints one JSON line."""
+def memory_child(n, d, impl_kind, threads):
+    """Runs in a fresh process: softmax forward+backward at B = H = 1; prints one JSON line."""
     torch.set_num_threads(threads)
-    res = {"n": n, "d": d, "impl": impl_kind, "normalizer": normalizer, "B": 1, "H": 1}
-    artifact = None
-    if impl_kind == "ours":
-        ok, msg = load_runtime()
-        if not ok:
-            res["error"] = msg
-            print(json.dumps(res))
-            return
-        artifact = os.path.join(REPO, "build", "bench-artifacts", normalizer + ".so")
-    impl = Impl(normalizer, impl_kind, artifact)
-    p = torch.tensor(BENCH_PARAMS[normalizer])
-    # warm-up at a small size: loads the artifact, starts the thread pool
-    q, k, v, do = make_inputs(128, d, 7, b=1, h=1)
-    q, k, v, pp = [t.requires_grad_() for t in (q, k, v, p.clone())]
-    impl.fwdbwd(q, k, v, pp, False, do)
-    del q, k, v, do, pp
-    q, k, v, do = make_inputs(n, d, 8, b=1, h=1)
-    q, k, v, pp = [t.requires_grad_() for t in (q, k, v, p.clone())]
+    res = {"n": n, "d": d, "impl": impl_kind, "normalizer": "softmax", "B": 1, "H": 1}
+    workload = peers.WORKLOADS["softmax"]
+    peer = peers.Ours(peers.compile_ours(workload)[0]) if impl_kind == "ours" else peers.Eager()
+    run, _ = peer.bind(peers.Inputs(workload, 128, d, False, seed=7, b=1, h=1), "fwd+bwd")
+    run()  # warm-up at a small size: loads the artifact, starts the thread pool
+    run, _ = peer.bind(peers.Inputs(workload, n, d, False, seed=8, b=1, h=1), "fwd+bwd")
     res["inputs_mib"] = 4 * n * d * 4 / 2 ** 20  # q, k, v, dO
     res["outputs_mib"] = 4 * n * d * 4 / 2 ** 20  # O, dq, dk, dv
     res["nxn_f32_mib"] = n * n * 4 / 2 ** 20
     res["rss_before_mib"] = _status_kb("VmRSS") / 1024.0
+    gc.collect()
     t = time.perf_counter()
     with PeakRSS() as m:
-        o = impl.fwdbwd(q, k, v, pp, False, do)
+        out = run()
     res["seconds"] = time.perf_counter() - t
     res["extra_peak_rss_mib"] = m.extra_mib
     res["hwm_reset"] = m.reset
-    res["finite"] = bool(torch.isfinite(o).all() and torch.isfinite(q.grad).all()
-                         and torch.isfinite(k.grad).all() and torch.isfinite(v.grad).all())
+    res["finite"] = all(bool(torch.isfinite(x).all()) for x in out.values())
     res["ok"] = True
     print(json.dumps(res))
 
 
-def run_memory(n, d=64, impl_kind="ours", normalizer="softmax", threads=2, timeout=600):
+def run_memory(n, d=64, impl_kind="ours", threads=2, timeout=600):
     cmd = [sys.executable, os.path.abspath(__file__), "--memory-child", str(n),
-           "--memory-impl", impl_kind, "--memory-normalizer", normalizer,
-           "--d", str(d), "--threads", str(threads)]
-    log(f"memory: {impl_kind} {normalizer} fwd+bwd B=H=1 N={n} d={d} (fresh process)")
+           "--memory-impl", impl_kind, "--d", str(d), "--threads", str(threads)]
+    log(f"memory: {impl_kind} softmax fwd+bwd B=H=1 N={n} d={d} (fresh process)")
     t = time.perf_counter()
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {"n": n, "d": d, "impl": impl_kind, "normalizer": normalizer, "ok": False,
+        return {"n": n, "d": d, "impl": impl_kind, "normalizer": "softmax", "ok": False,
                 "error": f"timed out after {timeout} s"}
-    wall = time.perf_counter() - t
-    lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
+    lines = [line for line in r.stdout.splitlines() if line.startswith("{")]
     if r.returncode != 0 or not lines:
-        return {"n": n, "d": d, "impl": impl_kind, "normalizer": normalizer, "ok": False,
+        return {"n": n, "d": d, "impl": impl_kind, "normalizer": "softmax", "ok": False,
                 "error": f"rc {r.returncode}: {(r.stderr or r.stdout).strip()[-1500:]}"}
     res = json.loads(lines[-1])
-    res["subprocess_wall_s"] = wall
+    res["subprocess_wall_s"] = time.perf_counter() - t
     return res
 
 
-def print_memory_scaling(memory):
-    ours = sorted((m["n"], m["extra_peak_rss_mib"]) for m in memory
-                  if m.get("ok") and m.get("impl") == "ours")
-    if len(ours) >= 2 and ours[0][1] > 0:
-        (n0, x0), (n1, x1) = ours[0], ours[-1]
-        r = n1 / n0
-        print(f"  ours: extra peak RSS grows {x1 / x0:.1f}x from N={n0} to N={n1} "
-              f"(linear: {r:.0f}x, quadratic: {r * r:.0f}x)")
+# ----------------------------------------------------------------------------- sanity
+
+SANITY_TOL = 1e-4
 
 
-def memory_verdict(res):
-    """O(N): extra peak RSS below a quarter of one N x N f32 buffer (+16 MiB allowance
-    for allocator and thread-pool noise)."""
-    if not res.get("ok"):
-        return False, f"did not complete: {res.get('error')}"
-    limit = 0.25 * res["nxn_f32_mib"] + 16.0
-    ok = res["extra_peak_rss_mib"] < limit and res.get("finite", False)
-    return ok, (f"{res['impl']} {res['normalizer']} fwd+bwd N={res['n']} d={res['d']} B=H=1: "
-                f"completed in {res['seconds']:.1f} s, extra peak RSS "
-                f"{res['extra_peak_rss_mib']:.1f} MiB (O(N) tensors O,dq,dk,dv = "
-                f"{res['outputs_mib']:.1f} MiB; one NxN f32 = {res['nxn_f32_mib']:.0f} MiB; "
-                f"limit 1/4 of that + 16 = {limit:.0f} MiB)"
-                + ("" if res.get("finite", True) else "; NON-FINITE output/gradients"))
+def sanity_check(workload, kernel, n=256, d=64):
+    """Ours (f32) vs the eager composition in f64: O (both ops) and every gradient."""
+    out = {}
+    for causal in workload.causal_modes:
+        x = peers.Inputs(workload, n, d, causal, seed=1234)
+        ours = peers.Ours(kernel)
+        got = ours.bind(x, "fwd+bwd")[0]()
+        got["O_fwd_op"] = ours.bind(x, "fwd")[0]()["O"]  # attention_forward agrees too
+        ref = peers.Eager(dtype=torch.float64).bind(x, "fwd+bwd")[0]()
+        ref["O_fwd_op"] = ref["O"]
+        out["causal" if causal else "noncausal"] = peers.compare(got, ref, SANITY_TOL)
+    return out
 
 
-# ----------------------------------------------------------------------------- report
+# ----------------------------------------------------------------------------- sweep
 
-def fmt(x, spec, none="-"):
-    return none if x is None else format(x, spec)
-
-
-def print_table(rows, sgemm):
-    hdr = (f"{'normalizer':<11}{'N':>6}{'d':>5} {'causal':<7}{'pass':<8}{'ours ms':>10}"
-           f"{'GFLOP/s':>9}{'eager ms':>10}{'GFLOP/s':>9}{'speedup':>9}{'/sgemm':>8}"
-           f"{'RSS+ MiB':>10}{'eager':>7}  note")
-    print(hdr)
-    print("-" * len(hdr))
-    for r in rows:
-        o, e = r["ours"], r["eager"]
-        print(f"{r['normalizer']:<11}{r['n']:>6}{r['d']:>5} {('yes' if r['causal'] else 'no'):<7}"
-              f"{r['pass']:<8}{fmt(o.get('ms'), '.1f'):>10}"
-              f"{fmt(o.get('gflops'), '.2f'):>9}{fmt(e.get('ms'), '.1f'):>10}{fmt(e.get('gflops'), '.2f'):>9}"
-              f"{fmt(r.get('speedup'), '.2f'):>9}{fmt(r.get('ours_over_sgemm'), '.3f'):>8}"
-              f"{fmt(o.get('peak_extra_rss_mib'), '.0f'):>10}{fmt(e.get('peak_extra_rss_mib'), '.0f'):>7}"
-              f"  {r.get('note', '')}")
-    print(f"(GFLOP/s: fwd 4*N^2*d*B*H non-causal, 2*N^2*d*B*H causal; fwd+bwd = 2.5x fwd. "
-          f"B*H = 8, f32. speedup = eager ms / ours ms; /sgemm = ours GFLOP/s / "
-          f"{sgemm:.1f} (sgemm {SGEMM_N}^3 this run). RSS+ = extra peak RSS during the pass.)")
-
-
-def find(rows, name, n, d, causal, pss):
-    for r in rows:
-        if (r["normalizer"], r["n"], r["d"], r["causal"], r["pass"]) == (name, n, d, causal, pss):
-            return r
-    return None
+def make_peers(args, threads):
+    """The peer objects of this run, by family (each with its f32 and bf16 variants)."""
+    made = {}
+    dtypes = [torch.float32] + ([torch.bfloat16] if "bf16" in args.dtypes else [])
+    for family in args.peers:
+        try:
+            if family == "sdpa":
+                made[family] = [peers.Sdpa(dt) for dt in dtypes]
+            elif family == "flex":
+                made[family] = [peers.Flex(dt) for dt in dtypes]
+            elif family in ("iree", "iree-default"):
+                made[family] = [peers.Iree(threads, os.path.join(REPO, "build", "bench", "iree"),
+                                           tuned=family == "iree")]
+            elif family == "compiled":
+                made[family] = [peers.Eager(compiled=True)]
+            elif family == "eager":
+                made[family] = [peers.Eager()]
+        except Exception as e:  # noqa: BLE001  (a missing package: say so, run the rest)
+            log(f"peer {family} unavailable: {e}")
+            made[family] = str(e)
+    return made
 
 
-def check_targets(rows, sgemm, memory, normalizers, ns, ds, causals):
-    lines = []
-    swept = TARGET_N in ns and TARGET_D in ds
-
-    def not_selected(name, causal_needed=(False,)):
-        if name not in normalizers:
-            return "normalizer not selected"
-        if not swept or any(c not in causals for c in causal_needed):
-            return f"N={TARGET_N}, d={TARGET_D} ({'/'.join('causal' if c else 'non-causal' for c in causal_needed)}) not in this sweep"
-        return None
-
-    def add(ok, text, *rs):
-        status = "PASS" if ok is True else ("FAIL" if ok is False else ok)
-        if any(r is not None and "CONTENDED" in r.get("note", "") for r in rs):
-            text += " [measured while other processes competed for the CPUs]"
-        lines.append({"status": status, "text": text})
-
-    # 1. forward >= 0.5 x sgemm, softmax and tanhmax
-    for name in ("softmax", "tanhmax"):
-        r = find(rows, name, TARGET_N, TARGET_D, False, "fwd")
-        label = f"[fwd >= 0.5 x sgemm] {name} N={TARGET_N} d={TARGET_D} non-causal"
-        if not_selected(name):
-            add("NOT RUN", f"{label}: {not_selected(name)}")
-        elif r is None or r["ours"].get("gflops") is None:
-            add(False, f"{label}: not measured ({(r or {}).get('note', 'config not run')})")
-        else:
-            g = r["ours"]["gflops"]
-            add(g >= 0.5 * sgemm, f"{label}: ours {g:.2f} GFLOP/s = {g / sgemm:.3f} x sgemm "
-                f"{sgemm:.1f} (need >= 0.5 x = {0.5 * sgemm:.1f}); eager "
-                f"{fmt(r['eager'].get('gflops'), '.2f')} GFLOP/s", r)
-    # 2. forward+backward >= 2 x eager, every normalizer
-    for name in ALL_NORMALIZERS:
-        r = find(rows, name, TARGET_N, TARGET_D, False, "fwd+bwd")
-        label = f"[fwd+bwd >= 2 x eager] {name} N={TARGET_N} d={TARGET_D} non-causal"
-        if not_selected(name):
-            add("NOT RUN", f"{label}: {not_selected(name)}")
-        elif r is None or r.get("speedup") is None:
-            add(False, f"{label}: not measured ({(r or {}).get('note', 'config not run')})")
-        else:
-            add(r["speedup"] >= 2.0, f"{label}: ours {r['ours']['ms']:.0f} ms vs eager "
-                f"{r['eager']['ms']:.0f} ms = {r['speedup']:.2f}x (need >= 2x)", r)
-    # 3. causal forward >= 1.7 x faster than non-causal
-    for name in ALL_NORMALIZERS:
-        rn = find(rows, name, TARGET_N, TARGET_D, False, "fwd")
-        rc = find(rows, name, TARGET_N, TARGET_D, True, "fwd")
-        label = f"[causal fwd >= 1.7 x faster] {name} N={TARGET_N} d={TARGET_D}"
-        if not_selected(name, (False, True)):
-            add("NOT RUN", f"{label}: {not_selected(name, (False, True))}")
-        elif (rn is None or rc is None or rn["ours"].get("ms") is None
-              or rc["ours"].get("ms") is None):
-            add(False, f"{label}: not measured")
-        else:
-            ratio = rn["ours"]["ms"] / rc["ours"]["ms"]
-            add(ratio >= 1.7, f"{label}: non-causal {rn['ours']['ms']:.0f} ms / causal "
-                f"{rc['ours']['ms']:.0f} ms = {ratio:.2f}x (need >= 1.7x)", rn, rc)
-    # 4. N = 16384 forward+backward with O(N) extra memory
-    m16 = [m for m in memory if m.get("n") == 16384 and m.get("impl") == "ours"]
-    label = "[N=16384 fwd+bwd, O(N) extra memory]"
-    if not m16:
-        add("NOT RUN", f"{label}: not measured in this run (use --memory 16384 or the full run)")
-    else:
-        ok, text = memory_verdict(m16[0])
-        add(ok, f"{label} {text}")
-    return lines
+def row_key(r):
+    return (r["workload"], r["n"], r["d"], r["causal"], r["pass"])
 
 
-# ----------------------------------------------------------------------------- main
+def run_row(workload, n, d, causal, pss, impls, args, pred, mem_bytes):
+    """Measure one row; returns its JSON dict."""
+    row = {"workload": workload.name, "n": n, "d": d, "causal": causal, "pass": pss,
+           "flops": flops(workload.name, n, d, causal, pss), "impls": {}}
+    x = peers.Inputs(workload, n, d, causal, seed=n * 7 + d)
+    timed = []
+    for peer in impls:
+        entry = row["impls"].setdefault(peer.name, {})
+        scores_bytes = peers.B * peers.H * n * n * 4
+        guess = pred.predict((peer.name, workload.name, causal, pss), n, d)
+        if peer.family in ("eager", "compiled") and scores_bytes > mem_bytes / 4:
+            entry["skipped"] = (f"materialises N×N f32 scores: {scores_bytes / 2 ** 30:.1f} GiB "
+                                f"per tensor (> 1/4 of RAM)")
+        elif guess is not None and guess > args.skip_over:
+            entry["skipped"] = f"predicted {guess:.0f} s per call (> {args.skip_over:.0f} s)"
+        if "skipped" in entry:
+            if peer.family == "ours":
+                return row  # nothing to compare with
+            continue
+        try:
+            run, setup_s = peer.bind(x, pss)
+        except peers.Unsupported as e:
+            entry["unsupported"] = str(e)
+            continue
+        except Exception as e:  # noqa: BLE001
+            entry["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+            continue
+        timed.append(Timed(peer, run, setup_s))
+        if isinstance(peer, peers.Iree):
+            timed[-1].compile_s = peer.compile_s
+    if not timed or timed[0].peer.family != "ours":
+        return row
+    if len(timed) == 1:  # ours alone: no ratio to take
+        row["impls"]["ours"]["skipped"] = "no peer can run this config"
+        return row
+    best = None
+    for attempt in range(args.retries + 1):
+        if attempt:
+            time.sleep(args.retry_pause)
+            for t in timed:
+                t.reset()
+        c0 = cpu_snapshot()
+        live = measure_row(timed, args.budget, args.min_reps, args.max_reps)
+        busy = foreign_cpu(c0, cpu_snapshot())
+        snapshot = {t.name: row_entry(t, row["flops"]) for t in timed}
+        if best is None or busy < best[0]:
+            best = (busy, snapshot)
+        if busy <= CONTENDED or not live:
+            break
+        log(f"  {workload.name} N={n} d={d} {pss}: contended ({busy:.2f} CPUs used by others), "
+            f"attempt {attempt + 1}")
+    row["foreign_cpus"], snapshot = round(best[0], 3), best[1]
+    row["attempts"] = attempt + 1
+    for name, entry in snapshot.items():
+        row["impls"][name].update(entry)
+        if "ms" in entry:
+            pred.add((name, workload.name, causal, pss), n, d, entry["ms"] / 1e3)
+    return row
+
+
+def row_entry(t, row_flops):
+    e = {"setup_s": round(t.setup_s, 3)}
+    if getattr(t, "error", None):
+        e["error"] = t.error
+        e["traceback"] = t.trace
+        return e
+    e["first_call_s"] = round(t.first_call_s, 3)
+    e["verify"] = t.verify
+    if isinstance(t.peer, peers.Sdpa):
+        e["backend"] = t.peer.backend
+    if t.cache:
+        e["inductor_cache"] = t.cache
+    if hasattr(t, "compile_s"):
+        e["compile_s"] = t.compile_s
+    if not t.samples:
+        return e
+    med = statistics.median(t.samples)
+    e.update({"ms": med * 1e3, "gflops": row_flops / med / 1e9,
+              "samples_ms": [round(s * 1e3, 3) for s in t.samples], "reps": len(t.samples),
+              "foreign_cpus": round(t.busy_s / max(t.wall_s, 1e-9), 3),
+              "peak_extra_rss_mib": round(t.rss, 1)})
+    if t.peer.family in ("compiled", "flex"):  # torch.compile's JIT runs in the first call
+        e["compile_s"] = round(max(0.0, t.first_call_s - med), 3)
+    return e
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true",
-                    help="N in {512, 2048}, d = 64, shorter timing budget, no N=16384 memory run")
-    ap.add_argument("--json", default=None, help="write all results here (default: "
-                    "build/bench/results.json, build/bench/results-quick.json with --quick)")
-    ap.add_argument("--normalizers", nargs="+", default=None, choices=ALL_NORMALIZERS)
+                    help="N = 4096, d = 64, non-causal (ALiBi causal), no eager peer, shorter "
+                         "budget, no retries, no memory run")
+    ap.add_argument("--json", default=None, help="results file (default build/bench/results.json, "
+                    "results-quick.json with --quick)")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the rows already in --json and measure only the missing ones")
+    ap.add_argument("--stop-after", type=float, default=None, metavar="S",
+                    help="start no row that is predicted to end after S seconds (rerun with --resume)")
+    ap.add_argument("--only", default=",".join(peers.WORKLOADS),
+                    help=f"workloads, comma-separated (default all: {','.join(peers.WORKLOADS)})")
+    ap.add_argument("--peers", default=None,
+                    help=f"peers, comma-separated, or 'none' (default {','.join(DEFAULT_PEERS)}, "
+                         f"quick: without eager; known: {','.join(PEER_FAMILIES)})")
+    ap.add_argument("--dtypes", default="f32,bf16", help="peer dtypes: f32 and/or bf16 (ours is f32)")
+    ap.add_argument("--pass", dest="passes", choices=["fwd", "fwd+bwd", "both"], default="both")
     ap.add_argument("--n", nargs="+", type=int, default=None)
     ap.add_argument("--d", nargs="+", type=int, default=None)
-    ap.add_argument("--causal", choices=["both", "no", "yes"], default="both")
+    ap.add_argument("--causal", choices=["both", "no", "yes"], default=None)
+    ap.add_argument("--baseline-compiler", default=None, metavar="ATTN_COMPILE",
+                    help="also time our kernels compiled by this attn-compile ('ours@base'), "
+                         "interleaved with ours, and flag rows more than 3%% slower")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--skip-over", type=float, default=20.0,
-                    help="skip a config whose single run is predicted to take longer (s)")
+                    help="skip an implementation whose single call is predicted to take longer (s)")
     ap.add_argument("--budget", type=float, default=None,
-                    help="timing budget per measurement in seconds (reps until spent)")
-    ap.add_argument("--deadline", type=float, default=None,
-                    help="after this many seconds skip remaining configs (targets excepted)")
+                    help="seconds of timed calls per implementation and row (default 1.5, quick 0.5)")
+    ap.add_argument("--min-reps", type=int, default=3)
+    ap.add_argument("--max-reps", type=int, default=15)
     ap.add_argument("--memory", type=int, nargs="*", default=None, metavar="N",
                     help="only run the peak-RSS mode at these N (fresh subprocess each)")
     ap.add_argument("--memory-impl", choices=["ours", "eager"], default="ours")
-    ap.add_argument("--memory-normalizer", choices=ALL_NORMALIZERS, default="softmax")
     ap.add_argument("--memory-child", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--no-memory", action="store_true", help="full run without the memory runs")
-    ap.add_argument("--retries", type=int, default=2,
-                    help="repeat a contended measurement up to this many times")
+    ap.add_argument("--retries", type=int, default=None,
+                    help="measure a contended row again up to this many times (default 1, quick 0)")
     ap.add_argument("--retry-pause", type=float, default=5.0, help=argparse.SUPPRESS)
     ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
                     help="first wait up to S seconds for a 10 s window in which other "
@@ -575,21 +516,49 @@ def main():
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
-
     if args.memory_child is not None:
-        memory_child(args.memory_child, (args.d or [64])[0], args.memory_impl,
-                     args.memory_normalizer, args.threads)
+        memory_child(args.memory_child, (args.d or [64])[0], args.memory_impl, args.threads)
         return 0
 
-    normalizers = args.normalizers or ALL_NORMALIZERS
-    ns = args.n or ([512, 2048] if args.quick else [512, 1024, 2048, 4096])
+    for w in args.only.split(","):
+        if w not in peers.WORKLOADS:
+            ap.error(f"--only: unknown workload {w!r} (known: {', '.join(peers.WORKLOADS)})")
+    workloads = [peers.WORKLOADS[w] for w in args.only.split(",")]
+    args.peers = args.peers or ",".join(p for p in DEFAULT_PEERS if not (args.quick and p == "eager"))
+    args.peers = [] if args.peers == "none" else [p for p in args.peers.split(",") if p]
+    args.retries = (0 if args.quick else 1) if args.retries is None else args.retries
+    for p in args.peers:
+        if p not in PEER_FAMILIES:
+            ap.error(f"--peers: unknown peer {p!r} (known: {', '.join(PEER_FAMILIES)})")
+    ns = args.n or ([4096] if args.quick else [1024, 4096, 16384])
     ds = args.d or ([64] if args.quick else [64, 128])
-    causals = {"both": [False, True], "no": [False], "yes": [True]}[args.causal]
-    budget = args.budget or (0.8 if args.quick else 1.5)
-    deadline = args.deadline or (170.0 if args.quick else 780.0)
+    causals = {"both": [False, True], "no": [False], "yes": [True]}[
+        args.causal or ("no" if args.quick else "both")]
+    passes = ["fwd", "fwd+bwd"] if args.passes == "both" else [args.passes]
+    args.budget = args.budget or (0.5 if args.quick else 1.5)
     json_path = args.json or os.path.join(REPO, "build", "bench",
                                           "results-quick.json" if args.quick else "results.json")
     os.makedirs(os.path.dirname(os.path.abspath(json_path)), exist_ok=True)
+
+    results = {"format": 2, "chunks": [], "rows": [], "memory": [], "sanity": {}, "artifacts": {}}
+    if args.resume and os.path.exists(json_path):
+        with open(json_path) as f:
+            results = json.load(f)
+        if results.get("format") != 2:
+            ap.error(f"--resume: {json_path} was written by an older bench.py; use another --json")
+
+    def save():
+        with open(json_path + ".tmp", "w") as f:
+            json.dump(results, f, indent=1)
+        os.replace(json_path + ".tmp", json_path)
+
+    if args.memory is not None:  # memory-only mode
+        for n in args.memory or [16384]:
+            res = run_memory(n, (args.d or [64])[0], args.memory_impl, args.threads)
+            results["memory"].append(res)
+            print(report.memory_line(res))
+        save()
+        return 0
 
     if args.wait_quiet > 0:
         t_end = time.perf_counter() + args.wait_quiet
@@ -601,242 +570,102 @@ def main():
                 log(f"wait-quiet: other processes use {busy:.2f} CPUs; starting")
                 break
             log(f"wait-quiet: other processes use {busy:.2f} CPUs; waiting")
-    info = machine_info(args.threads)
+
+    vec_isa = peers.prepare_torch_compile()
+    info = machine_info(args.threads, vec_isa)
+    info["command"] = " ".join([os.path.relpath(sys.executable, REPO)] + sys.argv)
+    info["baseline_compiler"] = args.baseline_compiler
+    chunk = {"index": len(results["chunks"]), "meta": info}
+    results["chunks"].append(chunk)
     snap0 = cpu_snapshot()
-    ok_rt, rt_msg = load_runtime()
-    info["runtime"] = rt_msg
-    info["command"] = " ".join([sys.executable] + sys.argv)
-    log(f"{info['cpu_model']}, {args.threads} threads, torch {info['torch_version']}, "
-        f"OpenBLAS loaded: {info['openblas_loaded']}; runtime: {rt_msg}")
+    log(f"{info['cpu_model']}, {args.threads} threads, torch {info['torch_version']}, BLAS "
+        f"{info['blas']}, inductor vector ISA {vec_isa}")
+    chunk["sgemm_start"] = measure_sgemm()
+    log(f"sgemm {SGEMM_N}^3 f32: best {chunk['sgemm_start'][0]:.1f} GFLOP/s {chunk['sgemm_start'][1]}")
 
-    results = {"meta": info, "config": {
-        "normalizers": normalizers, "n": ns, "d": ds, "causal": causals, "B": B, "H": H,
-        "dtype": "f32", "budget_s": budget, "skip_over_s": args.skip_over,
-        "deadline_s": deadline, "params": {k: BENCH_PARAMS[k] for k in normalizers},
-        "flops": "fwd: 4*N^2*d*B*H (non-causal), 2*N^2*d*B*H (causal); fwd+bwd: 2.5 x fwd"},
-        "rows": [], "memory": [], "sanity": {}, "artifacts": {}}
-
-    def save():
-        with open(json_path, "w") as f:
-            json.dump(results, f, indent=1)
-
-    # ---- memory-only mode
-    if args.memory is not None:
-        mem_ns = args.memory or [16384]
-        for n in mem_ns:
-            if args.memory_impl == "ours" and ok_rt:
-                try:
-                    compile_artifact(args.memory_normalizer,
-                                     os.path.join(REPO, "build", "bench-artifacts"))
-                except RuntimeError as e:
-                    log(f"memory: {e}")
-            res = run_memory(n, (args.d or [64])[0], args.memory_impl, args.memory_normalizer,
-                             args.threads)
-            results["memory"].append(res)
-            ok, text = memory_verdict(res)
-            print(f"{'PASS' if ok else 'FAIL'} {text}")
-        print_memory_scaling(results["memory"])
-        save()
-        return 0
-
-    # ---- sgemm reference
-    sgemm, sgemm_runs = measure_sgemm()
-    log(f"sgemm {SGEMM_N}x{SGEMM_N}x{SGEMM_N} f32: best {sgemm:.1f} GFLOP/s  {sgemm_runs}")
-    results["sgemm"] = {"start_best_gflops": sgemm, "start_runs": sgemm_runs}
-
-    # ---- compile + sanity
-    art_dir = os.path.join(REPO, "build", "bench-artifacts")
-    artifacts = {}
-    for name in normalizers:
-        if not ok_rt:
-            break
-        try:
-            path, dt, how = compile_artifact(name, art_dir)
-            artifacts[name] = path
-            results["artifacts"][name] = {"path": path, "how": how, "compile_s": dt,
-                                          "manifest": torch.ops.attn.manifest(path)}
-            log(f"{name}: artifact {how} ({dt:.1f} s)")
-        except Exception as e:  # noqa: BLE001
-            results["artifacts"][name] = {"error": str(e)}
-            log(f"{name}: COMPILE/LOAD ERROR {e}")
-            continue
-        try:
-            s = sanity_check(name, path)
-            results["sanity"][name] = s
-            for c, v in s.items():
-                log(f"{name} sanity {c}: {'ok' if v['ok'] else 'MISMATCH'} "
-                    f"(rel err vs eager f64: {v['rel_err']})")
-        except Exception as e:  # noqa: BLE001
-            results["sanity"][name] = {"error": str(e)}
-            log(f"{name}: SANITY ERROR {e}")
-
-    # ---- memory run (full mode): first, it is a target
-    if not args.quick and not args.no_memory and ok_rt and "softmax" in artifacts:
-        for n, impl_kind in ((4096, "ours"), (16384, "ours"), (16384, "eager")):
-            res = run_memory(n, 64, impl_kind, "softmax", args.threads)
-            results["memory"].append(res)
-            ok, text = memory_verdict(res)
-            log(f"memory {'ok' if ok else 'NOT O(N)'}: {text}")
-            save()
-
-    # ---- sweep
-    pred = Predictor()
-    sweep_t0 = time.perf_counter()
-    order = [(d, name, causal, n) for d in ds for name in normalizers
-             for causal in causals for n in sorted(ns)]
-    for d, name, causal, n in order:
-        q, k, v, do = make_inputs(n, d, seed=n * 7 + d)
-        p = torch.tensor(BENCH_PARAMS[name], dtype=torch.float32)
-        is_target = (n == TARGET_N and d == TARGET_D)
-        for pss in ("fwd", "fwd+bwd"):
-            row = {"normalizer": name, "n": n, "d": d, "causal": causal, "pass": pss,
-                   "flops": flops(n, d, causal, pss), "ours": {}, "eager": {}}
-            notes = []
-            for kind in ("ours", "eager"):
-                if kind == "ours" and name not in artifacts:
-                    notes.append("ours: no artifact/runtime")
-                    continue
-                key = (kind, name, causal, pss)
-                guess = pred.predict(key, n, d)
-                if guess is not None and guess > args.skip_over:
-                    notes.append(f"{kind} skipped: predicted {guess:.0f} s/run > "
-                                 f"{args.skip_over:.0f} s")
-                    row[kind]["skipped_predicted_s"] = guess
-                    continue
-                if not is_target and time.perf_counter() - sweep_t0 > deadline:
-                    notes.append(f"{kind} skipped: run deadline {deadline:.0f} s")
-                    continue
-                impl = Impl(name, kind, artifacts.get(name))
-                try:
-                    last = {}
-                    if pss == "fwd":
-                        def fn():
-                            last["o"] = None  # free the previous output first
-                            last["o"] = impl.fwd(q, k, v, p, causal)
-                        grads = ()
-                    else:
-                        qg, kg, vg, pg = [t.clone().requires_grad_() for t in (q, k, v, p)]
-
-                        def fn():
-                            last["o"] = None
-                            last["o"] = impl.fwdbwd(qg, kg, vg, pg, causal, do).detach()
-                        grads = (qg, kg, vg)
-                    # A measurement during which other processes used the CPUs is
-                    # repeated (after a pause) up to --retries times; the least
-                    # contended one is kept and flagged if still contended.
-                    best = None
-                    for attempt in range(args.retries + 1):
-                        if attempt:
-                            time.sleep(args.retry_pause)
-                        c0 = cpu_snapshot()
-                        with PeakRSS() as m:
-                            med_, samples_ = time_it(fn, budget, max_reps=9)
-                        busy_ = foreign_cpu(c0, cpu_snapshot())
-                        if best is None or busy_ < best[0]:
-                            best = (busy_, med_, samples_, m.extra_mib)
-                        if busy_ <= CONTENDED:
-                            break
-                        log(f"  {kind} {name} N={n} d={d} {pss}: contended "
-                            f"({busy_:.2f} CPUs used by others), attempt {attempt + 1}")
-                    busy, med, samples, rss_extra = best
-                    if busy > CONTENDED:
-                        notes.append(f"{kind}: CONTENDED ({busy:.1f} CPUs used by others)")
-                    # finiteness of the last result (output and, for fwd+bwd, gradients)
-                    finite = bool(torch.isfinite(last["o"]).all()) and all(
-                        bool(torch.isfinite(t.grad).all()) for t in grads)
-                    if not finite:
-                        notes.append(f"{kind}: NON-FINITE values")
-                    del last, grads
-                    row[kind] = {"ms": med * 1e3, "gflops": row["flops"] / med / 1e9,
-                                 "samples_ms": [round(s * 1e3, 2) for s in samples],
-                                 "reps": len(samples), "peak_extra_rss_mib": rss_extra,
-                                 "finite": finite, "foreign_cpus": round(busy, 3)}
-                    pred.add(key, n, d, med)
-                except Exception as e:  # noqa: BLE001
-                    notes.append(f"{kind} ERROR: {str(e).splitlines()[0][:200]}")
-                    row[kind]["error"] = traceback.format_exc()[-2000:]
-            o_ms, e_ms = row["ours"].get("ms"), row["eager"].get("ms")
-            row["speedup"] = e_ms / o_ms if (o_ms and e_ms) else None
-            row["ours_over_sgemm"] = (row["ours"]["gflops"] / sgemm
-                                      if row["ours"].get("gflops") else None)
-            if row["ours"].get("reps") == 1:
-                notes.append("1 sample")
-            row["note"] = "; ".join(notes)
-            results["rows"].append(row)
-            log(f"{name:<10} N={n:<5} d={d:<3} causal={'yes' if causal else 'no ':<3} {pss:<7} "
-                f"ours {fmt(o_ms, '.1f')} ms ({fmt(row['ours'].get('gflops'), '.2f')} GFLOP/s)  "
-                f"eager {fmt(e_ms, '.1f')} ms  speedup {fmt(row['speedup'], '.2f')}  {row['note']}")
-            save()
-        del q, k, v, do
-        gc.collect()
-
-    sgemm_end, sgemm_end_runs = measure_sgemm()
-    results["sgemm"].update({"end_best_gflops": sgemm_end, "end_runs": sgemm_end_runs})
-    log(f"sgemm at end: best {sgemm_end:.1f} GFLOP/s")
-    # The reference is the better of the start and end measurements (the conservative
-    # choice for "ours / sgemm"); a large start/end gap means the machine was busy.
-    sgemm_start = sgemm
-    sgemm = max(sgemm_start, sgemm_end)
-    results["sgemm"]["reference_gflops"] = sgemm
-    for r in results["rows"]:
-        g = r["ours"].get("gflops")
-        r["ours_over_sgemm"] = g / sgemm if g else None
-    info["loadavg_end"] = _loadavg()
-    info["foreign_cpus_avg"] = foreign_cpu(snap0, cpu_snapshot())
-    warnings = []
-    if info["foreign_cpus_avg"] > 0.1:
-        warnings.append(f"other processes used {info['foreign_cpus_avg']:.2f} CPUs on average "
-                        f"during the run (retry pauses included); the measurements they "
-                        f"disturbed are retried, and flagged CONTENDED if still disturbed")
-    if abs(sgemm_end - sgemm_start) > 0.15 * sgemm:
-        warnings.append(f"sgemm moved {sgemm_start:.0f} -> {sgemm_end:.0f} GFLOP/s during the run")
-    results["warnings"] = warnings
-
-    # ---- report
-    rows = sorted(results["rows"], key=lambda r: (normalizers.index(r["normalizer"]), r["d"],
-                                                   r["n"], r["causal"], r["pass"]))
-    print()
-    print(f"attn CPU benchmark — {info['date']} — {info['cpu_model']}, {args.threads} threads, "
-          f"torch {info['torch_version']}, BLAS: "
-          f"{'OpenBLAS' if info['openblas_loaded'] else 'NOT OpenBLAS: ' + str(info['blas_libraries_mapped'])}")
-    print(f"sgemm {SGEMM_N}^3 f32: {sgemm_start:.1f} GFLOP/s (start), {sgemm_end:.1f} GFLOP/s "
-          f"(end); reference {sgemm:.1f}. CPUs used by other processes during the run: "
-          f"{info['foreign_cpus_avg']:.2f} on average")
-    for w in warnings:
-        print(f"WARNING: {w}")
-    print()
-    print("sanity (ours f32 vs eager f64, N=256, B*H=8, d=64; max|err|/max|ref| for O, dq, dk, dv, dparams):")
-    for name in normalizers:
-        s = results["sanity"].get(name)
-        art = results["artifacts"].get(name, {})
-        if s is None and "error" in art:
-            print(f"  {name:<11} NO ARTIFACT: {art['error'].splitlines()[0][:300]}")
-        elif s is None:
-            print(f"  {name:<11} not run ({rt_msg if not ok_rt else 'no artifact'})")
-        elif "error" in s:
-            print(f"  {name:<11} ERROR {s['error']}")
-        else:
-            for c, v in s.items():
-                print(f"  {name:<11} {c:<10} {'ok      ' if v['ok'] else 'MISMATCH'} worst "
-                      f"{v['worst']:.1e}  {v['rel_err']}")
-    print()
-    print_table(rows, sgemm)
-    if results["memory"]:
-        print()
-        print("peak RSS (fresh process, softmax fwd+bwd, B=H=1, d=64):")
-        for m in results["memory"]:
-            ok, text = memory_verdict(m)
-            print(f"  {text}")
-        print_memory_scaling(results["memory"])
-    print()
-    print("targets (DESIGN.md section 7; CPU, f32, 2 threads, B*H=8, d=64, N=2048):")
-    tl = check_targets(results["rows"], sgemm, results["memory"], normalizers, ns, ds, causals)
-    results["targets"] = tl
-    for t in tl:
-        print(f"  {t['status']:<7} {t['text']}")
-    results["wall_s"] = time.perf_counter() - _t0
+    # ---- our artifacts (and the baseline's), sanity vs float64
+    kernels = {}
+    compilers = [("ours", None)] + ([("ours@base", args.baseline_compiler)]
+                                     if args.baseline_compiler else [])
+    for w in workloads:
+        for name, compiler in compilers:
+            try:
+                kernel, dt = peers.compile_ours(w, compiler)
+                kernels[(w.name, name)] = kernel
+                results["artifacts"][f"{w.name}:{name}"] = {
+                    "path": kernel.path, "compile_s": round(dt, 2),
+                    "compiler": compiler or "build/bin/attn-compile"}
+                log(f"{w.name}: {name} artifact in {dt:.1f} s")
+            except Exception as e:  # noqa: BLE001
+                results["artifacts"][f"{w.name}:{name}"] = {"error": str(e)}
+                log(f"{w.name}: {name} COMPILE/LOAD ERROR {e}")
+        if w.composition and (w.name, "ours") in kernels and w.name not in results["sanity"]:
+            results["sanity"][w.name] = sanity_check(w, kernels[(w.name, "ours")])
+            for c, v in results["sanity"][w.name].items():
+                log(f"{w.name} sanity {c}: {'ok' if v['ok'] else 'MISMATCH'} {v['rel_err']}")
     save()
-    print(f"\nJSON: {json_path}   (wall {results['wall_s']:.0f} s)")
+
+    # ---- memory (full mode), first: it is a target
+    if not (args.quick or args.no_memory or results["memory"]) and "softmax" in args.only.split(","):
+        for n, impl_kind in ((4096, "ours"), (16384, "ours"), (16384, "eager")):
+            results["memory"].append(run_memory(n, 64, impl_kind, args.threads))
+            log(report.memory_line(results["memory"][-1]))
+            save()
+
+    # ---- the sweep
+    made = make_peers(args, args.threads)
+    chunk["peers_unavailable"] = {k: v for k, v in made.items() if isinstance(v, str)}
+    pred = Predictor()
+    for r in results["rows"]:  # resumed rows feed the predictions
+        for name, e in r["impls"].items():
+            if "ms" in e:
+                pred.add((name, r["workload"], r["causal"], r["pass"]), r["n"], r["d"], e["ms"] / 1e3)
+    done = {row_key(r): r for r in results["rows"]}
+    mem_bytes = info["mem_total_gib"] * 2 ** 30
+    incomplete, ran = [], False
+    for w in workloads:
+        modes = [c for c in w.causal_modes if c in causals] or list(w.causal_modes)
+        for d in ds:
+            for causal in modes:
+                for n in sorted(ns):
+                    for pss in passes:
+                        impls = [peers.Ours(kernels[(w.name, name)], name)
+                                 for name, _ in compilers if (w.name, name) in kernels]
+                        impls += [p for family in args.peers if not isinstance(made[family], str)
+                                  for p in made[family] if p.applies(w)]
+                        key = (w.name, n, d, causal, pss)
+                        old = done.get(key)
+                        if old and all(p.name in old["impls"] for p in impls):
+                            continue
+                        guess = sum((pred.predict((p.name, w.name, causal, pss), n, d) or 0.0)
+                                    * (1 + args.min_reps) for p in impls)
+                        if args.stop_after and ran and \
+                                time.perf_counter() - _t0 + guess > args.stop_after:
+                            incomplete.append(key)
+                            continue
+                        row = run_row(w, n, d, causal, pss, impls, args, pred, mem_bytes)
+                        ran = True
+                        row["chunk"] = chunk["index"]
+                        if old:
+                            results["rows"].remove(old)
+                        results["rows"].append(row)
+                        done[key] = row
+                        log(report.row_line(row))
+                        save()
+                        gc.collect()
+
+    chunk["sgemm_end"] = measure_sgemm()
+    chunk["foreign_cpus_avg"] = round(foreign_cpu(snap0, cpu_snapshot()), 3)
+    chunk["loadavg_end"] = _loadavg()
+    chunk["wall_s"] = round(time.perf_counter() - _t0, 1)
+    chunk["incomplete"] = [list(k) for k in incomplete]
+    results["targets"] = report.check_targets(results)
+    save()
+    print(report.markdown(results))
+    if incomplete:
+        print(f"\nINCOMPLETE: {len(incomplete)} rows left (--stop-after); run the same command "
+              f"with --resume to continue")
+    print(f"\nJSON: {json_path}   (wall {chunk['wall_s']:.0f} s)")
     return 0
 
 

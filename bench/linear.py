@@ -1,7 +1,7 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Kernelised (linear-time) attention on the CPU: does the time grow linearly in N?
 
-    /usr/bin/python3 bench/linear.py [--n 4096 16384 65536] [--d 64] [--budget 2]
+    .venv/bin/python bench/linear.py [--n 4096 16384 65536] [--d 64] [--budget 2]
 
 Compiles examples/normalizers/linear.mlir (elu+1 features, non-causal; the runtime's
 is_causal flag gives the causal variant) with build/bin/attn-compile and times, at

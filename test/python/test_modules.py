@@ -49,6 +49,17 @@ def test_compile_reports_diagnostics(cache, attn_mod):
         attn_mod.compile(bad)
 
 
+def test_opt_prints_ir_and_reports_diagnostics(attn_mod):
+    classified = attn_mod.opt(str(EXAMPLES / "softmax.mlir"), "--attn-classify-normalizer")
+    assert "attn.normalizer @softmax attributes {algorithm = #attn<algorithm online>}" in classified
+    assert attn_mod.opt(classified, "--attn-classify-normalizer") == classified
+    with pytest.raises(RuntimeError, match="attn-opt failed:\n.*error: 'attn.yield' op in the "
+                                           "numerator region must yield 'f32', got 'i32'"):
+        attn_mod.opt(SOFTMAX_IR.replace("attn.yield %e : f32\n  }\n  denominator",
+                                        "%c = arith.constant 1 : i32\n    attn.yield %c : i32\n"
+                                        "  }\n  denominator", 1))
+
+
 def _reference_mha(ours, batch_first, dtype=torch.float64):
     ref = torch.nn.MultiheadAttention(ours.embed_dim, ours.num_heads, batch_first=batch_first,
                                       dtype=dtype)

@@ -1,8 +1,8 @@
 """The attention families of examples/families/ vs the eager float64 references of
 test/reference/families.py: O, dq, dk, dv and the gradient of every learnable param and
 weight (W of Luong general, W_q, W_k, v of Bahdanau / Luong concat, ALiBi's slope, the
-relative-bias table), in float64 and float32, with and without causal mask and padding,
-on the generic loops (dv != d) and the tiled kernels (d = dv = 32)."""
+soft cap, the relative-bias table), in float64 and float32, with and without causal mask
+and padding, on the generic loops (dv != d) and the tiled kernels (d = dv = 32)."""
 import subprocess
 from pathlib import Path
 
@@ -23,6 +23,7 @@ FAMILIES = {
     "luong_concat": (fam.additive_score, None, 16, 0.5),
     "bahdanau": (fam.additive_score, None, 32, 0.3),
     "alibi": (fam.alibi_score, fam.causal_keep, None, 1.3),
+    "softcap": (fam.softcap_score, None, None, 1.3),
     "relative_bias": (fam.relative_bias_score, None, None, 1.3),
     "sliding_window": (fam.plain_scaled_dot, fam.window_keep, None, 1.3),
     "causal": (fam.plain_scaled_dot, fam.causal_keep, None, 1.3),

@@ -7,6 +7,7 @@ Every family is softmax attention over a score s_ij(q, k, θ, i, j) and a keep m
     bilinear      s = scale · q·W·k              (Luong general), W [d, d]
     additive      s = v·tanh(W_q q + W_k k)      (Bahdanau, Luong concat), W_q, W_k [n, d], v [n]
     alibi         s = q·k/sqrt(d) - slope·|i - j|, causal mask
+    softcap       s = cap·tanh(q·k/sqrt(d) / cap)
     relative_bias s = q·k/sqrt(d) + b[clip(j - i, -2, 2)]
     window        s = q·k/sqrt(d), keep |i - j| <= 3
     luong_local   s = q·k - (j - p_i)²/(2σ²), p [B, H, 1, Nq] a row input
@@ -65,6 +66,10 @@ def nested_tanh_score(q, k, p):
 def alibi_score(q, k, p):
     i, j = positions(q.shape[-2], k.shape[-2], q.dtype)
     return scaled_dot(q, k) - p["slope"] * (i - j).abs()
+
+
+def softcap_score(q, k, p):
+    return p["cap"] * torch.tanh(scaled_dot(q, k) / p["cap"])
 
 
 def relative_bias_score(q, k, p):

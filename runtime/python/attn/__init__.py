@@ -7,6 +7,13 @@
     out.sum().backward()                   # gradients for q, k, v and params
     out = attn.attention(q, k_, v, k, is_causal=True)   # like F.scaled_dot_product_attention
 
+Kernels can also be written in Python (attn.frontend, docs/TUTORIAL.md):
+
+    from attn import exp
+    tanhmax = attn.normalizer(numerator=lambda s: exp(s) - exp(-s),
+                              denominator=lambda s: exp(s) + exp(-s), name="tanhmax")
+    kernel = attn.compile(attn.kernel(tanhmax, mask=lambda i, j: j <= i))
+
 A thin layer over the ops that ``libattn_runtime.so`` registers (``torch.ops.attn.*``, with
 fake implementations in attn.ops for torch.compile and torch.export).
 CUDA tensors run the artifact's GPU kernels (compile with ``attn.compile(ir,
@@ -23,8 +30,8 @@ import torch
 
 from .paths import runtime_library_path
 
-__all__ = ["load", "compile", "kernel_of", "Kernel", "Attention", "MultiheadAttention", "attention",
-           "runtime_library_path", "parse_manifest", "training"]
+__all__ = ["load", "compile", "opt", "kernel_of", "Kernel", "Attention", "MultiheadAttention",
+           "attention", "runtime_library_path", "parse_manifest", "training"]
 
 _lock = threading.Lock()
 _loaded_from = None
@@ -222,10 +229,13 @@ def load(path):
 
 
 def kernel_of(source, cuda_targets=None):
-    """An attn.Kernel from a Kernel (returned as is), a compiled .so path, or IR text or a
-    .mlir path (compiled by attn.compile, cached by content)."""
+    """An attn.Kernel from a Kernel (returned as is), a compiled .so path, or IR text, a
+    .mlir path or traced IR (attn.kernel / attn.normalizer; compiled by attn.compile,
+    cached by content)."""
     if isinstance(source, Kernel):
         return source
+    if isinstance(source, frontend.Traced):
+        return compile(source, cuda_targets=cuda_targets)
     text = os.fspath(source)
     if "\n" not in text and text.endswith(".so"):
         return load(text)
@@ -249,7 +259,11 @@ class Attention(torch.nn.Module):
         return f"{self.kernel.name}, params={self.kernel.param_names}, is_causal={self.is_causal}"
 
 
-from .compiler import compile  # noqa: E402  (needs load, defined above)
+from .compiler import compile, opt  # noqa: E402  (needs load, defined above)
+from . import frontend  # noqa: E402
+from .frontend import *  # noqa: E402,F401,F403  (attn.normalizer, attn.kernel, attn.exp, ...)
 from .functional import attention  # noqa: E402
 from .modules import MultiheadAttention  # noqa: E402
 from . import training  # noqa: E402
+
+__all__ += frontend.__all__

@@ -2,13 +2,14 @@
 never needs a separate build step:
 
     kernel = attn.compile(open("tanhmax.mlir").read())   # or a path to the .mlir file
+    kernel = attn.compile(attn.kernel(attn.normalizer(...)))   # IR traced from Python
 
 The cache key covers the IR text, the options, the compiler binary (size and mtime) and,
 for cpu="native", the host CPU, so editing the IR, rebuilding the compiler or sharing the
 cache with another kind of machine gives a fresh artifact. The cache lives in
 $ATTN_CACHE_DIR, else ~/.cache/attn, and is safe to share between threads and processes
 (data-parallel ranks, notebooks): one of them compiles a key while the others wait on its
-lock file (<key>.lock), and an artifact is published once, complete and sealed, under its
+lock file (<key>.so.lock), and an artifact is published once, complete and sealed, under its
 key (a hard link of the finished file) and never rewritten.
 """
 
@@ -20,9 +21,9 @@ import subprocess
 import tempfile
 from contextlib import contextmanager
 
-from .paths import compiler_path
+from .paths import compiler_path, opt_path
 
-__all__ = ["compile", "compiler_path", "cache_dir", "cuda_targets_of"]
+__all__ = ["compile", "opt", "compiler_path", "cache_dir", "cuda_targets_of"]
 
 
 def cache_dir():
@@ -30,7 +31,13 @@ def cache_dir():
 
 
 def _source_text(source):
-    """IR text from an IR string or a path to a .mlir file."""
+    """IR text from an IR string, a path to a .mlir file, or a traced attn.kernel /
+    attn.normalizer (attn.frontend)."""
+    from .frontend import kernel_ir
+
+    traced = kernel_ir(source)
+    if traced is not None:
+        return str(traced)
     text = os.fspath(source)
     if "\n" not in text and text.endswith(".mlir"):
         if not os.path.exists(text):
@@ -109,12 +116,25 @@ def _build(compiler, text, options, artifact):
             pass  # published by a process that did not take the lock: the same artifact
 
 
+def opt(source, *options):
+    """Run attn-opt on attn IR (as attn.compile takes it) with `options`, e.g.
+    "--attn-classify-normalizer"; returns the printed IR. Raises RuntimeError with
+    attn-opt's diagnostics (for traced IR they name the Python lines)."""
+    result = subprocess.run([opt_path(), "-", *options], input=_source_text(source),
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"attn.opt: attn-opt failed:\n{result.stderr}")
+    return result.stdout
+
+
 def compile(source, kernel=None, dtypes=("f32", "f64"), cpu="native", cuda_targets=None):  # noqa: A001
-    """Compile attn IR (a string, or a path to a .mlir file) and load it; returns an
-    attn.Kernel. `kernel` names the attn.kernel when the IR holds several. `dtypes` is a
-    non-empty sequence (or comma-separated string) of "f32" / "f64". `cuda_targets` adds
-    GPU code: "auto" (the visible GPUs), "sm_80,sm_90" or a list. Raises RuntimeError with
-    the compiler's diagnostics when the IR is invalid, ValueError for an empty `dtypes`."""
+    """Compile attn IR (a string, a path to a .mlir file, or IR traced by attn.kernel /
+    attn.normalizer) and load it; returns an attn.Kernel. `kernel` names the attn.kernel
+    when the IR holds several. `dtypes` is a non-empty sequence (or comma-separated
+    string) of "f32" / "f64". `cuda_targets` adds GPU code: "auto" (the visible GPUs),
+    "sm_80,sm_90" or a list. Raises RuntimeError with the compiler's diagnostics when the
+    IR is invalid (for traced IR they name the Python lines), ValueError for an empty
+    `dtypes`."""
     from . import load
 
     if isinstance(dtypes, str):

@@ -1,0 +1,38 @@
+"""Four normalizers of examples/normalizers/*.mlir written with the Python front-end.
+Each gives the same IR as its .mlir file (attn-opt's printed form), the same manifest and
+bit-identical outputs and gradients (test/python/test_frontend_examples.py).
+
+    python examples/frontend/normalizers.py tanhmax > tanhmax.mlir   # for attn-opt, attn-compile
+"""
+import sys
+
+import attn
+from attn import exp, sigmoid
+
+# TanhMax (Huang et al.): weights in (-1, 1), g = e^s - e^-s, C = Σ_j (e^s + e^-s).
+tanhmax = attn.kernel(attn.normalizer(numerator=lambda s: exp(s) - exp(-s),
+                                      denominator=lambda s: exp(s) + exp(-s), name="tanhmax"))
+
+# Sigsoftmax (Kanai et al.): g = e^s·sigmoid(s), C = Σ_j g.
+sigsoftmax = attn.kernel(attn.normalizer(numerator=lambda s: exp(s) * sigmoid(s),
+                                         denominator=lambda s: exp(s) * sigmoid(s),
+                                         name="sigsoftmax"))
+
+# Expressive attention (Gros): s = (q·k)², w = s / (ε + Σ_j s).
+expressive = attn.kernel(
+    attn.normalizer(numerator=lambda s: s, denominator=lambda s: s, epsilon=1e-6,
+                    name="expressive"),
+    score=attn.score("dot", mod=lambda s: s * s, name="squared_dot"))
+
+# Sigmoid attention: w = sigmoid(s + bias), C = 1, learnable bias.
+sigmoid_attention = attn.kernel(attn.normalizer(numerator=lambda s, bias: sigmoid(s + bias),
+                                                denominator=1.0, params={"bias": -4.0},
+                                                name="sigmoid"))
+
+KERNELS = {"tanhmax": tanhmax, "sigsoftmax": sigsoftmax, "expressive": expressive,
+           "sigmoid": sigmoid_attention}
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] not in KERNELS:
+        sys.exit(f"usage: {sys.argv[0]} {{{','.join(KERNELS)}}}")
+    print(KERNELS[sys.argv[1]])
