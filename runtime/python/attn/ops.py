@@ -16,7 +16,10 @@ contiguous tensors of these shapes and dtypes (runtime/attention.cpp):
     attention_weights  [B, H, Nq, Nk]                            q's dtype
     key_lengths_from_padding  int64 [B] on the CPU
 
-Inputs the kernels refuse get their errors from the kernels themselves, at run time.
+Inputs the kernels refuse get their errors from the kernels themselves, at run time. One
+exception: an eager call with some tensors on the meta device dispatches to these fakes
+instead of the kernels (the meta key wins), so the fakes refuse a mix of meta and other
+devices themselves rather than return uninitialised memory on q's device.
 """
 
 import torch
@@ -26,6 +29,19 @@ from . import _load_library
 __all__ = []
 
 _load_library()
+
+
+def _one_device(op, key_lengths, **tensors):
+    """Refuses tensors (None: absent) of which some, not all, are on the meta device;
+    key_lengths may be on the CPU, as for the kernels."""
+    present = {name: t for name, t in tensors.items() if t is not None}
+    if key_lengths is not None and key_lengths.device.type == "meta":
+        present["key_lengths"] = key_lengths
+    meta = sorted(name for name, t in present.items() if t.device.type == "meta")
+    if meta and len(meta) != len(present):
+        other = next(name for name in present if name not in meta)
+        raise RuntimeError(f"attn::{op}: {', '.join(meta)} on the meta device but {other} on "
+                           f"{present[other].device}; expected {', '.join(present)} on one device")
 
 
 def _new(like, shape, dtype=None):
@@ -42,12 +58,15 @@ def _output(q, v):
 
 @torch.library.register_fake("attn::attention")
 def _attention(artifact, q, k, v, params, is_causal=False, key_lengths=None, row_inputs=None):
+    _one_device("attention", key_lengths, q=q, k=k, v=v, params=params, row_inputs=row_inputs)
     return _output(q, v)
 
 
 @torch.library.register_fake("attn::attention_forward")
 def _attention_forward(artifact, q, k, v, params, is_causal=False, key_lengths=None,
                        row_inputs=None):
+    _one_device("attention_forward", key_lengths, q=q, k=k, v=v, params=params,
+                row_inputs=row_inputs)
     stats = q.shape[:-1]
     return (_output(q, v), _new(q, stats, _stats_dtype(q)), _new(q, stats, _stats_dtype(q)))
 
@@ -55,6 +74,8 @@ def _attention_forward(artifact, q, k, v, params, is_causal=False, key_lengths=N
 @torch.library.register_fake("attn::attention_backward")
 def _attention_backward(artifact, q, k, v, params, out, row_max, row_sum, grad_out,
                         is_causal=False, key_lengths=None, row_inputs=None):
+    _one_device("attention_backward", key_lengths, q=q, k=k, v=v, params=params, out=out,
+                row_max=row_max, row_sum=row_sum, grad_out=grad_out, row_inputs=row_inputs)
     B, H, Nq = q.shape[:-1]
     drow_inputs = (_new(q, (B, H, 0, Nq)) if row_inputs is None
                    else _new(row_inputs, row_inputs.shape))
@@ -65,10 +86,15 @@ def _attention_backward(artifact, q, k, v, params, out, row_max, row_sum, grad_o
 @torch.library.register_fake("attn::attention_weights")
 def _attention_weights(artifact, q, k, params, is_causal=False, key_lengths=None,
                        row_inputs=None):
+    _one_device("attention_weights", key_lengths, q=q, k=k, params=params, row_inputs=row_inputs)
     return _new(q, (*q.shape[:-1], k.shape[-2]))
 
 
 @torch.library.register_fake("attn::key_lengths_from_padding")
 def _key_lengths_from_padding(key_padding_mask, keys):
+    if key_padding_mask.device.type == "meta":
+        raise RuntimeError("attn::key_lengths_from_padding: key_padding_mask is on the meta device; "
+                           "expected a CPU or CUDA tensor (the key lengths, returned on the CPU, "
+                           "are computed from its values)")
     return key_padding_mask.new_empty((key_padding_mask.shape[0],), dtype=torch.int64,
                                       device="cpu")
