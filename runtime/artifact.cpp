@@ -2,8 +2,9 @@
 //
 // The file is read whole; its checksum trailer (attn/checksum.h) must match, and it
 // must be a 64-bit ELF shared object for this machine whose loadable segments lie in
-// the file and whose dynamic symbol table defines attn_manifest as a function and
-// attn_signature as an object. Only then does library.cpp dlopen() it.
+// the file and whose dynamic symbol table defines attn_manifest as a function,
+// attn_signature as an object and no indirect function (whose resolver dlopen would
+// run). Only then does library.cpp dlopen() it.
 //
 //===----------------------------------------------------------------------===//
 #include "internal.h"
@@ -154,6 +155,12 @@ std::map<std::string, ArtifactSymbol> read_elf_symbols(const std::string &file,
     for (uint64_t s = 0; s < dynsym.sh_size / sizeof(Elf64_Sym); ++s) {
       auto sym = read_at<Elf64_Sym>(file, dynsym.sh_offset + s * sizeof(Elf64_Sym));
       unsigned char bind = ELF64_ST_BIND(sym.st_info);
+      // dlopen would call an indirect function's resolver while relocating, before
+      // anything else could be checked.
+      if (sym.st_shndx != SHN_UNDEF && ELF64_ST_TYPE(sym.st_info) == STT_GNU_IFUNC)
+        bad("its dynamic symbol " + std::to_string(s) +
+            " is an indirect function (STT_GNU_IFUNC), whose resolver dlopen would run; "
+            "attn-compile defines none");
       if (sym.st_shndx == SHN_UNDEF || sym.st_name >= strtab.sh_size ||
           (bind != STB_GLOBAL && bind != STB_WEAK) ||
           ELF64_ST_VISIBILITY(sym.st_other) == STV_HIDDEN ||

@@ -56,8 +56,8 @@ std::string verify_checksum(const std::string &bytes, const std::string &given);
 
 /// The attn_* and _mlir_ciface_attn_* symbols that the checksummed artifact `bytes`
 /// defines and exports, after checking that it is a 64-bit ELF shared object for this
-/// machine whose loadable segments lie within the file, and that attn_manifest is a
-/// function and attn_signature a data object.
+/// machine whose loadable segments lie within the file and which defines no indirect
+/// function, and that attn_manifest is a function and attn_signature a data object.
 std::map<std::string, ArtifactSymbol> read_elf_symbols(const std::string &bytes,
                                                        const std::string &given);
 

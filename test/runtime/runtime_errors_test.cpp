@@ -191,6 +191,32 @@ TEST(ArtifactChecks, ChecksumTrailer) {
   EXPECT_EQ(lib->sha256().size(), 64u);
 }
 
+/// The offset of the dynamic symbol table entry (Elf64_Sym) of `name` in `image`.
+size_t dynamic_symbol(const std::string &image, const std::string &name) {
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, image.data(), sizeof eh);
+  auto section = [&](size_t i) {
+    Elf64_Shdr sh;
+    std::memcpy(&sh, &image[eh.e_shoff + i * sizeof(Elf64_Shdr)], sizeof sh);
+    return sh;
+  };
+  for (size_t i = 0; i < eh.e_shnum; ++i) {
+    Elf64_Shdr dynsym = section(i);
+    if (dynsym.sh_type != SHT_DYNSYM)
+      continue;
+    const char *strings = image.data() + section(dynsym.sh_link).sh_offset;
+    for (size_t at = dynsym.sh_offset; at < dynsym.sh_offset + dynsym.sh_size;
+         at += sizeof(Elf64_Sym)) {
+      Elf64_Sym sym;
+      std::memcpy(&sym, &image[at], sizeof sym);
+      if (name == strings + sym.st_name)
+        return at;
+    }
+  }
+  ADD_FAILURE() << "no dynamic symbol " << name;
+  return 0;
+}
+
 TEST(ArtifactChecks, ElfStructure) {
   struct Case {
     const char *name;
@@ -231,6 +257,14 @@ TEST(ArtifactChecks, ElfStructure) {
          }
        },
        {"loadable segment", "extends past the end of the file"}},
+      // An entry point turned into an indirect function: dlopen would run it as its
+      // resolver while relocating.
+      {"ifunc.so",
+       [&](std::string &i) {
+         size_t at = dynamic_symbol(i, "_mlir_ciface_attn_forward_f32") + offsetof(Elf64_Sym, st_info);
+         i[at] = static_cast<char>(ELF64_ST_INFO(STB_GLOBAL, STT_GNU_IFUNC));
+       },
+       {"is an indirect function (STT_GNU_IFUNC), whose resolver dlopen would run"}},
   };
   for (const auto &c : cases) {
     SCOPED_TRACE(c.name);
