@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs every dependency attn needs, then configures and builds it:
 #   - Debian packages: MLIR/LLVM 22 (the compiler), the C++ toolchain, GoogleTest,
-#     python3-venv;
+#     python3-venv, clang-22 with libFuzzer (scripts/fuzz.sh);
 #   - a virtual environment ($ATTN_VENV, default <repo>/.venv) with the Python packages
 #     pinned in requirements.lock (PyTorch from PyPI: its LibTorch is what the runtime
 #     builds against) and the attn package itself, installed editable from
@@ -22,6 +22,8 @@ packages=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   # build and test tools; python3-venv creates the project's environment
   g++ cmake ninja-build libgtest-dev python3-venv
+  # the parser fuzzer: clang and its libFuzzer/AddressSanitizer runtimes (scripts/fuzz.sh)
+  clang-22 libclang-rt-22-dev
 )
 
 missing=()

@@ -2,9 +2,10 @@
 //
 // MLIR's parser recurses once per nested bracket of its input (attributes, types,
 // regions, locations), so text nested a few thousand levels deep overflows the
-// stack: a crash instead of a diagnostic. attn-compile and attn-opt check the
-// nesting first and refuse input deeper than kMaxNestingDepth, far deeper than any
-// IR they are meant for (attn IR nests a handful of levels).
+// stack: a crash instead of a diagnostic. attn-compile, attn-opt and the parser
+// fuzzer (fuzz/ParserFuzzer.cpp) check the nesting first and refuse input deeper than
+// kMaxNestingDepth, far deeper than any IR they are meant for (attn IR nests a
+// handful of levels).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_TOOLS_NESTINGLIMIT_H
