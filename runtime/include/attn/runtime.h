@@ -90,10 +90,10 @@ public:
   /// Validate + dlopen + validate. Returns the same object for the same canonical
   /// path. Before dlopen, the file is read whole and must carry attn-compile's
   /// checksum trailer (attn/checksum.h) matching its contents, be a 64-bit ELF shared
-  /// object for this machine whose segments lie within the file, and export
-  /// `attn_manifest` as a function and `attn_signature` as data; the file dlopen()ed
-  /// is the one checked (through its descriptor). After dlopen the manifest must parse,
-  /// have this ABI version and agree with `attn_signature` (param count and shapes,
+  /// object for this machine whose segments lie within the file, define no indirect
+  /// function, and export `attn_manifest` as a function and `attn_signature` as data;
+  /// the file dlopen() maps must be the one checked (same device and inode). After
+  /// dlopen the manifest must parse, have this ABI version and agree with `attn_signature` (param count and shapes,
   /// row inputs, head dim), and the entry points of its dtypes and the GPU images it
   /// lists must be exported with the right symbol types. Each failure is a c10::Error
   /// naming the artifact and what was expected. A path whose file was replaced after
