@@ -6,6 +6,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/CallInterfaces.h"
 #include "mlir/Interfaces/ControlFlowInterfaces.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
@@ -793,11 +794,26 @@ static LogicalResult verifyReference(KernelOp kernel, SymbolTableCollection &sym
   return success();
 }
 
+/// Every function an #attn.functions names must be a function of the module.
+static LogicalResult verifyFunctionReferences(KernelOp kernel, SymbolTableCollection &symbolTable) {
+  if (!kernel.getFunctions())
+    return success();
+  WalkResult result = kernel.getFunctionsAttr().walk([&](FlatSymbolRefAttr ref) {
+    Operation *target = symbolTable.lookupNearestSymbolFrom(kernel, ref.getAttr());
+    if (target && isa<FunctionOpInterface>(target))
+      return WalkResult::advance();
+    kernel.emitOpError() << "functions name " << ref << ", which is not a function of the module";
+    return WalkResult::interrupt();
+  });
+  return failure(result.wasInterrupted());
+}
+
 LogicalResult KernelOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (failed(verifyReference<NormalizerOp>(*this, symbolTable, getNormalizerAttr(),
                                            "normalizer")) ||
       failed(verifyReference<ScoreOp>(*this, symbolTable, getScoreAttr(), "score")) ||
-      failed(verifyReference<MaskOp>(*this, symbolTable, getMaskAttr(), "mask")))
+      failed(verifyReference<MaskOp>(*this, symbolTable, getMaskAttr(), "mask")) ||
+      failed(verifyFunctionReferences(*this, symbolTable)))
     return failure();
 
   NormalizerOp normalizer = getNormalizerOp();
@@ -820,5 +836,60 @@ LogicalResult KernelOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
       return emitOpError() << "param '" << cast<StringAttr>(name).getValue()
                            << "' is declared by both score " << getScoreAttr()
                            << " and normalizer " << getNormalizerAttr();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+LogicalResult KernelFunctionsAttr::verify(function_ref<InFlightDiagnostic()> emitError, Type type,
+                                          int64_t lanes, FlatSymbolRefAttr, FlatSymbolRefAttr,
+                                          FlatSymbolRefAttr, FlatSymbolRefAttr, FlatSymbolRefAttr,
+                                          FlatSymbolRefAttr, FlatSymbolRefAttr, FlatSymbolRefAttr,
+                                          FlatSymbolRefAttr, FlatSymbolRefAttr, FlatSymbolRefAttr,
+                                          ArrayAttr numeratorDp, ArrayAttr denominatorDp,
+                                          ArrayAttr scoreDp, ArrayAttr scoreDr) {
+  if (!isa<FloatType>(type))
+    return emitError() << "functions are instantiated at a float type, got " << type;
+  if (lanes < 0)
+    return emitError() << "lanes must be 0 (scalars) or a vector width, got " << lanes;
+  for (ArrayAttr list : {numeratorDp, denominatorDp, scoreDp, scoreDr})
+    if (list && !llvm::all_of(list, llvm::IsaPred<FlatSymbolRefAttr>))
+      return emitError() << "derivative lists hold function symbols, got " << list;
+  return success();
+}
+
+LogicalResult CpuScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError, Type type,
+                                      CpuVariant variant, int64_t headDim, int64_t lanes,
+                                      int64_t rows, int64_t forwardKeys, int64_t backwardKeys) {
+  if (!isa<FloatType>(type))
+    return emitError() << "a CPU schedule is for a float element type, got " << type;
+  if (variant != CpuVariant::Tiled) {
+    if (headDim || lanes || rows || forwardKeys || backwardKeys)
+      return emitError() << "a " << stringifyCpuVariant(variant)
+                         << " schedule takes no head_dim, lanes, rows or keys";
+    return success();
+  }
+  if (headDim <= 0 || lanes <= 0 || headDim % lanes != 0)
+    return emitError() << "a tiled schedule needs a head_dim that is a positive multiple of "
+                          "lanes, got head_dim "
+                       << headDim << " and lanes " << lanes;
+  if (rows < 1)
+    return emitError() << "a tiled schedule needs rows >= 1, got " << rows;
+  for (auto [keys, name] : {std::pair(forwardKeys, "forward_keys"),
+                            std::pair(backwardKeys, "backward_keys")})
+    if (keys <= 0 || keys % lanes != 0)
+      return emitError() << name << " must be a positive multiple of lanes (" << lanes
+                         << "), got " << keys;
+  return success();
+}
+
+LogicalResult GpuScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError, Type type,
+                                      int64_t headDim, GpuVariant) {
+  if (!isa<FloatType>(type))
+    return emitError() << "a GPU schedule is for a float storage type, got " << type;
+  if (headDim <= 0)
+    return emitError() << "head_dim must be positive, got " << headDim;
   return success();
 }

@@ -66,6 +66,102 @@ def Attn_Algorithm : I32EnumAttr<"Algorithm", "forward algorithm chosen by attn-
 }
 def Attn_AlgorithmAttr : EnumAttr<Attn_Dialect, Attn_Algorithm, "algorithm">;
 
+def Attn_CpuVariant : I32EnumAttr<"CpuVariant", "a CPU loop schedule", [
+    I32EnumAttrCase<"Generic", 0, "generic">,
+    I32EnumAttrCase<"Tiled", 1, "tiled">,
+    I32EnumAttrCase<"Linear", 2, "linear">]> {
+  let cppNamespace = "::mlir::attn";
+  let genSpecializedAttr = 0;
+}
+
+def Attn_GpuVariant : I32EnumAttr<"GpuVariant", "a CUDA kernel schedule", [
+    I32EnumAttrCase<"Simt", 0, "simt">,
+    I32EnumAttrCase<"TensorCore", 1, "tensor_core">]> {
+  let cppNamespace = "::mlir::attn";
+  let genSpecializedAttr = 0;
+}
+
+//===----------------------------------------------------------------------===//
+// Attributes the passes hand each other on an attn.kernel
+//===----------------------------------------------------------------------===//
+
+class Attn_Attr<string name, string attrMnemonic> : AttrDef<Attn_Dialect, name> {
+  let mnemonic = attrMnemonic;
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Attn_KernelFunctionsAttr : Attn_Attr<"KernelFunctions", "functions"> {
+  let summary = "the scalar functions of a kernel at one type, by role";
+  let description = [{
+    Written by attn-derive-backward (the kernel's own float type, `lanes` 0) and
+    attn-instantiate-functions (another float type, or `lanes` n: the same
+    functions on vector<n x _>), read by the lowerings: no pass finds another's
+    functions by name. Roles: `numerator` g and `denominator` h (taking s, the
+    shift m, then the kernel's params), `stabilizer` (online: the max of the
+    exp arguments), `score` (the mod region), `feature` φ, `mask`, `phase`
+    (kernelised cosFormer), and the derivatives `*_ds` (by s), `feature_dx`,
+    `numerator_dp` / `denominator_dp` (by each normalizer param), `score_dp` (by
+    each score param) and `score_dr` (by each row input).
+  }];
+  let parameters = (ins
+    "::mlir::Type":$type,
+    DefaultValuedParameter<"int64_t", "0">:$lanes,
+    "::mlir::FlatSymbolRefAttr":$numerator,
+    OptionalParameter<"::mlir::FlatSymbolRefAttr">:$denominator,
+    OptionalParameter<"::mlir::FlatSymbolRefAttr">:$stabilizer,
+    OptionalParameter<"::mlir::FlatSymbolRefAttr">:$score,
+    OptionalParameter<"::mlir::FlatSymbolRefAttr">:$feature,
+    OptionalParameter<"::mlir::FlatSymbolRefAttr">:$mask,
+    OptionalParameter<"::mlir::FlatSymbolRefAttr">:$phase,
+    "::mlir::FlatSymbolRefAttr":$numerator_ds,
+    OptionalParameter<"::mlir::FlatSymbolRefAttr">:$denominator_ds,
+    OptionalParameter<"::mlir::FlatSymbolRefAttr">:$score_ds,
+    OptionalParameter<"::mlir::FlatSymbolRefAttr">:$feature_dx,
+    OptionalParameter<"::mlir::ArrayAttr">:$numerator_dp,
+    OptionalParameter<"::mlir::ArrayAttr">:$denominator_dp,
+    OptionalParameter<"::mlir::ArrayAttr">:$score_dp,
+    OptionalParameter<"::mlir::ArrayAttr">:$score_dr
+  );
+}
+
+def Attn_CpuScheduleAttr : Attn_Attr<"CpuSchedule", "cpu_schedule"> {
+  let summary = "one CPU loop schedule of a kernel";
+  let description = [{
+    Chosen by attn-select-schedule (or written by hand to pin one), read by
+    attn-lower-to-loops and attn-emit-manifest. Per element type `type` the
+    kernel has one `generic` (scf loops, any head dim and stride) or `linear`
+    (the kernelised linear-time form) schedule, and any number of `tiled` ones:
+    a register-blocked variant for `head_dim` on vector<`lanes` x type>, blocks
+    of `rows` query rows against `forward_keys` (forward) or `backward_keys`
+    (backward) keys, both multiples of `lanes`.
+  }];
+  let parameters = (ins
+    "::mlir::Type":$type,
+    EnumParameter<Attn_CpuVariant>:$variant,
+    DefaultValuedParameter<"int64_t", "0">:$head_dim,
+    DefaultValuedParameter<"int64_t", "0">:$lanes,
+    DefaultValuedParameter<"int64_t", "0">:$rows,
+    DefaultValuedParameter<"int64_t", "0">:$forward_keys,
+    DefaultValuedParameter<"int64_t", "0">:$backward_keys
+  );
+}
+
+def Attn_GpuScheduleAttr : Attn_Attr<"GpuSchedule", "gpu_schedule"> {
+  let summary = "one CUDA kernel schedule of a kernel";
+  let description = [{
+    Chosen by attn-select-gpu-schedule (or pinned), read by attn-lower-to-gpu:
+    the four CUDA kernels for storage type `type` and `head_dim`, `simt` (one
+    warp per row, f32 arithmetic) or `tensor_core` (mma.sync m16n8k16, f16/bf16
+    storage).
+  }];
+  let parameters = (ins
+    "::mlir::Type":$type,
+    "int64_t":$head_dim,
+    EnumParameter<Attn_GpuVariant>:$variant
+  );
+}
+
 //===----------------------------------------------------------------------===//
 // attn.normalizer
 //===----------------------------------------------------------------------===//
@@ -222,16 +318,23 @@ def Attn_KernelOp : Attn_Op<"kernel", [Symbol, DeclareOpInterfaceMethods<SymbolU
     ```
     Without `score(...)` the score is q·k/sqrt(d). The kernel's learnable params are
     the normalizer's followed by the score's; their names must not clash.
-    `algorithm` is set by attn-classify-normalizer: `kernelised` when the kernel
-    runs in the linear-time form (s = φ(q)·φ(k), g and C linear in s), else the
-    normalizer's algorithm.
+    The compiler's passes annotate a kernel, each reading what the earlier ones
+    wrote (users do not write these): `algorithm` (attn-classify-normalizer:
+    `kernelised` when the kernel runs in the linear-time form, s = φ(q)·φ(k), g
+    and C linear in s, else the normalizer's algorithm), `functions`
+    (attn-derive-backward, attn-instantiate-functions: #attn.functions),
+    `cpu_schedule` (attn-select-schedule: #attn.cpu_schedule) and
+    `gpu_schedule` (attn-select-gpu-schedule: #attn.gpu_schedule).
   }];
   let arguments = (ins
     SymbolNameAttr:$sym_name,
     FlatSymbolRefAttr:$normalizer,
     OptionalAttr<FlatSymbolRefAttr>:$score,
     OptionalAttr<FlatSymbolRefAttr>:$mask,
-    OptionalAttr<Attn_AlgorithmAttr>:$algorithm
+    OptionalAttr<Attn_AlgorithmAttr>:$algorithm,
+    OptionalAttr<TypedArrayAttrBase<Attn_KernelFunctionsAttr, "scalar function sets">>:$functions,
+    OptionalAttr<TypedArrayAttrBase<Attn_CpuScheduleAttr, "CPU schedules">>:$cpu_schedule,
+    OptionalAttr<TypedArrayAttrBase<Attn_GpuScheduleAttr, "GPU schedules">>:$gpu_schedule
   );
   let assemblyFormat = [{
     $sym_name `normalizer` `(` $normalizer `)` (`score` `(` $score^ `)`)?

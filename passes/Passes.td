@@ -1,4 +1,21 @@
 //===- Passes.td - attn passes ------------------------------*- tablegen -*-===//
+//
+// The passes hand each other typed attributes on the attn.kernel (see
+// dialect/AttnOps.td): each states what it reads and what it writes, and refuses
+// with a diagnostic naming the missing pass when what it reads is absent.
+//
+//   attn-verify                  reads the module         writes nothing
+//   attn-classify-normalizer     reads the regions        writes `algorithm`
+//   attn-derive-backward         reads `algorithm`        writes `functions` (+ func.func)
+//   attn-select-schedule         reads `algorithm`        writes `cpu_schedule`
+//   attn-select-gpu-schedule     reads `algorithm`        writes `gpu_schedule`
+//   attn-instantiate-functions   reads `functions`, the schedules   adds to `functions`
+//   attn-lower-to-loops          reads all of the above   writes the CPU entry points
+//   attn-lower-to-gpu            reads all of the above   writes gpu.module @attn_cuda
+//   attn-emit-manifest           reads the kernel, entry points, gpu.module   writes attn_manifest
+//   attn-erase-declarations      erases the attn ops
+//
+//===----------------------------------------------------------------------===//
 #ifndef ATTN_PASSES
 #define ATTN_PASSES
 
@@ -13,77 +30,119 @@ def AttnVerify : Pass<"attn-verify", "::mlir::ModuleOp"> {
 }
 
 def AttnClassifyNormalizer : Pass<"attn-classify-normalizer", "::mlir::ModuleOp"> {
-  let summary = "Chooses each normalizer's forward algorithm";
+  let summary = "Chooses each normalizer's and kernel's forward algorithm";
   let description = [{
     Sets `algorithm` on every attn.normalizer: `online` (flash-style, stabilised by
     the running maximum of the exp arguments) when numerator and summed denominator
     carry exactly one exp factor per term, `plain` accumulation when they carry none
     or the denominator is a constant or a count. Anything else is an error naming
-    the op that mixes exp degrees. See lib/NormalizerAnalysis.h.
+    the op that mixes exp degrees. See lib/Analysis/NormalizerAnalysis.h.
     Then sets `algorithm` on every attn.kernel: `kernelised` (linear-time form,
-    lib/KernelisedAnalysis.h) when s = φ(q)·φ(k), g and C are linear in s and the
-    mask is none or causal, else its normalizer's. A kernel with a feature map that
-    does not qualify gets a remark naming the op that breaks the form.
+    lib/Analysis/KernelisedAnalysis.h) when s = φ(q)·φ(k), g and C are linear in
+    s and the mask is none or causal, else its normalizer's. A kernel with a
+    feature map that does not qualify gets a remark naming the op that breaks the
+    form. Every later pass reads this attribute instead of classifying again.
   }];
 }
 
 def AttnDeriveBackward : Pass<"attn-derive-backward", "::mlir::ModuleOp"> {
   let summary = "Outlines each kernel's regions as scalar functions and derives their gradients";
   let description = [{
-    For every attn.kernel @k emits private scalar functions @k.num, @k.den, @k.stab
-    (online), @k.score, @k.feature, @k.mask and the symbolic derivatives
-    @k.num.d.s, @k.num.d.<param>, ... (see lib/KernelFunctions.h). Online
-    normalizers are emitted stabilised: every exp factor e^x becomes e^(x - m).
+    Reads: the kernel's `algorithm` (attn-classify-normalizer; an error without it).
+    Writes: private scalar func.func ops (numerator, denominator, stabiliser for
+    online kernels, score mod, feature map, mask, cosFormer phase) and their
+    symbolic derivatives (lib/Transforms/Differentiate.h), and the kernel's
+    `functions` = [#attn.functions<...>] naming them by role
+    (lib/Transforms/ScalarFunctions.h). Online normalizers are emitted
+    stabilised: every exp factor e^x becomes e^(x - m). Kernels that already
+    have `functions` are left alone.
   }];
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 
-def AttnLowerToLoops : Pass<"attn-lower-to-loops", "::mlir::ModuleOp"> {
-  let summary = "Generates the CPU forward and backward entry points of a kernel";
+def AttnSelectSchedule : Pass<"attn-select-schedule", "::mlir::ModuleOp"> {
+  let summary = "Chooses the CPU loop schedules of the kernel an artifact is built from";
   let description = [{
-    Builds `attn_forward_<T>` and `attn_backward_<T>` (C interface, see
-    runtime/include/attn/abi.h) for the module's attn.kernel from the functions
-    attn-derive-backward emitted, as scf loops over strided memrefs, plus the
-    `attn_manifest` function. Erases the attn ops. Run `inline` afterwards.
+    Reads: the kernel's `algorithm`. Writes: its `cpu_schedule`, a list of
+    #attn.cpu_schedule: per element type a `generic` schedule (scf loops, any
+    head dim and stride; `linear` for a kernelised kernel) and `tiled` ones for
+    head dims 32, 64 and 128 (register-blocked on vectors of `vector-bits`; rows
+    per block, forward and backward keys per block). A kernel that already has a
+    `cpu_schedule` keeps it: a test or a tuner pins one by writing it.
   }];
   let options = [
     Option<"kernelName", "kernel", "std::string", /*default=*/"\"\"",
-           "Which attn.kernel to lower when the module holds several">,
+           "Which attn.kernel to schedule when the module holds several">,
     ListOption<"elementTypes", "element-types", "std::string",
-               "Element types to instantiate (f32, f64)">,
+               "Element types of the CPU entry points (f32, f64; default both)">,
     Option<"vectorBits", "vector-bits", "int64_t", /*default=*/"512",
-           "Vector register width of the tiled specialisations (512: AVX-512, 256: AVX2)">,
+           "Vector register width of the tiled schedules (512: AVX-512, 256: AVX2)">,
   ];
+}
+
+def AttnSelectGpuSchedule : Pass<"attn-select-gpu-schedule", "::mlir::ModuleOp"> {
+  let summary = "Chooses the CUDA kernel schedules of the kernel an artifact is built from";
+  let description = [{
+    Reads: the kernel's `algorithm`. Writes: its `gpu_schedule`, one
+    #attn.gpu_schedule per storage type and head dim: `tensor_core` (mma.sync
+    m16n8k16) for bf16, and for f16 when the algorithm is online (its weights
+    stay below 1), else `simt`. A kernel that already has a `gpu_schedule` keeps it.
+  }];
+  let options = [
+    Option<"kernelName", "kernel", "std::string", /*default=*/"\"\"",
+           "Which attn.kernel to schedule when the module holds several">,
+    ListOption<"elementTypes", "element-types", "std::string",
+               "Storage types of the CUDA kernels (f32, f16, bf16; default all three)">,
+    ListOption<"headDims", "head-dims", "int64_t",
+               "Head dims of the CUDA kernels (32, 64, 128; default all three)">,
+  ];
+}
+
+def AttnInstantiateFunctions : Pass<"attn-instantiate-functions", "::mlir::ModuleOp"> {
+  let summary = "Copies a kernel's scalar functions to the types and vector widths its schedules use";
+  let description = [{
+    Reads: `functions` (attn-derive-backward; an error without it), `cpu_schedule`
+    and `gpu_schedule`. Writes: for every (float type, lanes) the schedules need
+    that the kernel's functions are not at yet, retyped copies of them (on
+    vector<lanes x _> for tiled schedules; f32 for every GPU schedule), added to
+    `functions` as another #attn.functions.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect", "::mlir::vector::VectorDialect"];
+}
+
+def AttnLowerToLoops : Pass<"attn-lower-to-loops", "::mlir::ModuleOp"> {
+  let summary = "Generates the CPU forward and backward entry points of the scheduled kernel";
+  let description = [{
+    Reads, on the kernel with a `cpu_schedule` (one per module): `algorithm`,
+    `cpu_schedule` and the `functions` instances those schedules need; an error
+    names the pass to run when one is missing. Writes `attn_forward_<T>` and
+    `attn_backward_<T>` (C interface, runtime/include/attn/abi.h) for every
+    element type of the schedules: a dispatch to the tiled schedules' loops when
+    the head dim matches and rows are contiguous, else to the generic (or
+    linear) loops, as scf/vector/memref over strided memrefs calling the scalar
+    functions. Leaves the attn ops in place. Run `inline` afterwards.
+  }];
   let dependentDialects = ["::mlir::func::FuncDialect", "::mlir::scf::SCFDialect",
                            "::mlir::memref::MemRefDialect", "::mlir::arith::ArithDialect",
-                           "::mlir::math::MathDialect", "::mlir::LLVM::LLVMDialect",
-                           "::mlir::vector::VectorDialect"];
+                           "::mlir::math::MathDialect", "::mlir::vector::VectorDialect"];
 }
 
 def AttnLowerToGPU : Pass<"attn-lower-to-gpu", "::mlir::ModuleOp"> {
-  let summary = "Generates the CUDA kernels of a kernel as gpu.module @attn_cuda";
+  let summary = "Generates the CUDA kernels of the scheduled kernel as gpu.module @attn_cuda";
   let description = [{
-    Builds `gpu.module @attn_cuda` holding, per storage type and head dim, the
-    four kernels of the CUDA ABI (runtime/include/attn/abi.h, section CUDA):
-    `attn_forward_<T>_d<D>`, `attn_backward_prep_<T>_d<D>`,
-    `attn_backward_dkdv_<T>_d<D>`, `attn_backward_dq_<T>_d<D>`, from the functions
-    attn-derive-backward emitted (inlined at their call sites). SIMT kernels: one
-    warp per row, the other operand staged in shared memory, dot products reduced
-    with gpu.shuffle, f32 arithmetic. The f16/bf16 kernels of online normalizers
-    (and every bf16 kernel) run their products on tensor cores instead (Q·Kᵀ,
-    P·V; backward dO·Vᵀ, dS·K, dSᵀ·Q, Pᵀ·dO): nvgpu.mma.sync for f16,
-    nvvm.mma.sync for bf16, m16n8k16, f32 accumulation. Attaches one
-    #nvvm.target per `targets` chip.
-    Run before attn-lower-to-loops, which erases the attn ops and writes the
-    manifest's cuda lines from this module.
+    Reads, on the kernel with a `gpu_schedule`: `algorithm`, `gpu_schedule` and
+    the f32 `functions` (inlined at their call sites). Writes `gpu.module
+    @attn_cuda` holding, per schedule, the four kernels of the CUDA ABI
+    (runtime/include/attn/abi.h, section CUDA): `attn_forward_<T>_d<D>`,
+    `attn_backward_prep_<T>_d<D>`, `attn_backward_dkdv_<T>_d<D>`,
+    `attn_backward_dq_<T>_d<D>`. SIMT kernels: one warp per row, the other
+    operand staged in shared memory, dot products reduced with gpu.shuffle, f32
+    arithmetic. Tensor-core kernels run every product (Q·Kᵀ, P·V; backward
+    dO·Vᵀ, dS·K, dSᵀ·Q, Pᵀ·dO) on nvgpu.mma.sync (f16) or nvvm.mma.sync (bf16),
+    m16n8k16, f32 accumulation. Attaches one #nvvm.target per `targets` chip.
+    Independent of attn-lower-to-loops; both run before attn-emit-manifest.
   }];
   let options = [
-    Option<"kernelName", "kernel", "std::string", /*default=*/"\"\"",
-           "Which attn.kernel to lower when the module holds several">,
-    ListOption<"elementTypes", "element-types", "std::string",
-               "Storage types to instantiate (f32, f16, bf16; default all three)">,
-    ListOption<"headDims", "head-dims", "int64_t",
-               "Head dims to instantiate (32, 64, 128; default all three)">,
     ListOption<"targets", "targets", "std::string",
                "CUDA chips to attach as #nvvm.target (sm_80, sm_90, ...)">,
   ];
@@ -92,6 +151,28 @@ def AttnLowerToGPU : Pass<"attn-lower-to-gpu", "::mlir::ModuleOp"> {
                            "::mlir::LLVM::LLVMDialect", "::mlir::scf::SCFDialect",
                            "::mlir::memref::MemRefDialect", "::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect"];
+}
+
+def AttnEmitManifest : Pass<"attn-emit-manifest", "::mlir::ModuleOp"> {
+  let summary = "Writes the artifact's manifest as the attn_manifest() function";
+  let description = [{
+    Reads, on the kernel with a `cpu_schedule`: `algorithm`, params, weights, row
+    inputs, the schedules' element types, and checks that the CPU entry points
+    (attn-lower-to-loops) and, with a `gpu_schedule`, gpu.module @attn_cuda
+    (attn-lower-to-gpu) exist. Writes the manifest text
+    (runtime/include/attn/abi.h; lib/Codegen/Manifest.h is its one writer) as an
+    LLVM global and the function `attn_manifest` returning it.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
+def AttnEraseDeclarations : Pass<"attn-erase-declarations", "::mlir::ModuleOp"> {
+  let summary = "Erases the attn ops once the artifact's code and manifest exist";
+  let description = [{
+    Removes every attn.kernel, attn.normalizer, attn.score and attn.mask: what
+    remains is func/scf/vector/memref (and gpu) code and the manifest. The
+    scalar functions stay until `inline` and `symbol-dce`.
+  }];
 }
 
 def AttnApproximateMath : Pass<"attn-approximate-math", "::mlir::ModuleOp"> {
@@ -103,6 +184,17 @@ def AttnApproximateMath : Pass<"attn-approximate-math", "::mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::mlir::vector::VectorDialect", "::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect"];
+}
+
+def AttnTestDifferentiate : Pass<"attn-test-differentiate", "::mlir::ModuleOp"> {
+  let summary = "Test pass: derivatives of plain scalar functions";
+  let description = [{
+    For every func.func @f of the module returning one float, adds @f.d.<n>, the
+    derivative of @f by its float argument n (lib/Transforms/Differentiate.h),
+    for each float argument: the derivative rules are tested on small functions
+    without a kernel around them.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 
 #endif // ATTN_PASSES

@@ -393,6 +393,7 @@ std::array<int64_t, 3> gpu_grid(const CudaKernel &k, int64_t rows, const Problem
   return {(rows + k.tile_rows - 1) / k.tile_rows, p.H, p.B};
 }
 
+using detail::cuda_args;
 using detail::int_arg;
 using detail::ptr_arg;
 
@@ -406,10 +407,21 @@ std::tuple<Tensor, Tensor, Tensor> run_forward_gpu(const Library &lib, const Pro
   Tensor out = torch::empty({p.B, p.H, p.Nq, p.d}, qc.options());
   Tensor row_max = torch::empty({p.B, p.H, p.Nq}, stats);
   Tensor row_sum = torch::empty({p.B, p.H, p.Nq}, stats);
-  detail::cuda_launch(lib, fwd, p.device, gpu_grid(fwd, p.Nq, p),
-                      {ptr_arg(qc), ptr_arg(kc), ptr_arg(vc), ptr_arg(out), ptr_arg(row_max),
-                       ptr_arg(row_sum), ptr_arg(params32), ptr_arg(p.key_lengths), int_arg(p.H),
-                       int_arg(p.Nq), int_arg(p.Nk), int_arg(p.causal ? 1 : 0)});
+  detail::cuda_launch(
+      lib, fwd, p.device, gpu_grid(fwd, p.Nq, p),
+      cuda_args(ATTN_CUDA_FORWARD_NUM_ARGS,
+                {{ATTN_CUDA_FORWARD_Q, ptr_arg(qc)},
+                 {ATTN_CUDA_FORWARD_K, ptr_arg(kc)},
+                 {ATTN_CUDA_FORWARD_V, ptr_arg(vc)},
+                 {ATTN_CUDA_FORWARD_O, ptr_arg(out)},
+                 {ATTN_CUDA_FORWARD_ROW_MAX, ptr_arg(row_max)},
+                 {ATTN_CUDA_FORWARD_ROW_SUM, ptr_arg(row_sum)},
+                 {ATTN_CUDA_FORWARD_PARAMS, ptr_arg(params32)},
+                 {ATTN_CUDA_FORWARD_KEY_LENGTHS, ptr_arg(p.key_lengths)},
+                 {ATTN_CUDA_FORWARD_HEADS, int_arg(p.H)},
+                 {ATTN_CUDA_FORWARD_NQ, int_arg(p.Nq)},
+                 {ATTN_CUDA_FORWARD_NK, int_arg(p.Nk)},
+                 {ATTN_CUDA_FORWARD_CAUSAL, int_arg(p.causal ? 1 : 0)}}));
   return {out, row_max, row_sum};
 }
 
@@ -428,23 +440,53 @@ run_backward_gpu(const Library &lib, const Problem &p, const Tensor &q, const Te
   auto stats = torch::TensorOptions().dtype(torch::kFloat).device(p.device);
   Tensor delta = torch::empty({p.B, p.H, p.Nq}, stats);
   detail::cuda_launch(lib, prep, p.device, gpu_grid(prep, p.Nq, p),
-                      {ptr_arg(oc), ptr_arg(dout), ptr_arg(delta), int_arg(p.H), int_arg(p.Nq)});
+                      cuda_args(ATTN_CUDA_PREP_NUM_ARGS, {{ATTN_CUDA_PREP_O, ptr_arg(oc)},
+                                                          {ATTN_CUDA_PREP_DOUT, ptr_arg(dout)},
+                                                          {ATTN_CUDA_PREP_DELTA, ptr_arg(delta)},
+                                                          {ATTN_CUDA_PREP_HEADS, int_arg(p.H)},
+                                                          {ATTN_CUDA_PREP_NQ, int_arg(p.Nq)}}));
 
   // Zeroed: dparams is accumulated with atomics; dq/dk/dv are never uninitialised.
   Tensor dk = torch::zeros({p.B, p.H, p.Nk, p.d}, qc.options());
   Tensor dv = torch::zeros({p.B, p.H, p.Nk, p.d}, qc.options());
   Tensor dparams = torch::zeros({p.P}, stats);
-  detail::cuda_launch(lib, dkdv, p.device, gpu_grid(dkdv, p.Nk, p),
-                      {ptr_arg(qc), ptr_arg(kc), ptr_arg(vc), ptr_arg(dout), ptr_arg(rm),
-                       ptr_arg(rs), ptr_arg(delta), ptr_arg(params32), ptr_arg(p.key_lengths),
-                       ptr_arg(dk), ptr_arg(dv), ptr_arg(dparams), int_arg(p.H), int_arg(p.Nq),
-                       int_arg(p.Nk), int_arg(p.causal ? 1 : 0)});
+  detail::cuda_launch(
+      lib, dkdv, p.device, gpu_grid(dkdv, p.Nk, p),
+      cuda_args(ATTN_CUDA_DKDV_NUM_ARGS,
+                {{ATTN_CUDA_DKDV_Q, ptr_arg(qc)},
+                 {ATTN_CUDA_DKDV_K, ptr_arg(kc)},
+                 {ATTN_CUDA_DKDV_V, ptr_arg(vc)},
+                 {ATTN_CUDA_DKDV_DOUT, ptr_arg(dout)},
+                 {ATTN_CUDA_DKDV_ROW_MAX, ptr_arg(rm)},
+                 {ATTN_CUDA_DKDV_ROW_SUM, ptr_arg(rs)},
+                 {ATTN_CUDA_DKDV_DELTA, ptr_arg(delta)},
+                 {ATTN_CUDA_DKDV_PARAMS, ptr_arg(params32)},
+                 {ATTN_CUDA_DKDV_KEY_LENGTHS, ptr_arg(p.key_lengths)},
+                 {ATTN_CUDA_DKDV_DK, ptr_arg(dk)},
+                 {ATTN_CUDA_DKDV_DV, ptr_arg(dv)},
+                 {ATTN_CUDA_DKDV_DPARAMS, ptr_arg(dparams)},
+                 {ATTN_CUDA_DKDV_HEADS, int_arg(p.H)},
+                 {ATTN_CUDA_DKDV_NQ, int_arg(p.Nq)},
+                 {ATTN_CUDA_DKDV_NK, int_arg(p.Nk)},
+                 {ATTN_CUDA_DKDV_CAUSAL, int_arg(p.causal ? 1 : 0)}}));
   Tensor dq = torch::zeros({p.B, p.H, p.Nq, p.d}, qc.options());
-  detail::cuda_launch(lib, dqk, p.device, gpu_grid(dqk, p.Nq, p),
-                      {ptr_arg(qc), ptr_arg(kc), ptr_arg(vc), ptr_arg(dout), ptr_arg(rm),
-                       ptr_arg(rs), ptr_arg(delta), ptr_arg(params32), ptr_arg(p.key_lengths),
-                       ptr_arg(dq), int_arg(p.H), int_arg(p.Nq), int_arg(p.Nk),
-                       int_arg(p.causal ? 1 : 0)});
+  detail::cuda_launch(
+      lib, dqk, p.device, gpu_grid(dqk, p.Nq, p),
+      cuda_args(ATTN_CUDA_DQ_NUM_ARGS,
+                {{ATTN_CUDA_DQ_Q, ptr_arg(qc)},
+                 {ATTN_CUDA_DQ_K, ptr_arg(kc)},
+                 {ATTN_CUDA_DQ_V, ptr_arg(vc)},
+                 {ATTN_CUDA_DQ_DOUT, ptr_arg(dout)},
+                 {ATTN_CUDA_DQ_ROW_MAX, ptr_arg(rm)},
+                 {ATTN_CUDA_DQ_ROW_SUM, ptr_arg(rs)},
+                 {ATTN_CUDA_DQ_DELTA, ptr_arg(delta)},
+                 {ATTN_CUDA_DQ_PARAMS, ptr_arg(params32)},
+                 {ATTN_CUDA_DQ_KEY_LENGTHS, ptr_arg(p.key_lengths)},
+                 {ATTN_CUDA_DQ_DQ, ptr_arg(dq)},
+                 {ATTN_CUDA_DQ_HEADS, int_arg(p.H)},
+                 {ATTN_CUDA_DQ_NQ, int_arg(p.Nq)},
+                 {ATTN_CUDA_DQ_NK, int_arg(p.Nk)},
+                 {ATTN_CUDA_DQ_CAUSAL, int_arg(p.causal ? 1 : 0)}}));
   return {dq, dk, dv, dparams.to(params.scalar_type())};
 }
 

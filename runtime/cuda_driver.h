@@ -12,6 +12,8 @@
 #include "cuda_driver_abi.h"
 
 #include <array>
+#include <initializer_list>
+#include <utility>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -51,6 +53,23 @@ inline KernelArg ptr_arg(const torch::Tensor &t) {
   return static_cast<KernelArg>(reinterpret_cast<uintptr_t>(t.defined() ? t.data_ptr() : nullptr));
 }
 inline KernelArg int_arg(int64_t v) { return static_cast<KernelArg>(v); }
+
+/// The `count` arguments of a kernel, each given with its position (the
+/// ATTN_CUDA_* constants of attn/abi.h), every position exactly once.
+inline std::vector<KernelArg> cuda_args(int count,
+                                        std::initializer_list<std::pair<int, KernelArg>> given) {
+  std::vector<KernelArg> args(count);
+  std::vector<bool> set(count, false);
+  for (const auto &[position, value] : given) {
+    TORCH_CHECK(position >= 0 && position < count && !set[position],
+                "attn: internal error: CUDA kernel argument ", position, " given twice or out of range");
+    set[position] = true;
+    args[position] = value;
+  }
+  TORCH_CHECK(given.size() == static_cast<size_t>(count), "attn: internal error: ", given.size(),
+              " of ", count, " CUDA kernel arguments given");
+  return args;
+}
 
 /// Launch the artifact's kernel `k` on `device` (a CUDA device) over `grid` blocks of
 /// k.threads threads and k.smem_bytes dynamic shared memory, on PyTorch's current

@@ -13,6 +13,10 @@
 
 namespace attn {
 namespace detail {
+/// The runtime's reader of the manifest text (format: attn/abi.h; golden files:
+/// test/manifest/). Throws c10::Error naming `path` (the artifact) and the line.
+Manifest parse_manifest(const std::string &path, const std::string &text);
+
 /// The signature of the dispatcher op attn::attention (runtime/ops.cpp).
 using AttentionSig = torch::Tensor(c10::string_view, const torch::Tensor &,
                                    const torch::Tensor &, const torch::Tensor &,

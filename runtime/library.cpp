@@ -168,7 +168,10 @@ CudaKernel parse_cuda_kernel(const std::vector<std::string> &t, const Malformed 
   return k;
 }
 
-// Parse the manifest text. Throws c10::Error naming the artifact and the line.
+} // namespace
+
+namespace detail {
+
 Manifest parse_manifest(const std::string &path, const std::string &text) {
   struct Line {
     int number;
@@ -374,6 +377,10 @@ Manifest parse_manifest(const std::string &path, const std::string &text) {
   return m;
 }
 
+} // namespace detail
+
+namespace {
+
 std::string shape_text(const std::vector<int64_t> &shape) {
   std::string text;
   for (size_t i = 0; i < shape.size(); ++i)
@@ -487,7 +494,7 @@ struct LibraryLoader {
     lib->path_ = canonical;
     lib->sha256_ = sha256;
     lib->manifest_text_ = text;
-    lib->manifest_ = parse_manifest(canonical, lib->manifest_text_);
+    lib->manifest_ = detail::parse_manifest(canonical, lib->manifest_text_);
     const uint64_t signature_bytes = symbols.at(ATTN_SIGNATURE_SYMBOL).size;
     TORCH_CHECK(signature_bytes % sizeof(int64_t) == 0, "attn: artifact ", canonical, ": ",
                 ATTN_SIGNATURE_SYMBOL, " is ", signature_bytes,

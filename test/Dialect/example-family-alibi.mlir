@@ -1,13 +1,13 @@
 // RUN: attn-opt %examples/families/alibi.mlir | FileCheck %s
 // Printing, re-parsing and printing again gives identical text; the generic
-// and bytecode forms round-trip too; the kernel lowers (derive-backward + loops).
+// and bytecode forms round-trip too; the kernel lowers (attn-cpu-pipeline).
 // RUN: attn-opt %examples/families/alibi.mlir > %t.1
 // RUN: attn-opt %t.1 > %t.2
 // RUN: diff %t.1 %t.2
 // RUN: attn-opt %examples/families/alibi.mlir --mlir-print-op-generic | attn-opt > %t.g
 // RUN: diff %t.1 %t.g
 // RUN: attn-opt %examples/families/alibi.mlir --verify-roundtrip > /dev/null
-// RUN: attn-opt %examples/families/alibi.mlir --attn-derive-backward --attn-lower-to-loops | FileCheck %s --check-prefix=LOWERED
+// RUN: attn-opt %examples/families/alibi.mlir --attn-cpu-pipeline | FileCheck %s --check-prefix=LOWERED
 
 // CHECK: attn.score @alibi contract scaled_dot params(slope = 0.25) mod
 // CHECK: attn.kernel @alibi_attention

@@ -1,13 +1,13 @@
 // RUN: attn-opt %examples/families/causal.mlir | FileCheck %s
 // Printing, re-parsing and printing again gives identical text; the generic
-// and bytecode forms round-trip too; the kernel lowers (derive-backward + loops).
+// and bytecode forms round-trip too; the kernel lowers (attn-cpu-pipeline).
 // RUN: attn-opt %examples/families/causal.mlir > %t.1
 // RUN: attn-opt %t.1 > %t.2
 // RUN: diff %t.1 %t.2
 // RUN: attn-opt %examples/families/causal.mlir --mlir-print-op-generic | attn-opt > %t.g
 // RUN: diff %t.1 %t.g
 // RUN: attn-opt %examples/families/causal.mlir --verify-roundtrip > /dev/null
-// RUN: attn-opt %examples/families/causal.mlir --attn-derive-backward --attn-lower-to-loops | FileCheck %s --check-prefix=LOWERED
+// RUN: attn-opt %examples/families/causal.mlir --attn-cpu-pipeline | FileCheck %s --check-prefix=LOWERED
 
 // CHECK: attn.mask @causal
 // CHECK: attn.kernel @causal_attention

@@ -1,13 +1,13 @@
 // RUN: attn-opt %examples/families/luong_local.mlir | FileCheck %s
 // Printing, re-parsing and printing again gives identical text; the generic
-// and bytecode forms round-trip too; the kernel lowers (derive-backward + loops).
+// and bytecode forms round-trip too; the kernel lowers (attn-cpu-pipeline).
 // RUN: attn-opt %examples/families/luong_local.mlir > %t.1
 // RUN: attn-opt %t.1 > %t.2
 // RUN: diff %t.1 %t.2
 // RUN: attn-opt %examples/families/luong_local.mlir --mlir-print-op-generic | attn-opt > %t.g
 // RUN: diff %t.1 %t.g
 // RUN: attn-opt %examples/families/luong_local.mlir --verify-roundtrip > /dev/null
-// RUN: attn-opt %examples/families/luong_local.mlir --attn-derive-backward --attn-lower-to-loops | FileCheck %s --check-prefix=LOWERED
+// RUN: attn-opt %examples/families/luong_local.mlir --attn-cpu-pipeline | FileCheck %s --check-prefix=LOWERED
 
 // CHECK: attn.score @local_p contract dot row_inputs(p) params(sigma = 2.0) mod
 // CHECK: attn.kernel @luong_local_attention

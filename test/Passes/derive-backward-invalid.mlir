@@ -10,19 +10,19 @@ attn.normalizer @cube_root {
   }
   denominator count
 }
-attn.kernel @k normalizer(@cube_root)
+attn.kernel @k normalizer(@cube_root) {algorithm = #attn<algorithm plain>}
 
 // -----
 
-attn.normalizer @mixed {
+// The stabilisation depends on the algorithm, which only the classifier sets.
+attn.normalizer @relu {
   numerator {
   ^bb0(%s: f32):
-    %one = arith.constant 1.0 : f32
-    %e = math.exp %s : f32
-    // expected-error @+1 {{mixes exp-factor degrees}}
-    %g = arith.addf %e, %one : f32
+    %zero = arith.constant 0.0 : f32
+    %g = arith.maximumf %s, %zero : f32
     attn.yield %g : f32
   }
   denominator count
 }
-attn.kernel @k normalizer(@mixed)
+// expected-error @+1 {{'attn.kernel' op has no algorithm: the kernel is not classified; run attn-classify-normalizer first}}
+attn.kernel @k normalizer(@relu)

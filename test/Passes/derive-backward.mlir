@@ -1,4 +1,4 @@
-// RUN: attn-opt %s --split-input-file --attn-derive-backward --canonicalize --cse | FileCheck %s
+// RUN: attn-opt %s --split-input-file --attn-classify-normalizer --attn-derive-backward --canonicalize --cse | FileCheck %s
 
 // TanhMax: the online form shifts every exp by the running max m, and
 // d/ds (e^s - e^-s) = e^s + e^-s.
@@ -68,6 +68,8 @@ attn.normalizer @softmax {
 }
 attn.kernel @k normalizer(@softmax)
 
+// The functions are recorded on the kernel by role; later passes read them there.
+// CHECK: attn.kernel @k normalizer(@softmax) {algorithm = #attn<algorithm online>, functions = [#attn.functions<type = f32, numerator = @k.num, denominator = @k.den, stabilizer = @k.stab, numerator_ds = @k.num.d.s, denominator_ds = @k.den.d.s>]}
 // CHECK-LABEL: func.func private @k.num.d.s(
 // CHECK-SAME: %[[S:.*]]: f32, %[[M:.*]]: f32) -> f32
 // CHECK-NEXT: %[[X:.*]] = arith.subf %[[S]], %[[M]]
@@ -172,6 +174,7 @@ attn.normalizer @linear {
 }
 attn.kernel @k normalizer(@linear) score(@biased) mask(@causal)
 
+// CHECK: functions = [#attn.functions<type = f32, numerator = @k.num, denominator = @k.den, score = @k.score, feature = @k.feature, mask = @k.mask, numerator_ds = @k.num.d.s, denominator_ds = @k.den.d.s, score_ds = @k.score.d.s, feature_dx = @k.feature.d.x, score_dp = [@k.score.d.slope]>]
 // CHECK-LABEL: func.func private @k.num.d.s(
 // CHECK: %[[ONE:.*]] = arith.constant 1.0
 // CHECK-NEXT: return %[[ONE]]

@@ -1,6 +1,6 @@
-// RUN: attn-opt %s --attn-derive-backward | FileCheck %s --check-prefix=PHASE
-// RUN: attn-opt %s --attn-derive-backward --attn-lower-to-loops="element-types=f32" | FileCheck %s
-// RUN: attn-opt %s --attn-derive-backward --attn-lower-to-loops="element-types=f32" --inline --symbol-dce --canonicalize --cse | FileCheck %s --check-prefix=INLINED
+// RUN: attn-opt %s --attn-classify-normalizer --attn-derive-backward | FileCheck %s --check-prefix=PHASE
+// RUN: attn-opt %s --attn-classify-normalizer --attn-derive-backward --attn-select-schedule="element-types=f32" --attn-instantiate-functions --attn-lower-to-loops --attn-emit-manifest --attn-erase-declarations | FileCheck %s
+// RUN: attn-opt %s --attn-classify-normalizer --attn-derive-backward --attn-select-schedule="element-types=f32" --attn-instantiate-functions --attn-lower-to-loops --attn-emit-manifest --attn-erase-declarations --inline --symbol-dce --canonicalize --cse | FileCheck %s --check-prefix=INLINED
 
 // cosformer (relu features, s·cos(π/2·(i − j)/M), M = 1024) in the linear-time
 // form: cos(A_i + B_j) splits into a feature map of width 2d.

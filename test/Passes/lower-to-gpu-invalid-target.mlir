@@ -1,5 +1,5 @@
-// RUN: attn-opt %s --attn-derive-backward --attn-lower-to-gpu="targets=sm_90,sm_75" -verify-diagnostics
-// RUN: not attn-opt %s --attn-derive-backward --attn-lower-to-gpu="targets=gfx90a" 2>&1 | FileCheck %s
+// RUN: attn-opt %s --attn-classify-normalizer --attn-derive-backward --attn-select-gpu-schedule="head-dims=64" --attn-instantiate-functions --attn-lower-to-gpu="targets=sm_90,sm_75" -verify-diagnostics
+// RUN: not attn-opt %s --attn-classify-normalizer --attn-derive-backward --attn-select-gpu-schedule="head-dims=64" --attn-instantiate-functions --attn-lower-to-gpu="targets=gfx90a" 2>&1 | FileCheck %s
 
 attn.normalizer @relu {
   numerator {

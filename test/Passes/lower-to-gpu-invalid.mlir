@@ -1,4 +1,4 @@
-// RUN: attn-opt %s --split-input-file --attn-derive-backward --attn-lower-to-gpu -verify-diagnostics
+// RUN: attn-opt %s --split-input-file --attn-classify-normalizer --attn-derive-backward --attn-select-gpu-schedule="head-dims=64" --attn-instantiate-functions --attn-lower-to-gpu -verify-diagnostics
 
 attn.normalizer @relu {
   numerator {
@@ -24,6 +24,7 @@ attn.normalizer @relu {
   }
   denominator count
 }
+// expected-remark @+1 {{kernel @k keeps the quadratic form (not kernelised): the score has learnable weights; the linear form has no projection step yet}}
 attn.score @nested contract dot weights(W: 32x16 = identity) feature {
 ^bb0(%x: f32):
   %t = math.tanh %x : f32

@@ -1,7 +1,7 @@
-// RUN: attn-opt %s --split-input-file --attn-derive-backward --attn-lower-to-gpu="element-types=f16 head-dims=64 targets=sm_80,sm_90" | FileCheck %s
-// RUN: attn-opt %s --split-input-file --attn-derive-backward --attn-lower-to-gpu="element-types=f32 head-dims=64" | FileCheck %s --check-prefix=SIMT
-// RUN: attn-opt %s --split-input-file --attn-derive-backward --attn-lower-to-gpu="element-types=bf16,f32 head-dims=32,128 targets=sm_90" | FileCheck %s --check-prefix=TYPES
-// RUN: attn-opt %s --split-input-file --attn-derive-backward --attn-lower-to-gpu="element-types=f32 head-dims=32 targets=sm_90" --attn-lower-to-loops="element-types=f32" | FileCheck %s --check-prefix=MANIFEST
+// RUN: attn-opt %s --split-input-file --attn-classify-normalizer --attn-derive-backward --attn-select-gpu-schedule="element-types=f16 head-dims=64" --attn-instantiate-functions --attn-lower-to-gpu="targets=sm_80,sm_90" | FileCheck %s
+// RUN: attn-opt %s --split-input-file --attn-classify-normalizer --attn-derive-backward --attn-select-gpu-schedule="element-types=f32 head-dims=64" --attn-instantiate-functions --attn-lower-to-gpu | FileCheck %s --check-prefix=SIMT
+// RUN: attn-opt %s --split-input-file --attn-classify-normalizer --attn-derive-backward --attn-select-gpu-schedule="element-types=bf16,f32 head-dims=32,128" --attn-instantiate-functions --attn-lower-to-gpu="targets=sm_90" | FileCheck %s --check-prefix=TYPES
+// RUN: attn-opt %s --split-input-file --attn-classify-normalizer --attn-derive-backward --attn-select-gpu-schedule="element-types=f32 head-dims=32" --attn-select-schedule="element-types=f32" --attn-instantiate-functions --attn-lower-to-gpu="targets=sm_90" --attn-lower-to-loops --attn-emit-manifest | FileCheck %s --check-prefix=MANIFEST
 
 // Online softmax: the four kernels of the CUDA ABI in gpu.module @attn_cuda with
 // one #nvvm.target per chip; bare device pointers then i64 scalars.

@@ -1,18 +1,146 @@
-// RUN: attn-opt %s --split-input-file --attn-derive-backward --attn-lower-to-loops -verify-diagnostics
+// RUN: attn-opt %s --split-input-file --attn-lower-to-loops -verify-diagnostics
 
-// expected-error @+1 {{an artifact holds one kernel; this module has 2: choose one with kernel=<name>}}
+attn.normalizer @relu {
+  numerator {
+  ^bb0(%s: f32):
+    attn.yield %s : f32
+  }
+  denominator count
+}
+// A lowering refuses a kernel the classifier has not annotated.
+// expected-error @+1 {{'attn.kernel' op has no algorithm: the kernel is not classified; run attn-classify-normalizer first}}
+attn.kernel @k normalizer(@relu) {cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>]}
+
+// -----
+
+// expected-error @+1 {{no attn.kernel has a cpu_schedule; run attn-select-schedule first}}
 module {
   attn.normalizer @relu {
     numerator {
     ^bb0(%s: f32):
-      %zero = arith.constant 0.0 : f32
-      %g = arith.maximumf %s, %zero : f32
-      attn.yield %g : f32
+      attn.yield %s : f32
     }
     denominator count
   }
-  // expected-note @+1 {{candidate @a}}
-  attn.kernel @a normalizer(@relu)
-  // expected-note @+1 {{candidate @b}}
-  attn.kernel @b normalizer(@relu)
+  attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>}
 }
+
+// -----
+
+// expected-error @+1 {{an artifact holds one kernel; 2 kernels have a cpu_schedule}}
+module {
+  attn.normalizer @relu {
+    numerator {
+    ^bb0(%s: f32):
+      attn.yield %s : f32
+    }
+    denominator count
+  }
+  // expected-note @+1 {{@a}}
+  attn.kernel @a normalizer(@relu) {algorithm = #attn<algorithm plain>, cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>]}
+  // expected-note @+1 {{@b}}
+  attn.kernel @b normalizer(@relu) {algorithm = #attn<algorithm plain>, cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>]}
+}
+
+// -----
+
+attn.normalizer @relu {
+  numerator {
+  ^bb0(%s: f32):
+    attn.yield %s : f32
+  }
+  denominator count
+}
+// expected-error @+1 {{'attn.kernel' op has no scalar functions; run attn-derive-backward first}}
+attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>]}
+
+// -----
+
+attn.normalizer @relu {
+  numerator {
+  ^bb0(%s: f32):
+    attn.yield %s : f32
+  }
+  denominator count
+}
+// expected-error @+1 {{'attn.kernel' op has no f64 instance of its scalar functions; run attn-instantiate-functions first}}
+attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, functions = [#attn.functions<type = f32, numerator = @g, numerator_ds = @g>], cpu_schedule = [#attn.cpu_schedule<type = f64, variant = generic>]}
+func.func private @g(%s: f32, %m: f32) -> f32 {
+  return %s : f32
+}
+
+// -----
+
+attn.normalizer @relu {
+  numerator {
+  ^bb0(%s: f32):
+    attn.yield %s : f32
+  }
+  denominator count
+}
+// expected-error @+1 {{'attn.kernel' op has no f32 x8 instance of its scalar functions; run attn-instantiate-functions first}}
+attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, functions = [#attn.functions<type = f32, numerator = @g, numerator_ds = @g>], cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 1, forward_keys = 8, backward_keys = 8>]}
+func.func private @g(%s: f32, %m: f32) -> f32 {
+  return %s : f32
+}
+
+// -----
+
+attn.normalizer @relu {
+  numerator {
+  ^bb0(%s: f16):
+    attn.yield %s : f16
+  }
+  denominator count
+}
+// expected-error @+1 {{'attn.kernel' op has a CPU schedule for 'f16'; CPU entry points exist for f32 and f64}}
+attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, cpu_schedule = [#attn.cpu_schedule<type = f16, variant = generic>]}
+
+// -----
+
+attn.normalizer @relu {
+  numerator {
+  ^bb0(%s: f32):
+    attn.yield %s : f32
+  }
+  denominator count
+}
+// expected-error @+1 {{'attn.kernel' op has a linear schedule but its algorithm is plain; the linear form needs a kernelised kernel}}
+attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, cpu_schedule = [#attn.cpu_schedule<type = f32, variant = linear>]}
+
+// -----
+
+attn.normalizer @relu {
+  numerator {
+  ^bb0(%s: f32):
+    attn.yield %s : f32
+  }
+  denominator count
+}
+// expected-error @+1 {{'attn.kernel' op needs one generic or linear schedule for 'f32' (for any head dim and stride), has 0}}
+attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, cpu_schedule = [#attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 1, forward_keys = 8, backward_keys = 8>]}
+
+// -----
+
+attn.normalizer @relu {
+  numerator {
+  ^bb0(%s: f32):
+    attn.yield %s : f32
+  }
+  denominator count
+}
+// expected-error @+1 {{'attn.kernel' op has two tiled schedules for head dim 32 at 'f32'}}
+attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 1, forward_keys = 8, backward_keys = 8>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 2, forward_keys = 8, backward_keys = 8>]}
+
+// -----
+
+attn.normalizer @relu {
+  numerator {
+  ^bb0(%s: f32):
+    attn.yield %s : f32
+  }
+  denominator count
+}
+attn.score @concat contract additive hidden 4 weights(W_q: 4x8 = identity, W_k: 4x8 = identity, v: 4 = 1.0)
+// expected-error @+1 {{'attn.kernel' op has a tiled schedule, but the additive contraction has no tile-product form}}
+attn.kernel @k normalizer(@relu) score(@concat) {algorithm = #attn<algorithm plain>, cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 8, lanes = 8, rows = 1, forward_keys = 8, backward_keys = 8>]}

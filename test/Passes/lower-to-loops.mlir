@@ -1,5 +1,5 @@
-// RUN: attn-opt %s --split-input-file --attn-derive-backward --attn-lower-to-loops="element-types=f32,f64" | FileCheck %s
-// RUN: attn-opt %s --split-input-file --attn-derive-backward --attn-lower-to-loops="element-types=f32" --inline --symbol-dce --canonicalize --cse | FileCheck %s --check-prefix=INLINED
+// RUN: attn-opt %s --split-input-file --attn-classify-normalizer --attn-derive-backward --attn-select-schedule="element-types=f32,f64" --attn-instantiate-functions --attn-lower-to-loops --attn-emit-manifest --attn-erase-declarations | FileCheck %s
+// RUN: attn-opt %s --split-input-file --attn-classify-normalizer --attn-derive-backward --attn-select-schedule="element-types=f32" --attn-instantiate-functions --attn-lower-to-loops --attn-emit-manifest --attn-erase-declarations --inline --symbol-dce --canonicalize --cse | FileCheck %s --check-prefix=INLINED
 
 // Online softmax: one entry point per direction and element type with the C
 // interface, the attn ops gone, f64 copies of the scalar functions, and the

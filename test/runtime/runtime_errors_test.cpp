@@ -104,6 +104,92 @@ template <size_t N> void expect_manifests_refused(const ManifestCase (&cases)[N]
   unsetenv("ATTN_FIXTURE_MANIFEST");
 }
 
+// --- the manifest golden files (test/manifest/) ----------------------------------
+// The compiler writes them (test/manifest/golden.mlir checks), the runtime's C++
+// reader parses them here and the Python reader in test_manifest_golden.py.
+
+attn::Manifest parse_golden(const std::string &name) {
+  std::string path = std::string(ATTN_MANIFEST_GOLDEN_DIR) + "/" + name + ".manifest";
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << path;
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return attn::detail::parse_manifest(path, text);
+}
+
+TEST(ManifestGolden, ScalarParams) {
+  attn::Manifest m = parse_golden("multimax");
+  EXPECT_EQ(m.abi_version, ATTN_ABI_VERSION);
+  EXPECT_EQ(m.kernel, "multimax_attention");
+  EXPECT_EQ(m.normalizer, "multimax");
+  EXPECT_EQ(m.algorithm, "online");
+  EXPECT_EQ(m.denominator, "sum");
+  EXPECT_EQ(m.mask, "none");
+  EXPECT_EQ(m.param_names, (std::vector<std::string>{"tb1", "td1", "b1", "d1", "tb2", "td2",
+                                                      "b2", "d2"}));
+  EXPECT_EQ(m.param_inits, (std::vector<double>{1, 1, -1, 1, 1, 1, -2, 2}));
+  EXPECT_EQ(m.param_shapes, std::vector<std::vector<int64_t>>(8));
+  EXPECT_EQ(m.head_dim, 0);
+  EXPECT_EQ(m.dtypes, (std::vector<std::string>{"f32", "f64"}));
+  EXPECT_EQ(m.devices, std::vector<std::string>{"cpu"});
+  EXPECT_TRUE(m.cuda_targets.empty());
+  EXPECT_TRUE(m.cuda_kernels.empty());
+}
+
+TEST(ManifestGolden, KernelisedWithoutParams) {
+  attn::Manifest m = parse_golden("linear");
+  EXPECT_EQ(m.algorithm, "kernelised");
+  EXPECT_TRUE(m.param_names.empty());
+  EXPECT_EQ(m.dtypes, std::vector<std::string>{"f64"});
+}
+
+TEST(ManifestGolden, Weights) {
+  attn::Manifest m = parse_golden("bahdanau");
+  EXPECT_EQ(m.param_names, (std::vector<std::string>{"W_q", "W_k", "v"}));
+  EXPECT_EQ(m.param_shapes, (std::vector<std::vector<int64_t>>{{32, 32}, {32, 32}, {32}}));
+  EXPECT_EQ(m.param_identity, (std::vector<bool>{true, true, false}));
+  EXPECT_EQ(m.param_inits[2], 0.125);
+  EXPECT_EQ(m.head_dim, 32);
+  EXPECT_EQ(parse_golden("luong_general").param_shapes,
+            (std::vector<std::vector<int64_t>>{{32, 32}}));
+}
+
+TEST(ManifestGolden, RowInputs) {
+  attn::Manifest m = parse_golden("luong_local");
+  EXPECT_EQ(m.param_names, std::vector<std::string>{"sigma"});
+  EXPECT_EQ(m.param_inits, std::vector<double>{2});
+  EXPECT_EQ(m.row_input_names, std::vector<std::string>{"p"});
+}
+
+TEST(ManifestGolden, ContractSkipped) {
+  // "contract cosine 5" is informational (attn/abi.h): read, and skipped, by this reader.
+  attn::Manifest m = parse_golden("cosine");
+  EXPECT_EQ(m.kernel, "cosine_attention");
+  EXPECT_TRUE(m.param_names.empty());
+  EXPECT_EQ(m.dtypes, (std::vector<std::string>{"f32", "f64"}));
+  EXPECT_EQ(m.devices, std::vector<std::string>{"cpu"});
+}
+
+TEST(ManifestGolden, CudaKernels) {
+  attn::Manifest m = parse_golden("softmax-cuda");
+  EXPECT_EQ(m.devices, (std::vector<std::string>{"cpu", "cuda"}));
+  EXPECT_EQ(m.cuda_targets, (std::vector<std::string>{"sm_80", "sm_90"}));
+  ASSERT_EQ(m.cuda_kernels.size(), 24u); // 4 roles × (bf16, f32) × (32, 64, 128)
+  const attn::CudaKernel &first = m.cuda_kernels.front();
+  EXPECT_EQ(first.role, "forward");
+  EXPECT_EQ(first.dtype, "bf16");
+  EXPECT_EQ(first.head_dim, 32);
+  EXPECT_EQ(first.symbol, "attn_forward_bf16_d32");
+  EXPECT_EQ(first.tile_rows, 64);
+  EXPECT_EQ(first.threads, 128);
+  EXPECT_EQ(first.smem_bytes, 0);
+  const attn::CudaKernel &last = m.cuda_kernels.back();
+  EXPECT_EQ(last.role, "backward_dq");
+  EXPECT_EQ(last.dtype, "f32");
+  EXPECT_EQ(last.head_dim, 128);
+  EXPECT_EQ(last.tile_rows, 8);
+  EXPECT_EQ(last.threads, 256);
+}
+
 TEST(LibraryLoad, MissingFile) {
   EXPECT_ATTN_ERROR(Library::load("/nonexistent/dir/softmax.so"), "/nonexistent/dir/softmax.so",
                     "not found", "attn-compile");

@@ -1,38 +1,39 @@
 //===- attn-compile.cpp - one-shot driver: attn IR -> artifact .so --------===//
 //
 //   attn-compile tanhmax.mlir -o tanhmax.so [--kernel=name] [--dtypes=f32,f64]
-//                [--cpu=native|<llvm cpu name>] [--emit=so|obj|llvm|mlir|ptx]
+//                [--cpu=native|<llvm cpu name>] [--emit=so|obj|llvm|mlir|ptx|manifest]
 //                [--cuda-targets=sm_80,sm_90 [--cuda-dtypes=f16,bf16,f32]
 //                 [--cuda-toolkit=DIR]]
 //
-// Runs the attn pipeline (verify, classify, derive backward, lower to GPU when
-// CUDA targets are requested, lower to loops), the upstream lowering to the
-// LLVM dialect, LLVM's O3 pipeline for the target CPU, emits an object file and
-// links it into a shared object with `cc`. The CUDA kernels go through MLIR's
-// NVVM target in-process (convert-gpu-to-nvvm, gpu-module-to-binary: LLVM's
-// NVPTX backend, libdevice and the toolkit's ptxas) and are embedded in the
-// same object as the globals of the CUDA ABI (runtime/include/attn/abi.h).
+// Runs the registered attn pipeline (attn-cpu-pipeline, or attn-cuda-pipeline
+// when CUDA targets are requested; passes/Passes.h), the upstream lowering to
+// the LLVM dialect (attn-host-to-llvm), LLVM's O3 pipeline for the target CPU,
+// emits an object file and links it into a shared object with `cc`. The CUDA
+// kernels go through MLIR's NVVM target in-process (attn-gpu-to-nvvm, then
+// gpu-module-to-binary: LLVM's NVPTX backend, libdevice and the toolkit's
+// ptxas) and are embedded in the same object as the globals of the CUDA ABI
+// (runtime/include/attn/abi.h).
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/AttnDialect.h"
 #include "passes/Passes.h"
 
-#include "lib/KernelFunctions.h"
-#include "lib/LowerToGPU.h"
+#include "lib/Analysis/KernelSignature.h"
+#include "lib/Codegen/GPU/GPULowering.h"
+#include "lib/Codegen/Manifest.h"
 #include "runtime/include/attn/abi.h"
 #include "tools/NestingLimit.h"
 
 #include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
-#include "mlir/InitAllPasses.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
@@ -75,14 +76,16 @@ static cl::opt<std::string> dtypes("dtypes", cl::desc("Element types to instanti
                                    cl::init("f32,f64"));
 static cl::opt<std::string> cpu("cpu", cl::desc("Target CPU (LLVM name) or 'native'"),
                                 cl::init("native"));
-enum class Emit { SharedObject, Object, LLVMIR, MLIR, PTX };
+enum class Emit { SharedObject, Object, LLVMIR, MLIR, PTX, Manifest };
 static cl::opt<Emit> emit(
     "emit", cl::desc("What to write"), cl::init(Emit::SharedObject),
     cl::values(clEnumValN(Emit::SharedObject, "so", "linked shared object (default)"),
                clEnumValN(Emit::Object, "obj", "object file"),
                clEnumValN(Emit::LLVMIR, "llvm", "optimised LLVM IR"),
                clEnumValN(Emit::MLIR, "mlir", "MLIR after the attn passes (loops, gpu.module)"),
-               clEnumValN(Emit::PTX, "ptx", "PTX of the CUDA kernels for the lowest --cuda-targets")));
+               clEnumValN(Emit::PTX, "ptx", "PTX of the CUDA kernels for the lowest --cuda-targets"),
+               clEnumValN(Emit::Manifest, "manifest",
+                          "the artifact's manifest text (runtime/include/attn/abi.h)")));
 static cl::list<std::string> cudaTargets(
     "cuda-targets", cl::desc("CUDA chips to build kernels for (sm_80,sm_90,...); default none: "
                              "a CPU-only artifact"),
@@ -96,31 +99,33 @@ static cl::opt<std::string> cudaToolkit(
              "the one found at build time, else /usr/local/cuda"),
     cl::init(""));
 
-static std::string attnPipeline(int64_t vectorBits) {
-  std::string types = dtypes;
-  std::string gpu;
-  if (!cudaTargets.empty())
-    gpu = "attn-lower-to-gpu{kernel=" + std::string(kernelName) + " element-types=" +
-          std::string(cudaDtypes) + " targets=" + llvm::join(cudaTargets, ",") + "},";
-  return "attn-verify,attn-classify-normalizer,attn-derive-backward," + gpu +
-         "attn-lower-to-loops{kernel=" +
-         std::string(kernelName) + " element-types=" + types +
-         " vector-bits=" + std::to_string(vectorBits) +
-         "},inline,symbol-dce,attn-approximate-math,canonicalize,cse,"
-         "loop-invariant-code-motion,canonicalize";
+/// The attn pipeline of this invocation (attn-cpu-pipeline or attn-cuda-pipeline).
+static void buildAttnPipeline(OpPassManager &pm, int64_t vectorBits) {
+  SmallVector<std::string> types;
+  for (StringRef type : llvm::split(dtypes, ','))
+    types.push_back(type.str());
+  if (cudaTargets.empty()) {
+    attn::CpuPipelineOptions options;
+    options.kernel = kernelName;
+    options.elementTypes = types;
+    options.vectorBits = vectorBits;
+    attn::buildCpuPipeline(pm, options);
+    return;
+  }
+  attn::CudaPipelineOptions options;
+  options.kernel = kernelName;
+  options.elementTypes = types;
+  options.vectorBits = vectorBits;
+  for (StringRef type : llvm::split(cudaDtypes, ','))
+    options.cudaElementTypes.push_back(type.str());
+  options.targets = SmallVector<std::string>(cudaTargets.begin(), cudaTargets.end());
+  attn::buildCudaPipeline(pm, options);
 }
 
-static const char *llvmLoweringPipeline =
-    "convert-scf-to-cf,expand-strided-metadata,lower-affine,convert-vector-to-llvm,"
-    "finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
-    "convert-arith-to-llvm,convert-index-to-llvm,convert-cf-to-llvm,"
-    "convert-func-to-llvm,reconcile-unrealized-casts";
-
-/// Runs `pipeline`, a comma-separated list of module passes.
-static LogicalResult runPipeline(ModuleOp module, StringRef pipeline) {
+/// Runs the passes `build` adds to a pass manager on `module`.
+static LogicalResult runPipeline(ModuleOp module, function_ref<void(OpPassManager &)> build) {
   PassManager pm(module.getContext());
-  if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
-    return failure();
+  build(pm);
   return pm.run(module);
 }
 
@@ -187,14 +192,16 @@ static FailureOr<CudaImages> serializeCudaModule(ModuleOp module, StringRef tool
   builder.setInsertionPointToEnd(lowered->getBody());
   builder.clone(*gpuModule);
   gpuModule.erase();
-  if (failed(runPipeline(*lowered, "convert-nvgpu-to-nvvm,convert-scf-to-cf,gpu.module(convert-gpu-to-nvvm),"
-                                   "reconcile-unrealized-casts")))
+  if (failed(runPipeline(*lowered, attn::buildGpuToNVVMPipeline)))
     return failure();
 
   auto binaryObjects = [&](ModuleOp container, StringRef format) -> FailureOr<ArrayAttr> {
-    if (failed(runPipeline(container, ("gpu-module-to-binary{format=" + format +
-                                       " toolkit=" + toolkit + "}")
-                                          .str())))
+    GpuModuleToBinaryPassOptions options;
+    options.compilationTarget = format.str();
+    options.toolkitPath = toolkit.str();
+    if (failed(runPipeline(container, [&](OpPassManager &pm) {
+          pm.addPass(createGpuModuleToBinaryPass(options));
+        })))
       return failure();
     return container.lookupSymbol<gpu::BinaryOp>(attn::kCudaModuleName).getObjectsAttr();
   };
@@ -370,30 +377,21 @@ static LogicalResult linkSharedObject(StringRef object, StringRef output) {
   return success();
 }
 
-/// attn_signature (runtime/include/attn/abi.h): what the entry points of the kernel
-/// compiled from `source` (the module as parsed) read, taken from the attn ops
-/// themselves, so that the runtime can cross-check the manifest against it.
-static FailureOr<SmallVector<int64_t>> abiSignature(ModuleOp source) {
-  FailureOr<attn::KernelOp> kernel = attn::selectKernel(source, kernelName);
-  if (failed(kernel))
-    return failure();
-  attn::ScoreOp score = kernel->getScoreOp();
+/// attn_signature (runtime/include/attn/abi.h): what the entry points compiled from
+/// `kernel` read, taken from the attn ops as every lowering takes them
+/// (lib/Analysis/KernelSignature.h), so that the runtime can cross-check the manifest.
+static SmallVector<int64_t> abiSignature(attn::KernelOp kernel) {
+  attn::ScoreOp score = kernel.getScoreOp();
+  SmallVector<attn::KernelWeight> weights = attn::kernelWeights(kernel);
+  const int64_t scalars = attn::kernelParamNames(kernel).size();
   SmallVector<int64_t> signature{ATTN_ABI_VERSION, score ? score.getNumRowInputs() : 0,
-                                 score ? score.getRequiredHeadDim() : 0, /*count=*/0};
-  // Params in kernel order, each as its rank and extents: the normalizer's scalars,
-  // the score's scalars, then its weights.
-  auto scalars = [&](unsigned count) {
-    signature[3] += count;
-    signature.append(count, /*rank=*/0);
-  };
-  scalars(kernel->getNormalizerOp().getNumParams());
-  if (score) {
-    scalars(score.getNumParams());
-    for (unsigned w = 0; w < score.getNumWeights(); ++w) {
-      signature[3] += 1;
-      signature.push_back(score.getWeightShape(w).size());
-      llvm::append_range(signature, score.getWeightShape(w));
-    }
+                                 score ? score.getRequiredHeadDim() : 0,
+                                 scalars + static_cast<int64_t>(weights.size())};
+  // Each param as its rank and extents, in ABI order: the scalars, then the weights.
+  signature.append(scalars, /*rank=*/0);
+  for (const attn::KernelWeight &weight : weights) {
+    signature.push_back(weight.shape.size());
+    llvm::append_range(signature, weight.shape);
   }
   return signature;
 }
@@ -445,8 +443,6 @@ static LogicalResult writeSealedArtifact(StringRef object, StringRef output) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  registerAllPasses();
-  attn::registerAttnPasses();
   cl::ParseCommandLineOptions(argc, argv, "attn compiler: attn IR -> CPU artifact\n");
   if (failed(checkListOptions()))
     return 1;
@@ -483,7 +479,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   std::string toolkit;
-  if (cuda) {
+  // The manifest describes the CUDA kernels without compiling them.
+  if (cuda && emit != Emit::Manifest) {
     FailureOr<std::string> found = findCudaToolkit();
     if (failed(found))
       return 1;
@@ -500,13 +497,18 @@ int main(int argc, char **argv) {
       machine->getMCSubtargetInfo()->checkFeatures("+avx512f") ? 512 : 256;
 
   OwningOpRef<ModuleOp> source = module->clone(); // the attn ops, for attn_signature
-  if (failed(runPipeline(*module, attnPipeline(vectorBits))))
+  if (failed(runPipeline(*module, [&](OpPassManager &pm) { buildAttnPipeline(pm, vectorBits); })))
     return 1;
-  FailureOr<SmallVector<int64_t>> signature = abiSignature(*source);
-  if (failed(signature))
-    return 1;
+  // The pipeline compiled the kernel --kernel names, or the module's only one.
+  SmallVector<int64_t> signature = abiSignature(
+      kernelName.empty() ? *source->getOps<attn::KernelOp>().begin()
+                         : source->lookupSymbol<attn::KernelOp>(kernelName));
   if (emit == Emit::MLIR)
     return failed(writeOutput([&](llvm::raw_ostream &os) { module->print(os); })) ? 1 : 0;
+  if (emit == Emit::Manifest)
+    return failed(writeOutput([&](llvm::raw_ostream &os) { os << attn::manifestText(*module); }))
+               ? 1
+               : 0;
   CudaImages cudaImages;
   if (cuda) {
     FailureOr<CudaImages> images = serializeCudaModule(*module, toolkit, emit != Emit::PTX);
@@ -516,7 +518,7 @@ int main(int argc, char **argv) {
     if (emit == Emit::PTX)
       return failed(writeOutput([&](llvm::raw_ostream &os) { os << cudaImages.ptx; })) ? 1 : 0;
   }
-  if (failed(runPipeline(*module, llvmLoweringPipeline)))
+  if (failed(runPipeline(*module, attn::buildHostToLLVMPipeline)))
     return 1;
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule = translateModuleToLLVMIR(*module, llvmContext);
@@ -528,7 +530,7 @@ int main(int argc, char **argv) {
     embedImage(*llvmModule, "attn_cuda_cubin_" + chip, cubin, /*nulTerminated=*/false);
   if (cuda)
     embedImage(*llvmModule, "attn_cuda_ptx", cudaImages.ptx, /*nulTerminated=*/true);
-  embedSignature(*llvmModule, *signature);
+  embedSignature(*llvmModule, signature);
   llvmModule->setDataLayout(machine->createDataLayout());
   llvmModule->setTargetTriple(machine->getTargetTriple());
   if (llvm::Error err = makeOptimizingTransformer(3, 0, machine.get())(llvmModule.get())) {

@@ -22,6 +22,7 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   mlir::registerAllPasses();
   mlir::attn::registerAttnPasses();
+  mlir::attn::registerAttnPipelines();
 
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);

@@ -3,7 +3,7 @@
  * An artifact is a shared object compiled from one attn.kernel. It exports:
  *
  *   const char *attn_manifest(void);
- *     Text manifest, one "key value..." line each (see ATTN_MANIFEST_* below):
+ *     Text manifest, one "key value..." line each:
  *       attn-abi 2
  *       kernel tanhmax_attention
  *       normalizer tanhmax
@@ -18,13 +18,20 @@
  *       head-dim 64                 (optional: q's head dim must be this, fixed by
  *                                    the weights' shapes)
  *       row-inputs p ...            (optional: names of the R per-query inputs)
- *       contract scaled_dot 0.125   (optional, informational: the score's contraction
- *                                    kind, its constant c -- or 1/sqrt(d) -- and
- *                                    "feature" with a feature map; the Python package
- *                                    rescales q for SDPA's scale= where the contracted
- *                                    score is c·q·k: dot/scaled_dot, no feature map)
+ *       contract scaled_dot 0.125   (informational, absent before this line existed:
+ *                                    the score's contraction kind, its constant c --
+ *                                    or 1/sqrt(d) -- and "feature" with a feature map;
+ *                                    the Python package rescales q for SDPA's scale=
+ *                                    where the contracted score is c·q·k: dot or
+ *                                    scaled_dot, no feature map. The C++ reader skips
+ *                                    it: the runtime never rescales)
  *       dtypes f32 f64
  *       devices cpu
+ *     This comment is the format's one description. It has one writer, the
+ *     compiler's (lib/Codegen/Manifest.cpp; `attn-compile --emit=manifest` prints
+ *     it), and one reader per language: runtime/library.cpp (C++) and
+ *     runtime/python/attn/__init__.py (parse_manifest). All three are checked
+ *     against the golden files in test/manifest/.
  *
  *   For each dtype T in the manifest (f32: float, f64: double):
  *
@@ -76,7 +83,7 @@
  *
  * ---- CUDA -------------------------------------------------------------------
  * With `attn-compile --cuda-targets=sm_80,sm_90` the artifact also holds CUDA
- * kernels (lib/LowerToGPU.cpp), and the manifest says so:
+ * kernels (lib/Codegen/GPU/), and the manifest says so:
  *
  *   devices cpu cuda
  *   cuda-targets sm_80 sm_90     one cubin per target, all kernels in one module
@@ -149,6 +156,50 @@ typedef struct {
   int64_t sizes[1];
   int64_t strides[1];
 } attn_memref1d;
+
+/* Argument positions of the CPU entry points, in the order of attn_forward_fn and
+ * attn_backward_fn below: the compiler builds the entry points from these, so a
+ * new argument is added here once. */
+enum attn_forward_arg {
+  ATTN_FORWARD_Q, ATTN_FORWARD_K, ATTN_FORWARD_V, ATTN_FORWARD_O,
+  ATTN_FORWARD_ROW_MAX, ATTN_FORWARD_ROW_SUM, ATTN_FORWARD_PARAMS, ATTN_FORWARD_ROW_INPUTS,
+  ATTN_FORWARD_Q_BEGIN, ATTN_FORWARD_Q_END, ATTN_FORWARD_KV_LEN, ATTN_FORWARD_CAUSAL,
+  ATTN_FORWARD_NUM_ARGS
+};
+enum attn_backward_arg {
+  ATTN_BACKWARD_Q, ATTN_BACKWARD_K, ATTN_BACKWARD_V, ATTN_BACKWARD_O, ATTN_BACKWARD_DOUT,
+  ATTN_BACKWARD_ROW_MAX, ATTN_BACKWARD_ROW_SUM, ATTN_BACKWARD_PARAMS, ATTN_BACKWARD_ROW_INPUTS,
+  ATTN_BACKWARD_DQ, ATTN_BACKWARD_DK, ATTN_BACKWARD_DV, ATTN_BACKWARD_DPARAMS,
+  ATTN_BACKWARD_DROW_INPUTS, ATTN_BACKWARD_KV_LEN, ATTN_BACKWARD_CAUSAL,
+  ATTN_BACKWARD_NUM_ARGS
+};
+
+/* Argument positions of the CUDA kernels (see "CUDA" above): device pointers,
+ * then int64 scalars from *_HEADS on. The compiler declares the kernels and the
+ * runtime fills cuLaunchKernel's argument array with them. */
+enum attn_cuda_forward_arg {
+  ATTN_CUDA_FORWARD_Q, ATTN_CUDA_FORWARD_K, ATTN_CUDA_FORWARD_V, ATTN_CUDA_FORWARD_O,
+  ATTN_CUDA_FORWARD_ROW_MAX, ATTN_CUDA_FORWARD_ROW_SUM, ATTN_CUDA_FORWARD_PARAMS,
+  ATTN_CUDA_FORWARD_KEY_LENGTHS, ATTN_CUDA_FORWARD_HEADS, ATTN_CUDA_FORWARD_NQ,
+  ATTN_CUDA_FORWARD_NK, ATTN_CUDA_FORWARD_CAUSAL, ATTN_CUDA_FORWARD_NUM_ARGS
+};
+enum attn_cuda_backward_prep_arg {
+  ATTN_CUDA_PREP_O, ATTN_CUDA_PREP_DOUT, ATTN_CUDA_PREP_DELTA, ATTN_CUDA_PREP_HEADS,
+  ATTN_CUDA_PREP_NQ, ATTN_CUDA_PREP_NUM_ARGS
+};
+enum attn_cuda_backward_dkdv_arg {
+  ATTN_CUDA_DKDV_Q, ATTN_CUDA_DKDV_K, ATTN_CUDA_DKDV_V, ATTN_CUDA_DKDV_DOUT,
+  ATTN_CUDA_DKDV_ROW_MAX, ATTN_CUDA_DKDV_ROW_SUM, ATTN_CUDA_DKDV_DELTA, ATTN_CUDA_DKDV_PARAMS,
+  ATTN_CUDA_DKDV_KEY_LENGTHS, ATTN_CUDA_DKDV_DK, ATTN_CUDA_DKDV_DV, ATTN_CUDA_DKDV_DPARAMS,
+  ATTN_CUDA_DKDV_HEADS, ATTN_CUDA_DKDV_NQ, ATTN_CUDA_DKDV_NK, ATTN_CUDA_DKDV_CAUSAL,
+  ATTN_CUDA_DKDV_NUM_ARGS
+};
+enum attn_cuda_backward_dq_arg {
+  ATTN_CUDA_DQ_Q, ATTN_CUDA_DQ_K, ATTN_CUDA_DQ_V, ATTN_CUDA_DQ_DOUT, ATTN_CUDA_DQ_ROW_MAX,
+  ATTN_CUDA_DQ_ROW_SUM, ATTN_CUDA_DQ_DELTA, ATTN_CUDA_DQ_PARAMS, ATTN_CUDA_DQ_KEY_LENGTHS,
+  ATTN_CUDA_DQ_DQ, ATTN_CUDA_DQ_HEADS, ATTN_CUDA_DQ_NQ, ATTN_CUDA_DQ_NK, ATTN_CUDA_DQ_CAUSAL,
+  ATTN_CUDA_DQ_NUM_ARGS
+};
 
 typedef const char *(*attn_manifest_fn)(void);
 

@@ -76,8 +76,9 @@ def parse_manifest(text):
     mask, an int for 'attn-abi', an OrderedDict name -> initial value for 'params' (a float
     for a scalar, a float64 tensor of the weight's shape for a weight 'W[64x64]=identity'),
     lists for 'dtypes', 'devices' and 'cuda-targets', a list of dicts (role, dtype, head_dim,
-    symbol, tile_rows, threads, smem_bytes) for the 'cuda-kernel' lines; other (informational)
-    keys map to their value string. The runtime validated the text when it loaded the artifact."""
+    symbol, tile_rows, threads, smem_bytes) for the 'cuda-kernel' lines, a dict (kind, scale: a
+    float, or None for 1/sqrt(d); feature: bool) for 'contract'; other (informational) keys
+    map to their value string. The runtime validated the text when it loaded the artifact."""
     m = {"params": OrderedDict(), "cuda-targets": [], "cuda-kernel": []}
     for line in text.splitlines():
         tokens = line.split()
@@ -90,6 +91,10 @@ def parse_manifest(text):
             m[key] = OrderedDict(_param_init(*t.split("=", 1)) for t in values)
         elif key in ("dtypes", "devices", "cuda-targets"):
             m[key] = values
+        elif key == "contract":
+            kind, scale, *feature = values
+            m[key] = {"kind": kind, "scale": None if scale == "1/sqrt(d)" else float(scale),
+                      "feature": feature == ["feature"]}
         elif key == "cuda-kernel":
             fields = dict(zip(_CUDA_KERNEL_FIELDS, values))
             m[key].append({"role": fields["role"], "dtype": fields["dtype"],
@@ -170,13 +175,14 @@ class Kernel:
         if "contract" not in self.manifest:
             raise RuntimeError(f"attn: scale={scale}: the manifest of {self.path} has no "
                                "contract line; recompile it with this attn-compile")
-        kind, kernel_scale, *feature = self.manifest["contract"].split()
-        if kind not in ("dot", "scaled_dot") or feature:
-            what = f"contract {kind}" + (" with a feature map" if feature else "")
+        contract = self.manifest["contract"]
+        if contract["kind"] not in ("dot", "scaled_dot") or contract["feature"]:
+            what = f"contract {contract['kind']}" + (
+                " with a feature map" if contract["feature"] else "")
             raise RuntimeError(
                 f"attn: scale={scale} needs a score that is a constant times q·k, but kernel "
                 f"{self.name} has {what}: write the scale into its attn.score instead")
-        own = 1.0 / math.sqrt(head_dim) if kernel_scale == "1/sqrt(d)" else float(kernel_scale)
+        own = 1.0 / math.sqrt(head_dim) if contract["scale"] is None else contract["scale"]
         return scale / own
 
     def _params(self, params, q):

@@ -1,0 +1,54 @@
+//===- NormalizerAnalysis.h - choose the forward algorithm -------*- C++ -*-===//
+//
+// Classifies a normalizer into DESIGN.md's forward algorithms by the exp-degree of
+// its regions. Every value gets a degree:
+//   0      no exp factor (constants, s, params, polynomials, tanh/sigmoid-like
+//          bounded forms, including a / (c + exp(x)) with c > 0)
+//   1      exactly one exp factor per additive term (e^s, e^s - e^-s, e^σ(s)·t(s))
+//   mixed  anything else (e^s + 1, e^(e^s), log(e^s), e^s · e^s, comparisons of e^s)
+// Online (flash-style, stabilised) needs numerator and summed denominator both of
+// degree 1; every degree-1 exp factor then becomes exp(x - m) with m the running
+// maximum of those arguments, and all of g·e^-m, h·e^-m stay in range.
+// Plain accumulation takes numerators without exp factors, and any numerator over
+// a constant or count denominator (nothing could rescale C there).
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_LIB_ANALYSIS_NORMALIZERANALYSIS_H
+#define ATTN_LIB_ANALYSIS_NORMALIZERANALYSIS_H
+
+#include "dialect/AttnOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallPtrSet.h"
+
+namespace mlir::attn {
+
+/// e^x · c / (k + e^u) with constants c, k > 0 (e.g. e^s·sigmoid(s)). Its size is
+/// e^(x + ln c - log(k + e^u)), not e^x: the bounded factor can underflow to 0 on
+/// its own, so the online algorithm stabilises the product as one exponential.
+struct StabilisedProduct {
+  Operation *exp;        // e^x
+  arith::DivFOp bounded; // c / (k + e^u)
+};
+
+struct NormalizerClass {
+  Algorithm algorithm;
+  /// The math.exp ops (in the numerator and denominator regions) whose arguments
+  /// the online algorithm shifts by the running maximum.
+  llvm::SmallPtrSet<Operation *, 8> stabilisedExps;
+  /// Products (arith.mulf ops) stabilised as a whole, see StabilisedProduct.
+  llvm::DenseMap<Operation *, StabilisedProduct> stabilisedProducts;
+};
+
+/// Classifies `normalizer`; on failure emits a diagnostic on the op that breaks
+/// both algorithms.
+FailureOr<NormalizerClass> classifyNormalizer(NormalizerOp normalizer);
+
+/// The algorithm attn-classify-normalizer recorded on `kernel`; a diagnostic
+/// asking for that pass when it has not run (every later pass reads the
+/// classifier's decision from here rather than recomputing it).
+FailureOr<Algorithm> requireAlgorithm(KernelOp kernel);
+
+} // namespace mlir::attn
+
+#endif

@@ -1,0 +1,80 @@
+//===- Schedules.cpp - which loop schedules a kernel gets -----------------===//
+#include "lib/Analysis/Schedules.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace mlir::attn;
+
+SmallVector<Attribute> mlir::attn::defaultCpuSchedules(KernelOp kernel, Algorithm algorithm,
+                                                       ArrayRef<FloatType> types,
+                                                       int64_t vectorBits) {
+  MLIRContext *ctx = kernel.getContext();
+  ScoreOp score = kernel.getScoreOp();
+  // The linear form's work is O(N·d·dv) already; the additive contraction's
+  // tanh-dot has no tile-product form.
+  bool tiles = algorithm != Algorithm::Kernelised &&
+               !(score && score.getContract() == ContractKind::Additive);
+  SmallVector<Attribute> schedules;
+  for (FloatType type : types) {
+    schedules.push_back(CpuScheduleAttr::get(
+        ctx, type, algorithm == Algorithm::Kernelised ? CpuVariant::Linear : CpuVariant::Generic, 0,
+        0, 0, 0, 0));
+    int64_t lanes = vectorBits / type.getWidth();
+    for (int64_t headDim : kTiledHeadDims) {
+      if (!tiles || headDim % lanes != 0)
+        continue;
+      // The W·V accumulators take at most 16 vector registers (of 32 with
+      // AVX-512), the score tile 4 per row; the output rows live in an L1
+      // scratch between key blocks, which leaves room for 4-vector score tiles.
+      int64_t rows = std::clamp<int64_t>(16 / (headDim / lanes), 1, 4);
+      schedules.push_back(CpuScheduleAttr::get(ctx, type, CpuVariant::Tiled, headDim, lanes, rows,
+                                               /*forwardKeys=*/4 * lanes,
+                                               /*backwardKeys=*/2 * lanes));
+    }
+  }
+  return schedules;
+}
+
+SmallVector<Attribute> mlir::attn::defaultGpuSchedules(Algorithm algorithm,
+                                                       ArrayRef<FloatType> types,
+                                                       ArrayRef<int64_t> headDims) {
+  SmallVector<Attribute> schedules;
+  for (FloatType type : types) {
+    bool tensorCores = type.isBF16() || (type.isF16() && algorithm == Algorithm::Online);
+    for (int64_t headDim : headDims)
+      schedules.push_back(
+          GpuScheduleAttr::get(type.getContext(), type, headDim,
+                               tensorCores ? GpuVariant::TensorCore : GpuVariant::Simt));
+  }
+  return schedules;
+}
+
+FailureOr<KernelOp> mlir::attn::scheduledKernel(ModuleOp module, bool gpu) {
+  StringRef attribute = gpu ? "gpu_schedule" : "cpu_schedule";
+  SmallVector<KernelOp> kernels;
+  for (KernelOp kernel : module.getOps<KernelOp>())
+    if (gpu ? static_cast<bool>(kernel.getGpuSchedule())
+            : static_cast<bool>(kernel.getCpuSchedule()))
+      kernels.push_back(kernel);
+  if (kernels.size() == 1)
+    return kernels.front();
+  if (kernels.empty())
+    return module.emitError() << "no attn.kernel has a " << attribute << "; run "
+                              << (gpu ? "attn-select-gpu-schedule" : "attn-select-schedule")
+                              << " first";
+  InFlightDiagnostic diag = module.emitError() << "an artifact holds one kernel; " << kernels.size()
+                                               << " kernels have a " << attribute;
+  for (KernelOp kernel : kernels)
+    diag.attachNote(kernel.getLoc()) << "@" << kernel.getSymName();
+  return failure();
+}
+
+SmallVector<FloatType> mlir::attn::cpuEntryTypes(KernelOp kernel) {
+  SmallVector<FloatType> types;
+  if (ArrayAttr schedules = kernel.getCpuScheduleAttr())
+    for (auto schedule : schedules.getAsRange<CpuScheduleAttr>())
+      if (schedule.getVariant() != CpuVariant::Tiled)
+        types.push_back(cast<FloatType>(schedule.getType()));
+  return types;
+}

@@ -1,0 +1,214 @@
+//===- AttentionMath.h - the attention math, emitted in one place -*- C++ -*-===//
+//
+// Every schedule (CPU: generic loops, register-blocked tiles, the kernelised
+// linear form; GPU: SIMT, tensor cores) builds its own loops, tiles, staging and
+// reductions, and asks this emitter for the math of DESIGN.md §2 at the values
+// it holds: one pair or row as scalars, `lanes` pairs of one row as vectors, or
+// one element of an MMA fragment (a scalar). With the kernel's scalar functions
+// f (attn-derive-backward; g, h evaluated at a shift m as e^-m·g, e^-m·h):
+//
+//   score        s = mod(raw, i, j, ρ_i; θ)                (raw without a mod)
+//   online step  m' = max(m, stab(s)),  α = e^(m − m')     (plain: m' = 0, α = 1)
+//                O' = α·O + g(s, m')·v,  l' = α·l + h(s, m')
+//   finalise     C = l + ε·e^−m | c | count,  O/C,  row_max = m,  row_sum = C
+//                (a row without keys: O = 0, row_max = row_sum = 0)
+//   backward     w = g(s, m)/C,  D = dO·O,
+//                ds = (g'(s, m)·dP − h'(s, m)·D)/C          with dP = dO·v
+//                dθ += (∂g/∂θ·dP − ∂h/∂θ·D)/C               (normalizer params)
+//                dθ += ds·∂mod/∂θ,  dρ += ds·∂mod/∂ρ,  d raw = ds·∂mod/∂raw
+//   kernelised   g = a·s, h = b·s: ds = N·dP + H per row (N = a/C, H = −b·D/C),
+//                dθ = da·∂a/∂θ + db·∂b/∂θ
+//
+// Pairs and rows come as structs (PairValues, BackwardRow) so that what a
+// region may see grows in one place (tensor inputs at (b, h, i, j), a row offset
+// β in C_i, GQA head indices, a bias or block-sparse mask) without touching the
+// schedules' call sites.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_LIB_CODEGEN_ATTENTIONMATH_H
+#define ATTN_LIB_CODEGEN_ATTENTIONMATH_H
+
+#include "lib/Transforms/ScalarFunctions.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+namespace mlir::attn {
+
+/// How the emitter evaluates a scalar function: a func.call (CPU; the inliner
+/// folds it into the loops) or its body cloned in place (GPU: a gpu.module
+/// cannot call the host module's functions).
+enum class CallStyle { Call, Inline };
+
+/// What the math of one kernel needs. The values the emitter is given set its
+/// shape: scalars of one float type, or vector<n x T> for n pairs of one row.
+struct MathSetup {
+  NormalizerOp normalizer;
+  /// The kernel's algorithm is online (attn-classify-normalizer).
+  bool online = false;
+  /// The kernel's functions instantiated for the values' type and shape.
+  const ScalarFunctions *functions = nullptr;
+  CallStyle calls = CallStyle::Call;
+  /// Flags of the float arithmetic the emitter adds (the kernelised form lets
+  /// LLVM reassociate and contract its row sums).
+  arith::FastMathFlags fastMath = arith::FastMathFlags::none;
+};
+
+/// One (query, key) pair, or `lanes` pairs of one query row, as the regions see
+/// it; every value has the emitter's shape (indices as index or vector<index>).
+struct PairValues {
+  Value raw;                       // the contracted score before the mod region
+  Value i, j;                      // query and key index
+  SmallVector<Value, 2> rowInputs; // the row inputs' values at row i
+  /// i1 where the schedule evaluates masked pairs too and selects (tiles,
+  /// fragments): every result is 0 where it is false. Null: the pair takes part.
+  Value keep;
+};
+
+/// Which keys a query row sees before the mask region is asked: j < kvEnd, and
+/// j <= i when causal (an i1 value).
+struct KeyBounds {
+  Value kvEnd, isCausal;
+  /// The end of row i's keys.
+  Value end(ImplicitLocOpBuilder &b, Value i) const;
+  /// min(kvEnd, i + 1): the end when causal.
+  Value causalEnd(ImplicitLocOpBuilder &b, Value i) const;
+  /// Whether the causal rule keeps (i, j): !causal || j <= i.
+  Value causalKeeps(ImplicitLocOpBuilder &b, Value i, Value j) const;
+};
+
+/// The values of one query row the backward pass reads: its shift m (row_max),
+/// 1/C (0 for a row without keys: it contributes nothing) and D = dO·O.
+struct BackwardRow {
+  Value shift, inverseC, delta;
+  Value live; // C != 0 (and whatever the schedule added)
+};
+
+class AttentionMath {
+public:
+  /// `params` are the kernel's params (normalizer's, then score's) at the
+  /// emitter's shape.
+  AttentionMath(ImplicitLocOpBuilder &b, const MathSetup &setup, ValueRange params);
+
+  bool online() const { return setup.online; }
+  unsigned numParams() const { return params.size(); }
+  const ScalarFunctions &functions() const { return *setup.functions; }
+  // --- regions ----------------------------------------------------------------
+  /// s = mod(raw, i, j, ρ; θ), or raw without a mod region.
+  Value score(const PairValues &pair);
+  /// Whether the mask region keeps (i, j) (true without one; lanes of indices
+  /// are asked only when there is a mask region).
+  Value maskKeeps(Value i, Value j);
+  /// φ(x), or x without a feature map.
+  Value feature(Value x);
+  /// grad·φ'(x): a gradient by φ(x) chained to x (grad without a feature map).
+  Value featureGrad(Value grad, Value x);
+  /// g(s) and h(s) evaluated at `shift` (the kernelised coefficients a = g(1, 0),
+  /// b = h(1, 0)); h is null without a summed denominator.
+  Value numerator(Value s, Value shift);
+  Value denominator(Value s, Value shift);
+  /// x(i, j) of a kernelised cosFormer mod s·cos(x(i, j)).
+  Value phase(Value i, Value j);
+
+  // --- forward ------------------------------------------------------------------
+  /// stab(s), −∞ where the pair is masked (online only): the candidate for the
+  /// running max; a schedule reduces candidates over its lanes or fragment.
+  Value stabilizer(const PairValues &pair, Value s);
+  /// The online step's new running max max(m, candidate) and α = e^(m − m').
+  /// `mayBeEmpty`: the candidate is −∞ while every key so far was masked, and α
+  /// is then 1 (m = m' = −∞).
+  struct Rescale {
+    Value max, alpha;
+  };
+  Rescale rescale(Value m, Value candidate, bool mayBeEmpty);
+  /// g (numeratorTerm) and h (denominatorTerm; null without a summed
+  /// denominator) of the pair at the row's shift (m' online, 0 plain), masked.
+  Value numeratorTerm(const PairValues &pair, Value s, Value shift);
+  Value denominatorTerm(const PairValues &pair, Value s, Value shift);
+  /// α·x (x when alpha is null: plain accumulation).
+  Value rescaled(Value x, Value alpha);
+  /// l' = α·l + Σh (hSum null: nothing to add).
+  Value accumulateSum(Value l, Value alpha, Value hSum);
+
+  /// The end of a row: from its running max m, Σ h `sum` and unmasked-key
+  /// `count` (a float), C and the factor its accumulated output is multiplied
+  /// by (numeratorCoefficient/C, 1/C without one; 0 for a row without keys).
+  struct RowResult {
+    Value outputScale;
+    Value max, denominator, anyKey;
+  };
+  RowResult finalize(Value m, Value sum, Value count, Value numeratorCoefficient = {});
+  /// The row statistics the ABI stores: row_max (m online, 0 plain) and row_sum
+  /// (C), both 0 for a row without keys.
+  Value rowMax(const RowResult &row);
+  Value rowSum(const RowResult &row);
+
+  // --- backward -----------------------------------------------------------------
+  /// Whether a row with this row_sum contributes to the backward pass (C != 0;
+  /// fully masked rows have C = 0).
+  Value rowLive(Value rowSum);
+  /// The row's backward values from row_max, row_sum and D; `alsoLive` (an i1)
+  /// marks further rows that contribute nothing (e.g. padding rows of a tile).
+  BackwardRow backwardRow(Value rowMax, Value rowSum, Value delta, Value alsoLive = {});
+  /// (numeratorPart − denominatorPart·D)/C, either part null for 0: ds from
+  /// g'·dP and h', dθ from ∂g/∂θ·dP and ∂h/∂θ, and the kernelised sums.
+  Value gradientTerm(Value numeratorPart, Value denominatorPart, const BackwardRow &row);
+
+  /// The gradients of one pair, each evaluated when first asked for and masked.
+  class PairGradient {
+  public:
+    /// w = g/C.
+    Value weight();
+    /// ds = (g'·dP − h'·D)/C.
+    Value scoreGrad();
+    /// ds·∂mod/∂raw (ds without a mod region): what flows into q and k.
+    Value rawGrad();
+    /// The pair's share of dθ for kernel param `p`.
+    Value paramGrad(unsigned p);
+    /// The pair's share of dρ for row input `r`.
+    Value rowInputGrad(unsigned r);
+
+  private:
+    friend class AttentionMath;
+    PairGradient(AttentionMath &math, const PairValues &pair, Value s, const BackwardRow &row,
+                 Value dP);
+    SmallVector<Value> normalizerArgs();
+    SmallVector<Value> scoreArgs();
+    AttentionMath &math;
+    PairValues pair;
+    Value s, dP, ds;
+    BackwardRow row;
+  };
+  PairGradient gradient(const PairValues &pair, Value s, const BackwardRow &row, Value dP);
+
+  // --- kernelised (g = a·s, h = b·s) -----------------------------------------------
+  /// ds = dPFactor·dP + offset for every pair of the row: dPFactor = a/C,
+  /// offset = −b·D/C (null without a summed denominator).
+  struct LinearScoreGrad {
+    Value dPFactor, offset;
+  };
+  LinearScoreGrad linearScoreGrad(Value a, Value b, const BackwardRow &row);
+  Value linearScoreGradAt(const LinearScoreGrad &coefficients, Value dP);
+  /// dθ_p from da = Σ dO·N/C and db = −Σ D·H/C: da·∂g(1)/∂θ + db·∂h(1)/∂θ
+  /// (0 for score params, which do not reach a kernelised score).
+  Value linearParamGrad(unsigned p, Value da, Value db);
+
+private:
+  /// x where `keep` (when given) holds, else 0.
+  Value masked(Value keep, Value x);
+  Value call(func::FuncOp function, ValueRange arguments);
+  Value add(Value x, Value y);
+  Value sub(Value x, Value y);
+  Value mul(Value x, Value y);
+  SmallVector<Value> withParams(ValueRange leading);
+  /// C_i (times e^-m online) from the running max, Σ h and the key count.
+  Value rowDenominator(Value m, Value sum, Value count);
+
+  ImplicitLocOpBuilder &b;
+  MathSetup setup;
+  SmallVector<Value> params;
+};
+
+} // namespace mlir::attn
+
+#endif

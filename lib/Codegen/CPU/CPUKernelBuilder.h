@@ -1,0 +1,199 @@
+//===- CPUKernelBuilder.h - the CPU schedules of one kernel -------*- C++ -*-===//
+//
+// Internal to lib/Codegen/CPU. One CPUKernelBuilder generates the entry points
+// of one kernel for one element type; its schedules live in
+//   EntryPoints.cpp    entry points, dispatch on head dim and strides, prologue
+//   GenericLoops.cpp   scf loops for any head dim and stride, any contraction
+//   TiledLoops.cpp     register-blocked vector tiles for head dims 32/64/128
+//   RowTransforms.cpp  cosine/bilinear/additive/projected rows before the kernel
+//   LinearAttention.*  the kernelised linear-time form
+// and take the attention math from lib/Codegen/AttentionMath.h.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_LIB_CODEGEN_CPU_CPUKERNELBUILDER_H
+#define ATTN_LIB_CODEGEN_CPU_CPUKERNELBUILDER_H
+
+#include "lib/Codegen/AttentionMath.h"
+#include "lib/Codegen/CPU/EntryArguments.h"
+#include "lib/Codegen/CPU/ScalarOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <optional>
+
+namespace mlir::attn::cpu {
+
+/// Generates the entry points of one kernel for one element type, following its
+/// schedules (#attn.cpu_schedule) for that type: `fallback` (generic or linear)
+/// for any head dim and stride, and one register-blocked specialisation per
+/// `tiles` entry.
+class CPUKernelBuilder : ScalarOps {
+public:
+  CPUKernelBuilder(KernelOp kernel, Algorithm algorithm, FloatType type, CpuVariant fallback,
+                   ArrayRef<CpuScheduleAttr> tiles, ImplicitLocOpBuilder &b);
+
+  /// The kernel's scalar functions at this type, and on the vectors of each tile.
+  LogicalResult resolveFunctions();
+
+  /// The public entry points (runtime/include/attn/abi.h), each with its
+  /// generic loops and tiled specialisations.
+  void buildForwardEntry();
+  void buildBackwardEntry();
+
+  /// ε of the cosine contraction's norms |x|_ε = sqrt(x·x + ε²): a zero row gets
+  /// cos = 0 and finite gradients instead of 0/0.
+  static constexpr double kCosineEpsilon = 1e-6;
+
+private:
+  // --- entry points (EntryPoints.cpp) ---------------------------------------------
+  SmallVector<Type> forwardInputs(MemRefType matrix);
+  SmallVector<Type> backwardInputs(MemRefType matrix);
+  /// A private function `name` taking `inputs`; returns its entry block (the
+  /// caller moves the builder there under its own insertion guard).
+  Block *privateFunction(StringRef name, ArrayRef<Type> inputs);
+  /// Starts the private function `name` of the forward (backward) ABI on
+  /// `matrix` memrefs: the builder moves into its body (the caller's insertion
+  /// guard restores it), the prologue runs, and the arguments come back by name.
+  ForwardArgs beginForward(StringRef name, MemRefType matrix, bool lanewiseMath);
+  BackwardArgs beginBackward(StringRef name, MemRefType matrix, bool lanewiseMath);
+  /// The same for an ABI entry point: public, with MLIR's C interface.
+  Block *entryPoint(StringRef name, ArrayRef<Type> inputs);
+  /// The public `entryName`: calls `<entryName>.d<D>` when q's head dim (arg 0)
+  /// and v's value dim (arg 2) both equal D and every matrix argument has unit
+  /// inner stride, else `<entryName>.generic`.
+  void buildDispatch(StringRef entryName, ArrayRef<Type> inputs, bool isPublic);
+  /// Loads params, scale, bounds shared by forward and backward, and sets up the
+  /// scalar math (and, with `lanewiseMath`, the math on vector<lanes x T>).
+  void prologue(Value q, Value k, Value params, Value kvLen, Value causal, bool lanewiseMath);
+  /// The linear-time form (LinearAttention.h) as `name`.
+  void buildKernelised(StringRef name, bool forward);
+
+  // --- row transforms (RowTransforms.cpp) ------------------------------------------
+  /// Whether q (query side) or k rows are transformed before the kernel proper.
+  bool transformsRows(bool querySide);
+  /// The projection weight of one side (null for cosine, which normalises), as
+  /// W(o, c) = params[offset + o·outStride + c·inStride]: out[r, o] = Σ_c x[r, c]·W(o, c).
+  struct Projection {
+    Value offset;
+    int64_t outDim, outStride, inStride;
+  };
+  std::optional<Projection> projectionOf(bool querySide);
+  /// 1/‖x_r‖_ε = 1/sqrt(x_r·x_r + ε²) of row r of `matrix` (cosine).
+  Value inverseEpsilonNorm(Value matrix, Value r);
+  /// A fresh contiguous [rows x cols] matrix (as matrixType) and its allocation.
+  std::pair<Value, Value> allocMatrix(Value rows, Value cols);
+  /// dst[r, :] = transform(src[r, :]) for r in [begin, end).
+  void transformRows(bool querySide, Value src, Value dst, Value params, Value begin, Value end);
+  /// From the gradient `dTransformed` of the transformed rows: dSrc (overwritten)
+  /// and the weight's gradient (accumulated into dParams).
+  void chainRows(bool querySide, Value src, Value dTransformed, Value dSrc, Value params,
+                 Value dParams);
+  /// Public entry points that transform rows, then call `<entryName>.inner`.
+  void buildTransformedForward(StringRef entryName);
+  void buildTransformedBackward(StringRef entryName);
+
+  // --- generic loops (GenericLoops.cpp) --------------------------------------------
+  void buildForward(StringRef name);
+  void buildBackward(StringRef name);
+  /// The contracted score before the mod: scale · Σ_c φ(q_ic)·φ(k_jc), or the
+  /// additive Σ_c v_c·tanh(q_ic + k_jc).
+  Value contract(Value q, Value k, Value i, Value j);
+  /// The pair (i, j) of the generic loops, whose keep is a branch.
+  PairValues pairAt(Value raw, Value i, Value j);
+  /// The row inputs' values at query row i.
+  SmallVector<Value, 2> rowInputsAt(Value i);
+  /// Zeroes the [R, Nq] row-input gradients.
+  void zeroRowInputGrads(Value queries);
+  /// memref[row, c] += factor · source[sourceRow, c] for c < n.
+  void axpyRow(Value memref, Value row, Value factor, Value source, Value sourceRow, Value n);
+
+  // --- tiles (TiledLoops.cpp) ---------------------------------------------------------
+  /// Register-blocked, vectorised forward / backward for head dim == value dim,
+  /// blocked as `tile` says.
+  void buildTiledForward(StringRef name, CpuScheduleAttr tile);
+  void buildTiledBackward(StringRef name, CpuScheduleAttr tile);
+  /// Vectors of the tile's lanes from here on (lanes, laneType, lanewise).
+  void useLanes(CpuScheduleAttr tile);
+  /// Key panels for the score and dP tiles: per block of `blockKeys` keys a
+  /// contiguous [headDim][blockKeys] panel (GEMM-style packing), so a tile reads
+  /// consecutive cache lines instead of rows a whole key range apart.
+  Value allocPanels(Value paddedKeys, int64_t headDim, int64_t blockKeys);
+  /// Where entry (key j, column c) of the panels lives.
+  SmallVector<Value> panelIndex(Value j, Value c, int64_t headDim, int64_t blockKeys);
+  /// Lanes of keys [start, start + lanes) that take part for query row `i`:
+  /// below `rowEnd` (a cheap create_mask) and kept by the mask region.
+  struct KeyLanes {
+    Value keep;   // vector<lanes x i1>
+    Value valid;  // index: lanes below rowEnd
+    Value jLanes; // vector<lanes x index>, only when a region needs key indices
+  };
+  KeyLanes keyLanesAt(Value start, Value rowEnd, Value i);
+  /// The pair lanes of row i with keys `keys` and contracted scores `raw`.
+  PairValues pairLanes(Value raw, Value i, const KeyLanes &keys, Value keep);
+  /// φ(k) (and v) of keys [0, keyLimit) packed into zero-padded panels for the
+  /// tile products; with `keepRows` also φ(k) as rows (for dQ with a feature map;
+  /// otherwise keyRows is k itself).
+  struct PackedKeys {
+    Value paddedKeys, keysT, valuesT, keyRows;
+  };
+  PackedKeys packKeys(Value k, Value v, Value keyLimit, int64_t headDim, int64_t blockKeys);
+  void freePacked(const PackedKeys &packed, Value k);
+  /// The tile Σ_c rowScalar(r, c)·panels[panel + c, :] for r < rows over one key
+  /// panel of `scoreVectors` vectors: rows·scoreVectors vectors, row-major. The
+  /// score tile (scale·φ(q) rows × φ(k)ᵀ) and the backward's dP tile (dO × vᵀ).
+  SmallVector<Value> panelProduct(int64_t rows, int64_t scoreVectors, int64_t headDim, Value panels,
+                                  Value panel, function_ref<Value(int64_t, Value)> rowScalar);
+  /// `matrix` with its unit inner stride made static (checked by the caller),
+  /// so vector loads apply. A reinterpret_cast, unlike memref.cast, is not
+  /// folded away into the loads.
+  Value asRowMajor(Value matrix);
+
+  // --- small builders (and those of ScalarOps) -----------------------------------------
+  Value splat(Value scalar) {
+    return vector::BroadcastOp::create(b, VectorType::get({lanes}, scalar.getType()), scalar);
+  }
+  Value splatConstant(double value) { return splat(constant(value)); }
+  Value innerStride(Value memref) {
+    return memref::ExtractStridedMetadataOp::create(b, memref).getStrides()[1];
+  }
+  /// Horizontal sum; reassociation lets it lower to a log-depth shuffle tree.
+  Value sumLanes(Value lanesValue) {
+    return vector::ReductionOp::create(b, vector::CombiningKind::ADD, lanesValue,
+                                       arith::FastMathFlags::reassoc);
+  }
+  ValueRange branch(Value cond, TypeRange types, function_ref<SmallVector<Value>()> thenBody,
+                    function_ref<SmallVector<Value>()> elseBody) {
+    return buildBranch(b, cond, types, thenBody, elseBody);
+  }
+  unsigned numRowInputs() { return score ? score.getNumRowInputs() : 0; }
+
+  KernelOp kernel;
+  NormalizerOp normalizer;
+  ScoreOp score;
+  CpuVariant fallback;
+  SmallVector<CpuScheduleAttr> tiles;
+  MemRefType matrixType, rowMajorType, vectorType;
+  ScalarFunctions fns;
+  /// The functions on vector<n x _>, per lane count n of the tiles.
+  llvm::DenseMap<int64_t, ScalarFunctions> lanewiseFunctions;
+  bool online;
+
+  // The vectors of the tile being built (set by useLanes).
+  int64_t lanes = 0;
+  VectorType laneType;
+  ScalarFunctions lanewise; // the functions on vector<lanes x _>
+
+  // Values of the function being built (set by prologue).
+  SmallVector<Value> paramValues;
+  Value scale, headDim, paramsBuffer;
+  KeyBounds keys;
+  Value rowInputs, dRowInputs; // [R, Nq]; dRowInputs in backward only
+  /// The attention math on scalars and, in tiled entries, on vector<lanes x T>.
+  std::optional<AttentionMath> scalarMath, laneMath;
+};
+
+} // namespace mlir::attn::cpu
+
+#endif

@@ -1,0 +1,59 @@
+//===- EntryArguments.h - the CPU entry points' arguments by name -*- C++ -*-===//
+//
+// Internal to lib/Codegen/CPU: the arguments of the forward and backward entry
+// points of runtime/include/attn/abi.h, read by their ATTN_FORWARD_* /
+// ATTN_BACKWARD_* positions once, for every schedule.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_LIB_CODEGEN_CPU_ENTRYARGUMENTS_H
+#define ATTN_LIB_CODEGEN_CPU_ENTRYARGUMENTS_H
+
+#include "attn/abi.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+namespace mlir::attn::cpu {
+
+/// A forward entry's arguments; qBegin and qEnd as index.
+struct ForwardArgs {
+  Value q, k, v, o, rowMax, rowSum, params, rowInputs, qBegin, qEnd, kvLen, causal;
+};
+
+inline ForwardArgs forwardArguments(ImplicitLocOpBuilder &b, ValueRange args) {
+  auto toIndex = [&](Value i64) {
+    return arith::IndexCastOp::create(b, b.getIndexType(), i64).getResult();
+  };
+  return {args[ATTN_FORWARD_Q],
+          args[ATTN_FORWARD_K],
+          args[ATTN_FORWARD_V],
+          args[ATTN_FORWARD_O],
+          args[ATTN_FORWARD_ROW_MAX],
+          args[ATTN_FORWARD_ROW_SUM],
+          args[ATTN_FORWARD_PARAMS],
+          args[ATTN_FORWARD_ROW_INPUTS],
+          toIndex(args[ATTN_FORWARD_Q_BEGIN]),
+          toIndex(args[ATTN_FORWARD_Q_END]),
+          args[ATTN_FORWARD_KV_LEN],
+          args[ATTN_FORWARD_CAUSAL]};
+}
+
+/// A backward entry's arguments.
+struct BackwardArgs {
+  Value q, k, v, o, dOut, rowMax, rowSum, params, rowInputs, dq, dk, dv, dParams, dRowInputs, kvLen,
+      causal;
+};
+
+inline BackwardArgs backwardArguments(ValueRange args) {
+  return {
+      args[ATTN_BACKWARD_Q],       args[ATTN_BACKWARD_K],           args[ATTN_BACKWARD_V],
+      args[ATTN_BACKWARD_O],       args[ATTN_BACKWARD_DOUT],        args[ATTN_BACKWARD_ROW_MAX],
+      args[ATTN_BACKWARD_ROW_SUM], args[ATTN_BACKWARD_PARAMS],      args[ATTN_BACKWARD_ROW_INPUTS],
+      args[ATTN_BACKWARD_DQ],      args[ATTN_BACKWARD_DK],          args[ATTN_BACKWARD_DV],
+      args[ATTN_BACKWARD_DPARAMS], args[ATTN_BACKWARD_DROW_INPUTS], args[ATTN_BACKWARD_KV_LEN],
+      args[ATTN_BACKWARD_CAUSAL]};
+}
+
+} // namespace mlir::attn::cpu
+
+#endif

@@ -1,0 +1,310 @@
+//===- EntryPoints.cpp - CPU entry points and their dispatch --------------===//
+//
+// One call handles one (batch, head) slice. Every entry point of the ABI
+// (runtime/include/attn/abi.h) is a dispatch: to a register-blocked tiled
+// specialisation when the head dim has one and the rows are contiguous, else to
+// the generic loops; kernelised kernels run the linear-time form instead, and
+// scores that transform rows (cosine, bilinear, additive, projections) wrap
+// either in a row transform.
+//
+//===----------------------------------------------------------------------===//
+#include "lib/Codegen/CPU/CPUKernelBuilder.h"
+#include "lib/Codegen/CPU/CPULowering.h"
+#include "lib/Codegen/CPU/LinearAttention.h"
+
+#include "lib/Analysis/KernelSignature.h"
+#include "lib/Analysis/NormalizerAnalysis.h"
+#include "lib/Analysis/Schedules.h"
+
+#include "attn/abi.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/BuiltinOps.h"
+
+using namespace mlir;
+using namespace mlir::attn;
+using namespace mlir::attn::cpu;
+
+CPUKernelBuilder::CPUKernelBuilder(KernelOp kernel, Algorithm algorithm, FloatType type,
+                                   CpuVariant fallback, ArrayRef<CpuScheduleAttr> tiles,
+                                   ImplicitLocOpBuilder &b)
+    : ScalarOps(b, type), kernel(kernel), normalizer(kernel.getNormalizerOp()),
+      score(kernel.getScoreOp()), fallback(fallback), tiles(tiles),
+      online(algorithm == Algorithm::Online) {
+  MLIRContext *ctx = kernel.getContext();
+  int64_t dyn = ShapedType::kDynamic;
+  matrixType = MemRefType::get({dyn, dyn}, type, StridedLayoutAttr::get(ctx, dyn, {dyn, dyn}));
+  rowMajorType = MemRefType::get({dyn, dyn}, type, StridedLayoutAttr::get(ctx, dyn, {dyn, 1}));
+  vectorType = MemRefType::get({dyn}, type, StridedLayoutAttr::get(ctx, dyn, {dyn}));
+}
+
+LogicalResult CPUKernelBuilder::resolveFunctions() {
+  FailureOr<ScalarFunctions> scalars = lookupScalarFunctions(kernel, type);
+  if (failed(scalars))
+    return failure();
+  fns = std::move(*scalars);
+  for (CpuScheduleAttr tile : tiles) {
+    if (lanewiseFunctions.count(tile.getLanes()))
+      continue;
+    FailureOr<ScalarFunctions> vectors = lookupScalarFunctions(kernel, type, tile.getLanes());
+    if (failed(vectors))
+      return failure();
+    lanewiseFunctions[tile.getLanes()] = std::move(*vectors);
+  }
+  return success();
+}
+
+void CPUKernelBuilder::useLanes(CpuScheduleAttr tile) {
+  lanes = tile.getLanes();
+  laneType = VectorType::get({lanes}, type);
+  lanewise = lanewiseFunctions.lookup(lanes);
+}
+
+SmallVector<Type> CPUKernelBuilder::forwardInputs(MemRefType matrix) {
+  SmallVector<Type> inputs(ATTN_FORWARD_NUM_ARGS, matrix);
+  for (int vector : {ATTN_FORWARD_ROW_MAX, ATTN_FORWARD_ROW_SUM, ATTN_FORWARD_PARAMS})
+    inputs[vector] = vectorType;
+  for (int scalar :
+       {ATTN_FORWARD_Q_BEGIN, ATTN_FORWARD_Q_END, ATTN_FORWARD_KV_LEN, ATTN_FORWARD_CAUSAL})
+    inputs[scalar] = b.getI64Type();
+  return inputs;
+}
+
+SmallVector<Type> CPUKernelBuilder::backwardInputs(MemRefType matrix) {
+  SmallVector<Type> inputs(ATTN_BACKWARD_NUM_ARGS, matrix);
+  for (int vector :
+       {ATTN_BACKWARD_ROW_MAX, ATTN_BACKWARD_ROW_SUM, ATTN_BACKWARD_PARAMS, ATTN_BACKWARD_DPARAMS})
+    inputs[vector] = vectorType;
+  for (int scalar : {ATTN_BACKWARD_KV_LEN, ATTN_BACKWARD_CAUSAL})
+    inputs[scalar] = b.getI64Type();
+  return inputs;
+}
+
+Block *CPUKernelBuilder::privateFunction(StringRef name, ArrayRef<Type> inputs) {
+  auto function = func::FuncOp::create(b, name, FunctionType::get(kernel.getContext(), inputs, {}));
+  function.setPrivate();
+  return function.addEntryBlock();
+}
+
+Block *CPUKernelBuilder::entryPoint(StringRef name, ArrayRef<Type> inputs) {
+  auto function = func::FuncOp::create(b, name, FunctionType::get(kernel.getContext(), inputs, {}));
+  function->setAttr("llvm.emit_c_interface", UnitAttr::get(kernel.getContext()));
+  return function.addEntryBlock();
+}
+
+ForwardArgs CPUKernelBuilder::beginForward(StringRef name, MemRefType matrix, bool lanewiseMath) {
+  Block *entry = privateFunction(name, forwardInputs(matrix));
+  b.setInsertionPointToStart(entry);
+  ForwardArgs args = forwardArguments(b, entry->getArguments());
+  rowInputs = args.rowInputs;
+  prologue(args.q, args.k, args.params, args.kvLen, args.causal, lanewiseMath);
+  return args;
+}
+
+BackwardArgs CPUKernelBuilder::beginBackward(StringRef name, MemRefType matrix, bool lanewiseMath) {
+  Block *entry = privateFunction(name, backwardInputs(matrix));
+  b.setInsertionPointToStart(entry);
+  BackwardArgs args = backwardArguments(entry->getArguments());
+  rowInputs = args.rowInputs;
+  dRowInputs = args.dRowInputs;
+  prologue(args.q, args.k, args.params, args.kvLen, args.causal, lanewiseMath);
+  zeroRowInputGrads(dim(args.q, 0));
+  return args;
+}
+
+void CPUKernelBuilder::prologue(Value q, Value k, Value params, Value kvLen, Value causal,
+                                bool lanewiseMath) {
+  paramsBuffer = params;
+  paramValues.clear();
+  for (unsigned p = 0, e = kernelParamNames(kernel).size(); p < e; ++p)
+    paramValues.push_back(load(params, {index(p)}));
+  headDim = dim(q, 1);
+  if (std::optional<double> fixed = fixedScoreScale(kernel))
+    scale = constant(*fixed);
+  else {
+    Value d = arith::IndexCastOp::create(b, b.getI64Type(), headDim);
+    scale = math::RsqrtOp::create(b, arith::SIToFPOp::create(b, type, d));
+  }
+  Value kv = arith::IndexCastOp::create(b, b.getIndexType(), kvLen);
+  keys.kvEnd = arith::MinSIOp::create(b, kv, dim(k, 0));
+  keys.isCausal = arith::CmpIOp::create(b, arith::CmpIPredicate::ne, causal,
+                                        arith::ConstantIntOp::create(b, 0, 64));
+  scalarMath.emplace(b, MathSetup{normalizer, online, &fns}, paramValues);
+  laneMath.reset();
+  if (lanewiseMath) {
+    SmallVector<Value> paramLanes =
+        llvm::map_to_vector(paramValues, [&](Value p) { return splat(p); });
+    laneMath.emplace(b, MathSetup{normalizer, online, &lanewise}, paramLanes);
+  }
+}
+
+void CPUKernelBuilder::buildKernelised(StringRef name, bool forward) {
+  OpBuilder::InsertionGuard guard(b);
+  std::optional<ForwardArgs> forwardArgs;
+  std::optional<BackwardArgs> backwardArgs;
+  if (forward)
+    forwardArgs = beginForward(name, matrixType, /*lanewiseMath=*/false);
+  else
+    backwardArgs = beginBackward(name, matrixType, /*lanewiseMath=*/false);
+  // Reassociation lets LLVM vectorise the linear form's dot-product and axpy
+  // loops over d and dv (and contract their multiply-adds into FMAs).
+  AttentionMath linearMath(
+      b,
+      MathSetup{normalizer, online, &fns, CallStyle::Call,
+                arith::FastMathFlags::reassoc | arith::FastMathFlags::contract},
+      paramValues);
+  // A kernelised kernel's mask region, if any, is causal (KernelisedAnalysis).
+  Value causal = fns.mask ? arith::ConstantIntOp::create(b, 1, 1).getResult() : keys.isCausal;
+  LinearForm form{type, linearMath, scale, keys.kvEnd, causal};
+  if (forward)
+    buildLinearForward(b, form, *forwardArgs);
+  else
+    buildLinearBackward(b, form, *backwardArgs);
+  func::ReturnOp::create(b);
+}
+
+void CPUKernelBuilder::buildForwardEntry() {
+  std::string entryName = "attn_forward_" + elementTypeName(type);
+  bool transformed = transformsRows(/*querySide=*/true);
+  std::string kernelName = transformed ? entryName + ".inner" : entryName;
+  if (fallback == CpuVariant::Linear)
+    buildKernelised(kernelName + ".generic", /*forward=*/true);
+  else
+    buildForward(kernelName + ".generic");
+  for (CpuScheduleAttr tile : tiles)
+    buildTiledForward(kernelName + ".d" + std::to_string(tile.getHeadDim()), tile);
+  buildDispatch(kernelName, forwardInputs(matrixType), /*isPublic=*/!transformed);
+  if (transformed)
+    buildTransformedForward(entryName);
+}
+
+void CPUKernelBuilder::buildBackwardEntry() {
+  std::string entryName = "attn_backward_" + elementTypeName(type);
+  bool transformed = transformsRows(/*querySide=*/true);
+  std::string kernelName = transformed ? entryName + ".inner" : entryName;
+  if (fallback == CpuVariant::Linear)
+    buildKernelised(kernelName + ".generic", /*forward=*/false);
+  else
+    buildBackward(kernelName + ".generic");
+  for (CpuScheduleAttr tile : tiles)
+    buildTiledBackward(kernelName + ".d" + std::to_string(tile.getHeadDim()), tile);
+  buildDispatch(kernelName, backwardInputs(matrixType), /*isPublic=*/!transformed);
+  if (transformed)
+    buildTransformedBackward(entryName);
+}
+
+void CPUKernelBuilder::buildDispatch(StringRef entryName, ArrayRef<Type> inputs, bool isPublic) {
+  Block *entry = isPublic ? entryPoint(entryName, inputs) : privateFunction(entryName, inputs);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(entry);
+  SmallVector<Value> args(entry->getArguments());
+  static_assert(ATTN_FORWARD_Q == ATTN_BACKWARD_Q && ATTN_FORWARD_V == ATTN_BACKWARD_V,
+                "the dispatch reads q and v at the same positions in both directions");
+  Value headDim = dim(args[ATTN_FORWARD_Q], 1), valueDim = dim(args[ATTN_FORWARD_V], 1);
+  Value eligible = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, headDim, valueDim);
+  SmallVector<unsigned> matrices;
+  for (auto [position, type] : llvm::enumerate(inputs)) {
+    if (type != matrixType)
+      continue;
+    matrices.push_back(position);
+    Value unit =
+        arith::CmpIOp::create(b, arith::CmpIPredicate::eq, innerStride(args[position]), index(1));
+    eligible = arith::AndIOp::create(b, eligible, unit);
+  }
+
+  std::function<void(unsigned)> emitCase = [&](unsigned next) {
+    if (next == tiles.size()) {
+      func::CallOp::create(b, (entryName + ".generic").str(), TypeRange{}, args);
+      return;
+    }
+    int64_t tileDim = tiles[next].getHeadDim();
+    Value matches = arith::AndIOp::create(
+        b, eligible, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, headDim, index(tileDim)));
+    auto ifOp = scf::IfOp::create(b, matches, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard caseGuard(b);
+    b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+    SmallVector<Value> operands(args);
+    for (unsigned position : matrices)
+      operands[position] = asRowMajor(args[position]);
+    func::CallOp::create(b, (entryName + ".d" + Twine(tileDim)).str(), TypeRange{}, operands);
+    b.setInsertionPoint(ifOp.elseBlock()->getTerminator());
+    emitCase(next + 1);
+  };
+  emitCase(0);
+  func::ReturnOp::create(b);
+}
+
+Value CPUKernelBuilder::asRowMajor(Value matrix) {
+  auto metadata = memref::ExtractStridedMetadataOp::create(b, matrix);
+  OpFoldResult unit = b.getIndexAttr(1);
+  return memref::ReinterpretCastOp::create(
+      b, rowMajorType, metadata.getBaseBuffer(), OpFoldResult(metadata.getOffset()),
+      ArrayRef<OpFoldResult>{metadata.getSizes()[0], metadata.getSizes()[1]},
+      ArrayRef<OpFoldResult>{metadata.getStrides()[0], unit});
+}
+
+/// Checks the kernel's #attn.cpu_schedule entries against what the CPU lowering
+/// builds: f32/f64, one generic or linear schedule per type (linear only for a
+/// kernelised kernel), at most one tiled schedule per head dim, none for the
+/// additive contraction.
+static LogicalResult checkCpuSchedules(KernelOp kernel, Algorithm algorithm) {
+  ArrayAttr schedules = kernel.getCpuScheduleAttr();
+  assert(schedules && "the kernel is scheduled (scheduledKernel)");
+  ScoreOp score = kernel.getScoreOp();
+  for (auto schedule : schedules.getAsRange<CpuScheduleAttr>()) {
+    Type type = schedule.getType();
+    if (!type.isF32() && !type.isF64())
+      return kernel.emitOpError() << "has a CPU schedule for " << type
+                                  << "; CPU entry points exist for f32 and f64";
+    if (schedule.getVariant() == CpuVariant::Linear && algorithm != Algorithm::Kernelised)
+      return kernel.emitOpError() << "has a linear schedule but its algorithm is "
+                                  << stringifyAlgorithm(algorithm)
+                                  << "; the linear form needs a kernelised kernel";
+    if (schedule.getVariant() == CpuVariant::Tiled && score &&
+        score.getContract() == ContractKind::Additive)
+      return kernel.emitOpError("has a tiled schedule, but the additive contraction has no "
+                                "tile-product form");
+    // One generic or linear schedule per type, one tiled schedule per head dim.
+    unsigned fallbacks = 0;
+    for (auto other : schedules.getAsRange<CpuScheduleAttr>()) {
+      if (other.getType() != type)
+        continue;
+      if (other.getVariant() == CpuVariant::Tiled && schedule.getVariant() == CpuVariant::Tiled &&
+          other != schedule && other.getHeadDim() == schedule.getHeadDim())
+        return kernel.emitOpError() << "has two tiled schedules for head dim "
+                                    << schedule.getHeadDim() << " at " << type;
+      fallbacks += other.getVariant() != CpuVariant::Tiled;
+    }
+    if (fallbacks != 1)
+      return kernel.emitOpError() << "needs one generic or linear schedule for " << type
+                                  << " (for any head dim and stride), has " << fallbacks;
+  }
+  return success();
+}
+
+LogicalResult mlir::attn::lowerKernelToLoops(KernelOp kernel) {
+  FailureOr<Algorithm> algorithm = requireAlgorithm(kernel);
+  if (failed(algorithm) || failed(checkCpuSchedules(kernel, *algorithm)))
+    return failure();
+  ModuleOp module = kernel->getParentOfType<ModuleOp>();
+  ImplicitLocOpBuilder b(kernel.getLoc(), module.getContext());
+  for (FloatType type : cpuEntryTypes(kernel)) {
+    CpuVariant fallback = CpuVariant::Generic;
+    SmallVector<CpuScheduleAttr> tiles;
+    for (auto schedule : kernel.getCpuScheduleAttr().getAsRange<CpuScheduleAttr>()) {
+      if (schedule.getType() != type)
+        continue;
+      if (schedule.getVariant() == CpuVariant::Tiled)
+        tiles.push_back(schedule);
+      else
+        fallback = schedule.getVariant();
+    }
+    CPUKernelBuilder builder(kernel, *algorithm, type, fallback, tiles, b);
+    if (failed(builder.resolveFunctions()))
+      return failure();
+    b.setInsertionPointToEnd(module.getBody());
+    builder.buildForwardEntry();
+    builder.buildBackwardEntry();
+  }
+  return success();
+}

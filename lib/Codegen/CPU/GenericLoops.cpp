@@ -1,0 +1,198 @@
+//===- GenericLoops.cpp - CPU loops for any head dim and stride -----------===//
+//
+// The schedule: forward walks query rows i in [q_begin, q_end) and keys j once,
+// one pair at a time, the output row in memory; backward recomputes s_ij from q,
+// k and the saved row statistics (nothing N×N is stored), accumulating dV, dK
+// and dQ in memory. Every contraction is supported here: dot and scaled dot
+// (through the feature map) and additive (tanh-dots of projected rows).
+//
+//===----------------------------------------------------------------------===//
+#include "lib/Codegen/CPU/CPUKernelBuilder.h"
+
+#include "lib/Analysis/KernelSignature.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::attn;
+using namespace mlir::attn::cpu;
+
+void CPUKernelBuilder::axpyRow(Value memref, Value row, Value factor, Value source, Value sourceRow,
+                               Value n) {
+  loop(index(0), n, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+    accumulate(memref, {row, c}, mul(factor, load(source, {sourceRow, c})));
+    return {};
+  });
+}
+
+SmallVector<Value, 2> CPUKernelBuilder::rowInputsAt(Value i) {
+  SmallVector<Value, 2> values;
+  for (unsigned r = 0; r < numRowInputs(); ++r)
+    values.push_back(load(rowInputs, {index(r), i}));
+  return values;
+}
+
+void CPUKernelBuilder::zeroRowInputGrads(Value queries) {
+  for (unsigned r = 0; r < numRowInputs(); ++r)
+    loop(index(0), queries, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
+      store(constant(0.0), dRowInputs, {index(r), i});
+      return {};
+    });
+}
+
+PairValues CPUKernelBuilder::pairAt(Value raw, Value i, Value j) {
+  return PairValues{raw, i, j, rowInputsAt(i), Value()};
+}
+
+Value CPUKernelBuilder::contract(Value q, Value k, Value i, Value j) {
+  if (score && score.getContract() == ContractKind::Additive) {
+    // q, k are the projections W_q q, W_k k: raw = Σ_a v_a·tanh(q_ia + k_ja).
+    int64_t vOffset = kernelWeights(kernel)[2].offset;
+    return loop(index(0), headDim, {constant(0.0)},
+                [&](Value a, ValueRange acc) -> SmallVector<Value> {
+                  Value t = math::TanhOp::create(b, add(load(q, {i, a}), load(k, {j, a})));
+                  Value va = load(paramsBuffer, {arith::AddIOp::create(b, a, index(vOffset))});
+                  return {add(acc[0], mul(va, t))};
+                })[0];
+  }
+  Value dot =
+      loop(index(0), headDim, {constant(0.0)}, [&](Value c, ValueRange acc) -> SmallVector<Value> {
+        Value x = scalarMath->feature(load(q, {i, c}));
+        Value y = scalarMath->feature(load(k, {j, c}));
+        return {add(acc[0], mul(x, y))};
+      })[0];
+  return mul(dot, scale);
+}
+
+void CPUKernelBuilder::buildForward(StringRef name) {
+  OpBuilder::InsertionGuard guard(b);
+  ForwardArgs args = beginForward(name, matrixType, /*lanewiseMath=*/false);
+  Value q = args.q, k = args.k, v = args.v, o = args.o;
+  Value valueDim = dim(v, 1);
+  Value zero = constant(0.0);
+  Value minusInf = constant(-std::numeric_limits<double>::infinity());
+  Type indexType = b.getIndexType();
+
+  loop(args.qBegin, args.qEnd, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
+    loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+      store(zero, o, {i, c});
+      return {};
+    });
+    // Carried: running max m (online), Σ h, count of unmasked keys.
+    ValueRange row =
+        loop(index(0), keys.end(b, i), {online ? minusInf : zero, zero, index(0)},
+             [&](Value j, ValueRange acc) -> SmallVector<Value> {
+               Value m = acc[0], l = acc[1], count = acc[2];
+               return branch(
+                   scalarMath->maskKeeps(i, j), {type, type, indexType},
+                   [&]() -> SmallVector<Value> {
+                     PairValues pair = pairAt(contract(q, k, i, j), i, j);
+                     Value s = scalarMath->score(pair);
+                     Value shift = zero, alpha;
+                     if (online) {
+                       AttentionMath::Rescale step = scalarMath->rescale(
+                           m, scalarMath->stabilizer(pair, s), /*mayBeEmpty=*/false);
+                       shift = step.max;
+                       alpha = step.alpha;
+                     }
+                     Value g = scalarMath->numeratorTerm(pair, s, shift);
+                     Value h = scalarMath->denominatorTerm(pair, s, shift);
+                     loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+                       Value out = scalarMath->rescaled(load(o, {i, c}), alpha);
+                       store(add(out, mul(g, load(v, {j, c}))), o, {i, c});
+                       return {};
+                     });
+                     return {online ? shift : m, scalarMath->accumulateSum(l, alpha, h),
+                             arith::AddIOp::create(b, count, index(1))};
+                   },
+                   [&]() -> SmallVector<Value> {
+                     return {m, l, count};
+                   });
+             });
+    AttentionMath::RowResult result = scalarMath->finalize(row[0], row[1], indexToFloat(row[2]));
+    loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+      store(mul(load(o, {i, c}), result.outputScale), o, {i, c});
+      return {};
+    });
+    store(scalarMath->rowMax(result), args.rowMax, {i});
+    store(scalarMath->rowSum(result), args.rowSum, {i});
+    return {};
+  });
+  func::ReturnOp::create(b);
+}
+
+void CPUKernelBuilder::buildBackward(StringRef name) {
+  OpBuilder::InsertionGuard guard(b);
+  BackwardArgs args = beginBackward(name, matrixType, /*lanewiseMath=*/false);
+  Value q = args.q, k = args.k, v = args.v, o = args.o, dOut = args.dOut, dq = args.dq,
+        dk = args.dk, dv = args.dv, dParams = args.dParams;
+  Value valueDim = dim(v, 1);
+  Value queries = dim(q, 0);
+  Value zero = constant(0.0);
+
+  auto zeroMatrix = [&](Value m, Value cols) {
+    loop(index(0), dim(m, 0), {}, [&](Value r, ValueRange) -> SmallVector<Value> {
+      loop(index(0), cols, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+        store(zero, m, {r, c});
+        return {};
+      });
+      return {};
+    });
+  };
+  zeroMatrix(dq, headDim);
+  zeroMatrix(dk, headDim);
+  zeroMatrix(dv, valueDim);
+  for (unsigned p = 0; p < paramValues.size(); ++p)
+    store(zero, dParams, {index(p)});
+  // Dot products of a query row with a key or value row, over the head dim.
+  auto rowDot = [&](Value x, Value i, Value y, Value j) {
+    return loop(index(0), valueDim, {zero}, [&](Value col, ValueRange acc) -> SmallVector<Value> {
+      return {add(acc[0], mul(load(x, {i, col}), load(y, {j, col})))};
+    })[0];
+  };
+
+  loop(index(0), queries, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
+    Value c = load(args.rowSum, {i});
+    auto ifLive = scf::IfOp::create(b, scalarMath->rowLive(c), /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard rowGuard(b);
+    b.setInsertionPoint(ifLive.thenBlock()->getTerminator());
+    BackwardRow row = scalarMath->backwardRow(load(args.rowMax, {i}), c, rowDot(dOut, i, o, i));
+    loop(index(0), keys.end(b, i), {}, [&](Value j, ValueRange) -> SmallVector<Value> {
+      auto ifKeep = scf::IfOp::create(b, scalarMath->maskKeeps(i, j), /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard pairGuard(b);
+      b.setInsertionPoint(ifKeep.thenBlock()->getTerminator());
+      PairValues pair = pairAt(contract(q, k, i, j), i, j);
+      AttentionMath::PairGradient grad =
+          scalarMath->gradient(pair, scalarMath->score(pair), row, rowDot(dOut, i, v, j));
+      axpyRow(dv, j, grad.weight(), dOut, i, valueDim);
+      Value dRaw = grad.rawGrad();
+      for (unsigned p = 0; p < paramValues.size(); ++p)
+        accumulate(dParams, {index(p)}, grad.paramGrad(p));
+      for (unsigned r = 0; r < numRowInputs(); ++r)
+        accumulate(dRowInputs, {index(r), i}, grad.rowInputGrad(r));
+
+      // raw = scale · Σ_c φ(q_ic)·φ(k_jc), or additive Σ_c v_c·tanh(q_ic + k_jc)
+      Value dDot = mul(dRaw, scale);
+      loop(index(0), headDim, {}, [&](Value col, ValueRange) -> SmallVector<Value> {
+        Value x = load(q, {i, col}), y = load(k, {j, col});
+        if (score && score.getContract() == ContractKind::Additive) {
+          Value t = math::TanhOp::create(b, add(x, y));
+          Value vIndex = arith::AddIOp::create(b, col, index(kernelWeights(kernel)[2].offset));
+          accumulate(dParams, {vIndex}, mul(dRaw, t));
+          Value dPre = mul(mul(dRaw, load(args.params, {vIndex})), sub(constant(1.0), mul(t, t)));
+          accumulate(dq, {i, col}, dPre);
+          accumulate(dk, {j, col}, dPre);
+          return {};
+        }
+        accumulate(dq, {i, col}, scalarMath->featureGrad(mul(dDot, scalarMath->feature(y)), x));
+        accumulate(dk, {j, col}, scalarMath->featureGrad(mul(dDot, scalarMath->feature(x)), y));
+        return {};
+      });
+      return {};
+    });
+    return {};
+  });
+  func::ReturnOp::create(b);
+}

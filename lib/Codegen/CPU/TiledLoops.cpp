@@ -1,0 +1,479 @@
+//===- TiledLoops.cpp - register-blocked CPU tiles -------------------------===//
+//
+// The schedule for head dims 32/64/128 with contiguous rows (head dim == value
+// dim): a block of `rows` query rows against panels of packed φ(k)ᵀ (and vᵀ)
+// keys, the score (and dP) tiles as FMA vector products held in registers, the
+// attention math on vector<lanes x T> lanes of one row (AttentionMath), row
+// reductions with vector.reduction, causal tiles skipped by the loop bounds.
+//
+//===----------------------------------------------------------------------===//
+#include "lib/Codegen/CPU/CPUKernelBuilder.h"
+
+#include <algorithm>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::attn;
+using namespace mlir::attn::cpu;
+
+Value CPUKernelBuilder::allocPanels(Value paddedKeys, int64_t headDim, int64_t blockKeys) {
+  Value rows = arith::MulIOp::create(b, arith::DivUIOp::create(b, paddedKeys, index(blockKeys)),
+                                     index(headDim));
+  return memref::AllocOp::create(b, MemRefType::get({ShapedType::kDynamic, blockKeys}, type),
+                                 ValueRange{rows}, b.getI64IntegerAttr(64));
+}
+
+SmallVector<Value> CPUKernelBuilder::panelIndex(Value j, Value c, int64_t headDim,
+                                                int64_t blockKeys) {
+  Value base =
+      arith::MulIOp::create(b, arith::DivUIOp::create(b, j, index(blockKeys)), index(headDim));
+  return {arith::AddIOp::create(b, base, c), arith::RemUIOp::create(b, j, index(blockKeys))};
+}
+
+CPUKernelBuilder::KeyLanes CPUKernelBuilder::keyLanesAt(Value start, Value rowEnd, Value i) {
+  Value valid = arith::MaxSIOp::create(
+      b, arith::MinSIOp::create(b, arith::SubIOp::create(b, rowEnd, start), index(lanes)),
+      index(0));
+  KeyLanes result{
+      vector::CreateMaskOp::create(b, VectorType::get({lanes}, b.getI1Type()), ValueRange{valid}),
+      valid, Value()};
+  if (lanewise.mask || lanewise.score)
+    result.jLanes = arith::AddIOp::create(
+        b, splat(start), vector::StepOp::create(b, VectorType::get({lanes}, b.getIndexType())));
+  if (lanewise.mask)
+    result.keep =
+        arith::AndIOp::create(b, result.keep, laneMath->maskKeeps(splat(i), result.jLanes));
+  return result;
+}
+
+PairValues CPUKernelBuilder::pairLanes(Value raw, Value i, const KeyLanes &keyLanes, Value keep) {
+  PairValues pair{raw, splat(i), keyLanes.jLanes, {}, keep};
+  for (Value value : rowInputsAt(i))
+    pair.rowInputs.push_back(splat(value));
+  return pair;
+}
+
+void CPUKernelBuilder::freePacked(const PackedKeys &packed, Value k) {
+  for (Value buffer : {packed.keysT, packed.valuesT, packed.keyRows})
+    if (buffer && buffer != k)
+      memref::DeallocOp::create(b, buffer);
+}
+
+SmallVector<Value> CPUKernelBuilder::panelProduct(int64_t rows, int64_t scoreVectors,
+                                                  int64_t headDim, Value panels, Value panel,
+                                                  function_ref<Value(int64_t, Value)> rowScalar) {
+  SmallVector<Value> init(rows * scoreVectors, splatConstant(0.0));
+  return llvm::to_vector(
+      loop(index(0), index(headDim), init, [&](Value c, ValueRange t) -> SmallVector<Value> {
+        SmallVector<Value> columns;
+        Value row = arith::AddIOp::create(b, panel, c);
+        for (int64_t h = 0; h < scoreVectors; ++h)
+          columns.push_back(
+              vector::LoadOp::create(b, laneType, panels, ValueRange{row, index(h * lanes)}));
+        SmallVector<Value> next;
+        for (int64_t r = 0; r < rows; ++r) {
+          Value x = splat(rowScalar(r, c));
+          for (int64_t h = 0; h < scoreVectors; ++h)
+            next.push_back(vector::FMAOp::create(b, x, columns[h], t[r * scoreVectors + h]));
+        }
+        return next;
+      }));
+}
+
+CPUKernelBuilder::PackedKeys CPUKernelBuilder::packKeys(Value k, Value v, Value keyLimit,
+                                                        int64_t headDim, int64_t blockKeys) {
+  PackedKeys packed;
+  packed.paddedKeys = arith::MulIOp::create(
+      b, arith::CeilDivSIOp::create(b, keyLimit, index(blockKeys)), index(blockKeys));
+  packed.keysT = allocPanels(packed.paddedKeys, headDim, blockKeys);
+  if (v)
+    packed.valuesT = allocPanels(packed.paddedKeys, headDim, blockKeys);
+  packed.keyRows = k;
+  bool keyRowsNeeded = v && fns.feature;
+  if (keyRowsNeeded)
+    packed.keyRows =
+        memref::AllocOp::create(b, MemRefType::get({ShapedType::kDynamic, headDim}, type),
+                                ValueRange{packed.paddedKeys}, b.getI64IntegerAttr(64));
+  Value zero = constant(0.0);
+  loop(index(0), packed.paddedKeys, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
+    Value inRange = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, j, keyLimit);
+    Value row = arith::SelectOp::create(b, inRange, j, index(0));
+    loop(index(0), index(headDim), {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+      Value x = scalarMath->feature(load(k, {row, c}));
+      if (keyRowsNeeded)
+        store(x, packed.keyRows, {j, c});
+      SmallVector<Value> at = panelIndex(j, c, headDim, blockKeys);
+      store(arith::SelectOp::create(b, inRange, x, zero), packed.keysT, at);
+      if (v)
+        store(arith::SelectOp::create(b, inRange, load(v, {row, c}), zero), packed.valuesT, at);
+      return {};
+    });
+    return {};
+  });
+  return packed;
+}
+
+void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
+  useLanes(tile);
+  const int64_t headDim = tile.getHeadDim();
+  const int64_t vectorsPerRow = headDim / lanes;
+  // A block of `rows` query rows against `blockKeys` keys: the score tile holds
+  // rows × scoreVectors vectors, the W·V accumulators rows × vectorsPerRow.
+  const int64_t rows = tile.getRows();
+  const int64_t blockKeys = tile.getForwardKeys();
+  const int64_t scoreVectors = blockKeys / lanes;
+
+  OpBuilder::InsertionGuard guard(b);
+  ForwardArgs args = beginForward(name, rowMajorType, /*lanewiseMath=*/true);
+  Value q = args.q, k = args.k, v = args.v, o = args.o, qBegin = args.qBegin, qEnd = args.qEnd;
+  Value zero = constant(0.0), zeroLanes = splatConstant(0.0), oneLanes = splatConstant(1.0);
+  Value minusInf = constant(-std::numeric_limits<double>::infinity());
+
+  // φ(k)ᵀ packed once per call, so a score tile row is `scoreVectors` contiguous
+  // vector loads per d.
+  Value keyLimit = arith::SelectOp::create(b, keys.isCausal,
+                                           arith::MinSIOp::create(b, keys.kvEnd, qEnd), keys.kvEnd);
+  PackedKeys packed = packKeys(k, Value(), keyLimit, headDim, blockKeys);
+  Value keysT = packed.keysT;
+  // Per row block: scale·φ(q) rows and the block's weights, reused across keys.
+  Value queryTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
+  Value weightTile = memref::AllocaOp::create(b, MemRefType::get({rows, blockKeys}, type));
+  Value outputTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
+
+  Value rowStep = index(rows);
+  loop(
+      qBegin, qEnd, {},
+      [&](Value i0, ValueRange) -> SmallVector<Value> {
+        // Rows past q_end repeat the last row (in bounds, never stored).
+        Value lastRow = arith::SubIOp::create(b, qEnd, index(1));
+        SmallVector<Value> rowIndex, rowKeyEnd;
+        Value blockEnd = index(0);
+        for (int64_t r = 0; r < rows; ++r) {
+          Value i = arith::MinSIOp::create(b, arith::AddIOp::create(b, i0, index(r)), lastRow);
+          rowIndex.push_back(i);
+          rowKeyEnd.push_back(keys.end(b, i));
+          blockEnd = arith::MaxSIOp::create(b, blockEnd, rowKeyEnd.back());
+          loop(index(0), index(headDim), {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+            store(mul(scalarMath->feature(load(q, {i, c})), scale), queryTile, {index(r), c});
+            return {};
+          });
+        }
+
+        // Carried per row: running max, Σ h, unmasked-key count.
+        SmallVector<Value> inits;
+        for (int64_t r = 0; r < rows; ++r) {
+          inits.append({online ? minusInf : zero, zero, zero});
+          for (int64_t c = 0; c < vectorsPerRow; ++c)
+            vector::StoreOp::create(b, zeroLanes, outputTile,
+                                    ValueRange{index(r), index(c * lanes)});
+        }
+        ValueRange carried = loop(
+            index(0), blockEnd, inits,
+            [&](Value j0, ValueRange acc) -> SmallVector<Value> {
+              // Score tile: rows × blockKeys, as rows × scoreVectors vectors.
+              Value panel = arith::MulIOp::create(
+                  b, arith::DivUIOp::create(b, j0, index(blockKeys)), index(headDim));
+              SmallVector<Value> tile =
+                  panelProduct(rows, scoreVectors, headDim, keysT, panel, [&](int64_t r, Value c) {
+                    return load(queryTile, {index(r), c});
+                  });
+
+              SmallVector<Value> next(acc.begin(), acc.end());
+              SmallVector<Value> alphas;
+              for (int64_t r = 0; r < rows; ++r) {
+                Value m = acc[3 * r], l = acc[3 * r + 1], count = acc[3 * r + 2];
+                SmallVector<PairValues> pairs;
+                SmallVector<Value> s;
+                Value kept = zero;
+                for (int64_t h = 0; h < scoreVectors; ++h) {
+                  KeyLanes keyLanes = keyLanesAt(arith::AddIOp::create(b, j0, index(h * lanes)),
+                                                 rowKeyEnd[r], rowIndex[r]);
+                  pairs.push_back(
+                      pairLanes(tile[r * scoreVectors + h], rowIndex[r], keyLanes, keyLanes.keep));
+                  s.push_back(laneMath->score(pairs.back()));
+                  kept = add(kept, lanewise.mask ? sumLanes(arith::SelectOp::create(
+                                                       b, keyLanes.keep, oneLanes, zeroLanes))
+                                                 : indexToFloat(keyLanes.valid));
+                }
+                Value shift = zeroLanes, alpha;
+                if (online) {
+                  Value candidates;
+                  for (int64_t h = 0; h < scoreVectors; ++h) {
+                    Value candidate = laneMath->stabilizer(pairs[h], s[h]);
+                    candidates =
+                        candidates ? arith::MaximumFOp::create(b, candidates, candidate).getResult()
+                                   : candidate;
+                  }
+                  AttentionMath::Rescale step = scalarMath->rescale(
+                      m,
+                      vector::ReductionOp::create(b, vector::CombiningKind::MAXIMUMF, candidates),
+                      /*mayBeEmpty=*/true);
+                  alpha = step.alpha;
+                  shift = splat(step.max);
+                  next[3 * r] = step.max;
+                }
+                Value hLanes = zeroLanes;
+                for (int64_t h = 0; h < scoreVectors; ++h) {
+                  Value g = laneMath->numeratorTerm(pairs[h], s[h], shift);
+                  vector::StoreOp::create(b, g, weightTile,
+                                          ValueRange{index(r), index(h * lanes)});
+                  if (Value terms = laneMath->denominatorTerm(pairs[h], s[h], shift))
+                    hLanes = add(hLanes, terms);
+                }
+                next[3 * r + 1] = scalarMath->accumulateSum(
+                    l, alpha, fns.denominator ? sumLanes(hLanes) : Value());
+                next[3 * r + 2] = add(count, kept);
+                alphas.push_back(alpha);
+              }
+
+              // O = O·e^(m_old - m_new) + W·V over the block's keys that exist.
+              Value keysHere = arith::MinSIOp::create(b, index(blockKeys),
+                                                      arith::SubIOp::create(b, blockEnd, j0));
+              SmallVector<Value> outputs;
+              for (int64_t r = 0; r < rows; ++r)
+                for (int64_t c = 0; c < vectorsPerRow; ++c) {
+                  Value current = vector::LoadOp::create(b, laneType, outputTile,
+                                                         ValueRange{index(r), index(c * lanes)});
+                  outputs.push_back(
+                      laneMath->rescaled(current, alphas[r] ? splat(alphas[r]) : Value()));
+                }
+              ValueRange updated = loop(
+                  index(0), keysHere, outputs, [&](Value jj, ValueRange out) -> SmallVector<Value> {
+                    Value j = arith::AddIOp::create(b, j0, jj);
+                    SmallVector<Value> valueLanes;
+                    for (int64_t c = 0; c < vectorsPerRow; ++c)
+                      valueLanes.push_back(
+                          vector::LoadOp::create(b, laneType, v, ValueRange{j, index(c * lanes)}));
+                    SmallVector<Value> result;
+                    for (int64_t r = 0; r < rows; ++r) {
+                      Value w = splat(load(weightTile, {index(r), jj}));
+                      for (int64_t c = 0; c < vectorsPerRow; ++c)
+                        result.push_back(
+                            vector::FMAOp::create(b, w, valueLanes[c], out[r * vectorsPerRow + c]));
+                    }
+                    return result;
+                  });
+              for (int64_t r = 0; r < rows; ++r)
+                for (int64_t c = 0; c < vectorsPerRow; ++c)
+                  vector::StoreOp::create(b, updated[r * vectorsPerRow + c], outputTile,
+                                          ValueRange{index(r), index(c * lanes)});
+              return next;
+            },
+            index(blockKeys));
+
+        for (int64_t r = 0; r < rows; ++r) {
+          Value valid = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
+                                              arith::AddIOp::create(b, i0, index(r)), qEnd);
+          auto ifValid = scf::IfOp::create(b, valid, /*withElseRegion=*/false);
+          OpBuilder::InsertionGuard rowGuard(b);
+          b.setInsertionPoint(ifValid.thenBlock()->getTerminator());
+          AttentionMath::RowResult result =
+              scalarMath->finalize(carried[3 * r], carried[3 * r + 1], carried[3 * r + 2]);
+          Value scaleLanes = splat(result.outputScale);
+          for (int64_t c = 0; c < vectorsPerRow; ++c) {
+            Value accumulated = vector::LoadOp::create(b, laneType, outputTile,
+                                                       ValueRange{index(r), index(c * lanes)});
+            vector::StoreOp::create(b, mul(accumulated, scaleLanes), o,
+                                    ValueRange{rowIndex[r], index(c * lanes)});
+          }
+          store(scalarMath->rowMax(result), args.rowMax, {rowIndex[r]});
+          store(scalarMath->rowSum(result), args.rowSum, {rowIndex[r]});
+        }
+        return {};
+      },
+      rowStep);
+  freePacked(packed, k);
+  func::ReturnOp::create(b);
+}
+
+void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) {
+  useLanes(tile);
+  const int64_t headDim = tile.getHeadDim();
+  const int64_t vectorsPerRow = headDim / lanes;
+  const int64_t rows = tile.getRows();
+  const int64_t blockKeys = tile.getBackwardKeys();
+  const int64_t scoreVectors = blockKeys / lanes;
+
+  OpBuilder::InsertionGuard guard(b);
+  BackwardArgs args = beginBackward(name, rowMajorType, /*lanewiseMath=*/true);
+  Value q = args.q, k = args.k, v = args.v, o = args.o, dOut = args.dOut, dq = args.dq,
+        dk = args.dk, dv = args.dv;
+  const unsigned numParams = paramValues.size();
+  Value zeroLanes = splatConstant(0.0);
+  Value queries = dim(q, 0), numKeys = dim(k, 0);
+
+  // dK and dV accumulate across row blocks; dQ rows are written once each.
+  loop(index(0), numKeys, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
+    for (int64_t c = 0; c < vectorsPerRow; ++c) {
+      vector::StoreOp::create(b, zeroLanes, dk, ValueRange{j, index(c * lanes)});
+      vector::StoreOp::create(b, zeroLanes, dv, ValueRange{j, index(c * lanes)});
+    }
+    return {};
+  });
+  // Packed operands: φ(k)ᵀ and vᵀ panels for the score and dP tiles, φ(k) rows
+  // for dQ when there is a feature map.
+  Value keyLimit = arith::SelectOp::create(
+      b, keys.isCausal, arith::MinSIOp::create(b, keys.kvEnd, queries), keys.kvEnd);
+  PackedKeys packed = packKeys(k, v, keyLimit, headDim, blockKeys);
+  Value keysT = packed.keysT, valuesT = packed.valuesT, keyRows = packed.keyRows;
+  Value queryTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
+  Value weightTile = memref::AllocaOp::create(b, MemRefType::get({rows, blockKeys}, type));
+  Value scoreGradTile = memref::AllocaOp::create(b, MemRefType::get({rows, blockKeys}, type));
+  Value paramGrads =
+      memref::AllocaOp::create(b, MemRefType::get({std::max<int64_t>(numParams, 1), lanes}, type));
+  for (unsigned p = 0; p < numParams; ++p)
+    vector::StoreOp::create(b, zeroLanes, paramGrads, ValueRange{index(p), index(0)});
+  auto addParamGrad = [&](unsigned p, Value lanesValue) {
+    Value current = vector::LoadOp::create(b, laneType, paramGrads, ValueRange{index(p), index(0)});
+    vector::StoreOp::create(b, arith::AddFOp::create(b, current, lanesValue), paramGrads,
+                            ValueRange{index(p), index(0)});
+  };
+
+  loop(
+      index(0), queries, {},
+      [&](Value i0, ValueRange) -> SmallVector<Value> {
+        Value lastRow = arith::SubIOp::create(b, queries, index(1));
+        SmallVector<Value> rowIndex, rowKeyEnd;
+        SmallVector<BackwardRow> rowLanes;
+        Value blockEnd = index(0);
+        for (int64_t r = 0; r < rows; ++r) {
+          Value unclamped = arith::AddIOp::create(b, i0, index(r));
+          Value i = arith::MinSIOp::create(b, unclamped, lastRow);
+          rowIndex.push_back(i);
+          rowKeyEnd.push_back(keys.end(b, i));
+          blockEnd = arith::MaxSIOp::create(b, blockEnd, rowKeyEnd.back());
+          Value dotLanes = zeroLanes;
+          for (int64_t col = 0; col < vectorsPerRow; ++col)
+            dotLanes = vector::FMAOp::create(
+                b, vector::LoadOp::create(b, laneType, dOut, ValueRange{i, index(col * lanes)}),
+                vector::LoadOp::create(b, laneType, o, ValueRange{i, index(col * lanes)}),
+                dotLanes);
+          // Rows past the end repeat the last one and must contribute nothing; so do
+          // fully masked rows (C = 0).
+          BackwardRow row = scalarMath->backwardRow(
+              load(args.rowMax, {i}), load(args.rowSum, {i}), sumLanes(dotLanes),
+              arith::CmpIOp::create(b, arith::CmpIPredicate::slt, unclamped, queries));
+          rowLanes.push_back(
+              {splat(row.shift), splat(row.inverseC), splat(row.delta), splat(row.live)});
+          loop(index(0), index(headDim), {}, [&](Value col, ValueRange) -> SmallVector<Value> {
+            store(mul(scalarMath->feature(load(q, {i, col})), scale), queryTile, {index(r), col});
+            return {};
+          });
+        }
+
+        SmallVector<Value> dqInit(rows * vectorsPerRow, zeroLanes);
+        ValueRange dqAcc = loop(
+            index(0), blockEnd, dqInit,
+            [&](Value j0, ValueRange dqIn) -> SmallVector<Value> {
+              // Tiles rows × blockKeys: scores from scale·φ(q)·φ(k)ᵀ, dP from dO·vᵀ.
+              Value panel = arith::MulIOp::create(
+                  b, arith::DivUIOp::create(b, j0, index(blockKeys)), index(headDim));
+              SmallVector<Value> rawTile =
+                  panelProduct(rows, scoreVectors, headDim, keysT, panel, [&](int64_t r, Value c) {
+                    return load(queryTile, {index(r), c});
+                  });
+              SmallVector<Value> dPTile = panelProduct(rows, scoreVectors, headDim, valuesT, panel,
+                                                       [&](int64_t r, Value c) {
+                                                         return load(dOut, {rowIndex[r], c});
+                                                       });
+
+              for (int64_t r = 0; r < rows; ++r) {
+                for (int64_t h = 0; h < scoreVectors; ++h) {
+                  KeyLanes keyLanes = keyLanesAt(arith::AddIOp::create(b, j0, index(h * lanes)),
+                                                 rowKeyEnd[r], rowIndex[r]);
+                  PairValues pair =
+                      pairLanes(rawTile[r * scoreVectors + h], rowIndex[r], keyLanes,
+                                arith::AndIOp::create(b, rowLanes[r].live, keyLanes.keep));
+                  AttentionMath::PairGradient grad = laneMath->gradient(
+                      pair, laneMath->score(pair), rowLanes[r], dPTile[r * scoreVectors + h]);
+                  vector::StoreOp::create(b, grad.weight(), weightTile,
+                                          ValueRange{index(r), index(h * lanes)});
+                  vector::StoreOp::create(b, grad.rawGrad(), scoreGradTile,
+                                          ValueRange{index(r), index(h * lanes)});
+                  for (unsigned p = 0; p < numParams; ++p)
+                    addParamGrad(p, grad.paramGrad(p));
+                  for (unsigned x = 0; x < numRowInputs(); ++x) {
+                    SmallVector<Value> at{index(x), rowIndex[r]};
+                    accumulate(dRowInputs, at, sumLanes(grad.rowInputGrad(x)));
+                  }
+                }
+              }
+
+              // Per key: dQ_r += dRaw_rj·φ(k_j) (registers), dK_j += Σ_r dRaw_rj·scale·φ(q_r),
+              // dV_j += Σ_r w_rj·dO_r (memory).
+              Value keysHere = arith::MinSIOp::create(b, index(blockKeys),
+                                                      arith::SubIOp::create(b, blockEnd, j0));
+              return llvm::to_vector(loop(
+                  index(0), keysHere, dqIn, [&](Value jj, ValueRange dqNow) -> SmallVector<Value> {
+                    Value j = arith::AddIOp::create(b, j0, jj);
+                    SmallVector<Value> keyLanes, dkLanes, dvLanes;
+                    for (int64_t c = 0; c < vectorsPerRow; ++c) {
+                      keyLanes.push_back(vector::LoadOp::create(b, laneType, keyRows,
+                                                                ValueRange{j, index(c * lanes)}));
+                      dkLanes.push_back(
+                          vector::LoadOp::create(b, laneType, dk, ValueRange{j, index(c * lanes)}));
+                      dvLanes.push_back(
+                          vector::LoadOp::create(b, laneType, dv, ValueRange{j, index(c * lanes)}));
+                    }
+                    SmallVector<Value> dqNext;
+                    for (int64_t r = 0; r < rows; ++r) {
+                      Value gradLane = splat(load(scoreGradTile, {index(r), jj}));
+                      Value weightLane = splat(load(weightTile, {index(r), jj}));
+                      for (int64_t c = 0; c < vectorsPerRow; ++c) {
+                        dqNext.push_back(vector::FMAOp::create(b, gradLane, keyLanes[c],
+                                                               dqNow[r * vectorsPerRow + c]));
+                        Value qLanes = vector::LoadOp::create(
+                            b, laneType, queryTile, ValueRange{index(r), index(c * lanes)});
+                        dkLanes[c] = vector::FMAOp::create(b, gradLane, qLanes, dkLanes[c]);
+                        Value dOutLanes = vector::LoadOp::create(
+                            b, laneType, dOut, ValueRange{rowIndex[r], index(c * lanes)});
+                        dvLanes[c] = vector::FMAOp::create(b, weightLane, dOutLanes, dvLanes[c]);
+                      }
+                    }
+                    for (int64_t c = 0; c < vectorsPerRow; ++c) {
+                      vector::StoreOp::create(b, dkLanes[c], dk, ValueRange{j, index(c * lanes)});
+                      vector::StoreOp::create(b, dvLanes[c], dv, ValueRange{j, index(c * lanes)});
+                    }
+                    return dqNext;
+                  }));
+            },
+            index(blockKeys));
+
+        // dQ = scale·Σ_j dRaw·φ(k_j), times φ'(q) with a feature map.
+        Value scaleLanes = splat(scale);
+        for (int64_t r = 0; r < rows; ++r) {
+          Value valid = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
+                                              arith::AddIOp::create(b, i0, index(r)), queries);
+          auto ifValid = scf::IfOp::create(b, valid, /*withElseRegion=*/false);
+          OpBuilder::InsertionGuard rowGuard(b);
+          b.setInsertionPoint(ifValid.thenBlock()->getTerminator());
+          for (int64_t c = 0; c < vectorsPerRow; ++c) {
+            Value at[] = {rowIndex[r], index(c * lanes)};
+            Value grad = laneMath->featureGrad(mul(dqAcc[r * vectorsPerRow + c], scaleLanes),
+                                               vector::LoadOp::create(b, laneType, q, at));
+            vector::StoreOp::create(b, grad, dq, at);
+          }
+        }
+        return {};
+      },
+      index(rows));
+
+  // With a feature map dK holds d/dφ(k); chain through φ'(k).
+  if (lanewise.featureDx)
+    loop(index(0), numKeys, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
+      for (int64_t c = 0; c < vectorsPerRow; ++c) {
+        Value at[] = {j, index(c * lanes)};
+        Value kLanes = vector::LoadOp::create(b, laneType, k, at);
+        Value dkLanes = vector::LoadOp::create(b, laneType, dk, at);
+        vector::StoreOp::create(b, laneMath->featureGrad(dkLanes, kLanes), dk, at);
+      }
+      return {};
+    });
+  for (unsigned p = 0; p < numParams; ++p) {
+    Value lanesValue =
+        vector::LoadOp::create(b, laneType, paramGrads, ValueRange{index(p), index(0)});
+    store(sumLanes(lanesValue), args.dParams, {index(p)});
+  }
+  freePacked(packed, k);
+  func::ReturnOp::create(b);
+}

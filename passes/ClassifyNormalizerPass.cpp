@@ -1,0 +1,37 @@
+//===- ClassifyNormalizerPass.cpp - attn-classify-normalizer --------------===//
+#include "lib/Analysis/KernelisedAnalysis.h"
+#include "lib/Analysis/NormalizerAnalysis.h"
+#include "passes/Passes.h"
+
+namespace mlir::attn {
+#define GEN_PASS_DEF_ATTNCLASSIFYNORMALIZER
+#include "passes/Passes.h.inc"
+
+namespace {
+struct ClassifyNormalizerPass
+    : impl::AttnClassifyNormalizerBase<ClassifyNormalizerPass> {
+  void runOnOperation() override {
+    bool failed = false;
+    for (NormalizerOp normalizer : getOperation().getOps<NormalizerOp>()) {
+      FailureOr<NormalizerClass> form = classifyNormalizer(normalizer);
+      if (mlir::failed(form)) {
+        failed = true;
+        continue;
+      }
+      normalizer.setAlgorithm(form->algorithm);
+    }
+    if (failed)
+      return signalPassFailure();
+    // A kernel runs in the linear-time form when its score, normalizer and mask
+    // allow it; the others keep their normalizer's algorithm.
+    for (KernelOp kernel : getOperation().getOps<KernelOp>()) {
+      NormalizerOp normalizer = kernel.getNormalizerOp();
+      if (!normalizer)
+        continue;
+      kernel.setAlgorithm(matchKernelised(kernel, /*explain=*/true) ? Algorithm::Kernelised
+                                                                     : *normalizer.getAlgorithm());
+    }
+  }
+};
+} // namespace
+} // namespace mlir::attn

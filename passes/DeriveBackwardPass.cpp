@@ -1,0 +1,18 @@
+//===- DeriveBackwardPass.cpp - attn-derive-backward ----------------------===//
+#include "lib/Transforms/ScalarFunctions.h"
+#include "passes/Passes.h"
+
+namespace mlir::attn {
+#define GEN_PASS_DEF_ATTNDERIVEBACKWARD
+#include "passes/Passes.h.inc"
+
+namespace {
+struct DeriveBackwardPass : impl::AttnDeriveBackwardBase<DeriveBackwardPass> {
+  void runOnOperation() override {
+    for (KernelOp kernel : llvm::to_vector(getOperation().getOps<KernelOp>()))
+      if (!kernel.getFunctions() && failed(outlineKernelFunctions(kernel)))
+        return signalPassFailure();
+  }
+};
+} // namespace
+} // namespace mlir::attn

@@ -1,0 +1,92 @@
+//===- Pipelines.cpp - the registered attn pipelines ----------------------===//
+#include "passes/Passes.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+using namespace mlir::attn;
+
+/// The passes both pipelines share, with the CUDA lowering when `cuda` holds.
+static void buildArtifactPipeline(OpPassManager &pm, StringRef kernel,
+                                  ArrayRef<std::string> elementTypes, int64_t vectorBits,
+                                  const CudaPipelineOptions *cuda) {
+  pm.addPass(createAttnVerify());
+  pm.addPass(createAttnClassifyNormalizer());
+  pm.addPass(createAttnDeriveBackward());
+  AttnSelectScheduleOptions schedule;
+  schedule.kernelName = kernel.str();
+  schedule.elementTypes.assign(elementTypes.begin(), elementTypes.end());
+  schedule.vectorBits = vectorBits;
+  pm.addPass(createAttnSelectSchedule(schedule));
+  if (cuda) {
+    AttnSelectGpuScheduleOptions gpuSchedule;
+    gpuSchedule.kernelName = kernel.str();
+    gpuSchedule.elementTypes.assign(cuda->cudaElementTypes.begin(), cuda->cudaElementTypes.end());
+    gpuSchedule.headDims.assign(cuda->headDims.begin(), cuda->headDims.end());
+    pm.addPass(createAttnSelectGpuSchedule(gpuSchedule));
+  }
+  pm.addPass(createAttnInstantiateFunctions());
+  if (cuda) {
+    AttnLowerToGPUOptions gpu;
+    gpu.targets.assign(cuda->targets.begin(), cuda->targets.end());
+    pm.addPass(createAttnLowerToGPU(gpu));
+  }
+  pm.addPass(createAttnLowerToLoops());
+  pm.addPass(createAttnEmitManifest());
+  pm.addPass(createAttnEraseDeclarations());
+  pm.addPass(createInlinerPass());
+  pm.addPass(createSymbolDCEPass());
+  pm.addPass(createAttnApproximateMath());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createLoopInvariantCodeMotionPass());
+  pm.addPass(createCanonicalizerPass());
+}
+
+void mlir::attn::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options) {
+  buildArtifactPipeline(pm, options.kernel, options.elementTypes, options.vectorBits, nullptr);
+}
+
+void mlir::attn::buildCudaPipeline(OpPassManager &pm, const CudaPipelineOptions &options) {
+  buildArtifactPipeline(pm, options.kernel, options.elementTypes, options.vectorBits, &options);
+}
+
+void mlir::attn::buildHostToLLVMPipeline(OpPassManager &pm) {
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createConvertVectorToLLVMPass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertMathToLibmPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+}
+
+void mlir::attn::buildGpuToNVVMPipeline(OpPassManager &pm) {
+  pm.addPass(createConvertNVGPUToNVVMPass());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addNestedPass<gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+}
+
+void mlir::attn::registerAttnPipelines() {
+  PassPipelineRegistration<CpuPipelineOptions>(
+      "attn-cpu-pipeline", "An attn module to the CPU code and manifest of one artifact",
+      buildCpuPipeline);
+  PassPipelineRegistration<CudaPipelineOptions>(
+      "attn-cuda-pipeline",
+      "An attn module to the CPU code, CUDA kernels and manifest of one artifact",
+      buildCudaPipeline);
+  PassPipelineRegistration<>("attn-host-to-llvm", "An artifact's host code to the LLVM dialect",
+                             buildHostToLLVMPipeline);
+  PassPipelineRegistration<>("attn-gpu-to-nvvm", "An artifact's gpu.module to the NVVM dialect",
+                             buildGpuToNVVMPipeline);
+}

@@ -1,0 +1,61 @@
+// RUN: attn-opt %s --split-input-file --verify-diagnostics
+
+// expected-error @+1 {{a tiled schedule needs a head_dim that is a positive multiple of lanes, got head_dim 36 and lanes 8}}
+#bad = #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 36, lanes = 8, rows = 2, forward_keys = 16, backward_keys = 8>
+
+// -----
+
+// expected-error @+1 {{a tiled schedule needs rows >= 1, got 0}}
+#bad = #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 0, forward_keys = 16, backward_keys = 8>
+
+// -----
+
+// expected-error @+1 {{forward_keys must be a positive multiple of lanes (8), got 12}}
+#bad = #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 2, forward_keys = 12, backward_keys = 8>
+
+// -----
+
+// expected-error @+1 {{a generic schedule takes no head_dim, lanes, rows or keys}}
+#bad = #attn.cpu_schedule<type = f32, variant = generic, rows = 4>
+
+// -----
+
+// expected-error @+1 {{a CPU schedule is for a float element type, got 'i32'}}
+#bad = #attn.cpu_schedule<type = i32, variant = generic>
+
+// -----
+
+// expected-error @+1 {{a GPU schedule is for a float storage type, got 'i32'}}
+#bad = #attn.gpu_schedule<type = i32, head_dim = 64, variant = simt>
+
+// -----
+
+// expected-error @+1 {{head_dim must be positive, got 0}}
+#bad = #attn.gpu_schedule<type = f16, head_dim = 0, variant = simt>
+
+// -----
+
+// expected-error @+1 {{functions are instantiated at a float type, got 'index'}}
+#bad = #attn.functions<type = index, numerator = @g, numerator_ds = @g>
+
+// -----
+
+// expected-error @+1 {{lanes must be 0 (scalars) or a vector width, got -1}}
+#bad = #attn.functions<type = f32, lanes = -1, numerator = @g, numerator_ds = @g>
+
+// -----
+
+// expected-error @+1 {{derivative lists hold function symbols, got [1]}}
+#bad = #attn.functions<type = f32, numerator = @g, numerator_ds = @g, score_dp = [1]>
+
+// -----
+
+attn.normalizer @relu {
+  numerator {
+  ^bb0(%s: f32):
+    attn.yield %s : f32
+  }
+  denominator count
+}
+// expected-error @+1 {{'attn.kernel' op functions name @missing, which is not a function of the module}}
+attn.kernel @k normalizer(@relu) {functions = [#attn.functions<type = f32, numerator = @missing, numerator_ds = @missing>]}

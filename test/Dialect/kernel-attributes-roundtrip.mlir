@@ -1,0 +1,26 @@
+// RUN: attn-opt %s > %t.1
+// RUN: attn-opt %t.1 > %t.2
+// RUN: diff %t.1 %t.2
+// RUN: attn-opt %s --mlir-print-op-generic | attn-opt > %t.g
+// RUN: diff %t.1 %t.g
+// RUN: FileCheck %s < %t.1
+
+// The attributes the passes hand each other print and parse back.
+attn.normalizer @relu params(b = 0.5) {
+  numerator {
+  ^bb0(%s: f32, %b: f32):
+    attn.yield %s : f32
+  }
+  denominator count
+}
+attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>,
+  functions = [#attn.functions<type = f32, numerator = @g, numerator_ds = @g, numerator_dp = [@g]>,
+               #attn.functions<type = f32, lanes = 8, numerator = @g, numerator_ds = @g>],
+  cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>,
+                  #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 2, forward_keys = 16, backward_keys = 8>],
+  gpu_schedule = [#attn.gpu_schedule<type = bf16, head_dim = 64, variant = tensor_core>]}
+func.func private @g(%s: f32, %m: f32, %b: f32) -> f32 {
+  return %s : f32
+}
+
+// CHECK: attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 2, forward_keys = 16, backward_keys = 8>], functions = [#attn.functions<type = f32, numerator = @g, numerator_ds = @g, numerator_dp = [@g]>, #attn.functions<type = f32, lanes = 8, numerator = @g, numerator_ds = @g>], gpu_schedule = [#attn.gpu_schedule<type = bf16, head_dim = 64, variant = tensor_core>]}

@@ -1,0 +1,51 @@
+// RUN: attn-opt %s --split-input-file --attn-select-schedule | FileCheck %s
+// RUN: attn-opt %s --split-input-file --attn-select-schedule="element-types=f64 vector-bits=256" | FileCheck %s --check-prefix=AVX2
+
+// Per element type a generic schedule and tiles for head dims 32, 64, 128: on
+// 16 f32 lanes, 4 rows (2 at d = 128) against 64 keys forward, 32 backward.
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+}
+attn.kernel @k normalizer(@softmax) {algorithm = #attn<algorithm online>}
+
+// CHECK: cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 16, rows = 4, forward_keys = 64, backward_keys = 32>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 64, lanes = 16, rows = 4, forward_keys = 64, backward_keys = 32>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 128, lanes = 16, rows = 2, forward_keys = 64, backward_keys = 32>, #attn.cpu_schedule<type = f64, variant = generic>,
+// AVX2: cpu_schedule = [#attn.cpu_schedule<type = f64, variant = generic>, #attn.cpu_schedule<type = f64, variant = tiled, head_dim = 32, lanes = 4, rows = 2, forward_keys = 16, backward_keys = 8>, #attn.cpu_schedule<type = f64, variant = tiled, head_dim = 64, lanes = 4, rows = 1, forward_keys = 16, backward_keys = 8>, #attn.cpu_schedule<type = f64, variant = tiled, head_dim = 128, lanes = 4, rows = 1, forward_keys = 16, backward_keys = 8>]
+
+// -----
+
+// A kernelised kernel runs the linear form, without tiles.
+attn.normalizer @linear {
+  numerator {
+  ^bb0(%s: f32):
+    attn.yield %s : f32
+  }
+  denominator count
+}
+attn.kernel @k normalizer(@linear) {algorithm = #attn<algorithm kernelised>}
+
+// CHECK: cpu_schedule = [#attn.cpu_schedule<type = f32, variant = linear>, #attn.cpu_schedule<type = f64, variant = linear>]
+
+// -----
+
+// A schedule written on the kernel is kept; kernel= picks the kernel.
+attn.normalizer @relu {
+  numerator {
+  ^bb0(%s: f32):
+    %zero = arith.constant 0.0 : f32
+    %g = arith.maximumf %s, %zero : f32
+    attn.yield %g : f32
+  }
+  denominator count
+}
+attn.kernel @pinned normalizer(@relu) {algorithm = #attn<algorithm plain>, cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>]}
+
+// CHECK: attn.kernel @pinned normalizer(@relu) {algorithm = #attn<algorithm plain>, cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>]}

@@ -1,0 +1,18 @@
+// The compiler's manifest writer (lib/Codegen/Manifest.cpp) against the golden
+// files of this directory, which the runtime's C++ reader
+// (test/runtime/runtime_errors_test.cpp, ManifestGolden) and the Python reader
+// (test/python/test_manifest_golden.py) parse. The format: runtime/include/attn/abi.h.
+// RUN: attn-compile %examples/normalizers/multimax.mlir --emit=manifest -o %t.multimax
+// RUN: diff %S/multimax.manifest %t.multimax
+// RUN: attn-compile %examples/normalizers/linear.mlir --emit=manifest --dtypes=f64 -o %t.linear
+// RUN: diff %S/linear.manifest %t.linear
+// RUN: attn-compile %examples/families/luong_general.mlir --emit=manifest -o %t.luong_general
+// RUN: diff %S/luong_general.manifest %t.luong_general
+// RUN: attn-compile %examples/families/luong_local.mlir --emit=manifest -o %t.luong_local
+// RUN: diff %S/luong_local.manifest %t.luong_local
+// RUN: attn-compile %examples/families/bahdanau.mlir --emit=manifest -o %t.bahdanau
+// RUN: diff %S/bahdanau.manifest %t.bahdanau
+// RUN: attn-compile %examples/families/cosine.mlir --emit=manifest -o %t.cosine
+// RUN: diff %S/cosine.manifest %t.cosine
+// RUN: attn-compile %examples/normalizers/softmax.mlir --emit=manifest --dtypes=f32 --cuda-targets=sm_80,sm_90 --cuda-dtypes=bf16,f32 -o %t.softmax-cuda
+// RUN: diff %S/softmax-cuda.manifest %t.softmax-cuda
