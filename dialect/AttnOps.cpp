@@ -8,9 +8,11 @@
 #include "mlir/Interfaces/ControlFlowInterfaces.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 
 #include <charconv>
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::attn;
@@ -153,16 +155,63 @@ static LogicalResult verifyScalarRegion(Operation *owner, Region &region,
   return success();
 }
 
+/// The symbol name of `op` (an attn.normalizer, score, mask or kernel) is written
+/// into the artifact's manifest as one whitespace-separated token: it must be an
+/// MLIR bare identifier, which the printer also writes without quotes.
+static LogicalResult verifySymbolName(Operation *op) {
+  StringRef name = SymbolTable::getSymbolName(op).getValue();
+  bool bare = !name.empty() && (llvm::isAlpha(name.front()) || name.front() == '_') &&
+              llvm::all_of(name, [](char c) {
+                return llvm::isAlnum(c) || c == '_' || c == '$' || c == '.';
+              });
+  if (bare)
+    return success();
+  std::string shown;
+  llvm::raw_string_ostream os(shown);
+  llvm::printEscapedString(name, os);
+  return op->emitOpError() << "symbol name \"" << shown
+                           << "\" cannot be written into the artifact's manifest; expected "
+                              "a letter or '_' followed by letters, digits, '_', '$' or '.'";
+}
+
+/// Param, weight and tensor-input names become manifest tokens and the keys of the
+/// Python API (attn.Kernel.param_names, nn.ParameterDict): letters, digits and '_',
+/// not starting with a digit.
+static LogicalResult verifyValueName(Operation *op, StringRef role, StringRef name) {
+  if (!name.empty() && !llvm::isDigit(name.front()) &&
+      llvm::all_of(name, [](char c) { return llvm::isAlnum(c) || c == '_'; }))
+    return success();
+  std::string shown;
+  llvm::raw_string_ostream os(shown);
+  llvm::printEscapedString(name, os);
+  return op->emitOpError() << role << " name \"" << shown
+                           << "\" is not an identifier; expected letters, digits and '_', "
+                              "not starting with a digit";
+}
+
+/// A number the artifact's manifest and the kernels can hold: not NaN or infinite.
+static LogicalResult verifyFinite(Operation *op, const Twine &what, double value) {
+  if (std::isfinite(value))
+    return success();
+  return op->emitOpError() << what << " is "
+                           << (std::isnan(value) ? "NaN" : value > 0 ? "+infinity" : "-infinity")
+                           << "; expected a finite number";
+}
+
 static LogicalResult verifyParams(Operation *op, ArrayAttr names,
                                   ArrayRef<double> inits) {
   if (names.size() != inits.size())
     return op->emitOpError() << "declares " << names.size() << " param names but "
                              << inits.size() << " initial values";
   llvm::StringSet<> seen;
-  for (Attribute name : names)
-    if (!seen.insert(cast<StringAttr>(name).getValue()).second)
-      return op->emitOpError() << "declares param '"
-                               << cast<StringAttr>(name).getValue() << "' twice";
+  for (auto [attr, init] : llvm::zip(names, inits)) {
+    StringRef name = cast<StringAttr>(attr).getValue();
+    if (failed(verifyValueName(op, "param", name)) ||
+        failed(verifyFinite(op, "the initial value of param '" + name + "'", init)))
+      return failure();
+    if (!seen.insert(name).second)
+      return op->emitOpError() << "declares param '" << name << "' twice";
+  }
   return success();
 }
 
@@ -365,7 +414,15 @@ LogicalResult NormalizerOp::verifyOffset() {
 }
 
 LogicalResult NormalizerOp::verify() {
-  if (failed(verifyParams(*this, getParamNames(), getParamInits())))
+  if (failed(verifySymbolName(*this)) ||
+      failed(verifyParams(*this, getParamNames(), getParamInits())))
+    return failure();
+  if (auto constant = getDenominatorConstant();
+      constant && failed(verifyFinite(*this, "the constant denominator",
+                                      constant->convertToDouble())))
+    return failure();
+  if (auto epsilon = getEpsilon();
+      epsilon && failed(verifyFinite(*this, "epsilon", epsilon->convertToDouble())))
     return failure();
   SmallVector<ExpectedArg> args{{"the score", "s", Type()}};
   args.append(indexArgs(getContext()));
@@ -491,6 +548,8 @@ static LogicalResult verifyWeightDeclarations(ScoreOp op) {
     seen.insert(cast<StringAttr>(name).getValue());
   for (unsigned w = 0; w < op.getNumWeights(); ++w) {
     StringRef name = cast<StringAttr>((*op.getWeightNames())[w]).getValue();
+    if (failed(verifyValueName(op, "weight", name)))
+      return failure();
     if (!seen.insert(name).second)
       return op.emitOpError() << "declares '" << name << "' twice (params and weights share one namespace)";
     auto shape = dyn_cast<DenseI64ArrayAttr>((*op.getWeightShapes())[w]);
@@ -502,6 +561,10 @@ static LogicalResult verifyWeightDeclarations(ScoreOp op) {
     if (!isa<FloatAttr>(init) && !(kind && kind.getValue() == "identity"))
       return op.emitOpError() << "weight '" << name
                               << "' must be initialised with a number or 'identity'";
+    if (auto fill = dyn_cast<FloatAttr>(init);
+        fill && failed(verifyFinite(op, "the initial value of weight '" + name + "'",
+                                    fill.getValueAsDouble())))
+      return failure();
     if (kind && shape.size() != 2)
       return op.emitOpError() << "weight '" << name << "': 'identity' needs a 2-D weight, got "
                               << shape.size() << "-D";
@@ -669,7 +732,11 @@ void ScoreOp::print(OpAsmPrinter &p) {
 }
 
 LogicalResult ScoreOp::verify() {
-  if (failed(verifyParams(*this, getParamNames(), getParamInits())))
+  if (failed(verifySymbolName(*this)) ||
+      failed(verifyParams(*this, getParamNames(), getParamInits())))
+    return failure();
+  if (auto scale = getScale();
+      scale && failed(verifyFinite(*this, "'scale'", scale->convertToDouble())))
     return failure();
   if (getScale() && getContract() != ContractKind::ScaledDot &&
       getContract() != ContractKind::Cosine && getContract() != ContractKind::Bilinear)
@@ -722,6 +789,8 @@ void MaskOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setNam
 }
 
 LogicalResult MaskOp::verify() {
+  if (failed(verifySymbolName(*this)))
+    return failure();
   return verifyScalarRegion(*this, getBody(), "mask", indexArgs(getContext()),
                             IntegerType::get(getContext(), 1));
 }
@@ -742,6 +811,8 @@ NormalizerOp KernelOp::getNormalizerOp() {
 }
 ScoreOp KernelOp::getScoreOp() { return lookupSymbol<ScoreOp>(*this, getScoreAttr()); }
 MaskOp KernelOp::getMaskOp() { return lookupSymbol<MaskOp>(*this, getMaskAttr()); }
+
+LogicalResult KernelOp::verify() { return verifySymbolName(*this); }
 
 /// Reports a reference that names nothing, or names an op of another kind.
 template <typename OpTy>
@@ -832,6 +903,9 @@ LogicalResult KernelOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 static constexpr int64_t kMaxInputRank = 4;
 
 LogicalResult InputOp::verify() {
+  // The name is a manifest token and the key of the Python API's inputs= dict.
+  if (failed(verifyValueName(*this, "input", getSymName())))
+    return failure();
   RankedTensorType type = getTensorType();
   if (type.getRank() < 1 || type.getRank() > kMaxInputRank)
     return emitOpError() << "must have rank 1 to " << kMaxInputRank << ", got " << type;

@@ -377,6 +377,7 @@ def Attn_KernelOp : Attn_Op<"kernel", [Symbol, DeclareOpInterfaceMethods<SymbolU
     ScoreOp getScoreOp();  // null when the default scaled dot is used
     MaskOp getMaskOp();    // null when unmasked
   }];
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

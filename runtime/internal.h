@@ -6,6 +6,11 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <sys/stat.h>
+
+#include <map>
+#include <string>
+
 namespace attn {
 namespace detail {
 /// The runtime's reader of the manifest text (format: attn/abi.h; golden files:
@@ -36,6 +41,36 @@ std::string choose_cuda_image(const std::vector<std::string> &targets, bool has_
 
 /// "f32" / "f16" / "bf16" (a cuda-kernel dtype), nullptr for other dtypes.
 const char *cuda_dtype_tag(torch::ScalarType t);
+
+// ---- artifact files, checked before dlopen (artifact.cpp) ----
+
+/// A defined, exported symbol of an artifact's dynamic symbol table.
+struct ArtifactSymbol {
+  unsigned char type = 0; // STT_FUNC, STT_OBJECT, ...
+  uint64_t size = 0;      // st_size, bytes
+};
+
+/// The whole artifact behind `fd` (`size` bytes by fstat, refused above 1 GiB), which
+/// must start with an ELF header. Errors name `given`, the path the caller passed.
+std::string read_artifact(int fd, uint64_t size, const std::string &given);
+
+/// Checks the checksum trailer of the artifact `bytes` (attn/checksum.h) and returns
+/// the hex SHA-256 of its contents; a missing, short or mismatching trailer is an error.
+std::string verify_checksum(const std::string &bytes, const std::string &given);
+
+/// The attn_* and _mlir_ciface_attn_* symbols that the checksummed artifact `bytes`
+/// defines and exports, after checking that it is a 64-bit ELF shared object for this
+/// machine whose loadable segments lie within the file and which defines no indirect
+/// function, and that attn_manifest is a function and attn_signature a data object.
+std::map<std::string, ArtifactSymbol> read_elf_symbols(const std::string &bytes,
+                                                       const std::string &given);
+
+/// Whether the memory at `address` is mapped from the file `file` (its st_dev and
+/// st_ino, by /proc/self/maps; true where /proc cannot tell).
+bool mapped_from(const void *address, const struct stat &file);
+
+/// "a function", "a data object", ... for an ELF symbol type.
+std::string elf_symbol_kind(unsigned char type);
 } // namespace detail
 } // namespace attn
 

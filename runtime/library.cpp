@@ -7,8 +7,11 @@
 #include "internal.h"
 
 #include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -16,7 +19,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -92,6 +94,9 @@ const char *dtype_tag(torch::ScalarType t) {
 struct FileId {
   uint64_t dev = 0, ino = 0;
   int64_t mtime_ns = 0, size = 0;
+  bool operator==(const FileId &o) const {
+    return dev == o.dev && ino == o.ino && mtime_ns == o.mtime_ns && size == o.size;
+  }
 };
 
 FileId file_id(const struct stat &st) {
@@ -102,6 +107,12 @@ FileId file_id(const struct stat &st) {
   id.size = static_cast<int64_t>(st.st_size);
   return id;
 }
+
+// Closes a file descriptor.
+struct FdGuard {
+  int fd;
+  ~FdGuard() { close(fd); }
+};
 
 // Closes a dlopen handle unless released (used while validating a fresh artifact).
 struct HandleGuard {
@@ -406,34 +417,122 @@ Manifest parse_manifest(const std::string &path, const std::string &text) {
 } // namespace detail
 
 namespace {
+
+// As the manifest writes shapes: 32x32, ?x8 (-1: any extent).
+std::string shape_text(const std::vector<int64_t> &shape) {
+  std::string text;
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? "x" : "") + (shape[i] < 0 ? std::string("?") : std::to_string(shape[i]));
+  return text;
+}
+
+// A tensor input's element as the manifest names it, from its attn_signature code.
+std::string input_element_name(int64_t code) {
+  switch (code) {
+  case ATTN_INPUT_FLOAT:
+    return "float";
+  case 8:
+  case 32:
+  case 64:
+    return "i" + std::to_string(code);
+  default:
+    return "code " + std::to_string(code);
+  }
+}
+
+// The manifest agrees with attn_signature (abi.h), `words` int64 values: what the
+// entry points were compiled for. Throws c10::Error naming the artifact otherwise.
+void check_signature(const std::string &path, const Manifest &m, const int64_t *sig,
+                     size_t words) {
+  auto refuse = [&](const std::string &what) {
+    TORCH_CHECK(false, "attn: artifact ", path, ": its manifest does not match its entry "
+                "points (", ATTN_SIGNATURE_SYMBOL, "): ", what,
+                "; the artifact is inconsistent: recompile it with attn-compile");
+  };
+  if (words < 4 || sig[0] != ATTN_ABI_VERSION || sig[1] < 0 || sig[3] < 0)
+    refuse("expected " ATTN_SIGNATURE_SYMBOL " to start with ATTN_ABI_VERSION " +
+           std::to_string(ATTN_ABI_VERSION) + ", T, the head dim and the param count, found " +
+           std::to_string(words) + " values");
+  std::vector<std::vector<int64_t>> shapes;
+  size_t at = 4;
+  for (int64_t p = 0; p < sig[3]; ++p) {
+    if (at >= words || sig[at] < 0 || sig[at] > 8 || static_cast<size_t>(sig[at]) > words - at - 1)
+      refuse("its param " + std::to_string(p) + " is cut short");
+    shapes.emplace_back(sig + at + 1, sig + at + 1 + sig[at]);
+    at += 1 + sig[at];
+  }
+  // The tensor inputs: rank, element, learnable, extents.
+  struct SignedInput {
+    int64_t element, learnable;
+    std::vector<int64_t> shape;
+  };
+  std::vector<SignedInput> inputs;
+  for (int64_t t = 0; t < sig[1]; ++t) {
+    if (at + 3 > words || sig[at] < 1 || sig[at] > ATTN_MAX_TABLE_RANK ||
+        static_cast<size_t>(sig[at]) > words - at - 3)
+      refuse("its tensor input " + std::to_string(t) + " is cut short");
+    inputs.push_back({sig[at + 1], sig[at + 2],
+                      std::vector<int64_t>(sig + at + 3, sig + at + 3 + sig[at])});
+    at += 3 + sig[at];
+  }
+  if (at != words)
+    refuse(std::to_string(words - at) + " values follow its " + std::to_string(sig[3]) +
+           " params and " + std::to_string(sig[1]) + " tensor inputs");
+  if (shapes.size() != m.param_names.size())
+    refuse("the manifest's params line declares " + std::to_string(m.param_names.size()) +
+           " params (" + join(m.param_names, ", ") + "), the entry points read " +
+           std::to_string(shapes.size()));
+  for (size_t p = 0; p < shapes.size(); ++p)
+    if (shapes[p] != m.param_shapes[p])
+      refuse("param '" + m.param_names[p] + "' is " +
+             (m.param_shapes[p].empty() ? "a scalar" : "[" + shape_text(m.param_shapes[p]) + "]") +
+             " in the manifest, the entry points read " +
+             (shapes[p].empty() ? "a scalar" : "[" + shape_text(shapes[p]) + "]"));
+  if (inputs.size() != m.inputs.size())
+    refuse("the manifest declares " + std::to_string(m.inputs.size()) +
+           " tensor inputs (input lines), the entry points read " + std::to_string(inputs.size()));
+  for (size_t t = 0; t < inputs.size(); ++t) {
+    const TensorInput &declared = m.inputs[t];
+    const std::string element = input_element_name(inputs[t].element);
+    if (element != declared.element || inputs[t].learnable != (declared.learnable ? 1 : 0) ||
+        inputs[t].shape != declared.shape)
+      refuse("tensor input '" + declared.name + "' is " + declared.element + " " +
+             shape_text(declared.shape) + (declared.learnable ? " learnable" : "") +
+             " in the manifest, the entry points read " + element + " " +
+             shape_text(inputs[t].shape) + (inputs[t].learnable ? " learnable" : ""));
+  }
+  if (m.head_dim != sig[2])
+    refuse("the manifest's head-dim is " + std::to_string(m.head_dim) +
+           " (0: any), the entry points were compiled for " + std::to_string(sig[2]));
+}
+
+} // namespace
+
+namespace {
 std::mutex &cache_mutex() {
   static std::mutex m;
   return m;
 }
+// A loaded artifact and the identity of the file it was last verified from.
+struct CacheEntry {
+  FileId id;
+  std::shared_ptr<const Library> lib;
+};
 // Strong references: artifacts stay loaded for the process lifetime (autograd
 // graphs and the path-based Python ops refer to them). Leaked on purpose so that
 // nothing is unloaded during static destruction.
-std::map<std::string, std::shared_ptr<const Library>> &library_cache() {
-  static auto *cache = new std::map<std::string, std::shared_ptr<const Library>>();
+std::map<std::string, CacheEntry> &library_cache() {
+  static auto *cache = new std::map<std::string, CacheEntry>();
   return *cache;
 }
 } // namespace
 
 struct LibraryLoader {
+  // dlopen()s `canonical`, the file `file` (fstat) already verified (its checksum
+  // `sha256`, its dynamic symbols `symbols`), and validates what it exports.
   static std::shared_ptr<Library> open(const std::string &canonical, const std::string &given,
-                                       const FileId &id) {
-    // Say "not a shared object" plainly before dlopen's terser message.
-    {
-      std::ifstream f(canonical, std::ios::binary);
-      TORCH_CHECK(f.good(), "attn: cannot read artifact '", given, "' (", canonical, "): ",
-                  std::strerror(errno));
-      char magic[4] = {0, 0, 0, 0};
-      f.read(magic, 4);
-      TORCH_CHECK(f.gcount() == 4 && magic[0] == 0x7f && magic[1] == 'E' && magic[2] == 'L' &&
-                      magic[3] == 'F',
-                  "attn: artifact '", given, "' is not a shared object: expected an ELF .so "
-                  "produced by attn-compile, found a file without an ELF header");
-    }
+                                       const struct stat &file, const std::string &sha256,
+                                       const std::map<std::string, detail::ArtifactSymbol> &symbols) {
     dlerror();
     void *handle = dlopen(canonical.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle) {
@@ -442,21 +541,42 @@ struct LibraryLoader {
                   "failed: ", err ? err : "(no error message)");
     }
     HandleGuard guard{handle};
+    // A symbol the artifact itself defines (symbols), of the ELF type `type`; nullptr
+    // when it defines none (dlsym would also search its dependencies).
+    auto own = [&](const std::string &name, unsigned char type) -> void * {
+      auto it = symbols.find(name);
+      if (it == symbols.end())
+        return nullptr;
+      TORCH_CHECK(it->second.type == type, "attn: artifact ", canonical, " exports '", name,
+                  "' as ", detail::elf_symbol_kind(it->second.type), ", expected ",
+                  detail::elf_symbol_kind(type));
+      void *address = dlsym(handle, name.c_str());
+      TORCH_CHECK(address, "attn: artifact ", canonical, ": dlsym(\"", name,
+                  "\") failed although its dynamic symbol table defines it");
+      return address;
+    };
 
-    dlerror();
-    void *msym = dlsym(handle, ATTN_MANIFEST_SYMBOL);
-    TORCH_CHECK(msym, "attn: artifact '", given, "' has no '", ATTN_MANIFEST_SYMBOL,
-                "' symbol: expected a shared object produced by attn-compile exporting "
-                "`const char *", ATTN_MANIFEST_SYMBOL, "(void)`");
-    auto manifest_fn = reinterpret_cast<attn_manifest_fn>(msym);
+    auto manifest_fn = reinterpret_cast<attn_manifest_fn>(own(ATTN_MANIFEST_SYMBOL, STT_FUNC));
+    // The file mapped must be the file verified: not one renamed over the path since.
+    TORCH_CHECK(detail::mapped_from(reinterpret_cast<const void *>(manifest_fn), file),
+                "attn: artifact '", given, "' was replaced while it was being loaded (the file "
+                "dlopen() mapped is not the file whose checksum was verified); load it again");
     const char *text = manifest_fn();
     TORCH_CHECK(text, "attn: artifact '", given, "': ", ATTN_MANIFEST_SYMBOL,
                 "() returned NULL, expected the manifest text");
 
     auto lib = std::make_shared<Library>(Library::Token{});
     lib->path_ = canonical;
+    lib->sha256_ = sha256;
     lib->manifest_text_ = text;
     lib->manifest_ = detail::parse_manifest(canonical, lib->manifest_text_);
+    const uint64_t signature_bytes = symbols.at(ATTN_SIGNATURE_SYMBOL).size;
+    TORCH_CHECK(signature_bytes % sizeof(int64_t) == 0, "attn: artifact ", canonical, ": ",
+                ATTN_SIGNATURE_SYMBOL, " is ", signature_bytes,
+                " bytes, expected a whole number of int64 values");
+    check_signature(canonical, lib->manifest_,
+                    static_cast<const int64_t *>(own(ATTN_SIGNATURE_SYMBOL, STT_OBJECT)),
+                    signature_bytes / sizeof(int64_t));
 
     bool cpu = false;
     for (const auto &d : lib->manifest_.devices)
@@ -465,8 +585,8 @@ struct LibraryLoader {
       for (const auto &dt : lib->manifest_.dtypes) {
         std::string fwd = "_mlir_ciface_attn_forward_" + dt;
         std::string bwd = "_mlir_ciface_attn_backward_" + dt;
-        void *f = dlsym(handle, fwd.c_str());
-        void *b = dlsym(handle, bwd.c_str());
+        void *f = own(fwd, STT_FUNC);
+        void *b = own(bwd, STT_FUNC);
         std::vector<std::string> missing;
         if (!f)
           missing.push_back(fwd);
@@ -487,16 +607,22 @@ struct LibraryLoader {
     if (lib->has_device("cuda")) {
       auto image = [&](const std::string &name, bool required) {
         Library::CudaImage img;
-        void *data = dlsym(handle, name.c_str());
-        void *size = dlsym(handle, (name + "_size").c_str());
+        void *data = own(name, STT_OBJECT);
+        void *size = own(name + "_size", STT_OBJECT);
         TORCH_CHECK((data && size) || (!required && !data && !size), "attn: artifact ",
                     canonical, ": manifest lists cuda but the GPU image symbols ", name, " and ",
                     name, "_size are ", data || size ? "not both" : "not", " exported");
         if (data) {
+          TORCH_CHECK(symbols.at(name + "_size").size == sizeof(int64_t), "attn: artifact ",
+                      canonical, ": ", name, "_size is ", symbols.at(name + "_size").size,
+                      " bytes, expected an int64");
           img.data = data;
           img.size = *static_cast<const int64_t *>(size);
-          TORCH_CHECK(img.size > 0, "attn: artifact ", canonical, ": ", name,
-                      "_size is ", img.size, ", expected a positive size in bytes");
+          const uint64_t extent = symbols.at(name).size;
+          TORCH_CHECK(img.size > 0 && static_cast<uint64_t>(img.size) <= extent,
+                      "attn: artifact ", canonical, ": ", name, "_size is ", img.size,
+                      ", expected a positive size in bytes of at most the ", extent,
+                      " bytes of symbol ", name);
         }
         return img;
       };
@@ -511,10 +637,6 @@ struct LibraryLoader {
                     "attn: artifact ", canonical, ": attn_cuda_ptx is not NUL-terminated "
                     "within attn_cuda_ptx_size = ", lib->cuda_ptx_.size, " bytes");
     }
-    lib->dev_ = id.dev;
-    lib->ino_ = id.ino;
-    lib->mtime_ns_ = id.mtime_ns;
-    lib->size_ = id.size;
     lib->handle_ = handle;
     guard.handle = nullptr; // loaded for good
     return lib;
@@ -531,8 +653,13 @@ std::shared_ptr<const Library> Library::load(const std::string &path) {
                 "): expected a shared object produced by `attn-compile in.mlir -o out.so`");
   }
   std::string canonical(resolved);
+  // O_NONBLOCK: a FIFO must not block the open; it is refused below.
+  int fd = ::open(canonical.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  TORCH_CHECK(fd >= 0, "attn: cannot read artifact '", path, "' (", canonical, "): ",
+              std::strerror(errno));
+  FdGuard close_fd{fd};
   struct stat st;
-  TORCH_CHECK(stat(canonical.c_str(), &st) == 0, "attn: cannot stat artifact '", path, "': ",
+  TORCH_CHECK(fstat(fd, &st) == 0, "attn: cannot stat artifact '", path, "': ",
               std::strerror(errno));
   TORCH_CHECK(S_ISREG(st.st_mode), "attn: artifact '", path,
               "' is not a shared object: expected a regular file, found ",
@@ -542,18 +669,24 @@ std::shared_ptr<const Library> Library::load(const std::string &path) {
   std::lock_guard<std::mutex> lock(cache_mutex());
   auto *cache = &library_cache();
   auto it = cache->find(canonical);
+  if (it != cache->end() && it->second.id == id)
+    return it->second.lib;
+  std::string bytes = detail::read_artifact(fd, static_cast<uint64_t>(st.st_size), path);
+  std::string sha256 = detail::verify_checksum(bytes, path);
   if (it != cache->end()) {
-    const Library &lib = *it->second;
-    TORCH_CHECK(lib.dev_ == id.dev && lib.ino_ == id.ino && lib.mtime_ns_ == id.mtime_ns &&
-                    lib.size_ == id.size,
-                "attn: artifact ", canonical,
-                " changed on disk after it was loaded in this process; a shared object "
+    // Replaced (or touched) since it was loaded: the same contents are the same
+    // artifact; other contents cannot be loaded under the same path.
+    TORCH_CHECK(sha256 == it->second.lib->sha256(), "attn: artifact ", canonical,
+                " changed on disk after it was loaded in this process (SHA-256 ",
+                it->second.lib->sha256(), " then, ", sha256, " now); a shared object "
                 "cannot be reloaded under the same path: restart the process or compile to "
                 "a new path");
-    return it->second;
+    it->second.id = id;
+    return it->second.lib;
   }
-  auto lib = LibraryLoader::open(canonical, path, id);
-  (*cache)[canonical] = lib;
+  auto lib = LibraryLoader::open(canonical, path, st, sha256,
+                                 detail::read_elf_symbols(bytes, path));
+  (*cache)[canonical] = {id, lib};
   return lib;
 }
 

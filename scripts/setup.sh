@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Installs every dependency attn needs, then configures and builds it:
 #   - Debian packages: MLIR/LLVM 22 (the compiler), the C++ toolchain, GoogleTest,
-#     python3-venv;
+#     python3-venv, clang-22 with libFuzzer (scripts/fuzz.sh);
 #   - a virtual environment ($ATTN_VENV, default <repo>/.venv) with the Python packages
 #     pinned in requirements.lock (PyTorch from PyPI: its LibTorch is what the runtime
 #     builds against) and the attn package itself, installed editable from
 #     pyproject.toml;
-#   - the build ($ATTN_BUILD_DIR, default <repo>/build), whose attn-compile, attn-opt
-#     and libattn_runtime.so are then linked into the environment (bin/ and lib/attn/),
-#     where `import attn` finds them.
+#   - the build ($ATTN_BUILD_DIR, default <repo>/build), whose attn-compile, attn-opt,
+#     attn-seal and libattn_runtime.so are then linked into the environment (bin/ and
+#     lib/attn/), where `import attn` finds them.
 # Idempotent: packages already present are not reinstalled, the environment is only
 # updated when requirements.lock or pyproject.toml changed, and the build is incremental.
 # Run as root on Debian 12 (bookworm), or as a user with sudo.
@@ -22,6 +22,8 @@ packages=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   # build and test tools; python3-venv creates the project's environment
   g++ cmake ninja-build libgtest-dev python3-venv
+  # the parser fuzzer: clang and its libFuzzer/AddressSanitizer runtimes (scripts/fuzz.sh)
+  clang-22 libclang-rt-22-dev
 )
 
 missing=()
@@ -76,4 +78,5 @@ cmake --build "$build"
 mkdir -p "$venv/lib/attn"
 ln -sfn "$build/bin/attn-compile" "$venv/bin/attn-compile"
 ln -sfn "$build/bin/attn-opt" "$venv/bin/attn-opt"
+ln -sfn "$build/bin/attn-seal" "$venv/bin/attn-seal"
 ln -sfn "$build/runtime/libattn_runtime.so" "$venv/lib/attn/libattn_runtime.so"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: sets up and builds (via setup.sh) then runs lit (dialect and
-# pass tests), ctest (runtime C++ tests) and pytest in the project's environment
+# pass tests), ctest (runtime C++ tests), pytest in the project's environment
 # (numerics against the float64 reference, errors, memory, torch.compile, distributed,
-# demos). Ends with one "N passed, M failed" line.
+# demos, the runtime fuzzer) and a brief fixed-seed run of the parser fuzzer
+# (scripts/fuzz.sh --brief, counted as one test). Ends with one "N passed, M failed" line.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build="${ATTN_BUILD_DIR:-$root/build}"
@@ -41,6 +42,14 @@ py_passed=$(grep -Eo '[0-9]+ passed' <<<"$summary" | grep -Eo '[0-9]+')
 py_failed=$(grep -Eo '[0-9]+ (failed|error|errors)' <<<"$summary" | grep -Eo '[0-9]+' | awk '{s += $1} END {print s + 0}')
 tally "${py_passed:-0}" "${py_failed:-0}"
 ((pytest_status == 0 || ${py_failed:-0} > 0)) || tally 0 1
+
+echo "== fuzz"
+# The parser fuzzer under libFuzzer, briefly, from a fixed seed (scripts/fuzz.sh --brief);
+# the runtime fuzzer runs in pytest (test_fuzz.py).
+bash "$root/scripts/fuzz.sh" --brief >"$logdir/fuzz" 2>&1
+fuzz_status=$?
+grep -E "^Done [0-9]+ runs" "$logdir/fuzz"
+if ((fuzz_status == 0)); then tally 1 0; else tail -n 40 "$logdir/fuzz"; tally 0 1; fi
 
 rm -rf "$logdir"
 echo "${passed} passed, ${failed} failed"

@@ -14,7 +14,8 @@ config.substitutions.append(("%examples", os.path.join(config.attn_src_root, "ex
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
-llvm_config.add_tool_substitutions(["attn-opt", "attn-compile"], [config.attn_tools_dir])
+llvm_config.add_tool_substitutions(["attn-opt", "attn-compile", "attn-seal", "attn-parser-fuzz-replay"],
+                                  [config.attn_tools_dir])
 
 # Tests that serialise CUDA kernels need ptxas (and libdevice): the toolkit found
 # at configure time, or $CUDA_HOME. Without one they are reported UNSUPPORTED.

@@ -22,6 +22,10 @@ public:
   Value constant(Type type, double value) {
     return arith::ConstantOp::create(b, loc, type, b.getFloatAttr(type, value));
   }
+  // log(2), not a literal: derivatives are taken at f32 and retyped to the kernel's
+  // type afterwards, which reads an f32 literal back as its shortest decimal
+  // (0.6931472); log(2) is folded by canonicalize once it has the kernel's type.
+  Value ln2(Type type) { return math::LogOp::create(b, loc, constant(type, 2.0)); }
   // The rules below fold ±1 factors and negations as they go, so a derivative
   // reads like one written by hand (d(e^s - e^-s) = e^s + e^-s) after canonicalize.
   Value add(Value x, Value y) {
@@ -165,7 +169,7 @@ static FailureOr<Value> tangentOf(Operation *op, TangentBuilder &t,
           [&](auto) { return Value(); })
       .Case<math::ExpOp>([&](auto) { return t.scale(r, dx(0)); })
       .Case<math::Exp2Op>([&](auto) {
-        return t.scale(t.b.createOrFold<arith::MulFOp>(t.loc, r, t.constant(type, llvm::numbers::ln2)),
+        return t.scale(arith::MulFOp::create(t.b, t.loc, r, t.ln2(type)),
                        dx(0));
       })
       .Case<math::ExpM1Op>([&](auto) {
@@ -176,8 +180,7 @@ static FailureOr<Value> tangentOf(Operation *op, TangentBuilder &t,
         return t.div(dx(0), arith::AddFOp::create(t.b, t.loc, x(0), one()));
       })
       .Case<math::Log2Op>([&](auto) {
-        return t.div(dx(0), arith::MulFOp::create(t.b, t.loc, x(0),
-                                                  t.constant(type, llvm::numbers::ln2)));
+        return t.div(dx(0), arith::MulFOp::create(t.b, t.loc, x(0), t.ln2(type)));
       })
       .Case<math::SqrtOp>([&](auto) {
         return t.div(dx(0), arith::MulFOp::create(t.b, t.loc, r, t.constant(type, 2.0)));

@@ -99,3 +99,24 @@ module @inner {
   }
   attn.kernel @k normalizer(@n)
 }
+
+// -----
+
+// Symbol names may use every character of an MLIR bare identifier ('$' and '.'
+// too); quoted, they print bare (other names: names-invalid.mlir).
+// CHECK-LABEL: attn.normalizer @_n.v2$x {
+// CHECK:       attn.mask @m.1 {
+// CHECK:       attn.kernel @k$1.b normalizer(@_n.v2$x) mask(@m.1){{$}}
+attn.normalizer @"_n.v2$x" {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    attn.yield %s : f32
+  }
+  denominator count
+}
+attn.mask @m.1 {
+^bb0(%b: index, %h: index, %i: index, %j: index):
+  %t = arith.constant true
+  attn.yield %t : i1
+}
+attn.kernel @"k$1.b" normalizer(@"_n.v2$x") mask(@m.1)

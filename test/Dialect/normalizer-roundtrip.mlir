@@ -128,14 +128,14 @@ attn.normalizer @linear {
 // -----
 
 // Several params; the denominator region takes them as well. Region
-// arguments print under the param names. A param name that is not a bare
-// identifier prints as a string.
-// CHECK-LABEL: attn.normalizer @scaled params(a = 1.0, b = -0.25, "c d" = 3.0) {
+// arguments print under the param names. A quoted name prints bare (names are
+// identifiers: names-invalid.mlir).
+// CHECK-LABEL: attn.normalizer @scaled params(a = 1.0, b = -0.25, c_d = 3.0) {
 // CHECK-NEXT:    numerator {
 // CHECK-NEXT:    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %a: f32, %b_0: f32, %c_d: f32):
 // CHECK:         denominator {
 // CHECK-NEXT:    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %a: f32, %b_0: f32, %c_d: f32):
-attn.normalizer @scaled params(a = 1.0, b = -0.25, "c d" = 3.0) {
+attn.normalizer @scaled params(a = 1.0, b = -0.25, "c_d" = 3.0) {
   numerator {
   ^bb0(%s: f32, %bx: index, %h: index, %i: index, %j: index, %a: f32, %b: f32, %cd: f32):
     %x = arith.mulf %s, %a : f32

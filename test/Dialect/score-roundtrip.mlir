@@ -15,7 +15,7 @@
 // CHECK-NEXT:    attn.score @additive contract additive hidden 64 weights(W_q: 64x32 = identity, W_k: 64x32 = 0.0, v: 64 = 1.5){{$}}
 // CHECK-NEXT:    attn.score @cosine contract cosine{{$}}
 // CHECK-NEXT:    attn.score @cosine_scaled contract cosine scale 5.0{{$}}
-// CHECK-NEXT:    attn.score @bilinear_scaled contract bilinear scale 0.125 weights("my W": 8x8 = -0.5){{$}}
+// CHECK-NEXT:    attn.score @bilinear_scaled contract bilinear scale 0.125 weights(my_W: 8x8 = -0.5){{$}}
 // CHECK-NEXT:  }
 attn.score @dot contract dot
 attn.score @scaled_default contract scaled_dot
@@ -24,7 +24,7 @@ attn.score @bilinear contract bilinear weights(W: 64x64 = identity)
 attn.score @additive contract additive hidden 64 weights(W_q: 64x32 = identity, W_k: 64x32 = 0.0, v: 64 = 1.5)
 attn.score @cosine contract cosine
 attn.score @cosine_scaled contract cosine scale 5.0
-attn.score @bilinear_scaled contract bilinear scale 0.125 weights("my W" : 8x8 = -0.5)
+attn.score @bilinear_scaled contract bilinear scale 0.125 weights("my_W" : 8x8 = -0.5)
 
 // -----
 

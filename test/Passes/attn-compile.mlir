@@ -6,6 +6,7 @@
 // RUN: FileCheck %s --check-prefix=LLVM < %t.ll
 // RUN: attn-compile %s -o %t.so
 // RUN: llvm-nm -D --defined-only %t.so | FileCheck %s --check-prefix=SYMBOLS
+// RUN: attn-seal --check %t.so | FileCheck %s --check-prefix=SEALED
 // RUN: not attn-compile %s -o %t.bad.so --dtypes=f16 2>&1 | FileCheck %s --check-prefix=BADTYPE
 // RUN: not attn-compile %s.missing -o %t.none.so 2>&1 | FileCheck %s --check-prefix=NOFILE
 
@@ -39,12 +40,18 @@ attn.kernel @tanhmax_attention normalizer(@tanhmax)
 // LLVM-DAG: define void @_mlir_ciface_attn_forward_f32(
 // LLVM-DAG: define void @_mlir_ciface_attn_backward_f32(
 // LLVM-DAG: define {{.*}}ptr @attn_manifest()
+// What the entry points read (ABI version, no tensor inputs, any head dim, no params):
+// LLVM-DAG: @attn_signature = {{.*}}constant [4 x i64] [i64 4, i64 0, i64 0, i64 0], align 8
 
 // SYMBOLS-DAG: T _mlir_ciface_attn_backward_f32
 // SYMBOLS-DAG: T _mlir_ciface_attn_backward_f64
 // SYMBOLS-DAG: T _mlir_ciface_attn_forward_f32
 // SYMBOLS-DAG: T _mlir_ciface_attn_forward_f64
 // SYMBOLS-DAG: T attn_manifest
+// SYMBOLS-DAG: R attn_signature
+
+// The SHA-256 trailer appended after linking (runtime/include/attn/checksum.h).
+// SEALED: .so: ok {{[0-9a-f]+$}}
 
 // BADTYPE: error: unsupported element type 'f16'; expected f32 or f64
 // NOFILE: attn-compile: cannot open input file

@@ -64,6 +64,8 @@ FLOAT_FUNCTIONS = [
     lambda s: 0.5 / (s * s + 1),
     lambda s: s % 0.3,
     lambda s: -s * 1.5 + 0.25,
+    lambda s: torch.exp2(s),
+    lambda s: torch.log2(0.5 + s * s),
 ]
 
 POSITION_FUNCTIONS = [
@@ -91,22 +93,11 @@ def elu_plus_one(x):
     return torch.where(x > 0, x + 1.0, torch.exp(x))
 
 
-# exp2 and log2: their derivatives multiply by the constant ln 2, which the compiler
-# derives in the region's type (f32) and then widens, so f64 kernels get these gradients
-# to ~1e-8 only (lib/Transforms/Differentiate.cpp); they are checked to that tolerance on their own.
-BASE2_FUNCTIONS = [
-    lambda s: torch.exp2(s),
-    lambda s: torch.log2(0.5 + s * s),
-]
-
 # name -> the normalizer's and score's arguments, the mask, sizes, the tolerance
 KERNELS = {
     "float_functions": dict(
         numerator=lambda s: s, denominator=1.0, contract="dot", mod=dispatch(FLOAT_FUNCTIONS),
         keys=len(FLOAT_FUNCTIONS) + 2, q_scale=0.35),
-    "base2_functions": dict(
-        numerator=lambda s: s, denominator=1.0, contract="dot", mod=dispatch(BASE2_FUNCTIONS),
-        keys=len(BASE2_FUNCTIONS) + 2, q_scale=0.35, tolerance=1e-7),
     "position_functions": dict(
         numerator=lambda s: s, denominator=1.0, contract="dot",
         mod=dispatch(POSITION_FUNCTIONS), keys=len(POSITION_FUNCTIONS) + 2, q_scale=0.35),

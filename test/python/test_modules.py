@@ -30,6 +30,17 @@ def test_compile_caches_by_content(cache, attn_mod):
     assert len(list(cache.glob("*.so"))) == 2
 
 
+@pytest.mark.parametrize("dtypes", [(), [], ""])
+def test_compile_refuses_empty_dtypes(cache, attn_mod, dtypes):
+    with pytest.raises(ValueError, match="dtypes is empty; expected some of 'f32', 'f64'"):
+        attn_mod.compile(SOFTMAX_IR, dtypes=dtypes)
+
+
+def test_compile_takes_dtypes_as_a_string(cache, attn_mod):
+    kernel = attn_mod.compile(SOFTMAX_IR, dtypes="f64")
+    assert kernel.manifest["dtypes"] == ["f64"]
+
+
 def test_compile_reports_diagnostics(cache, attn_mod):
     bad = SOFTMAX_IR.replace("attn.yield %e : f32\n  }\n  denominator",
                              "%c = arith.constant 1 : i32\n    attn.yield %c : i32\n  }\n  denominator", 1)

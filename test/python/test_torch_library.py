@@ -107,6 +107,33 @@ def test_fakes_follow_symbolic_sizes(kernels):
     assert weights.shape == (*q.shape[:-1], k.shape[2])
 
 
+def test_meta_tensors_mixed_with_real_ones_are_refused(kernels):
+    """An eager call with some tensors on the meta device reaches the fakes (the meta
+    dispatch key wins over CPU): they refuse the mix instead of returning uninitialised
+    memory on q's device. All on meta, the fakes give the shapes; CPU key lengths may join."""
+    kernel = kernels["multimax"]
+    q, k, v = (torch.randn(2, 3, 9, 8) for _ in range(3))
+    params = kernel.initial_params()
+    with pytest.raises(RuntimeError, match="attn::attention_forward: params on the meta device "
+                                           "but q on cpu; expected q, k, v, params on one device"):
+        torch.ops.attn.attention(kernel.path, q, k, v, params.to("meta"))  # autograd: forward op
+    with pytest.raises(RuntimeError, match="attn::attention: params on the meta device"), \
+            torch.inference_mode():
+        torch.ops.attn.attention(kernel.path, q, k, v, params.to("meta"))
+    with pytest.raises(RuntimeError, match="key_lengths on the meta device but q on cpu"):
+        torch.ops.attn.attention_weights(kernel.path, q, k, params, False,
+                                         torch.tensor([9, 2], device="meta"))
+    with pytest.raises(RuntimeError, match="grad_out, out, row_max, row_sum on the meta device"):
+        meta = torch.empty(2, 3, 9, device="meta")
+        torch.ops.attn.attention_backward(kernel.path, q, k, v, params, q.to("meta"), meta, meta,
+                                          q.to("meta"))
+    out = torch.ops.attn.attention(kernel.path, q.to("meta"), k.to("meta"), v.to("meta"),
+                                   params.to("meta"), False, torch.tensor([9, 2]))
+    assert out.device.type == "meta" and out.shape == q.shape
+    with pytest.raises(RuntimeError, match="key_padding_mask is on the meta device"):
+        torch.ops.attn.key_lengths_from_padding(torch.zeros(2, 9, dtype=torch.bool, device="meta"), 9)
+
+
 def test_inference_mode_runs_the_backend_kernel(kernels):
     """Under inference_mode the Autograd kernel is skipped: attention's own CPU kernel runs."""
     artifact, q, k, v, params, causal, key_lengths, _ = _inputs(

@@ -2,6 +2,7 @@
 // validation, input validation (which must reject before any kernel runs: the
 // `abort` fixture's kernels abort), and dispatch plumbing checked with the `probe`
 // fixture, whose entry points copy inputs around instead of computing attention.
+#include "attn/checksum.h"
 #include "attn/runtime.h"
 #include "cuda_driver.h"
 #include "internal.h"
@@ -10,11 +11,14 @@
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -204,8 +208,203 @@ TEST(LibraryLoad, NotASharedObject) {
 
   std::string corrupt = tmpdir() + "/corrupt.so";
   std::ofstream(corrupt, std::ios::binary) << "\x7f" "ELF garbage garbage garbage";
-  EXPECT_ATTN_ERROR(Library::load(corrupt), "corrupt.so", "not a loadable shared object",
-                    "dlopen failed");
+  EXPECT_ATTN_ERROR(Library::load(corrupt), "corrupt.so", "has no checksum trailer",
+                    "truncated", "attn-compile");
+}
+
+// --- the checksum trailer and the ELF checks before dlopen -------------------------
+
+std::string read_bytes(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void write_bytes(const std::string &path, const std::string &bytes) {
+  unlink(path.c_str()); // a new file, as a compiler writes one
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+/// A copy of the sealed `fixture` at tmpdir()/name whose ELF image (without the
+/// trailer) is changed by `edit`, then sealed again when `reseal`.
+std::string edited_copy(const char *fixture, const std::string &name,
+                        const std::function<void(std::string &)> &edit, bool reseal) {
+  std::string bytes = read_bytes(fixture);
+  std::string image = bytes.substr(0, bytes.size() - attn::checksum::kTrailerSize);
+  edit(image);
+  std::string path = tmpdir() + "/" + name;
+  write_bytes(path, reseal ? image + attn::checksum::trailer(image.data(), image.size())
+                           : image + bytes.substr(bytes.size() - attn::checksum::kTrailerSize));
+  return path;
+}
+
+TEST(ArtifactChecks, ChecksumTrailer) {
+  std::string sealed = read_bytes(ATTN_FX_ABORT);
+  ASSERT_GT(sealed.size(), 4096u);
+  const size_t trailer = attn::checksum::kTrailerSize;
+
+  std::string unsealed = tmpdir() + "/unsealed.so";
+  write_bytes(unsealed, sealed.substr(0, sealed.size() - trailer));
+  EXPECT_ATTN_ERROR(Library::load(unsealed), "unsealed.so", "has no checksum trailer",
+                    "attn-seal");
+
+  std::string truncated = tmpdir() + "/truncated.so";
+  write_bytes(truncated, sealed.substr(0, sealed.size() / 2));
+  EXPECT_ATTN_ERROR(Library::load(truncated), "truncated.so", "has no checksum trailer",
+                    "truncated");
+
+  std::string spliced = tmpdir() + "/spliced.so";
+  write_bytes(spliced, sealed.substr(0, 100) + sealed.substr(101));
+  std::string covers = "covers " + std::to_string(sealed.size() - trailer) + " bytes";
+  std::string precede = std::to_string(sealed.size() - trailer - 1) + " bytes precede it";
+  EXPECT_ATTN_ERROR(Library::load(spliced), "spliced.so", "truncated or spliced",
+                    covers.c_str(), precede.c_str());
+
+  // One flipped bit anywhere (here: in the manifest text) changes the digest.
+  std::string edited = edited_copy(ATTN_FX_ABORT, "edited.so", [](std::string &image) {
+    size_t at = image.find("alpha=0.5");
+    ASSERT_NE(at, std::string::npos);
+    image[at + 8] = '9';
+  }, /*reseal=*/false);
+  EXPECT_ATTN_ERROR(Library::load(edited), "edited.so", "is corrupt or was modified",
+                    "SHA-256 of its", "its checksum trailer says");
+
+  std::string appended = tmpdir() + "/appended.so";
+  write_bytes(appended, sealed + "x");
+  EXPECT_ATTN_ERROR(Library::load(appended), "appended.so", "has no checksum trailer");
+
+  // Resealed after the edit, the same file loads (and says what was edited in).
+  std::string resealed = edited_copy(ATTN_FX_ABORT, "resealed.so", [](std::string &image) {
+    image[image.find("alpha=0.5") + 8] = '9';
+  }, /*reseal=*/true);
+  auto lib = Library::load(resealed);
+  EXPECT_EQ(lib->manifest().param_inits[0], 0.9);
+  EXPECT_EQ(lib->sha256().size(), 64u);
+}
+
+/// The offset of the dynamic symbol table entry (Elf64_Sym) of `name` in `image`.
+size_t dynamic_symbol(const std::string &image, const std::string &name) {
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, image.data(), sizeof eh);
+  auto section = [&](size_t i) {
+    Elf64_Shdr sh;
+    std::memcpy(&sh, &image[eh.e_shoff + i * sizeof(Elf64_Shdr)], sizeof sh);
+    return sh;
+  };
+  for (size_t i = 0; i < eh.e_shnum; ++i) {
+    Elf64_Shdr dynsym = section(i);
+    if (dynsym.sh_type != SHT_DYNSYM)
+      continue;
+    const char *strings = image.data() + section(dynsym.sh_link).sh_offset;
+    for (size_t at = dynsym.sh_offset; at < dynsym.sh_offset + dynsym.sh_size;
+         at += sizeof(Elf64_Sym)) {
+      Elf64_Sym sym;
+      std::memcpy(&sym, &image[at], sizeof sym);
+      if (name == strings + sym.st_name)
+        return at;
+    }
+  }
+  ADD_FAILURE() << "no dynamic symbol " << name;
+  return 0;
+}
+
+TEST(ArtifactChecks, ElfStructure) {
+  struct Case {
+    const char *name;
+    std::function<void(std::string &)> edit;
+    std::vector<const char *> needles;
+  };
+  auto put = [](std::string &image, size_t offset, const void *value, size_t size) {
+    std::memcpy(&image[offset], value, size);
+  };
+  const uint16_t exec = ET_EXEC, arm = EM_AARCH64, bad_phent = 7;
+  const uint64_t far = uint64_t{1} << 40;
+  const Case cases[] = {
+      {"class32.so", [](std::string &i) { i[EI_CLASS] = ELFCLASS32; }, {"64-bit little-endian"}},
+      {"exec.so", [&](std::string &i) { put(i, offsetof(Elf64_Ehdr, e_type), &exec, 2); },
+       {"ELF type is 2, not ET_DYN"}},
+      {"arm.so", [&](std::string &i) { put(i, offsetof(Elf64_Ehdr, e_machine), &arm, 2); },
+       {"built for ELF machine 183"}},
+      {"phentsize.so",
+       [&](std::string &i) { put(i, offsetof(Elf64_Ehdr, e_phentsize), &bad_phent, 2); },
+       {"program headers lie outside the file"}},
+      {"shoff.so", [&](std::string &i) { put(i, offsetof(Elf64_Ehdr, e_shoff), &far, 8); },
+       {"section headers lie outside the file"}},
+      // The first loadable segment claims more bytes than the file has (dlopen would
+      // map pages past its end: SIGBUS on first touch).
+      {"segment.so",
+       [&](std::string &i) {
+         Elf64_Ehdr eh;
+         std::memcpy(&eh, i.data(), sizeof eh);
+         for (size_t p = 0; p < eh.e_phnum; ++p) {
+           size_t at = eh.e_phoff + p * sizeof(Elf64_Phdr);
+           Elf64_Phdr ph;
+           std::memcpy(&ph, &i[at], sizeof ph);
+           if (ph.p_type == PT_LOAD) {
+             ph.p_filesz = i.size() + 4096;
+             std::memcpy(&i[at], &ph, sizeof ph);
+             return;
+           }
+         }
+       },
+       {"loadable segment", "extends past the end of the file"}},
+      // An entry point turned into an indirect function: dlopen would run it as its
+      // resolver while relocating.
+      {"ifunc.so",
+       [&](std::string &i) {
+         size_t at = dynamic_symbol(i, "_mlir_ciface_attn_forward_f32") + offsetof(Elf64_Sym, st_info);
+         i[at] = static_cast<char>(ELF64_ST_INFO(STB_GLOBAL, STT_GNU_IFUNC));
+       },
+       {"is an indirect function (STT_GNU_IFUNC), whose resolver dlopen would run"}},
+  };
+  for (const auto &c : cases) {
+    SCOPED_TRACE(c.name);
+    std::string path = edited_copy(ATTN_FX_ABORT, c.name, c.edit, /*reseal=*/true);
+    try {
+      Library::load(path);
+      ADD_FAILURE() << "accepted";
+    } catch (const c10::Error &e) {
+      std::string msg = e.what_without_backtrace();
+      EXPECT_NE(msg.find(c.name), std::string::npos) << msg;
+      EXPECT_NE(msg.find("is not a loadable shared object"), std::string::npos) << msg;
+      for (const char *n : c.needles)
+        EXPECT_NE(msg.find(n), std::string::npos) << "lacks \"" << n << "\":\n" << msg;
+    }
+  }
+}
+
+TEST(ArtifactChecks, SymbolTypes) {
+  EXPECT_ATTN_ERROR(Library::load(ATTN_FX_DATA_MANIFEST), "fx_data_manifest.so",
+                    "exports 'attn_manifest' as a data object",
+                    "expected a function `const char *attn_manifest(void)`");
+  EXPECT_ATTN_ERROR(Library::load(ATTN_FX_DATA_ENTRY), "fx_data_entry.so",
+                    "exports '_mlir_ciface_attn_forward_f32' as a data object",
+                    "expected a function");
+  // The ABI probe without attn_signature (renamed in its symbol table).
+  std::string unsigned_path = edited_copy(ATTN_FX_ABORT, "no_signature.so", [](std::string &i) {
+    size_t at = i.find(std::string("attn_signature") + '\0');
+    ASSERT_NE(at, std::string::npos);
+    i[at + 5] = 'S';
+  }, /*reseal=*/true);
+  EXPECT_ATTN_ERROR(Library::load(unsigned_path), "no_signature.so",
+                    "has no 'attn_signature' symbol", "const int64_t attn_signature[]");
+}
+
+TEST(ArtifactChecks, ManifestAgainstSignature) {
+  // The env_manifest fixture's entry points were "compiled for" no params, no tensor
+  // inputs and any head dim (its attn_signature).
+  const std::string head = "attn-abi 4\nkernel k\nnormalizer n\nalgorithm online\n"
+                           "denominator sum\nmask none\n";
+  const std::string tail = "dtypes f32\ndevices cpu\n";
+  const ManifestCase cases[] = {
+      {head + "params a=1 b=2\n" + tail,
+       {"does not match its entry points (attn_signature)",
+        "params line declares 2 params (a, b), the entry points read 0", "recompile"}},
+      {head + "params\ninput p float ?x?x? learnable\n" + tail,
+       {"declares 1 tensor inputs (input lines), the entry points read 0"}},
+      {head + "params\nhead-dim 32\n" + tail,
+       {"head-dim is 32 (0: any), the entry points were compiled for 0"}},
+  };
+  expect_manifests_refused(cases);
 }
 
 TEST(LibraryLoad, NoManifestSymbol) {
@@ -447,16 +646,26 @@ TEST(LibraryLoad, CachedPerCanonicalPath) {
   free(resolved);
 }
 
-TEST(LibraryLoad, RewrittenArtifactRefused) {
+TEST(LibraryLoad, ReplacedArtifact) {
   std::string path = tmpdir() + "/rewritten.so", next = tmpdir() + "/rewritten.so.new";
+  unlink(path.c_str());
   copy_file(ATTN_FX_ABORT, path);
   auto lib = Library::load(path);
   EXPECT_EQ(lib->manifest().kernel, "abort_attention");
-  // Replace the file (new inode, as a recompile writing a new file does).
+  // Replaced by the same contents (new inode, as another process publishing the
+  // same compile does): the same library.
   copy_file(ATTN_FX_ABORT, next);
   ASSERT_EQ(rename(next.c_str(), path.c_str()), 0);
+  EXPECT_EQ(Library::load(path).get(), lib.get());
+  // Replaced by other contents: refused, with both checksums.
+  copy_file(ATTN_FX_PROBE, next);
+  ASSERT_EQ(rename(next.c_str(), path.c_str()), 0);
   EXPECT_ATTN_ERROR(Library::load(path), "rewritten.so", "changed on disk",
-                    "restart the process");
+                    lib->sha256().c_str(), "restart the process");
+  // Back to the loaded contents: accepted again.
+  copy_file(ATTN_FX_ABORT, next);
+  ASSERT_EQ(rename(next.c_str(), path.c_str()), 0);
+  EXPECT_EQ(Library::load(path).get(), lib.get());
 }
 
 // --- input validation (abort fixture: f32 only, params alpha, beta) ---------------
@@ -481,14 +690,19 @@ TEST_F(Validation, Ranks) {
   EXPECT_ATTN_ERROR(attn::attention(lib, q, k.unsqueeze(0), v, params),
                     "k must be a 4-D tensor", "got a 5-D tensor");
   EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, k, v.flatten(0, 1), params),
-                    "v must be a 4-D tensor", "[B, H, Nk, dv]");
+                    "v must be a 4-D tensor", "[B, H_kv, Nk, dv]");
 }
 
 TEST_F(Validation, ShapeAgreement) {
   EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, torch::randn({B + 1, H, Nk, d}), v, params),
                     "batch size (dim 0) of q and k must agree", "got 2", "and 3");
   EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, k, torch::randn({B, H + 1, Nk, dv}), params),
-                    "head count (dim 1) of q and v must agree");
+                    "head count (dim 1) of k and v must agree");
+  // Grouped-query attention needs the query heads to be a multiple of the key/value heads.
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, torch::randn({B, H - 1, Nk, d}),
+                                            torch::randn({B, H - 1, Nk, dv}), params),
+                    "q has 3 heads and k and v have 2 (dim 1)",
+                    "the query heads must be a multiple of the key/value heads");
   EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, torch::randn({B, H, Nk, d + 1}), v, params),
                     "head dim d (dim 3) of q and k must agree", "got 4", "and 5");
   EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, k, torch::randn({B, H, Nk + 2, dv}), params),

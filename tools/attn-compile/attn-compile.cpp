@@ -18,8 +18,11 @@
 #include "dialect/AttnDialect.h"
 #include "passes/Passes.h"
 
+#include "lib/Analysis/KernelSignature.h"
 #include "lib/Codegen/GPU/GPULowering.h"
 #include "lib/Codegen/Manifest.h"
+#include "runtime/include/attn/abi.h"
+#include "tools/NestingLimit.h"
 
 #include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -37,6 +40,7 @@
 #include "mlir/Target/LLVMIR/Export.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/GlobalVariable.h"
 #include "llvm/IR/LegacyPassManager.h"
@@ -245,6 +249,60 @@ static void embedImage(llvm::Module &module, StringRef name, StringRef bytes,
                            (name + "_size").str());
 }
 
+/// Option lists the pipeline cannot diagnose itself: an empty entry would silently
+/// mean the defaults (--dtypes=) or no GPU module at all (--cuda-targets=), and a
+/// repeated one generates its kernels twice (a symbol clash, or a manifest the
+/// runtime refuses).
+static LogicalResult checkListOptions() {
+  auto check = [](StringRef option, StringRef list, StringRef example) {
+    SmallVector<StringRef> items;
+    list.split(items, ',');
+    llvm::StringSet<> seen;
+    for (StringRef item : items) {
+      item = item.trim();
+      if (!item.empty() && seen.insert(item).second)
+        continue;
+      llvm::errs() << "attn-compile: --" << option << "='" << list << "' names "
+                   << (item.empty() ? "an empty entry" : "'" + item.str() + "' twice")
+                   << "; expected a comma-separated list of distinct entries, e.g. --"
+                   << option << "=" << example << "\n";
+      return failure();
+    }
+    return success();
+  };
+  if (failed(check("dtypes", dtypes, "f32,f64")) ||
+      failed(check("cuda-dtypes", cudaDtypes, "f16,bf16,f32")))
+    return failure();
+  if (!cudaTargets.empty() && failed(check("cuda-targets", llvm::join(cudaTargets, ","),
+                                           "sm_80,sm_90")))
+    return failure();
+  return success();
+}
+
+/// --cpu must name a CPU of the host's target that can run its code: LLVM only warns
+/// about an unknown name (and then compiles for a generic CPU), and a 32-bit x86
+/// CPU (i386, pentium4) on an x86-64 host ends in an LLVM ERROR.
+static LogicalResult checkCpu(const llvm::Target &target, const llvm::Triple &triple,
+                              StringRef cpuName) {
+  // The generic CPU's subtarget knows the names (asking with an unknown name warns).
+  std::unique_ptr<llvm::MCSubtargetInfo> generic(target.createMCSubtargetInfo(triple, "", ""));
+  StringRef problem;
+  if (!generic || !generic->isCPUStringValid(cpuName))
+    problem = "is not a CPU of";
+  else if (triple.getArch() == llvm::Triple::x86_64 &&
+           !std::unique_ptr<llvm::MCSubtargetInfo>(
+                target.createMCSubtargetInfo(triple, cpuName, ""))
+                ->checkFeatures("+64bit"))
+    problem = "is a 32-bit CPU, which cannot run code for";
+  if (problem.empty())
+    return success();
+  llvm::errs() << "attn-compile: --cpu=" << cpuName << " " << problem << " the host target "
+               << triple.str()
+               << "; expected native or a 64-bit CPU of that target as LLVM names it "
+                  "(e.g. x86-64, x86-64-v3, skylake-avx512; `llc -mcpu=help` lists them)\n";
+  return failure();
+}
+
 static std::unique_ptr<llvm::TargetMachine> createTargetMachine() {
   llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
   std::string error;
@@ -254,6 +312,8 @@ static std::unique_ptr<llvm::TargetMachine> createTargetMachine() {
     return nullptr;
   }
   std::string cpuName = cpu == "native" ? llvm::sys::getHostCPUName().str() : cpu.getValue();
+  if (failed(checkCpu(*target, triple, cpuName)))
+    return nullptr;
   std::string features;
   if (cpu == "native") {
     llvm::SubtargetFeatures subtarget;
@@ -317,9 +377,86 @@ static LogicalResult linkSharedObject(StringRef object, StringRef output) {
   return success();
 }
 
+/// attn_signature (runtime/include/attn/abi.h): what the entry points compiled from
+/// `kernel` read, taken from the attn ops as every lowering takes them
+/// (lib/Analysis/KernelSignature.h), so that the runtime can cross-check the manifest.
+static SmallVector<int64_t> abiSignature(attn::KernelOp kernel) {
+  attn::ScoreOp score = kernel.getScoreOp();
+  SmallVector<attn::KernelWeight> weights = attn::kernelWeights(kernel);
+  SmallVector<attn::InputOp> inputs = attn::kernelInputs(kernel);
+  const int64_t scalars = attn::kernelParamNames(kernel).size();
+  SmallVector<int64_t> signature{ATTN_ABI_VERSION, static_cast<int64_t>(inputs.size()),
+                                 score ? score.getRequiredHeadDim() : 0,
+                                 scalars + static_cast<int64_t>(weights.size())};
+  // Each param as its rank and extents, in ABI order: the scalars, then the weights.
+  signature.append(scalars, /*rank=*/0);
+  for (const attn::KernelWeight &weight : weights) {
+    signature.push_back(weight.shape.size());
+    llvm::append_range(signature, weight.shape);
+  }
+  for (attn::InputOp input : inputs) {
+    RankedTensorType type = input.getTensorType();
+    Type element = type.getElementType();
+    signature.push_back(type.getRank());
+    signature.push_back(isa<FloatType>(element) ? ATTN_INPUT_FLOAT
+                                                : element.getIntOrFloatBitWidth());
+    signature.push_back(input.getLearnable() ? 1 : 0);
+    for (int64_t extent : type.getShape())
+      signature.push_back(ShapedType::isDynamic(extent) ? -1 : extent);
+  }
+  return signature;
+}
+
+/// Exports `signature` as the constant int64 array attn_signature.
+static void embedSignature(llvm::Module &module, ArrayRef<int64_t> signature) {
+  SmallVector<uint64_t> words(signature.begin(), signature.end());
+  llvm::Constant *data = llvm::ConstantDataArray::get(module.getContext(), words);
+  auto *global = new llvm::GlobalVariable(module, data->getType(), /*isConstant=*/true,
+                                          llvm::GlobalValue::ExternalLinkage, data,
+                                          ATTN_SIGNATURE_SYMBOL);
+  global->setAlignment(llvm::Align(8));
+}
+
+/// The checksum trailer (runtime/include/attn/checksum.h) that seals `size` bytes of
+/// `content` (Checksum.cpp).
+std::string artifactChecksumTrailer(const char *content, size_t size);
+
+/// Links `object` into `output` the way every reader may rely on: into a temporary
+/// file next to it, sealed with the checksum trailer (runtime/include/attn/checksum.h),
+/// then renamed over `output`. Nobody ever sees a partial or unsealed artifact, and a
+/// process that loaded the previous file keeps its (unchanged) copy.
+static LogicalResult writeSealedArtifact(StringRef object, StringRef output) {
+  SmallString<128> temporary;
+  llvm::sys::fs::createUniquePath(output + ".%%%%%%%%.tmp", temporary, /*MakeAbsolute=*/false);
+  llvm::FileRemover removeTemporary(temporary);
+  if (failed(linkSharedObject(object, temporary)))
+    return failure();
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> linked =
+      llvm::MemoryBuffer::getFile(temporary, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  std::error_code ec = linked.getError();
+  if (!ec) {
+    StringRef bytes = (*linked)->getBuffer();
+    llvm::raw_fd_ostream append(temporary, ec, llvm::sys::fs::OF_Append);
+    if (!ec) {
+      append << artifactChecksumTrailer(bytes.data(), bytes.size());
+      append.close();
+      ec = append.error();
+    }
+  }
+  if (!ec)
+    ec = llvm::sys::fs::rename(temporary, output);
+  if (ec) {
+    llvm::errs() << "attn-compile: cannot write " << output << ": " << ec.message() << "\n";
+    return failure();
+  }
+  return success();
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::ParseCommandLineOptions(argc, argv, "attn compiler: attn IR -> CPU artifact\n");
+  if (failed(checkListOptions()))
+    return 1;
 
   DialectRegistry registry;
   registerAllDialects(registry);
@@ -339,6 +476,8 @@ int main(int argc, char **argv) {
     llvm::errs() << "attn-compile: " << error << "\n";
     return 1;
   }
+  if (failed(attn::checkNestingDepth(*file)))
+    return 1;
   sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
@@ -368,8 +507,13 @@ int main(int argc, char **argv) {
   int64_t vectorBits =
       machine->getMCSubtargetInfo()->checkFeatures("+avx512f") ? 512 : 256;
 
+  OwningOpRef<ModuleOp> source = module->clone(); // the attn ops, for attn_signature
   if (failed(runPipeline(*module, [&](OpPassManager &pm) { buildAttnPipeline(pm, vectorBits); })))
     return 1;
+  // The pipeline compiled the kernel --kernel names, or the module's only one.
+  SmallVector<int64_t> signature = abiSignature(
+      kernelName.empty() ? *source->getOps<attn::KernelOp>().begin()
+                         : source->lookupSymbol<attn::KernelOp>(kernelName));
   if (emit == Emit::MLIR)
     return failed(writeOutput([&](llvm::raw_ostream &os) { module->print(os); })) ? 1 : 0;
   if (emit == Emit::Manifest)
@@ -397,6 +541,7 @@ int main(int argc, char **argv) {
     embedImage(*llvmModule, "attn_cuda_cubin_" + chip, cubin, /*nulTerminated=*/false);
   if (cuda)
     embedImage(*llvmModule, "attn_cuda_ptx", cudaImages.ptx, /*nulTerminated=*/true);
+  embedSignature(*llvmModule, signature);
   llvmModule->setDataLayout(machine->createDataLayout());
   llvmModule->setTargetTriple(machine->getTargetTriple());
   if (llvm::Error err = makeOptimizingTransformer(3, 0, machine.get())(llvmModule.get())) {
@@ -417,7 +562,7 @@ int main(int argc, char **argv) {
   }
   llvm::FileRemover removeObject(objectPath);
   if (failed(writeObject(*llvmModule, *machine, objectPath)) ||
-      failed(linkSharedObject(objectPath, outputFilename)))
+      failed(writeSealedArtifact(objectPath, outputFilename)))
     return 1;
   return 0;
 }

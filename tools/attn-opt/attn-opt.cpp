@@ -1,14 +1,25 @@
 //===- attn-opt.cpp - mlir-opt with the attn dialect and passes -----------===//
+//
+// mlir-opt's driver, except that the input is checked against the nesting limit
+// (tools/NestingLimit.h) before MLIR's parser, which would overflow its stack, sees
+// it.
+//
+//===----------------------------------------------------------------------===//
 #include "dialect/AttnDialect.h"
 #include "passes/Passes.h"
+#include "tools/NestingLimit.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/ToolOutputFile.h"
 
 int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
   mlir::registerAllPasses();
   mlir::attn::registerAttnPasses();
   mlir::attn::registerAttnPipelines();
@@ -17,6 +28,25 @@ int main(int argc, char **argv) {
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);
   registry.insert<mlir::attn::AttnDialect>();
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "attn optimizer driver\n", registry));
+  auto [inputFilename, outputFilename] =
+      mlir::registerAndParseCLIOptions(argc, argv, "attn optimizer driver\n", registry);
+  mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
+
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> input = mlir::openInputFile(inputFilename, &error);
+  if (!input) {
+    llvm::errs() << error << "\n";
+    return EXIT_FAILURE;
+  }
+  if (mlir::failed(mlir::attn::checkNestingDepth(*input)))
+    return EXIT_FAILURE;
+  std::unique_ptr<llvm::ToolOutputFile> output = mlir::openOutputFile(outputFilename, &error);
+  if (!output) {
+    llvm::errs() << error << "\n";
+    return EXIT_FAILURE;
+  }
+  if (mlir::failed(mlir::MlirOptMain(output->os(), std::move(input), registry, config)))
+    return EXIT_FAILURE;
+  output->keep();
+  return EXIT_SUCCESS;
 }

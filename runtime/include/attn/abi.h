@@ -66,6 +66,26 @@
  *                                other inputs are not read
  *       int64_t batch, int64_t head, int64_t kv_len, int64_t causal);
  *
+ *   const int64_t attn_signature[];
+ *     What the entry points (CPU and GPU) were compiled for, written by attn-compile
+ *     from the attn ops themselves (not from the manifest); the runtime refuses an
+ *     artifact whose manifest disagrees with it before any entry point runs:
+ *       [0] ATTN_ABI_VERSION
+ *       [1] T, the number of tensor inputs (attn.input)
+ *       [2] the head dim the weights fix (0: any)
+ *       [3] n, the number of learnable params (scalars, then weights, kernel order)
+ *       then for each param its rank (0 for a scalar) followed by its extents;
+ *       then for each tensor input, in argument order, its rank r, its element
+ *       (ATTN_INPUT_FLOAT or the integer's bit width 8, 32, 64), 1 if learnable
+ *       else 0, and its r extents (-1: any).
+ *     Its ELF symbol size is 8 * (4 + n + the sum of the param ranks + 3 T + the
+ *     sum of the input ranks) bytes.
+ *
+ *   After linking, attn-compile appends a SHA-256 trailer (attn/checksum.h) that the
+ *   runtime checks before it dlopen()s the file; it also requires attn_manifest and
+ *   the entry points to be functions and attn_signature an object, read from the
+ *   file's dynamic symbol table first.
+ *
  * One call handles one (batch, head) slice; the runtime parallelises across calls.
  * With grouped-query attention (k, v with H_kv heads, H a multiple) the call for
  * query head h gets k, v of head h / (H / H_kv) and its own dk, dv buffers, which
@@ -84,6 +104,8 @@
  * ABI history: 2 added row_inputs / drow_inputs and weights in params; 3 added
  * batch and head (every region sees b, h, i, j); 4 replaced row_inputs /
  * drow_inputs by tables / dtables (tensor inputs of any rank and element type).
+ * Within 2, the runtime came to require attn_signature and the checksum trailer
+ * (the manifest and the entry points are unchanged): recompile older artifacts.
  *
  * ---- CUDA -------------------------------------------------------------------
  * With `attn-compile --cuda-targets=sm_80,sm_90` the artifact also holds CUDA
@@ -138,7 +160,10 @@
 #define ATTN_ABI_VERSION 4
 /* The highest rank of a tensor input (attn.input). */
 #define ATTN_MAX_TABLE_RANK 4
+/* attn_signature's element code of a float tensor input (q's dtype). */
+#define ATTN_INPUT_FLOAT 0
 #define ATTN_MANIFEST_SYMBOL "attn_manifest"
+#define ATTN_SIGNATURE_SYMBOL "attn_signature"
 #define ATTN_CUDA_CUBIN_PREFIX "attn_cuda_cubin_" /* + target, e.g. sm_90; + "_size" */
 #define ATTN_CUDA_PTX_SYMBOL "attn_cuda_ptx"      /* + "_size" */
 

@@ -97,11 +97,18 @@ struct Manifest {
 /// loaded for the lifetime of the process (they are never dlclose'd).
 class Library {
 public:
-  /// dlopen + validate. Returns the same object for the same canonical path. Throws
-  /// c10::Error for: a missing file, a file that is not a loadable shared object, a
-  /// missing `attn_manifest` symbol, an ABI version mismatch, a malformed manifest
-  /// line, a dtype listed in the manifest whose entry points are missing, or an
-  /// artifact that was rewritten on disk after it was loaded in this process.
+  /// Validate + dlopen + validate. Returns the same object for the same canonical
+  /// path. Before dlopen, the file is read whole and must carry attn-compile's
+  /// checksum trailer (attn/checksum.h) matching its contents, be a 64-bit ELF shared
+  /// object for this machine whose segments lie within the file, define no indirect
+  /// function, and export `attn_manifest` as a function and `attn_signature` as data;
+  /// the file dlopen() maps must be the one checked (same device and inode). After
+  /// dlopen the manifest must parse, have this ABI version and agree with `attn_signature` (param count and shapes,
+  /// row inputs, head dim), and the entry points of its dtypes and the GPU images it
+  /// lists must be exported with the right symbol types. Each failure is a c10::Error
+  /// naming the artifact and what was expected. A path whose file was replaced after
+  /// it was loaded in this process is reloaded only when the new contents are the
+  /// same (same SHA-256); other contents are refused ("changed on disk").
   static std::shared_ptr<const Library> load(const std::string &path);
 
   const Manifest &manifest() const { return manifest_; }
@@ -109,6 +116,9 @@ public:
   const std::string &manifest_text() const { return manifest_text_; }
   /// Canonical (realpath) path of the artifact.
   const std::string &path() const { return path_; }
+  /// SHA-256 (hex) of the artifact's contents, as its checksum trailer states and the
+  /// load verified.
+  const std::string &sha256() const { return sha256_; }
 
   /// P, the length of the params vector: scalars count 1, weights their element count.
   int64_t num_params() const;
@@ -154,10 +164,8 @@ private:
   std::string path_;
   std::string manifest_text_;
   Manifest manifest_;
+  std::string sha256_;
   void *handle_ = nullptr;
-  // File identity at load time; a later load() of a rewritten file is refused.
-  uint64_t dev_ = 0, ino_ = 0;
-  int64_t mtime_ns_ = 0, size_ = 0;
   attn_forward_fn fwd_f32_ = nullptr, fwd_f64_ = nullptr;
   attn_backward_fn bwd_f32_ = nullptr, bwd_f64_ = nullptr;
   std::vector<CudaImage> cuda_cubins_;

@@ -4,15 +4,22 @@ never needs a separate build step:
     kernel = attn.compile(open("tanhmax.mlir").read())   # or a path to the .mlir file
     kernel = attn.compile(attn.kernel(attn.normalizer(...)))   # IR traced from Python
 
-The cache key covers the IR text, the options and the compiler binary (size and mtime),
-so editing the IR or rebuilding the compiler gives a fresh artifact. The cache lives in
-$ATTN_CACHE_DIR, else ~/.cache/attn.
+The cache key covers the IR text, the options, the compiler binary (size and mtime) and,
+for cpu="native", the host CPU, so editing the IR, rebuilding the compiler or sharing the
+cache with another kind of machine gives a fresh artifact. The cache lives in
+$ATTN_CACHE_DIR, else ~/.cache/attn, and is safe to share between threads and processes
+(data-parallel ranks, notebooks): one of them compiles a key while the others wait on its
+lock file (<key>.so.lock), and an artifact is published once, complete and sealed, under its
+key (a hard link of the finished file) and never rewritten.
 """
 
+import fcntl
 import hashlib
 import os
+import platform
 import subprocess
 import tempfile
+from contextlib import contextmanager
 
 from .paths import compiler_path, opt_path
 
@@ -61,6 +68,54 @@ def cuda_targets_of(cuda_targets):
     return [t.strip() for t in cuda_targets if t.strip()]
 
 
+def _host_cpu():
+    """What an artifact compiled with --cpu=native depends on: the machine and its CPU
+    model and features (Linux: /proc/cpuinfo)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            lines = f.read().split("\n\n")[0].splitlines()
+    except OSError:
+        lines = []
+    wanted = ("model name", "flags", "Features", "CPU implementer", "CPU part")
+    return "\n".join([platform.machine()] + [line for line in lines if line.startswith(wanted)])
+
+
+@contextmanager
+def _exclusive(path):
+    """Holds an exclusive lock on the file `path` (created if needed): across processes,
+    and across threads of one process (each opens its own descriptor)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _build(compiler, text, options, artifact):
+    """Compiles `text` into the cache entry `artifact`, unless another thread or
+    process has published it meanwhile."""
+    directory = os.path.dirname(artifact)
+    with tempfile.TemporaryDirectory(dir=directory) as scratch:
+        src = os.path.join(scratch, "kernel.mlir")
+        with open(src, "w", encoding="utf-8") as f:
+            f.write(text)
+        out = os.path.join(scratch, "kernel.so")
+        result = subprocess.run([compiler, src, "-o", out, *options], capture_output=True, text=True)
+        if result.returncode != 0 or not os.path.exists(out):
+            diagnostics = (result.stderr or result.stdout).replace(src, "<attn IR>")
+            raise RuntimeError(f"attn.compile: attn-compile failed:\n{diagnostics}")
+        fd = os.open(out, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # complete on disk before it has a name in the cache
+        finally:
+            os.close(fd)
+        try:
+            os.link(out, artifact)  # atomic, and never replaces a published artifact
+        except FileExistsError:
+            pass  # published by a process that did not take the lock: the same artifact
+
+
 def opt(source, *options):
     """Run attn-opt on attn IR (as attn.compile takes it) with `options`, e.g.
     "--attn-classify-normalizer"; returns the printed IR. Raises RuntimeError with
@@ -75,11 +130,18 @@ def opt(source, *options):
 def compile(source, kernel=None, dtypes=("f32", "f64"), cpu="native", cuda_targets=None):  # noqa: A001
     """Compile attn IR (a string, a path to a .mlir file, or IR traced by attn.kernel /
     attn.normalizer) and load it; returns an attn.Kernel. `kernel` names the attn.kernel
-    when the IR holds several. `cuda_targets` adds GPU code: "auto" (the visible GPUs),
+    when the IR holds several. `dtypes` is a non-empty sequence (or comma-separated
+    string) of "f32" / "f64". `cuda_targets` adds GPU code: "auto" (the visible GPUs),
     "sm_80,sm_90" or a list. Raises RuntimeError with the compiler's diagnostics when the
-    IR is invalid (for traced IR they name the Python lines)."""
+    IR is invalid (for traced IR they name the Python lines), ValueError for an empty
+    `dtypes`."""
     from . import load
 
+    if isinstance(dtypes, str):
+        dtypes = [d for d in dtypes.split(",") if d]
+    if not dtypes:
+        raise ValueError("attn.compile: dtypes is empty; expected some of 'f32', 'f64' "
+                         "(default: both)")
     text = _source_text(source)
     compiler = compiler_path()
     stat = os.stat(compiler)
@@ -87,19 +149,14 @@ def compile(source, kernel=None, dtypes=("f32", "f64"), cpu="native", cuda_targe
     options = [f"--dtypes={','.join(dtypes)}", f"--cpu={cpu}"] + ([f"--kernel={kernel}"] if kernel else [])
     if targets:
         options.append(f"--cuda-targets={','.join(targets)}")
-    key = hashlib.sha256("\0".join([text, *options, f"{stat.st_size}:{stat.st_mtime_ns}"]).encode()).hexdigest()
+    host = _host_cpu() if cpu == "native" else ""
+    key = hashlib.sha256("\0".join([text, *options, f"{stat.st_size}:{stat.st_mtime_ns}", host])
+                         .encode()).hexdigest()
     directory = cache_dir()
     os.makedirs(directory, exist_ok=True)
     artifact = os.path.join(directory, f"{key[:32]}.so")
     if not os.path.exists(artifact):
-        with tempfile.TemporaryDirectory(dir=directory) as scratch:
-            src = os.path.join(scratch, "kernel.mlir")
-            with open(src, "w", encoding="utf-8") as f:
-                f.write(text)
-            out = os.path.join(scratch, "kernel.so")
-            result = subprocess.run([compiler, src, "-o", out, *options], capture_output=True, text=True)
-            if result.returncode != 0 or not os.path.exists(out):
-                diagnostics = (result.stderr or result.stdout).replace(src, "<attn IR>")
-                raise RuntimeError(f"attn.compile: attn-compile failed:\n{diagnostics}")
-            os.replace(out, artifact)  # atomic: concurrent compiles of the same IR agree
+        with _exclusive(artifact + ".lock"):
+            if not os.path.exists(artifact):
+                _build(compiler, text, options, artifact)
     return load(artifact)

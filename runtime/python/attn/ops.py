@@ -18,7 +18,10 @@ contiguous tensors of these shapes and dtypes (runtime/attention.cpp):
     attention_weights  [B, H, Nq, Nk]                            q's dtype
     key_lengths_from_padding  int64 [B] on the CPU
 
-Inputs the kernels refuse get their errors from the kernels themselves, at run time.
+Inputs the kernels refuse get their errors from the kernels themselves, at run time. One
+exception: an eager call with some tensors on the meta device dispatches to these fakes
+instead of the kernels (the meta key wins), so the fakes refuse a mix of meta and other
+devices themselves rather than return uninitialised memory on q's device.
 """
 
 import functools
@@ -30,6 +33,20 @@ from . import _load_library, parse_manifest
 __all__ = []
 
 _load_library()
+
+
+def _one_device(op, key_lengths, inputs, **tensors):
+    """Refuses tensors (None: absent) of which some, not all, are on the meta device;
+    key_lengths may be on the CPU, as for the kernels."""
+    present = {name: t for name, t in tensors.items() if t is not None}
+    present.update({f"inputs[{n}]": t for n, t in enumerate(inputs or [])})
+    if key_lengths is not None and key_lengths.device.type == "meta":
+        present["key_lengths"] = key_lengths
+    meta = sorted(name for name, t in present.items() if t.device.type == "meta")
+    if meta and len(meta) != len(present):
+        other = next(name for name in present if name not in meta)
+        raise RuntimeError(f"attn::{op}: {', '.join(meta)} on the meta device but {other} on "
+                           f"{present[other].device}; expected {', '.join(present)} on one device")
 
 
 def _new(like, shape, dtype=None):
@@ -52,12 +69,14 @@ def _learnable_inputs(artifact):
 
 @torch.library.register_fake("attn::attention")
 def _attention(artifact, q, k, v, params, is_causal=False, key_lengths=None, inputs=None):
+    _one_device("attention", key_lengths, inputs, q=q, k=k, v=v, params=params)
     return _output(q, v)
 
 
 @torch.library.register_fake("attn::attention_forward")
 def _attention_forward(artifact, q, k, v, params, is_causal=False, key_lengths=None,
                        inputs=None):
+    _one_device("attention_forward", key_lengths, inputs, q=q, k=k, v=v, params=params)
     stats = q.shape[:-1]
     return (_output(q, v), _new(q, stats, _stats_dtype(q)), _new(q, stats, _stats_dtype(q)))
 
@@ -65,6 +84,8 @@ def _attention_forward(artifact, q, k, v, params, is_causal=False, key_lengths=N
 @torch.library.register_fake("attn::attention_backward")
 def _attention_backward(artifact, q, k, v, params, out, row_max, row_sum, grad_out,
                         is_causal=False, key_lengths=None, inputs=None):
+    _one_device("attention_backward", key_lengths, inputs, q=q, k=k, v=v, params=params,
+                out=out, row_max=row_max, row_sum=row_sum, grad_out=grad_out)
     dinputs = [_new(q, t.shape) if learnable else _new(q, (0,))
                for t, learnable in zip(inputs or [], _learnable_inputs(artifact))]
     return (_new(q, q.shape), _new(k, k.shape), _new(v, v.shape), _new(params, params.shape),
@@ -74,10 +95,15 @@ def _attention_backward(artifact, q, k, v, params, out, row_max, row_sum, grad_o
 @torch.library.register_fake("attn::attention_weights")
 def _attention_weights(artifact, q, k, params, is_causal=False, key_lengths=None,
                        inputs=None):
+    _one_device("attention_weights", key_lengths, inputs, q=q, k=k, params=params)
     return _new(q, (*q.shape[:-1], k.shape[-2]))
 
 
 @torch.library.register_fake("attn::key_lengths_from_padding")
 def _key_lengths_from_padding(key_padding_mask, keys):
+    if key_padding_mask.device.type == "meta":
+        raise RuntimeError("attn::key_lengths_from_padding: key_padding_mask is on the meta device; "
+                           "expected a CPU or CUDA tensor (the key lengths, returned on the CPU, "
+                           "are computed from its values)")
     return key_padding_mask.new_empty((key_padding_mask.shape[0],), dtype=torch.int64,
                                       device="cpu")

@@ -1,0 +1,83 @@
+// RUN: attn-opt %s --split-input-file --verify-diagnostics
+//
+// Numbers of the IR that reach the manifest or the kernels as constants must be
+// finite: NaN or infinite initial values, denominator constants, epsilons and scales
+// are refused (the manifest could not hold them, the kernels would compute NaN).
+// The parser reads NaN and infinity as hexadecimal bit patterns only.
+
+// expected-error @+1 {{'attn.normalizer' op the initial value of param 'a' is NaN; expected a finite number}}
+attn.normalizer @n params(a = 0x7FF8000000000000) {
+  numerator {
+  ^bb0(%s: f32, %a: f32):
+    attn.yield %s : f32
+  }
+  denominator count
+}
+
+// -----
+
+// expected-error @+1 {{'attn.normalizer' op the initial value of param 'a' is +infinity; expected a finite number}}
+attn.normalizer @n params(a = 0x7FF0000000000000) {
+  numerator {
+  ^bb0(%s: f32, %a: f32):
+    attn.yield %s : f32
+  }
+  denominator count
+}
+
+// -----
+
+// expected-error @+1 {{'attn.normalizer' op the constant denominator is NaN; expected a finite number}}
+attn.normalizer @n {
+  numerator {
+  ^bb0(%s: f32):
+    attn.yield %s : f32
+  }
+  denominator constant 0x7FF8000000000000
+}
+
+// -----
+
+// expected-error @+1 {{'attn.normalizer' op epsilon is -infinity; expected a finite number}}
+attn.normalizer @n {
+  numerator {
+  ^bb0(%s: f32):
+    attn.yield %s : f32
+  }
+  denominator epsilon 0xFFF0000000000000 {
+  ^bb0(%s: f32):
+    attn.yield %s : f32
+  }
+}
+
+// -----
+
+// expected-error @+1 {{'attn.normalizer' op epsilon is NaN; expected a finite number}}
+attn.normalizer @n {
+  numerator {
+  ^bb0(%s: f32):
+    attn.yield %s : f32
+  }
+  denominator epsilon 0x7FF8000000000000 {
+  ^bb0(%s: f32):
+    attn.yield %s : f32
+  }
+}
+
+// -----
+
+// expected-error @+1 {{'attn.score' op 'scale' is NaN; expected a finite number}}
+attn.score @s contract scaled_dot scale 0x7FF8000000000000
+
+// -----
+
+// expected-error @+1 {{'attn.score' op the initial value of param 'b' is NaN; expected a finite number}}
+attn.score @s contract dot params(b = 0x7FF8000000000000) mod {
+^bb0(%s: f32, %i: index, %j: index, %b: f32):
+  attn.yield %s : f32
+}
+
+// -----
+
+// expected-error @+1 {{'attn.score' op the initial value of weight 'W' is +infinity; expected a finite number}}
+attn.score @s contract bilinear weights(W: 4x4 = 0x7FF0000000000000)

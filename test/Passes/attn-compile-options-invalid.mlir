@@ -1,0 +1,39 @@
+// Option values attn-compile refuses up front, each with a diagnostic naming what
+// it expected: no LLVM warning or LLVM ERROR, no crash, no artifact.
+// RUN: not attn-compile %s -o %t.so --cpu=bogus 2>&1 | FileCheck %s --check-prefix=UNKNOWN --implicit-check-not=recognized
+// RUN: not attn-compile %s -o %t.so --cpu=i386 2>&1 | FileCheck %s --check-prefix=I386 --implicit-check-not="LLVM ERROR"
+// RUN: not attn-compile %s -o %t.so --dtypes= 2>&1 | FileCheck %s --check-prefix=NODTYPES
+// RUN: not attn-compile %s -o %t.so --dtypes=f32,,f64 2>&1 | FileCheck %s --check-prefix=EMPTYDTYPE
+// RUN: not attn-compile %s -o %t.so --dtypes=f32,f32 2>&1 | FileCheck %s --check-prefix=TWICE
+// RUN: not attn-compile %s -o %t.so --cuda-targets= 2>&1 | FileCheck %s --check-prefix=NOTARGETS
+// RUN: not attn-compile %s -o %t.so --cuda-targets=sm_90,sm_90 2>&1 | FileCheck %s --check-prefix=TARGETTWICE
+// RUN: not attn-compile %s -o %t.so --cuda-targets=sm_90 --cuda-dtypes= 2>&1 | FileCheck %s --check-prefix=NOCUDADTYPES
+// RUN: not attn-compile %s -o %t.so --cuda-targets=sm_90 --cuda-dtypes=f16,f16 2>&1 | FileCheck %s --check-prefix=CUDADTYPETWICE
+// RUN: not ls %t.so
+// Target names themselves are checked by attn-lower-to-gpu (lower-to-gpu-invalid-target.mlir).
+// RUN: not attn-compile %s -o %t.so --cuda-targets=sm_75 2>&1 | FileCheck %s --check-prefix=OLDTARGET
+
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+}
+attn.kernel @softmax_attention normalizer(@softmax)
+
+// UNKNOWN: attn-compile: --cpu=bogus is not a CPU of the host target {{.*}}; expected native or a 64-bit CPU of that target as LLVM names it
+// I386: attn-compile: --cpu=i386 is a 32-bit CPU, which cannot run code for the host target x86_64
+// NODTYPES: attn-compile: --dtypes='' names an empty entry; expected a comma-separated list of distinct entries, e.g. --dtypes=f32,f64
+// EMPTYDTYPE: attn-compile: --dtypes='f32,,f64' names an empty entry
+// TWICE: attn-compile: --dtypes='f32,f32' names 'f32' twice; expected a comma-separated list of distinct entries
+// NOTARGETS: attn-compile: --cuda-targets='' names an empty entry; expected a comma-separated list of distinct entries, e.g. --cuda-targets=sm_80,sm_90
+// TARGETTWICE: attn-compile: --cuda-targets='sm_90,sm_90' names 'sm_90' twice
+// NOCUDADTYPES: attn-compile: --cuda-dtypes='' names an empty entry; expected a comma-separated list of distinct entries, e.g. --cuda-dtypes=f16,bf16,f32
+// CUDADTYPETWICE: attn-compile: --cuda-dtypes='f16,f16' names 'f16' twice
+// OLDTARGET: error: 'attn.kernel' op CUDA target 'sm_75' is not supported; expected sm_XY with XY >= 80

@@ -1,0 +1,156 @@
+"""Artifacts that attn.load must refuse with a clear error, never a crash: truncated or
+edited files (the checksum trailer), and edited manifests resealed with attn-seal, which
+disagree with what the entry points were compiled for (attn_signature). Also: every name
+the verifier accepts reaches the loaded kernel intact through the manifest.
+
+The artifacts are real ones, compiled from the examples; a manifest is edited in place,
+its length kept (a removed field becomes spaces)."""
+import shutil
+import subprocess
+
+import pytest
+import torch
+
+from conftest import BUILD, EXAMPLES, REPO
+
+ATTN_SEAL = BUILD / "bin" / "attn-seal"
+FAMILIES = REPO / "examples" / "families"
+
+
+@pytest.fixture(scope="module")
+def artifacts(attn_mod, tmp_path_factory):
+    """Compiled artifacts by name: multimax (8 params), luong_general (a 32x32 weight),
+    luong_local (a learnable tensor input)."""
+    out = tmp_path_factory.mktemp("artifacts")
+    paths = {}
+    for name, source in [("multimax", EXAMPLES / "multimax.mlir"),
+                         ("luong_general", FAMILIES / "luong_general.mlir"),
+                         ("luong_local", FAMILIES / "luong_local.mlir")]:
+        paths[name] = out / f"{name}.so"
+        subprocess.run([str(BUILD / "bin" / "attn-compile"), str(source), "-o", str(paths[name]),
+                        "--dtypes=f32"], check=True)
+    return paths
+
+
+def _edited(artifact, tmp_path, old, new, reseal=True):
+    """A copy of `artifact` whose manifest text has `old` replaced by `new` (padded with
+    spaces to the same length), resealed with attn-seal unless `reseal` is False."""
+    data = artifact.read_bytes()
+    assert len(new) <= len(old) and data.count(old.encode()) == 1, old
+    path = tmp_path / f"edited-{artifact.name}"
+    path.write_bytes(data.replace(old.encode(), new.ljust(len(old)).encode()))
+    if reseal:
+        subprocess.run([str(ATTN_SEAL), str(path)], check=True)
+    return str(path)
+
+
+def test_the_originals_load(attn_mod, artifacts):
+    assert len(attn_mod.load(str(artifacts["multimax"])).param_names) == 8
+    assert attn_mod.load(str(artifacts["luong_general"])).manifest["params"]["W"].shape == (32, 32)
+
+
+@pytest.mark.parametrize("name, old, new, needles", [
+    # 7 params instead of 8 (the last one removed).
+    ("multimax", " d2=2", "",
+     ["params line declares 7 params (tb1, td1, b1, d1, tb2, td2, b2), the entry points read 8"]),
+    # The params line removed.
+    ("multimax", "params tb1=1 td1=1 b1=-1 d1=1 tb2=1 td2=1 b2=-2 d2=2", "",
+     ["manifest has no 'params' line"]),
+    # A 99x99 weight on a kernel compiled for 32x32.
+    ("luong_general", "W[32x32]", "W[99x99]",
+     ["param 'W' is [99x99] in the manifest, the entry points read [32x32]"]),
+    ("luong_general", "head-dim 32", "head-dim 64",
+     ["head-dim is 64 (0: any), the entry points were compiled for 32"]),
+    # The input line removed.
+    ("luong_local", "input p float ?x?x? learnable", "",
+     ["declares 0 tensor inputs (input lines), the entry points read 1"]),
+    # The input made not learnable, then given a fixed extent.
+    ("luong_local", "input p float ?x?x? learnable", "input p float ?x?x?",
+     ["tensor input 'p' is float ?x?x? in the manifest, the entry points read float ?x?x? "
+      "learnable"]),
+    ("luong_local", "input p float ?x?x?", "input p float 9x?x?",
+     ["tensor input 'p' is float 9x?x? learnable in the manifest, the entry points read "
+      "float ?x?x? learnable"]),
+])
+def test_edited_manifest_is_refused(attn_mod, artifacts, tmp_path, name, old, new, needles):
+    path = _edited(artifacts[name], tmp_path, old, new)
+    with pytest.raises(RuntimeError) as error:
+        attn_mod.load(path)
+    message = str(error.value)
+    for needle in [path] + needles:
+        assert needle in message, message
+
+
+def test_edit_without_reseal_is_refused(attn_mod, artifacts, tmp_path):
+    path = _edited(artifacts["multimax"], tmp_path, "d2=2", "d2=3", reseal=False)
+    with pytest.raises(RuntimeError, match="is corrupt or was modified after attn-compile wrote it"):
+        attn_mod.load(path)
+
+
+@pytest.mark.parametrize("keep", [0.5, 0.99])
+def test_truncated_artifact_is_refused(attn_mod, artifacts, tmp_path, keep):
+    data = artifacts["multimax"].read_bytes()
+    path = tmp_path / "truncated.so"
+    path.write_bytes(data[:int(len(data) * keep)])
+    with pytest.raises(RuntimeError, match="truncated.so' has no checksum trailer"):
+        attn_mod.load(str(path))
+
+
+def test_truncated_and_resealed_artifact_is_refused(attn_mod, artifacts, tmp_path):
+    """Sealed after truncation (as by a careless attn-seal): the segments the ELF headers
+    name lie past the end of the file, which dlopen would map (SIGBUS on first touch)."""
+    data = artifacts["multimax"].read_bytes()
+    path = tmp_path / "truncated.so"
+    path.write_bytes(data[:len(data) // 2])
+    subprocess.run([str(ATTN_SEAL), str(path)], check=True)
+    with pytest.raises(RuntimeError, match="is not a loadable shared object: .* extends past the end "
+                                           "of the file"):
+        attn_mod.load(str(path))
+
+
+def test_attn_seal_checks(artifacts, tmp_path):
+    ok = subprocess.run([str(ATTN_SEAL), "--check", str(artifacts["multimax"])], capture_output=True,
+                        text=True)
+    assert ok.returncode == 0 and ": ok " in ok.stdout
+    copy = tmp_path / "copy.so"
+    shutil.copy(artifacts["multimax"], copy)
+    with open(copy, "ab") as f:
+        f.write(b"x")
+    bad = subprocess.run([str(ATTN_SEAL), "--check", str(copy)], capture_output=True, text=True)
+    assert bad.returncode == 1 and "no checksum trailer" in bad.stdout
+
+
+NAMES_IR = """
+attn.normalizer @"soft.max$2" params(_t0 = 0.5, "T_1" = 2.0) {
+  numerator {
+  ^bb0(%s: f64, %bx: index, %h: index, %i: index, %j: index, %a: f64, %b: f64):
+    %x = arith.mulf %s, %a : f64
+    %e = math.exp %x : f64
+    attn.yield %e : f64
+  }
+  denominator {
+  ^bb0(%s: f64, %bx: index, %h: index, %i: index, %j: index, %a: f64, %b: f64):
+    %x = arith.mulf %s, %a : f64
+    %e = math.exp %x : f64
+    attn.yield %e : f64
+  }
+}
+attn.mask @"m.1$" {
+^bb0(%b: index, %h: index, %i: index, %j: index):
+  %keep = arith.cmpi ule, %j, %i : index
+  attn.yield %keep : i1
+}
+attn.kernel @"k.v1$" normalizer(@"soft.max$2") mask(@"m.1$")
+"""
+
+
+def test_names_reach_the_kernel_through_the_manifest(attn_mod, tmp_path, monkeypatch):
+    """Symbols with '.' and '$', params with '_' and capitals (quoted or not in the IR)."""
+    monkeypatch.setenv("ATTN_CACHE_DIR", str(tmp_path / "cache"))
+    kernel = attn_mod.compile(NAMES_IR, dtypes=("f64",))
+    assert kernel.name == "k.v1$"
+    assert kernel.manifest["normalizer"] == "soft.max$2" and kernel.manifest["mask"] == "m.1$"
+    assert kernel.param_names == ["_t0", "T_1"]
+    q, k, v = (torch.randn(1, 1, 5, 4, dtype=torch.float64) for _ in range(3))
+    expected = torch.nn.functional.scaled_dot_product_attention(q * 0.5, k, v, is_causal=True)
+    assert torch.allclose(kernel(q, k, v), expected, atol=1e-12)
