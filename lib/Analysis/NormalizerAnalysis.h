@@ -6,6 +6,11 @@
 //          bounded forms, including a / (c + exp(x)) with c > 0)
 //   1      exactly one exp factor per additive term (e^s, e^s - e^-s, e^σ(s)·t(s))
 //   mixed  anything else (e^s + 1, e^(e^s), log(e^s), e^s · e^s, comparisons of e^s)
+//   bounded e^x with x provably <= 0 (e^-|s|, e^-(s·s), e^min(s, 0)): in (0, 1] at any
+//          scale, so degree 0 inside other functions (softplus written
+//          max(s, 0) + log1p(e^-|s|)) and degree 1 next to exp factors or alone
+// A rejected form gets a note with its stable rewrite where one is known
+// (log(1 + e^s) -> softplus above, log(e^s) -> s, e^a·e^b -> e^(a+b), ...).
 // Online (flash-style, stabilised) needs numerator and summed denominator both of
 // degree 1; every degree-1 exp factor then becomes exp(x - m) with m the running
 // maximum of those arguments, and all of g·e^-m, h·e^-m stay in range.

@@ -115,6 +115,23 @@ static std::optional<BoundedDenominator> matchBoundedDenominator(Value y) {
   return std::nullopt;
 }
 
+/// The same function written with ops that have derivative rules, for the ops
+/// researchers reach for that have none; empty for others.
+static StringRef differentiableRewrite(Operation *op) {
+  return llvm::TypeSwitch<Operation *, StringRef>(op)
+      .Case<math::CbrtOp>([](auto) {
+        return "x^(1/3) is math.powf(x, 0.3333333) for x > 0; for any sign, "
+               "copysign(powf(|x|, 1/3), x) as select(x < 0, -p, p)";
+      })
+      .Case<math::TanOp>([](auto) { return "tan(x) is math.sin(x) / math.cos(x)"; })
+      .Case<math::SinhOp>([](auto) { return "sinh(x) is (e^x - e^-x) / 2"; })
+      .Case<math::CoshOp>([](auto) { return "cosh(x) is (e^x + e^-x) / 2"; })
+      .Case<math::Log10Op>([](auto) { return "log10(x) is math.log(x) / log(10)"; })
+      .Case<math::ErfcOp>([](auto) { return "erfc(x) is 1 - math.erf(x)"; })
+      .Case<math::Atan2Op>([](auto) { return "atan2(y, x) is math.atan(y / x) where x > 0"; })
+      .Default([](Operation *) { return StringRef(); });
+}
+
 /// The tangent of `op`'s single result, given tangents of its operands (`dx(i)`,
 /// null for zero) and the primal values (`x(i)`, the result `r`); `primalOf` and
 /// `tangentOfValue` look up any earlier value of the function. Returns failure
@@ -249,10 +266,14 @@ static FailureOr<Value> tangentOf(Operation *op, TangentBuilder &t,
         return t.add(t.add(t.scale(x(1), dx(0)), t.scale(x(0), dx(1))), dx(2));
       })
       .Default([&](Operation *other) -> FailureOr<Value> {
-        return other->emitOpError()
-               << "has no derivative rule; differentiable ops are arith add/sub/mul/div/"
-                  "neg/max/min/select/extf/truncf and math exp/exp2/expm1/log/log1p/"
-                  "log2/sqrt/rsqrt/tanh/sin/cos/atan/erf/absf/powf/fpowi/fma";
+        InFlightDiagnostic error =
+            other->emitOpError()
+            << "has no derivative rule; differentiable ops are arith add/sub/mul/div/"
+               "neg/max/min/select/extf/truncf and math exp/exp2/expm1/log/log1p/"
+               "log2/sqrt/rsqrt/tanh/sin/cos/atan/erf/absf/powf/fpowi/fma";
+        if (StringRef rewrite = differentiableRewrite(other); !rewrite.empty())
+          error.attachNote(other->getLoc()) << "differentiable rewrite: " << rewrite;
+        return error;
       });
 }
 

@@ -17,6 +17,8 @@
 // RUN: llvm-nm -D -S --defined-only %t.sigsoftmax.so | FileCheck %s
 // RUN: attn-compile %examples/normalizers/softmax.mlir -o %t.softmax.so --cuda-targets=sm_80,sm_90 --cuda-dtypes=bf16,f32 --dtypes=f32
 // RUN: llvm-nm -D -S --defined-only %t.softmax.so | FileCheck %s
+// RUN: attn-compile %examples/normalizers/softplus.mlir -o %t.softplus.so --cuda-targets=sm_80,sm_90 --cuda-dtypes=bf16,f32 --dtypes=f32
+// RUN: llvm-nm -D -S --defined-only %t.softplus.so | FileCheck %s
 // RUN: attn-compile %examples/normalizers/softmax1.mlir -o %t.softmax1.so --cuda-targets=sm_80,sm_90 --cuda-dtypes=bf16,f32 --dtypes=f32
 // RUN: llvm-nm -D -S --defined-only %t.softmax1.so | FileCheck %s
 // RUN: attn-compile %examples/normalizers/tanhmax.mlir -o %t.tanhmax.so --cuda-targets=sm_80,sm_90 --cuda-dtypes=bf16,f32 --dtypes=f32

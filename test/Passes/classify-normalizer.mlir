@@ -198,3 +198,98 @@ attn.normalizer @plain_offset params(t = 1.0) {
     attn.yield %tt : f32
   }
 }
+
+// -----
+
+// Softplus in its overflow-free form max(s, 0) + log1p(e^-|s|): e^-|s| is bounded
+// (its argument is <= 0), so log1p of it has no exp factor: plain.
+// CHECK-LABEL: attn.normalizer @softplus
+// CHECK-SAME: algorithm = #attn<algorithm plain>
+attn.normalizer @softplus {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %zero = arith.constant 0.0 : f32
+    %pos = arith.maximumf %s, %zero : f32
+    %abs = math.absf %s : f32
+    %neg = arith.negf %abs : f32
+    %e = math.exp %neg : f32
+    %l = math.log1p %e : f32
+    %g = arith.addf %pos, %l : f32
+    attn.yield %g : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %zero = arith.constant 0.0 : f32
+    %pos = arith.maximumf %s, %zero : f32
+    %abs = math.absf %s : f32
+    %neg = arith.negf %abs : f32
+    %e = math.exp %neg : f32
+    %l = math.log1p %e : f32
+    %g = arith.addf %pos, %l : f32
+    attn.yield %g : f32
+  }
+}
+
+// -----
+
+// A bounded e^-(s·s) alone on both sides: online (the shift guards the sum against
+// underflow); 1 + e^-(s·s) over a count: plain.
+// CHECK-LABEL: attn.normalizer @gaussian
+// CHECK-SAME: algorithm = #attn<algorithm online>
+// CHECK-LABEL: attn.normalizer @shifted_gaussian
+// CHECK-SAME: algorithm = #attn<algorithm plain>
+attn.normalizer @gaussian {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %sq = arith.mulf %s, %s : f32
+    %neg = arith.negf %sq : f32
+    %e = math.exp %neg : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %sq = arith.mulf %s, %s : f32
+    %neg = arith.negf %sq : f32
+    %e = math.exp %neg : f32
+    attn.yield %e : f32
+  }
+}
+attn.normalizer @shifted_gaussian {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %one = arith.constant 1.0 : f32
+    %sq = arith.mulf %s, %s : f32
+    %neg = arith.negf %sq : f32
+    %e = math.exp %neg : f32
+    %g = arith.addf %one, %e : f32
+    attn.yield %g : f32
+  }
+  denominator count
+}
+
+// -----
+
+// Next to an exp factor a bounded one is degree 0 in a product (e^s·e^-|s|) and
+// degree 1 in a sum (e^s + e^min(s, 0)): online both.
+// CHECK-LABEL: attn.normalizer @damped
+// CHECK-SAME: algorithm = #attn<algorithm online>
+attn.normalizer @damped {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    %abs = math.absf %s : f32
+    %neg = arith.negf %abs : f32
+    %d = math.exp %neg : f32
+    %g = arith.mulf %e, %d : f32
+    attn.yield %g : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %zero = arith.constant 0.0 : f32
+    %e = math.exp %s : f32
+    %low = arith.minimumf %s, %zero : f32
+    %d = math.exp %low : f32
+    %sum = arith.addf %e, %d : f32
+    attn.yield %sum : f32
+  }
+}

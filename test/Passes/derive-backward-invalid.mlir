@@ -4,7 +4,8 @@
 attn.normalizer @cube_root {
   numerator {
   ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    // expected-error @+1 {{'math.cbrt' op has no derivative rule}}
+    // expected-error @+2 {{'math.cbrt' op has no derivative rule}}
+    // expected-note @+1 {{differentiable rewrite: x^(1/3) is math.powf(x, 0.3333333) for x > 0; for any sign, copysign(powf(|x|, 1/3), x) as select(x < 0, -p, p)}}
     %g = math.cbrt %s : f32
     attn.yield %g : f32
   }
@@ -26,3 +27,18 @@ attn.normalizer @relu {
 }
 // expected-error @+1 {{'attn.kernel' op has no algorithm: the kernel is not classified; run attn-classify-normalizer first}}
 attn.kernel @k normalizer(@relu)
+
+// -----
+
+// tan has no rule; the note writes it with ops that have one.
+attn.normalizer @tangent {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    // expected-error @+2 {{'math.tan' op has no derivative rule}}
+    // expected-note @+1 {{differentiable rewrite: tan(x) is math.sin(x) / math.cos(x)}}
+    %g = math.tan %s : f32
+    attn.yield %g : f32
+  }
+  denominator count
+}
+attn.kernel @k normalizer(@tangent) {algorithm = #attn<algorithm plain>}

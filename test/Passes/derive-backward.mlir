@@ -427,3 +427,38 @@ attn.kernel @k normalizer(@n)
 // CHECK-LABEL: func.func private @k.offset.stab(
 // CHECK: %[[LOG:.*]] = arith.constant 0.693147182 : f32
 // CHECK: return %[[LOG]]
+
+// -----
+
+// e^s·e^-|s|: only e^s carries the row's exp factor (the bounded e^-|s| reads as
+// degree 0 in a product): the stabiliser is s, and e^-|s| is computed as written.
+attn.normalizer @damped {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    %abs = math.absf %s : f32
+    %neg = arith.negf %abs : f32
+    %d = math.exp %neg : f32
+    %g = arith.mulf %e, %d : f32
+    attn.yield %g : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+}
+attn.kernel @k normalizer(@damped)
+
+// CHECK-LABEL: func.func private @k.num(
+// CHECK-SAME: %[[S:.*]]: f32, %[[M:.*]]: f32, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index) -> f32
+// CHECK-DAG: %[[X:.*]] = arith.subf %[[S]], %[[M]]
+// CHECK-DAG: %[[E:.*]] = math.exp %[[X]]
+// CHECK-DAG: %[[A:.*]] = math.absf %[[S]]
+// CHECK-DAG: %[[N:.*]] = arith.negf %[[A]]
+// CHECK-DAG: %[[D:.*]] = math.exp %[[N]]
+// CHECK: %[[G:.*]] = arith.mulf %[[E]], %[[D]]
+// CHECK: return %[[G]]
+// CHECK-LABEL: func.func private @k.stab(
+// CHECK-SAME: %[[S:.*]]: f32, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index) -> f32
+// CHECK-NEXT: return %[[S]]

@@ -40,7 +40,7 @@ for p in (REPO / "test" / "reference", REPO / "test" / "python"):
 torch.set_num_threads(int(os.environ.get("ATTN_TEST_THREADS", "2")))
 
 NORMALIZER_NAMES = ["softmax", "tanhmax", "multimax", "sigsoftmax",
-                    "sigmoid", "relu", "expressive", "linear"]
+                    "sigmoid", "relu", "softplus", "expressive", "linear"]
 
 
 def _load_runtime():

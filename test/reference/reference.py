@@ -179,6 +179,11 @@ def _relu_g(s, p, m):
     return pos(s)
 
 
+# softplus-normalised attention: g = h = softplus(s), summed, not stabilised
+def _softplus_g(s, p, m):
+    return torch.nn.functional.softplus(s)
+
+
 # expressive / linear: g = h = s
 def _identity_g(s, p, m):
     return s
@@ -209,6 +214,9 @@ NORMALIZERS: Dict[str, Normalizer] = {
         param_names=["bias"], param_defaults=[-4.0], kernel="sigmoid_attention"),
     "relu": Normalizer(
         "relu", scaled_dot, _relu_g, "count", kernel="relu_attention"),
+    "softplus": Normalizer(
+        "softplus", scaled_dot, _softplus_g, "sum", h=_softplus_g,
+        kernel="softplus_attention"),
     "expressive": Normalizer(
         "expressive", squared_dot, _identity_g, "sum", h=_identity_g, eps=1e-6,
         kernel="expressive_attention"),
