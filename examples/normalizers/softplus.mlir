@@ -23,8 +23,8 @@ attn.normalizer @softplus {
     %minus = arith.negf %magnitude : f32
     %decay = math.exp %minus : f32
     %tail = math.log1p %decay : f32
-    %h = arith.addf %positive, %tail : f32
-    attn.yield %h : f32
+    %den = arith.addf %positive, %tail : f32
+    attn.yield %den : f32
   }
 }
 
