@@ -14,6 +14,7 @@
 //   attn-lower-to-gpu            reads all of the above   writes gpu.module @attn_cuda
 //   attn-emit-manifest           reads the kernel, entry points, gpu.module   writes attn_manifest
 //   attn-erase-declarations      erases the attn ops
+//   attn-print-explanation       reads `algorithm`, `functions`   prints formulas
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_PASSES
@@ -186,6 +187,20 @@ def AttnApproximateMath : Pass<"attn-approximate-math", "::mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::mlir::vector::VectorDialect", "::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect"];
+}
+
+def AttnPrintExplanation : Pass<"attn-print-explanation", "::mlir::ModuleOp"> {
+  let summary = "Prints each kernel's algorithm and derived functions as formulas";
+  let description = [{
+    Reads: `algorithm` and `functions` (attn-classify-normalizer,
+    attn-derive-backward; an error without them). Writes nothing to the IR; prints
+    to stdout, for each attn.kernel: the algorithm and what it means, the
+    stabiliser, g, h (or the constant / count denominator), the row offset, the
+    score mod and mask, and the derivatives ∂g/∂s, ∂h/∂s and by every param, as
+    infix formulas (lib/Analysis/ReadableMath.h). `attn-opt --attn-explain` runs
+    it after the passes it needs and a cleanup.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 
 def AttnTestDifferentiate : Pass<"attn-test-differentiate", "::mlir::ModuleOp"> {

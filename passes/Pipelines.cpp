@@ -77,6 +77,16 @@ void mlir::attn::buildGpuToNVVMPipeline(OpPassManager &pm) {
   pm.addPass(createReconcileUnrealizedCastsPass());
 }
 
+/// attn-explain: classify and derive, clean the derived functions up, print them.
+static void buildExplainPipeline(OpPassManager &pm) {
+  pm.addPass(createAttnVerify());
+  pm.addPass(createAttnClassifyNormalizer());
+  pm.addPass(createAttnDeriveBackward());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createAttnPrintExplanation());
+}
+
 void mlir::attn::registerAttnPipelines() {
   PassPipelineRegistration<CpuPipelineOptions>(
       "attn-cpu-pipeline", "An attn module to the CPU code and manifest of one artifact",
@@ -87,6 +97,10 @@ void mlir::attn::registerAttnPipelines() {
       buildCudaPipeline);
   PassPipelineRegistration<>("attn-host-to-llvm", "An artifact's host code to the LLVM dialect",
                              buildHostToLLVMPipeline);
+  PassPipelineRegistration<>(
+      "attn-explain",
+      "Prints each kernel's algorithm, stabiliser and derived gradients as formulas",
+      buildExplainPipeline);
   PassPipelineRegistration<>("attn-gpu-to-nvvm", "An artifact's gpu.module to the NVVM dialect",
                              buildGpuToNVVMPipeline);
 }
