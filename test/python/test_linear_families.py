@@ -249,3 +249,28 @@ def test_kernelised_forward_of_a_query_block(family, name, is_causal):
     assert (o[begin:end] - want[begin:end]).abs().max().item() <= 1e-9
     assert torch.isnan(o[:begin]).all() and torch.isnan(o[end:]).all(), "rows outside the block written"
     assert (row_max[begin:end] == 0).all()
+
+
+@pytest.mark.parametrize("mask", ["causal", "pad", "causal+pad"])
+@pytest.mark.parametrize("name", NAMES)
+def test_unseen_keys_take_no_nan(family, name, mask):
+    """Keys no query sees (causal with Nq < Nk: j >= Nq; padded: j >= key_lengths)
+    holding NaN in k and v: every output and gradient stays finite, the unseen keys'
+    dk, dv are 0, and the rest equals the run with finite values there. 150 keys
+    span several 64-key chunks of the linear form, 70 queries end inside one."""
+    is_causal, padding = MASKS[mask]
+    q, k, v, dout, _ = make_inputs(name, 2, 2, 70, 150, 8, 6, seed_of("unseen", name, mask))
+    lens = torch.tensor([150, 100], dtype=torch.int64) if padding else None
+    seen = torch.zeros(2, 1, 150, 1, dtype=torch.bool)
+    for b in range(2):
+        end = 150 if lens is None else int(lens[b])
+        seen[b, :, :min(end, 70) if is_causal else end] = True
+    params = case_params(name)
+    finite = compiled_grads(family(name), q, k, v, params, dout, is_causal, lens)
+    poisoned = compiled_grads(family(name), q, k.masked_fill(~seen, float("nan")),
+                              v.masked_fill(~seen, float("nan")), params, dout, is_causal, lens)
+    for n, got in poisoned.items():
+        assert torch.isfinite(got).all(), f"{name} {mask}: NaN reached {n}"
+        assert torch.equal(got, finite[n]), f"{name} {mask}: {n} depends on unseen keys"
+    for n in ("dk", "dv"):
+        assert (poisoned[n].masked_select(~seen) == 0).all(), f"{name} {mask}: {n} of unseen keys"

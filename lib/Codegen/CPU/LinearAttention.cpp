@@ -458,12 +458,15 @@ void LinearCodegen::backward(const BackwardArgs &args) {
           fillQueries(q, i0, i1, i0);
           absorbQueries(dOut, i0, i1, i0);
         });
+        // Keys j >= Nq are seen by no query (causal, top-left aligned): their dk, dv
+        // stay 0, and their k, v (NaN included) are never read.
+        Value seenKeys = minIndex(form.kvEnd, queries);
         Value chunk = index(kLinearChunk);
-        Value numChunks = arith::CeilDivSIOp::create(b, form.kvEnd, chunk);
+        Value numChunks = arith::CeilDivSIOp::create(b, seenKeys, chunk);
         forEach(index(0), numChunks, [&](Value reversed) {
           Value j0 =
               arith::MulIOp::create(b, subIndex(subIndex(numChunks, index(1)), reversed), chunk);
-          Value j1 = minIndex(addIndex(j0, chunk), form.kvEnd);
+          Value j1 = minIndex(addIndex(j0, chunk), seenKeys);
           Value queriesEnd = minIndex(j1, queries);
           fillQueries(q, j0, queriesEnd, j0);
           fillKeys(k, j0, j1, j0);
