@@ -8,9 +8,7 @@
 using namespace mlir;
 using namespace mlir::attn;
 
-/// The attn.kernel of `module` named `name`, or its only kernel when `name` is
-/// empty; emits an error (listing the candidates) otherwise.
-static FailureOr<KernelOp> selectKernel(ModuleOp module, StringRef name) {
+FailureOr<KernelOp> mlir::attn::selectKernel(ModuleOp module, StringRef name) {
   if (!name.empty()) {
     if (auto kernel = module.lookupSymbol<KernelOp>(name))
       return kernel;

@@ -9,6 +9,10 @@
 
 namespace mlir::attn {
 
+/// The attn.kernel of `module` named `name`, or its only kernel when `name` is
+/// empty; otherwise an error: no such kernel, or several kernels (listing them).
+FailureOr<KernelOp> selectKernel(ModuleOp module, StringRef name);
+
 /// What a schedule-selection pass works on: the classified kernel its `kernel`
 /// option names and the element types its `element-types` option names.
 struct ScheduleRequest {

@@ -4,6 +4,7 @@
 // dialect/AttnOps.td): each states what it reads and what it writes, and refuses
 // with a diagnostic naming the missing pass when what it reads is absent.
 //
+//   attn-add-mask-input          reads the kernel         adds attn.input @attn_mask (on request)
 //   attn-verify                  reads the module         writes nothing
 //   attn-classify-normalizer     reads the regions        writes `algorithm`
 //   attn-derive-backward         reads `algorithm`        writes `functions` (+ func.func)
@@ -21,6 +22,41 @@
 #define ATTN_PASSES
 
 include "mlir/Pass/PassBase.td"
+
+def AttnAddMaskInput : Pass<"attn-add-mask-input", "::mlir::ModuleOp"> {
+  let summary = "Gives a kernel torch's attn_mask as a tensor input";
+  let description = [{
+    Adds the tensor input `attn.input @attn_mask` [B, H, Nq, Nk], read at (b, h, i, j),
+    to the kernel `kernel` names (the module's only kernel when empty), so torch's
+    masks (SDPA's and nn.MultiheadAttention's `attn_mask`, any `key_padding_mask`) run
+    inside the kernel (runtime/python/attn/masks.py fills it):
+
+    - `kind=bool`: `tensor<?x?x?x?xi8>`, a keep table. The kernel's mask keeps a pair
+      only where the table is nonzero: a new attn.mask when the kernel has none,
+      else the existing mask's result `and` the table's.
+    - `kind=additive`: `tensor<?x?x?x?xT>` (T the kernel's float type), added to the
+      final score: a mod `s + table` on the kernel's score, after its existing mod
+      (`t + table`); a kernel without attn.score gets `scaled_dot` (the default
+      q·k/sqrt(d)) with that mod. The kernel's mask (as for `bool`) also drops the
+      pairs whose entry is -inf, torch's "masked": their weight is exactly 0, and a
+      row with no other key gives 0 instead of NaN.
+    - `kind=learnable-additive`: the same input `learnable` (it gets a gradient).
+
+    A mask or score that another kernel shares is copied for this kernel first
+    (under a fresh name), so the other kernels do not change; one only this kernel
+    uses is changed in place. Errors: an unknown kind, a module that already has a
+    symbol named attn_mask, and attn-select-schedule's kernel selection errors. Run
+    it first: the new mask or mod is classified and differentiated with the rest.
+  }];
+  let options = [
+    Option<"kernelName", "kernel", "std::string", /*default=*/"\"\"",
+           "Which attn.kernel gets the input when the module holds several">,
+    Option<"kind", "kind", "std::string", /*default=*/"\"\"",
+           "bool (a keep table, i8), additive (a score bias in the kernel's float type) "
+           "or learnable-additive">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
 
 def AttnVerify : Pass<"attn-verify", "::mlir::ModuleOp"> {
   let summary = "Checks that a module holds something to compile";

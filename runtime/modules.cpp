@@ -117,9 +117,11 @@ torch::Tensor key_lengths_from_padding(const torch::Tensor &key_padding_mask, in
               "key_padding_mask: expected a bool or floating [batch, ", keys, "] tensor, got ",
               mask.defined() ? c10::toString(mask.scalar_type()) : "an undefined tensor", " ",
               mask.defined() ? mask.sizes() : c10::IntArrayRef{});
-  const char *later = " needs kernel support (a score-bias input to the compiled kernels), "
-                      "which the compiled attn kernels do not have yet; only trailing padding "
-                      "(true, or -inf, on a suffix of each row) runs, as key lengths";
+  const char *later =
+      " needs the kernel's attn_mask input: only trailing padding (true, or -inf, on a suffix "
+      "of each row) runs as key lengths; any pattern runs with a kernel compiled by "
+      "attn-compile --attn-mask=bool (Python: attn.compile(source, attn_mask=\"bool\")), "
+      "through Python's attn.MultiheadAttention or attn.attention";
   // torch's additive form: -inf marks a padded key, 0 a kept one.
   torch::Tensor padded = is_bool ? mask : mask.isneginf();
   TORCH_CHECK_NOT_IMPLEMENTED(is_bool || (padded | (mask == 0)).all().item<bool>(),

@@ -114,9 +114,9 @@ def test_errors_name_what_kernels_cannot_take(attn_mod, softmax):
     q, k, v = _qkv((2,), (2,), 5, 5, 8, 8, torch.float32, seed=7)
     run = lambda **kw: (lambda: attn_mod.attention(q, k, v, softmax, **kw))
     causal = torch.ones(5, 5, dtype=torch.bool).tril()
-    for mask in (causal, torch.zeros(5, 5)):
-        _raises(r"attn_mask .*needs kernel support \(a score-bias input",
-                run(attn_mask=mask), NotImplementedError)
+    for mask in (causal, torch.zeros(5, 5)):   # test_masks.py: kernels with the input
+        _raises(r"attn_mask .*needs the kernel's attn_mask input, which kernel "
+                r"softmax_attention does not have", run(attn_mask=mask), NotImplementedError)
     _raises(r"either attn_mask or is_causal", run(attn_mask=causal, is_causal=True))
     _raises(r"dropout_p=0.1 needs kernel support", run(dropout_p=0.1), NotImplementedError)
     k2, v2 = k[:, :1], v[:, :1]

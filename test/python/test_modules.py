@@ -257,16 +257,17 @@ def test_what_kernels_cannot_take_are_errors(cache, attn_mod):
     mha = attn_mod.MultiheadAttention(8, 2, batch_first=True, normalizer=SOFTMAX_IR)
     x = torch.randn(2, 5, 8)
     holes = torch.tensor([[False, True, False, False, False], [False] * 5])
+    # Kernels with the attn_mask input run these (test_masks.py).
     with pytest.raises(NotImplementedError, match=r"key_padding_mask: padding that is not "
-                       r"trailing .* needs kernel support \(a score-bias input"):
+                       r"trailing .* needs the kernel's attn_mask input"):
         mha(x, x, x, key_padding_mask=holes)
     soft = torch.zeros(2, 5).index_fill(1, torch.tensor([4]), -1e9)
     with pytest.raises(NotImplementedError, match=r"float mask with values other than 0 and "
-                       r"-inf needs kernel support"):
+                       r"-inf needs the kernel's attn_mask input"):
         mha(x, x, x, key_padding_mask=soft)
     for mask in (torch.zeros(5, 5), torch.zeros(5, 5, dtype=torch.bool), torch.zeros(4, 5, 5)):
-        with pytest.raises(NotImplementedError, match=r"attn_mask \(an arbitrary .* needs kernel "
-                           r"support \(a score-bias input"):
+        with pytest.raises(NotImplementedError, match=r"attn_mask \(a mask of shape .* needs the "
+                           r"kernel's attn_mask input"):
             mha(x, x, x, attn_mask=mask)
     with pytest.raises(AssertionError, match="only bool and floating types of attn_mask"):
         mha(x, x, x, attn_mask=torch.zeros(5, 5, dtype=torch.int64))

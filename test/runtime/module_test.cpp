@@ -118,7 +118,7 @@ TEST(KeyLengthsFromPadding, BoolAndAdditiveFloatMasks) {
     EXPECT_EQ(lengths.scalar_type(), torch::kLong);
     EXPECT_TRUE(torch::equal(lengths, torch::tensor({5, 2, 0}, torch::kLong)));
   }
-  // What only a score-bias kernel input could run: NotImplementedError, naming it.
+  // What only a kernel with the attn_mask input runs: NotImplementedError, naming it.
   auto expect_not_implemented = [](const torch::Tensor &mask, const char *what) {
     try {
       attn::key_lengths_from_padding(mask, 5);
@@ -126,7 +126,8 @@ TEST(KeyLengthsFromPadding, BoolAndAdditiveFloatMasks) {
     } catch (const c10::NotImplementedError &e) {
       const std::string msg = e.what_without_backtrace();
       EXPECT_NE(msg.find(what), std::string::npos) << msg;
-      EXPECT_NE(msg.find("needs kernel support (a score-bias input"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("needs the kernel's attn_mask input"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("attn-compile --attn-mask=bool"), std::string::npos) << msg;
     }
   };
   auto holes = padded.clone();

@@ -2,10 +2,12 @@
 //
 //   attn-compile tanhmax.mlir -o tanhmax.so [--kernel=name] [--dtypes=f32,f64]
 //                [--cpu=native|<llvm cpu name>] [--emit=so|obj|llvm|mlir|ptx|manifest]
+//                [--attn-mask=bool|additive|learnable-additive]
 //                [--cuda-targets=sm_80,sm_90 [--cuda-dtypes=f16,bf16,f32]
 //                 [--cuda-toolkit=DIR]]
 //
-// Runs the registered attn pipeline (attn-cpu-pipeline, or attn-cuda-pipeline
+// With --attn-mask, attn-add-mask-input first gives the kernel torch's attn_mask as
+// the tensor input @attn_mask. Then runs the registered attn pipeline (attn-cpu-pipeline, or attn-cuda-pipeline
 // when CUDA targets are requested; passes/Passes.h), the upstream lowering to
 // the LLVM dialect (attn-host-to-llvm), LLVM's O3 pipeline for the target CPU,
 // emits an object file and links it into a shared object with `cc`. The CUDA
@@ -86,6 +88,16 @@ static cl::opt<Emit> emit(
                clEnumValN(Emit::PTX, "ptx", "PTX of the CUDA kernels for the lowest --cuda-targets"),
                clEnumValN(Emit::Manifest, "manifest",
                           "the artifact's manifest text (runtime/include/attn/abi.h)")));
+enum class MaskInput { None, Bool, Additive, LearnableAdditive };
+static cl::opt<MaskInput> attnMask(
+    "attn-mask",
+    cl::desc("Give the kernel torch's attn_mask as the tensor input @attn_mask [B, H, Nq, Nk] "
+             "(attn-add-mask-input)"),
+    cl::init(MaskInput::None),
+    cl::values(clEnumValN(MaskInput::Bool, "bool", "i8 keep table, and-ed into the mask"),
+               clEnumValN(MaskInput::Additive, "additive", "score bias in the kernel's float type"),
+               clEnumValN(MaskInput::LearnableAdditive, "learnable-additive",
+                          "a score bias that gets a gradient")));
 static cl::list<std::string> cudaTargets(
     "cuda-targets", cl::desc("CUDA chips to build kernels for (sm_80,sm_90,...); default none: "
                              "a CPU-only artifact"),
@@ -507,6 +519,16 @@ int main(int argc, char **argv) {
   int64_t vectorBits =
       machine->getMCSubtargetInfo()->checkFeatures("+avx512f") ? 512 : 256;
 
+  // Before the attn ops are copied for attn_signature: the input is part of the kernel.
+  if (attnMask != MaskInput::None && failed(runPipeline(*module, [](OpPassManager &pm) {
+        attn::AttnAddMaskInputOptions options;
+        options.kernelName = kernelName;
+        options.kind = attnMask == MaskInput::Bool       ? "bool"
+                       : attnMask == MaskInput::Additive ? "additive"
+                                                         : "learnable-additive";
+        pm.addPass(attn::createAttnAddMaskInput(options));
+      })))
+    return 1;
   OwningOpRef<ModuleOp> source = module->clone(); // the attn ops, for attn_signature
   if (failed(runPipeline(*module, [&](OpPassManager &pm) { buildAttnPipeline(pm, vectorBits); })))
     return 1;

@@ -81,8 +81,9 @@ TORCH_MODULE(MultiheadAttention);
 /// key_padding_mask [B, Nk], bool (true = ignore) or torch's additive float form (-inf =
 /// ignore, 0 = keep) -> int64 key lengths [B] on the CPU. attn kernels take padding as key
 /// lengths, so only trailing padding (on a suffix of each row) is accepted; any other
-/// pattern, or other float values, raises c10::NotImplementedError (it needs a score-bias
-/// kernel input), never a different mask. Also the op attn::key_lengths_from_padding.
+/// pattern, or other float values, raises c10::NotImplementedError (it needs a kernel with
+/// the attn_mask input, attn-compile --attn-mask, which Python's attn.masks fills), never a
+/// different mask. Also the op attn::key_lengths_from_padding.
 torch::Tensor key_lengths_from_padding(const torch::Tensor &key_padding_mask, int64_t keys);
 
 } // namespace attn

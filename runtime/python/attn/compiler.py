@@ -127,14 +127,23 @@ def opt(source, *options):
     return result.stdout
 
 
-def compile(source, kernel=None, dtypes=("f32", "f64"), cpu="native", cuda_targets=None):  # noqa: A001
+#: The values of compile(attn_mask=...): the kinds of attn-add-mask-input.
+MASK_INPUT_KINDS = ("bool", "additive", "learnable-additive")
+
+
+def compile(source, kernel=None, dtypes=("f32", "f64"), cpu="native", cuda_targets=None,  # noqa: A001
+            attn_mask=None):
     """Compile attn IR (a string, a path to a .mlir file, or IR traced by attn.kernel /
     attn.normalizer) and load it; returns an attn.Kernel. `kernel` names the attn.kernel
     when the IR holds several. `dtypes` is a non-empty sequence (or comma-separated
     string) of "f32" / "f64". `cuda_targets` adds GPU code: "auto" (the visible GPUs),
-    "sm_80,sm_90" or a list. Raises RuntimeError with the compiler's diagnostics when the
-    IR is invalid (for traced IR they name the Python lines), ValueError for an empty
-    `dtypes`."""
+    "sm_80,sm_90" or a list. `attn_mask` gives the kernel torch's attn_mask as its tensor
+    input `attn_mask` [B, H, Nq, Nk] (attn-compile --attn-mask, the pass
+    attn-add-mask-input), which attn.attention and attn.MultiheadAttention fill from their
+    attn_mask and key_padding_mask (attn.masks): "bool" (a keep table), "additive" (a score
+    bias) or "learnable-additive" (a score bias that gets a gradient). Raises RuntimeError
+    with the compiler's diagnostics when the IR is invalid (for traced IR they name the
+    Python lines), ValueError for an empty `dtypes` or an unknown `attn_mask`."""
     from . import load
 
     if isinstance(dtypes, str):
@@ -142,6 +151,9 @@ def compile(source, kernel=None, dtypes=("f32", "f64"), cpu="native", cuda_targe
     if not dtypes:
         raise ValueError("attn.compile: dtypes is empty; expected some of 'f32', 'f64' "
                          "(default: both)")
+    if attn_mask is not None and attn_mask not in MASK_INPUT_KINDS:
+        raise ValueError(f"attn.compile: attn_mask={attn_mask!r}; expected None or one of "
+                         f"{', '.join(repr(k) for k in MASK_INPUT_KINDS)}")
     text = _source_text(source)
     compiler = compiler_path()
     stat = os.stat(compiler)
@@ -149,6 +161,8 @@ def compile(source, kernel=None, dtypes=("f32", "f64"), cpu="native", cuda_targe
     options = [f"--dtypes={','.join(dtypes)}", f"--cpu={cpu}"] + ([f"--kernel={kernel}"] if kernel else [])
     if targets:
         options.append(f"--cuda-targets={','.join(targets)}")
+    if attn_mask:
+        options.append(f"--attn-mask={attn_mask}")
     host = _host_cpu() if cpu == "native" else ""
     key = hashlib.sha256("\0".join([text, *options, f"{stat.st_size}:{stat.st_mtime_ns}", host])
                          .encode()).hexdigest()

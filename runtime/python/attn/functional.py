@@ -1,6 +1,6 @@
 """attn.attention: a compiled attn kernel called like F.scaled_dot_product_attention."""
 
-from .masks import kernel_masks, needs_kernel_support
+from .masks import kernel_masks, needs_kernel_support, with_mask_input
 
 __all__ = ["attention"]
 
@@ -33,8 +33,12 @@ def attention(query, key, value, kernel, attn_mask=None, dropout_p=0.0, is_causa
     Kernel.input_names), whose batch index b counts the batch dims flattened. Autograd
     reaches query, key, value, params and the learnable inputs.
 
-    Not yet supported, each an error naming it: an attn_mask tensor and dropout_p > 0
-    (they need kernel support).
+    attn_mask (bool: True takes part; float: added to the score; broadcast to
+    [*batch, H, L, S]) runs in a kernel with the attn_mask input, compiled by
+    attn.compile(source, attn_mask="bool" | "additive" | "learnable-additive"); a kernel
+    without it raises an error saying so (attn.masks). A float attn_mask that requires
+    grad gets its gradient from a "learnable-additive" kernel; other kernels refuse it.
+    dropout_p > 0 is not supported yet (an error naming it).
     """
     from . import kernel_of
 
@@ -58,7 +62,9 @@ def attention(query, key, value, kernel, attn_mask=None, dropout_p=0.0, is_causa
         raise RuntimeError(f"attn.attention: {q.shape[1]} query heads and {k.shape[1]} "
                            "key/value heads: the head counts must agree (enable_gqa=True "
                            "asks for grouped-query attention)")
-    is_causal, _ = kernel_masks(key.shape[-2], query.dtype, attn_mask, is_causal=is_causal)
+    is_causal, _, mask_table = kernel_masks(kernel, query.shape, key.shape[-2], attn_mask,
+                                            is_causal=is_causal, dtype=query.dtype,
+                                            device=query.device)
     if scale is not None:
         factor = kernel.query_factor(scale, query.shape[-1])
         if factor != 1.0:
@@ -68,5 +74,5 @@ def attention(query, key, value, kernel, attn_mask=None, dropout_p=0.0, is_causa
             raise RuntimeError(f"attn.attention: key_lengths must have the batch shape "
                                f"{tuple(batch)} of query, got {tuple(key_lengths.shape)}")
         key_lengths = key_lengths.reshape(-1)
-    out = kernel(q, k, v, params, is_causal, key_lengths, inputs)
+    out = kernel(q, k, v, params, is_causal, key_lengths, with_mask_input(inputs, mask_table))
     return out.reshape(*query.shape[:-1], value.shape[-1])

@@ -4,7 +4,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .masks import kernel_masks, needs_kernel_support
+from .masks import kernel_masks, needs_kernel_support, with_mask_input
 
 __all__ = ["MultiheadAttention"]
 
@@ -30,9 +30,10 @@ class MultiheadAttention(nn.Module):
     forward takes torch's arguments with torch's shape and dtype rules (batched 3-D or
     unbatched 2-D inputs, bool or float masks); masks are handled by attn.masks:
     is_causal (with or without attn_mask: torch's hint that attn_mask is the causal mask),
-    a trailing key_padding_mask, or an attn.mask compiled into the kernel. An arbitrary
-    attn_mask, another key_padding_mask pattern, dropout > 0, add_bias_kv and add_zero_attn
-    raise errors naming them. need_weights=True (torch's default) returns the attention
+    a trailing key_padding_mask, or an attn.mask compiled into the kernel; any attn_mask
+    and key_padding_mask with a kernel that has the attn_mask input (normalizer=
+    attn.compile(ir, attn_mask="bool"), or "additive" / "learnable-additive"), else an
+    error saying so. dropout > 0, add_bias_kv and add_zero_attn raise errors naming them. need_weights=True (torch's default) returns the attention
     weights ([B, Nq, Nk] averaged over heads, or [B, H, Nq, Nk]) computed by a second,
     weights-only run of the kernel: no gradient flows through them, they cost an N×N
     tensor and are refused above 2**26 elements; pass need_weights=False when training.
@@ -100,8 +101,9 @@ class MultiheadAttention(nn.Module):
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))
         batch, queries, _ = query.shape
         keys = key.size(1)
-        is_causal, lengths = kernel_masks(keys, query.dtype, attn_mask, key_padding_mask,
-                                          is_causal, mha=True)
+        is_causal, lengths, mask_table = kernel_masks(
+            self.kernel, (batch, self.num_heads, queries, self.head_dim), keys, attn_mask,
+            key_padding_mask, is_causal, mha=True, dtype=query.dtype, device=query.device)
 
         def heads(x, length):
             return x.view(batch, length, self.num_heads, self.head_dim).transpose(1, 2)
@@ -111,7 +113,7 @@ class MultiheadAttention(nn.Module):
         v = heads(self.v_proj(value), keys)
         params = self.normalizer_params()
         if self.kernel.inputs:
-            inputs = {**self.inputs, **(inputs or {})}
+            inputs = with_mask_input({**self.inputs, **(inputs or {})}, mask_table)
         o = self.kernel(q, k, v, params, is_causal, lengths, inputs)
         out = self.out_proj(o.transpose(1, 2).reshape(batch, queries, self.embed_dim))
         if not is_batched:
