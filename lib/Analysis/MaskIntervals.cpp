@@ -178,15 +178,22 @@ private:
               arith::DivSIOp::create(b, operand(0).hi, c)};
     }
     if (isa<arith::RemUIOp, arith::RemSIOp>(op)) {
+      // Exact within one quotient (for remui: of a non-negative x); else any
+      // remainder: [0, c - 1], or [1 - c, c - 1] for remsi of a negative x.
       IntRange x = operand(0);
-      requireNonNegative(x);
       Value c = operand(1).lo;
+      Value one = arith::ConstantOp::create(b, b.getOneAttr(type));
       Value zero = arith::ConstantOp::create(b, b.getZeroAttr(type));
-      Value last = arith::SubIOp::create(b, c, arith::ConstantOp::create(b, b.getOneAttr(type)));
-      Value oneQuotient = compare(arith::CmpIPredicate::eq, arith::DivSIOp::create(b, x.lo, c),
-                                  arith::DivSIOp::create(b, x.hi, c));
-      return {arith::SelectOp::create(b, oneQuotient, arith::RemSIOp::create(b, x.lo, c), zero),
-              arith::SelectOp::create(b, oneQuotient, arith::RemSIOp::create(b, x.hi, c), last)};
+      Value last = arith::SubIOp::create(b, c, one);
+      Value exact = compare(arith::CmpIPredicate::eq, arith::DivSIOp::create(b, x.lo, c),
+                            arith::DivSIOp::create(b, x.hi, c));
+      Value anyLo = zero;
+      if (isa<arith::RemUIOp>(op))
+        exact = both(exact, nonNegative(x));
+      else
+        anyLo = arith::SelectOp::create(b, nonNegative(x), zero, arith::SubIOp::create(b, one, c));
+      return {arith::SelectOp::create(b, exact, arith::RemSIOp::create(b, x.lo, c), anyLo),
+              arith::SelectOp::create(b, exact, arith::RemSIOp::create(b, x.hi, c), last)};
     }
     if (isa<arith::IndexCastOp, arith::IndexCastUIOp, arith::ExtSIOp, arith::ExtUIOp>(op)) {
       IntRange x = operand(0);
@@ -212,16 +219,29 @@ private:
 
   Truth compareRanges(arith::CmpIPredicate predicate, IntRange x, IntRange y) {
     using P = arith::CmpIPredicate;
+    // An unsigned compare is the signed one on non-negative operands; otherwise
+    // it may go either way.
+    std::optional<P> asSigned;
     switch (predicate) {
     case P::ult:
+      asSigned = P::slt;
+      break;
     case P::ule:
+      asSigned = P::sle;
+      break;
     case P::ugt:
+      asSigned = P::sgt;
+      break;
     case P::uge:
-      requireNonNegative(x);
-      requireNonNegative(y);
+      asSigned = P::sge;
       break;
     default:
       break;
+    }
+    if (asSigned) {
+      Value unknown = negate(both(nonNegative(x), nonNegative(y)));
+      Truth signedTruth = compareRanges(*asSigned, x, y);
+      return {either(signedTruth.mayTrue, unknown), either(signedTruth.mayFalse, unknown)};
     }
     switch (predicate) {
     case P::eq:
@@ -234,19 +254,16 @@ private:
       return predicate == P::eq ? equal : Truth{equal.mayFalse, equal.mayTrue};
     }
     case P::slt:
-    case P::ult:
       return {compare(P::slt, x.lo, y.hi), compare(P::sge, x.hi, y.lo)};
     case P::sle:
-    case P::ule:
       return {compare(P::sle, x.lo, y.hi), compare(P::sgt, x.hi, y.lo)};
     case P::sgt:
-    case P::ugt:
       return compareRanges(P::slt, y, x);
     case P::sge:
-    case P::uge:
       return compareRanges(P::sle, y, x);
+    default:
+      llvm_unreachable("unsigned predicates are handled above");
     }
-    llvm_unreachable("every predicate is covered");
   }
 
   Truth logic(Operation *op) {

@@ -16,9 +16,11 @@
 // in O(N). Anything else (a float read, an op without an interval rule) leaves
 // the kernel `dense`: its tiles evaluate the mask pair by pair.
 //
-// Index arithmetic is taken as not overflowing (indices stay far below 2^62);
-// unsigned ops are treated as signed ones, valid while their operands are
-// non-negative, which the emitted code checks (else: partial tile).
+// Index arithmetic is taken as not overflowing (indices stay far below 2^62).
+// Unsigned ops follow the signed rules while their operands are non-negative,
+// which the emitted code checks: otherwise an unsigned compare may go either
+// way, a remui is any remainder, and any other unsigned op leaves the whole
+// tile partial (e.g. `(i - j) % 3` above the diagonal, where i - j < 0).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_LIB_ANALYSIS_MASKINTERVALS_H

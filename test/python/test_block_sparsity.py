@@ -8,6 +8,8 @@ ragged tails (odd N, Nq != Nk; the tiles are 4 rows by 16 to 64 keys at d = 32):
     causal           the mask j <= i (indices)
     window_sinks     gpt-oss sliding window of 16 with learnable sinks (indices, offset)
     chunked          blocks of 48 positions see their own block (indices: i / 48 == j / 48)
+    dilated          causal, every third key: (i - j) % 3 == 0 (indices; remainders within
+                     one quotient, else partial)
     prefix_lm        prefix [B] int64 (tables: one element per call)
     document_mask    doc [B, N] int64 in long documents (tables: per-block min/max of the
                      ids), with and without is_causal
@@ -52,10 +54,22 @@ attn.normalizer @softmax {
 attn.kernel @chunked normalizer(@softmax) mask(@chunk)
 """
 
+DILATED = CHUNKED.replace("""  %size = arith.constant 48 : index
+  %ci = arith.divui %i, %size : index
+  %cj = arith.divui %j, %size : index
+  %keep = arith.cmpi eq, %ci, %cj : index""", """  %three = arith.constant 3 : index
+  %zero = arith.constant 0 : index
+  %causal = arith.cmpi ule, %j, %i : index
+  %distance = arith.subi %i, %j : index
+  %phase = arith.remui %distance, %three : index
+  %on = arith.cmpi eq, %phase, %zero : index
+  %keep = arith.andi %causal, %on : i1""").replace("@chunked", "@dilated")
+
 SOURCES = {
     "causal": FAMILIES / "causal.mlir",
     "window_sinks": FAMILIES / "sliding_window_sinks.mlir",
     "chunked": CHUNKED,
+    "dilated": DILATED,
     "prefix_lm": FAMILIES / "prefix_lm.mlir",
     "document_mask": FAMILIES / "document_mask.mlir",
 }
@@ -105,6 +119,8 @@ def case(name, gen, B, H, Nq, Nk):
         return tables, lambda q, k, v, sinks: ref(q, k, v, no_params, sinks), False
     if name == "chunked":
         return {}, masked_softmax(lambda ix: ix.i // 48 == ix.j // 48), False
+    if name == "dilated":
+        return {}, masked_softmax(lambda ix: (ix.j <= ix.i) & ((ix.i - ix.j) % 3 == 0)), False
     if name == "prefix_lm":
         # No prefix, one inside the first key tile, one across several, one past the end.
         prefix = torch.tensor([0, 7, 100, N + 5][:B], dtype=torch.int64)
@@ -122,7 +138,7 @@ def case(name, gen, B, H, Nq, Nk):
 
 @pytest.mark.parametrize("dt", list(DTYPES))
 @pytest.mark.parametrize("shape", list(SHAPES))
-@pytest.mark.parametrize("name", ["causal", "window_sinks", "chunked", "prefix_lm",
+@pytest.mark.parametrize("name", ["causal", "window_sinks", "chunked", "dilated", "prefix_lm",
                                   "document_mask", "document_mask_causal"])
 def test_block_sparse_kernel_matches_reference(compiled, name, shape, dt):
     kernel = compiled(name.removesuffix("_causal"))
