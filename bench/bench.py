@@ -4,6 +4,7 @@
     .venv/bin/python bench/bench.py [--quick] [--only softmax,alibi] [--peers sdpa,flex]
                                     [--n ...] [--d ...] [--causal no|yes|both]
                                     [--baseline-compiler OLD/attn-compile] [--resume]
+    .venv/bin/python bench/bench.py --sparsity [--n 16384] [--d 64]
 
 See bench/README.md for what is measured and the conventions. Always runs to the end: a
 missed target is a printed FAIL, a config that would take too long is skipped with a
@@ -291,6 +292,101 @@ class Predictor:
         return s0 * w / w0
 
 
+# ----------------------------------------------------------------------------- block sparsity
+
+# A causal sliding window of 256 keys (j <= i < j + 256), as an attn.mask.
+WINDOW_256 = """
+attn.mask @window {
+^bb0(%b: index, %h: index, %i: index, %j: index):
+  %causal = arith.cmpi ule, %j, %i : index
+  %width = arith.constant 256 : index
+  %reach = arith.addi %j, %width : index
+  %recent = arith.cmpi ugt, %reach, %i : index
+  %keep = arith.andi %causal, %recent : i1
+  attn.yield %keep : i1
+}
+"""
+DOCUMENTS = 8
+# (row, IR source: a file of examples/ or mask text joined to softmax.mlir, is_causal,
+# target speed-up over the unmasked kernel: issue 14's must-show)
+SPARSITY_ROWS = [
+    ("unmasked", "examples/normalizers/softmax.mlir", False, None),
+    ("causal (attn.mask j <= i)", "examples/families/causal.mlir", False, 1.8),
+    ("causal (is_causal=True)", "examples/normalizers/softmax.mlir", True, None),
+    ("sliding window 256", WINDOW_256, False, 10.0),
+    (f"document mask, {DOCUMENTS} equal documents", "examples/families/document_mask.mlir",
+     False, 4.0),
+]
+
+
+def run_sparsity(args):
+    """Block-sparse masks (issue 14, part 6), forward+backward at B = H = 1, f32: each
+    masked kernel's median time against the unmasked softmax kernel's, same run,
+    interleaved round-robin after one warm-up call each."""
+    import attn
+
+    n, d = (args.n or [16384])[0], (args.d or [64])[0]
+    torch.set_num_threads(args.threads)
+    info = machine_info(args.threads, vec_isa=None)
+    info["command"] = " ".join([os.path.relpath(sys.executable, REPO)] + sys.argv)
+    snap0 = cpu_snapshot()
+    softmax = open(os.path.join(REPO, "examples/normalizers/softmax.mlir")).read()
+    gen = torch.Generator().manual_seed(0)
+    q, k, v, dout = (torch.randn(1, 1, n, d, generator=gen) for _ in range(4))
+    doc = (torch.arange(n) * DOCUMENTS // n).view(1, n)
+    rows = []
+    for name, source, is_causal, target in SPARSITY_ROWS:
+        text = (open(os.path.join(REPO, source)).read() if source.endswith(".mlir")
+                else source + softmax.replace("attn.kernel @softmax_attention normalizer(@softmax)",
+                                              "attn.kernel @masked normalizer(@softmax) mask(@window)"))
+        kernel = attn.compile(text, dtypes=("f32",))
+        inputs = {"doc": doc} if any(i["name"] == "doc" for i in kernel.inputs) else None
+        rows.append({"row": name, "kernel": kernel, "is_causal": is_causal, "inputs": inputs,
+                     "target": target, "samples": []})
+        log(f"sparsity: {name} compiled")
+
+    def call(row):
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        t0 = time.perf_counter()
+        out = row["kernel"](*leaves, None, row["is_causal"], None, inputs=row["inputs"])
+        out.backward(dout)
+        return time.perf_counter() - t0
+
+    for row in rows:
+        call(row)
+    for rep in range(args.min_reps):
+        for row in rows[rep % len(rows):] + rows[:rep % len(rows)]:
+            row["samples"].append(call(row))
+    dense = statistics.median(rows[0]["samples"])
+    report_rows, failed = [], []
+    for row in rows:
+        median = statistics.median(row["samples"])
+        speedup = dense / median
+        ok = row["target"] is None or speedup >= row["target"]
+        if not ok:
+            failed.append(row["row"])
+        report_rows.append({"row": row["row"], "ms": round(median * 1e3, 1),
+                            "samples_ms": [round(x * 1e3, 1) for x in row["samples"]],
+                            "speedup": round(speedup, 2), "target": row["target"], "ok": ok})
+    info["foreign_cpus_avg"] = round(foreign_cpu(snap0, cpu_snapshot()), 3)
+    info["loadavg_end"] = _loadavg()
+    print(f"\nBlock sparsity, fwd+bwd, N = {n}, d = {d}, B = H = 1, f32, {args.threads} threads "
+          f"(loadavg start {info['loadavg_start']}, end {info['loadavg_end']}, other processes "
+          f"{info['foreign_cpus_avg']} CPUs)\n")
+    print("| mask | median ms | speed-up vs unmasked | target |")
+    print("|---|---:|---:|---|")
+    for r in report_rows:
+        target = "" if r["target"] is None else \
+            f">= {r['target']}x: {'ok' if r['ok'] else 'FAIL'}"
+        print(f"| {r['row']} | {r['ms']:.1f} | {r['speedup']:.2f}x | {target} |")
+    json_path = args.json or os.path.join(REPO, "build", "bench", "sparsity.json")
+    os.makedirs(os.path.dirname(os.path.abspath(json_path)), exist_ok=True)
+    with open(json_path, "w") as f:
+        json.dump({"meta": info, "n": n, "d": d, "rows": report_rows}, f, indent=1)
+    print(f"\nJSON: {json_path}")
+    return 1 if failed else 0
+
+
 # ----------------------------------------------------------------------------- memory mode
 
 def memory_child(n, d, impl_kind, threads):
@@ -504,6 +600,8 @@ def main():
     ap.add_argument("--max-reps", type=int, default=15)
     ap.add_argument("--memory", type=int, nargs="*", default=None, metavar="N",
                     help="only run the peak-RSS mode at these N (fresh subprocess each)")
+    ap.add_argument("--sparsity", action="store_true",
+                    help="only the block-sparse masks against the unmasked kernel (fwd+bwd)")
     ap.add_argument("--memory-impl", choices=["ours", "eager"], default="ours")
     ap.add_argument("--memory-child", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--no-memory", action="store_true", help="full run without the memory runs")
@@ -519,6 +617,8 @@ def main():
     if args.memory_child is not None:
         memory_child(args.memory_child, (args.d or [64])[0], args.memory_impl, args.threads)
         return 0
+    if args.sparsity:
+        return run_sparsity(args)
 
     for w in args.only.split(","):
         if w not in peers.WORKLOADS:

@@ -66,6 +66,17 @@ def Attn_Algorithm : I32EnumAttr<"Algorithm", "forward algorithm chosen by attn-
 }
 def Attn_AlgorithmAttr : EnumAttr<Attn_Dialect, Attn_Algorithm, "algorithm">;
 
+def Attn_BlockSparsity : I32EnumAttr<"BlockSparsity",
+    "how the tiled schedules classify a (query tile, key tile) under the mask region "
+    "(attn-analyze-block-sparsity)", [
+    I32EnumAttrCase<"Indices", 0, "indices">,
+    I32EnumAttrCase<"Tables", 1, "tables">,
+    I32EnumAttrCase<"Dense", 2, "dense">]> {
+  let cppNamespace = "::mlir::attn";
+  let genSpecializedAttr = 0;
+}
+def Attn_BlockSparsityAttr : EnumAttr<Attn_Dialect, Attn_BlockSparsity, "block_sparsity">;
+
 def Attn_TableGradRole : I32EnumAttr<"TableGradRole",
     "the scalar function a read of a learnable tensor input sits in", [
     I32EnumAttrCase<"Numerator", 0, "numerator">,
@@ -355,8 +366,12 @@ def Attn_KernelOp : Attn_Op<"kernel", [Symbol, DeclareOpInterfaceMethods<SymbolU
     `kernelised` when the kernel runs in the linear-time form, s = φ(q)·φ(k), g
     and C linear in s, else the normalizer's algorithm), `functions`
     (attn-derive-backward, attn-instantiate-functions: #attn.functions),
-    `cpu_schedule` (attn-select-schedule: #attn.cpu_schedule) and
-    `gpu_schedule` (attn-select-gpu-schedule: #attn.gpu_schedule).
+    `cpu_schedule` (attn-select-schedule: #attn.cpu_schedule),
+    `gpu_schedule` (attn-select-gpu-schedule: #attn.gpu_schedule) and
+    `block_sparsity` (attn-analyze-block-sparsity, on a masked kernel:
+    `indices` when the mask region is bounded over a tile from its index ranges
+    alone, `tables` when it also needs the per-call value ranges of the tensor
+    inputs it reads, `dense` when the tiles evaluate it pair by pair).
   }];
   let arguments = (ins
     SymbolNameAttr:$sym_name,
@@ -366,7 +381,8 @@ def Attn_KernelOp : Attn_Op<"kernel", [Symbol, DeclareOpInterfaceMethods<SymbolU
     OptionalAttr<Attn_AlgorithmAttr>:$algorithm,
     OptionalAttr<TypedArrayAttrBase<Attn_KernelFunctionsAttr, "scalar function sets">>:$functions,
     OptionalAttr<TypedArrayAttrBase<Attn_CpuScheduleAttr, "CPU schedules">>:$cpu_schedule,
-    OptionalAttr<TypedArrayAttrBase<Attn_GpuScheduleAttr, "GPU schedules">>:$gpu_schedule
+    OptionalAttr<TypedArrayAttrBase<Attn_GpuScheduleAttr, "GPU schedules">>:$gpu_schedule,
+    OptionalAttr<Attn_BlockSparsityAttr>:$block_sparsity
   );
   let assemblyFormat = [{
     $sym_name `normalizer` `(` $normalizer `)` (`score` `(` $score^ `)`)?

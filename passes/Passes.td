@@ -8,6 +8,7 @@
 //   attn-verify                  reads the module         writes nothing
 //   attn-classify-normalizer     reads the regions        writes `algorithm`
 //   attn-derive-backward         reads `algorithm`        writes `functions` (+ func.func)
+//   attn-analyze-block-sparsity  reads the mask region    writes `block_sparsity`
 //   attn-select-schedule         reads `algorithm`        writes `cpu_schedule`
 //   attn-select-gpu-schedule     reads `algorithm`        writes `gpu_schedule`
 //   attn-instantiate-functions   reads `functions`, the schedules   adds to `functions`
@@ -95,6 +96,23 @@ def AttnDeriveBackward : Pass<"attn-derive-backward", "::mlir::ModuleOp"> {
     have `functions` are left alone.
   }];
   let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
+def AttnAnalyzeBlockSparsity : Pass<"attn-analyze-block-sparsity", "::mlir::ModuleOp"> {
+  let summary = "Decides how the tiled schedules skip tiles under each kernel's mask region";
+  let description = [{
+    Sets `block_sparsity` on every attn.kernel with a mask region (see
+    lib/Analysis/MaskIntervals.h): `indices` when interval arithmetic over a
+    tile's index ranges (b and h fixed, i and j in the tile's rows and keys)
+    bounds the mask's boolean, e.g. causal, sliding-window, chunked or dilated
+    masks; `tables` when it also reads tensor inputs at indices that are constant
+    over the tile or are i or j themselves, whose value ranges the generated code
+    takes per call from per-block minima and maxima (document masks, prefix-LM);
+    `dense` otherwise. attn-lower-to-loops then emits, per (query tile, key tile),
+    whether the mask may keep a pair (else the tile is skipped) and whether it
+    keeps every pair (then the mask is not evaluated). Without the attribute a
+    masked kernel's tiles evaluate the mask pair by pair.
+  }];
 }
 
 def AttnSelectSchedule : Pass<"attn-select-schedule", "::mlir::ModuleOp"> {

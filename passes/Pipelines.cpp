@@ -17,6 +17,7 @@ static void buildArtifactPipeline(OpPassManager &pm, StringRef kernel,
   pm.addPass(createAttnVerify());
   pm.addPass(createAttnClassifyNormalizer());
   pm.addPass(createAttnDeriveBackward());
+  pm.addPass(createAttnAnalyzeBlockSparsity());
   AttnSelectScheduleOptions schedule;
   schedule.kernelName = kernel.str();
   schedule.elementTypes.assign(elementTypes.begin(), elementTypes.end());

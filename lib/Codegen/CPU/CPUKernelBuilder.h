@@ -7,6 +7,7 @@
 //   TiledLoops.cpp     register-blocked vector tiles for head dims 32/64/128
 //   RowTransforms.cpp  cosine/bilinear/additive/projected rows before the kernel
 //   TensorInputs.cpp   tensor inputs: their descriptors, reads and gradients
+//   BlockSparsity.cpp  which tiles the mask skips or keeps whole
 //   LinearAttention.*  the kernelised linear-time form
 // and take the attention math from lib/Codegen/AttentionMath.h.
 //
@@ -14,6 +15,7 @@
 #ifndef ATTN_LIB_CODEGEN_CPU_CPUKERNELBUILDER_H
 #define ATTN_LIB_CODEGEN_CPU_CPUKERNELBUILDER_H
 
+#include "lib/Analysis/MaskIntervals.h"
 #include "lib/Codegen/AttentionMath.h"
 #include "lib/Codegen/CPU/EntryArguments.h"
 #include "lib/Codegen/CPU/ScalarOps.h"
@@ -82,6 +84,38 @@ private:
   /// one element per lane of vectors.
   void scatterTableGrad(unsigned input, Value position, Value value);
 
+  // --- block sparsity (BlockSparsity.cpp) -------------------------------------------
+  /// Prepares the tile classification of a function whose tiles are rows ×
+  /// `blockKeys` and whose indices stay below `positions`: the kernel's
+  /// block_sparsity (attn-analyze-block-sparsity; none or dense: no
+  /// classification) and, for a `tables` mask, per block of `blockKeys`
+  /// positions the min and max of each read indexed by i or j (O(positions)).
+  void prepareBlockSparsity(int64_t blockKeys, Value positions);
+  /// Frees what prepareBlockSparsity allocated, at the end of the function.
+  void freeBlockSparsity();
+  /// The mask on the tile of rows [iLo, iHi] and keys [jLo, jHi] (inclusive),
+  /// or nullopt when tiles are not classified.
+  std::optional<TileClass> classifyTile(IntRange rows, IntRange keys);
+  /// One key tile of a tiled loop carrying `acc`, as classified: skipped (acc
+  /// unchanged) when the mask keeps no pair, `step(/*evaluateMask=*/false)`
+  /// when it keeps all, else `step(true)`; unclassified: `step(has a mask)`.
+  SmallVector<Value> classifiedTile(IntRange rows, IntRange keys, ValueRange acc,
+                                    function_ref<SmallVector<Value>(bool)> step);
+  /// The table that `read` reads.
+  Value tableOf(ReadOp read);
+  /// Element `read` at its fixed indices, with `position` at its range dim.
+  Value readAt(const MaskRead &read, Value position);
+  struct TileClassifier {
+    MaskOp mask;
+    int64_t blockKeys = 0;
+    /// The reads of a `tables` mask and, for those indexed by i or j, their
+    /// per-block [min, max] (memref<?x2xiN>; null for the others).
+    SmallVector<MaskRead> reads;
+    SmallVector<Value> readBlocks;
+  };
+  /// Set by prepareBlockSparsity while a tiled function is built.
+  std::optional<TileClassifier> classifier;
+
   // --- row transforms (RowTransforms.cpp) ------------------------------------------
   /// Whether q (query side) or k rows are transformed before the kernel proper.
   bool transformsRows(bool querySide);
@@ -149,7 +183,8 @@ private:
     Value valid;  // index: lanes below rowEnd
     Value jLanes; // vector<lanes x index>: the key indices
   };
-  KeyLanes keyLanesAt(Value start, Value rowEnd, Value i);
+  /// Without `evaluateMask` (a tile the mask keeps whole) only rowEnd counts.
+  KeyLanes keyLanesAt(Value start, Value rowEnd, Value i, bool evaluateMask);
   /// The indices of the pairs of row i with keys `jLanes`, as lanes.
   PairIndices indexLanes(Value i, Value jLanes);
   /// The pair lanes of row i with keys `keys` and contracted scores `raw`.

@@ -4,7 +4,9 @@
 // dim): a block of `rows` query rows against panels of packed φ(k)ᵀ (and vᵀ)
 // keys, the score (and dP) tiles as FMA vector products held in registers, the
 // attention math on vector<lanes x T> lanes of one row (AttentionMath), row
-// reductions with vector.reduction, causal tiles skipped by the loop bounds.
+// reductions with vector.reduction, causal tiles skipped by the loop bounds,
+// tiles the mask region keeps no pair of skipped and those it keeps whole run
+// without it (BlockSparsity.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Codegen/CPU/CPUKernelBuilder.h"
@@ -29,7 +31,8 @@ SmallVector<Value> CPUKernelBuilder::panelIndex(Value j, Value c, int64_t headDi
   return {arith::AddIOp::create(b, base, c), arith::RemUIOp::create(b, j, index(blockKeys))};
 }
 
-CPUKernelBuilder::KeyLanes CPUKernelBuilder::keyLanesAt(Value start, Value rowEnd, Value i) {
+CPUKernelBuilder::KeyLanes CPUKernelBuilder::keyLanesAt(Value start, Value rowEnd, Value i,
+                                                        bool evaluateMask) {
   Value valid = arith::MaxSIOp::create(
       b, arith::MinSIOp::create(b, arith::SubIOp::create(b, rowEnd, start), index(lanes)),
       index(0));
@@ -39,7 +42,7 @@ CPUKernelBuilder::KeyLanes CPUKernelBuilder::keyLanesAt(Value start, Value rowEn
   // Every region may read the key index; unused lanes fold away after inlining.
   result.jLanes = arith::AddIOp::create(
       b, splat(start), vector::StepOp::create(b, VectorType::get({lanes}, b.getIndexType())));
-  if (lanewise.mask)
+  if (evaluateMask)
     result.keep =
         arith::AndIOp::create(b, result.keep, laneMath->maskKeeps(indexLanes(i, result.jLanes)));
   return result;
@@ -134,6 +137,7 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                                            arith::MinSIOp::create(b, keys.kvEnd, qEnd), keys.kvEnd);
   PackedKeys packed = packKeys(k, Value(), keyLimit, headDim, blockKeys);
   Value keysT = packed.keysT;
+  prepareBlockSparsity(blockKeys, arith::MaxSIOp::create(b, dim(q, 0), dim(k, 0)));
   // Per row block: scale·φ(q) rows and the block's weights, reused across keys.
   Value queryTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
   Value weightTile = memref::AllocaOp::create(b, MemRefType::get({rows, blockKeys}, type));
@@ -170,94 +174,101 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
         ValueRange carried = loop(
             index(0), blockEnd, inits,
             [&](Value j0, ValueRange acc) -> SmallVector<Value> {
-              // Score tile: rows × blockKeys, as rows × scoreVectors vectors.
-              Value panel = arith::MulIOp::create(
-                  b, arith::DivUIOp::create(b, j0, index(blockKeys)), index(headDim));
-              SmallVector<Value> tile =
-                  panelProduct(rows, scoreVectors, headDim, keysT, panel, [&](int64_t r, Value c) {
-                    return load(queryTile, {index(r), c});
-                  });
-
-              SmallVector<Value> next(acc.begin(), acc.end());
-              SmallVector<Value> alphas;
-              for (int64_t r = 0; r < rows; ++r) {
-                Value m = acc[3 * r], l = acc[3 * r + 1], count = acc[3 * r + 2];
-                SmallVector<PairValues> pairs;
-                SmallVector<Value> s;
-                Value kept = zero;
-                for (int64_t h = 0; h < scoreVectors; ++h) {
-                  KeyLanes keyLanes = keyLanesAt(arith::AddIOp::create(b, j0, index(h * lanes)),
-                                                 rowKeyEnd[r], rowIndex[r]);
-                  pairs.push_back(
-                      pairLanes(tile[r * scoreVectors + h], rowIndex[r], keyLanes, keyLanes.keep));
-                  s.push_back(laneMath->score(pairs.back()));
-                  kept = add(kept, lanewise.mask ? sumLanes(arith::SelectOp::create(
-                                                       b, keyLanes.keep, oneLanes, zeroLanes))
-                                                 : indexToFloat(keyLanes.valid));
-                }
-                Value shift = zeroLanes, alpha;
-                if (online) {
-                  Value candidates;
-                  for (int64_t h = 0; h < scoreVectors; ++h) {
-                    Value candidate = laneMath->stabilizer(pairs[h], s[h]);
-                    candidates =
-                        candidates ? arith::MaximumFOp::create(b, candidates, candidate).getResult()
-                                   : candidate;
-                  }
-                  AttentionMath::Rescale step = scalarMath->rescale(
-                      m,
-                      vector::ReductionOp::create(b, vector::CombiningKind::MAXIMUMF, candidates),
-                      /*mayBeEmpty=*/true);
-                  alpha = step.alpha;
-                  shift = splat(step.max);
-                  next[3 * r] = step.max;
-                }
-                Value hLanes = zeroLanes;
-                for (int64_t h = 0; h < scoreVectors; ++h) {
-                  Value g = laneMath->numeratorTerm(pairs[h], s[h], shift);
-                  vector::StoreOp::create(b, g, weightTile,
-                                          ValueRange{index(r), index(h * lanes)});
-                  if (Value terms = laneMath->denominatorTerm(pairs[h], s[h], shift))
-                    hLanes = add(hLanes, terms);
-                }
-                next[3 * r + 1] = scalarMath->accumulateSum(
-                    l, alpha, fns.denominator ? sumLanes(hLanes) : Value());
-                next[3 * r + 2] = add(count, kept);
-                alphas.push_back(alpha);
-              }
-
-              // O = O·e^(m_old - m_new) + W·V over the block's keys that exist.
               Value keysHere = arith::MinSIOp::create(b, index(blockKeys),
                                                       arith::SubIOp::create(b, blockEnd, j0));
-              SmallVector<Value> outputs;
-              for (int64_t r = 0; r < rows; ++r)
-                for (int64_t c = 0; c < vectorsPerRow; ++c) {
-                  Value current = vector::LoadOp::create(b, laneType, outputTile,
-                                                         ValueRange{index(r), index(c * lanes)});
-                  outputs.push_back(
-                      laneMath->rescaled(current, alphas[r] ? splat(alphas[r]) : Value()));
-                }
-              ValueRange updated = loop(
-                  index(0), keysHere, outputs, [&](Value jj, ValueRange out) -> SmallVector<Value> {
-                    Value j = arith::AddIOp::create(b, j0, jj);
-                    SmallVector<Value> valueLanes;
-                    for (int64_t c = 0; c < vectorsPerRow; ++c)
-                      valueLanes.push_back(
-                          vector::LoadOp::create(b, laneType, v, ValueRange{j, index(c * lanes)}));
-                    SmallVector<Value> result;
-                    for (int64_t r = 0; r < rows; ++r) {
-                      Value w = splat(load(weightTile, {index(r), jj}));
-                      for (int64_t c = 0; c < vectorsPerRow; ++c)
-                        result.push_back(
-                            vector::FMAOp::create(b, w, valueLanes[c], out[r * vectorsPerRow + c]));
+              IntRange tileRows{i0, rowIndex.back()};
+              IntRange tileKeys{
+                  j0, arith::SubIOp::create(b, arith::AddIOp::create(b, j0, keysHere), index(1))};
+              return classifiedTile(tileRows, tileKeys, acc, [&](bool evaluateMask) {
+                // Score tile: rows × blockKeys, as rows × scoreVectors vectors.
+                Value panel = arith::MulIOp::create(
+                    b, arith::DivUIOp::create(b, j0, index(blockKeys)), index(headDim));
+                SmallVector<Value> tile = panelProduct(rows, scoreVectors, headDim, keysT, panel,
+                                                       [&](int64_t r, Value c) {
+                                                         return load(queryTile, {index(r), c});
+                                                       });
+
+                SmallVector<Value> next(acc.begin(), acc.end());
+                SmallVector<Value> alphas;
+                for (int64_t r = 0; r < rows; ++r) {
+                  Value m = acc[3 * r], l = acc[3 * r + 1], count = acc[3 * r + 2];
+                  SmallVector<PairValues> pairs;
+                  SmallVector<Value> s;
+                  Value kept = zero;
+                  for (int64_t h = 0; h < scoreVectors; ++h) {
+                    KeyLanes keyLanes = keyLanesAt(arith::AddIOp::create(b, j0, index(h * lanes)),
+                                                   rowKeyEnd[r], rowIndex[r], evaluateMask);
+                    pairs.push_back(pairLanes(tile[r * scoreVectors + h], rowIndex[r], keyLanes,
+                                              keyLanes.keep));
+                    s.push_back(laneMath->score(pairs.back()));
+                    kept = add(kept, evaluateMask ? sumLanes(arith::SelectOp::create(
+                                                        b, keyLanes.keep, oneLanes, zeroLanes))
+                                                  : indexToFloat(keyLanes.valid));
+                  }
+                  Value shift = zeroLanes, alpha;
+                  if (online) {
+                    Value candidates;
+                    for (int64_t h = 0; h < scoreVectors; ++h) {
+                      Value candidate = laneMath->stabilizer(pairs[h], s[h]);
+                      candidates =
+                          candidates
+                              ? arith::MaximumFOp::create(b, candidates, candidate).getResult()
+                              : candidate;
                     }
-                    return result;
-                  });
-              for (int64_t r = 0; r < rows; ++r)
-                for (int64_t c = 0; c < vectorsPerRow; ++c)
-                  vector::StoreOp::create(b, updated[r * vectorsPerRow + c], outputTile,
-                                          ValueRange{index(r), index(c * lanes)});
-              return next;
+                    AttentionMath::Rescale step = scalarMath->rescale(
+                        m,
+                        vector::ReductionOp::create(b, vector::CombiningKind::MAXIMUMF, candidates),
+                        /*mayBeEmpty=*/true);
+                    alpha = step.alpha;
+                    shift = splat(step.max);
+                    next[3 * r] = step.max;
+                  }
+                  Value hLanes = zeroLanes;
+                  for (int64_t h = 0; h < scoreVectors; ++h) {
+                    Value g = laneMath->numeratorTerm(pairs[h], s[h], shift);
+                    vector::StoreOp::create(b, g, weightTile,
+                                            ValueRange{index(r), index(h * lanes)});
+                    if (Value terms = laneMath->denominatorTerm(pairs[h], s[h], shift))
+                      hLanes = add(hLanes, terms);
+                  }
+                  next[3 * r + 1] = scalarMath->accumulateSum(
+                      l, alpha, fns.denominator ? sumLanes(hLanes) : Value());
+                  next[3 * r + 2] = add(count, kept);
+                  alphas.push_back(alpha);
+                }
+
+                // O = O·e^(m_old - m_new) + W·V over the block's keys that exist.
+                SmallVector<Value> outputs;
+                for (int64_t r = 0; r < rows; ++r)
+                  for (int64_t c = 0; c < vectorsPerRow; ++c) {
+                    Value current = vector::LoadOp::create(b, laneType, outputTile,
+                                                           ValueRange{index(r), index(c * lanes)});
+                    outputs.push_back(
+                        laneMath->rescaled(current, alphas[r] ? splat(alphas[r]) : Value()));
+                  }
+                ValueRange updated =
+                    loop(index(0), keysHere, outputs,
+                         [&](Value jj, ValueRange out) -> SmallVector<Value> {
+                           Value j = arith::AddIOp::create(b, j0, jj);
+                           SmallVector<Value> valueLanes;
+                           for (int64_t c = 0; c < vectorsPerRow; ++c)
+                             valueLanes.push_back(vector::LoadOp::create(
+                                 b, laneType, v, ValueRange{j, index(c * lanes)}));
+                           SmallVector<Value> result;
+                           for (int64_t r = 0; r < rows; ++r) {
+                             Value w = splat(load(weightTile, {index(r), jj}));
+                             for (int64_t c = 0; c < vectorsPerRow; ++c)
+                               result.push_back(vector::FMAOp::create(b, w, valueLanes[c],
+                                                                      out[r * vectorsPerRow + c]));
+                           }
+                           return result;
+                         });
+                for (int64_t r = 0; r < rows; ++r)
+                  for (int64_t c = 0; c < vectorsPerRow; ++c)
+                    vector::StoreOp::create(b, updated[r * vectorsPerRow + c], outputTile,
+                                            ValueRange{index(r), index(c * lanes)});
+                return next;
+              });
             },
             index(blockKeys));
 
@@ -267,9 +278,8 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
           auto ifValid = scf::IfOp::create(b, valid, /*withElseRegion=*/false);
           OpBuilder::InsertionGuard rowGuard(b);
           b.setInsertionPoint(ifValid.thenBlock()->getTerminator());
-          AttentionMath::RowResult result =
-              scalarMath->finalize(carried[3 * r], carried[3 * r + 1], carried[3 * r + 2],
-                                   rowAt(rowIndex[r]));
+          AttentionMath::RowResult result = scalarMath->finalize(
+              carried[3 * r], carried[3 * r + 1], carried[3 * r + 2], rowAt(rowIndex[r]));
           Value scaleLanes = splat(result.outputScale);
           for (int64_t c = 0; c < vectorsPerRow; ++c) {
             Value accumulated = vector::LoadOp::create(b, laneType, outputTile,
@@ -283,6 +293,7 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
         return {};
       },
       rowStep);
+  freeBlockSparsity();
   freePacked(packed, k);
   func::ReturnOp::create(b);
 }
@@ -317,6 +328,7 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
       b, keys.isCausal, arith::MinSIOp::create(b, keys.kvEnd, queries), keys.kvEnd);
   PackedKeys packed = packKeys(k, v, keyLimit, headDim, blockKeys);
   Value keysT = packed.keysT, valuesT = packed.valuesT, keyRows = packed.keyRows;
+  prepareBlockSparsity(blockKeys, arith::MaxSIOp::create(b, queries, numKeys));
   Value queryTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
   Value weightTile = memref::AllocaOp::create(b, MemRefType::get({rows, blockKeys}, type));
   Value scoreGradTile = memref::AllocaOp::create(b, MemRefType::get({rows, blockKeys}, type));
@@ -370,78 +382,84 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
         ValueRange dqAcc = loop(
             index(0), blockEnd, dqInit,
             [&](Value j0, ValueRange dqIn) -> SmallVector<Value> {
-              // Tiles rows × blockKeys: scores from scale·φ(q)·φ(k)ᵀ, dP from dO·vᵀ.
-              Value panel = arith::MulIOp::create(
-                  b, arith::DivUIOp::create(b, j0, index(blockKeys)), index(headDim));
-              SmallVector<Value> rawTile =
-                  panelProduct(rows, scoreVectors, headDim, keysT, panel, [&](int64_t r, Value c) {
-                    return load(queryTile, {index(r), c});
-                  });
-              SmallVector<Value> dPTile = panelProduct(rows, scoreVectors, headDim, valuesT, panel,
-                                                       [&](int64_t r, Value c) {
-                                                         return load(dOut, {rowIndex[r], c});
-                                                       });
-
-              for (int64_t r = 0; r < rows; ++r) {
-                for (int64_t h = 0; h < scoreVectors; ++h) {
-                  KeyLanes keyLanes = keyLanesAt(arith::AddIOp::create(b, j0, index(h * lanes)),
-                                                 rowKeyEnd[r], rowIndex[r]);
-                  PairValues pair =
-                      pairLanes(rawTile[r * scoreVectors + h], rowIndex[r], keyLanes,
-                                arith::AndIOp::create(b, rowLanes[r].live, keyLanes.keep));
-                  AttentionMath::PairGradient grad = laneMath->gradient(
-                      pair, laneMath->score(pair), rowLanes[r], dPTile[r * scoreVectors + h]);
-                  vector::StoreOp::create(b, grad.weight(), weightTile,
-                                          ValueRange{index(r), index(h * lanes)});
-                  vector::StoreOp::create(b, grad.rawGrad(), scoreGradTile,
-                                          ValueRange{index(r), index(h * lanes)});
-                  for (unsigned p = 0; p < numParams; ++p)
-                    addParamGrad(p, grad.paramGrad(p));
-                  for (unsigned site = 0; site < fns.tableGrads.size(); ++site)
-                    if (isPairSite(site)) {
-                      AttentionMath::TableGrad table = grad.tableGrad(site);
-                      scatterTableGrad(fns.tableGrads[site].input, table.position, table.value);
-                    }
-                }
-              }
-
-              // Per key: dQ_r += dRaw_rj·φ(k_j) (registers), dK_j += Σ_r dRaw_rj·scale·φ(q_r),
-              // dV_j += Σ_r w_rj·dO_r (memory).
               Value keysHere = arith::MinSIOp::create(b, index(blockKeys),
                                                       arith::SubIOp::create(b, blockEnd, j0));
-              return llvm::to_vector(loop(
-                  index(0), keysHere, dqIn, [&](Value jj, ValueRange dqNow) -> SmallVector<Value> {
-                    Value j = arith::AddIOp::create(b, j0, jj);
-                    SmallVector<Value> keyLanes, dkLanes, dvLanes;
-                    for (int64_t c = 0; c < vectorsPerRow; ++c) {
-                      keyLanes.push_back(vector::LoadOp::create(b, laneType, keyRows,
-                                                                ValueRange{j, index(c * lanes)}));
-                      dkLanes.push_back(
-                          vector::LoadOp::create(b, laneType, dk, ValueRange{j, index(c * lanes)}));
-                      dvLanes.push_back(
-                          vector::LoadOp::create(b, laneType, dv, ValueRange{j, index(c * lanes)}));
-                    }
-                    SmallVector<Value> dqNext;
-                    for (int64_t r = 0; r < rows; ++r) {
-                      Value gradLane = splat(load(scoreGradTile, {index(r), jj}));
-                      Value weightLane = splat(load(weightTile, {index(r), jj}));
-                      for (int64_t c = 0; c < vectorsPerRow; ++c) {
-                        dqNext.push_back(vector::FMAOp::create(b, gradLane, keyLanes[c],
-                                                               dqNow[r * vectorsPerRow + c]));
-                        Value qLanes = vector::LoadOp::create(
-                            b, laneType, queryTile, ValueRange{index(r), index(c * lanes)});
-                        dkLanes[c] = vector::FMAOp::create(b, gradLane, qLanes, dkLanes[c]);
-                        Value dOutLanes = vector::LoadOp::create(
-                            b, laneType, dOut, ValueRange{rowIndex[r], index(c * lanes)});
-                        dvLanes[c] = vector::FMAOp::create(b, weightLane, dOutLanes, dvLanes[c]);
+              IntRange tileRows{i0, rowIndex.back()};
+              IntRange tileKeys{
+                  j0, arith::SubIOp::create(b, arith::AddIOp::create(b, j0, keysHere), index(1))};
+              return classifiedTile(tileRows, tileKeys, dqIn, [&](bool evaluateMask) {
+                // Tiles rows × blockKeys: scores from scale·φ(q)·φ(k)ᵀ, dP from dO·vᵀ.
+                Value panel = arith::MulIOp::create(
+                    b, arith::DivUIOp::create(b, j0, index(blockKeys)), index(headDim));
+                SmallVector<Value> rawTile = panelProduct(rows, scoreVectors, headDim, keysT, panel,
+                                                          [&](int64_t r, Value c) {
+                                                            return load(queryTile, {index(r), c});
+                                                          });
+                SmallVector<Value> dPTile = panelProduct(rows, scoreVectors, headDim, valuesT,
+                                                         panel, [&](int64_t r, Value c) {
+                                                           return load(dOut, {rowIndex[r], c});
+                                                         });
+
+                for (int64_t r = 0; r < rows; ++r) {
+                  for (int64_t h = 0; h < scoreVectors; ++h) {
+                    KeyLanes keyLanes = keyLanesAt(arith::AddIOp::create(b, j0, index(h * lanes)),
+                                                   rowKeyEnd[r], rowIndex[r], evaluateMask);
+                    PairValues pair =
+                        pairLanes(rawTile[r * scoreVectors + h], rowIndex[r], keyLanes,
+                                  arith::AndIOp::create(b, rowLanes[r].live, keyLanes.keep));
+                    AttentionMath::PairGradient grad = laneMath->gradient(
+                        pair, laneMath->score(pair), rowLanes[r], dPTile[r * scoreVectors + h]);
+                    vector::StoreOp::create(b, grad.weight(), weightTile,
+                                            ValueRange{index(r), index(h * lanes)});
+                    vector::StoreOp::create(b, grad.rawGrad(), scoreGradTile,
+                                            ValueRange{index(r), index(h * lanes)});
+                    for (unsigned p = 0; p < numParams; ++p)
+                      addParamGrad(p, grad.paramGrad(p));
+                    for (unsigned site = 0; site < fns.tableGrads.size(); ++site)
+                      if (isPairSite(site)) {
+                        AttentionMath::TableGrad table = grad.tableGrad(site);
+                        scatterTableGrad(fns.tableGrads[site].input, table.position, table.value);
                       }
-                    }
-                    for (int64_t c = 0; c < vectorsPerRow; ++c) {
-                      vector::StoreOp::create(b, dkLanes[c], dk, ValueRange{j, index(c * lanes)});
-                      vector::StoreOp::create(b, dvLanes[c], dv, ValueRange{j, index(c * lanes)});
-                    }
-                    return dqNext;
-                  }));
+                  }
+                }
+
+                // Per key: dQ_r += dRaw_rj·φ(k_j) (registers), dK_j += Σ_r dRaw_rj·scale·φ(q_r),
+                // dV_j += Σ_r w_rj·dO_r (memory).
+                return llvm::to_vector(loop(
+                    index(0), keysHere, dqIn,
+                    [&](Value jj, ValueRange dqNow) -> SmallVector<Value> {
+                      Value j = arith::AddIOp::create(b, j0, jj);
+                      SmallVector<Value> keyLanes, dkLanes, dvLanes;
+                      for (int64_t c = 0; c < vectorsPerRow; ++c) {
+                        keyLanes.push_back(vector::LoadOp::create(b, laneType, keyRows,
+                                                                  ValueRange{j, index(c * lanes)}));
+                        dkLanes.push_back(vector::LoadOp::create(b, laneType, dk,
+                                                                 ValueRange{j, index(c * lanes)}));
+                        dvLanes.push_back(vector::LoadOp::create(b, laneType, dv,
+                                                                 ValueRange{j, index(c * lanes)}));
+                      }
+                      SmallVector<Value> dqNext;
+                      for (int64_t r = 0; r < rows; ++r) {
+                        Value gradLane = splat(load(scoreGradTile, {index(r), jj}));
+                        Value weightLane = splat(load(weightTile, {index(r), jj}));
+                        for (int64_t c = 0; c < vectorsPerRow; ++c) {
+                          dqNext.push_back(vector::FMAOp::create(b, gradLane, keyLanes[c],
+                                                                 dqNow[r * vectorsPerRow + c]));
+                          Value qLanes = vector::LoadOp::create(
+                              b, laneType, queryTile, ValueRange{index(r), index(c * lanes)});
+                          dkLanes[c] = vector::FMAOp::create(b, gradLane, qLanes, dkLanes[c]);
+                          Value dOutLanes = vector::LoadOp::create(
+                              b, laneType, dOut, ValueRange{rowIndex[r], index(c * lanes)});
+                          dvLanes[c] = vector::FMAOp::create(b, weightLane, dOutLanes, dvLanes[c]);
+                        }
+                      }
+                      for (int64_t c = 0; c < vectorsPerRow; ++c) {
+                        vector::StoreOp::create(b, dkLanes[c], dk, ValueRange{j, index(c * lanes)});
+                        vector::StoreOp::create(b, dvLanes[c], dv, ValueRange{j, index(c * lanes)});
+                      }
+                      return dqNext;
+                    }));
+              });
             },
             index(blockKeys));
 
@@ -480,6 +498,7 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
         vector::LoadOp::create(b, laneType, paramGrads, ValueRange{index(p), index(0)});
     store(sumLanes(lanesValue), args.dParams, {index(p)});
   }
+  freeBlockSparsity();
   freePacked(packed, k);
   func::ReturnOp::create(b);
 }

@@ -1,0 +1,43 @@
+// RUN: attn-opt %s --attn-classify-normalizer --attn-derive-backward --attn-analyze-block-sparsity "--attn-select-schedule=element-types=f32 vector-bits=256" --attn-instantiate-functions --attn-lower-to-loops | FileCheck %s
+
+// A causal attn.mask on the tiled schedule: per (row block, key tile) the interval
+// code asks whether the mask may keep a pair (jLo <= iHi) and whether it may drop
+// one (jHi > iLo); a tile it keeps nothing of yields its carried values untouched,
+// one it keeps whole runs without calling the mask, the others call it per lane.
+attn.mask @causal {
+^bb0(%b: index, %h: index, %i: index, %j: index):
+  %keep = arith.cmpi ule, %j, %i : index
+  attn.yield %keep : i1
+}
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+}
+attn.kernel @k normalizer(@softmax) mask(@causal)
+
+// CHECK: attn.kernel @k {{.*}}block_sparsity = #attn<block_sparsity indices>
+// CHECK-LABEL: func.func private @attn_forward_f32.d32(
+// CHECK: scf.for %[[J0:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[ACC:[^ ]*]] =
+// CHECK: %[[MAY_KEEP:.*]] = arith.cmpi sle, %[[J0]], %[[ROW_HI:.*]] : index
+// CHECK: %[[MAY_DROP:.*]] = arith.cmpi sgt, %{{.*}}, %{{.*}} : index
+// CHECK: scf.if %[[ANY:.*]] -> (f32, f32
+// CHECK-NEXT: scf.if %[[ALL:.*]] -> (f32, f32
+// CHECK-NOT: @k.mask.x8
+// CHECK: } else {
+// CHECK: func.call @k.mask.x8(
+// CHECK: } else {
+// CHECK-NEXT: scf.yield %[[ACC]],
+// CHECK-LABEL: func.func private @attn_backward_f32.d32(
+// CHECK: scf.if %{{.*}} -> (vector<8xf32>
+// CHECK-NEXT: scf.if %{{.*}} -> (vector<8xf32>
+// CHECK-NOT: @k.mask.x8
+// CHECK: } else {
+// CHECK: func.call @k.mask.x8(

@@ -1,0 +1,169 @@
+"""Block-sparse tiles (issue 14, part 6): the tiled kernels skip the (row block, key tile)
+pairs a mask keeps nothing of and run those it keeps whole without evaluating it
+(attn-analyze-block-sparsity, lib/Analysis/MaskIntervals.h). Against the eager float64
+references of test/reference/general.py, O and every gradient (q, k, v, learnable
+tables), f32 and f64, at shapes whose tiles are masked, kept whole and partial, with
+ragged tails (odd N, Nq != Nk; the tiles are 4 rows by 16 to 64 keys at d = 32):
+
+    causal           the mask j <= i (indices)
+    window_sinks     gpt-oss sliding window of 16 with learnable sinks (indices, offset)
+    chunked          blocks of 48 positions see their own block (indices: i / 48 == j / 48)
+    dilated          causal, every third key: (i - j) % 3 == 0 (indices; remainders within
+                     one quotient, else partial)
+    prefix_lm        prefix [B] int64 (tables: one element per call)
+    document_mask    doc [B, N] int64 in long documents (tables: per-block min/max of the
+                     ids), with and without is_causal
+"""
+import math
+import subprocess
+
+import pytest
+import torch
+
+import general
+import test_row_offsets
+from conftest import ATTN_COMPILE, REPO
+from helpers import check_close, seed_of
+
+FAMILIES = REPO / "examples" / "families"
+DTYPES = {"f64": torch.float64, "f32": torch.float32}
+# (B, H, Nq, Nk, d = dv): odd and unequal lengths leave partial row blocks and key tiles.
+SHAPES = {"ragged": (2, 2, 203, 197, 32), "square": (1, 2, 160, 160, 32)}
+
+CHUNKED = """
+attn.mask @chunk {
+^bb0(%b: index, %h: index, %i: index, %j: index):
+  %size = arith.constant 48 : index
+  %ci = arith.divui %i, %size : index
+  %cj = arith.divui %j, %size : index
+  %keep = arith.cmpi eq, %ci, %cj : index
+  attn.yield %keep : i1
+}
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+}
+attn.kernel @chunked normalizer(@softmax) mask(@chunk)
+"""
+
+DILATED = CHUNKED.replace("""  %size = arith.constant 48 : index
+  %ci = arith.divui %i, %size : index
+  %cj = arith.divui %j, %size : index
+  %keep = arith.cmpi eq, %ci, %cj : index""", """  %three = arith.constant 3 : index
+  %zero = arith.constant 0 : index
+  %causal = arith.cmpi ule, %j, %i : index
+  %distance = arith.subi %i, %j : index
+  %phase = arith.remui %distance, %three : index
+  %on = arith.cmpi eq, %phase, %zero : index
+  %keep = arith.andi %causal, %on : i1""").replace("@chunked", "@dilated")
+
+SOURCES = {
+    "causal": FAMILIES / "causal.mlir",
+    "window_sinks": FAMILIES / "sliding_window_sinks.mlir",
+    "chunked": CHUNKED,
+    "dilated": DILATED,
+    "prefix_lm": FAMILIES / "prefix_lm.mlir",
+    "document_mask": FAMILIES / "document_mask.mlir",
+}
+
+
+@pytest.fixture(scope="module")
+def compiled(attn_mod, tmp_path_factory):
+    out, cache = tmp_path_factory.mktemp("block_sparsity"), {}
+
+    def get(name):
+        if name not in cache:
+            source = SOURCES[name]
+            if isinstance(source, str):
+                (out / f"{name}.mlir").write_text(source)
+                source = out / f"{name}.mlir"
+            so = out / f"{name}.so"
+            r = subprocess.run([str(ATTN_COMPILE), str(source), "-o", str(so)],
+                               capture_output=True, text=True)
+            assert r.returncode == 0, r.stderr[-4000:]
+            cache[name] = attn_mod.load(so)
+        return cache[name]
+
+    return get
+
+
+def softmax_g(s, ix):
+    return torch.exp(s)
+
+
+def masked_softmax(keep, is_causal=False):
+    """ref(q, k, v, *tables) of softmax attention under keep(ix, *tables)."""
+    def ref(q, k, v, *tables):
+        score = lambda q, k, ix: q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+        return general.attention(q, k, v, score, softmax_g, softmax_g,
+                                 keep=lambda ix: keep(ix, *tables), is_causal=is_causal)
+    return ref
+
+
+def case(name, gen, B, H, Nq, Nk):
+    """(tables {name: tensor}, reference(q, k, v, *tables), is_causal at the call)."""
+    N = max(Nq, Nk)
+    if name == "causal":
+        return {}, masked_softmax(lambda ix: ix.j <= ix.i), False
+    if name == "window_sinks":
+        _, tables, ref = test_row_offsets.case("sinks", gen, H, Nq)
+        no_params = torch.zeros(0, dtype=torch.float64)
+        return tables, lambda q, k, v, sinks: ref(q, k, v, no_params, sinks), False
+    if name == "chunked":
+        return {}, masked_softmax(lambda ix: ix.i // 48 == ix.j // 48), False
+    if name == "dilated":
+        return {}, masked_softmax(lambda ix: (ix.j <= ix.i) & ((ix.i - ix.j) % 3 == 0)), False
+    if name == "prefix_lm":
+        # No prefix, one inside the first key tile, one across several, one past the end.
+        prefix = torch.tensor([0, 7, 100, N + 5][:B], dtype=torch.int64)
+        return {"prefix": prefix}, masked_softmax(
+            lambda ix, prefix: (ix.j <= ix.i) | (ix.j < prefix[ix.b])), False
+    if name.startswith("document_mask"):
+        # Documents of 20 to 90 positions: tiles inside one, across two, and apart.
+        starts = (torch.rand(B, N, generator=gen) < 1 / 55).to(torch.int64)
+        doc = torch.cumsum(starts, dim=1) + 3
+        is_causal = name.endswith("causal")
+        return {"doc": doc}, masked_softmax(
+            lambda ix, doc: doc[ix.b, ix.i] == doc[ix.b, ix.j], is_causal), is_causal
+    raise KeyError(name)
+
+
+@pytest.mark.parametrize("dt", list(DTYPES))
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("name", ["causal", "window_sinks", "chunked", "dilated", "prefix_lm",
+                                  "document_mask", "document_mask_causal"])
+def test_block_sparse_kernel_matches_reference(compiled, name, shape, dt):
+    kernel = compiled(name.removesuffix("_causal"))
+    dtype = DTYPES[dt]
+    B, H, Nq, Nk, d = SHAPES[shape]
+    gen = torch.Generator().manual_seed(seed_of("block_sparsity", name, shape))
+    q, k = (torch.randn(B, H, n, d, generator=gen, dtype=torch.float64) for n in (Nq, Nk))
+    v = torch.randn(B, H, Nk, d, generator=gen, dtype=torch.float64)
+    dout = torch.randn(B, H, Nq, d, generator=gen, dtype=torch.float64)
+    tables, ref, is_causal = case(name, gen, B, H, Nq, Nk)
+    learnable = [i["name"] for i in kernel.inputs if i["learnable"]]
+
+    leaves = [t.to(dtype).clone().requires_grad_() for t in (q, k, v)]
+    given = {n: (t.to(dtype).clone().requires_grad_(n in learnable) if t.is_floating_point()
+                 else t) for n, t in tables.items()}
+    O = kernel(*leaves, None, is_causal, None, inputs=given)
+    grads = torch.autograd.grad(O, leaves + [given[n] for n in learnable],
+                                grad_outputs=dout.to(dtype))
+    got = {"O": O.detach(), "dq": grads[0], "dk": grads[1], "dv": grads[2]}
+    got.update({f"d{n}": g for n, g in zip(learnable, grads[3:])})
+
+    names = list(tables)
+    want = general.attention_and_grads(ref, q, k, v, dout, [tables[n] for n in names])
+    for index, n in enumerate(names):
+        grad = want.pop(f"d{index}")
+        if n in learnable:
+            want[f"d{n}"] = grad
+    check_close(got, want, dtype, context=f"{name} {shape} {dt}", names=list(got))
