@@ -4,6 +4,7 @@ import zlib
 
 import torch
 
+import general
 import reference as ref
 
 # Non-default parameter values: the multimax kinks (b1, d1, b2, d2) lie inside the score
@@ -161,3 +162,26 @@ def check_close(got, want, dtype, floor=None, terms=None, eager=None, context=""
         log_errors(log_key, used)
     assert not bad, f"{context} mismatch vs reference: " + "; ".join(bad)
     return errs
+
+
+def check_tables_kernel(kernel, q, k, v, dout, tables, ref, is_causal, dtype, context):
+    """A kernel with tensor inputs against its float64 reference `ref(q, k, v, *tables)`:
+    O, dq, dk, dv and the gradient of every learnable input (floats of `dtype`; integer
+    tables as given)."""
+    learnable = [i["name"] for i in kernel.inputs if i["learnable"]]
+    leaves = [t.to(dtype).clone().requires_grad_() for t in (q, k, v)]
+    given = {n: (t.to(dtype).clone().requires_grad_(n in learnable) if t.is_floating_point()
+                 else t) for n, t in tables.items()}
+    O = kernel(*leaves, None, is_causal, None, inputs=given)
+    grads = torch.autograd.grad(O, leaves + [given[n] for n in learnable],
+                                grad_outputs=dout.to(dtype))
+    got = {"O": O.detach(), "dq": grads[0], "dk": grads[1], "dv": grads[2]}
+    got.update({f"d{n}": g for n, g in zip(learnable, grads[3:])})
+
+    names = list(tables)
+    want = general.attention_and_grads(ref, q, k, v, dout, [tables[n] for n in names])
+    for index, n in enumerate(names):
+        grad = want.pop(f"d{index}")
+        if n in learnable:
+            want[f"d{n}"] = grad
+    check_close(got, want, dtype, context=context, names=list(got))

@@ -23,7 +23,7 @@ import torch
 import general
 import test_row_offsets
 from conftest import ATTN_COMPILE, REPO
-from helpers import check_close, seed_of
+from helpers import check_tables_kernel, seed_of
 
 FAMILIES = REPO / "examples" / "families"
 DTYPES = {"f64": torch.float64, "f32": torch.float32}
@@ -149,21 +149,5 @@ def test_block_sparse_kernel_matches_reference(compiled, name, shape, dt):
     v = torch.randn(B, H, Nk, d, generator=gen, dtype=torch.float64)
     dout = torch.randn(B, H, Nq, d, generator=gen, dtype=torch.float64)
     tables, ref, is_causal = case(name, gen, B, H, Nq, Nk)
-    learnable = [i["name"] for i in kernel.inputs if i["learnable"]]
-
-    leaves = [t.to(dtype).clone().requires_grad_() for t in (q, k, v)]
-    given = {n: (t.to(dtype).clone().requires_grad_(n in learnable) if t.is_floating_point()
-                 else t) for n, t in tables.items()}
-    O = kernel(*leaves, None, is_causal, None, inputs=given)
-    grads = torch.autograd.grad(O, leaves + [given[n] for n in learnable],
-                                grad_outputs=dout.to(dtype))
-    got = {"O": O.detach(), "dq": grads[0], "dk": grads[1], "dv": grads[2]}
-    got.update({f"d{n}": g for n, g in zip(learnable, grads[3:])})
-
-    names = list(tables)
-    want = general.attention_and_grads(ref, q, k, v, dout, [tables[n] for n in names])
-    for index, n in enumerate(names):
-        grad = want.pop(f"d{index}")
-        if n in learnable:
-            want[f"d{n}"] = grad
-    check_close(got, want, dtype, context=f"{name} {shape} {dt}", names=list(got))
+    check_tables_kernel(kernel, q, k, v, dout, tables, ref, is_causal, dtype,
+                        context=f"{name} {shape} {dt}")
