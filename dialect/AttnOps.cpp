@@ -65,13 +65,12 @@ static bool isScalarType(Type type) {
 }
 
 /// Verifies that `region` is one block of side-effect-free scalar arith/math ops
-/// (and, with `readsInputs`, attn.read ops) taking `expected` arguments and
-/// yielding `yieldType` (null: the float type). The float type is the type of
-/// the first argument whose expected type is null.
-static LogicalResult verifyScalarRegion(Operation *owner, Region &region,
+/// (and, with `readsInputs`, attn.read ops) taking `expected` arguments and ending
+/// in attn.yield; returns the float type, the type of the first argument whose
+/// expected type is null.
+static FailureOr<Type> verifyRegionBody(Operation *owner, Region &region,
                                         StringRef regionName,
-                                        ArrayRef<ExpectedArg> expected,
-                                        Type yieldType, bool readsInputs = true) {
+                                        ArrayRef<ExpectedArg> expected, bool readsInputs) {
   if (region.empty())
     return owner->emitOpError() << regionName << " region must not be empty";
   Block &block = region.front();
@@ -141,14 +140,36 @@ static LogicalResult verifyScalarRegion(Operation *owner, Region &region,
                               << " region of '" << owner->getName()
                               << "': regions hold scalar arith and math ops"
                               << (readsInputs ? " and attn.read" : "") << " only";
+    // Infinities have uses (a -inf bias masks a pair); a NaN constant only makes
+    // every weight and gradient it reaches NaN.
+    if (auto constant = dyn_cast<arith::ConstantOp>(op))
+      if (auto value = dyn_cast<FloatAttr>(constant.getValue()); value && value.getValue().isNaN())
+        return op.emitOpError() << "is NaN in the " << regionName
+                                << " region; expected a number (a NaN constant makes every "
+                                   "weight and gradient it reaches NaN)";
     for (Type type : llvm::concat<Type>(op.getOperandTypes(), op.getResultTypes()))
       if (!isScalarType(type))
         return op.emitOpError() << "uses " << type << " in the " << regionName
                                 << " region; only scalar values are allowed";
   }
 
-  auto yield = cast<YieldOp>(block.back());
-  Type want = yieldType ? yieldType : floatType;
+  return floatType;
+}
+
+/// verifyRegionBody, for a region that yields one `yieldType` (null: the float type).
+static LogicalResult verifyScalarRegion(Operation *owner, Region &region,
+                                        StringRef regionName,
+                                        ArrayRef<ExpectedArg> expected,
+                                        Type yieldType, bool readsInputs = true) {
+  FailureOr<Type> floatType = verifyRegionBody(owner, region, regionName, expected, readsInputs);
+  if (failed(floatType))
+    return failure();
+  auto yield = cast<YieldOp>(region.front().back());
+  if (yield.getValues().size() != 1)
+    return yield.emitOpError() << "in the " << regionName << " region must yield one value, got "
+                               << yield.getValues().size()
+                               << " (only a normalizer's shared region yields several)";
+  Type want = yieldType ? yieldType : *floatType;
   if (yield.getValue().getType() != want)
     return yield.emitOpError() << "in the " << regionName << " region must yield "
                                << want << ", got " << yield.getValue().getType();
@@ -297,6 +318,12 @@ void NormalizerOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn 
   if (&region == &getOffset())
     return nameRegionArguments(region, {"b", "h", "i"}, getParamNames(), setName);
   nameRegionArguments(region, {"s", "b", "h", "i", "j"}, getParamNames(), setName);
+  // The shared values, after the params: %v0, %v1, ... (their header's names).
+  unsigned first = 5 + getNumParams();
+  if (&region == &getShared() || region.empty() || region.front().getNumArguments() <= first)
+    return;
+  for (BlockArgument arg : region.front().getArguments().drop_front(first))
+    setName(arg, "v" + std::to_string(arg.getArgNumber() - first));
 }
 
 Type NormalizerOp::getScalarType() {
@@ -312,13 +339,15 @@ ParseResult NormalizerOp::parse(OpAsmParser &parser, OperationState &result) {
   if (parser.parseSymbolName(symName, getSymNameAttrName(result.name), result.attributes) ||
       parseParams(parser, result, getParamNamesAttrName(result.name),
                   getParamInitsAttrName(result.name)) ||
-      parser.parseOptionalAttrDictWithKeyword(result.attributes) || parser.parseLBrace() ||
-      parser.parseKeyword("numerator"))
+      parser.parseOptionalAttrDictWithKeyword(result.attributes) || parser.parseLBrace())
     return failure();
   Region *numerator = result.addRegion();
   Region *denominator = result.addRegion();
   Region *offset = result.addRegion();
-  if (parser.parseRegion(*numerator) || parser.parseKeyword("denominator"))
+  Region *shared = result.addRegion();
+  if ((succeeded(parser.parseOptionalKeyword("shared")) && parser.parseRegion(*shared)) ||
+      parser.parseKeyword("numerator") || parser.parseRegion(*numerator) ||
+      parser.parseKeyword("denominator"))
     return failure();
 
   DenominatorKind kind = DenominatorKind::Sum;
@@ -338,8 +367,17 @@ ParseResult NormalizerOp::parse(OpAsmParser &parser, OperationState &result) {
       result.addAttribute(getEpsilonAttrName(result.name),
                           parser.getBuilder().getF64FloatAttr(value));
     }
-    if (parser.parseRegion(*denominator))
-      return failure();
+    if (succeeded(parser.parseOptionalKeyword("sum"))) {
+      result.addAttribute(getSumOfNumeratorAttrName(result.name),
+                          parser.getBuilder().getUnitAttr());
+    } else {
+      OptionalParseResult region = parser.parseOptionalRegion(*denominator);
+      if (!region.has_value())
+        return parser.emitError(parser.getCurrentLocation(),
+                                "expected a denominator region, or `sum` to sum the numerator");
+      if (failed(*region))
+        return failure();
+    }
   }
   result.addAttribute(getDenominatorKindAttrName(result.name),
                       DenominatorKindAttr::get(ctx, kind));
@@ -356,10 +394,15 @@ void NormalizerOp::print(OpAsmPrinter &p) {
       (*this)->getAttrs(),
       {getSymNameAttrName(), getParamNamesAttrName(), getParamInitsAttrName(),
        getDenominatorKindAttrName(), getDenominatorConstantAttrName(),
-       getEpsilonAttrName()});
+       getEpsilonAttrName(), getSumOfNumeratorAttrName()});
   p << " {";
   p.increaseIndent();
   p.printNewline();
+  if (!getShared().empty()) {
+    p << "shared ";
+    p.printRegion(getShared());
+    p.printNewline();
+  }
   p << "numerator ";
   p.printRegion(getNumerator());
   p.printNewline();
@@ -378,7 +421,10 @@ void NormalizerOp::print(OpAsmPrinter &p) {
       printFloatValue(p, eps->convertToDouble());
       p << ' ';
     }
-    p.printRegion(getDenominator());
+    if (getSumOfNumerator())
+      p << "sum";
+    else
+      p.printRegion(getDenominator());
     break;
   }
   if (hasOffsetRegion()) {
@@ -389,6 +435,15 @@ void NormalizerOp::print(OpAsmPrinter &p) {
   p.decreaseIndent();
   p.printNewline();
   p << "}";
+}
+
+LogicalResult NormalizerOp::requireExpanded() {
+  if (!hasShortForms())
+    return success();
+  return emitOpError() << "is written with "
+                       << (getShared().empty() ? "`denominator sum`" : "a shared region")
+                       << ", which this pass does not read; run attn-expand-shared-regions "
+                          "first";
 }
 
 /// The row offset region: (b, h, i, params...) -> the normalizer's float type, after a
@@ -427,16 +482,40 @@ LogicalResult NormalizerOp::verify() {
   SmallVector<ExpectedArg> args{{"the score", "s", Type()}};
   args.append(indexArgs(getContext()));
   args.append(paramArgs(getParamNames()));
-  if (failed(verifyScalarRegion(*this, getNumerator(), "numerator", args, Type())))
+  // The numerator and the denominator take the shared values after the params.
+  SmallVector<ExpectedArg> withShared(args);
+  if (!getShared().empty()) {
+    if (failed(verifyRegionBody(*this, getShared(), "shared", args, /*readsInputs=*/true)))
+      return failure();
+    auto yield = cast<YieldOp>(getShared().front().back());
+    if (yield.getValues().empty())
+      return yield.emitOpError("in the shared region must yield at least one value");
+    for (auto [index, type] : llvm::enumerate(yield.getValues().getTypes()))
+      withShared.push_back(
+          {"shared value #" + std::to_string(index), "v" + std::to_string(index), type});
+  }
+  if (failed(verifyScalarRegion(*this, getNumerator(), "numerator", withShared, Type())))
     return failure();
+  if (!getShared().empty() &&
+      getShared().front().getArgument(0).getType() != getScalarType())
+    return emitOpError() << "shared region computes in "
+                         << getShared().front().getArgument(0).getType()
+                         << " but the numerator region in " << getScalarType();
 
   switch (getDenominatorKind()) {
   case DenominatorKind::Sum:
-    if (getDenominator().empty())
-      return emitOpError("a summed denominator needs a region");
     if (getDenominatorConstant())
       return emitOpError("a summed denominator takes no constant value");
-    if (failed(verifyScalarRegion(*this, getDenominator(), "denominator", args, Type())))
+    if (getSumOfNumerator()) {
+      if (!getDenominator().empty())
+        return emitOpError("`denominator sum` sums the numerator and takes no region; "
+                           "write either `denominator sum` or a denominator region");
+      break;
+    }
+    if (getDenominator().empty())
+      return emitOpError("a summed denominator needs a region, or `denominator sum` to sum "
+                         "the numerator");
+    if (failed(verifyScalarRegion(*this, getDenominator(), "denominator", withShared, Type())))
       return failure();
     if (getDenominator().front().getArgument(0).getType() != getScalarType())
       return emitOpError() << "denominator region computes in "
@@ -450,6 +529,9 @@ LogicalResult NormalizerOp::verify() {
       return emitOpError("a constant denominator must not be 0");
     [[fallthrough]];
   case DenominatorKind::Count:
+    if (getSumOfNumerator())
+      return emitOpError() << "sum_of_numerator applies to a summed denominator, not to a "
+                           << stringifyDenominatorKind(getDenominatorKind()) << " denominator";
     if (!getDenominator().empty())
       return emitOpError() << "a " << stringifyDenominatorKind(getDenominatorKind())
                            << " denominator takes no region";

@@ -237,6 +237,12 @@ def Attn_NormalizerOp : Attn_Op<"normalizer", [Symbol, IsolatedFromAbove,
     <value>` (a constant, C_i = ε + Σ_j h) or an `offset` region after it taking
     b, h, i and the params (C_i = β(b, h, i) + Σ_j h; softmax1, attention sinks).
     Params are declared `params(name = initial value, ...)`.
+
+    Two short forms, which attn-expand-shared-regions writes out before any other
+    pass reads the regions: `denominator sum` (`sum_of_numerator`, no region) sums
+    the numerator itself, h = g; a `shared` region before the numerator takes the
+    numerator's arguments and yields values that the numerator and the denominator
+    receive as extra trailing arguments, so work both need is written once.
   }];
   let arguments = (ins
     SymbolNameAttr:$sym_name,
@@ -245,10 +251,11 @@ def Attn_NormalizerOp : Attn_Op<"normalizer", [Symbol, IsolatedFromAbove,
     OptionalAttr<F64Attr>:$epsilon,
     StrArrayAttr:$param_names,
     DenseF64ArrayAttr:$param_inits,
-    OptionalAttr<Attn_AlgorithmAttr>:$algorithm
+    OptionalAttr<Attn_AlgorithmAttr>:$algorithm,
+    UnitAttr:$sum_of_numerator
   );
   let regions = (region SizedRegion<1>:$numerator, MaxSizedRegion<1>:$denominator,
-                 MaxSizedRegion<1>:$offset);
+                 MaxSizedRegion<1>:$offset, MaxSizedRegion<1>:$shared);
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -257,6 +264,11 @@ def Attn_NormalizerOp : Attn_Op<"normalizer", [Symbol, IsolatedFromAbove,
     unsigned getNumParams() { return getParamNames().size(); }
     bool hasDenominatorRegion() { return getDenominatorKind() == DenominatorKind::Sum; }
     bool hasOffsetRegion() { return !getOffset().empty(); }
+    /// Whether the normalizer is written with a short form (`denominator sum`, a
+    /// `shared` region) that attn-expand-shared-regions has not expanded yet.
+    bool hasShortForms() { return getSumOfNumerator() || !getShared().empty(); }
+    /// The error of a pass that reads the regions and finds a short form.
+    ::mlir::LogicalResult requireExpanded();
     /// The checks of the offset region (verify()).
     ::mlir::LogicalResult verifyOffset();
   }];
@@ -481,9 +493,13 @@ def Attn_TablePositionOp : Attn_Op<"table_position", [Pure]> {
 
 def Attn_YieldOp : Attn_Op<"yield", [Pure, Terminator,
     ParentOneOf<["NormalizerOp", "ScoreOp", "MaskOp"]>]> {
-  let summary = "yields the scalar value of a region";
-  let arguments = (ins AnyType:$value);
-  let assemblyFormat = "$value attr-dict `:` type($value)";
+  let summary = "yields the scalar value of a region (a shared region: its values)";
+  let arguments = (ins Variadic<AnyType>:$values);
+  let assemblyFormat = "$values attr-dict `:` type($values)";
+  let extraClassDeclaration = [{
+    /// The one value of a region other than `shared` (the region verifiers check it).
+    ::mlir::Value getValue() { return getValues().front(); }
+  }];
 }
 
 #endif // ATTN_OPS

@@ -8,9 +8,12 @@ namespace mlir::attn {
 
 namespace {
 struct DeriveBackwardPass : impl::AttnDeriveBackwardBase<DeriveBackwardPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     for (KernelOp kernel : llvm::to_vector(getOperation().getOps<KernelOp>()))
-      if (!kernel.getFunctions() && failed(outlineKernelFunctions(kernel)))
+      if (!kernel.getFunctions() &&
+          failed(outlineKernelFunctions(kernel, {inlineOpLimit, maxFunctionOps})))
         return signalPassFailure();
   }
 };

@@ -4,6 +4,7 @@
 // dialect/AttnOps.td): each states what it reads and what it writes, and refuses
 // with a diagnostic naming the missing pass when what it reads is absent.
 //
+//   attn-expand-shared-regions   reads the normalizers    writes their short forms out
 //   attn-add-mask-input          reads the kernel         adds attn.input @attn_mask (on request)
 //   attn-verify                  reads the module         writes nothing
 //   attn-classify-normalizer     reads the regions        writes `algorithm`
@@ -59,6 +60,18 @@ def AttnAddMaskInput : Pass<"attn-add-mask-input", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
+def AttnExpandSharedRegions : Pass<"attn-expand-shared-regions", "::mlir::ModuleOp"> {
+  let summary = "Writes out the short forms of attn.normalizer";
+  let description = [{
+    Rewrites every attn.normalizer into the explicit form the other passes read:
+    a `shared` region is copied to the start of the numerator and of a denominator
+    region, whose shared-value arguments it replaces, then dropped; `denominator sum`
+    becomes a denominator region that is a copy of the numerator. The normalizer
+    computes the same g and C. Every pipeline runs it first; a pass that reads the
+    regions and meets a short form stops with a diagnostic naming this pass.
+  }];
+}
+
 def AttnVerify : Pass<"attn-verify", "::mlir::ModuleOp"> {
   let summary = "Checks that a module holds something to compile";
   let description = [{
@@ -92,9 +105,21 @@ def AttnDeriveBackward : Pass<"attn-derive-backward", "::mlir::ModuleOp"> {
     symbolic derivatives (lib/Transforms/Differentiate.h), and the kernel's
     `functions` = [#attn.functions<...>] naming them by role
     (lib/Transforms/ScalarFunctions.h). Online normalizers are emitted
-    stabilised: every exp factor e^x becomes e^(x - m). Kernels that already
-    have `functions` are left alone.
+    stabilised: every exp factor e^x becomes e^(x - m). Functions of more than
+    `inline-op-limit` ops are marked `no_inline` (the loops call them). Kernels
+    that already have `functions` are left alone.
   }];
+  let options = [
+    Option<"inlineOpLimit", "inline-op-limit", "int64_t", /*default=*/"64",
+           "Functions of more ops are called from the loops, not inlined (no_inline): "
+           "their body dwarfs a call, and inlining them at every call site makes "
+           "compile time grow with region size times call sites">,
+    Option<"maxFunctionOps", "max-function-ops", "int64_t",
+           /*default=*/"20000",
+           "The most ops a kernel's functions and derivatives may hold together "
+           "(README, Compile time); past it the pass stops with a diagnostic "
+           "instead of a compile of many minutes">
+  ];
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 

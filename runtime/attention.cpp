@@ -98,7 +98,7 @@ struct Problem {
     p.d = q.size(3);
     p.Nk = k.size(2);
     p.dv = v.size(3);
-    p.group = k.size(1) > 0 && p.H % k.size(1) == 0 ? p.H / k.size(1) : 1;
+    p.group = k.size(1) > 0 && p.H >= k.size(1) && p.H % k.size(1) == 0 ? p.H / k.size(1) : 1;
     p.dtype = q.scalar_type();
     p.device = q.device();
     return p;
@@ -263,7 +263,9 @@ Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tens
   check_same_size(fn, "batch size (dim 0)", "q", p.B, "k", k.size(0), q, k);
   check_same_size(fn, "batch size (dim 0)", "q", p.B, "v", v.size(0), q, v);
   check_same_size(fn, "head count (dim 1)", "k", k.size(1), "v", v.size(1), k, v);
-  TORCH_CHECK(k.size(1) == p.H || (k.size(1) >= 1 && p.H % k.size(1) == 0), fn, ": q has ", p.H,
+  // 0 query heads against 2 is no group: H / H_kv would be 0 and nothing would divide by it.
+  TORCH_CHECK(k.size(1) == p.H || (k.size(1) >= 1 && p.H >= k.size(1) && p.H % k.size(1) == 0),
+              fn, ": q has ", p.H,
               " heads and k and v have ", k.size(1), " (dim 1): the query heads must be a "
               "multiple of the key/value heads (grouped-query attention: query head h reads "
               "key/value head h / (H / H_kv)), got q of shape ", shape_str(q), " and k of shape ",

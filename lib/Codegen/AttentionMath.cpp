@@ -146,9 +146,25 @@ Value AttentionMath::denominatorTerm(const PairValues &pair, Value s, Value shif
 
 Value AttentionMath::rescaled(Value x, Value alpha) { return alpha ? mul(x, alpha) : x; }
 
-Value AttentionMath::accumulateSum(Value l, Value alpha, Value hSum) {
-  Value sum = rescaled(l, alpha);
-  return hSum ? add(sum, hSum) : sum;
+bool AttentionMath::carriesSumErrors(Type type) const {
+  // Flags that let LLVM reassociate (the kernelised form's sums) would fold the
+  // compensation away.
+  bool reassociates = bitEnumContainsAny(setup.fastMath, arith::FastMathFlags::reassoc);
+  return cast<FloatType>(getElementTypeOrSelf(type)).getFPMantissaWidth() < 53 && !reassociates;
+}
+
+AttentionMath::RunningSum AttentionMath::accumulate(RunningSum acc, Value alpha, Value term) {
+  Value sum = rescaled(acc.sum, alpha);
+  if (!term)
+    return {sum, acc.error ? rescaled(acc.error, alpha) : Value()};
+  if (!acc.error)
+    return {add(sum, term), Value()};
+  // Kahan: `error` is what the additions so far have lost (scaled with the sum);
+  // adding term − error and measuring what that addition loses keeps it. The
+  // arithmetic carries no reassociation flags, so LLVM keeps the order.
+  Value corrected = sub(term, rescaled(acc.error, alpha));
+  Value next = add(sum, corrected);
+  return {next, sub(sub(next, sum), corrected)};
 }
 
 SmallVector<Value> AttentionMath::offsetArgs(Value m, const RowIndices &row) {

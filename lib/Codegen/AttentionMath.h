@@ -10,6 +10,7 @@
 //   score        s = mod(raw, b, h, i, j; θ, T)            (raw without a mod)
 //   online step  m' = max(m, stab(s)),  α = e^(m − m')     (plain: m' = 0, α = 1)
 //                O' = α·O + g(s, m')·v,  l' = α·l + h(s, m')
+//                (below f64, O and l carry their rounding error: accumulate)
 //                m starts at the row offset's exponent x_β (β = e^x_β; log ε, log c)
 //   finalise     C = l + β·e^−m | c | count,  O/C,  row_max = m,  row_sum = C
 //                (β the row offset: ε, or the offset region at (b, h, i))
@@ -148,8 +149,20 @@ public:
   Value denominatorTerm(const PairValues &pair, Value s, Value shift);
   /// α·x (x when alpha is null: plain accumulation).
   Value rescaled(Value x, Value alpha);
-  /// l' = α·l + Σh (hSum null: nothing to add).
-  Value accumulateSum(Value l, Value alpha, Value hSum);
+  /// A sum a schedule carries across keys (l, and the accumulated output O) with,
+  /// where `error` is not null, the rounding error of its additions (Kahan):
+  /// without it an f32 sum stops growing once its terms fall below half an ulp
+  /// of it (a row of 2^24 equal weights), with it the sum stays accurate to a few
+  /// ulps for any key count.
+  struct RunningSum {
+    Value sum, error;
+  };
+  /// Whether running sums of `type` carry an error term: below f64 (an f64 sum
+  /// over 2^24 keys is already accurate to ~1e-9), unless LLVM may reassociate.
+  bool carriesSumErrors(Type type) const;
+  /// α·acc + term (term null: nothing to add): the online step's l' = α·l + Σh and
+  /// O' = α·O + Σ g·v; compensated where acc has an error term.
+  RunningSum accumulate(RunningSum acc, Value alpha, Value term);
 
   /// The end of a row: from its running max m, Σ h `sum` and unmasked-key
   /// `count` (a float), C and the factor its accumulated output is multiplied

@@ -213,12 +213,43 @@ static FailureOr<SmallVector<Attribute>> deriveAll(func::FuncOp function, ArrayR
   return derivatives;
 }
 
-LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
+/// Applies `visit` to every function `functions` names.
+static void forEachFunction(KernelFunctionsAttr functions, ModuleOp module,
+                            function_ref<void(func::FuncOp)> visit);
+
+/// Marks the kernel's large functions `no_inline` and refuses a kernel whose
+/// functions are too large to compile in reasonable time. The schedules call
+/// every function at many sites (rows × vectors of a tile, forward and backward,
+/// each type and width): inlined, code grows with region size × sites, and the
+/// compile time with it (a 300-op region took minutes); called, it grows with
+/// region size only, for the cost of a call per evaluation, small next to a
+/// body of more than `limits.inlineOps` ops.
+static LogicalResult boundFunctionSizes(KernelOp kernel, KernelFunctionsAttr functions,
+                                        const FunctionSizeLimits &limits) {
+  int64_t total = 0;
+  forEachFunction(functions, kernel->getParentOfType<ModuleOp>(), [&](func::FuncOp function) {
+    int64_t ops = 0;
+    function.walk([&](Operation *) { ++ops; });
+    total += ops;
+    if (ops > limits.inlineOps)
+      function.setNoInline(true);
+  });
+  if (total <= limits.totalOps)
+    return success();
+  return kernel.emitOpError()
+         << "needs " << total << " ops in its scalar functions and their derivatives, over "
+         << "the limit of " << limits.totalOps
+         << " (README, Compile time); shorten the regions, share subexpressions "
+            "between them, or declare fewer params";
+}
+
+LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel,
+                                                const FunctionSizeLimits &limits) {
   NormalizerOp normalizer = kernel.getNormalizerOp();
   ScoreOp score = kernel.getScoreOp();
   MaskOp mask = kernel.getMaskOp();
   FailureOr<Algorithm> algorithm = requireAlgorithm(kernel);
-  if (failed(algorithm))
+  if (failed(algorithm) || failed(normalizer.requireExpanded()))
     return failure();
   // The stabilised exps of an online normalizer (the classifier has accepted it).
   std::optional<NormalizerClass> online;
@@ -486,7 +517,7 @@ LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel) {
       denominatorDp, offsetDp, scoreDp,
       tableGrads.empty() ? ArrayAttr() : ArrayAttr::get(ctx, tableGrads));
   kernel.setFunctionsAttr(ArrayAttr::get(ctx, {functions}));
-  return success();
+  return boundFunctionSizes(kernel, functions, limits);
 }
 
 MemRefType mlir::attn::tableType(InputOp input, FloatType floatType) {
@@ -529,6 +560,7 @@ FailureOr<func::FuncOp> mlir::attn::cloneRetyped(func::FuncOp function, FloatTyp
   SmallVector<Type> results = llvm::map_to_vector(function.getResultTypes(), retype);
   auto clone = func::FuncOp::create(b, function.getLoc(), name, b.getFunctionType(inputs, results));
   clone.setPrivate();
+  clone.setNoInline(function.getNoInline());
   Block *entry = clone.addEntryBlock();
   b.setInsertionPointToEnd(entry);
 
@@ -596,6 +628,18 @@ mapFunctions(KernelFunctionsAttr functions, Type type, int64_t lanes,
   if (failedAny)
     return failure();
   return mapped;
+}
+
+static void forEachFunction(KernelFunctionsAttr functions, ModuleOp module,
+                            function_ref<void(func::FuncOp)> visit) {
+  llvm::SmallDenseSet<Operation *> seen;
+  (void)mapFunctions(functions, functions.getType(), functions.getLanes(),
+                     [&](FlatSymbolRefAttr ref) -> FailureOr<FlatSymbolRefAttr> {
+                       auto function = module.lookupSymbol<func::FuncOp>(ref.getAttr());
+                       if (function && seen.insert(function).second)
+                         visit(function);
+                       return ref;
+                     });
 }
 
 /// The instance of the kernel's functions at `type` and `lanes`, or null.

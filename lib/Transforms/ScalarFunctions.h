@@ -44,11 +44,20 @@
 
 namespace mlir::attn {
 
+/// How large a kernel's scalar functions may be (attn-derive-backward's options).
+struct FunctionSizeLimits {
+  /// Functions of more ops are marked no_inline: the loops call them.
+  int64_t inlineOps;
+  /// The most ops all functions and derivatives of a kernel may hold together.
+  int64_t totalOps;
+};
+
 /// Emits the scalar functions and derivatives of `kernel` into its module and
 /// records them on the kernel as its `functions` (one #attn.functions at the
 /// kernel's float type). The kernel must be classified: online normalizers are
-/// emitted stabilised (every exp factor e^x as e^(x - m)).
-LogicalResult outlineKernelFunctions(KernelOp kernel);
+/// emitted stabilised (every exp factor e^x as e^(x - m)). Marks functions past
+/// `limits.inlineOps` no_inline; fails past `limits.totalOps` in all.
+LogicalResult outlineKernelFunctions(KernelOp kernel, const FunctionSizeLimits &limits);
 
 /// Copies the scalar function `function` as `name`, computing in `type` instead
 /// of its float type and, when `vectorWidth` is nonzero, on vector<vectorWidth x _>

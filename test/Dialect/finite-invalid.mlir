@@ -81,3 +81,29 @@ attn.score @s contract dot params(b = 0x7FF8000000000000) mod {
 
 // expected-error @+1 {{'attn.score' op the initial value of weight 'W' is +infinity; expected a finite number}}
 attn.score @s contract bilinear weights(W: 4x4 = 0x7FF0000000000000)
+
+// -----
+
+// A NaN constant inside a region is refused where it is written; infinities are
+// numbers a region may use (a -inf bias masks a pair).
+attn.normalizer @n {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    // expected-error @+1 {{'arith.constant' op is NaN in the numerator region; expected a number (a NaN constant makes every weight and gradient it reaches NaN)}}
+    %nan = arith.constant 0x7FC00000 : f32
+    %g = arith.addf %s, %nan : f32
+    attn.yield %g : f32
+  }
+  denominator count
+}
+
+// -----
+
+attn.score @biased contract dot mod {
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+  // expected-error @+1 {{'arith.constant' op is NaN in the mod region; expected a number}}
+  %nan = arith.constant 0x7FF8000000000001 : f64
+  %t = arith.truncf %nan : f64 to f32
+  %r = arith.addf %s, %t : f32
+  attn.yield %r : f32
+}

@@ -42,3 +42,21 @@ attn.normalizer @tangent {
   denominator count
 }
 attn.kernel @k normalizer(@tangent) {algorithm = #attn<algorithm plain>}
+
+// -----
+
+// expected-error @+1 {{'attn.normalizer' op is written with a shared region, which this pass does not read; run attn-expand-shared-regions first}}
+attn.normalizer @shared {
+  shared {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %zero = arith.constant 0.0 : f32
+    attn.yield %zero : f32
+  }
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %zero: f32):
+    %g = arith.maximumf %s, %zero : f32
+    attn.yield %g : f32
+  }
+  denominator count
+}
+attn.kernel @k normalizer(@shared) {algorithm = #attn<algorithm plain>}

@@ -110,3 +110,7 @@ def test_processes_and_threads_share_a_cold_cache(attn_mod, tmp_path):
                  for r in range(ROUNDS) for f in (tmp_path / f"round{r}").glob("*.so")}
     assert len(published) == ROUNDS, sorted(published)
     assert {artifact for _, _, report in reports for artifact in report} == published
+    # Lock files go once their artifact is published; the build's scratch directories too.
+    leftovers = [p.name for r in range(ROUNDS) for p in (tmp_path / f"round{r}").iterdir()
+                 if p.suffix != ".so"]
+    assert not leftovers, leftovers

@@ -69,20 +69,39 @@ void CPUKernelBuilder::buildForward(StringRef name) {
   Value valueDim = dim(v, 1);
   Value zero = constant(0.0);
   Type indexType = b.getIndexType();
+  // Below f64, l and the row's O carry their rounding errors (AttentionMath::
+  // accumulate); O's, one per column, live beside it.
+  const bool compensated = scalarMath->carriesSumErrors(type);
+  Value outputError =
+      compensated ? memref::AllocaOp::create(b, MemRefType::get({ShapedType::kDynamic}, type),
+                                             ValueRange{valueDim})
+                        .getResult()
+                  : Value();
 
   loop(args.qBegin, args.qEnd, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
     loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
       store(zero, o, {i, c});
+      if (compensated)
+        store(zero, outputError, {c});
       return {};
     });
-    // Carried: running max m (online), Σ h, count of unmasked keys.
+    // Carried: running max m (online), Σ h (and its error), count of unmasked keys.
     Value start = online ? scalarMath->initialMax(rowAt(i), type) : zero;
+    SmallVector<Value> inits{start, zero};
+    SmallVector<Type> carriedTypes{type, type};
+    if (compensated) {
+      inits.push_back(zero);
+      carriedTypes.push_back(type);
+    }
+    inits.push_back(index(0));
+    carriedTypes.push_back(indexType);
     ValueRange row =
-        loop(index(0), keys.end(b, i), {start, zero, index(0)},
+        loop(index(0), keys.end(b, i), inits,
              [&](Value j, ValueRange acc) -> SmallVector<Value> {
-               Value m = acc[0], l = acc[1], count = acc[2];
+               Value m = acc[0], count = acc.back();
+               AttentionMath::RunningSum l{acc[1], compensated ? acc[2] : Value()};
                return branch(
-                   scalarMath->maskKeeps(indicesAt(i, j)), {type, type, indexType},
+                   scalarMath->maskKeeps(indicesAt(i, j)), carriedTypes,
                    [&]() -> SmallVector<Value> {
                      PairValues pair = pairAt(contract(q, k, i, j), i, j);
                      Value s = scalarMath->score(pair);
@@ -96,19 +115,25 @@ void CPUKernelBuilder::buildForward(StringRef name) {
                      Value g = scalarMath->numeratorTerm(pair, s, shift);
                      Value h = scalarMath->denominatorTerm(pair, s, shift);
                      loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
-                       Value out = scalarMath->rescaled(load(o, {i, c}), alpha);
-                       store(add(out, mul(g, load(v, {j, c}))), o, {i, c});
+                       AttentionMath::RunningSum out = scalarMath->accumulate(
+                           {load(o, {i, c}), compensated ? load(outputError, {c}) : Value()},
+                           alpha, mul(g, load(v, {j, c})));
+                       store(out.sum, o, {i, c});
+                       if (compensated)
+                         store(out.error, outputError, {c});
                        return {};
                      });
-                     return {online ? shift : m, scalarMath->accumulateSum(l, alpha, h),
-                             arith::AddIOp::create(b, count, index(1))};
+                     AttentionMath::RunningSum sum = scalarMath->accumulate(l, alpha, h);
+                     SmallVector<Value> next{online ? shift : m, sum.sum};
+                     if (compensated)
+                       next.push_back(sum.error);
+                     next.push_back(arith::AddIOp::create(b, count, index(1)));
+                     return next;
                    },
-                   [&]() -> SmallVector<Value> {
-                     return {m, l, count};
-                   });
+                   [&]() -> SmallVector<Value> { return SmallVector<Value>(acc); });
              });
     AttentionMath::RowResult result =
-        scalarMath->finalize(row[0], row[1], indexToFloat(row[2]), rowAt(i));
+        scalarMath->finalize(row[0], row[1], indexToFloat(row.back()), rowAt(i));
     loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
       store(mul(load(o, {i, c}), result.outputScale), o, {i, c});
       return {};

@@ -142,6 +142,16 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
   Value queryTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
   Value weightTile = memref::AllocaOp::create(b, MemRefType::get({rows, blockKeys}, type));
   Value outputTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
+  // Below f64, l and O carry their rounding errors across key blocks
+  // (AttentionMath::accumulate): per row after its max, sum and count, and O's
+  // beside it. Within a block, the W·V products start from 0.
+  const bool compensated = scalarMath->carriesSumErrors(type);
+  const int64_t rowState = compensated ? 4 : 3;
+  enum { kMax, kSum, kCount, kSumError };
+  Value outputError = compensated
+                          ? memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type))
+                                .getResult()
+                          : Value();
 
   Value rowStep = index(rows);
   loop(
@@ -162,14 +172,20 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
           });
         }
 
-        // Carried per row: running max, Σ h, unmasked-key count.
+        // Carried per row: running max, Σ h, unmasked-key count (and Σ h's error).
         SmallVector<Value> inits;
         for (int64_t r = 0; r < rows; ++r) {
           inits.append(
               {online ? scalarMath->initialMax(rowAt(rowIndex[r]), type) : zero, zero, zero});
-          for (int64_t c = 0; c < vectorsPerRow; ++c)
+          if (compensated)
+            inits.push_back(zero);
+          for (int64_t c = 0; c < vectorsPerRow; ++c) {
             vector::StoreOp::create(b, zeroLanes, outputTile,
                                     ValueRange{index(r), index(c * lanes)});
+            if (compensated)
+              vector::StoreOp::create(b, zeroLanes, outputError,
+                                      ValueRange{index(r), index(c * lanes)});
+          }
         }
         ValueRange carried = loop(
             index(0), blockEnd, inits,
@@ -191,7 +207,10 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                 SmallVector<Value> next(acc.begin(), acc.end());
                 SmallVector<Value> alphas;
                 for (int64_t r = 0; r < rows; ++r) {
-                  Value m = acc[3 * r], l = acc[3 * r + 1], count = acc[3 * r + 2];
+                  Value m = acc[rowState * r + kMax], count = acc[rowState * r + kCount];
+                  AttentionMath::RunningSum l{acc[rowState * r + kSum],
+                                              compensated ? acc[rowState * r + kSumError]
+                                                          : Value()};
                   SmallVector<PairValues> pairs;
                   SmallVector<Value> s;
                   Value kept = zero;
@@ -221,7 +240,7 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                         /*mayBeEmpty=*/true);
                     alpha = step.alpha;
                     shift = splat(step.max);
-                    next[3 * r] = step.max;
+                    next[rowState * r + kMax] = step.max;
                   }
                   Value hLanes = zeroLanes;
                   for (int64_t h = 0; h < scoreVectors; ++h) {
@@ -231,22 +250,18 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                     if (Value terms = laneMath->denominatorTerm(pairs[h], s[h], shift))
                       hLanes = add(hLanes, terms);
                   }
-                  next[3 * r + 1] = scalarMath->accumulateSum(
+                  AttentionMath::RunningSum sum = scalarMath->accumulate(
                       l, alpha, fns.denominator ? sumLanes(hLanes) : Value());
-                  next[3 * r + 2] = add(count, kept);
+                  next[rowState * r + kSum] = sum.sum;
+                  if (compensated)
+                    next[rowState * r + kSumError] = sum.error;
+                  next[rowState * r + kCount] = add(count, kept);
                   alphas.push_back(alpha);
                 }
 
                 // O = O·e^(m_old - m_new) + W·V over the block's keys that exist.
-                SmallVector<Value> outputs;
-                for (int64_t r = 0; r < rows; ++r)
-                  for (int64_t c = 0; c < vectorsPerRow; ++c) {
-                    Value current = vector::LoadOp::create(b, laneType, outputTile,
-                                                           ValueRange{index(r), index(c * lanes)});
-                    outputs.push_back(
-                        laneMath->rescaled(current, alphas[r] ? splat(alphas[r]) : Value()));
-                  }
-                ValueRange updated =
+                SmallVector<Value> outputs(rows * vectorsPerRow, zeroLanes);
+                ValueRange products =
                     loop(index(0), keysHere, outputs,
                          [&](Value jj, ValueRange out) -> SmallVector<Value> {
                            Value j = arith::AddIOp::create(b, j0, jj);
@@ -264,9 +279,19 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                            return result;
                          });
                 for (int64_t r = 0; r < rows; ++r)
-                  for (int64_t c = 0; c < vectorsPerRow; ++c)
-                    vector::StoreOp::create(b, updated[r * vectorsPerRow + c], outputTile,
-                                            ValueRange{index(r), index(c * lanes)});
+                  for (int64_t c = 0; c < vectorsPerRow; ++c) {
+                    SmallVector<Value, 2> at{index(r), index(c * lanes)};
+                    AttentionMath::RunningSum current{
+                        vector::LoadOp::create(b, laneType, outputTile, at),
+                        compensated ? vector::LoadOp::create(b, laneType, outputError, at).getResult()
+                                    : Value()};
+                    AttentionMath::RunningSum updated =
+                        laneMath->accumulate(current, alphas[r] ? splat(alphas[r]) : Value(),
+                                             products[r * vectorsPerRow + c]);
+                    vector::StoreOp::create(b, updated.sum, outputTile, at);
+                    if (compensated)
+                      vector::StoreOp::create(b, updated.error, outputError, at);
+                  }
                 return next;
               });
             },
@@ -279,7 +304,8 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
           OpBuilder::InsertionGuard rowGuard(b);
           b.setInsertionPoint(ifValid.thenBlock()->getTerminator());
           AttentionMath::RowResult result = scalarMath->finalize(
-              carried[3 * r], carried[3 * r + 1], carried[3 * r + 2], rowAt(rowIndex[r]));
+              carried[rowState * r + kMax], carried[rowState * r + kSum],
+              carried[rowState * r + kCount], rowAt(rowIndex[r]));
           Value scaleLanes = splat(result.outputScale);
           for (int64_t c = 0; c < vectorsPerRow; ++c) {
             Value accumulated = vector::LoadOp::create(b, laneType, outputTile,

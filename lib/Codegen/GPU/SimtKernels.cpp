@@ -76,7 +76,7 @@ void GPUKernelBuilder::buildForward() {
               Value g = math->numeratorTerm(pair, s, shift);
               SmallVector<Value> updated{
                   online ? shift : m,
-                  math->accumulateSum(state[1], alpha, math->denominatorTerm(pair, s, shift)),
+                  math->accumulate({state[1], Value()}, alpha, math->denominatorTerm(pair, s, shift)).sum,
                   add(state[2], constant(1.0))};
               for (int64_t t = 0; t < columnsPerLane; ++t) {
                 Value value = memref::LoadOp::create(b, valueTile, ValueRange{jj, column(t)});

@@ -187,7 +187,7 @@ void GPUKernelBuilder::buildTensorCoreForward() {
               hSum = add(hSum, h);
             kept = add(kept, select(pair.keep, one, zero));
           }
-          next[3 * half + 1] = math->accumulateSum(l, alpha, hSum);
+          next[3 * half + 1] = math->accumulate({l, Value()}, alpha, hSum).sum;
           next[3 * half + 2] = add(count, kept);
           alphas.push_back(alpha);
         }

@@ -9,8 +9,9 @@ for cpu="native", the host CPU, so editing the IR, rebuilding the compiler or sh
 cache with another kind of machine gives a fresh artifact. The cache lives in
 $ATTN_CACHE_DIR, else ~/.cache/attn, and is safe to share between threads and processes
 (data-parallel ranks, notebooks): one of them compiles a key while the others wait on its
-lock file (<key>.so.lock), and an artifact is published once, complete and sealed, under its
-key (a hard link of the finished file) and never rewritten.
+lock file (<key>.so.lock, removed once the artifact is published), and an artifact is
+published once, complete and sealed, under its key (a hard link of the finished file) and
+never rewritten.
 """
 
 import fcntl
@@ -19,7 +20,7 @@ import os
 import platform
 import subprocess
 import tempfile
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 from .paths import compiler_path, opt_path
 
@@ -118,7 +119,8 @@ def _build(compiler, text, options, artifact):
 
 def opt(source, *options):
     """Run attn-opt on attn IR (as attn.compile takes it) with `options`, e.g.
-    "--attn-classify-normalizer"; returns the printed IR. Raises RuntimeError with
+    "--attn-expand-shared-regions", "--attn-classify-normalizer" (the first writes the
+    short forms out, which the later passes read); returns the printed IR. Raises RuntimeError with
     attn-opt's diagnostics (for traced IR they name the Python lines)."""
     result = subprocess.run([opt_path(), "-", *options], input=_source_text(source),
                             capture_output=True, text=True)
@@ -170,7 +172,13 @@ def compile(source, kernel=None, dtypes=("f32", "f64"), cpu="native", cuda_targe
     os.makedirs(directory, exist_ok=True)
     artifact = os.path.join(directory, f"{key[:32]}.so")
     if not os.path.exists(artifact):
-        with _exclusive(artifact + ".lock"):
+        lock = artifact + ".lock"
+        with _exclusive(lock):
             if not os.path.exists(artifact):
                 _build(compiler, text, options, artifact)
+            # Published: the lock has done its work. A process still waiting on it
+            # finds the artifact once it gets it, and one that arrives later finds
+            # the artifact before it looks for a lock.
+            with suppress(FileNotFoundError):
+                os.unlink(lock)
     return load(artifact)
