@@ -78,7 +78,7 @@ void restrictMask(KernelOp kernel, SymbolTable &symbols, KeepOf keepOf) {
     auto yield = cast<YieldOp>(body.getTerminator());
     OpBuilder b(yield);
     Value keep = keepOf(b, loc, body.getArguments());
-    yield.getValueMutable().set(arith::AndIOp::create(b, loc, yield.getValue(), keep));
+    yield->setOperand(0, arith::AndIOp::create(b, loc, yield.getValue(), keep));
   }
   kernel.setMaskAttr(FlatSymbolRefAttr::get(mask.getSymNameAttr()));
 }
@@ -116,7 +116,7 @@ void addTableToScore(KernelOp kernel, FloatType type, SymbolTable &symbols) {
   auto yield = cast<YieldOp>(body.getTerminator());
   OpBuilder b(yield);
   Value bias = readTable(b, loc, type, body.getArguments().slice(1, 4));
-  yield.getValueMutable().set(arith::AddFOp::create(b, loc, yield.getValue(), bias));
+  yield->setOperand(0, arith::AddFOp::create(b, loc, yield.getValue(), bias));
   restrictMask(kernel, symbols, [&](OpBuilder &mb, Location mloc, ValueRange pairIndices) {
     Value entry = readTable(mb, mloc, type, pairIndices);
     Value minusInfinity = arith::ConstantOp::create(

@@ -14,6 +14,7 @@ using namespace mlir::attn;
 static void buildArtifactPipeline(OpPassManager &pm, StringRef kernel,
                                   ArrayRef<std::string> elementTypes, int64_t vectorBits,
                                   const CudaPipelineOptions *cuda) {
+  pm.addPass(createAttnExpandSharedRegions());
   pm.addPass(createAttnVerify());
   pm.addPass(createAttnClassifyNormalizer());
   pm.addPass(createAttnDeriveBackward());
@@ -60,10 +61,13 @@ void mlir::attn::buildHostToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
-  pm.addPass(createConvertVectorToLLVMPass());
-  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  // Before the vector lowering: math-to-libm unrolls a vector op without an LLVM
+  // intrinsic (f64 erf in a vectorised schedule) into vector.extract/insert around
+  // libm calls, which vector-to-llvm must still see.
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createConvertMathToLibmPass());
+  pm.addPass(createConvertVectorToLLVMPass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertIndexToLLVMPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
@@ -80,6 +84,7 @@ void mlir::attn::buildGpuToNVVMPipeline(OpPassManager &pm) {
 
 /// attn-explain: classify and derive, clean the derived functions up, print them.
 static void buildExplainPipeline(OpPassManager &pm) {
+  pm.addPass(createAttnExpandSharedRegions());
   pm.addPass(createAttnVerify());
   pm.addPass(createAttnClassifyNormalizer());
   pm.addPass(createAttnDeriveBackward());

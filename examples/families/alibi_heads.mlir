@@ -28,11 +28,7 @@ attn.normalizer @softmax {
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
-  denominator {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    %e = math.exp %s : f32
-    attn.yield %e : f32
-  }
+  denominator sum
 }
 
 attn.kernel @alibi_heads_attention normalizer(@softmax) score(@alibi) mask(@causal)

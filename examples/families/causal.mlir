@@ -12,11 +12,7 @@ attn.normalizer @softmax {
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
-  denominator {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    %e = math.exp %s : f32
-    attn.yield %e : f32
-  }
+  denominator sum
 }
 
 attn.kernel @causal_attention normalizer(@softmax) mask(@causal)

@@ -14,11 +14,7 @@ attn.normalizer @softmax {
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
-  denominator {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    %e = math.exp %s : f32
-    attn.yield %e : f32
-  }
+  denominator sum
 }
 
 attn.kernel @nested_tanh_attention normalizer(@softmax) score(@nested)

@@ -19,11 +19,7 @@ attn.normalizer @softmax {
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
-  denominator {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    %e = math.exp %s : f32
-    attn.yield %e : f32
-  }
+  denominator sum
 }
 
 attn.kernel @prefix_lm_attention normalizer(@softmax) mask(@prefix_lm)

@@ -13,10 +13,7 @@ attn.normalizer @linear {
   ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
-  denominator epsilon 1.0e-06 {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    attn.yield %s : f32
-  }
+  denominator epsilon 1.0e-06 sum
 }
 
 attn.kernel @relu_kernel_attention normalizer(@linear) score(@relu_feature)

@@ -22,11 +22,7 @@ attn.normalizer @softmax_sinks {
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
-  denominator {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    %e = math.exp %s : f32
-    attn.yield %e : f32
-  }
+  denominator sum
   offset {
   ^bb0(%b: index, %h: index, %i: index):
     %sink = attn.read @sinks[%h] : f32

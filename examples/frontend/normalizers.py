@@ -1,6 +1,8 @@
 """Four normalizers of examples/normalizers/*.mlir written with the Python front-end.
-Each gives the same IR as its .mlir file (attn-opt's printed form), the same manifest and
-bit-identical outputs and gradients (test/python/test_frontend_examples.py).
+Each gives the same IR as its .mlir file once attn-expand-shared-regions has written both
+out (tanhmax.mlir shares e^±s in a shared region; the front-end writes each region whole),
+the same manifest and bit-identical outputs and gradients
+(test/python/test_frontend_examples.py).
 
     python examples/frontend/normalizers.py tanhmax > tanhmax.mlir   # for attn-opt, attn-compile
 """
@@ -15,13 +17,11 @@ tanhmax = attn.kernel(attn.normalizer(numerator=lambda s: exp(s) - exp(-s),
 
 # Sigsoftmax (Kanai et al.): g = e^s·sigmoid(s), C = Σ_j g.
 sigsoftmax = attn.kernel(attn.normalizer(numerator=lambda s: exp(s) * sigmoid(s),
-                                         denominator=lambda s: exp(s) * sigmoid(s),
-                                         name="sigsoftmax"))
+                                         denominator="sum", name="sigsoftmax"))
 
 # Expressive attention (Gros): s = (q·k)², w = s / (ε + Σ_j s).
 expressive = attn.kernel(
-    attn.normalizer(numerator=lambda s: s, denominator=lambda s: s, epsilon=1e-6,
-                    name="expressive"),
+    attn.normalizer(numerator=lambda s: s, denominator="sum", epsilon=1e-6, name="expressive"),
     score=attn.score("dot", mod=lambda s: s * s, name="squared_dot"))
 
 # Sigmoid attention: w = sigmoid(s + bias), C = 1, learnable bias.

@@ -12,10 +12,7 @@ attn.normalizer @expressive {
   ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     attn.yield %s : f32
   }
-  denominator epsilon 1.0e-06 {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    attn.yield %s : f32
-  }
+  denominator epsilon 1.0e-06 sum
 }
 
 attn.kernel @expressive_attention normalizer(@expressive) score(@squared_dot)

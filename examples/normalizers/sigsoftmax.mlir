@@ -11,17 +11,7 @@ attn.normalizer @sigsoftmax {
     %g = arith.mulf %e, %sig : f32
     attn.yield %g : f32
   }
-  denominator {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    %one = arith.constant 1.0 : f32
-    %e = math.exp %s : f32
-    %ns = arith.negf %s : f32
-    %en = math.exp %ns : f32
-    %den = arith.addf %one, %en : f32
-    %sig = arith.divf %one, %den : f32
-    %weight = arith.mulf %e, %sig : f32
-    attn.yield %weight : f32
-  }
+  denominator sum
 }
 
 attn.kernel @sigsoftmax_attention normalizer(@sigsoftmax)

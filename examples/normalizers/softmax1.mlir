@@ -8,11 +8,7 @@ attn.normalizer @softmax1 {
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
-  denominator epsilon 1.0 {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    %e = math.exp %s : f32
-    attn.yield %e : f32
-  }
+  denominator epsilon 1.0 sum
 }
 
 attn.kernel @softmax1_attention normalizer(@softmax1)

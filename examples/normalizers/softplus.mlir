@@ -15,17 +15,7 @@ attn.normalizer @softplus {
     %g = arith.addf %positive, %tail : f32
     attn.yield %g : f32
   }
-  denominator {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    %zero = arith.constant 0.0 : f32
-    %positive = arith.maximumf %s, %zero : f32
-    %magnitude = math.absf %s : f32
-    %minus = arith.negf %magnitude : f32
-    %decay = math.exp %minus : f32
-    %tail = math.log1p %decay : f32
-    %den = arith.addf %positive, %tail : f32
-    attn.yield %den : f32
-  }
+  denominator sum
 }
 
 attn.kernel @softplus_attention normalizer(@softplus)

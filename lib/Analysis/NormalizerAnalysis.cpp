@@ -276,6 +276,8 @@ static std::string stableRewrite(Operation *bad) {
 }
 
 FailureOr<NormalizerClass> mlir::attn::classifyNormalizer(NormalizerOp normalizer) {
+  if (failed(normalizer.requireExpanded()))
+    return failure();
   // The op where a region's exp degrees start to mix, reported by name.
   auto reportMixed = [&](Operation *bad, StringRef region) {
     InFlightDiagnostic error =

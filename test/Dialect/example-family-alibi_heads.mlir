@@ -8,7 +8,7 @@
 // RUN: attn-opt %examples/families/alibi_heads.mlir --mlir-print-op-generic | attn-opt > %t.g
 // RUN: diff %t.1 %t.g
 // RUN: attn-opt %examples/families/alibi_heads.mlir --verify-roundtrip > /dev/null
-// RUN: attn-opt %examples/families/alibi_heads.mlir --attn-classify-normalizer | FileCheck %s --check-prefix=CLASSIFIED
+// RUN: attn-opt %examples/families/alibi_heads.mlir --attn-expand-shared-regions --attn-classify-normalizer | FileCheck %s --check-prefix=CLASSIFIED
 // RUN: attn-opt %examples/families/alibi_heads.mlir --attn-cpu-pipeline | FileCheck %s --check-prefix=LOWERED
 
 // CHECK: attn.input @slopes : tensor<?xf32>

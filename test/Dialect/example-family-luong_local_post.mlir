@@ -8,7 +8,7 @@
 // RUN: attn-opt %examples/families/luong_local_post.mlir --mlir-print-op-generic | attn-opt > %t.g
 // RUN: diff %t.1 %t.g
 // RUN: attn-opt %examples/families/luong_local_post.mlir --verify-roundtrip > /dev/null
-// RUN: attn-opt %examples/families/luong_local_post.mlir --attn-classify-normalizer | FileCheck %s --check-prefix=CLASSIFIED
+// RUN: attn-opt %examples/families/luong_local_post.mlir --attn-expand-shared-regions --attn-classify-normalizer | FileCheck %s --check-prefix=CLASSIFIED
 // RUN: attn-opt %examples/families/luong_local_post.mlir --attn-cpu-pipeline | FileCheck %s --check-prefix=LOWERED
 
 // CHECK: attn.input @p learnable : tensor<?x?x?xf32>

@@ -8,7 +8,7 @@
 // RUN: attn-opt %examples/families/sliding_window_sinks.mlir --mlir-print-op-generic | attn-opt > %t.g
 // RUN: diff %t.1 %t.g
 // RUN: attn-opt %examples/families/sliding_window_sinks.mlir --verify-roundtrip > /dev/null
-// RUN: attn-opt %examples/families/sliding_window_sinks.mlir --attn-classify-normalizer | FileCheck %s --check-prefix=CLASSIFIED
+// RUN: attn-opt %examples/families/sliding_window_sinks.mlir --attn-expand-shared-regions --attn-classify-normalizer | FileCheck %s --check-prefix=CLASSIFIED
 // RUN: attn-opt %examples/families/sliding_window_sinks.mlir --attn-cpu-pipeline | FileCheck %s --check-prefix=LOWERED
 
 // CHECK: attn.input @sinks learnable : tensor<?xf32>

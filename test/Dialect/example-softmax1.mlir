@@ -8,11 +8,11 @@
 // RUN: attn-opt %examples/normalizers/softmax1.mlir --mlir-print-op-generic | attn-opt > %t.g
 // RUN: diff %t.1 %t.g
 // RUN: attn-opt %examples/normalizers/softmax1.mlir --verify-roundtrip > /dev/null
-// RUN: attn-opt %examples/normalizers/softmax1.mlir --attn-classify-normalizer | FileCheck %s --check-prefix=CLASSIFIED
+// RUN: attn-opt %examples/normalizers/softmax1.mlir --attn-expand-shared-regions --attn-classify-normalizer | FileCheck %s --check-prefix=CLASSIFIED
 // RUN: attn-opt %examples/normalizers/softmax1.mlir --attn-cpu-pipeline | FileCheck %s --check-prefix=LOWERED
 
 // CHECK: attn.normalizer @softmax1
-// CHECK: denominator epsilon 1.0 {
+// CHECK: denominator epsilon 1.0 sum
 // CHECK: attn.kernel @softmax1_attention normalizer(@softmax1)
 // CLASSIFIED: attn.kernel {{.*}} {algorithm = #attn<algorithm online>}
 // LOWERED: func.func @attn_forward_f32(

@@ -3,10 +3,11 @@
 // Verifier errors that the custom syntax cannot produce, reached through the
 // generic op form (as a pass or a Python builder could build them).
 
-// expected-error @+1 {{'attn.normalizer' op a summed denominator needs a region}}
+// expected-error @+1 {{'attn.normalizer' op a summed denominator needs a region, or `denominator sum` to sum the numerator}}
 "attn.normalizer"() <{denominator_kind = #attn<denominator sum>, param_inits = array<f64>, param_names = [], sym_name = "sum_without_region"}> ({
 ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   "attn.yield"(%s) : (f32) -> ()
+}, {
 }, {
 }, {
 }) : () -> ()
@@ -21,6 +22,7 @@
 ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   "attn.yield"(%s) : (f32) -> ()
 }, {
+}, {
 }) : () -> ()
 
 // -----
@@ -29,6 +31,7 @@
 "attn.normalizer"() <{denominator_kind = #attn<denominator constant>, param_inits = array<f64>, param_names = [], sym_name = "constant_without_value"}> ({
 ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   "attn.yield"(%s) : (f32) -> ()
+}, {
 }, {
 }, {
 }) : () -> ()
@@ -43,6 +46,7 @@
 ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   "attn.yield"(%s) : (f32) -> ()
 }, {
+}, {
 }) : () -> ()
 
 // -----
@@ -55,6 +59,7 @@
 ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   "attn.yield"(%s) : (f32) -> ()
 }, {
+}, {
 }) : () -> ()
 
 // -----
@@ -63,6 +68,7 @@
 "attn.normalizer"() <{denominator_kind = #attn<denominator count>, epsilon = 1.0e-6 : f64, param_inits = array<f64>, param_names = [], sym_name = "count_with_epsilon"}> ({
 ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   "attn.yield"(%s) : (f32) -> ()
+}, {
 }, {
 }, {
 }) : () -> ()
@@ -75,6 +81,7 @@
   "attn.yield"(%s) : (f32) -> ()
 }, {
 }, {
+}, {
 }) : () -> ()
 
 // -----
@@ -85,12 +92,14 @@
   "attn.yield"(%s) : (f32) -> ()
 }, {
 }, {
+}, {
 }) : () -> ()
 
 // -----
 
 // expected-error @+1 {{'attn.normalizer' op region #0 ('numerator') failed to verify constraint: region with 1 blocks}}
 "attn.normalizer"() <{denominator_kind = #attn<denominator count>, param_inits = array<f64>, param_names = [], sym_name = "empty_numerator"}> ({
+}, {
 }, {
 }, {
 }) : () -> ()
@@ -103,6 +112,7 @@
   "attn.yield"(%s) : (f32) -> ()
 }, {
 }, {
+}, {
 }) : () -> ()
 
 // -----
@@ -110,4 +120,41 @@
 // expected-error @+1 {{'attn.score' op declares 1 param names but 0 initial values}}
 "attn.score"() <{contract = #attn<contract dot>, param_inits = array<f64>, param_names = ["a"], sym_name = "score_names_without_inits"}> ({
 }, {
+}) : () -> ()
+
+// -----
+
+// expected-error @+1 {{'attn.normalizer' op `denominator sum` sums the numerator and takes no region; write either `denominator sum` or a denominator region}}
+"attn.normalizer"() <{denominator_kind = #attn<denominator sum>, param_inits = array<f64>, param_names = [], sum_of_numerator, sym_name = "sum_with_region"}> ({
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+  "attn.yield"(%s) : (f32) -> ()
+}, {
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+  "attn.yield"(%s) : (f32) -> ()
+}, {
+}, {
+}) : () -> ()
+
+// -----
+
+// expected-error @+1 {{'attn.normalizer' op sum_of_numerator applies to a summed denominator, not to a count denominator}}
+"attn.normalizer"() <{denominator_kind = #attn<denominator count>, param_inits = array<f64>, param_names = [], sum_of_numerator, sym_name = "count_sum_of_numerator"}> ({
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+  "attn.yield"(%s) : (f32) -> ()
+}, {
+}, {
+}, {
+}) : () -> ()
+
+// -----
+
+"attn.normalizer"() <{denominator_kind = #attn<denominator count>, param_inits = array<f64>, param_names = [], sym_name = "shared_yields_nothing"}> ({
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+  "attn.yield"(%s) : (f32) -> ()
+}, {
+}, {
+}, {
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+  // expected-error @+1 {{'attn.yield' op in the shared region must yield at least one value}}
+  "attn.yield"() : () -> ()
 }) : () -> ()

@@ -9,8 +9,14 @@ func.func @f(%x: f32) {
 
 // -----
 
-// expected-error @+1 {{'attn.yield' op requires a single operand}}
-"attn.yield"() : () -> ()
+attn.normalizer @zero_values {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    // expected-error @+1 {{'attn.yield' op in the numerator region must yield one value, got 0 (only a normalizer's shared region yields several)}}
+    "attn.yield"() : () -> ()
+  }
+  denominator count
+}
 
 // -----
 
@@ -18,7 +24,7 @@ func.func @f(%x: f32) {
 attn.normalizer @two_values {
   numerator {
   ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    // expected-error @+1 {{expected ':'}}
+    // expected-error @+1 {{'attn.yield' op in the numerator region must yield one value, got 2 (only a normalizer's shared region yields several)}}
     attn.yield %s, %s : f32, f32
   }
   denominator count
@@ -29,7 +35,7 @@ attn.normalizer @two_values {
 attn.normalizer @no_value {
   numerator {
   ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    // expected-error @+1 {{expected SSA operand}}
+    // expected-error @+1 {{number of operands and types do not match: got 0 operands and 1 types}}
     attn.yield : f32
   }
   denominator count

@@ -251,3 +251,16 @@ attn.normalizer @over_bounded {
   }
   denominator count
 }
+
+// -----
+
+// The short forms are read only after attn-expand-shared-regions has written them out.
+// expected-error @+1 {{'attn.normalizer' op is written with `denominator sum`, which this pass does not read; run attn-expand-shared-regions first}}
+attn.normalizer @short {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator sum
+}

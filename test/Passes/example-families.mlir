@@ -4,11 +4,11 @@
 // RUN: attn-opt %examples/families/relu_kernel.mlir --verify-roundtrip > /dev/null
 // RUN: attn-opt %examples/families/cosformer.mlir --verify-roundtrip > /dev/null
 // RUN: attn-opt %examples/families/ldn.mlir --verify-roundtrip > /dev/null
-// RUN: attn-opt %examples/families/linear_causal.mlir --attn-classify-normalizer | FileCheck %s --check-prefix=CAUSAL
-// RUN: attn-opt %examples/families/relu_kernel.mlir --attn-classify-normalizer | FileCheck %s --check-prefix=RELU
-// RUN: attn-opt %examples/families/cosformer.mlir --attn-classify-normalizer | FileCheck %s --check-prefix=COS
-// RUN: attn-opt %examples/families/ldn.mlir --attn-classify-normalizer | FileCheck %s --check-prefix=LDN
-// RUN: attn-opt %examples/normalizers/linear.mlir --attn-classify-normalizer | FileCheck %s --check-prefix=LINEAR
+// RUN: attn-opt %examples/families/linear_causal.mlir --attn-expand-shared-regions --attn-classify-normalizer | FileCheck %s --check-prefix=CAUSAL
+// RUN: attn-opt %examples/families/relu_kernel.mlir --attn-expand-shared-regions --attn-classify-normalizer | FileCheck %s --check-prefix=RELU
+// RUN: attn-opt %examples/families/cosformer.mlir --attn-expand-shared-regions --attn-classify-normalizer | FileCheck %s --check-prefix=COS
+// RUN: attn-opt %examples/families/ldn.mlir --attn-expand-shared-regions --attn-classify-normalizer | FileCheck %s --check-prefix=LDN
+// RUN: attn-opt %examples/normalizers/linear.mlir --attn-expand-shared-regions --attn-classify-normalizer | FileCheck %s --check-prefix=LINEAR
 // RUN: attn-compile %examples/families/linear_causal.mlir -o %t.mlir --emit=mlir --dtypes=f32
 // RUN: FileCheck %s --check-prefix=LOWERED < %t.mlir
 

@@ -28,18 +28,21 @@ attn.kernel @k normalizer(@softmax)
 // CHECK-DAG: llvm.mlir.global internal constant @attn_manifest_text("attn-abi 4\0Akernel k\0Anormalizer softmax\0Aalgorithm online\0Adenominator sum\0Amask none\0Aparams\0Acontract scaled_dot 1/sqrt(d)\0Adtypes f32 f64\0Adevices cpu\0A\00")
 // CHECK-DAG: llvm.func @attn_manifest() -> !llvm.ptr
 
-// After inlining, the forward loop carries the running max, Σ h and the key
+// After inlining, the forward loop carries the running max, Σ h, Σ h's rounding
+// error (f32 sums are compensated; O's errors live in a row buffer) and the key
 // count, and rescales the accumulator by e^(m_old - m_new).
 // INLINED-LABEL: func.func @attn_forward_f32(
 // INLINED-NOT: memref.alloc{{.*}}memref<?x?x
 // INLINED: %[[NEGINF:.*]] = arith.constant 0xFF800000 : f32
+// INLINED: %[[OERR:.*]] = memref.alloca(%{{.*}}) : memref<?xf32>
 // INLINED: scf.for %[[I:.*]] = {{.*}} {
-// INLINED: scf.for %[[J:.*]] = {{.*}} iter_args(%[[M:.*]] = %[[NEGINF]], %[[L:.*]] = %{{.*}}, %[[N:.*]] = %{{.*}}) -> (f32, f32, index) {
+// INLINED: scf.for %[[J:.*]] = {{.*}} iter_args(%[[M:.*]] = %[[NEGINF]], %[[L:.*]] = %{{.*}}, %[[E:.*]] = %{{.*}}, %[[N:.*]] = %{{.*}}) -> (f32, f32, f32, index) {
 // INLINED: %[[MNEW:.*]] = arith.maximumf %[[M]], %{{.*}} : f32
 // INLINED: %[[DELTA:.*]] = arith.subf %[[M]], %[[MNEW]] : f32
 // INLINED: %[[ALPHA:.*]] = math.exp %[[DELTA]] : f32
 // INLINED: arith.mulf %{{.*}}, %[[ALPHA]] : f32
-// INLINED: scf.yield %[[MNEW]], %{{.*}}, %{{.*}} : f32, f32, index
+// INLINED: memref.store %{{.*}}, %[[OERR]]
+// INLINED: scf.yield %[[MNEW]], %{{.*}}, %{{.*}}, %{{.*}} : f32, f32, f32, index
 // INLINED-LABEL: func.func @attn_backward_f32(
 // Nothing N×N: every buffer has at most one dynamic (key) dimension.
 // INLINED-NOT: func.call

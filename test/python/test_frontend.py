@@ -49,6 +49,22 @@ def test_values_are_named_after_their_ops_and_operands():
     assert "attn.yield %g : f32" in text and "attn.yield %den : f32" in text
 
 
+def test_a_denominator_that_is_the_numerator_is_written_sum():
+    """denominator="sum", or a function that traces to the numerator's ops (whatever its
+    Python spelling), prints `denominator sum`; a different function prints its region."""
+    def g(s, tau):
+        return exp(tau * s)
+
+    same = attn.normalizer(numerator=g, denominator=lambda s, tau: exp(tau * s), epsilon=1.0,
+                           params={"tau": 1.0})
+    named = attn.normalizer(numerator=g, denominator="sum", epsilon=1.0, params={"tau": 1.0})
+    for n in (same, named):
+        assert "  denominator epsilon 1.0 sum\n" in str(n)
+    assert attn.opt(attn.kernel(same)) == attn.opt(attn.kernel(named))
+    other = attn.normalizer(numerator=g, denominator=lambda s: exp(s), params={"tau": 1.0})
+    assert "denominator {" in str(other)
+
+
 def test_values_are_named_after_python_variables():
     def numerator(s, tau):
         scaled = tau * s
@@ -405,8 +421,9 @@ def test_declaration_errors():
                          r"denominator is 'count'",
               lambda: attn.normalizer(numerator=lambda s: s, denominator="count",  # epsilon
                                       epsilon=1e-6))
-    raises_at("denominator", r"denominator='sum': expected a function h\(s, ...\), a number",
-              lambda: attn.normalizer(numerator=lambda s: s, denominator="sum"))  # denominator
+    raises_at("denominator", r"denominator='summed': expected a function h\(s, ...\), \"sum\" "
+                             r"\(h = the numerator\), a number",
+              lambda: attn.normalizer(numerator=lambda s: s, denominator="summed"))  # denominator
     raises_at("param-value", r"param tau = '1': expected its initial value, a number",
               lambda: attn.normalizer(numerator=lambda s: s, denominator=1.0,  # param-value
                                       params={"tau": "1"}))

@@ -5,7 +5,6 @@ Against the eager float64 references of the families (test_row_offsets.case,
 test_table_families.make) on k and v repeated per query head: O, dq, dk, dv, dparams and
 every learnable table's gradient, f32 and f64, generic loops (GQA, H_kv = 2) and tiled
 kernels (MQA, H_kv = 1). The runtime's errors for head counts that do not divide."""
-import subprocess
 
 import pytest
 import torch
@@ -13,7 +12,7 @@ import torch
 import general
 import test_row_offsets as offsets
 import test_table_families as table_families
-from conftest import ATTN_COMPILE, EXAMPLES, REPO
+from conftest import EXAMPLES, REPO, kernels_from
 from helpers import check_close, seed_of
 
 DTYPES = {"f64": torch.float64, "f32": torch.float32}
@@ -27,20 +26,7 @@ SOURCES = {"sinks": FAMILIES / "sliding_window_sinks.mlir",
            "softmax": EXAMPLES / "softmax.mlir"}
 
 
-@pytest.fixture(scope="module")
-def compiled(attn_mod, tmp_path_factory):
-    out, cache = tmp_path_factory.mktemp("gqa"), {}
-
-    def get(name):
-        if name not in cache:
-            so = out / f"{name}.so"
-            r = subprocess.run([str(ATTN_COMPILE), str(SOURCES[name]), "-o", str(so)],
-                               capture_output=True, text=True)
-            assert r.returncode == 0, r.stderr[-4000:]
-            cache[name] = attn_mod.load(so)
-        return cache[name]
-
-    return get
+compiled = kernels_from(SOURCES.__getitem__)
 
 
 def case(name, shape, gen):
@@ -122,3 +108,15 @@ def test_head_counts_that_do_not_divide_are_refused(compiled):
         kernel(q, k, k)
     with pytest.raises(RuntimeError, match=r"head count \(dim 1\) of k and v must agree"):
         kernel(q, k[:, :3], k[:, :2])
+
+
+@pytest.mark.parametrize("pass_", ["forward", "backward"])
+def test_no_query_heads_against_key_heads_is_refused(compiled, pass_):
+    # 0 is a multiple of every head count, but no group: H / H_kv = 0 once divided the
+    # backward's per-group sum by zero (SIGFPE; found by scripts/fuzz.sh's runtime fuzzer).
+    kernel = compiled("softmax")
+    q = torch.randn(1, 0, 5, 8, requires_grad=pass_ == "backward")
+    k = torch.randn(1, 2, 5, 8)
+    with pytest.raises(RuntimeError, match=r"q has 0 heads and k and v have 2 \(dim 1\)"):
+        out = kernel(q, k, k)
+        out.sum().backward()

@@ -15,6 +15,7 @@ PROBES = {
     "exp": ("%g = math.exp %s : f32", torch.exp, (-87.0, 88.0)),
     "tanh": ("%g = math.tanh %s : f32", torch.tanh, (-12.0, 12.0)),
     "log1p": ("%g = math.log1p %s : f32", torch.log1p, (-0.99, 60.0)),
+    "erf": ("%g = math.erf %s : f32", torch.erf, (0.05, 5.0)),
 }
 
 
@@ -42,20 +43,35 @@ attn.kernel @{name}_probe normalizer(@{name}) score(@dot)
     return out
 
 
+def _probe(so, s, d):
+    """f(s) for each s, one query row each, at the dtype of s."""
+    q = torch.zeros(1, 1, s.numel(), d, dtype=s.dtype)
+    q[0, 0, :, 0] = s
+    k = torch.zeros(1, 1, 1, d, dtype=s.dtype)
+    k[0, 0, 0, 0] = 1.0
+    v = torch.ones(1, 1, 1, d, dtype=s.dtype)
+    return torch.ops.attn.attention(so, q, k, v, torch.zeros(0, dtype=s.dtype), False,
+                                    None)[0, 0, :, 0]
+
+
 @pytest.mark.parametrize("d", [64, 3], ids=["vector-d64", "scalar-d3"])
 @pytest.mark.parametrize("name", list(PROBES))
 def test_f32_approximation_error(probes, name, d):
     _, exact, (lo, hi) = PROBES[name]
-    s = torch.linspace(lo, hi, 4001, dtype=torch.float64)
-    q = torch.zeros(1, 1, s.numel(), d)
-    q[0, 0, :, 0] = s.float()
-    k = torch.zeros(1, 1, 1, d)
-    k[0, 0, 0, 0] = 1.0
-    v = torch.ones(1, 1, 1, d)
-    o = torch.ops.attn.attention(probes[name], q, k, v, torch.zeros(0), False, None)[0, 0, :, 0].double()
-    want = exact(q[0, 0, :, 0].double())   # f at the f32 input actually used
+    s = torch.linspace(lo, hi, 4001, dtype=torch.float64).float()
+    o = _probe(probes[name], s, d).double()
+    want = exact(s.double())   # f at the f32 input actually used
     rel = ((o - want).abs() / want.abs().clamp_min(1e-30)).max().item()
     # A few ulps of f32 (2^-23 ≈ 1.2e-7): tight enough that a broken polynomial or a
     # lost range reduction fails, loose enough for the approximations' documented error.
     assert torch.isfinite(o).all(), f"{name}: non-finite values in range"
     assert rel < 4e-6, f"{name} (d={d}): max relative error {rel:.2e}"
+
+
+@pytest.mark.parametrize("d", [64, 3], ids=["vector-d64", "scalar-d3"])
+def test_f64_erf_calls_libm(probes, d):
+    """f64 keeps libm, and erf has no LLVM intrinsic: the vectorised kernels call it once
+    per lane (the host lowering used to stop at the vector.extract this unrolling left)."""
+    s = torch.linspace(-5.0, 5.0, 4001, dtype=torch.float64)
+    o = _probe(probes["erf"], s, d)
+    assert torch.allclose(o, torch.erf(s), rtol=1e-15, atol=1e-16)

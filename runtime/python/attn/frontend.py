@@ -846,6 +846,19 @@ def _live(region):
     return sorted(live, key=lambda v: v.op != "arith.constant")   # (a stable sort)
 
 
+def _structure(region):
+    """The live ops of a region as (op, attr, type, operand positions), and the position
+    of its result: equal for two regions that compute the same function the same way,
+    whatever their names and Python lines."""
+    position = {id(a): ("arg", n) for n, a in enumerate(region.arguments)}
+    ops = []
+    for value in _live(region):
+        position[id(value)] = len(ops)
+        ops.append((value.op, value.attr, value.type,
+                    tuple(position[id(x)] for x in value.operands)))
+    return ops, position[id(region.result)]
+
+
 def _op_text(value, names):
     name = lambda x: "%" + names[id(x)]
     args = ", ".join(map(name, value.operands))
@@ -988,10 +1001,12 @@ class Normalizer(Traced):
     def _lines(self, printer):
         lines = [f"attn.normalizer @{self.name}{_header_params(self.params)} {{", "  numerator {"]
         lines += printer.region(self.numerator, "  ") + ["  }"]
+        eps = f"epsilon {_float_literal(self.epsilon)} " if self.epsilon is not None else ""
         if isinstance(self.denominator, _Region):
-            eps = f"epsilon {_float_literal(self.epsilon)} " if self.epsilon is not None else ""
             lines.append(f"  denominator {eps}{{")
             lines += printer.region(self.denominator, "  ") + ["  }"]
+        elif self.denominator == "sum":
+            lines.append(f"  denominator {eps}sum")
         elif self.denominator == "count":
             lines.append("  denominator count")
         else:
@@ -1145,8 +1160,9 @@ def normalizer(numerator, denominator, *, epsilon=None, offset=None, params=None
                         denominator=lambda s: exp(s) + exp(-s), name="tanhmax")
 
     numerator: g(s, b, h, i, j, params...), any subset by name. denominator: a function
-    h(s, b, h, i, j, params...) (C_i = Σ_j h, plus
-    `epsilon` if given), a number c (C_i = c) or "count" (the number of unmasked keys).
+    h(s, b, h, i, j, params...) (C_i = Σ_j h, plus `epsilon` if given), "sum" (h = g,
+    written `denominator sum`, as is a function that traces to the numerator's ops), a
+    number c (C_i = c) or "count" (the number of unmasked keys).
     offset: a function β(b, h, i, params...) added to a summed denominator, C_i = β + Σ_j h
     (e.g. lambda h: exp(sinks[h]) for attention sinks; a constant is `epsilon`).
     params: {name: initial value}, learnable; the functions take them as arguments by name
@@ -1156,8 +1172,13 @@ def normalizer(numerator, denominator, *, epsilon=None, offset=None, params=None
     what = f"attn.normalizer @{name}"
     params = _params(params, what, _ARGUMENT_NAMES)
     num = _trace(numerator, "numerator", f"the numerator of {what}", params)
-    if callable(denominator):
-        den = _trace(denominator, "denominator", f"the denominator of {what}", params)
+    summed = callable(denominator) or denominator == "sum"
+    if summed:
+        den = "sum"
+        if callable(denominator):
+            traced = _trace(denominator, "denominator", f"the denominator of {what}", params)
+            if _structure(traced) != _structure(num):
+                den = traced
         if epsilon is not None:
             _float_literal(epsilon, "epsilon")
     elif epsilon is not None:
@@ -1169,10 +1190,10 @@ def normalizer(numerator, denominator, *, epsilon=None, offset=None, params=None
         den = float(denominator)
         _float_literal(den, "denominator constant")
     else:
-        raise _error(f"{what}: denominator={denominator!r}: expected a function h(s, ...), a "
-                     "number (a constant C_i) or \"count\"")
+        raise _error(f"{what}: denominator={denominator!r}: expected a function h(s, ...), "
+                     "\"sum\" (h = the numerator), a number (a constant C_i) or \"count\"")
     if offset is not None:
-        if not callable(denominator):
+        if not summed:
             raise _error(f"{what}: offset= is added to a summed denominator (a function h), "
                          f"but the denominator is {denominator!r}")
         offset = _trace(offset, "offset", f"the offset of {what}", params)
