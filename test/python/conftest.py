@@ -59,6 +59,38 @@ def _load_runtime():
     return attn
 
 
+def compile_source(source, out_dir, name):
+    """attn-compiles `source` (a .mlir path, or IR text) into out_dir/<name>.so and returns
+    that path; a compile error fails the test with the compiler's diagnostics."""
+    if isinstance(source, str):
+        path = out_dir / f"{name}.mlir"
+        path.write_text(source)
+        source = path
+    artifact = out_dir / f"{name}.so"
+    r = subprocess.run([str(ATTN_COMPILE), str(source), "-o", str(artifact)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-4000:]
+    return artifact
+
+
+def kernels_from(source_of):
+    """A module-scoped fixture `compiled`: compiled(name) compiles source_of(name) (see
+    compile_source) on first use and returns it loaded (attn.Kernel)."""
+
+    @pytest.fixture(scope="module")
+    def compiled(attn_mod, tmp_path_factory):
+        out, cache = tmp_path_factory.mktemp("kernels"), {}
+
+        def get(name):
+            if name not in cache:
+                cache[name] = attn_mod.load(compile_source(source_of(name), out, name))
+            return cache[name]
+
+        return get
+
+    return compiled
+
+
 @pytest.fixture(scope="session")
 def attn_mod():
     return _load_runtime()

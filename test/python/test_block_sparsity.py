@@ -15,14 +15,13 @@ ragged tails (odd N, Nq != Nk; the tiles are 4 rows by 16 to 64 keys at d = 32):
                      ids), with and without is_causal
 """
 import math
-import subprocess
 
 import pytest
 import torch
 
 import general
 import test_row_offsets
-from conftest import ATTN_COMPILE, REPO
+from conftest import REPO, kernels_from
 from helpers import check_tables_kernel, seed_of
 
 FAMILIES = REPO / "examples" / "families"
@@ -75,24 +74,7 @@ SOURCES = {
 }
 
 
-@pytest.fixture(scope="module")
-def compiled(attn_mod, tmp_path_factory):
-    out, cache = tmp_path_factory.mktemp("block_sparsity"), {}
-
-    def get(name):
-        if name not in cache:
-            source = SOURCES[name]
-            if isinstance(source, str):
-                (out / f"{name}.mlir").write_text(source)
-                source = out / f"{name}.mlir"
-            so = out / f"{name}.so"
-            r = subprocess.run([str(ATTN_COMPILE), str(source), "-o", str(so)],
-                               capture_output=True, text=True)
-            assert r.returncode == 0, r.stderr[-4000:]
-            cache[name] = attn_mod.load(so)
-        return cache[name]
-
-    return get
+compiled = kernels_from(SOURCES.__getitem__)
 
 
 def softmax_g(s, ix):

@@ -3,13 +3,12 @@ mask and normalizers (online and plain) that read all four, against the eager fl
 reference of test/reference/general.py: O, dq, dk, dv and the params' gradients, f32
 and f64, on the generic loops (dv != d) and the tiled kernels (d = dv = 32), with and
 without causal masking and key padding."""
-import subprocess
 
 import pytest
 import torch
 
 import general
-from conftest import ATTN_COMPILE
+from conftest import compile_source
 from helpers import check_close, compiled_grads, seed_of
 
 # A score mod and a mask that read b, h, i and j. Converting an index to a float:
@@ -160,12 +159,7 @@ def artifacts(attn_mod, tmp_path_factory):
     out = tmp_path_factory.mktemp("indices")
     paths = {}
     for name, (ir, _, _) in KERNELS.items():
-        src, so = out / f"{name}.mlir", out / f"{name}.so"
-        src.write_text(ir)
-        r = subprocess.run([str(ATTN_COMPILE), str(src), "-o", str(so)], capture_output=True,
-                           text=True)
-        assert r.returncode == 0, r.stderr[-4000:]
-        paths[name] = str(so)
+        paths[name] = str(compile_source(ir, out, name))
     return paths
 
 

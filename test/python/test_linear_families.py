@@ -7,13 +7,12 @@ The non-causal elu+1 linear attention is examples/normalizers/linear.mlir, cover
 (kernelised as well) by test_numerics.py.
 """
 import ctypes
-import subprocess
 
 import pytest
 import torch
 
 import reference as ref
-from conftest import ATTN_COMPILE, REPO
+from conftest import REPO, compile_source
 from helpers import (case_params, check_close, compiled_grads, eager_f32, make_inputs,
                      reference_grads, seed_of)
 
@@ -86,15 +85,8 @@ def family(tmp_path_factory, attn_mod):
 
     def compile_family(name):
         if name not in built:
-            so = out / f"{name}.so"
-            src = FAMILIES / f"{name}.mlir"
-            if name in TEST_KERNELS:
-                src = out / f"{name}.mlir"
-                src.write_text(TEST_KERNELS[name])
-            r = subprocess.run([str(ATTN_COMPILE), str(src), "-o", str(so)],
-                               capture_output=True, text=True)
-            assert r.returncode == 0, f"attn-compile {name}.mlir failed:\n{r.stderr[-4000:]}"
-            built[name] = str(so)
+            source = TEST_KERNELS.get(name, FAMILIES / f"{name}.mlir")
+            built[name] = str(compile_source(source, out, name))
         return built[name]
     return compile_family
 

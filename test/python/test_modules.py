@@ -50,7 +50,8 @@ def test_compile_reports_diagnostics(cache, attn_mod):
 
 
 def test_opt_prints_ir_and_reports_diagnostics(attn_mod):
-    classified = attn_mod.opt(str(EXAMPLES / "softmax.mlir"), "--attn-classify-normalizer")
+    classified = attn_mod.opt(str(EXAMPLES / "softmax.mlir"), "--attn-expand-shared-regions",
+                              "--attn-classify-normalizer")
     assert "attn.normalizer @softmax attributes {algorithm = #attn<algorithm online>}" in classified
     assert attn_mod.opt(classified, "--attn-classify-normalizer") == classified
     with pytest.raises(RuntimeError, match="attn-opt failed:\n.*error: 'attn.yield' op in the "

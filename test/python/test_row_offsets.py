@@ -12,13 +12,12 @@ and the stabilisation: scores of ±1e4 stay finite with an offset whose exponent
 below or above them.
 """
 import math
-import subprocess
 
 import pytest
 import torch
 
 import general
-from conftest import ATTN_COMPILE, REPO
+from conftest import REPO, kernels_from
 from helpers import check_close, seed_of
 
 DTYPES = {"f64": torch.float64, "f32": torch.float32}
@@ -85,24 +84,7 @@ SOURCES = {
 }
 
 
-@pytest.fixture(scope="module")
-def compiled(attn_mod, tmp_path_factory):
-    out, cache = tmp_path_factory.mktemp("offsets"), {}
-
-    def get(name):
-        if name not in cache:
-            source = SOURCES[name]
-            if isinstance(source, str):
-                (out / f"{name}.mlir").write_text(source)
-                source = out / f"{name}.mlir"
-            so = out / f"{name}.so"
-            r = subprocess.run([str(ATTN_COMPILE), str(source), "-o", str(so)],
-                               capture_output=True, text=True)
-            assert r.returncode == 0, r.stderr[-4000:]
-            cache[name] = attn_mod.load(so)
-        return cache[name]
-
-    return get
+compiled = kernels_from(SOURCES.__getitem__)
 
 
 def scaled_dot(q, k, ix):

@@ -3,14 +3,13 @@ test/reference/families.py: O, dq, dk, dv and the gradient of every learnable pa
 weight (W of Luong general, W_q, W_k, v of Bahdanau / Luong concat, ALiBi's slope, the
 soft cap, the relative-bias table), in float64 and float32, with and without causal mask
 and padding, on the generic loops (dv != d) and the tiled kernels (d = dv = 32)."""
-import subprocess
 from pathlib import Path
 
 import pytest
 import torch
 
 import families as fam
-from conftest import ATTN_COMPILE, REPO
+from conftest import REPO, compile_source
 from helpers import check_close, compiled_grads, seed_of
 
 FAMILIES_DIR = REPO / "examples" / "families"
@@ -40,11 +39,7 @@ class _Compiled:
 
     def __call__(self, name):
         if name not in self.cache:
-            out = self.outdir / f"{name}.so"
-            r = subprocess.run([str(ATTN_COMPILE), str(FAMILIES_DIR / f"{name}.mlir"), "-o", str(out)],
-                               capture_output=True, text=True)
-            assert r.returncode == 0, f"attn-compile {name}.mlir failed:\n{r.stderr[-4000:]}"
-            self.cache[name] = str(out)
+            self.cache[name] = str(compile_source(FAMILIES_DIR / f"{name}.mlir", self.outdir, name))
         return self.cache[name]
 
 
@@ -263,12 +258,7 @@ attn.kernel @mixed normalizer(@sigmoid) score(@general)
 def test_weights_after_normalizer_and_score_scalars(attn_mod, tmp_path):
     """Params vector = normalizer scalars, score scalars, then the weights: every
     gradient lands in its own slot (sigmoid normalizer bias, mod shift, W)."""
-    src = tmp_path / "mixed.mlir"
-    src.write_text(MIXED_PARAMS_IR)
-    out = tmp_path / "mixed.so"
-    r = subprocess.run([str(ATTN_COMPILE), str(src), "-o", str(out)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    kernel = attn_mod.load(out)
+    kernel = attn_mod.load(compile_source(MIXED_PARAMS_IR, tmp_path, "mixed"))
     assert kernel.param_shapes == {"bias": (), "shift": (), "W": (8, 8)}
     gen = torch.Generator().manual_seed(7)
     q, k, v, dout = (torch.randn(2, 2, n, 8, generator=gen, dtype=torch.float64) for n in (5, 6, 6, 5))

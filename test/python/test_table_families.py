@@ -9,14 +9,13 @@ dv and every learnable table's gradient, float64 and float32, on the generic loo
     prefix_lm       prefix [B] int64: bidirectional prefix, causal after it
 """
 import math
-import subprocess
 
 import pytest
 import torch
 
 import attn
 import general
-from conftest import ATTN_COMPILE, REPO
+from conftest import REPO, kernels_from
 from helpers import check_tables_kernel, seed_of
 
 FAMILIES = REPO / "examples" / "families"
@@ -24,20 +23,7 @@ DTYPES = {"f64": torch.float64, "f32": torch.float32}
 SHAPES = {"generic": (2, 4, 13, 17, 8, 5), "tiled": (2, 4, 40, 40, 32, 32)}
 
 
-@pytest.fixture(scope="module")
-def compiled(attn_mod, tmp_path_factory):
-    out, cache = tmp_path_factory.mktemp("table_families"), {}
-
-    def get(name):
-        if name not in cache:
-            so = out / f"{name}.so"
-            r = subprocess.run([str(ATTN_COMPILE), str(FAMILIES / f"{name}.mlir"), "-o", str(so)],
-                               capture_output=True, text=True)
-            assert r.returncode == 0, r.stderr[-4000:]
-            cache[name] = attn_mod.load(so)
-        return cache[name]
-
-    return get
+compiled = kernels_from(lambda name: FAMILIES / f"{name}.mlir")
 
 
 def scaled_dot(q, k):

@@ -5,13 +5,12 @@ denominator (c[b, h, i]), against the eager float64 reference of test/reference/
 O, dq, dk, dv, dparams and every learnable table's gradient, f32 and f64, generic loops
 and tiled kernels. Also: broadcast (stride-0) tables, gradients that are the same bits
 run to run, and the runtime's checks of the tables it is given."""
-import subprocess
 
 import pytest
 import torch
 
 import general
-from conftest import ATTN_COMPILE
+from conftest import compile_source
 from helpers import check_close, seed_of
 
 IR = """
@@ -92,12 +91,7 @@ def reference(q, k, v, slopes, bias, doc, w, c, is_causal=False, lengths=None):
 
 @pytest.fixture(scope="module")
 def kernel(attn_mod, tmp_path_factory):
-    out = tmp_path_factory.mktemp("tables")
-    (out / "tables.mlir").write_text(IR)
-    r = subprocess.run([str(ATTN_COMPILE), str(out / "tables.mlir"), "-o", str(out / "tables.so")],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-4000:]
-    return attn_mod.load(out / "tables.so")
+    return attn_mod.load(compile_source(IR, tmp_path_factory.mktemp("tables"), "tables"))
 
 
 def make_case(B, H, Nq, Nk, d, dv, seed):
