@@ -49,7 +49,10 @@ stamp="$venv/.attn-installed"
 wanted=$(cat "$root/requirements.lock" "$root/pyproject.toml" | sha256sum | cut -d' ' -f1)
 if [[ "$(cat "$stamp" 2>/dev/null)" != "$wanted:$root" ]]; then
   echo "attn setup: installing requirements.lock into $venv"
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$root/requirements.lock"
+  # No pip cache: torch's wheels and their CUDA libraries would take several GB twice,
+  # and a full disk is what stops a CI machine shared with earlier builds.
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-cache-dir \
+    -r "$root/requirements.lock"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation \
     -e "$root"
   echo "$wanted:$root" >"$stamp"
