@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <numeric>
 #include <sstream>
 
 namespace attn {
@@ -424,6 +425,42 @@ int64_t forward_rows_per_call(int64_t heads, int64_t queries, int64_t threads) {
   return std::max<int64_t>(1, blocks) * kQueryBlock;
 }
 
+int64_t backward_query_splits(int64_t heads, int64_t queries, int64_t threads) {
+  if (heads <= 0 || threads <= 1 || heads >= 4 * threads)
+    return 1;
+  // heads · splits a multiple of threads: every thread gets the same number of calls.
+  const int64_t splits = threads / std::gcd(heads, threads);
+  return std::max<int64_t>(1, std::min(splits, queries / kQueryBlock));
+}
+
+int64_t query_split_begin(int64_t split, int64_t splits, int64_t queries, int64_t kv_len,
+                          bool causal) {
+  if (split <= 0)
+    return 0;
+  if (split >= splits)
+    return queries;
+  // Keys row i visits: kv_len, or min(i + 1, kv_len) when causal. Rows [0, r) cost
+  // work(r); the split starts at the first r with work(r) >= split/splits of the whole.
+  auto work = [&](int64_t r) -> double {
+    if (!causal)
+      return static_cast<double>(r) * static_cast<double>(kv_len);
+    const double ramp = static_cast<double>(std::min(r, kv_len));
+    return ramp * (ramp + 1) / 2 + static_cast<double>(r - std::min(r, kv_len)) * kv_len;
+  };
+  if (kv_len <= 0)
+    return split * queries / splits;
+  const double target = work(queries) * static_cast<double>(split) / static_cast<double>(splits);
+  int64_t lo = 0, hi = queries;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (work(mid) >= target)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
 namespace {
 
 // --- GPU ---------------------------------------------------------------------
@@ -620,6 +657,14 @@ Tensor sum_groups(const Tensor &per_query_head, const Problem &p) {
   return total;
 }
 
+/// [splits, ...] -> [...]: the per-split partial gradients added in split order.
+Tensor sum_splits(const Tensor &parts) {
+  Tensor total = parts[0];
+  for (int64_t s = 1; s < parts.size(0); ++s)
+    total.add_(parts[s]);
+  return total;
+}
+
 std::tuple<Tensor, Tensor, Tensor, Tensor, std::vector<Tensor>>
 run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Tensor &k_in,
              const Tensor &v_in, const Tensor &params_in, const std::vector<Tensor> &inputs,
@@ -638,22 +683,31 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
                grad_out = unit_inner_stride(grad_out_in);
   const std::vector<attn_table> tables = tables_of(inputs);
   auto opts = torch::TensorOptions().dtype(p.dtype).device(q.device());
+  // A slice's queries are split into `splits` calls when B·H alone would leave
+  // threads idle; each split adds its share to its own dk, dv and dparams buffers
+  // (abi.h, q_begin), summed below in split order. A kernelised backward takes
+  // whole slices (abi.h).
+  const int64_t BH = p.B * p.H;
+  const int64_t threads = at::get_num_threads();
+  const int64_t splits = lib.manifest().algorithm == "kernelised"
+                             ? 1
+                             : backward_query_splits(BH, p.Nq, threads);
   // Zero-filled although the ABI says "overwritten": cheap next to the kernel, and
   // never uninitialised memory in a gradient.
   // dk and dv per query head: with grouped-query attention the `group` heads that
   // read one key/value head write their own, summed below in head order.
   Tensor dq = torch::zeros({p.B, p.H, p.Nq, p.d}, opts);
-  Tensor dk = torch::zeros({p.B, p.H, p.Nk, p.d}, opts);
-  Tensor dv = torch::zeros({p.B, p.H, p.Nk, p.dv}, opts);
-  // One row of partial parameter gradients per (b, h) call, summed afterwards.
-  Tensor dparams_parts = torch::zeros({p.B * p.H, p.P}, opts);
+  Tensor dk_parts = torch::zeros({splits, p.B, p.H, p.Nk, p.d}, opts);
+  Tensor dv_parts = torch::zeros({splits, p.B, p.H, p.Nk, p.dv}, opts);
+  // One row of partial parameter gradients per call, summed afterwards.
+  Tensor dparams_parts = torch::zeros({BH * splits, p.P}, opts);
 
-  // The (b, h) calls run in `chunks` fixed ranges, each range in order on one
-  // thread. A learnable input's gradient gets one zeroed buffer per range that its
-  // calls add to (abi.h: dtables), summed in range order: the same bits every run,
-  // and chunks × the input's size of memory, never B·H·N².
-  const int64_t BH = p.B * p.H;
-  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), BH));
+  // The calls run in `chunks` fixed ranges, each range in order on one thread. A
+  // learnable input's gradient gets one zeroed buffer per range that its calls add
+  // to (abi.h: dtables), summed in range order: the same bits every run with the
+  // same thread count, and chunks × the input's size of memory, never B·H·N².
+  const int64_t calls = BH * splits;
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(threads, calls));
   const auto &declared = lib.manifest().inputs;
   std::vector<std::vector<Tensor>> parts(static_cast<size_t>(chunks));
   std::vector<std::vector<attn_table>> dtables(static_cast<size_t>(chunks));
@@ -665,28 +719,32 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
     }
 
   const attn_memref1d pm = memref_params(params);
-  auto call = [&](int64_t bh, const attn_table *chunk_dtables) {
+  auto call = [&](int64_t item, const attn_table *chunk_dtables) {
+    const int64_t bh = item / splits, split = item % splits;
     const int64_t b = bh / p.H, h = bh % p.H;
+    const int64_t kv_len = p.kv_len[static_cast<size_t>(b)];
+    const int64_t q_begin = query_split_begin(split, splits, p.Nq, kv_len, p.causal);
+    const int64_t q_end = query_split_begin(split + 1, splits, p.Nq, kv_len, p.causal);
+    const Tensor dk_part = dk_parts[split], dv_part = dv_parts[split];
     attn_memref2d qm = memref2d(q, b, h), km = memref2d(k, b, p.kv_head(h)),
                   vm = memref2d(v, b, p.kv_head(h)), om = memref2d(out, b, h),
-                  dom = memref2d(grad_out, b, h),
-                  dqm = memref2d(dq, b, h), dkm = memref2d(dk, b, h), dvm = memref2d(dv, b, h);
+                  dom = memref2d(grad_out, b, h), dqm = memref2d(dq, b, h),
+                  dkm = memref2d(dk_part, b, h), dvm = memref2d(dv_part, b, h);
     attn_memref1d mm = memref1d(row_max, b, h), sm = memref1d(row_sum, b, h), prm = pm;
     attn_memref1d dpm{nullptr, nullptr, 0, {p.P}, {1}};
     if (p.P > 0) {
       void *ptr = static_cast<char *>(dparams_parts.data_ptr()) +
-                  bh * p.P * static_cast<int64_t>(dparams_parts.element_size());
+                  item * p.P * static_cast<int64_t>(dparams_parts.element_size());
       dpm.allocated = dpm.aligned = ptr;
     }
     fn(&qm, &km, &vm, &om, &dom, &mm, &sm, &prm, tables.empty() ? nullptr : tables.data(), &dqm,
-       &dkm, &dvm, &dpm, chunk_dtables, b, h, p.kv_len[static_cast<size_t>(b)],
-       p.causal ? 1 : 0);
+       &dkm, &dvm, &dpm, chunk_dtables, b, h, q_begin, q_end, kv_len, p.causal ? 1 : 0);
   };
   at::parallel_for(0, chunks, 1, [&](int64_t first, int64_t last) {
     for (int64_t c = first; c < last; ++c) {
       const std::vector<attn_table> &chunk = dtables[static_cast<size_t>(c)];
-      for (int64_t bh = c * BH / chunks; bh < (c + 1) * BH / chunks; ++bh)
-        call(bh, chunk.empty() ? nullptr : chunk.data());
+      for (int64_t item = c * calls / chunks; item < (c + 1) * calls / chunks; ++item)
+        call(item, chunk.empty() ? nullptr : chunk.data());
     }
   });
   // A learnable input's gradient; an empty [0] tensor for the others.
@@ -698,7 +756,8 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
     dinputs.push_back(total.defined() ? total : torch::empty({0}, opts));
   }
   Tensor dparams = dparams_parts.sum(0);
-  return {dq, sum_groups(dk, p), sum_groups(dv, p), dparams, dinputs};
+  return {dq, sum_groups(sum_splits(dk_parts), p), sum_groups(sum_splits(dv_parts), p), dparams,
+          dinputs};
 }
 
 Tensor empty_params(const Tensor &params, const Tensor &q) {

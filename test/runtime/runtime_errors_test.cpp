@@ -202,7 +202,7 @@ TEST(LibraryLoad, MissingFile) {
 
 TEST(LibraryLoad, NotASharedObject) {
   std::string path = tmpdir() + "/text.so";
-  std::ofstream(path) << "attn-abi 4\nthis is not an ELF file\n";
+  std::ofstream(path) << "attn-abi 5\nthis is not an ELF file\n";
   EXPECT_ATTN_ERROR(Library::load(path), "text.so", "is not a shared object", "ELF");
   EXPECT_ATTN_ERROR(Library::load(tmpdir()), "is not a shared object", "directory");
 
@@ -392,7 +392,7 @@ TEST(ArtifactChecks, SymbolTypes) {
 TEST(ArtifactChecks, ManifestAgainstSignature) {
   // The env_manifest fixture's entry points were "compiled for" no params, no tensor
   // inputs and any head dim (its attn_signature).
-  const std::string head = "attn-abi 4\nkernel k\nnormalizer n\nalgorithm online\n"
+  const std::string head = "attn-abi 5\nkernel k\nnormalizer n\nalgorithm online\n"
                            "denominator sum\nmask none\n";
   const std::string tail = "dtypes f32\ndevices cpu\n";
   const ManifestCase cases[] = {
@@ -414,7 +414,7 @@ TEST(LibraryLoad, NoManifestSymbol) {
 
 TEST(LibraryLoad, WrongAbiVersion) {
   EXPECT_ATTN_ERROR(Library::load(ATTN_FX_WRONG_ABI), "fx_wrong_abi.so",
-                    "ABI version mismatch", "expected attn-abi 4", "found attn-abi 1");
+                    "ABI version mismatch", "expected attn-abi 5", "found attn-abi 1");
 }
 
 TEST(LibraryLoad, MalformedManifestLine) {
@@ -435,41 +435,41 @@ TEST(LibraryLoad, MalformedManifestVariants) {
       {"kernel k\n" + rest + "params\ndtypes f32\ndevices cpu\n", {"no 'attn-abi' line"}},
       {"attn-abi one\nkernel k\n", {"malformed manifest line 1", "attn-abi <integer>"}},
       {"attn-abi 0\nkernel k\n", {"ABI version mismatch", "found attn-abi 0"}},
-      {"attn-abi 4\nattn-abi 1\n", {"malformed manifest line 2", "duplicate 'attn-abi'"}},
-      {"attn-abi 4\nkernel a b\n", {"malformed manifest line 2", "exactly one value, found 2"}},
-      {"attn-abi 4\nkernel a\nkernel b\n", {"line 3", "at most once", "already appeared on line 2"}},
-      {"attn-abi 4\nkernel k\n" + rest + "params a=1 a=2\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 5\nattn-abi 1\n", {"malformed manifest line 2", "duplicate 'attn-abi'"}},
+      {"attn-abi 5\nkernel a b\n", {"malformed manifest line 2", "exactly one value, found 2"}},
+      {"attn-abi 5\nkernel a\nkernel b\n", {"line 3", "at most once", "already appeared on line 2"}},
+      {"attn-abi 5\nkernel k\n" + rest + "params a=1 a=2\ndtypes f32\ndevices cpu\n",
        {"'a' twice"}},
-      {"attn-abi 4\nkernel k\n" + rest + "params a=one\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 5\nkernel k\n" + rest + "params a=one\ndtypes f32\ndevices cpu\n",
        {"a finite number after 'a='", "found 'one'"}},
-      {"attn-abi 4\nkernel k\n" + rest + "params 1a=1\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 5\nkernel k\n" + rest + "params 1a=1\ndtypes f32\ndevices cpu\n",
        {"parameter name", "'1a'"}},
-      {"attn-abi 4\nkernel k\n" + rest + "params\ndtypes f16\ndevices cpu\n",
+      {"attn-abi 5\nkernel k\n" + rest + "params\ndtypes f16\ndevices cpu\n",
        {"dtypes among f32 f64", "found 'f16'"}},
-      {"attn-abi 4\nkernel k\n" + rest + "params\ndtypes\ndevices cpu\n", {"at least one"}},
-      {"attn-abi 4\nkernel k\n" + rest + "params\ndtypes f32\n", {"no 'devices' line"}},
-      {"attn-abi 4\nkernel k\n" + rest + "dtypes f32\ndevices cpu\n", {"no 'params' line"}},
-      {"attn-abi 4\nkernel k\n" + rest + "params W[4x0]=1\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 5\nkernel k\n" + rest + "params\ndtypes\ndevices cpu\n", {"at least one"}},
+      {"attn-abi 5\nkernel k\n" + rest + "params\ndtypes f32\n", {"no 'devices' line"}},
+      {"attn-abi 5\nkernel k\n" + rest + "dtypes f32\ndevices cpu\n", {"no 'params' line"}},
+      {"attn-abi 5\nkernel k\n" + rest + "params W[4x0]=1\ndtypes f32\ndevices cpu\n",
        {"positive extents in weight 'W[4x0]=1'"}},
-      {"attn-abi 4\nkernel k\n" + rest + "params W[4x4=1\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 5\nkernel k\n" + rest + "params W[4x4=1\ndtypes f32\ndevices cpu\n",
        {"a weight 'name[AxB]=init'"}},
-      {"attn-abi 4\nkernel k\n" + rest + "params v[4]=identity\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 5\nkernel k\n" + rest + "params v[4]=identity\ndtypes f32\ndevices cpu\n",
        {"'identity' for a 2-D weight only"}},
-      {"attn-abi 4\nkernel k\n" + rest + "params\nhead-dim -3\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 5\nkernel k\n" + rest + "params\nhead-dim -3\ndtypes f32\ndevices cpu\n",
        {"'head-dim <positive integer>'"}},
-      {"attn-abi 4\nkernel k\n" + rest + "params\ninput 1p float ?\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 5\nkernel k\n" + rest + "params\ninput 1p float ?\ndtypes f32\ndevices cpu\n",
        {"an input name (identifier) after 'input', found '1p'"}},
-      {"attn-abi 4\nkernel k\n" + rest + "params\ninput p f16 ?\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 5\nkernel k\n" + rest + "params\ninput p f16 ?\ndtypes f32\ndevices cpu\n",
        {"an input element among float i8 i32 i64, found 'f16'"}},
-      {"attn-abi 4\nkernel k\n" + rest + "params\ninput p float ?x0\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 5\nkernel k\n" + rest + "params\ninput p float ?x0\ndtypes f32\ndevices cpu\n",
        {"extents '?' or positive integers", "found '?x0'"}},
-      {"attn-abi 4\nkernel k\n" + rest + "params\ninput p float ?x?x?x?x?\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 5\nkernel k\n" + rest + "params\ninput p float ?x?x?x?x?\ndtypes f32\ndevices cpu\n",
        {"an input of rank 1 to 4"}},
-      {"attn-abi 4\nkernel k\n" + rest + "params\ninput p i64 ? learnable\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 5\nkernel k\n" + rest + "params\ninput p i64 ? learnable\ndtypes f32\ndevices cpu\n",
        {"'learnable' on float inputs only"}},
-      {"attn-abi 4\nkernel k\n" + rest + "params\ninput p float ? trainable\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 5\nkernel k\n" + rest + "params\ninput p float ? trainable\ndtypes f32\ndevices cpu\n",
        {"found 'trainable' where 'learnable' belongs"}},
-      {"attn-abi 4\nkernel k\n" + rest +
+      {"attn-abi 5\nkernel k\n" + rest +
            "params\ninput p float ?\ninput p i32 ?\ndtypes f32\ndevices cpu\n",
        {"distinct input names, found 'p' twice"}},
   };
@@ -548,7 +548,7 @@ TEST(LibraryLoad, CudaManifestAndImages) {
 }
 
 TEST(LibraryLoad, MalformedCudaManifest) {
-  const std::string head = "attn-abi 4\nkernel k\nnormalizer n\nalgorithm online\n"
+  const std::string head = "attn-abi 5\nkernel k\nnormalizer n\nalgorithm online\n"
                            "denominator sum\nmask none\nparams\ndtypes f32\n";
   const std::string fwd = "cuda-kernel forward f32 64 fwd tile 64 threads 128 smem 0\n";
   const ManifestCase cases[] = {
@@ -1007,6 +1007,81 @@ TEST(DispatchThreads, KernelisedForwardTakesWholeHeads) {
   Tensor q = torch::randn({2, 1, 1000, 8});
   attn::attention_forward(lib, q, q, q, lib->initial_params());
   EXPECT_EQ(probe_count("probe_forward_calls", ATTN_FX_PROBE_KERNELISED), 2);
+  EXPECT_EQ(probe_count("probe_max_rows", ATTN_FX_PROBE_KERNELISED), 1000);
+  EXPECT_EQ(probe_count("probe_errors", ATTN_FX_PROBE_KERNELISED), 0);
+}
+
+TEST(DispatchThreads, BackwardSplitsAlignedWithThreads) {
+  // B·H >= 4 threads: whole slices; fewer: every thread the same number of calls.
+  EXPECT_EQ(attn::backward_query_splits(8, 4096, 2), 1);
+  EXPECT_EQ(attn::backward_query_splits(1, 4096, 2), 2);
+  EXPECT_EQ(attn::backward_query_splits(3, 4096, 2), 2);
+  EXPECT_EQ(attn::backward_query_splits(6, 4096, 16), 8);
+  EXPECT_EQ(attn::backward_query_splits(1, 4096, 1), 1);
+  // At least kQueryBlock rows per call.
+  EXPECT_EQ(attn::backward_query_splits(1, 100, 2), 1);
+  EXPECT_EQ(attn::backward_query_splits(1, 3 * attn::kQueryBlock, 16), 3);
+  EXPECT_EQ(attn::backward_query_splits(1, 0, 2), 1);
+}
+
+TEST(DispatchThreads, QuerySplitsBalanceVisitedPairs) {
+  EXPECT_EQ(attn::query_split_begin(0, 2, 1000, 1000, false), 0);
+  EXPECT_EQ(attn::query_split_begin(1, 2, 1000, 1000, false), 500);
+  EXPECT_EQ(attn::query_split_begin(2, 2, 1000, 1000, false), 1000);
+  // Causal: row i visits i + 1 keys; half the pairs lie in the first ~1000/sqrt(2) rows.
+  EXPECT_EQ(attn::query_split_begin(1, 2, 1000, 1000, true), 707);
+  // Causal with 10 keys: from row 10 on every row visits 10 keys.
+  const int64_t begin = attn::query_split_begin(1, 2, 1000, 10, true);
+  EXPECT_GE(begin, 500);
+  EXPECT_LE(begin, 506);
+  // No keys: rows split evenly.
+  EXPECT_EQ(attn::query_split_begin(1, 4, 1000, 0, true), 250);
+  for (bool causal : {false, true})
+    for (int64_t splits : {1, 2, 3, 7, 16})
+      for (int64_t s = 0; s < splits; ++s)
+        EXPECT_LE(attn::query_split_begin(s, splits, 517, 300, causal),
+                  attn::query_split_begin(s + 1, splits, 517, 300, causal));
+}
+
+TEST(DispatchThreads, BackwardSplitsOneSliceOverThreads) {
+  auto lib = Library::load(ATTN_FX_PROBE);
+  at::set_num_threads(2);
+  if (at::get_num_threads() < 2)
+    GTEST_SKIP() << "SKIP: LibTorch intra-op pool has one thread";
+  for (bool causal : {false, true}) {
+    probe_reset();
+    const int64_t B = 1, H = 1, Nq = 512, Nk = 300, d = 8;
+    Tensor q = torch::randn({B, H, Nq, d}), k = torch::randn({B, H, Nk, d}),
+           v = torch::randn({B, H, Nk, d}), dout = torch::randn({B, H, Nq, d});
+    Tensor params = lib->initial_params();
+    Options o{causal, {}, {}};
+    auto [out, rm, rs] = attn::attention_forward(lib, q, k, v, params, o);
+    auto [dq, dk, dv, dp, dinputs] =
+        attn::attention_backward(lib, q, k, v, params, out, rm, rs, dout, o);
+    // Two calls of one slice; each wrote its own dq rows and its share of the rest.
+    EXPECT_EQ(probe_count("probe_backward_calls"), 2);
+    const int64_t middle = attn::query_split_begin(1, 2, Nq, Nk, causal);
+    EXPECT_EQ(middle, causal ? 331 : 256); // causal: rows 0..330 visit half the pairs
+    EXPECT_EQ(probe_count("probe_max_rows"), std::max(middle, Nq - middle));
+    EXPECT_EQ(probe_count("probe_errors"), 0);
+    auto g = probe_backward_ref(q, k, v, params, probe_forward_ref(q, v, params, {Nk}, causal),
+                                dout, {Nk}, causal);
+    EXPECT_TRUE(torch::equal(dq, g.dq));
+    EXPECT_TRUE(torch::allclose(dk, g.dk));
+    EXPECT_TRUE(torch::allclose(dv, g.dv));
+    EXPECT_TRUE(torch::allclose(dp, g.dparams));
+  }
+}
+
+TEST(DispatchThreads, KernelisedBackwardTakesWholeHeads) {
+  auto lib = Library::load(ATTN_FX_PROBE_KERNELISED);
+  at::set_num_threads(2);
+  probe_reset(ATTN_FX_PROBE_KERNELISED);
+  Tensor q = torch::randn({1, 1, 1000, 8});
+  auto [out, rm, rs] = attn::attention_forward(lib, q, q, q, lib->initial_params());
+  probe_reset(ATTN_FX_PROBE_KERNELISED);
+  attn::attention_backward(lib, q, q, q, lib->initial_params(), out, rm, rs, q);
+  EXPECT_EQ(probe_count("probe_backward_calls", ATTN_FX_PROBE_KERNELISED), 1);
   EXPECT_EQ(probe_count("probe_max_rows", ATTN_FX_PROBE_KERNELISED), 1000);
   EXPECT_EQ(probe_count("probe_errors", ATTN_FX_PROBE_KERNELISED), 0);
 }

@@ -50,7 +50,7 @@ class RuntimePythonTest(unittest.TestCase):
     def test_load_and_manifest(self):
         k = attn.load(fixture("probe"))
         self.assertEqual(k.param_names, ["scale", "shift"])
-        self.assertEqual(k.manifest["attn-abi"], 4)
+        self.assertEqual(k.manifest["attn-abi"], 5)
         self.assertEqual(k.manifest["kernel"], "probe_attention")
         self.assertEqual(k.manifest["dtypes"], ["f32", "f64"])
         self.assertEqual(k.manifest["devices"], ["cpu"])
@@ -94,7 +94,7 @@ class RuntimePythonTest(unittest.TestCase):
             self.assertEqual(auto, [])
 
     def test_load_errors_are_runtime_errors(self):
-        with self.assertRaisesRegex(RuntimeError, "ABI version mismatch.*expected attn-abi 4.*found attn-abi 1"):
+        with self.assertRaisesRegex(RuntimeError, "ABI version mismatch.*expected attn-abi 5.*found attn-abi 1"):
             attn.load(fixture("wrong_abi"))
         with self.assertRaisesRegex(RuntimeError, "not found"):
             attn.load("/nonexistent/softmax.so")

@@ -132,10 +132,10 @@ private:
   std::pair<Value, Value> allocMatrix(Value rows, Value cols);
   /// dst[r, :] = transform(src[r, :]) for r in [begin, end).
   void transformRows(bool querySide, Value src, Value dst, Value params, Value begin, Value end);
-  /// From the gradient `dTransformed` of the transformed rows: dSrc (overwritten)
-  /// and the weight's gradient (accumulated into dParams).
+  /// From the gradient `dTransformed` of the transformed rows [begin, end): those
+  /// rows of dSrc (overwritten) and the weight's gradient (accumulated into dParams).
   void chainRows(bool querySide, Value src, Value dTransformed, Value dSrc, Value params,
-                 Value dParams);
+                 Value dParams, Value begin, Value end);
   /// Public entry points that transform rows, then call `<entryName>.inner`.
   void buildTransformedForward(StringRef entryName);
   void buildTransformedBackward(StringRef entryName);

@@ -41,11 +41,11 @@ inline ForwardArgs forwardArguments(ImplicitLocOpBuilder &b, ValueRange args) {
           args[ATTN_FORWARD_CAUSAL]};
 }
 
-/// A backward entry's arguments; batch and head as index; tables and dTables
+/// A backward entry's arguments; batch, head, qBegin and qEnd as index; tables and dTables
 /// the !llvm.ptr to attn_table descriptors.
 struct BackwardArgs {
   Value q, k, v, o, dOut, rowMax, rowSum, params, tables, dq, dk, dv, dParams, dTables, batch,
-      head, kvLen, causal;
+      head, qBegin, qEnd, kvLen, causal;
 };
 
 inline BackwardArgs backwardArguments(ImplicitLocOpBuilder &b, ValueRange args) {
@@ -60,6 +60,7 @@ inline BackwardArgs backwardArguments(ImplicitLocOpBuilder &b, ValueRange args) 
           args[ATTN_BACKWARD_DK],          args[ATTN_BACKWARD_DV],
           args[ATTN_BACKWARD_DPARAMS],     args[ATTN_BACKWARD_DTABLES],
           toIndex(args[ATTN_BACKWARD_BATCH]), toIndex(args[ATTN_BACKWARD_HEAD]),
+          toIndex(args[ATTN_BACKWARD_Q_BEGIN]), toIndex(args[ATTN_BACKWARD_Q_END]),
           args[ATTN_BACKWARD_KV_LEN],      args[ATTN_BACKWARD_CAUSAL]};
 }
 

@@ -80,7 +80,8 @@ SmallVector<Type> CPUKernelBuilder::backwardInputs(MemRefType matrix) {
   for (int pointer : {ATTN_BACKWARD_TABLES, ATTN_BACKWARD_DTABLES})
     inputs[pointer] = LLVM::LLVMPointerType::get(b.getContext());
   for (int scalar :
-       {ATTN_BACKWARD_BATCH, ATTN_BACKWARD_HEAD, ATTN_BACKWARD_KV_LEN, ATTN_BACKWARD_CAUSAL})
+       {ATTN_BACKWARD_BATCH, ATTN_BACKWARD_HEAD, ATTN_BACKWARD_Q_BEGIN, ATTN_BACKWARD_Q_END,
+        ATTN_BACKWARD_KV_LEN, ATTN_BACKWARD_CAUSAL})
     inputs[scalar] = b.getI64Type();
   return inputs;
 }

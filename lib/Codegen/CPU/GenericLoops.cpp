@@ -151,11 +151,10 @@ void CPUKernelBuilder::buildBackward(StringRef name) {
   Value q = args.q, k = args.k, v = args.v, o = args.o, dOut = args.dOut, dq = args.dq,
         dk = args.dk, dv = args.dv, dParams = args.dParams;
   Value valueDim = dim(v, 1);
-  Value queries = dim(q, 0);
   Value zero = constant(0.0);
 
-  auto zeroMatrix = [&](Value m, Value cols) {
-    loop(index(0), dim(m, 0), {}, [&](Value r, ValueRange) -> SmallVector<Value> {
+  auto zeroRows = [&](Value m, Value begin, Value end, Value cols) {
+    loop(begin, end, {}, [&](Value r, ValueRange) -> SmallVector<Value> {
       loop(index(0), cols, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
         store(zero, m, {r, c});
         return {};
@@ -163,9 +162,10 @@ void CPUKernelBuilder::buildBackward(StringRef name) {
       return {};
     });
   };
-  zeroMatrix(dq, headDim);
-  zeroMatrix(dk, headDim);
-  zeroMatrix(dv, valueDim);
+  // Other calls may own dq's other rows (abi.h, q_begin).
+  zeroRows(dq, args.qBegin, args.qEnd, headDim);
+  zeroRows(dk, index(0), dim(dk, 0), headDim);
+  zeroRows(dv, index(0), dim(dv, 0), valueDim);
   for (unsigned p = 0; p < paramValues.size(); ++p)
     store(zero, dParams, {index(p)});
   // Dot products of a query row with a key or value row, over the head dim.
@@ -175,7 +175,7 @@ void CPUKernelBuilder::buildBackward(StringRef name) {
     })[0];
   };
 
-  loop(index(0), queries, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
+  loop(args.qBegin, args.qEnd, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
     Value c = load(args.rowSum, {i});
     auto ifLive = scf::IfOp::create(b, scalarMath->rowLive(c), /*withElseRegion=*/false);
     OpBuilder::InsertionGuard rowGuard(b);

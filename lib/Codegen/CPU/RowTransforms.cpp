@@ -104,10 +104,10 @@ void CPUKernelBuilder::transformRows(bool querySide, Value src, Value dst, Value
 }
 
 void CPUKernelBuilder::chainRows(bool querySide, Value src, Value dTransformed, Value dSrc,
-                                 Value params, Value dParams) {
+                                 Value params, Value dParams, Value begin, Value end) {
   Value cols = dim(src, 1);
   std::optional<Projection> projection = projectionOf(querySide);
-  loop(index(0), dim(src, 0), {}, [&](Value r, ValueRange) -> SmallVector<Value> {
+  loop(begin, end, {}, [&](Value r, ValueRange) -> SmallVector<Value> {
     if (!projection) { // x̂ = x/n: dx = (dx̂ - x̂·(x̂·dx̂))/n
       Value inverseNorm = inverseEpsilonNorm(src, r);
       Value along =
@@ -188,12 +188,13 @@ void CPUKernelBuilder::buildTransformedBackward(StringRef entryName) {
   SmallVector<Value> buffers;
   struct Side {
     bool querySide;
-    Value x, transformed, grad, dx;
+    Value x, transformed, grad, dx, begin, end;
   };
   SmallVector<Side> sides;
-  for (auto [querySide, x, dx, position, gradPosition] :
-       {std::tuple{true, q, dq, ATTN_BACKWARD_Q, ATTN_BACKWARD_DQ},
-        std::tuple{false, k, dk, ATTN_BACKWARD_K, ATTN_BACKWARD_DK}}) {
+  // Only this call's query rows are read and chained back; every key row is.
+  for (auto [querySide, x, dx, position, gradPosition, begin, end] :
+       {std::tuple{true, q, dq, ATTN_BACKWARD_Q, ATTN_BACKWARD_DQ, named.qBegin, named.qEnd},
+        std::tuple{false, k, dk, ATTN_BACKWARD_K, ATTN_BACKWARD_DK, index(0), dim(k, 0)}}) {
     if (!transformsRows(querySide))
       continue;
     std::optional<Projection> projection = projectionOf(querySide);
@@ -201,14 +202,14 @@ void CPUKernelBuilder::buildTransformedBackward(StringRef entryName) {
     auto [matrix, buffer] = allocMatrix(dim(x, 0), width);
     auto [grad, gradBuffer] = allocMatrix(dim(x, 0), width);
     buffers.append({buffer, gradBuffer});
-    transformRows(querySide, x, matrix, params, index(0), dim(x, 0));
+    transformRows(querySide, x, matrix, params, begin, end);
     args[position] = matrix;
     args[gradPosition] = grad;
-    sides.push_back({querySide, x, matrix, grad, dx});
+    sides.push_back({querySide, x, matrix, grad, dx, begin, end});
   }
   func::CallOp::create(b, (entryName + ".inner").str(), TypeRange{}, args);
   for (const Side &side : sides)
-    chainRows(side.querySide, side.x, side.grad, side.dx, params, dParams);
+    chainRows(side.querySide, side.x, side.grad, side.dx, params, dParams, side.begin, side.end);
   for (Value buffer : buffers)
     memref::DeallocOp::create(b, buffer);
   func::ReturnOp::create(b);

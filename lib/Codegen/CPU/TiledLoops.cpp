@@ -338,7 +338,7 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
         dk = args.dk, dv = args.dv;
   const unsigned numParams = paramValues.size();
   Value zeroLanes = splatConstant(0.0);
-  Value queries = dim(q, 0), numKeys = dim(k, 0);
+  Value queries = dim(q, 0), numKeys = dim(k, 0), qBegin = args.qBegin, qEnd = args.qEnd;
 
   // dK and dV accumulate across row blocks; dQ rows are written once each.
   loop(index(0), numKeys, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
@@ -351,7 +351,7 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
   // Packed operands: φ(k)ᵀ and vᵀ panels for the score and dP tiles, φ(k) rows
   // for dQ when there is a feature map.
   Value keyLimit = arith::SelectOp::create(
-      b, keys.isCausal, arith::MinSIOp::create(b, keys.kvEnd, queries), keys.kvEnd);
+      b, keys.isCausal, arith::MinSIOp::create(b, keys.kvEnd, qEnd), keys.kvEnd);
   PackedKeys packed = packKeys(k, v, keyLimit, headDim, blockKeys);
   Value keysT = packed.keysT, valuesT = packed.valuesT, keyRows = packed.keyRows;
   prepareBlockSparsity(blockKeys, arith::MaxSIOp::create(b, queries, numKeys));
@@ -369,9 +369,9 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
   };
 
   loop(
-      index(0), queries, {},
+      qBegin, qEnd, {},
       [&](Value i0, ValueRange) -> SmallVector<Value> {
-        Value lastRow = arith::SubIOp::create(b, queries, index(1));
+        Value lastRow = arith::SubIOp::create(b, qEnd, index(1));
         SmallVector<Value> rowIndex, rowKeyEnd;
         SmallVector<BackwardRow> rowLanes;
         Value blockEnd = index(0);
@@ -391,7 +391,7 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
           // fully masked rows (C = 0).
           BackwardRow row = scalarMath->backwardRow(
               load(args.rowMax, {i}), load(args.rowSum, {i}), sumLanes(dotLanes),
-              arith::CmpIOp::create(b, arith::CmpIPredicate::slt, unclamped, queries));
+              arith::CmpIOp::create(b, arith::CmpIPredicate::slt, unclamped, qEnd));
           rowLanes.push_back(
               {splat(row.shift), splat(row.inverseC), splat(row.delta), splat(row.live)});
           // A repeated row past the end is not live: its offset terms are 0.
@@ -493,7 +493,7 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
         Value scaleLanes = splat(scale);
         for (int64_t r = 0; r < rows; ++r) {
           Value valid = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
-                                              arith::AddIOp::create(b, i0, index(r)), queries);
+                                              arith::AddIOp::create(b, i0, index(r)), qEnd);
           auto ifValid = scf::IfOp::create(b, valid, /*withElseRegion=*/false);
           OpBuilder::InsertionGuard rowGuard(b);
           b.setInsertionPoint(ifValid.thenBlock()->getTerminator());

@@ -4,7 +4,7 @@
  *
  *   const char *attn_manifest(void);
  *     Text manifest, one "key value..." line each:
- *       attn-abi 4
+ *       attn-abi 5
  *       kernel tanhmax_attention
  *       normalizer tanhmax
  *       algorithm online            (online | plain | kernelised)
@@ -64,7 +64,14 @@
  *                                slice's gradient is ADDED (the caller zeroes it and
  *                                may pass one buffer to several calls); the entries of
  *                                other inputs are not read
- *       int64_t batch, int64_t head, int64_t kv_len, int64_t causal);
+ *       int64_t batch, int64_t head,
+ *       int64_t q_begin, int64_t q_end,  the query rows this call handles: it writes
+ *                                dq for those rows only and adds their share to
+ *                                dk, dv (zeroed first), dparams and dtables, so the
+ *                                runtime can split one (batch, head) over threads
+ *                                with a dk/dv/dparams buffer per query block; a
+ *                                kernelised artifact requires [0, Nq)
+ *       int64_t kv_len, int64_t causal);
  *
  *   const int64_t attn_signature[];
  *     What the entry points (CPU and GPU) were compiled for, written by attn-compile
@@ -86,7 +93,8 @@
  *   the entry points to be functions and attn_signature an object, read from the
  *   file's dynamic symbol table first.
  *
- * One call handles one (batch, head) slice; the runtime parallelises across calls.
+ * One forward or backward call handles one (batch, head) slice, or a range of its
+ * query rows; the runtime parallelises across calls.
  * With grouped-query attention (k, v with H_kv heads, H a multiple) the call for
  * query head h gets k, v of head h / (H / H_kv) and its own dk, dv buffers, which
  * the runtime sums over the group; `head` is always the query head.
@@ -103,7 +111,8 @@
  *
  * ABI history: 2 added row_inputs / drow_inputs and weights in params; 3 added
  * batch and head (every region sees b, h, i, j); 4 replaced row_inputs /
- * drow_inputs by tables / dtables (tensor inputs of any rank and element type).
+ * drow_inputs by tables / dtables (tensor inputs of any rank and element type);
+ * 5 added q_begin / q_end to the backward (one slice's queries split over threads).
  * Within 2, the runtime came to require attn_signature and the checksum trailer
  * (the manifest and the entry points are unchanged): recompile older artifacts.
  *
@@ -157,7 +166,7 @@
 
 #include <stdint.h>
 
-#define ATTN_ABI_VERSION 4
+#define ATTN_ABI_VERSION 5
 /* The highest rank of a tensor input (attn.input). */
 #define ATTN_MAX_TABLE_RANK 4
 /* attn_signature's element code of a float tensor input (q's dtype). */
@@ -208,8 +217,8 @@ enum attn_backward_arg {
   ATTN_BACKWARD_Q, ATTN_BACKWARD_K, ATTN_BACKWARD_V, ATTN_BACKWARD_O, ATTN_BACKWARD_DOUT,
   ATTN_BACKWARD_ROW_MAX, ATTN_BACKWARD_ROW_SUM, ATTN_BACKWARD_PARAMS, ATTN_BACKWARD_TABLES,
   ATTN_BACKWARD_DQ, ATTN_BACKWARD_DK, ATTN_BACKWARD_DV, ATTN_BACKWARD_DPARAMS,
-  ATTN_BACKWARD_DTABLES, ATTN_BACKWARD_BATCH, ATTN_BACKWARD_HEAD, ATTN_BACKWARD_KV_LEN,
-  ATTN_BACKWARD_CAUSAL,
+  ATTN_BACKWARD_DTABLES, ATTN_BACKWARD_BATCH, ATTN_BACKWARD_HEAD, ATTN_BACKWARD_Q_BEGIN,
+  ATTN_BACKWARD_Q_END, ATTN_BACKWARD_KV_LEN, ATTN_BACKWARD_CAUSAL,
   ATTN_BACKWARD_NUM_ARGS
 };
 
@@ -255,7 +264,8 @@ typedef void (*attn_backward_fn)(attn_memref2d *q, attn_memref2d *k, attn_memref
                                  attn_memref1d *params, const attn_table *tables,
                                  attn_memref2d *dq, attn_memref2d *dk, attn_memref2d *dv,
                                  attn_memref1d *dparams, const attn_table *dtables,
-                                 int64_t batch, int64_t head, int64_t kv_len, int64_t causal);
+                                 int64_t batch, int64_t head, int64_t q_begin,
+                                 int64_t q_end, int64_t kv_len, int64_t causal);
 
 #ifdef __cplusplus
 }

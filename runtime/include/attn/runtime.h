@@ -237,6 +237,18 @@ constexpr int64_t kQueryBlock = 64;
 /// forward builds the O(Nk·d·dv) key state in each call.
 int64_t forward_rows_per_call(int64_t heads, int64_t queries, int64_t threads);
 
+/// How many backward calls share one (batch, head) slice's queries on `threads`
+/// threads: 1 when `heads` = B·H slices already spread evenly (B·H >= 4·threads),
+/// else enough that every thread gets the same number of calls, each of at least
+/// kQueryBlock rows. Kernelised artifacts always take whole slices.
+int64_t backward_query_splits(int64_t heads, int64_t queries, int64_t threads);
+
+/// The first query row of backward call `split` of `splits` (split = splits gives
+/// `queries`): rows split so that each call visits about as many (query, key)
+/// pairs, counting the causal mask and kv_len.
+int64_t query_split_begin(int64_t split, int64_t splits, int64_t queries, int64_t kv_len,
+                          bool causal);
+
 } // namespace attn
 
 #endif // ATTN_RUNTIME_H

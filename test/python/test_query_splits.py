@@ -1,0 +1,96 @@
+"""The backward split over one slice's queries (runtime: backward_query_splits).
+
+With B·H = 1 on 2 threads the runtime runs a slice's backward as two calls, each
+writing its own dq rows and adding its share of dk, dv and the params' and tensor
+inputs' gradients to its own buffers (abi.h, q_begin). Checked against the float64
+reference for example normalizers (tiled d = 64 and generic d = 7, causal, padded keys),
+and, for the kernels that transform rows (cosine, projections, additive score, weights)
+or read learnable tables (T5 bias, sinks), against the same kernel on one thread, which
+makes a single call and is itself checked against references elsewhere.
+"""
+import pytest
+import torch
+
+import helpers
+from conftest import REPO, kernels_from
+
+NQ = NK = 200  # > 2 query blocks of 64: two calls per slice on 2 threads
+
+
+@pytest.fixture(autouse=True)
+def two_threads():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    if torch.get_num_threads() < 2:
+        pytest.skip("LibTorch's intra-op pool has one thread")
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("name", ["softmax", "tanhmax", "multimax", "sigmoid"])
+@pytest.mark.parametrize("d", [64, 7])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_split_backward_matches_reference(artifacts, name, d, causal, dtype):
+    q, k, v, dout, key_lengths = helpers.make_inputs(
+        name, 1, 1, NQ, NK, d, d, helpers.seed_of(name, d, causal), padding=True, dtype=dtype)
+    params = helpers.case_params(name, dtype)
+    got = helpers.compiled_grads(artifacts(name), q, k, v, params, dout, causal, key_lengths)
+    want = helpers.reference_grads(name, q, k, v, params, dout, causal, key_lengths)
+    eager = (helpers.eager_f32(name, q, k, v, params, dout, causal, key_lengths)
+             if dtype == torch.float32 else None)
+    helpers.check_close(got, want, dtype, eager=eager, context=f"{name} d={d} causal={causal}")
+
+
+def test_split_backward_is_deterministic(artifacts):
+    q, k, v, dout, key_lengths = helpers.make_inputs("softmax", 1, 1, 333, 257, 64, 64, 7,
+                                                     padding=True, dtype=torch.float32)
+    params = helpers.case_params("softmax", torch.float32)
+    runs = [helpers.compiled_grads(artifacts("softmax"), q, k, v, params, dout, True, key_lengths)
+            for _ in range(3)]
+    for run in runs[1:]:
+        for n in helpers.GRAD_NAMES:
+            assert torch.equal(run[n], runs[0][n]), n
+
+
+family = kernels_from(lambda name: REPO / "examples" / "families" / f"{name}.mlir")
+
+# name -> the tensor inputs it takes ([H, ...] for H = 1 heads) and its head dim
+FAMILIES = {
+    "cosine": ({}, 16),
+    "luong_general": ({}, None),
+    "bahdanau": ({}, None),
+    "t5_bias": ({"bias": lambda g: torch.randn(1, 32, generator=g, dtype=torch.float64)}, 16),
+    "sliding_window_sinks": ({"sinks": lambda g: torch.randn(1, generator=g,
+                                                             dtype=torch.float64)}, 16),
+}
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_split_backward_matches_one_call(family, name):
+    kernel = family(name)
+    inputs_of, d = FAMILIES[name]
+    d = d or int(kernel.manifest["head-dim"])
+    g = torch.Generator().manual_seed(helpers.seed_of(name))
+    q, k, v, dout = (torch.randn(1, 1, n, d, generator=g, dtype=torch.float64) * 0.5
+                     for n in (NQ, NK, NK, NQ))
+    params = kernel.initial_params(torch.float64)
+    params = params + 0.01 * torch.randn(params.shape, generator=g, dtype=torch.float64)
+    tables = {n: make(g) for n, make in inputs_of.items()}
+    learnable = [i["name"] for i in kernel.inputs if i["learnable"]]
+
+    def grads(threads):
+        torch.set_num_threads(threads)
+        leaves = [t.clone().requires_grad_() for t in (q, k, v, params)]
+        given = {n: t.clone().requires_grad_(n in learnable) for n, t in tables.items()}
+        out = kernel(*leaves, True, None, inputs=given)
+        wrt = leaves + [given[n] for n in learnable]
+        grads = torch.autograd.grad(out, wrt, grad_outputs=dout, allow_unused=True)
+        return [out.detach()] + [torch.zeros_like(x) if g is None else g
+                                 for x, g in zip(wrt, grads)]
+
+    one_call, split = grads(1), grads(2)
+    names = ["O", "dq", "dk", "dv", "dparams"] + [f"d{n}" for n in learnable]
+    for n, a, b in zip(names, one_call, split):
+        assert torch.allclose(a, b, rtol=1e-10, atol=1e-12), \
+            f"{name} {n}: max diff {(a - b).abs().max().item():.3e}"
