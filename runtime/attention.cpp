@@ -388,6 +388,24 @@ attn_memref1d memref1d(const Tensor &t, int64_t b, int64_t h) {
   return attn_memref1d{ptr, ptr, 0, {t.size(2)}, {t.stride(2)}};
 }
 
+/// Rows [first, first + count) of memref2d(t, b, h).
+attn_memref2d memref2d_rows(const Tensor &t, int64_t b, int64_t h, int64_t first,
+                            int64_t count) {
+  attn_memref2d m = memref2d(t, b, h);
+  m.allocated = m.aligned = static_cast<char *>(m.aligned) + first * t.stride(2) * t.element_size();
+  m.sizes[0] = count;
+  return m;
+}
+
+/// Elements [first, first + count) of memref1d(t, b, h).
+attn_memref1d memref1d_range(const Tensor &t, int64_t b, int64_t h, int64_t first,
+                             int64_t count) {
+  attn_memref1d m = memref1d(t, b, h);
+  m.allocated = m.aligned = static_cast<char *>(m.aligned) + first * t.stride(2) * t.element_size();
+  m.sizes[0] = count;
+  return m;
+}
+
 /// A [P] vector (undefined or empty when P == 0).
 attn_memref1d memref_params(const Tensor &t) {
   if (!t.defined() || t.numel() == 0)
@@ -425,12 +443,23 @@ int64_t forward_rows_per_call(int64_t heads, int64_t queries, int64_t threads) {
   return std::max<int64_t>(1, blocks) * kQueryBlock;
 }
 
-int64_t backward_query_splits(int64_t heads, int64_t queries, int64_t threads) {
-  if (heads <= 0 || threads <= 1 || heads >= 4 * threads)
+namespace {
+/// Splits per item for `items` items on `threads` threads, at most `most`: 1 when
+/// the items spread evenly already, else items · splits a multiple of threads, so
+/// that every thread gets the same number of calls.
+int64_t balanced_splits(int64_t items, int64_t most, int64_t threads) {
+  if (items <= 0 || threads <= 1 || items >= 4 * threads)
     return 1;
-  // heads · splits a multiple of threads: every thread gets the same number of calls.
-  const int64_t splits = threads / std::gcd(heads, threads);
-  return std::max<int64_t>(1, std::min(splits, queries / kQueryBlock));
+  return std::max<int64_t>(1, std::min(threads / std::gcd(items, threads), most));
+}
+} // namespace
+
+int64_t backward_query_splits(int64_t heads, int64_t queries, int64_t threads) {
+  return balanced_splits(heads, queries / kQueryBlock, threads);
+}
+
+int64_t forward_key_splits(int64_t items, int64_t keys, int64_t threads) {
+  return balanced_splits(items, keys / kKeyBlock, threads);
 }
 
 int64_t query_split_begin(int64_t split, int64_t splits, int64_t queries, int64_t kv_len,
@@ -621,25 +650,69 @@ std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem
                                     ? std::max<int64_t>(p.Nq, 1)
                                     : forward_rows_per_call(BH, p.Nq, at::get_num_threads());
   const int64_t nqb = (p.Nq + rows_per_item - 1) / rows_per_item;
+  // Few calls for the threads (one long decoder step, Nq = 1): each call's keys in
+  // `kv_splits` chunks, whose states the artifact's merge entry folds (abi.h).
+  attn_merge_fn merge = lib.merge_fn(p.dtype);
+  const int64_t kv_splits =
+      merge && lib.manifest().algorithm != "kernelised"
+          ? forward_key_splits(BH * nqb, p.Nk, at::get_num_threads())
+          : 1;
+  Tensor o_parts, max_parts, sum_parts, count_parts; // [B, H, kv_splits·Nq(, dv)]
+  if (kv_splits > 1) {
+    o_parts = torch::empty({p.B, p.H, kv_splits * p.Nq, p.dv}, opts);
+    max_parts = torch::empty({p.B, p.H, kv_splits * p.Nq}, opts);
+    sum_parts = torch::empty_like(max_parts);
+    count_parts = torch::empty_like(max_parts);
+  }
   const attn_memref1d pm = memref_params(params);
-  parallel_items(BH * nqb, [&](int64_t item) {
+  const attn_table *table_ptr = tables.empty() ? nullptr : tables.data();
+  parallel_items(BH * nqb * kv_splits, [&](int64_t item) {
+    const int64_t split = item % kv_splits, call = item / kv_splits;
     int64_t bh, qb;
     if (p.causal) { // heaviest query blocks (most unmasked keys) first
-      qb = nqb - 1 - item / BH;
-      bh = item % BH;
+      qb = nqb - 1 - call / BH;
+      bh = call % BH;
     } else { // all blocks of one head together: K/V stay in cache
-      bh = item / nqb;
-      qb = item % nqb;
+      bh = call / nqb;
+      qb = call % nqb;
     }
     const int64_t b = bh / p.H, h = bh % p.H;
     attn_memref2d qm = memref2d(q, b, h), km = memref2d(k, b, p.kv_head(h)),
-                  vm = memref2d(v, b, p.kv_head(h)), om = memref2d(out, b, h);
-    attn_memref1d mm = memref1d(row_max, b, h), sm = memref1d(row_sum, b, h), prm = pm;
+                  vm = memref2d(v, b, p.kv_head(h));
+    attn_memref1d prm = pm;
     const int64_t q_begin = qb * rows_per_item;
     const int64_t q_end = std::min(p.Nq, q_begin + rows_per_item);
-    fn(&qm, &km, &vm, &om, &mm, &sm, &prm, tables.empty() ? nullptr : tables.data(), b, h,
-       q_begin, q_end, p.kv_len[static_cast<size_t>(b)], p.causal ? 1 : 0);
+    const int64_t kv_len = p.kv_len[static_cast<size_t>(b)];
+    if (kv_splits == 1) {
+      attn_memref2d om = memref2d(out, b, h);
+      attn_memref1d mm = memref1d(row_max, b, h), sm = memref1d(row_sum, b, h);
+      attn_memref1d unused{nullptr, nullptr, 0, {0}, {1}};
+      fn(&qm, &km, &vm, &om, &mm, &sm, &unused, &prm, table_ptr, b, h, q_begin, q_end, 0,
+         kv_len, p.causal ? 1 : 0, 0);
+      return;
+    }
+    // Chunk boundaries on kKeyBlock multiples; the last chunk ends at kv_len.
+    const int64_t blocks = (kv_len + kKeyBlock - 1) / kKeyBlock;
+    const int64_t kv_begin = std::min(kv_len, split * blocks / kv_splits * kKeyBlock);
+    const int64_t kv_end = std::min(kv_len, (split + 1) * blocks / kv_splits * kKeyBlock);
+    attn_memref2d om = memref2d_rows(o_parts, b, h, split * p.Nq, p.Nq);
+    attn_memref1d mm = memref1d_range(max_parts, b, h, split * p.Nq, p.Nq),
+                  sm = memref1d_range(sum_parts, b, h, split * p.Nq, p.Nq),
+                  cm = memref1d_range(count_parts, b, h, split * p.Nq, p.Nq);
+    fn(&qm, &km, &vm, &om, &mm, &sm, &cm, &prm, table_ptr, b, h, q_begin, q_end, kv_begin,
+       kv_end, p.causal ? 1 : 0, 1);
   });
+  if (kv_splits > 1)
+    parallel_items(BH * nqb, [&](int64_t call) {
+      const int64_t bh = call / nqb, qb = call % nqb, b = bh / p.H, h = bh % p.H;
+      attn_memref2d opm = memref2d(o_parts, b, h), om = memref2d(out, b, h);
+      attn_memref1d mpm = memref1d(max_parts, b, h), spm = memref1d(sum_parts, b, h),
+                    cpm = memref1d(count_parts, b, h), mm = memref1d(row_max, b, h),
+                    sm = memref1d(row_sum, b, h), prm = pm;
+      const int64_t q_begin = qb * rows_per_item;
+      merge(&opm, &mpm, &spm, &cpm, &om, &mm, &sm, &prm, table_ptr, b, h, q_begin,
+            std::min(p.Nq, q_begin + rows_per_item));
+    });
   return {out, row_max, row_sum};
 }
 

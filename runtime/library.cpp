@@ -595,12 +595,16 @@ struct LibraryLoader {
         TORCH_CHECK(missing.empty(), "attn: artifact ", canonical, ": manifest lists dtype ", dt,
                     " (dtypes: ", join(lib->manifest_.dtypes), ") but the entry point(s) ",
                     join(missing, ", "), " are missing");
+        // Optional: kernelised artifacts (whole slices per call) have none.
+        auto *m = reinterpret_cast<attn_merge_fn>(own("_mlir_ciface_attn_merge_" + dt, STT_FUNC));
         if (dt == "f32") {
           lib->fwd_f32_ = reinterpret_cast<attn_forward_fn>(f);
           lib->bwd_f32_ = reinterpret_cast<attn_backward_fn>(b);
+          lib->merge_f32_ = m;
         } else {
           lib->fwd_f64_ = reinterpret_cast<attn_forward_fn>(f);
           lib->bwd_f64_ = reinterpret_cast<attn_backward_fn>(b);
+          lib->merge_f64_ = m;
         }
       }
     }
@@ -737,6 +741,10 @@ attn_forward_fn Library::forward_fn(torch::ScalarType dtype) const {
   TORCH_CHECK(fn, "attn: artifact ", path_, " has no CPU forward entry point for dtype ", dtype,
               " (dtypes: ", join(manifest_.dtypes), "; devices: ", join(manifest_.devices), ")");
   return fn;
+}
+
+attn_merge_fn Library::merge_fn(torch::ScalarType dtype) const {
+  return dtype == torch::kFloat ? merge_f32_ : dtype == torch::kDouble ? merge_f64_ : nullptr;
 }
 
 attn_backward_fn Library::backward_fn(torch::ScalarType dtype) const {

@@ -144,6 +144,13 @@ Value AttentionMath::denominatorTerm(const PairValues &pair, Value s, Value shif
   return h ? masked(pair.keep, h) : h;
 }
 
+AttentionMath::Fold AttentionMath::fold(Value m, Value partMax) {
+  if (!setup.online)
+    return {m, Value(), Value()};
+  Rescale running = rescale(m, partMax, /*mayBeEmpty=*/true);
+  return {running.max, running.alpha, rescale(partMax, running.max, /*mayBeEmpty=*/true).alpha};
+}
+
 Value AttentionMath::rescaled(Value x, Value alpha) { return alpha ? mul(x, alpha) : x; }
 
 bool AttentionMath::carriesSumErrors(Type type) const {

@@ -9,6 +9,8 @@
 //
 //   score        s = mod(raw, b, h, i, j; θ, T)            (raw without a mod)
 //   online step  m' = max(m, stab(s)),  α = e^(m − m')     (plain: m' = 0, α = 1)
+//                (split-K: a key chunk's state (m_c, l_c, O_c) folds in the same way,
+//                 m' = max(m, m_c), l' = α·l + e^(m_c − m')·l_c, likewise O)
 //                O' = α·O + g(s, m')·v,  l' = α·l + h(s, m')
 //                (below f64, O and l carry their rounding error: accumulate)
 //                m starts at the row offset's exponent x_β (β = e^x_β; log ε, log c)
@@ -143,6 +145,14 @@ public:
     Value max, alpha;
   };
   Rescale rescale(Value m, Value candidate, bool mayBeEmpty);
+  /// The online step over a summary instead of a pair (split-K): folds a state
+  /// (partMax, its Σ h and O) accumulated over other keys into the running m.
+  /// `alpha` rescales the running sums and `partFactor` = e^(partMax − max') the
+  /// summary's (1 when both maxima are still −∞); plain: m stays, both null.
+  struct Fold {
+    Value max, alpha, partFactor;
+  };
+  Fold fold(Value m, Value partMax);
   /// g (numeratorTerm) and h (denominatorTerm; null without a summed
   /// denominator) of the pair at the row's shift (m' online, 0 plain), masked.
   Value numeratorTerm(const PairValues &pair, Value s, Value shift);

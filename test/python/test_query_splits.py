@@ -1,4 +1,6 @@
-"""The backward split over one slice's queries (runtime: backward_query_splits).
+"""Work splits that fill every core: the backward over one slice's queries
+(runtime: backward_query_splits) and the forward over keys (split-K:
+forward_key_splits, attn_merge_T).
 
 With B·H = 1 on 2 threads the runtime runs a slice's backward as two calls, each
 writing its own dq rows and adding its share of dk, dv and the params' and tensor
@@ -7,6 +9,11 @@ reference for example normalizers (tiled d = 64 and generic d = 7, causal, padde
 and, for the kernels that transform rows (cosine, projections, additive score, weights)
 or read learnable tables (T5 bias, sinks), against the same kernel on one thread, which
 makes a single call and is itself checked against references elsewhere.
+
+With Nq = 1..3 queries of one slice against thousands of keys the forward runs each
+call's keys in two chunks whose states the kernel's merge entry folds: checked against
+the reference for every denominator kind (sum, with an offset, count, constant; online
+and plain), causal and padded keys, and for the sinks' offset region against one thread.
 """
 import pytest
 import torch
@@ -94,3 +101,53 @@ def test_split_backward_matches_one_call(family, name):
     for n, a, b in zip(names, one_call, split):
         assert torch.allclose(a, b, rtol=1e-10, atol=1e-12), \
             f"{name} {n}: max diff {(a - b).abs().max().item():.3e}"
+
+
+@pytest.mark.parametrize("name", ["softmax", "tanhmax", "multimax", "expressive", "relu",
+                                  "sigmoid", "softplus"])
+@pytest.mark.parametrize("nq", [1, 3])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_split_keys_forward_matches_reference(artifacts, name, nq, causal, dtype):
+    nk = 2600  # 5 key blocks of 512 (and a partial one): two chunks on 2 threads
+    q, k, v, dout, key_lengths = helpers.make_inputs(
+        name, 1, 1, nq, nk, 64, 64, helpers.seed_of("keys", name, nq, causal), dtype=dtype)
+    # Causal with Nq < Nk: query i sees keys j <= i, so give it the last queries' view.
+    key_lengths = torch.tensor([nk - 300]) if not causal else None
+    params = helpers.case_params(name, dtype)
+    got = helpers.compiled_grads(artifacts(name), q, k, v, params, dout, causal, key_lengths)
+    want = helpers.reference_grads(name, q, k, v, params, dout, causal, key_lengths)
+    eager = (helpers.eager_f32(name, q, k, v, params, dout, causal, key_lengths)
+             if dtype == torch.float32 else None)
+    helpers.check_close(got, want, dtype, eager=eager, names=["O"],
+                        context=f"{name} Nq={nq} causal={causal}")
+
+
+def test_split_keys_forward_statistics(artifacts):
+    """row_max and row_sum of a split forward are the unsplit forward's (they feed the
+    backward)."""
+    import attn
+    kernel = attn.load(artifacts("softmax"))
+    q, k, v, _, _ = helpers.make_inputs("softmax", 1, 1, 2, 5000, 64, 64, 11)
+    split = kernel.forward_with_stats(q, k, v)
+    torch.set_num_threads(1)
+    whole = kernel.forward_with_stats(q, k, v)
+    for a, b in zip(split, whole):
+        assert torch.allclose(a, b, rtol=1e-12, atol=1e-14), (a - b).abs().max()
+
+
+@pytest.mark.parametrize("nq", [1, 70])
+def test_split_keys_with_an_offset_region(family, nq):
+    """The sinks' offset β = e^(sinks[h]) joins C once, not once per chunk."""
+    kernel = family("sliding_window_sinks")
+    g = torch.Generator().manual_seed(nq)
+    q = torch.randn(1, 1, nq, 16, generator=g, dtype=torch.float64)
+    k, v = (torch.randn(1, 1, 4000, 16, generator=g, dtype=torch.float64) for _ in range(2))
+    sinks = torch.tensor([0.7], dtype=torch.float64)
+    outs = []
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        outs.append(kernel.forward_with_stats(q, k, v, None, False, None,
+                                              inputs={"sinks": sinks}))
+    for a, b in zip(*outs):
+        assert torch.allclose(a, b, rtol=1e-12, atol=1e-14), (a - b).abs().max()

@@ -1024,6 +1024,17 @@ TEST(DispatchThreads, BackwardSplitsAlignedWithThreads) {
   EXPECT_EQ(attn::backward_query_splits(1, 0, 2), 1);
 }
 
+TEST(DispatchThreads, ForwardKeySplitsAlignedWithThreads) {
+  // One decoder step (one call) on 2 threads: two key chunks of >= kKeyBlock keys.
+  EXPECT_EQ(attn::forward_key_splits(1, 65536, 2), 2);
+  EXPECT_EQ(attn::forward_key_splits(1, 65536, 16), 16);
+  EXPECT_EQ(attn::forward_key_splits(3, 65536, 2), 2);
+  EXPECT_EQ(attn::forward_key_splits(8, 65536, 2), 1);
+  EXPECT_EQ(attn::forward_key_splits(1, attn::kKeyBlock, 2), 1);
+  EXPECT_EQ(attn::forward_key_splits(1, 3 * attn::kKeyBlock, 16), 3);
+  EXPECT_EQ(attn::forward_key_splits(1, 65536, 1), 1);
+}
+
 TEST(DispatchThreads, QuerySplitsBalanceVisitedPairs) {
   EXPECT_EQ(attn::query_split_begin(0, 2, 1000, 1000, false), 0);
   EXPECT_EQ(attn::query_split_begin(1, 2, 1000, 1000, false), 500);

@@ -43,6 +43,8 @@ public:
   /// The public entry points (runtime/include/attn/abi.h), each with its
   /// generic loops and tiled specialisations.
   void buildForwardEntry();
+  /// attn_merge_T: finishes rows from the states of split-K partial forwards.
+  void buildMergeEntry();
   void buildBackwardEntry();
 
   /// ε of the cosine contraction's norms |x|_ε = sqrt(x·x + ε²): a zero row gets
@@ -189,13 +191,14 @@ private:
   PairIndices indexLanes(Value i, Value jLanes);
   /// The pair lanes of row i with keys `keys` and contracted scores `raw`.
   PairValues pairLanes(Value raw, Value i, const KeyLanes &keys, Value keep);
-  /// φ(k) (and v) of keys [0, keyLimit) packed into zero-padded panels for the
-  /// tile products; with `keepRows` also φ(k) as rows (for dQ with a feature map;
-  /// otherwise keyRows is k itself).
+  /// φ(k) (and v) of keys [firstKey, keyLimit) packed into zero-padded panels
+  /// for the tile products, key firstKey + j at position j; with v and a feature
+  /// map also φ(k) as rows (for dQ; otherwise keyRows is k itself).
   struct PackedKeys {
     Value paddedKeys, keysT, valuesT, keyRows;
   };
-  PackedKeys packKeys(Value k, Value v, Value keyLimit, int64_t headDim, int64_t blockKeys);
+  PackedKeys packKeys(Value k, Value v, Value firstKey, Value keyLimit, int64_t headDim,
+                      int64_t blockKeys);
   void freePacked(const PackedKeys &packed, Value k);
   /// The tile Σ_c rowScalar(r, c)·panels[panel + c, :] for r < rows over one key
   /// panel of `scoreVectors` vectors: rows·scoreVectors vectors, row-major. The
@@ -220,6 +223,12 @@ private:
     return vector::ReductionOp::create(b, vector::CombiningKind::ADD, lanesValue,
                                        arith::FastMathFlags::reassoc);
   }
+  /// The end of forward row i from its running max m, Σ h `sum` and `count`: a
+  /// partial call (abi.h) stores them as they are and `writeOutput(null)` the
+  /// accumulated O; else the row is finalised, `writeOutput(scale)` stores O times
+  /// the output scale, and row_max and row_sum get the row's statistics.
+  void finishRow(const ForwardArgs &args, Value i, Value m, Value sum, Value count,
+                 function_ref<void(Value)> writeOutput);
   ValueRange branch(Value cond, TypeRange types, function_ref<SmallVector<Value>()> thenBody,
                     function_ref<SmallVector<Value>()> elseBody) {
     return buildBranch(b, cond, types, thenBody, elseBody);

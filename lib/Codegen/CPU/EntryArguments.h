@@ -15,10 +15,11 @@
 
 namespace mlir::attn::cpu {
 
-/// A forward entry's arguments; batch, head, qBegin and qEnd as index; tables
-/// the !llvm.ptr to the attn_table descriptors.
+/// A forward entry's arguments; batch, head, qBegin, qEnd and kvBegin as index,
+/// partial as i1; tables the !llvm.ptr to the attn_table descriptors.
 struct ForwardArgs {
-  Value q, k, v, o, rowMax, rowSum, params, tables, batch, head, qBegin, qEnd, kvLen, causal;
+  Value q, k, v, o, rowMax, rowSum, rowCount, params, tables, batch, head, qBegin, qEnd, kvBegin,
+      kvLen, causal, partial;
 };
 
 inline ForwardArgs forwardArguments(ImplicitLocOpBuilder &b, ValueRange args) {
@@ -31,14 +32,18 @@ inline ForwardArgs forwardArguments(ImplicitLocOpBuilder &b, ValueRange args) {
           args[ATTN_FORWARD_O],
           args[ATTN_FORWARD_ROW_MAX],
           args[ATTN_FORWARD_ROW_SUM],
+          args[ATTN_FORWARD_ROW_COUNT],
           args[ATTN_FORWARD_PARAMS],
           args[ATTN_FORWARD_TABLES],
           toIndex(args[ATTN_FORWARD_BATCH]),
           toIndex(args[ATTN_FORWARD_HEAD]),
           toIndex(args[ATTN_FORWARD_Q_BEGIN]),
           toIndex(args[ATTN_FORWARD_Q_END]),
+          toIndex(args[ATTN_FORWARD_KV_BEGIN]),
           args[ATTN_FORWARD_KV_LEN],
-          args[ATTN_FORWARD_CAUSAL]};
+          args[ATTN_FORWARD_CAUSAL],
+          arith::CmpIOp::create(b, arith::CmpIPredicate::ne, args[ATTN_FORWARD_PARTIAL],
+                                arith::ConstantIntOp::create(b, 0, 64))};
 }
 
 /// A backward entry's arguments; batch, head, qBegin and qEnd as index; tables and dTables

@@ -63,11 +63,13 @@ void CPUKernelBuilder::useLanes(CpuScheduleAttr tile) {
 
 SmallVector<Type> CPUKernelBuilder::forwardInputs(MemRefType matrix) {
   SmallVector<Type> inputs(ATTN_FORWARD_NUM_ARGS, matrix);
-  for (int vector : {ATTN_FORWARD_ROW_MAX, ATTN_FORWARD_ROW_SUM, ATTN_FORWARD_PARAMS})
+  for (int vector : {ATTN_FORWARD_ROW_MAX, ATTN_FORWARD_ROW_SUM, ATTN_FORWARD_ROW_COUNT,
+                     ATTN_FORWARD_PARAMS})
     inputs[vector] = vectorType;
   inputs[ATTN_FORWARD_TABLES] = LLVM::LLVMPointerType::get(b.getContext());
   for (int scalar : {ATTN_FORWARD_BATCH, ATTN_FORWARD_HEAD, ATTN_FORWARD_Q_BEGIN,
-                     ATTN_FORWARD_Q_END, ATTN_FORWARD_KV_LEN, ATTN_FORWARD_CAUSAL})
+                     ATTN_FORWARD_Q_END, ATTN_FORWARD_KV_BEGIN, ATTN_FORWARD_KV_LEN,
+                     ATTN_FORWARD_CAUSAL, ATTN_FORWARD_PARTIAL})
     inputs[scalar] = b.getI64Type();
   return inputs;
 }
@@ -117,6 +119,26 @@ BackwardArgs CPUKernelBuilder::beginBackward(StringRef name, MemRefType matrix, 
   prologue(args.q, args.k, args.params, args.batch, args.head, args.kvLen, args.causal,
            lanewiseMath);
   return args;
+}
+
+void CPUKernelBuilder::finishRow(const ForwardArgs &args, Value i, Value m, Value sum,
+                                 Value count, function_ref<void(Value)> writeOutput) {
+  branch(
+      args.partial, {},
+      [&]() -> SmallVector<Value> {
+        writeOutput(Value());
+        store(m, args.rowMax, {i});
+        store(sum, args.rowSum, {i});
+        store(count, args.rowCount, {i});
+        return {};
+      },
+      [&]() -> SmallVector<Value> {
+        AttentionMath::RowResult result = scalarMath->finalize(m, sum, count, rowAt(i));
+        writeOutput(result.outputScale);
+        store(scalarMath->rowMax(result), args.rowMax, {i});
+        store(scalarMath->rowSum(result), args.rowSum, {i});
+        return {};
+      });
 }
 
 void CPUKernelBuilder::prologue(Value q, Value k, Value params, Value batch, Value head,
@@ -200,6 +222,71 @@ void CPUKernelBuilder::buildBackwardEntry() {
   buildDispatch(kernelName, backwardInputs(matrixType), /*isPublic=*/!transformed);
   if (transformed)
     buildTransformedBackward(entryName);
+}
+
+void CPUKernelBuilder::buildMergeEntry() {
+  SmallVector<Type> inputs(ATTN_MERGE_NUM_ARGS, vectorType);
+  for (int matrix : {ATTN_MERGE_O_PARTS, ATTN_MERGE_O})
+    inputs[matrix] = matrixType;
+  inputs[ATTN_MERGE_TABLES] = LLVM::LLVMPointerType::get(b.getContext());
+  for (int scalar : {ATTN_MERGE_BATCH, ATTN_MERGE_HEAD, ATTN_MERGE_Q_BEGIN, ATTN_MERGE_Q_END})
+    inputs[scalar] = b.getI64Type();
+  Block *entry = entryPoint("attn_merge_" + elementTypeName(type), inputs);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(entry);
+  ValueRange args = entry->getArguments();
+  auto toIndex = [&](int position) {
+    return arith::IndexCastOp::create(b, b.getIndexType(), args[position]).getResult();
+  };
+  Value oParts = args[ATTN_MERGE_O_PARTS], o = args[ATTN_MERGE_O];
+  loadTables(args[ATTN_MERGE_TABLES]);
+  paramsBuffer = args[ATTN_MERGE_PARAMS];
+  batchIndex = toIndex(ATTN_MERGE_BATCH);
+  headIndex = toIndex(ATTN_MERGE_HEAD);
+  paramValues.clear();
+  for (unsigned p = 0, e = kernelParamNames(kernel).size(); p < e; ++p)
+    paramValues.push_back(load(paramsBuffer, {index(p)}));
+  scalarMath.emplace(b, MathSetup{normalizer, online, &fns}, paramValues, tableValues);
+
+  Value zero = constant(0.0), queries = dim(o, 0), valueDim = dim(o, 1);
+  Value splits = arith::DivUIOp::create(b, dim(oParts, 0), queries);
+  loop(toIndex(ATTN_MERGE_Q_BEGIN), toIndex(ATTN_MERGE_Q_END), {},
+       [&](Value i, ValueRange) -> SmallVector<Value> {
+         loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+           store(zero, o, {i, c});
+           return {};
+         });
+         // The splits' states folded in split order: (m, Σ h, count), O in place.
+         Value start = online ? scalarMath->initialMax(rowAt(i), type) : zero;
+         ValueRange row = loop(
+             index(0), splits, {start, zero, zero},
+             [&](Value split, ValueRange acc) -> SmallVector<Value> {
+               Value at = arith::AddIOp::create(b, arith::MulIOp::create(b, split, queries), i);
+               AttentionMath::Fold step =
+                   scalarMath->fold(acc[0], load(args[ATTN_MERGE_MAX_PARTS], {at}));
+               auto fromPart = [&](Value x) {
+                 return step.partFactor ? mul(x, step.partFactor) : x;
+               };
+               loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+                 store(add(scalarMath->rescaled(load(o, {i, c}), step.alpha),
+                           fromPart(load(oParts, {at, c}))),
+                       o, {i, c});
+                 return {};
+               });
+               Value sum = add(scalarMath->rescaled(acc[1], step.alpha),
+                               fromPart(load(args[ATTN_MERGE_SUM_PARTS], {at})));
+               return {step.max, sum, add(acc[2], load(args[ATTN_MERGE_COUNT_PARTS], {at}))};
+             });
+         AttentionMath::RowResult result = scalarMath->finalize(row[0], row[1], row[2], rowAt(i));
+         loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+           store(mul(load(o, {i, c}), result.outputScale), o, {i, c});
+           return {};
+         });
+         store(scalarMath->rowMax(result), args[ATTN_MERGE_ROW_MAX], {i});
+         store(scalarMath->rowSum(result), args[ATTN_MERGE_ROW_SUM], {i});
+         return {};
+       });
+  func::ReturnOp::create(b);
 }
 
 void CPUKernelBuilder::buildDispatch(StringRef entryName, ArrayRef<Type> inputs, bool isPublic) {
@@ -313,6 +400,8 @@ LogicalResult mlir::attn::lowerKernelToLoops(KernelOp kernel) {
       return failure();
     b.setInsertionPointToEnd(module.getBody());
     builder.buildForwardEntry();
+    if (fallback != CpuVariant::Linear)
+      builder.buildMergeEntry();
     builder.buildBackwardEntry();
   }
   lowerTableAccesses(module);

@@ -96,7 +96,7 @@ void CPUKernelBuilder::buildForward(StringRef name) {
     inits.push_back(index(0));
     carriedTypes.push_back(indexType);
     ValueRange row =
-        loop(index(0), keys.end(b, i), inits,
+        loop(args.kvBegin, keys.end(b, i), inits,
              [&](Value j, ValueRange acc) -> SmallVector<Value> {
                Value m = acc[0], count = acc.back();
                AttentionMath::RunningSum l{acc[1], compensated ? acc[2] : Value()};
@@ -132,14 +132,16 @@ void CPUKernelBuilder::buildForward(StringRef name) {
                    },
                    [&]() -> SmallVector<Value> { return SmallVector<Value>(acc); });
              });
-    AttentionMath::RowResult result =
-        scalarMath->finalize(row[0], row[1], indexToFloat(row.back()), rowAt(i));
-    loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
-      store(mul(load(o, {i, c}), result.outputScale), o, {i, c});
-      return {};
+    Value count = indexToFloat(row.back());
+    // O accumulated in place: a partial call leaves it so (abi.h).
+    finishRow(args, i, row[0], row[1], count, [&](Value outputScale) {
+      if (!outputScale)
+        return;
+      loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+        store(mul(load(o, {i, c}), outputScale), o, {i, c});
+        return {};
+      });
     });
-    store(scalarMath->rowMax(result), args.rowMax, {i});
-    store(scalarMath->rowSum(result), args.rowSum, {i});
     return {};
   });
   func::ReturnOp::create(b);

@@ -83,11 +83,14 @@ SmallVector<Value> CPUKernelBuilder::panelProduct(int64_t rows, int64_t scoreVec
       }));
 }
 
-CPUKernelBuilder::PackedKeys CPUKernelBuilder::packKeys(Value k, Value v, Value keyLimit,
-                                                        int64_t headDim, int64_t blockKeys) {
+CPUKernelBuilder::PackedKeys CPUKernelBuilder::packKeys(Value k, Value v, Value firstKey,
+                                                        Value keyLimit, int64_t headDim,
+                                                        int64_t blockKeys) {
   PackedKeys packed;
+  Value keysPacked = arith::MaxSIOp::create(b, arith::SubIOp::create(b, keyLimit, firstKey),
+                                            index(0));
   packed.paddedKeys = arith::MulIOp::create(
-      b, arith::CeilDivSIOp::create(b, keyLimit, index(blockKeys)), index(blockKeys));
+      b, arith::CeilDivSIOp::create(b, keysPacked, index(blockKeys)), index(blockKeys));
   packed.keysT = allocPanels(packed.paddedKeys, headDim, blockKeys);
   if (v)
     packed.valuesT = allocPanels(packed.paddedKeys, headDim, blockKeys);
@@ -98,9 +101,11 @@ CPUKernelBuilder::PackedKeys CPUKernelBuilder::packKeys(Value k, Value v, Value 
         memref::AllocOp::create(b, MemRefType::get({ShapedType::kDynamic, headDim}, type),
                                 ValueRange{packed.paddedKeys}, b.getI64IntegerAttr(64));
   Value zero = constant(0.0);
+  // Packed position j holds key firstKey + j.
   loop(index(0), packed.paddedKeys, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
-    Value inRange = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, j, keyLimit);
-    Value row = arith::SelectOp::create(b, inRange, j, index(0));
+    Value inRange = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, j, keysPacked);
+    Value row = arith::SelectOp::create(b, inRange, arith::AddIOp::create(b, j, firstKey),
+                                        firstKey);
     loop(index(0), index(headDim), {}, [&](Value c, ValueRange) -> SmallVector<Value> {
       Value x = scalarMath->feature(load(k, {row, c}));
       if (keyRowsNeeded)
@@ -135,7 +140,8 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
   // vector loads per d.
   Value keyLimit = arith::SelectOp::create(b, keys.isCausal,
                                            arith::MinSIOp::create(b, keys.kvEnd, qEnd), keys.kvEnd);
-  PackedKeys packed = packKeys(k, Value(), keyLimit, headDim, blockKeys);
+  Value kvBegin = args.kvBegin;
+  PackedKeys packed = packKeys(k, Value(), kvBegin, keyLimit, headDim, blockKeys);
   Value keysT = packed.keysT;
   prepareBlockSparsity(blockKeys, arith::MaxSIOp::create(b, dim(q, 0), dim(k, 0)));
   // Per row block: scale·φ(q) rows and the block's weights, reused across keys.
@@ -188,7 +194,7 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
           }
         }
         ValueRange carried = loop(
-            index(0), blockEnd, inits,
+            kvBegin, blockEnd, inits,
             [&](Value j0, ValueRange acc) -> SmallVector<Value> {
               Value keysHere = arith::MinSIOp::create(b, index(blockKeys),
                                                       arith::SubIOp::create(b, blockEnd, j0));
@@ -198,7 +204,10 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
               return classifiedTile(tileRows, tileKeys, acc, [&](bool evaluateMask) {
                 // Score tile: rows × blockKeys, as rows × scoreVectors vectors.
                 Value panel = arith::MulIOp::create(
-                    b, arith::DivUIOp::create(b, j0, index(blockKeys)), index(headDim));
+                    b,
+                    arith::DivUIOp::create(b, arith::SubIOp::create(b, j0, kvBegin),
+                                           index(blockKeys)),
+                    index(headDim));
                 SmallVector<Value> tile = panelProduct(rows, scoreVectors, headDim, keysT, panel,
                                                        [&](int64_t r, Value c) {
                                                          return load(queryTile, {index(r), c});
@@ -303,18 +312,18 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
           auto ifValid = scf::IfOp::create(b, valid, /*withElseRegion=*/false);
           OpBuilder::InsertionGuard rowGuard(b);
           b.setInsertionPoint(ifValid.thenBlock()->getTerminator());
-          AttentionMath::RowResult result = scalarMath->finalize(
-              carried[rowState * r + kMax], carried[rowState * r + kSum],
-              carried[rowState * r + kCount], rowAt(rowIndex[r]));
-          Value scaleLanes = splat(result.outputScale);
-          for (int64_t c = 0; c < vectorsPerRow; ++c) {
-            Value accumulated = vector::LoadOp::create(b, laneType, outputTile,
-                                                       ValueRange{index(r), index(c * lanes)});
-            vector::StoreOp::create(b, mul(accumulated, scaleLanes), o,
-                                    ValueRange{rowIndex[r], index(c * lanes)});
-          }
-          store(scalarMath->rowMax(result), args.rowMax, {rowIndex[r]});
-          store(scalarMath->rowSum(result), args.rowSum, {rowIndex[r]});
+          finishRow(args, rowIndex[r], carried[rowState * r + kMax],
+                    carried[rowState * r + kSum], carried[rowState * r + kCount],
+                    [&](Value outputScale) {
+                      Value scaleLanes = outputScale ? splat(outputScale) : Value();
+                      for (int64_t c = 0; c < vectorsPerRow; ++c) {
+                        Value accumulated = vector::LoadOp::create(
+                            b, laneType, outputTile, ValueRange{index(r), index(c * lanes)});
+                        vector::StoreOp::create(
+                            b, scaleLanes ? mul(accumulated, scaleLanes) : accumulated, o,
+                            ValueRange{rowIndex[r], index(c * lanes)});
+                      }
+                    });
         }
         return {};
       },
@@ -352,7 +361,7 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
   // for dQ when there is a feature map.
   Value keyLimit = arith::SelectOp::create(
       b, keys.isCausal, arith::MinSIOp::create(b, keys.kvEnd, qEnd), keys.kvEnd);
-  PackedKeys packed = packKeys(k, v, keyLimit, headDim, blockKeys);
+  PackedKeys packed = packKeys(k, v, index(0), keyLimit, headDim, blockKeys);
   Value keysT = packed.keysT, valuesT = packed.valuesT, keyRows = packed.keyRows;
   prepareBlockSparsity(blockKeys, arith::MaxSIOp::create(b, queries, numKeys));
   Value queryTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));

@@ -45,13 +45,36 @@
  *       attn_memref2d *o,        [Nq, dv]   written for rows [q_begin, q_end)
  *       attn_memref1d *row_max,  [Nq]       written: stabiliser m_i (0 for plain)
  *       attn_memref1d *row_sum,  [Nq]       written: C_i·e^(-m_i) (C_i for plain)
+ *       attn_memref1d *row_count, [Nq]      written when `partial` (else not read)
  *       attn_memref1d *params,   [P]
  *       const attn_table *tables, one per input line, in that order (NULL when none)
  *       int64_t batch, int64_t head, the slice's batch index b and head index h,
  *                                which the regions see
  *       int64_t q_begin, int64_t q_end,
+ *       int64_t kv_begin,        keys j < kv_begin are not visited (split-K)
  *       int64_t kv_len,          keys j >= kv_len are masked (padding)
- *       int64_t causal);         nonzero: keys j > i are masked
+ *       int64_t causal,          nonzero: keys j > i are masked
+ *       int64_t partial);        nonzero: the rows are not finished; the call writes
+ *                                its running state over its keys instead, for
+ *                                attn_merge_T: o = Σ_j g(s_ij, m)·v_j (unnormalised),
+ *                                row_max = m (its shift: the running max online, 0
+ *                                plain), row_sum = Σ_j h(s_ij, m) (0 without a summed
+ *                                denominator), row_count = the keys the mask kept;
+ *                                the row offset β is left to the merge. A
+ *                                kernelised artifact requires kv_begin = 0 and
+ *                                partial = 0 (it has no attn_merge_T)
+ *
+ *   void _mlir_ciface_attn_merge_T(
+ *       attn_memref2d *o_parts,  [S·Nq, dv] the S partial forwards' o, split s in
+ *                                rows [s·Nq, (s+1)·Nq)
+ *       attn_memref1d *max_parts, *sum_parts, *count_parts,  [S·Nq] likewise
+ *       attn_memref2d *o, attn_memref1d *row_max, attn_memref1d *row_sum,
+ *                                written for rows [q_begin, q_end) as the forward
+ *                                writes them over all the splits' keys
+ *       attn_memref1d *params, const attn_table *tables,
+ *       int64_t batch, int64_t head, int64_t q_begin, int64_t q_end);
+ *     Folds the splits' states in split order with the online step's rescale, then
+ *     finishes the rows like the forward (row offset, C, O/C).
  *
  *   void _mlir_ciface_attn_backward_T(
  *       q, k, v, o, dout [Nq, dv], row_max, row_sum, params, tables, (inputs)
@@ -112,7 +135,8 @@
  * ABI history: 2 added row_inputs / drow_inputs and weights in params; 3 added
  * batch and head (every region sees b, h, i, j); 4 replaced row_inputs /
  * drow_inputs by tables / dtables (tensor inputs of any rank and element type);
- * 5 added q_begin / q_end to the backward (one slice's queries split over threads).
+ * 5 added q_begin / q_end to the backward (one slice's queries split over threads)
+ * and split-K to the forward (kv_begin, partial, row_count, attn_merge_T).
  * Within 2, the runtime came to require attn_signature and the checksum trailer
  * (the manifest and the entry points are unchanged): recompile older artifacts.
  *
@@ -209,9 +233,17 @@ typedef struct {
  * new argument is added here once. */
 enum attn_forward_arg {
   ATTN_FORWARD_Q, ATTN_FORWARD_K, ATTN_FORWARD_V, ATTN_FORWARD_O,
-  ATTN_FORWARD_ROW_MAX, ATTN_FORWARD_ROW_SUM, ATTN_FORWARD_PARAMS, ATTN_FORWARD_TABLES,
-  ATTN_FORWARD_BATCH, ATTN_FORWARD_HEAD, ATTN_FORWARD_Q_BEGIN, ATTN_FORWARD_Q_END, ATTN_FORWARD_KV_LEN, ATTN_FORWARD_CAUSAL,
+  ATTN_FORWARD_ROW_MAX, ATTN_FORWARD_ROW_SUM, ATTN_FORWARD_ROW_COUNT, ATTN_FORWARD_PARAMS,
+  ATTN_FORWARD_TABLES, ATTN_FORWARD_BATCH, ATTN_FORWARD_HEAD, ATTN_FORWARD_Q_BEGIN,
+  ATTN_FORWARD_Q_END, ATTN_FORWARD_KV_BEGIN, ATTN_FORWARD_KV_LEN, ATTN_FORWARD_CAUSAL,
+  ATTN_FORWARD_PARTIAL,
   ATTN_FORWARD_NUM_ARGS
+};
+enum attn_merge_arg {
+  ATTN_MERGE_O_PARTS, ATTN_MERGE_MAX_PARTS, ATTN_MERGE_SUM_PARTS, ATTN_MERGE_COUNT_PARTS,
+  ATTN_MERGE_O, ATTN_MERGE_ROW_MAX, ATTN_MERGE_ROW_SUM, ATTN_MERGE_PARAMS, ATTN_MERGE_TABLES,
+  ATTN_MERGE_BATCH, ATTN_MERGE_HEAD, ATTN_MERGE_Q_BEGIN, ATTN_MERGE_Q_END,
+  ATTN_MERGE_NUM_ARGS
 };
 enum attn_backward_arg {
   ATTN_BACKWARD_Q, ATTN_BACKWARD_K, ATTN_BACKWARD_V, ATTN_BACKWARD_O, ATTN_BACKWARD_DOUT,
@@ -253,10 +285,17 @@ typedef const char *(*attn_manifest_fn)(void);
 
 typedef void (*attn_forward_fn)(attn_memref2d *q, attn_memref2d *k, attn_memref2d *v,
                                 attn_memref2d *o, attn_memref1d *row_max,
-                                attn_memref1d *row_sum, attn_memref1d *params,
-                                const attn_table *tables, int64_t batch, int64_t head,
-                                int64_t q_begin, int64_t q_end, int64_t kv_len,
-                                int64_t causal);
+                                attn_memref1d *row_sum, attn_memref1d *row_count,
+                                attn_memref1d *params, const attn_table *tables,
+                                int64_t batch, int64_t head, int64_t q_begin, int64_t q_end,
+                                int64_t kv_begin, int64_t kv_len, int64_t causal,
+                                int64_t partial);
+
+typedef void (*attn_merge_fn)(attn_memref2d *o_parts, attn_memref1d *max_parts,
+                              attn_memref1d *sum_parts, attn_memref1d *count_parts,
+                              attn_memref2d *o, attn_memref1d *row_max, attn_memref1d *row_sum,
+                              attn_memref1d *params, const attn_table *tables, int64_t batch,
+                              int64_t head, int64_t q_begin, int64_t q_end);
 
 typedef void (*attn_backward_fn)(attn_memref2d *q, attn_memref2d *k, attn_memref2d *v,
                                  attn_memref2d *o, attn_memref2d *dout,

@@ -133,6 +133,8 @@ public:
   /// CPU entry points for a dtype listed in the manifest (TORCH_CHECK otherwise).
   attn_forward_fn forward_fn(torch::ScalarType dtype) const;
   attn_backward_fn backward_fn(torch::ScalarType dtype) const;
+  /// attn_merge_T of split-K forwards, or nullptr where the artifact has none.
+  attn_merge_fn merge_fn(torch::ScalarType dtype) const;
 
   /// The `cuda-kernel` line for (role, dtype, head_dim), or nullptr.
   const CudaKernel *cuda_kernel(const std::string &role, torch::ScalarType dtype,
@@ -167,6 +169,7 @@ private:
   std::string sha256_;
   void *handle_ = nullptr;
   attn_forward_fn fwd_f32_ = nullptr, fwd_f64_ = nullptr;
+  attn_merge_fn merge_f32_ = nullptr, merge_f64_ = nullptr;
   attn_backward_fn bwd_f32_ = nullptr, bwd_f64_ = nullptr;
   std::vector<CudaImage> cuda_cubins_;
   CudaImage cuda_ptx_;
@@ -242,6 +245,16 @@ int64_t forward_rows_per_call(int64_t heads, int64_t queries, int64_t threads);
 /// else enough that every thread gets the same number of calls, each of at least
 /// kQueryBlock rows. Kernelised artifacts always take whole slices.
 int64_t backward_query_splits(int64_t heads, int64_t queries, int64_t threads);
+
+/// Keys per split-K chunk at least (and chunk boundaries are multiples of it).
+constexpr int64_t kKeyBlock = 512;
+
+/// How many key chunks each forward call of `items` (B·H × query blocks) is split
+/// into on `threads` threads: 1 when the items already spread evenly (items >=
+/// 4·threads), else enough that every thread gets the same number of calls, each
+/// over at least kKeyBlock of `keys`. Each chunk's state is merged afterwards
+/// (abi.h, attn_merge_T).
+int64_t forward_key_splits(int64_t items, int64_t keys, int64_t threads);
 
 /// The first query row of backward call `split` of `splits` (split = splits gives
 /// `queries`): rows split so that each call visits about as many (query, key)
