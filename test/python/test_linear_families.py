@@ -232,11 +232,14 @@ def test_kernelised_forward_of_a_query_block(family, name, is_causal):
     row_max = torch.full((150,), float("nan"), dtype=torch.float64)
     row_sum = row_max.clone()
     args = [_memref(t.contiguous()) for t in (q[0, 0], k[0, 0], v[0, 0])]
-    args += [_memref(o), _memref(row_max), _memref(row_sum), _memref(params)]
+    no_count = torch.empty(0, dtype=torch.float64)                  # read only when partial
+    args += [_memref(o), _memref(row_max), _memref(row_sum), _memref(no_count), _memref(params)]
     no_tables = ctypes.c_void_p(None)                                 # no tensor inputs
-    batch, head = ctypes.c_int64(0), ctypes.c_int64(0)                # ABI 4
+    batch, head = ctypes.c_int64(0), ctypes.c_int64(0)                # ABI 5
+    kv_begin, partial = ctypes.c_int64(0), ctypes.c_int64(0)          # whole rows
     fn(*[ctypes.byref(a) for a in args], no_tables, batch, head, ctypes.c_int64(begin),
-       ctypes.c_int64(end), ctypes.c_int64(kv_len), ctypes.c_int64(int(is_causal)))
+       ctypes.c_int64(end), kv_begin, ctypes.c_int64(kv_len), ctypes.c_int64(int(is_causal)),
+       partial)
     want = ref.attention(name, q, k, v, params, is_causal, torch.tensor([kv_len]))[0, 0]
     assert (o[begin:end] - want[begin:end]).abs().max().item() <= 1e-9
     assert torch.isnan(o[:begin]).all() and torch.isnan(o[end:]).all(), "rows outside the block written"
