@@ -388,24 +388,6 @@ attn_memref1d memref1d(const Tensor &t, int64_t b, int64_t h) {
   return attn_memref1d{ptr, ptr, 0, {t.size(2)}, {t.stride(2)}};
 }
 
-/// Rows [first, first + count) of memref2d(t, b, h).
-attn_memref2d memref2d_rows(const Tensor &t, int64_t b, int64_t h, int64_t first,
-                            int64_t count) {
-  attn_memref2d m = memref2d(t, b, h);
-  m.allocated = m.aligned = static_cast<char *>(m.aligned) + first * t.stride(2) * t.element_size();
-  m.sizes[0] = count;
-  return m;
-}
-
-/// Elements [first, first + count) of memref1d(t, b, h).
-attn_memref1d memref1d_range(const Tensor &t, int64_t b, int64_t h, int64_t first,
-                             int64_t count) {
-  attn_memref1d m = memref1d(t, b, h);
-  m.allocated = m.aligned = static_cast<char *>(m.aligned) + first * t.stride(2) * t.element_size();
-  m.sizes[0] = count;
-  return m;
-}
-
 /// A [P] vector (undefined or empty when P == 0).
 attn_memref1d memref_params(const Tensor &t) {
   if (!t.defined() || t.numel() == 0)
@@ -695,10 +677,11 @@ std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem
     const int64_t blocks = (kv_len + kKeyBlock - 1) / kKeyBlock;
     const int64_t kv_begin = std::min(kv_len, split * blocks / kv_splits * kKeyBlock);
     const int64_t kv_end = std::min(kv_len, (split + 1) * blocks / kv_splits * kKeyBlock);
-    attn_memref2d om = memref2d_rows(o_parts, b, h, split * p.Nq, p.Nq);
-    attn_memref1d mm = memref1d_range(max_parts, b, h, split * p.Nq, p.Nq),
-                  sm = memref1d_range(sum_parts, b, h, split * p.Nq, p.Nq),
-                  cm = memref1d_range(count_parts, b, h, split * p.Nq, p.Nq);
+    // This chunk's rows of the parts: [split·Nq, (split + 1)·Nq).
+    auto chunk = [&](const Tensor &parts) { return parts.narrow(2, split * p.Nq, p.Nq); };
+    attn_memref2d om = memref2d(chunk(o_parts), b, h);
+    attn_memref1d mm = memref1d(chunk(max_parts), b, h), sm = memref1d(chunk(sum_parts), b, h),
+                  cm = memref1d(chunk(count_parts), b, h);
     fn(&qm, &km, &vm, &om, &mm, &sm, &cm, &prm, table_ptr, b, h, q_begin, q_end, kv_begin,
        kv_end, p.causal ? 1 : 0, 1);
   });

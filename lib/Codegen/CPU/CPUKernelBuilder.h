@@ -69,6 +69,9 @@ private:
   /// and v's value dim (arg 2) both equal D and every matrix argument has unit
   /// inner stride, else `<entryName>.generic`.
   void buildDispatch(StringRef entryName, ArrayRef<Type> inputs, bool isPublic);
+  /// Loads the params and sets up the scalar math for the slice (batch, head):
+  /// what every entry needs, the merge's too.
+  void setUpRowMath(Value params, Value batch, Value head);
   /// Loads params, scale, bounds shared by forward and backward, and sets up the
   /// scalar math (and, with `lanewiseMath`, the math on vector<lanes x T>).
   void prologue(Value q, Value k, Value params, Value batch, Value head, Value kvLen,
@@ -229,6 +232,10 @@ private:
   /// the output scale, and row_max and row_sum get the row's statistics.
   void finishRow(const ForwardArgs &args, Value i, Value m, Value sum, Value count,
                  function_ref<void(Value)> writeOutput);
+  /// Finalises row i (AttentionMath::finalize): `writeOutput(scale)` stores its O
+  /// times the output scale; rowMax and rowSum get its statistics.
+  void finalizeRow(Value i, Value m, Value sum, Value count, Value rowMax, Value rowSum,
+                   function_ref<void(Value)> writeOutput);
   ValueRange branch(Value cond, TypeRange types, function_ref<SmallVector<Value>()> thenBody,
                     function_ref<SmallVector<Value>()> elseBody) {
     return buildBranch(b, cond, types, thenBody, elseBody);

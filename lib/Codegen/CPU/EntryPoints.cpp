@@ -133,22 +133,32 @@ void CPUKernelBuilder::finishRow(const ForwardArgs &args, Value i, Value m, Valu
         return {};
       },
       [&]() -> SmallVector<Value> {
-        AttentionMath::RowResult result = scalarMath->finalize(m, sum, count, rowAt(i));
-        writeOutput(result.outputScale);
-        store(scalarMath->rowMax(result), args.rowMax, {i});
-        store(scalarMath->rowSum(result), args.rowSum, {i});
+        finalizeRow(i, m, sum, count, args.rowMax, args.rowSum, writeOutput);
         return {};
       });
 }
 
-void CPUKernelBuilder::prologue(Value q, Value k, Value params, Value batch, Value head,
-                                Value kvLen, Value causal, bool lanewiseMath) {
+void CPUKernelBuilder::finalizeRow(Value i, Value m, Value sum, Value count, Value rowMax,
+                                   Value rowSum, function_ref<void(Value)> writeOutput) {
+  AttentionMath::RowResult result = scalarMath->finalize(m, sum, count, rowAt(i));
+  writeOutput(result.outputScale);
+  store(scalarMath->rowMax(result), rowMax, {i});
+  store(scalarMath->rowSum(result), rowSum, {i});
+}
+
+void CPUKernelBuilder::setUpRowMath(Value params, Value batch, Value head) {
   paramsBuffer = params;
   batchIndex = batch;
   headIndex = head;
   paramValues.clear();
   for (unsigned p = 0, e = kernelParamNames(kernel).size(); p < e; ++p)
     paramValues.push_back(load(params, {index(p)}));
+  scalarMath.emplace(b, MathSetup{normalizer, online, &fns}, paramValues, tableValues);
+}
+
+void CPUKernelBuilder::prologue(Value q, Value k, Value params, Value batch, Value head,
+                                Value kvLen, Value causal, bool lanewiseMath) {
+  setUpRowMath(params, batch, head);
   headDim = dim(q, 1);
   if (std::optional<double> fixed = fixedScoreScale(kernel))
     scale = constant(*fixed);
@@ -160,7 +170,6 @@ void CPUKernelBuilder::prologue(Value q, Value k, Value params, Value batch, Val
   keys.kvEnd = arith::MinSIOp::create(b, kv, dim(k, 0));
   keys.isCausal = arith::CmpIOp::create(b, arith::CmpIPredicate::ne, causal,
                                         arith::ConstantIntOp::create(b, 0, 64));
-  scalarMath.emplace(b, MathSetup{normalizer, online, &fns}, paramValues, tableValues);
   laneMath.reset();
   if (lanewiseMath) {
     SmallVector<Value> paramLanes =
@@ -240,13 +249,7 @@ void CPUKernelBuilder::buildMergeEntry() {
   };
   Value oParts = args[ATTN_MERGE_O_PARTS], o = args[ATTN_MERGE_O];
   loadTables(args[ATTN_MERGE_TABLES]);
-  paramsBuffer = args[ATTN_MERGE_PARAMS];
-  batchIndex = toIndex(ATTN_MERGE_BATCH);
-  headIndex = toIndex(ATTN_MERGE_HEAD);
-  paramValues.clear();
-  for (unsigned p = 0, e = kernelParamNames(kernel).size(); p < e; ++p)
-    paramValues.push_back(load(paramsBuffer, {index(p)}));
-  scalarMath.emplace(b, MathSetup{normalizer, online, &fns}, paramValues, tableValues);
+  setUpRowMath(args[ATTN_MERGE_PARAMS], toIndex(ATTN_MERGE_BATCH), toIndex(ATTN_MERGE_HEAD));
 
   Value zero = constant(0.0), queries = dim(o, 0), valueDim = dim(o, 1);
   Value splits = arith::DivUIOp::create(b, dim(oParts, 0), queries);
@@ -277,13 +280,13 @@ void CPUKernelBuilder::buildMergeEntry() {
                                fromPart(load(args[ATTN_MERGE_SUM_PARTS], {at})));
                return {step.max, sum, add(acc[2], load(args[ATTN_MERGE_COUNT_PARTS], {at}))};
              });
-         AttentionMath::RowResult result = scalarMath->finalize(row[0], row[1], row[2], rowAt(i));
-         loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
-           store(mul(load(o, {i, c}), result.outputScale), o, {i, c});
-           return {};
-         });
-         store(scalarMath->rowMax(result), args[ATTN_MERGE_ROW_MAX], {i});
-         store(scalarMath->rowSum(result), args[ATTN_MERGE_ROW_SUM], {i});
+         finalizeRow(i, row[0], row[1], row[2], args[ATTN_MERGE_ROW_MAX],
+                     args[ATTN_MERGE_ROW_SUM], [&](Value outputScale) {
+                       loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+                         store(mul(load(o, {i, c}), outputScale), o, {i, c});
+                         return {};
+                       });
+                     });
          return {};
        });
   func::ReturnOp::create(b);
