@@ -2,6 +2,7 @@
 #include "lib/Analysis/Schedules.h"
 
 #include <algorithm>
+#include <optional>
 
 using namespace mlir;
 using namespace mlir::attn;
@@ -10,11 +11,13 @@ SmallVector<Attribute> mlir::attn::defaultCpuSchedules(KernelOp kernel, Algorith
                                                        ArrayRef<FloatType> types,
                                                        int64_t vectorBits) {
   MLIRContext *ctx = kernel.getContext();
+  // The linear form's work is O(N·d·dv) already. The additive contraction's tiles
+  // contract its projected rows, as wide as v (`hidden`): no other width reaches them.
+  bool tiles = algorithm != Algorithm::Kernelised;
   ScoreOp score = kernel.getScoreOp();
-  // The linear form's work is O(N·d·dv) already; the additive contraction's
-  // tanh-dot has no tile-product form.
-  bool tiles = algorithm != Algorithm::Kernelised &&
-               !(score && score.getContract() == ContractKind::Additive);
+  std::optional<int64_t> onlyHeadDim;
+  if (score && score.getContract() == ContractKind::Additive)
+    onlyHeadDim = score.getHidden().value_or(0);
   SmallVector<Attribute> schedules;
   for (FloatType type : types) {
     schedules.push_back(CpuScheduleAttr::get(
@@ -22,7 +25,7 @@ SmallVector<Attribute> mlir::attn::defaultCpuSchedules(KernelOp kernel, Algorith
         0, 0, 0, 0));
     int64_t lanes = vectorBits / type.getWidth();
     for (int64_t headDim : kTiledHeadDims) {
-      if (!tiles || headDim % lanes != 0)
+      if (!tiles || headDim % lanes != 0 || (onlyHeadDim && *onlyHeadDim != headDim))
         continue;
       // The W·V accumulators take at most 16 vector registers (of 32 with
       // AVX-512), the score tile 4 per row; the output rows live in an L1

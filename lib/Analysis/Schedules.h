@@ -21,8 +21,8 @@ constexpr int64_t kTiledHeadDims[] = {32, 64, 128};
 constexpr int64_t kGpuHeadDims[] = {32, 64, 128};
 
 /// Per element type of `types`: `linear` for a kernelised kernel, else
-/// `generic`; then, unless kernelised or additive, a `tiled` schedule for each
-/// head dim of kTiledHeadDims that vectors of `vectorBits` bits divide: rows per
+/// `generic`; then, unless kernelised, a `tiled` schedule for each head dim of
+/// kTiledHeadDims (for the additive contraction only its hidden width) that vectors of `vectorBits` bits divide: rows per
 /// block such that the output accumulators fill at most 16 vector registers (at
 /// most 4 rows), keys per block 4 vectors (forward) and 2 (backward).
 SmallVector<Attribute> defaultCpuSchedules(KernelOp kernel, Algorithm algorithm,

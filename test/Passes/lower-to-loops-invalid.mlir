@@ -132,15 +132,3 @@ attn.normalizer @relu {
 // expected-error @+1 {{'attn.kernel' op has two tiled schedules for head dim 32 at 'f32'}}
 attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 1, forward_keys = 8, backward_keys = 8>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 2, forward_keys = 8, backward_keys = 8>]}
 
-// -----
-
-attn.normalizer @relu {
-  numerator {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    attn.yield %s : f32
-  }
-  denominator count
-}
-attn.score @concat contract additive hidden 4 weights(W_q: 4x8 = identity, W_k: 4x8 = identity, v: 4 = 1.0)
-// expected-error @+1 {{'attn.kernel' op has a tiled schedule, but the additive contraction has no tile-product form}}
-attn.kernel @k normalizer(@relu) score(@concat) {algorithm = #attn<algorithm plain>, cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 8, lanes = 8, rows = 1, forward_keys = 8, backward_keys = 8>]}

@@ -140,8 +140,8 @@ attn.kernel @k normalizer(@softmax) score(@cos)
 // -----
 
 // Bilinear and additive: weights after the scalar params in the params vector,
-// described by the manifest (with the head dim they fix); additive has no tiled
-// kernels (its pairs are tanh-dots, not tile products).
+// described by the manifest (with the head dim they fix); additive gets no tiled
+// kernels when its hidden width has none (see lower-to-loops-additive.mlir).
 attn.normalizer @softmax {
   numerator {
   ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):

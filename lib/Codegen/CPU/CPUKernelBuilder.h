@@ -151,6 +151,10 @@ private:
   /// The contracted score before the mod: scale · Σ_c φ(q_ic)·φ(k_jc), or the
   /// additive Σ_c v_c·tanh(q_ic + k_jc).
   Value contract(Value q, Value k, Value i, Value j);
+  /// Whether the score is the additive contraction (q, k its projected rows).
+  bool isAdditive() { return score && score.getContract() == ContractKind::Additive; }
+  /// Where the additive contraction's weight v_c lives in the params buffer.
+  Value additiveWeightIndex(Value c);
   /// The indices of pair (i, j) of this call's (batch, head) slice.
   PairIndices indicesAt(Value i, Value j) { return {batchIndex, headIndex, i, j}; }
   /// The indices of query row i of this call's (batch, head) slice.
@@ -208,6 +212,23 @@ private:
   /// score tile (scale·φ(q) rows × φ(k)ᵀ) and the backward's dP tile (dO × vᵀ).
   SmallVector<Value> panelProduct(int64_t rows, int64_t scoreVectors, int64_t headDim, Value panels,
                                   Value panel, function_ref<Value(int64_t, Value)> rowScalar);
+  /// Entry c of query row i as the score tile contracts it: scale·φ(q_ic), or the
+  /// additive contraction's q_ic as it is.
+  Value contractedQuery(Value q, Value i, Value c);
+  /// The raw score tile of the `rows` rows of `queryTile` (contractedQuery) against
+  /// one key panel: their dot products (panelProduct), or the additive
+  /// Σ_c v_c·tanh(q_rc + k_jc), whose tanh vectors go to `tanhTile` when given
+  /// (the backward reads them again), vector r·scoreVectors + h of c at row c.
+  SmallVector<Value> scoreTile(int64_t rows, int64_t scoreVectors, int64_t headDim, Value panels,
+                               Value panel, Value queryTile, Value tanhTile = {});
+  /// The additive contraction's gradients from one backward tile, its raw score
+  /// gradients `rawGrads` (rows·scoreVectors vectors) and tanh values: u = dRaw·(1 − t²)
+  /// summed over keys into `queryGrads` (vector r·headDim + c, lanes still to sum),
+  /// over rows into `keyGradPanels` (laid out as the key panels), and dRaw·t into
+  /// `weightGrads` (vector c). v_c multiplies the first two once, at the end.
+  void additiveTileGrads(int64_t rows, int64_t scoreVectors, int64_t headDim, Value panel,
+                         ArrayRef<Value> rawGrads, Value tanhTile, Value queryGrads,
+                         Value keyGradPanels, Value weightGrads);
   /// `matrix` with its unit inner stride made static (checked by the caller),
   /// so vector loads apply. A reinterpret_cast, unlike memref.cast, is not
   /// folded away into the loads.

@@ -344,12 +344,10 @@ Value CPUKernelBuilder::asRowMajor(Value matrix) {
 
 /// Checks the kernel's #attn.cpu_schedule entries against what the CPU lowering
 /// builds: f32/f64, one generic or linear schedule per type (linear only for a
-/// kernelised kernel), at most one tiled schedule per head dim, none for the
-/// additive contraction.
+/// kernelised kernel), at most one tiled schedule per head dim.
 static LogicalResult checkCpuSchedules(KernelOp kernel, Algorithm algorithm) {
   ArrayAttr schedules = kernel.getCpuScheduleAttr();
   assert(schedules && "the kernel is scheduled (scheduledKernel)");
-  ScoreOp score = kernel.getScoreOp();
   for (auto schedule : schedules.getAsRange<CpuScheduleAttr>()) {
     Type type = schedule.getType();
     if (!type.isF32() && !type.isF64())
@@ -359,10 +357,6 @@ static LogicalResult checkCpuSchedules(KernelOp kernel, Algorithm algorithm) {
       return kernel.emitOpError() << "has a linear schedule but its algorithm is "
                                   << stringifyAlgorithm(algorithm)
                                   << "; the linear form needs a kernelised kernel";
-    if (schedule.getVariant() == CpuVariant::Tiled && score &&
-        score.getContract() == ContractKind::Additive)
-      return kernel.emitOpError("has a tiled schedule, but the additive contraction has no "
-                                "tile-product form");
     // One generic or linear schedule per type, one tiled schedule per head dim.
     unsigned fallbacks = 0;
     for (auto other : schedules.getAsRange<CpuScheduleAttr>()) {

@@ -42,14 +42,17 @@ PairValues CPUKernelBuilder::pairAt(Value raw, Value i, Value j) {
   return PairValues{raw, indicesAt(i, j), Value()};
 }
 
+Value CPUKernelBuilder::additiveWeightIndex(Value c) {
+  return arith::AddIOp::create(b, c, index(kernelWeights(kernel)[2].offset)); // W_q, W_k, v
+}
+
 Value CPUKernelBuilder::contract(Value q, Value k, Value i, Value j) {
-  if (score && score.getContract() == ContractKind::Additive) {
+  if (isAdditive()) {
     // q, k are the projections W_q q, W_k k: raw = Σ_a v_a·tanh(q_ia + k_ja).
-    int64_t vOffset = kernelWeights(kernel)[2].offset;
     return loop(index(0), headDim, {constant(0.0)},
                 [&](Value a, ValueRange acc) -> SmallVector<Value> {
                   Value t = math::TanhOp::create(b, add(load(q, {i, a}), load(k, {j, a})));
-                  Value va = load(paramsBuffer, {arith::AddIOp::create(b, a, index(vOffset))});
+                  Value va = load(paramsBuffer, {additiveWeightIndex(a)});
                   return {add(acc[0], mul(va, t))};
                 })[0];
   }
@@ -207,9 +210,9 @@ void CPUKernelBuilder::buildBackward(StringRef name) {
       Value dDot = mul(dRaw, scale);
       loop(index(0), headDim, {}, [&](Value col, ValueRange) -> SmallVector<Value> {
         Value x = load(q, {i, col}), y = load(k, {j, col});
-        if (score && score.getContract() == ContractKind::Additive) {
+        if (isAdditive()) {
           Value t = math::TanhOp::create(b, add(x, y));
-          Value vIndex = arith::AddIOp::create(b, col, index(kernelWeights(kernel)[2].offset));
+          Value vIndex = additiveWeightIndex(col);
           accumulate(dParams, {vIndex}, mul(dRaw, t));
           Value dPre = mul(mul(dRaw, load(args.params, {vIndex})), sub(constant(1.0), mul(t, t)));
           accumulate(dq, {i, col}, dPre);

@@ -2,7 +2,8 @@
 //
 // The schedule for head dims 32/64/128 with contiguous rows (head dim == value
 // dim): a block of `rows` query rows against panels of packed φ(k)ᵀ (and vᵀ)
-// keys, the score (and dP) tiles as FMA vector products held in registers, the
+// keys, the score (and dP) tiles as FMA vector products held in registers (the
+// additive contraction: Σ_c v_c·tanh(q_rc + k_jc) on the same panels), the
 // attention math on vector<lanes x T> lanes of one row (AttentionMath), row
 // reductions with vector.reduction, causal tiles skipped by the loop bounds,
 // tiles the mask region keeps no pair of skipped and those it keeps whole run
@@ -10,6 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Codegen/CPU/CPUKernelBuilder.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
 
 #include <algorithm>
 
@@ -83,6 +86,76 @@ SmallVector<Value> CPUKernelBuilder::panelProduct(int64_t rows, int64_t scoreVec
       }));
 }
 
+Value CPUKernelBuilder::contractedQuery(Value q, Value i, Value c) {
+  Value x = load(q, {i, c});
+  return isAdditive() ? x : mul(scalarMath->feature(x), scale);
+}
+
+SmallVector<Value> CPUKernelBuilder::scoreTile(int64_t rows, int64_t scoreVectors, int64_t headDim,
+                                               Value panels, Value panel, Value queryTile,
+                                               Value tanhTile) {
+  auto queryAt = [&](int64_t r, Value c) { return load(queryTile, {index(r), c}); };
+  if (!isAdditive())
+    return panelProduct(rows, scoreVectors, headDim, panels, panel, queryAt);
+  SmallVector<Value> init(rows * scoreVectors, splatConstant(0.0));
+  return llvm::to_vector(
+      loop(index(0), index(headDim), init, [&](Value c, ValueRange t) -> SmallVector<Value> {
+        Value row = arith::AddIOp::create(b, panel, c);
+        SmallVector<Value> keyColumns;
+        for (int64_t h = 0; h < scoreVectors; ++h)
+          keyColumns.push_back(
+              vector::LoadOp::create(b, laneType, panels, ValueRange{row, index(h * lanes)}));
+        Value weight = splat(load(paramsBuffer, {additiveWeightIndex(c)}));
+        SmallVector<Value> next;
+        for (int64_t r = 0; r < rows; ++r) {
+          Value x = splat(queryAt(r, c));
+          for (int64_t h = 0; h < scoreVectors; ++h) {
+            Value tanh = math::TanhOp::create(b, add(x, keyColumns[h]));
+            if (tanhTile)
+              vector::StoreOp::create(b, tanh, tanhTile,
+                                      ValueRange{c, index((r * scoreVectors + h) * lanes)});
+            next.push_back(vector::FMAOp::create(b, weight, tanh, t[r * scoreVectors + h]));
+          }
+        }
+        return next;
+      }));
+}
+
+void CPUKernelBuilder::additiveTileGrads(int64_t rows, int64_t scoreVectors, int64_t headDim,
+                                         Value panel, ArrayRef<Value> rawGrads, Value tanhTile,
+                                         Value queryGrads, Value keyGradPanels,
+                                         Value weightGrads) {
+  Value zeroLanes = splatConstant(0.0), oneLanes = splatConstant(1.0);
+  auto addTo = [&](Value memref, ValueRange at, Value lanesValue) {
+    Value current = vector::LoadOp::create(b, laneType, memref, at);
+    vector::StoreOp::create(b, add(current, lanesValue), memref, at);
+  };
+  // ∂raw/∂q_rc = ∂raw/∂k_jc = v_c·(1 − t²) and ∂raw/∂v_c = t, t = tanh(q_rc + k_jc).
+  loop(index(0), index(headDim), {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+    SmallVector<Value> keyGrads(scoreVectors, zeroLanes);
+    Value weightGrad = zeroLanes;
+    for (int64_t r = 0; r < rows; ++r) {
+      Value queryGrad = zeroLanes;
+      for (int64_t h = 0; h < scoreVectors; ++h) {
+        Value rawGrad = rawGrads[r * scoreVectors + h];
+        Value tanh = vector::LoadOp::create(
+            b, laneType, tanhTile, ValueRange{c, index((r * scoreVectors + h) * lanes)});
+        Value u = mul(rawGrad, sub(oneLanes, mul(tanh, tanh)));
+        queryGrad = add(queryGrad, u);
+        keyGrads[h] = add(keyGrads[h], u);
+        weightGrad = vector::FMAOp::create(b, rawGrad, tanh, weightGrad);
+      }
+      Value row = arith::AddIOp::create(b, arith::MulIOp::create(b, index(r), index(headDim)), c);
+      addTo(queryGrads, {row, index(0)}, queryGrad);
+    }
+    Value row = arith::AddIOp::create(b, panel, c);
+    for (int64_t h = 0; h < scoreVectors; ++h)
+      addTo(keyGradPanels, {row, index(h * lanes)}, keyGrads[h]);
+    addTo(weightGrads, {c, index(0)}, weightGrad);
+    return {};
+  });
+}
+
 CPUKernelBuilder::PackedKeys CPUKernelBuilder::packKeys(Value k, Value v, Value firstKey,
                                                         Value keyLimit, int64_t headDim,
                                                         int64_t blockKeys) {
@@ -144,7 +217,8 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
   PackedKeys packed = packKeys(k, Value(), kvBegin, keyLimit, headDim, blockKeys);
   Value keysT = packed.keysT;
   prepareBlockSparsity(blockKeys, arith::MaxSIOp::create(b, dim(q, 0), dim(k, 0)));
-  // Per row block: scale·φ(q) rows and the block's weights, reused across keys.
+  // Per row block: the contracted query rows and the block's weights, reused
+  // across keys.
   Value queryTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
   Value weightTile = memref::AllocaOp::create(b, MemRefType::get({rows, blockKeys}, type));
   Value outputTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
@@ -173,7 +247,7 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
           rowKeyEnd.push_back(keys.end(b, i));
           blockEnd = arith::MaxSIOp::create(b, blockEnd, rowKeyEnd.back());
           loop(index(0), index(headDim), {}, [&](Value c, ValueRange) -> SmallVector<Value> {
-            store(mul(scalarMath->feature(load(q, {i, c})), scale), queryTile, {index(r), c});
+            store(contractedQuery(q, i, c), queryTile, {index(r), c});
             return {};
           });
         }
@@ -208,10 +282,8 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                     arith::DivUIOp::create(b, arith::SubIOp::create(b, j0, kvBegin),
                                            index(blockKeys)),
                     index(headDim));
-                SmallVector<Value> tile = panelProduct(rows, scoreVectors, headDim, keysT, panel,
-                                                       [&](int64_t r, Value c) {
-                                                         return load(queryTile, {index(r), c});
-                                                       });
+                SmallVector<Value> tile =
+                    scoreTile(rows, scoreVectors, headDim, keysT, panel, queryTile);
 
                 SmallVector<Value> next(acc.begin(), acc.end());
                 SmallVector<Value> alphas;
@@ -369,6 +441,25 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
   Value scoreGradTile = memref::AllocaOp::create(b, MemRefType::get({rows, blockKeys}, type));
   Value paramGrads =
       memref::AllocaOp::create(b, MemRefType::get({std::max<int64_t>(numParams, 1), lanes}, type));
+  // The additive contraction's tanh values of a tile and its gradients' sums
+  // (additiveTileGrads): per row block for dQ, per call for dK and dv.
+  const bool additive = isAdditive();
+  Value tanhTile, queryGrads, keyGradPanels, weightGrads;
+  auto zeroVectors = [&](Value memref, Value count, int64_t width) {
+    loop(index(0), count, {}, [&](Value r, ValueRange) -> SmallVector<Value> {
+      for (int64_t c = 0; c < width; c += lanes)
+        vector::StoreOp::create(b, zeroLanes, memref, ValueRange{r, index(c)});
+      return {};
+    });
+  };
+  if (additive) {
+    tanhTile = memref::AllocaOp::create(b, MemRefType::get({headDim, rows * blockKeys}, type));
+    queryGrads = memref::AllocaOp::create(b, MemRefType::get({rows * headDim, lanes}, type));
+    weightGrads = memref::AllocaOp::create(b, MemRefType::get({headDim, lanes}, type));
+    zeroVectors(weightGrads, index(headDim), lanes);
+    keyGradPanels = allocPanels(packed.paddedKeys, headDim, blockKeys);
+    zeroVectors(keyGradPanels, dim(keyGradPanels, 0), blockKeys);
+  }
   for (unsigned p = 0; p < numParams; ++p)
     vector::StoreOp::create(b, zeroLanes, paramGrads, ValueRange{index(p), index(0)});
   auto addParamGrad = [&](unsigned p, Value lanesValue) {
@@ -408,12 +499,15 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
             addParamGrad(p, vector::InsertOp::create(b, grad, zeroLanes, ArrayRef<int64_t>{0}));
           });
           loop(index(0), index(headDim), {}, [&](Value col, ValueRange) -> SmallVector<Value> {
-            store(mul(scalarMath->feature(load(q, {i, col})), scale), queryTile, {index(r), col});
+            store(contractedQuery(q, i, col), queryTile, {index(r), col});
             return {};
           });
         }
+        if (additive)
+          zeroVectors(queryGrads, index(rows * headDim), lanes);
 
-        SmallVector<Value> dqInit(rows * vectorsPerRow, zeroLanes);
+        // dQ's rows in registers; the additive contraction's go to queryGrads.
+        SmallVector<Value> dqInit(additive ? 0 : rows * vectorsPerRow, zeroLanes);
         ValueRange dqAcc = loop(
             index(0), blockEnd, dqInit,
             [&](Value j0, ValueRange dqIn) -> SmallVector<Value> {
@@ -423,18 +517,17 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
               IntRange tileKeys{
                   j0, arith::SubIOp::create(b, arith::AddIOp::create(b, j0, keysHere), index(1))};
               return classifiedTile(tileRows, tileKeys, dqIn, [&](bool evaluateMask) {
-                // Tiles rows × blockKeys: scores from scale·φ(q)·φ(k)ᵀ, dP from dO·vᵀ.
+                // Tiles rows × blockKeys: raw scores (scoreTile), dP from dO·vᵀ.
                 Value panel = arith::MulIOp::create(
                     b, arith::DivUIOp::create(b, j0, index(blockKeys)), index(headDim));
-                SmallVector<Value> rawTile = panelProduct(rows, scoreVectors, headDim, keysT, panel,
-                                                          [&](int64_t r, Value c) {
-                                                            return load(queryTile, {index(r), c});
-                                                          });
+                SmallVector<Value> rawTile =
+                    scoreTile(rows, scoreVectors, headDim, keysT, panel, queryTile, tanhTile);
                 SmallVector<Value> dPTile = panelProduct(rows, scoreVectors, headDim, valuesT,
                                                          panel, [&](int64_t r, Value c) {
                                                            return load(dOut, {rowIndex[r], c});
                                                          });
 
+                SmallVector<Value> rawGrads;
                 for (int64_t r = 0; r < rows; ++r) {
                   for (int64_t h = 0; h < scoreVectors; ++h) {
                     KeyLanes keyLanes = keyLanesAt(arith::AddIOp::create(b, j0, index(h * lanes)),
@@ -446,7 +539,8 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                         pair, laneMath->score(pair), rowLanes[r], dPTile[r * scoreVectors + h]);
                     vector::StoreOp::create(b, grad.weight(), weightTile,
                                             ValueRange{index(r), index(h * lanes)});
-                    vector::StoreOp::create(b, grad.rawGrad(), scoreGradTile,
+                    rawGrads.push_back(grad.rawGrad());
+                    vector::StoreOp::create(b, rawGrads.back(), scoreGradTile,
                                             ValueRange{index(r), index(h * lanes)});
                     for (unsigned p = 0; p < numParams; ++p)
                       addParamGrad(p, grad.paramGrad(p));
@@ -458,38 +552,50 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                   }
                 }
 
+                if (additive)
+                  additiveTileGrads(rows, scoreVectors, headDim, panel, rawGrads, tanhTile,
+                                    queryGrads, keyGradPanels, weightGrads);
+
                 // Per key: dQ_r += dRaw_rj·φ(k_j) (registers), dK_j += Σ_r dRaw_rj·scale·φ(q_r),
-                // dV_j += Σ_r w_rj·dO_r (memory).
+                // dV_j += Σ_r w_rj·dO_r (memory); the additive contraction's dQ and dK
+                // are additiveTileGrads'.
                 return llvm::to_vector(loop(
                     index(0), keysHere, dqIn,
                     [&](Value jj, ValueRange dqNow) -> SmallVector<Value> {
                       Value j = arith::AddIOp::create(b, j0, jj);
                       SmallVector<Value> keyLanes, dkLanes, dvLanes;
                       for (int64_t c = 0; c < vectorsPerRow; ++c) {
-                        keyLanes.push_back(vector::LoadOp::create(b, laneType, keyRows,
-                                                                  ValueRange{j, index(c * lanes)}));
-                        dkLanes.push_back(vector::LoadOp::create(b, laneType, dk,
-                                                                 ValueRange{j, index(c * lanes)}));
+                        if (!additive) {
+                          keyLanes.push_back(vector::LoadOp::create(
+                              b, laneType, keyRows, ValueRange{j, index(c * lanes)}));
+                          dkLanes.push_back(vector::LoadOp::create(
+                              b, laneType, dk, ValueRange{j, index(c * lanes)}));
+                        }
                         dvLanes.push_back(vector::LoadOp::create(b, laneType, dv,
                                                                  ValueRange{j, index(c * lanes)}));
                       }
                       SmallVector<Value> dqNext;
                       for (int64_t r = 0; r < rows; ++r) {
-                        Value gradLane = splat(load(scoreGradTile, {index(r), jj}));
+                        Value gradLane =
+                            additive ? Value() : splat(load(scoreGradTile, {index(r), jj}));
                         Value weightLane = splat(load(weightTile, {index(r), jj}));
                         for (int64_t c = 0; c < vectorsPerRow; ++c) {
-                          dqNext.push_back(vector::FMAOp::create(b, gradLane, keyLanes[c],
-                                                                 dqNow[r * vectorsPerRow + c]));
-                          Value qLanes = vector::LoadOp::create(
-                              b, laneType, queryTile, ValueRange{index(r), index(c * lanes)});
-                          dkLanes[c] = vector::FMAOp::create(b, gradLane, qLanes, dkLanes[c]);
+                          if (!additive) {
+                            dqNext.push_back(vector::FMAOp::create(b, gradLane, keyLanes[c],
+                                                                   dqNow[r * vectorsPerRow + c]));
+                            Value qLanes = vector::LoadOp::create(
+                                b, laneType, queryTile, ValueRange{index(r), index(c * lanes)});
+                            dkLanes[c] = vector::FMAOp::create(b, gradLane, qLanes, dkLanes[c]);
+                          }
                           Value dOutLanes = vector::LoadOp::create(
                               b, laneType, dOut, ValueRange{rowIndex[r], index(c * lanes)});
                           dvLanes[c] = vector::FMAOp::create(b, weightLane, dOutLanes, dvLanes[c]);
                         }
                       }
                       for (int64_t c = 0; c < vectorsPerRow; ++c) {
-                        vector::StoreOp::create(b, dkLanes[c], dk, ValueRange{j, index(c * lanes)});
+                        if (!additive)
+                          vector::StoreOp::create(b, dkLanes[c], dk,
+                                                  ValueRange{j, index(c * lanes)});
                         vector::StoreOp::create(b, dvLanes[c], dv, ValueRange{j, index(c * lanes)});
                       }
                       return dqNext;
@@ -506,6 +612,17 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
           auto ifValid = scf::IfOp::create(b, valid, /*withElseRegion=*/false);
           OpBuilder::InsertionGuard rowGuard(b);
           b.setInsertionPoint(ifValid.thenBlock()->getTerminator());
+          if (additive) {
+            loop(index(0), index(headDim), {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+              Value at = arith::AddIOp::create(b, index(r * headDim), c);
+              Value sum = sumLanes(vector::LoadOp::create(b, laneType, queryGrads,
+                                                          ValueRange{at, index(0)}));
+              store(mul(load(paramsBuffer, {additiveWeightIndex(c)}), sum), dq,
+                    {rowIndex[r], c});
+              return {};
+            });
+            continue;
+          }
           for (int64_t c = 0; c < vectorsPerRow; ++c) {
             Value at[] = {rowIndex[r], index(c * lanes)};
             Value grad = laneMath->featureGrad(mul(dqAcc[r * vectorsPerRow + c], scaleLanes),
@@ -517,6 +634,22 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
       },
       index(rows));
 
+  // The additive contraction's dK_jc = v_c·Σ_r u and dv_c = Σ dRaw·t.
+  if (additive) {
+    loop(index(0), index(headDim), {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+      Value weightIndex = additiveWeightIndex(c);
+      Value weight = load(paramsBuffer, {weightIndex});
+      loop(index(0), keyLimit, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
+        store(mul(weight, load(keyGradPanels, panelIndex(j, c, headDim, blockKeys))), dk, {j, c});
+        return {};
+      });
+      accumulate(args.dParams, {weightIndex},
+                 sumLanes(vector::LoadOp::create(b, laneType, weightGrads,
+                                                 ValueRange{c, index(0)})));
+      return {};
+    });
+    memref::DeallocOp::create(b, keyGradPanels);
+  }
   // With a feature map dK holds d/dφ(k); chain through φ'(k).
   if (lanewise.featureDx)
     loop(index(0), numKeys, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
