@@ -58,8 +58,13 @@ def random_params(kernel, gen):
     return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)
 
 
-def run_family(attn_mod, compiled, name, shape, mask, dt, zero_rows=False, relative=False):
+def run_family(attn_mod, compiled, name, shape, mask, dt, zero_rows=False, relative=False,
+               path=None):
+    """`path`: an artifact of the family's IR with other weight shapes (the head dim
+    given in `shape` then)."""
     score, keep_fn, fixed_d, input_scale = FAMILIES[name]
+    if path:
+        fixed_d = None
     B, H, Nq, Nk, d, dv = shape
     if fixed_d:
         d = fixed_d
@@ -76,7 +81,7 @@ def run_family(attn_mod, compiled, name, shape, mask, dt, zero_rows=False, relat
     if padding:
         lengths = torch.randint(1, Nk + 1, (B,), generator=gen, dtype=torch.int64)
         lengths[0] = max(1, Nk // 2)
-    kernel = attn_mod.load(compiled(name))
+    kernel = attn_mod.load(path or compiled(name))
     params = random_params(kernel, gen)
     cast = lambda t: t.to(dtype)
     got = compiled_grads(kernel.path, cast(q), cast(k), cast(v), cast(params), cast(dout),
@@ -108,6 +113,26 @@ def test_family_matches_reference(attn_mod, compiled, name, shape, mask, dt):
         # the tiled kernels need the contracted width (W q's for nested_tanh) = dv
         s = s[:4] + (FAMILIES[name][2], TILED_VALUE_DIM.get(name, FAMILIES[name][2]))
     run_family(attn_mod, compiled, name, s, mask, dt)
+
+
+@pytest.mark.parametrize("dt", list(DTYPES))
+@pytest.mark.parametrize("mask", list(MASKS))
+@pytest.mark.parametrize("hidden", [64, 128])
+def test_additive_tiles_at_other_widths(attn_mod, compiled, hidden, mask, dt):
+    """The tiled tanh-dot at the hidden widths blocked otherwise than 32's (4 rows of
+    4 vectors at 64, 2 rows of 8 at 128, f32; half as many lanes in f64), rows and
+    keys not multiples of the tile."""
+    name = f"bahdanau{hidden}"
+    if name not in compiled.cache:
+        text = (FAMILIES_DIR / "bahdanau.mlir").read_text()
+        widened = text.replace("hidden 32 weights(W_q: 32x32 = identity, W_k: 32x32 = identity, "
+                               "v: 32 = 0.125)",
+                               f"hidden {hidden} weights(W_q: {hidden}x{hidden} = identity, "
+                               f"W_k: {hidden}x{hidden} = identity, v: {hidden} = 0.125)")
+        assert widened != text, "examples/families/bahdanau.mlir changed its score line"
+        compiled.cache[name] = str(compile_source(widened, compiled.outdir, name))
+    run_family(attn_mod, compiled, "bahdanau", (1, 2, 45, 83, hidden, hidden), mask, dt,
+               path=compiled.cache[name])
 
 
 @pytest.mark.parametrize("dt", list(DTYPES))
@@ -222,7 +247,7 @@ def test_fully_masked_rows_give_zeros(attn_mod, compiled, name):
     the row transforms too (tiled and generic)."""
     fixed = FAMILIES[name][2] or 32
     for dv in (TILED_VALUE_DIM.get(name, fixed), 5):
-        kernel = attn_mod.load(compiled(name))
+        kernel = attn_mod.load(path or compiled(name))
         q, k = (torch.randn(2, 2, 6, fixed, requires_grad=True) for _ in range(2))
         v = torch.randn(2, 2, 6, dv, requires_grad=True)
         params = kernel.initial_params().requires_grad_()
