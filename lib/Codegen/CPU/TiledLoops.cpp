@@ -20,6 +20,10 @@ using namespace mlir;
 using namespace mlir::attn;
 using namespace mlir::attn::cpu;
 
+/// What one backward key block's dK and dV rows and key and value panels may
+/// take: half of a 1 MiB L2 (recent x86 cores have 1-2 MiB each).
+static constexpr int64_t kBackwardKeyBlockBytes = 512 * 1024;
+
 Value CPUKernelBuilder::allocPanels(Value paddedKeys, int64_t headDim, int64_t blockKeys) {
   Value rows = arith::MulIOp::create(b, arith::DivUIOp::create(b, paddedKeys, index(blockKeys)),
                                      index(headDim));
@@ -421,7 +425,7 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
   Value zeroLanes = splatConstant(0.0);
   Value queries = dim(q, 0), numKeys = dim(k, 0), qBegin = args.qBegin, qEnd = args.qEnd;
 
-  // dK and dV accumulate across row blocks; dQ rows are written once each.
+  // dK and dV accumulate across row blocks, dQ across key blocks.
   loop(index(0), numKeys, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
     for (int64_t c = 0; c < vectorsPerRow; ++c) {
       vector::StoreOp::create(b, zeroLanes, dk, ValueRange{j, index(c * lanes)});
@@ -431,8 +435,8 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
   });
   // Packed operands: φ(k)ᵀ and vᵀ panels for the score and dP tiles, φ(k) rows
   // for dQ when there is a feature map.
-  Value keyLimit = arith::SelectOp::create(
-      b, keys.isCausal, arith::MinSIOp::create(b, keys.kvEnd, qEnd), keys.kvEnd);
+  Value keyLimit = arith::SelectOp::create(b, keys.isCausal,
+                                           arith::MinSIOp::create(b, keys.kvEnd, qEnd), keys.kvEnd);
   PackedKeys packed = packKeys(k, v, index(0), keyLimit, headDim, blockKeys);
   Value keysT = packed.keysT, valuesT = packed.valuesT, keyRows = packed.keyRows;
   prepareBlockSparsity(blockKeys, arith::MaxSIOp::create(b, queries, numKeys));
@@ -468,171 +472,215 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                             ValueRange{index(p), index(0)});
   };
 
+  // D_i = dO_i·O_i.
+  auto rowDelta = [&](Value i) {
+    Value dotLanes = zeroLanes;
+    for (int64_t col = 0; col < vectorsPerRow; ++col)
+      dotLanes = vector::FMAOp::create(
+          b, vector::LoadOp::create(b, laneType, dOut, ValueRange{i, index(col * lanes)}),
+          vector::LoadOp::create(b, laneType, o, ValueRange{i, index(col * lanes)}), dotLanes);
+    return sumLanes(dotLanes);
+  };
+  // Once per row: dQ's start and the offset region's share of dθ.
+  loop(qBegin, qEnd, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
+    for (int64_t c = 0; c < vectorsPerRow; ++c)
+      vector::StoreOp::create(b, zeroLanes, dq, ValueRange{i, index(c * lanes)});
+    BackwardRow row =
+        scalarMath->backwardRow(load(args.rowMax, {i}), load(args.rowSum, {i}), rowDelta(i));
+    rowOffsetGrads(row, i, [&](unsigned p, Value grad) {
+      addParamGrad(p, vector::InsertOp::create(b, grad, zeroLanes, ArrayRef<int64_t>{0}));
+    });
+    return {};
+  });
+
+  // Key blocks of `keyBlock` keys outermost, so the dK and dV rows a block
+  // accumulates into (and its key panels) stay in L2 while every row block
+  // passes: row blocks innermost would stream all of dK and dV through the
+  // caches once per `rows` queries.
+  const int64_t keyBlock =
+      std::max<int64_t>(blockKeys, kBackwardKeyBlockBytes / (4 * headDim * type.getWidth() / 8) /
+                                       blockKeys * blockKeys);
   loop(
-      qBegin, qEnd, {},
-      [&](Value i0, ValueRange) -> SmallVector<Value> {
-        Value lastRow = arith::SubIOp::create(b, qEnd, index(1));
-        SmallVector<Value> rowIndex, rowKeyEnd;
-        SmallVector<BackwardRow> rowLanes;
-        Value blockEnd = index(0);
-        for (int64_t r = 0; r < rows; ++r) {
-          Value unclamped = arith::AddIOp::create(b, i0, index(r));
-          Value i = arith::MinSIOp::create(b, unclamped, lastRow);
-          rowIndex.push_back(i);
-          rowKeyEnd.push_back(keys.end(b, i));
-          blockEnd = arith::MaxSIOp::create(b, blockEnd, rowKeyEnd.back());
-          Value dotLanes = zeroLanes;
-          for (int64_t col = 0; col < vectorsPerRow; ++col)
-            dotLanes = vector::FMAOp::create(
-                b, vector::LoadOp::create(b, laneType, dOut, ValueRange{i, index(col * lanes)}),
-                vector::LoadOp::create(b, laneType, o, ValueRange{i, index(col * lanes)}),
-                dotLanes);
-          // Rows past the end repeat the last one and must contribute nothing; so do
-          // fully masked rows (C = 0).
-          BackwardRow row = scalarMath->backwardRow(
-              load(args.rowMax, {i}), load(args.rowSum, {i}), sumLanes(dotLanes),
-              arith::CmpIOp::create(b, arith::CmpIPredicate::slt, unclamped, qEnd));
-          rowLanes.push_back(
-              {splat(row.shift), splat(row.inverseC), splat(row.delta), splat(row.live)});
-          // A repeated row past the end is not live: its offset terms are 0.
-          rowOffsetGrads(row, i, [&](unsigned p, Value grad) {
-            addParamGrad(p, vector::InsertOp::create(b, grad, zeroLanes, ArrayRef<int64_t>{0}));
-          });
-          loop(index(0), index(headDim), {}, [&](Value col, ValueRange) -> SmallVector<Value> {
-            store(contractedQuery(q, i, col), queryTile, {index(r), col});
-            return {};
-          });
-        }
-        if (additive)
-          zeroVectors(queryGrads, index(rows * headDim), lanes);
+      index(0), keyLimit, {},
+      [&](Value kb, ValueRange) -> SmallVector<Value> {
+        loop(
+            qBegin, qEnd, {},
+            [&](Value i0, ValueRange) -> SmallVector<Value> {
+              Value lastRow = arith::SubIOp::create(b, qEnd, index(1));
+              SmallVector<Value> rowIndex, rowKeyEnd, unclampedRows;
+              Value blockEnd = index(0);
+              for (int64_t r = 0; r < rows; ++r) {
+                unclampedRows.push_back(arith::AddIOp::create(b, i0, index(r)));
+                rowIndex.push_back(arith::MinSIOp::create(b, unclampedRows.back(), lastRow));
+                rowKeyEnd.push_back(keys.end(b, rowIndex.back()));
+                blockEnd = arith::MaxSIOp::create(b, blockEnd, rowKeyEnd.back());
+              }
+              Value keyEnd = arith::MinSIOp::create(
+                  b, arith::AddIOp::create(b, kb, index(keyBlock)), blockEnd);
+              auto ifKeys = scf::IfOp::create(
+                  b, arith::CmpIOp::create(b, arith::CmpIPredicate::slt, kb, keyEnd),
+                  /*withElseRegion=*/false);
+              OpBuilder::InsertionGuard blockGuard(b);
+              b.setInsertionPoint(ifKeys.thenBlock()->getTerminator());
+              SmallVector<BackwardRow> rowLanes;
+              for (int64_t r = 0; r < rows; ++r) {
+                Value i = rowIndex[r];
+                // Rows past the end repeat the last one and must contribute nothing; so do
+                // fully masked rows (C = 0).
+                BackwardRow row = scalarMath->backwardRow(
+                    load(args.rowMax, {i}), load(args.rowSum, {i}), rowDelta(i),
+                    arith::CmpIOp::create(b, arith::CmpIPredicate::slt, unclampedRows[r], qEnd));
+                rowLanes.push_back(
+                    {splat(row.shift), splat(row.inverseC), splat(row.delta), splat(row.live)});
+                loop(index(0), index(headDim), {},
+                     [&](Value col, ValueRange) -> SmallVector<Value> {
+                       store(contractedQuery(q, i, col), queryTile, {index(r), col});
+                       return {};
+                     });
+              }
+              if (additive)
+                zeroVectors(queryGrads, index(rows * headDim), lanes);
 
-        // dQ's rows in registers; the additive contraction's go to queryGrads.
-        SmallVector<Value> dqInit(additive ? 0 : rows * vectorsPerRow, zeroLanes);
-        ValueRange dqAcc = loop(
-            index(0), blockEnd, dqInit,
-            [&](Value j0, ValueRange dqIn) -> SmallVector<Value> {
-              Value keysHere = arith::MinSIOp::create(b, index(blockKeys),
-                                                      arith::SubIOp::create(b, blockEnd, j0));
-              IntRange tileRows{i0, rowIndex.back()};
-              IntRange tileKeys{
-                  j0, arith::SubIOp::create(b, arith::AddIOp::create(b, j0, keysHere), index(1))};
-              return classifiedTile(tileRows, tileKeys, dqIn, [&](bool evaluateMask) {
-                // Tiles rows × blockKeys: raw scores (scoreTile), dP from dO·vᵀ.
-                Value panel = arith::MulIOp::create(
-                    b, arith::DivUIOp::create(b, j0, index(blockKeys)), index(headDim));
-                SmallVector<Value> rawTile =
-                    scoreTile(rows, scoreVectors, headDim, keysT, panel, queryTile, tanhTile);
-                SmallVector<Value> dPTile = panelProduct(rows, scoreVectors, headDim, valuesT,
-                                                         panel, [&](int64_t r, Value c) {
-                                                           return load(dOut, {rowIndex[r], c});
-                                                         });
+              // dQ's rows in registers; the additive contraction's go to queryGrads.
+              SmallVector<Value> dqInit(additive ? 0 : rows * vectorsPerRow, zeroLanes);
+              ValueRange dqAcc = loop(
+                  kb, keyEnd, dqInit,
+                  [&](Value j0, ValueRange dqIn) -> SmallVector<Value> {
+                    Value keysHere = arith::MinSIOp::create(b, index(blockKeys),
+                                                            arith::SubIOp::create(b, keyEnd, j0));
+                    IntRange tileRows{i0, rowIndex.back()};
+                    IntRange tileKeys{j0, arith::SubIOp::create(
+                                              b, arith::AddIOp::create(b, j0, keysHere), index(1))};
+                    return classifiedTile(tileRows, tileKeys, dqIn, [&](bool evaluateMask) {
+                      // Tiles rows × blockKeys: raw scores (scoreTile), dP from dO·vᵀ.
+                      Value panel = arith::MulIOp::create(
+                          b, arith::DivUIOp::create(b, j0, index(blockKeys)), index(headDim));
+                      SmallVector<Value> rawTile =
+                          scoreTile(rows, scoreVectors, headDim, keysT, panel, queryTile, tanhTile);
+                      SmallVector<Value> dPTile = panelProduct(
+                          rows, scoreVectors, headDim, valuesT, panel, [&](int64_t r, Value c) {
+                            return load(dOut, {rowIndex[r], c});
+                          });
 
-                SmallVector<Value> rawGrads;
-                for (int64_t r = 0; r < rows; ++r) {
-                  for (int64_t h = 0; h < scoreVectors; ++h) {
-                    KeyLanes keyLanes = keyLanesAt(arith::AddIOp::create(b, j0, index(h * lanes)),
-                                                   rowKeyEnd[r], rowIndex[r], evaluateMask);
-                    PairValues pair =
-                        pairLanes(rawTile[r * scoreVectors + h], rowIndex[r], keyLanes,
-                                  arith::AndIOp::create(b, rowLanes[r].live, keyLanes.keep));
-                    AttentionMath::PairGradient grad = laneMath->gradient(
-                        pair, laneMath->score(pair), rowLanes[r], dPTile[r * scoreVectors + h]);
-                    vector::StoreOp::create(b, grad.weight(), weightTile,
-                                            ValueRange{index(r), index(h * lanes)});
-                    rawGrads.push_back(grad.rawGrad());
-                    vector::StoreOp::create(b, rawGrads.back(), scoreGradTile,
-                                            ValueRange{index(r), index(h * lanes)});
-                    for (unsigned p = 0; p < numParams; ++p)
-                      addParamGrad(p, grad.paramGrad(p));
-                    for (unsigned site = 0; site < fns.tableGrads.size(); ++site)
-                      if (isPairSite(site)) {
-                        AttentionMath::TableGrad table = grad.tableGrad(site);
-                        scatterTableGrad(fns.tableGrads[site].input, table.position, table.value);
-                      }
-                  }
-                }
-
-                if (additive)
-                  additiveTileGrads(rows, scoreVectors, headDim, panel, rawGrads, tanhTile,
-                                    queryGrads, keyGradPanels, weightGrads);
-
-                // Per key: dQ_r += dRaw_rj·φ(k_j) (registers), dK_j += Σ_r dRaw_rj·scale·φ(q_r),
-                // dV_j += Σ_r w_rj·dO_r (memory); the additive contraction's dQ and dK
-                // are additiveTileGrads'.
-                return llvm::to_vector(loop(
-                    index(0), keysHere, dqIn,
-                    [&](Value jj, ValueRange dqNow) -> SmallVector<Value> {
-                      Value j = arith::AddIOp::create(b, j0, jj);
-                      SmallVector<Value> keyLanes, dkLanes, dvLanes;
-                      for (int64_t c = 0; c < vectorsPerRow; ++c) {
-                        if (!additive) {
-                          keyLanes.push_back(vector::LoadOp::create(
-                              b, laneType, keyRows, ValueRange{j, index(c * lanes)}));
-                          dkLanes.push_back(vector::LoadOp::create(
-                              b, laneType, dk, ValueRange{j, index(c * lanes)}));
-                        }
-                        dvLanes.push_back(vector::LoadOp::create(b, laneType, dv,
-                                                                 ValueRange{j, index(c * lanes)}));
-                      }
-                      SmallVector<Value> dqNext;
+                      SmallVector<Value> rawGrads;
                       for (int64_t r = 0; r < rows; ++r) {
-                        Value gradLane =
-                            additive ? Value() : splat(load(scoreGradTile, {index(r), jj}));
-                        Value weightLane = splat(load(weightTile, {index(r), jj}));
-                        for (int64_t c = 0; c < vectorsPerRow; ++c) {
-                          if (!additive) {
-                            dqNext.push_back(vector::FMAOp::create(b, gradLane, keyLanes[c],
-                                                                   dqNow[r * vectorsPerRow + c]));
-                            Value qLanes = vector::LoadOp::create(
-                                b, laneType, queryTile, ValueRange{index(r), index(c * lanes)});
-                            dkLanes[c] = vector::FMAOp::create(b, gradLane, qLanes, dkLanes[c]);
-                          }
-                          Value dOutLanes = vector::LoadOp::create(
-                              b, laneType, dOut, ValueRange{rowIndex[r], index(c * lanes)});
-                          dvLanes[c] = vector::FMAOp::create(b, weightLane, dOutLanes, dvLanes[c]);
+                        for (int64_t h = 0; h < scoreVectors; ++h) {
+                          KeyLanes keyLanes =
+                              keyLanesAt(arith::AddIOp::create(b, j0, index(h * lanes)),
+                                         rowKeyEnd[r], rowIndex[r], evaluateMask);
+                          PairValues pair =
+                              pairLanes(rawTile[r * scoreVectors + h], rowIndex[r], keyLanes,
+                                        arith::AndIOp::create(b, rowLanes[r].live, keyLanes.keep));
+                          AttentionMath::PairGradient grad =
+                              laneMath->gradient(pair, laneMath->score(pair), rowLanes[r],
+                                                 dPTile[r * scoreVectors + h]);
+                          vector::StoreOp::create(b, grad.weight(), weightTile,
+                                                  ValueRange{index(r), index(h * lanes)});
+                          rawGrads.push_back(grad.rawGrad());
+                          vector::StoreOp::create(b, rawGrads.back(), scoreGradTile,
+                                                  ValueRange{index(r), index(h * lanes)});
+                          for (unsigned p = 0; p < numParams; ++p)
+                            addParamGrad(p, grad.paramGrad(p));
+                          for (unsigned site = 0; site < fns.tableGrads.size(); ++site)
+                            if (isPairSite(site)) {
+                              AttentionMath::TableGrad table = grad.tableGrad(site);
+                              scatterTableGrad(fns.tableGrads[site].input, table.position,
+                                               table.value);
+                            }
                         }
                       }
-                      for (int64_t c = 0; c < vectorsPerRow; ++c) {
-                        if (!additive)
-                          vector::StoreOp::create(b, dkLanes[c], dk,
-                                                  ValueRange{j, index(c * lanes)});
-                        vector::StoreOp::create(b, dvLanes[c], dv, ValueRange{j, index(c * lanes)});
-                      }
-                      return dqNext;
-                    }));
-              });
-            },
-            index(blockKeys));
 
-        // dQ = scale·Σ_j dRaw·φ(k_j), times φ'(q) with a feature map.
-        Value scaleLanes = splat(scale);
-        for (int64_t r = 0; r < rows; ++r) {
-          Value valid = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
-                                              arith::AddIOp::create(b, i0, index(r)), qEnd);
-          auto ifValid = scf::IfOp::create(b, valid, /*withElseRegion=*/false);
-          OpBuilder::InsertionGuard rowGuard(b);
-          b.setInsertionPoint(ifValid.thenBlock()->getTerminator());
-          if (additive) {
-            loop(index(0), index(headDim), {}, [&](Value c, ValueRange) -> SmallVector<Value> {
-              Value at = arith::AddIOp::create(b, index(r * headDim), c);
-              Value sum = sumLanes(vector::LoadOp::create(b, laneType, queryGrads,
-                                                          ValueRange{at, index(0)}));
-              store(mul(load(paramsBuffer, {additiveWeightIndex(c)}), sum), dq,
-                    {rowIndex[r], c});
+                      if (additive)
+                        additiveTileGrads(rows, scoreVectors, headDim, panel, rawGrads, tanhTile,
+                                          queryGrads, keyGradPanels, weightGrads);
+
+                      // Per key: dQ_r += dRaw_rj·φ(k_j) (registers), dK_j += Σ_r
+                      // dRaw_rj·scale·φ(q_r), dV_j += Σ_r w_rj·dO_r (memory); the additive
+                      // contraction's dQ and dK are additiveTileGrads'.
+                      return llvm::to_vector(loop(
+                          index(0), keysHere, dqIn,
+                          [&](Value jj, ValueRange dqNow) -> SmallVector<Value> {
+                            Value j = arith::AddIOp::create(b, j0, jj);
+                            SmallVector<Value> keyLanes, dkLanes, dvLanes;
+                            for (int64_t c = 0; c < vectorsPerRow; ++c) {
+                              if (!additive) {
+                                keyLanes.push_back(vector::LoadOp::create(
+                                    b, laneType, keyRows, ValueRange{j, index(c * lanes)}));
+                                dkLanes.push_back(vector::LoadOp::create(
+                                    b, laneType, dk, ValueRange{j, index(c * lanes)}));
+                              }
+                              dvLanes.push_back(vector::LoadOp::create(
+                                  b, laneType, dv, ValueRange{j, index(c * lanes)}));
+                            }
+                            SmallVector<Value> dqNext;
+                            for (int64_t r = 0; r < rows; ++r) {
+                              Value gradLane =
+                                  additive ? Value() : splat(load(scoreGradTile, {index(r), jj}));
+                              Value weightLane = splat(load(weightTile, {index(r), jj}));
+                              for (int64_t c = 0; c < vectorsPerRow; ++c) {
+                                if (!additive) {
+                                  dqNext.push_back(vector::FMAOp::create(
+                                      b, gradLane, keyLanes[c], dqNow[r * vectorsPerRow + c]));
+                                  Value qLanes = vector::LoadOp::create(
+                                      b, laneType, queryTile,
+                                      ValueRange{index(r), index(c * lanes)});
+                                  dkLanes[c] =
+                                      vector::FMAOp::create(b, gradLane, qLanes, dkLanes[c]);
+                                }
+                                Value dOutLanes = vector::LoadOp::create(
+                                    b, laneType, dOut, ValueRange{rowIndex[r], index(c * lanes)});
+                                dvLanes[c] =
+                                    vector::FMAOp::create(b, weightLane, dOutLanes, dvLanes[c]);
+                              }
+                            }
+                            for (int64_t c = 0; c < vectorsPerRow; ++c) {
+                              if (!additive)
+                                vector::StoreOp::create(b, dkLanes[c], dk,
+                                                        ValueRange{j, index(c * lanes)});
+                              vector::StoreOp::create(b, dvLanes[c], dv,
+                                                      ValueRange{j, index(c * lanes)});
+                            }
+                            return dqNext;
+                          }));
+                    });
+                  },
+                  index(blockKeys));
+
+              // dQ += scale·Σ_j dRaw·φ(k_j) over the block's keys, times φ'(q) with a
+              // feature map.
+              Value scaleLanes = splat(scale);
+              for (int64_t r = 0; r < rows; ++r) {
+                Value valid = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
+                                                    arith::AddIOp::create(b, i0, index(r)), qEnd);
+                auto ifValid = scf::IfOp::create(b, valid, /*withElseRegion=*/false);
+                OpBuilder::InsertionGuard rowGuard(b);
+                b.setInsertionPoint(ifValid.thenBlock()->getTerminator());
+                if (additive) {
+                  loop(index(0), index(headDim), {},
+                       [&](Value c, ValueRange) -> SmallVector<Value> {
+                         Value at = arith::AddIOp::create(b, index(r * headDim), c);
+                         Value sum = sumLanes(vector::LoadOp::create(b, laneType, queryGrads,
+                                                                     ValueRange{at, index(0)}));
+                         accumulate(dq, {rowIndex[r], c},
+                                    mul(load(paramsBuffer, {additiveWeightIndex(c)}), sum));
+                         return {};
+                       });
+                  continue;
+                }
+                for (int64_t c = 0; c < vectorsPerRow; ++c) {
+                  Value at[] = {rowIndex[r], index(c * lanes)};
+                  Value grad = laneMath->featureGrad(mul(dqAcc[r * vectorsPerRow + c], scaleLanes),
+                                                     vector::LoadOp::create(b, laneType, q, at));
+                  vector::StoreOp::create(b, add(vector::LoadOp::create(b, laneType, dq, at), grad),
+                                          dq, at);
+                }
+              }
               return {};
-            });
-            continue;
-          }
-          for (int64_t c = 0; c < vectorsPerRow; ++c) {
-            Value at[] = {rowIndex[r], index(c * lanes)};
-            Value grad = laneMath->featureGrad(mul(dqAcc[r * vectorsPerRow + c], scaleLanes),
-                                               vector::LoadOp::create(b, laneType, q, at));
-            vector::StoreOp::create(b, grad, dq, at);
-          }
-        }
+            },
+            index(rows));
         return {};
       },
-      index(rows));
+      index(keyBlock));
 
   // The additive contraction's dK_jc = v_c·Σ_r u and dv_c = Σ dRaw·t.
   if (additive) {
@@ -643,9 +691,9 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
         store(mul(weight, load(keyGradPanels, panelIndex(j, c, headDim, blockKeys))), dk, {j, c});
         return {};
       });
-      accumulate(args.dParams, {weightIndex},
-                 sumLanes(vector::LoadOp::create(b, laneType, weightGrads,
-                                                 ValueRange{c, index(0)})));
+      accumulate(
+          args.dParams, {weightIndex},
+          sumLanes(vector::LoadOp::create(b, laneType, weightGrads, ValueRange{c, index(0)})));
       return {};
     });
     memref::DeallocOp::create(b, keyGradPanels);
