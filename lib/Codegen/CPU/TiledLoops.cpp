@@ -20,9 +20,22 @@ using namespace mlir;
 using namespace mlir::attn;
 using namespace mlir::attn::cpu;
 
-/// What one backward key block's dK and dV rows and key and value panels may
-/// take: half of a 1 MiB L2 (recent x86 cores have 1-2 MiB each).
+/// What the matrices of one block of keys may take so that they stay in L2 while
+/// the rows pass (recent x86 cores have 1-2 MiB each): the forward's key and value
+/// panels; the backward's, and the dK and dV rows they accumulate into.
+static constexpr int64_t kForwardKeyBlockBytes = 256 * 1024;
 static constexpr int64_t kBackwardKeyBlockBytes = 512 * 1024;
+/// Row tiles per forward query panel: each key block is read from L2 by every tile
+/// of the panel, and once per panel from farther away.
+static constexpr int64_t kForwardPanelTiles = 16;
+
+/// Keys per block when `matrices` [keys x headDim] matrices of `type` may take
+/// `bytes`: a multiple of the tile's `blockKeys`, at least one tile.
+static int64_t keyBlockFor(int64_t bytes, int64_t matrices, int64_t headDim, Type type,
+                           int64_t blockKeys) {
+  int64_t perKey = matrices * headDim * static_cast<int64_t>(type.getIntOrFloatBitWidth()) / 8;
+  return std::max<int64_t>(blockKeys, bytes / perKey / blockKeys * blockKeys);
+}
 
 Value CPUKernelBuilder::allocPanels(Value paddedKeys, int64_t headDim, int64_t blockKeys) {
   Value rows = arith::MulIOp::create(b, arith::DivUIOp::create(b, paddedKeys, index(blockKeys)),
@@ -221,189 +234,248 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
   PackedKeys packed = packKeys(k, Value(), kvBegin, keyLimit, headDim, blockKeys);
   Value keysT = packed.keysT;
   prepareBlockSparsity(blockKeys, arith::MaxSIOp::create(b, dim(q, 0), dim(k, 0)));
-  // Per row block: the contracted query rows and the block's weights, reused
-  // across keys.
-  Value queryTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
+  // Query panels of `panelRows` rows: per block of `keyBlock` keys (whose panels
+  // stay in L2) every row tile of the panel passes, so a key's panel comes from
+  // L2 once per tile and from farther once per panel, not once per tile. Per
+  // panel: the contracted query rows, O, and each row's running state; per tile
+  // the block's weights.
+  const int64_t panelRows = rows * kForwardPanelTiles;
+  const int64_t keyBlock = keyBlockFor(kForwardKeyBlockBytes, 2, headDim, type, blockKeys);
+  Value queryPanel = memref::AllocaOp::create(b, MemRefType::get({panelRows, headDim}, type));
   Value weightTile = memref::AllocaOp::create(b, MemRefType::get({rows, blockKeys}, type));
-  Value outputTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
+  Value outputPanel = memref::AllocaOp::create(b, MemRefType::get({panelRows, headDim}, type));
   // Below f64, l and O carry their rounding errors across key blocks
   // (AttentionMath::accumulate): per row after its max, sum and count, and O's
   // beside it. Within a block, the W·V products start from 0.
   const bool compensated = scalarMath->carriesSumErrors(type);
   const int64_t rowState = compensated ? 4 : 3;
   enum { kMax, kSum, kCount, kSumError };
-  Value outputError = compensated
-                          ? memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type))
-                                .getResult()
-                          : Value();
+  Value outputErrorPanel =
+      compensated
+          ? memref::AllocaOp::create(b, MemRefType::get({panelRows, headDim}, type)).getResult()
+          : Value();
+  Value statePanel = memref::AllocaOp::create(b, MemRefType::get({panelRows, rowState}, type));
 
-  Value rowStep = index(rows);
+  Value lastRow = arith::SubIOp::create(b, qEnd, index(1));
   loop(
       qBegin, qEnd, {},
-      [&](Value i0, ValueRange) -> SmallVector<Value> {
+      [&](Value p0, ValueRange) -> SmallVector<Value> {
         // Rows past q_end repeat the last row (in bounds, never stored).
-        Value lastRow = arith::SubIOp::create(b, qEnd, index(1));
-        SmallVector<Value> rowIndex, rowKeyEnd;
-        Value blockEnd = index(0);
-        for (int64_t r = 0; r < rows; ++r) {
-          Value i = arith::MinSIOp::create(b, arith::AddIOp::create(b, i0, index(r)), lastRow);
-          rowIndex.push_back(i);
-          rowKeyEnd.push_back(keys.end(b, i));
-          blockEnd = arith::MaxSIOp::create(b, blockEnd, rowKeyEnd.back());
+        auto panelRow = [&](Value offset) {
+          return arith::MinSIOp::create(b, arith::AddIOp::create(b, p0, offset), lastRow);
+        };
+        loop(index(0), index(panelRows), {}, [&](Value r, ValueRange) -> SmallVector<Value> {
+          Value i = panelRow(r);
           loop(index(0), index(headDim), {}, [&](Value c, ValueRange) -> SmallVector<Value> {
-            store(contractedQuery(q, i, c), queryTile, {index(r), c});
+            store(contractedQuery(q, i, c), queryPanel, {r, c});
             return {};
           });
-        }
-
-        // Carried per row: running max, Σ h, unmasked-key count (and Σ h's error).
-        SmallVector<Value> inits;
-        for (int64_t r = 0; r < rows; ++r) {
-          inits.append(
-              {online ? scalarMath->initialMax(rowAt(rowIndex[r]), type) : zero, zero, zero});
-          if (compensated)
-            inits.push_back(zero);
           for (int64_t c = 0; c < vectorsPerRow; ++c) {
-            vector::StoreOp::create(b, zeroLanes, outputTile,
-                                    ValueRange{index(r), index(c * lanes)});
+            vector::StoreOp::create(b, zeroLanes, outputPanel, ValueRange{r, index(c * lanes)});
             if (compensated)
-              vector::StoreOp::create(b, zeroLanes, outputError,
-                                      ValueRange{index(r), index(c * lanes)});
+              vector::StoreOp::create(b, zeroLanes, outputErrorPanel,
+                                      ValueRange{r, index(c * lanes)});
           }
-        }
-        ValueRange carried = loop(
-            kvBegin, blockEnd, inits,
-            [&](Value j0, ValueRange acc) -> SmallVector<Value> {
-              Value keysHere = arith::MinSIOp::create(b, index(blockKeys),
-                                                      arith::SubIOp::create(b, blockEnd, j0));
-              IntRange tileRows{i0, rowIndex.back()};
-              IntRange tileKeys{
-                  j0, arith::SubIOp::create(b, arith::AddIOp::create(b, j0, keysHere), index(1))};
-              return classifiedTile(tileRows, tileKeys, acc, [&](bool evaluateMask) {
-                // Score tile: rows × blockKeys, as rows × scoreVectors vectors.
-                Value panel = arith::MulIOp::create(
-                    b,
-                    arith::DivUIOp::create(b, arith::SubIOp::create(b, j0, kvBegin),
-                                           index(blockKeys)),
-                    index(headDim));
-                SmallVector<Value> tile =
-                    scoreTile(rows, scoreVectors, headDim, keysT, panel, queryTile);
-
-                SmallVector<Value> next(acc.begin(), acc.end());
-                SmallVector<Value> alphas;
-                for (int64_t r = 0; r < rows; ++r) {
-                  Value m = acc[rowState * r + kMax], count = acc[rowState * r + kCount];
-                  AttentionMath::RunningSum l{acc[rowState * r + kSum],
-                                              compensated ? acc[rowState * r + kSumError]
-                                                          : Value()};
-                  SmallVector<PairValues> pairs;
-                  SmallVector<Value> s;
-                  Value kept = zero;
-                  for (int64_t h = 0; h < scoreVectors; ++h) {
-                    KeyLanes keyLanes = keyLanesAt(arith::AddIOp::create(b, j0, index(h * lanes)),
-                                                   rowKeyEnd[r], rowIndex[r], evaluateMask);
-                    pairs.push_back(pairLanes(tile[r * scoreVectors + h], rowIndex[r], keyLanes,
-                                              keyLanes.keep));
-                    s.push_back(laneMath->score(pairs.back()));
-                    kept = add(kept, evaluateMask ? sumLanes(arith::SelectOp::create(
-                                                        b, keyLanes.keep, oneLanes, zeroLanes))
-                                                  : indexToFloat(keyLanes.valid));
-                  }
-                  Value shift = zeroLanes, alpha;
-                  if (online) {
-                    Value candidates;
-                    for (int64_t h = 0; h < scoreVectors; ++h) {
-                      Value candidate = laneMath->stabilizer(pairs[h], s[h]);
-                      candidates =
-                          candidates
-                              ? arith::MaximumFOp::create(b, candidates, candidate).getResult()
-                              : candidate;
+          // Carried per row: running max, Σ h, unmasked-key count (and Σ h's error).
+          store(online ? scalarMath->initialMax(rowAt(i), type) : zero, statePanel,
+                {r, index(kMax)});
+          for (int64_t state = kSum; state < rowState; ++state)
+            store(zero, statePanel, {r, index(state)});
+          return {};
+        });
+        // Keys end no later for a row than for the rows after it (KeyBounds::end).
+        Value panelKeyEnd = keys.end(b, panelRow(index(panelRows - 1)));
+        loop(
+            kvBegin, panelKeyEnd, {},
+            [&](Value kb, ValueRange) -> SmallVector<Value> {
+              loop(
+                  index(0), index(panelRows), {},
+                  [&](Value tileRow, ValueRange) -> SmallVector<Value> {
+                    Value i0 = arith::AddIOp::create(b, p0, tileRow);
+                    SmallVector<Value> rowIndex, rowKeyEnd;
+                    Value blockEnd = index(0);
+                    for (int64_t r = 0; r < rows; ++r) {
+                      rowIndex.push_back(panelRow(arith::AddIOp::create(b, tileRow, index(r))));
+                      rowKeyEnd.push_back(keys.end(b, rowIndex.back()));
+                      blockEnd = arith::MaxSIOp::create(b, blockEnd, rowKeyEnd.back());
                     }
-                    AttentionMath::Rescale step = scalarMath->rescale(
-                        m,
-                        vector::ReductionOp::create(b, vector::CombiningKind::MAXIMUMF, candidates),
-                        /*mayBeEmpty=*/true);
-                    alpha = step.alpha;
-                    shift = splat(step.max);
-                    next[rowState * r + kMax] = step.max;
-                  }
-                  Value hLanes = zeroLanes;
-                  for (int64_t h = 0; h < scoreVectors; ++h) {
-                    Value g = laneMath->numeratorTerm(pairs[h], s[h], shift);
-                    vector::StoreOp::create(b, g, weightTile,
-                                            ValueRange{index(r), index(h * lanes)});
-                    if (Value terms = laneMath->denominatorTerm(pairs[h], s[h], shift))
-                      hLanes = add(hLanes, terms);
-                  }
-                  AttentionMath::RunningSum sum = scalarMath->accumulate(
-                      l, alpha, fns.denominator ? sumLanes(hLanes) : Value());
-                  next[rowState * r + kSum] = sum.sum;
-                  if (compensated)
-                    next[rowState * r + kSumError] = sum.error;
-                  next[rowState * r + kCount] = add(count, kept);
-                  alphas.push_back(alpha);
-                }
+                    Value keyEnd = arith::MinSIOp::create(
+                        b, arith::AddIOp::create(b, kb, index(keyBlock)), blockEnd);
+                    Value live = arith::AndIOp::create(
+                        b, arith::CmpIOp::create(b, arith::CmpIPredicate::slt, i0, qEnd),
+                        arith::CmpIOp::create(b, arith::CmpIPredicate::slt, kb, keyEnd));
+                    auto ifLive = scf::IfOp::create(b, live, /*withElseRegion=*/false);
+                    OpBuilder::InsertionGuard tileGuard(b);
+                    b.setInsertionPoint(ifLive.thenBlock()->getTerminator());
+                    auto tileOf = [&](Value panel) {
+                      return panel
+                                 ? memref::SubViewOp::create(
+                                       b, panel, ArrayRef<OpFoldResult>{tileRow, b.getIndexAttr(0)},
+                                       ArrayRef<OpFoldResult>{b.getIndexAttr(rows),
+                                                              b.getIndexAttr(headDim)},
+                                       ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1)})
+                                       .getResult()
+                                 : Value();
+                    };
+                    Value queryTile = tileOf(queryPanel), outputTile = tileOf(outputPanel),
+                          outputError = tileOf(outputErrorPanel);
+                    SmallVector<Value> inits;
+                    for (int64_t r = 0; r < rows; ++r)
+                      for (int64_t state = 0; state < rowState; ++state)
+                        inits.push_back(
+                            load(statePanel,
+                                 {arith::AddIOp::create(b, tileRow, index(r)), index(state)}));
+                    ValueRange carried = loop(
+                        kb, keyEnd, inits,
+                        [&](Value j0, ValueRange acc) -> SmallVector<Value> {
+                          Value keysHere = arith::MinSIOp::create(
+                              b, index(blockKeys), arith::SubIOp::create(b, keyEnd, j0));
+                          IntRange tileRows{i0, rowIndex.back()};
+                          IntRange tileKeys{
+                              j0, arith::SubIOp::create(b, arith::AddIOp::create(b, j0, keysHere),
+                                                        index(1))};
+                          return classifiedTile(tileRows, tileKeys, acc, [&](bool evaluateMask) {
+                            // Score tile: rows × blockKeys, as rows × scoreVectors vectors.
+                            Value panel = arith::MulIOp::create(
+                                b,
+                                arith::DivUIOp::create(b, arith::SubIOp::create(b, j0, kvBegin),
+                                                       index(blockKeys)),
+                                index(headDim));
+                            SmallVector<Value> tile =
+                                scoreTile(rows, scoreVectors, headDim, keysT, panel, queryTile);
 
-                // O = O·e^(m_old - m_new) + W·V over the block's keys that exist.
-                SmallVector<Value> outputs(rows * vectorsPerRow, zeroLanes);
-                ValueRange products =
-                    loop(index(0), keysHere, outputs,
-                         [&](Value jj, ValueRange out) -> SmallVector<Value> {
-                           Value j = arith::AddIOp::create(b, j0, jj);
-                           SmallVector<Value> valueLanes;
-                           for (int64_t c = 0; c < vectorsPerRow; ++c)
-                             valueLanes.push_back(vector::LoadOp::create(
-                                 b, laneType, v, ValueRange{j, index(c * lanes)}));
-                           SmallVector<Value> result;
-                           for (int64_t r = 0; r < rows; ++r) {
-                             Value w = splat(load(weightTile, {index(r), jj}));
-                             for (int64_t c = 0; c < vectorsPerRow; ++c)
-                               result.push_back(vector::FMAOp::create(b, w, valueLanes[c],
-                                                                      out[r * vectorsPerRow + c]));
-                           }
-                           return result;
-                         });
-                for (int64_t r = 0; r < rows; ++r)
-                  for (int64_t c = 0; c < vectorsPerRow; ++c) {
-                    SmallVector<Value, 2> at{index(r), index(c * lanes)};
-                    AttentionMath::RunningSum current{
-                        vector::LoadOp::create(b, laneType, outputTile, at),
-                        compensated ? vector::LoadOp::create(b, laneType, outputError, at).getResult()
-                                    : Value()};
-                    AttentionMath::RunningSum updated =
-                        laneMath->accumulate(current, alphas[r] ? splat(alphas[r]) : Value(),
-                                             products[r * vectorsPerRow + c]);
-                    vector::StoreOp::create(b, updated.sum, outputTile, at);
-                    if (compensated)
-                      vector::StoreOp::create(b, updated.error, outputError, at);
-                  }
-                return next;
-              });
+                            SmallVector<Value> next(acc.begin(), acc.end());
+                            SmallVector<Value> alphas;
+                            for (int64_t r = 0; r < rows; ++r) {
+                              Value m = acc[rowState * r + kMax],
+                                    count = acc[rowState * r + kCount];
+                              AttentionMath::RunningSum l{
+                                  acc[rowState * r + kSum],
+                                  compensated ? acc[rowState * r + kSumError] : Value()};
+                              SmallVector<PairValues> pairs;
+                              SmallVector<Value> s;
+                              Value kept = zero;
+                              for (int64_t h = 0; h < scoreVectors; ++h) {
+                                KeyLanes keyLanes =
+                                    keyLanesAt(arith::AddIOp::create(b, j0, index(h * lanes)),
+                                               rowKeyEnd[r], rowIndex[r], evaluateMask);
+                                pairs.push_back(pairLanes(tile[r * scoreVectors + h], rowIndex[r],
+                                                          keyLanes, keyLanes.keep));
+                                s.push_back(laneMath->score(pairs.back()));
+                                kept = add(kept, evaluateMask
+                                                     ? sumLanes(arith::SelectOp::create(
+                                                           b, keyLanes.keep, oneLanes, zeroLanes))
+                                                     : indexToFloat(keyLanes.valid));
+                              }
+                              Value shift = zeroLanes, alpha;
+                              if (online) {
+                                Value candidates;
+                                for (int64_t h = 0; h < scoreVectors; ++h) {
+                                  Value candidate = laneMath->stabilizer(pairs[h], s[h]);
+                                  candidates = candidates ? arith::MaximumFOp::create(b, candidates,
+                                                                                      candidate)
+                                                                .getResult()
+                                                          : candidate;
+                                }
+                                AttentionMath::Rescale step = scalarMath->rescale(
+                                    m,
+                                    vector::ReductionOp::create(b, vector::CombiningKind::MAXIMUMF,
+                                                                candidates),
+                                    /*mayBeEmpty=*/true);
+                                alpha = step.alpha;
+                                shift = splat(step.max);
+                                next[rowState * r + kMax] = step.max;
+                              }
+                              Value hLanes = zeroLanes;
+                              for (int64_t h = 0; h < scoreVectors; ++h) {
+                                Value g = laneMath->numeratorTerm(pairs[h], s[h], shift);
+                                vector::StoreOp::create(b, g, weightTile,
+                                                        ValueRange{index(r), index(h * lanes)});
+                                if (Value terms = laneMath->denominatorTerm(pairs[h], s[h], shift))
+                                  hLanes = add(hLanes, terms);
+                              }
+                              AttentionMath::RunningSum sum = scalarMath->accumulate(
+                                  l, alpha, fns.denominator ? sumLanes(hLanes) : Value());
+                              next[rowState * r + kSum] = sum.sum;
+                              if (compensated)
+                                next[rowState * r + kSumError] = sum.error;
+                              next[rowState * r + kCount] = add(count, kept);
+                              alphas.push_back(alpha);
+                            }
+
+                            // O = O·e^(m_old - m_new) + W·V over the block's keys that exist.
+                            SmallVector<Value> outputs(rows * vectorsPerRow, zeroLanes);
+                            ValueRange products =
+                                loop(index(0), keysHere, outputs,
+                                     [&](Value jj, ValueRange out) -> SmallVector<Value> {
+                                       Value j = arith::AddIOp::create(b, j0, jj);
+                                       SmallVector<Value> valueLanes;
+                                       for (int64_t c = 0; c < vectorsPerRow; ++c)
+                                         valueLanes.push_back(vector::LoadOp::create(
+                                             b, laneType, v, ValueRange{j, index(c * lanes)}));
+                                       SmallVector<Value> result;
+                                       for (int64_t r = 0; r < rows; ++r) {
+                                         Value w = splat(load(weightTile, {index(r), jj}));
+                                         for (int64_t c = 0; c < vectorsPerRow; ++c)
+                                           result.push_back(vector::FMAOp::create(
+                                               b, w, valueLanes[c], out[r * vectorsPerRow + c]));
+                                       }
+                                       return result;
+                                     });
+                            for (int64_t r = 0; r < rows; ++r)
+                              for (int64_t c = 0; c < vectorsPerRow; ++c) {
+                                SmallVector<Value, 2> at{index(r), index(c * lanes)};
+                                AttentionMath::RunningSum current{
+                                    vector::LoadOp::create(b, laneType, outputTile, at),
+                                    compensated
+                                        ? vector::LoadOp::create(b, laneType, outputError, at)
+                                              .getResult()
+                                        : Value()};
+                                AttentionMath::RunningSum updated = laneMath->accumulate(
+                                    current, alphas[r] ? splat(alphas[r]) : Value(),
+                                    products[r * vectorsPerRow + c]);
+                                vector::StoreOp::create(b, updated.sum, outputTile, at);
+                                if (compensated)
+                                  vector::StoreOp::create(b, updated.error, outputError, at);
+                              }
+                            return next;
+                          });
+                        },
+                        index(blockKeys));
+                    for (int64_t r = 0; r < rows; ++r)
+                      for (int64_t state = 0; state < rowState; ++state)
+                        store(carried[rowState * r + state], statePanel,
+                              {arith::AddIOp::create(b, tileRow, index(r)), index(state)});
+                    return {};
+                  },
+                  index(rows));
+              return {};
             },
-            index(blockKeys));
+            index(keyBlock));
 
-        for (int64_t r = 0; r < rows; ++r) {
+        loop(index(0), index(panelRows), {}, [&](Value r, ValueRange) -> SmallVector<Value> {
           Value valid = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
-                                              arith::AddIOp::create(b, i0, index(r)), qEnd);
+                                              arith::AddIOp::create(b, p0, r), qEnd);
           auto ifValid = scf::IfOp::create(b, valid, /*withElseRegion=*/false);
           OpBuilder::InsertionGuard rowGuard(b);
           b.setInsertionPoint(ifValid.thenBlock()->getTerminator());
-          finishRow(args, rowIndex[r], carried[rowState * r + kMax],
-                    carried[rowState * r + kSum], carried[rowState * r + kCount],
-                    [&](Value outputScale) {
+          Value i = panelRow(r);
+          finishRow(args, i, load(statePanel, {r, index(kMax)}), load(statePanel, {r, index(kSum)}),
+                    load(statePanel, {r, index(kCount)}), [&](Value outputScale) {
                       Value scaleLanes = outputScale ? splat(outputScale) : Value();
                       for (int64_t c = 0; c < vectorsPerRow; ++c) {
-                        Value accumulated = vector::LoadOp::create(
-                            b, laneType, outputTile, ValueRange{index(r), index(c * lanes)});
+                        Value accumulated = vector::LoadOp::create(b, laneType, outputPanel,
+                                                                   ValueRange{r, index(c * lanes)});
                         vector::StoreOp::create(
                             b, scaleLanes ? mul(accumulated, scaleLanes) : accumulated, o,
-                            ValueRange{rowIndex[r], index(c * lanes)});
+                            ValueRange{i, index(c * lanes)});
                       }
                     });
-        }
+          return {};
+        });
         return {};
       },
-      rowStep);
+      index(panelRows));
   freeBlockSparsity();
   freePacked(packed, k);
   func::ReturnOp::create(b);
@@ -497,9 +569,7 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
   // accumulates into (and its key panels) stay in L2 while every row block
   // passes: row blocks innermost would stream all of dK and dV through the
   // caches once per `rows` queries.
-  const int64_t keyBlock =
-      std::max<int64_t>(blockKeys, kBackwardKeyBlockBytes / (4 * headDim * type.getWidth() / 8) /
-                                       blockKeys * blockKeys);
+  const int64_t keyBlock = keyBlockFor(kBackwardKeyBlockBytes, 4, headDim, type, blockKeys);
   loop(
       index(0), keyLimit, {},
       [&](Value kb, ValueRange) -> SmallVector<Value> {
