@@ -4,7 +4,7 @@
 //                [--cpu=native|<llvm cpu name>] [--emit=so|obj|llvm|mlir|ptx|manifest]
 //                [--attn-mask=bool|additive|learnable-additive]
 //                [--cuda-targets=sm_80,sm_90 [--cuda-dtypes=f16,bf16,f32]
-//                 [--cuda-toolkit=DIR]]
+//                 [--cuda-head-dims=32,64,128] [--cuda-toolkit=DIR]]
 //
 // With --attn-mask, attn-add-mask-input first gives the kernel torch's attn_mask as
 // the tensor input @attn_mask. Then runs the registered attn pipeline (attn-cpu-pipeline, or attn-cuda-pipeline
@@ -21,6 +21,7 @@
 #include "passes/Passes.h"
 
 #include "lib/Analysis/KernelSignature.h"
+#include "lib/Analysis/Schedules.h"
 #include "lib/Codegen/GPU/GPULowering.h"
 #include "lib/Codegen/Manifest.h"
 #include "runtime/include/attn/abi.h"
@@ -105,6 +106,17 @@ static cl::list<std::string> cudaTargets(
 static cl::opt<std::string> cudaDtypes("cuda-dtypes",
                                        cl::desc("Storage types of the CUDA kernels"),
                                        cl::init("f16,bf16,f32"));
+/// Every head dim the GPU kernels support, as --cuda-head-dims spells it.
+static std::string allGpuHeadDims() {
+  return llvm::join(llvm::map_range(attn::kGpuHeadDims,
+                                    [](int64_t dim) { return std::to_string(dim); }),
+                    ",");
+}
+// One (dtype, head dim) alone compiles in a few seconds where every one takes tens:
+// the Python package builds the one a CUDA call needs on first use.
+static cl::opt<std::string> cudaHeadDims("cuda-head-dims",
+                                         cl::desc("Head dims of the CUDA kernels"),
+                                         cl::init(allGpuHeadDims()));
 static cl::opt<std::string> cudaToolkit(
     "cuda-toolkit",
     cl::desc("CUDA toolkit directory (bin/ptxas, nvvm/libdevice); default $CUDA_HOME, else "
@@ -112,7 +124,8 @@ static cl::opt<std::string> cudaToolkit(
     cl::init(""));
 
 /// The attn pipeline of this invocation (attn-cpu-pipeline or attn-cuda-pipeline).
-static void buildAttnPipeline(OpPassManager &pm, int64_t vectorBits) {
+static void buildAttnPipeline(OpPassManager &pm, int64_t vectorBits,
+                              ArrayRef<int64_t> headDims) {
   SmallVector<std::string> types;
   for (StringRef type : llvm::split(dtypes, ','))
     types.push_back(type.str());
@@ -130,6 +143,7 @@ static void buildAttnPipeline(OpPassManager &pm, int64_t vectorBits) {
   options.vectorBits = vectorBits;
   for (StringRef type : llvm::split(cudaDtypes, ','))
     options.cudaElementTypes.push_back(type.str());
+  options.headDims = SmallVector<int64_t>(headDims);
   options.targets = SmallVector<std::string>(cudaTargets.begin(), cudaTargets.end());
   attn::buildCudaPipeline(pm, options);
 }
@@ -283,12 +297,33 @@ static LogicalResult checkListOptions() {
     return success();
   };
   if (failed(check("dtypes", dtypes, "f32,f64")) ||
-      failed(check("cuda-dtypes", cudaDtypes, "f16,bf16,f32")))
+      failed(check("cuda-dtypes", cudaDtypes, "f16,bf16,f32")) ||
+      failed(check("cuda-head-dims", cudaHeadDims, allGpuHeadDims())))
     return failure();
   if (!cudaTargets.empty() && failed(check("cuda-targets", llvm::join(cudaTargets, ","),
                                            "sm_80,sm_90")))
     return failure();
   return success();
+}
+
+/// --cuda-head-dims as numbers, each written as one (64, not 064 or 64.0, which the
+/// list check would not see as a repeat). Whether the GPU kernels support a head dim
+/// is attn-select-gpu-schedule's to say, as it is for --cuda-dtypes' types.
+static FailureOr<SmallVector<int64_t>> parseCudaHeadDims() {
+  SmallVector<int64_t> dims;
+  for (StringRef item : llvm::split(cudaHeadDims, ',')) {
+    item = item.trim();
+    int64_t dim;
+    if (item.getAsInteger(10, dim) || dim < 1 || std::to_string(dim) != item) {
+      llvm::errs() << "attn-compile: --cuda-head-dims='" << cudaHeadDims << "' names '" << item
+                   << "', which is not a head dim; expected positive integers, e.g. "
+                      "--cuda-head-dims="
+                   << allGpuHeadDims() << "\n";
+      return failure();
+    }
+    dims.push_back(dim);
+  }
+  return dims;
 }
 
 /// --cpu must name a CPU of the host's target that can run its code: LLVM only warns
@@ -469,6 +504,9 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "attn compiler: attn IR -> CPU artifact\n");
   if (failed(checkListOptions()))
     return 1;
+  FailureOr<SmallVector<int64_t>> headDims = parseCudaHeadDims();
+  if (failed(headDims))
+    return 1;
 
   DialectRegistry registry;
   registerAllDialects(registry);
@@ -530,7 +568,8 @@ int main(int argc, char **argv) {
       })))
     return 1;
   OwningOpRef<ModuleOp> source = module->clone(); // the attn ops, for attn_signature
-  if (failed(runPipeline(*module, [&](OpPassManager &pm) { buildAttnPipeline(pm, vectorBits); })))
+  if (failed(runPipeline(*module,
+                         [&](OpPassManager &pm) { buildAttnPipeline(pm, vectorBits, *headDims); })))
     return 1;
   // The pipeline compiled the kernel --kernel names, or the module's only one.
   SmallVector<int64_t> signature = abiSignature(
