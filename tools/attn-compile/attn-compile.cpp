@@ -33,6 +33,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Threading.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/Parser/Parser.h"
@@ -203,8 +204,10 @@ static std::string lowestChip(ArrayAttr targets) {
 }
 
 /// Moves gpu.module @attn_cuda out of `module` and serialises it: NVVM lowering,
-/// then gpu-module-to-binary once for every target's cubin and once for the
-/// PTX of the lowest target.
+/// then gpu-module-to-binary for the PTX of the lowest target and, with `cubins`,
+/// for every target's cubin. Each image is an LLVM NVPTX compile (a cubin then a
+/// ptxas run too) of its own copy of the module, so they run side by side: with two
+/// targets that is most of the compile time, on as many cores as there are images.
 static FailureOr<CudaImages> serializeCudaModule(ModuleOp module, StringRef toolkit,
                                                  bool cubins) {
   auto gpuModule = module.lookupSymbol<gpu::GPUModuleOp>(attn::kCudaModuleName);
@@ -213,7 +216,8 @@ static FailureOr<CudaImages> serializeCudaModule(ModuleOp module, StringRef tool
                  << "\n";
     return failure();
   }
-  OpBuilder builder(module.getContext());
+  MLIRContext *context = module.getContext();
+  OpBuilder builder(context);
   OwningOpRef<ModuleOp> lowered = ModuleOp::create(module.getLoc());
   builder.setInsertionPointToEnd(lowered->getBody());
   builder.clone(*gpuModule);
@@ -221,41 +225,55 @@ static FailureOr<CudaImages> serializeCudaModule(ModuleOp module, StringRef tool
   if (failed(runPipeline(*lowered, attn::buildGpuToNVVMPipeline)))
     return failure();
 
-  auto binaryObjects = [&](ModuleOp container, StringRef format) -> FailureOr<ArrayAttr> {
-    GpuModuleToBinaryPassOptions options;
-    options.compilationTarget = format.str();
-    options.toolkitPath = toolkit.str();
-    if (failed(runPipeline(container, [&](OpPassManager &pm) {
-          pm.addPass(createGpuModuleToBinaryPass(options));
-        })))
-      return failure();
-    return container.lookupSymbol<gpu::BinaryOp>(attn::kCudaModuleName).getObjectsAttr();
+  // One image: the module for one target, serialised to `format` ("isa": PTX, "bin":
+  // a cubin). The copies are made here, before the threads start.
+  struct Image {
+    OwningOpRef<ModuleOp> container;
+    std::string format;
+    std::string chip;
+    std::string bytes;
   };
+  ArrayAttr targets = lowered->lookupSymbol<gpu::GPUModuleOp>(attn::kCudaModuleName)
+                          .getTargetsAttr();
+  std::string lowest = lowestChip(targets);
+  SmallVector<Image> images;
+  auto addImage = [&](Attribute target, StringRef format) {
+    Image &image = images.emplace_back();
+    image.container = cast<ModuleOp>((*lowered)->clone());
+    image.container->lookupSymbol<gpu::GPUModuleOp>(attn::kCudaModuleName)
+        .setTargetsAttr(builder.getArrayAttr({target}));
+    image.format = format.str();
+    image.chip = cast<NVVM::NVVMTargetAttr>(target).getChip().str();
+  };
+  for (Attribute target : targets)
+    if (cast<NVVM::NVVMTargetAttr>(target).getChip() == lowest) {
+      addImage(target, "isa");
+      break;
+    }
+  if (cubins)
+    for (Attribute target : targets)
+      addImage(target, "bin");
 
-  CudaImages images;
-  OwningOpRef<ModuleOp> forPtx = cast<ModuleOp>((*lowered)->clone());
-  auto ptxModule = forPtx->lookupSymbol<gpu::GPUModuleOp>(attn::kCudaModuleName);
-  std::string lowest = lowestChip(ptxModule.getTargetsAttr());
-  SmallVector<Attribute> lowestTarget;
-  for (Attribute target : ptxModule.getTargetsAttr())
-    if (cast<NVVM::NVVMTargetAttr>(target).getChip() == lowest)
-      lowestTarget.push_back(target);
-  ptxModule.setTargetsAttr(builder.getArrayAttr(lowestTarget));
-  FailureOr<ArrayAttr> ptx = binaryObjects(*forPtx, "isa");
-  if (failed(ptx))
+  if (failed(failableParallelForEach(context, images, [&](Image &image) -> LogicalResult {
+        GpuModuleToBinaryPassOptions options;
+        options.compilationTarget = image.format;
+        options.toolkitPath = toolkit.str();
+        if (failed(runPipeline(*image.container, [&](OpPassManager &pm) {
+              pm.addPass(createGpuModuleToBinaryPass(options));
+            })))
+          return failure();
+        auto binary = image.container->lookupSymbol<gpu::BinaryOp>(attn::kCudaModuleName);
+        auto object = cast<gpu::ObjectAttr>(binary.getObjectsAttr()[0]);
+        image.bytes = object.getObject().getValue().str();
+        return success();
+      })))
     return failure();
-  images.ptx = cast<gpu::ObjectAttr>((*ptx)[0]).getObject().getValue().str();
-  if (!cubins)
-    return images;
-  FailureOr<ArrayAttr> objects = binaryObjects(*lowered, "bin");
-  if (failed(objects))
-    return failure();
-  for (Attribute attr : *objects) {
-    auto object = cast<gpu::ObjectAttr>(attr);
-    images.cubins.emplace_back(cast<NVVM::NVVMTargetAttr>(object.getTarget()).getChip().str(),
-                               object.getObject().getValue().str());
-  }
-  return images;
+
+  CudaImages serialized;
+  serialized.ptx = std::move(images.front().bytes);
+  for (Image &image : llvm::drop_begin(images))
+    serialized.cubins.emplace_back(image.chip, std::move(image.bytes));
+  return serialized;
 }
 
 /// Adds `name` (a constant i8 array holding `bytes`, plus a NUL when
