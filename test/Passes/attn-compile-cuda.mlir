@@ -10,6 +10,10 @@
 // RUN: attn-compile %s -o %t.so --cuda-targets=sm_80,sm_90 --cuda-dtypes=bf16 --dtypes=f32
 // RUN: llvm-nm -D -S --defined-only %t.so | FileCheck %s --check-prefix=SYMBOLS
 // RUN: llvm-strings %t.so | FileCheck %s --check-prefix=MANIFEST
+// One dtype and head dim alone (what attn.compile builds for a CUDA call on first use):
+// only its kernels, in the manifest and in the image.
+// RUN: attn-compile %s -o %t.one.so --cuda-targets=sm_80,sm_90 --cuda-dtypes=bf16 --cuda-head-dims=64 --dtypes=f32
+// RUN: llvm-strings %t.one.so | FileCheck %s --check-prefix=ONE --implicit-check-not=cuda-kernel --implicit-check-not=attn_forward_bf16_d32 --implicit-check-not=attn_forward_bf16_d128
 
 attn.normalizer @tanhmax {
   numerator {
@@ -65,3 +69,10 @@ attn.kernel @tanhmax_attention normalizer(@tanhmax)
 // MANIFEST-NEXT: cuda-kernel backward_dq bf16 32 attn_backward_dq_bf16_d32 tile 64 threads 128 smem 0
 // MANIFEST-NEXT: cuda-kernel forward bf16 64 attn_forward_bf16_d64
 // MANIFEST: cuda-kernel backward_dq bf16 128 attn_backward_dq_bf16_d128 tile 64 threads 128 smem 0
+
+// ONE: devices cpu cuda
+// ONE-NEXT: cuda-targets sm_80 sm_90
+// ONE-NEXT: cuda-kernel forward bf16 64 attn_forward_bf16_d64 tile 64 threads 128 smem 0
+// ONE-NEXT: cuda-kernel backward_prep bf16 64 attn_backward_prep_bf16_d64
+// ONE-NEXT: cuda-kernel backward_dkdv bf16 64 attn_backward_dkdv_bf16_d64
+// ONE-NEXT: cuda-kernel backward_dq bf16 64 attn_backward_dq_bf16_d64

@@ -4,7 +4,7 @@
 //                [--cpu=native|<llvm cpu name>] [--emit=so|obj|llvm|mlir|ptx|manifest]
 //                [--attn-mask=bool|additive|learnable-additive]
 //                [--cuda-targets=sm_80,sm_90 [--cuda-dtypes=f16,bf16,f32]
-//                 [--cuda-toolkit=DIR]]
+//                 [--cuda-head-dims=32,64,128] [--cuda-toolkit=DIR]]
 //
 // With --attn-mask, attn-add-mask-input first gives the kernel torch's attn_mask as
 // the tensor input @attn_mask. Then runs the registered attn pipeline (attn-cpu-pipeline, or attn-cuda-pipeline
@@ -21,6 +21,7 @@
 #include "passes/Passes.h"
 
 #include "lib/Analysis/KernelSignature.h"
+#include "lib/Analysis/Schedules.h"
 #include "lib/Codegen/GPU/GPULowering.h"
 #include "lib/Codegen/Manifest.h"
 #include "runtime/include/attn/abi.h"
@@ -32,6 +33,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Threading.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/Parser/Parser.h"
@@ -105,6 +107,17 @@ static cl::list<std::string> cudaTargets(
 static cl::opt<std::string> cudaDtypes("cuda-dtypes",
                                        cl::desc("Storage types of the CUDA kernels"),
                                        cl::init("f16,bf16,f32"));
+/// Every head dim the GPU kernels support, as --cuda-head-dims spells it.
+static std::string allGpuHeadDims() {
+  return llvm::join(llvm::map_range(attn::kGpuHeadDims,
+                                    [](int64_t dim) { return std::to_string(dim); }),
+                    ",");
+}
+// One (dtype, head dim) alone compiles in a few seconds where every one takes tens:
+// the Python package builds the one a CUDA call needs on first use.
+static cl::opt<std::string> cudaHeadDims("cuda-head-dims",
+                                         cl::desc("Head dims of the CUDA kernels"),
+                                         cl::init(allGpuHeadDims()));
 static cl::opt<std::string> cudaToolkit(
     "cuda-toolkit",
     cl::desc("CUDA toolkit directory (bin/ptxas, nvvm/libdevice); default $CUDA_HOME, else "
@@ -112,7 +125,8 @@ static cl::opt<std::string> cudaToolkit(
     cl::init(""));
 
 /// The attn pipeline of this invocation (attn-cpu-pipeline or attn-cuda-pipeline).
-static void buildAttnPipeline(OpPassManager &pm, int64_t vectorBits) {
+static void buildAttnPipeline(OpPassManager &pm, int64_t vectorBits,
+                              ArrayRef<int64_t> headDims) {
   SmallVector<std::string> types;
   for (StringRef type : llvm::split(dtypes, ','))
     types.push_back(type.str());
@@ -130,6 +144,7 @@ static void buildAttnPipeline(OpPassManager &pm, int64_t vectorBits) {
   options.vectorBits = vectorBits;
   for (StringRef type : llvm::split(cudaDtypes, ','))
     options.cudaElementTypes.push_back(type.str());
+  options.headDims = SmallVector<int64_t>(headDims);
   options.targets = SmallVector<std::string>(cudaTargets.begin(), cudaTargets.end());
   attn::buildCudaPipeline(pm, options);
 }
@@ -189,8 +204,10 @@ static std::string lowestChip(ArrayAttr targets) {
 }
 
 /// Moves gpu.module @attn_cuda out of `module` and serialises it: NVVM lowering,
-/// then gpu-module-to-binary once for every target's cubin and once for the
-/// PTX of the lowest target.
+/// then gpu-module-to-binary for the PTX of the lowest target and, with `cubins`,
+/// for every target's cubin. Each image is an LLVM NVPTX compile (a cubin then a
+/// ptxas run too) of its own copy of the module, so they run side by side: with two
+/// targets that is most of the compile time, on as many cores as there are images.
 static FailureOr<CudaImages> serializeCudaModule(ModuleOp module, StringRef toolkit,
                                                  bool cubins) {
   auto gpuModule = module.lookupSymbol<gpu::GPUModuleOp>(attn::kCudaModuleName);
@@ -199,7 +216,8 @@ static FailureOr<CudaImages> serializeCudaModule(ModuleOp module, StringRef tool
                  << "\n";
     return failure();
   }
-  OpBuilder builder(module.getContext());
+  MLIRContext *context = module.getContext();
+  OpBuilder builder(context);
   OwningOpRef<ModuleOp> lowered = ModuleOp::create(module.getLoc());
   builder.setInsertionPointToEnd(lowered->getBody());
   builder.clone(*gpuModule);
@@ -207,41 +225,55 @@ static FailureOr<CudaImages> serializeCudaModule(ModuleOp module, StringRef tool
   if (failed(runPipeline(*lowered, attn::buildGpuToNVVMPipeline)))
     return failure();
 
-  auto binaryObjects = [&](ModuleOp container, StringRef format) -> FailureOr<ArrayAttr> {
-    GpuModuleToBinaryPassOptions options;
-    options.compilationTarget = format.str();
-    options.toolkitPath = toolkit.str();
-    if (failed(runPipeline(container, [&](OpPassManager &pm) {
-          pm.addPass(createGpuModuleToBinaryPass(options));
-        })))
-      return failure();
-    return container.lookupSymbol<gpu::BinaryOp>(attn::kCudaModuleName).getObjectsAttr();
+  // One image: the module for one target, serialised to `format` ("isa": PTX, "bin":
+  // a cubin). The copies are made here, before the threads start.
+  struct Image {
+    OwningOpRef<ModuleOp> container;
+    std::string format;
+    std::string chip;
+    std::string bytes;
   };
+  ArrayAttr targets = lowered->lookupSymbol<gpu::GPUModuleOp>(attn::kCudaModuleName)
+                          .getTargetsAttr();
+  std::string lowest = lowestChip(targets);
+  SmallVector<Image> images;
+  auto addImage = [&](Attribute target, StringRef format) {
+    Image &image = images.emplace_back();
+    image.container = cast<ModuleOp>((*lowered)->clone());
+    image.container->lookupSymbol<gpu::GPUModuleOp>(attn::kCudaModuleName)
+        .setTargetsAttr(builder.getArrayAttr({target}));
+    image.format = format.str();
+    image.chip = cast<NVVM::NVVMTargetAttr>(target).getChip().str();
+  };
+  for (Attribute target : targets)
+    if (cast<NVVM::NVVMTargetAttr>(target).getChip() == lowest) {
+      addImage(target, "isa");
+      break;
+    }
+  if (cubins)
+    for (Attribute target : targets)
+      addImage(target, "bin");
 
-  CudaImages images;
-  OwningOpRef<ModuleOp> forPtx = cast<ModuleOp>((*lowered)->clone());
-  auto ptxModule = forPtx->lookupSymbol<gpu::GPUModuleOp>(attn::kCudaModuleName);
-  std::string lowest = lowestChip(ptxModule.getTargetsAttr());
-  SmallVector<Attribute> lowestTarget;
-  for (Attribute target : ptxModule.getTargetsAttr())
-    if (cast<NVVM::NVVMTargetAttr>(target).getChip() == lowest)
-      lowestTarget.push_back(target);
-  ptxModule.setTargetsAttr(builder.getArrayAttr(lowestTarget));
-  FailureOr<ArrayAttr> ptx = binaryObjects(*forPtx, "isa");
-  if (failed(ptx))
+  if (failed(failableParallelForEach(context, images, [&](Image &image) -> LogicalResult {
+        GpuModuleToBinaryPassOptions options;
+        options.compilationTarget = image.format;
+        options.toolkitPath = toolkit.str();
+        if (failed(runPipeline(*image.container, [&](OpPassManager &pm) {
+              pm.addPass(createGpuModuleToBinaryPass(options));
+            })))
+          return failure();
+        auto binary = image.container->lookupSymbol<gpu::BinaryOp>(attn::kCudaModuleName);
+        auto object = cast<gpu::ObjectAttr>(binary.getObjectsAttr()[0]);
+        image.bytes = object.getObject().getValue().str();
+        return success();
+      })))
     return failure();
-  images.ptx = cast<gpu::ObjectAttr>((*ptx)[0]).getObject().getValue().str();
-  if (!cubins)
-    return images;
-  FailureOr<ArrayAttr> objects = binaryObjects(*lowered, "bin");
-  if (failed(objects))
-    return failure();
-  for (Attribute attr : *objects) {
-    auto object = cast<gpu::ObjectAttr>(attr);
-    images.cubins.emplace_back(cast<NVVM::NVVMTargetAttr>(object.getTarget()).getChip().str(),
-                               object.getObject().getValue().str());
-  }
-  return images;
+
+  CudaImages serialized;
+  serialized.ptx = std::move(images.front().bytes);
+  for (Image &image : llvm::drop_begin(images))
+    serialized.cubins.emplace_back(image.chip, std::move(image.bytes));
+  return serialized;
 }
 
 /// Adds `name` (a constant i8 array holding `bytes`, plus a NUL when
@@ -283,12 +315,33 @@ static LogicalResult checkListOptions() {
     return success();
   };
   if (failed(check("dtypes", dtypes, "f32,f64")) ||
-      failed(check("cuda-dtypes", cudaDtypes, "f16,bf16,f32")))
+      failed(check("cuda-dtypes", cudaDtypes, "f16,bf16,f32")) ||
+      failed(check("cuda-head-dims", cudaHeadDims, allGpuHeadDims())))
     return failure();
   if (!cudaTargets.empty() && failed(check("cuda-targets", llvm::join(cudaTargets, ","),
                                            "sm_80,sm_90")))
     return failure();
   return success();
+}
+
+/// --cuda-head-dims as numbers, each written as one (64, not 064 or 64.0, which the
+/// list check would not see as a repeat). Whether the GPU kernels support a head dim
+/// is attn-select-gpu-schedule's to say, as it is for --cuda-dtypes' types.
+static FailureOr<SmallVector<int64_t>> parseCudaHeadDims() {
+  SmallVector<int64_t> dims;
+  for (StringRef item : llvm::split(cudaHeadDims, ',')) {
+    item = item.trim();
+    int64_t dim;
+    if (item.getAsInteger(10, dim) || dim < 1 || std::to_string(dim) != item) {
+      llvm::errs() << "attn-compile: --cuda-head-dims='" << cudaHeadDims << "' names '" << item
+                   << "', which is not a head dim; expected positive integers, e.g. "
+                      "--cuda-head-dims="
+                   << allGpuHeadDims() << "\n";
+      return failure();
+    }
+    dims.push_back(dim);
+  }
+  return dims;
 }
 
 /// --cpu must name a CPU of the host's target that can run its code: LLVM only warns
@@ -469,6 +522,9 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "attn compiler: attn IR -> CPU artifact\n");
   if (failed(checkListOptions()))
     return 1;
+  FailureOr<SmallVector<int64_t>> headDims = parseCudaHeadDims();
+  if (failed(headDims))
+    return 1;
 
   DialectRegistry registry;
   registerAllDialects(registry);
@@ -530,7 +586,8 @@ int main(int argc, char **argv) {
       })))
     return 1;
   OwningOpRef<ModuleOp> source = module->clone(); // the attn ops, for attn_signature
-  if (failed(runPipeline(*module, [&](OpPassManager &pm) { buildAttnPipeline(pm, vectorBits); })))
+  if (failed(runPipeline(*module,
+                         [&](OpPassManager &pm) { buildAttnPipeline(pm, vectorBits, *headDims); })))
     return 1;
   // The pipeline compiled the kernel --kernel names, or the module's only one.
   SmallVector<int64_t> signature = abiSignature(

@@ -17,11 +17,13 @@ Kernels can also be written in Python (attn.frontend, docs/TUTORIAL.md):
 A thin layer over the ops that ``libattn_runtime.so`` registers (``torch.ops.attn.*``, with
 fake implementations in attn.ops for torch.compile and torch.export).
 CUDA tensors run the artifact's GPU kernels (compile with ``attn.compile(ir,
-cuda_targets="auto")`` or ``attn-compile --cuda-targets=sm_80,...``).
+cuda_targets="auto")``, which builds the GPU code of a dtype and head dim on first use, or
+``attn-compile --cuda-targets=sm_80,...``).
 Where the runtime library and attn-compile are found: see attn.paths.
 """
 
 import math
+import operator
 import os
 import threading
 from collections import OrderedDict
@@ -66,6 +68,9 @@ def _ensure_runtime():
     _load_library()
     from . import ops  # noqa: F401  (registers the fakes on first import)
 
+
+# The dtypes of the GPU kernels, as the manifest and attn-compile --cuda-dtypes name them.
+_CUDA_DTYPE_TAGS = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
 
 _CUDA_KERNEL_FIELDS = ("role", "dtype", "head_dim", "symbol", "tile", "tile_rows", "threads_kw",
                        "threads", "smem_kw", "smem_bytes")
@@ -125,9 +130,12 @@ def _param_init(name, value):
 
 
 class Kernel:
-    """A loaded attn artifact. Call it like an attention op; autograd works."""
+    """A loaded attn artifact. Call it like an attention op; autograd works.
 
-    def __init__(self, path):
+    `lazy_cuda` (attn.compile with cuda_targets; an attn.compiler.LazyCuda): CUDA calls
+    run the artifact of their dtype and head dim, built on first use and kept here."""
+
+    def __init__(self, path, lazy_cuda=None):
         _ensure_runtime()
         self.path = os.path.abspath(os.fspath(path))
         # Loads and validates the artifact in the runtime (raises RuntimeError).
@@ -141,6 +149,8 @@ class Kernel:
         self.param_shapes = OrderedDict(
             (n, tuple(v.shape) if isinstance(v, torch.Tensor) else ())
             for n, v in self.manifest["params"].items())
+        self.lazy_cuda = lazy_cuda
+        self._cuda_kernels = {}  # (dtype tag, head dim) -> Kernel, with lazy_cuda
 
     @property
     def name(self):
@@ -148,14 +158,30 @@ class Kernel:
 
     @property
     def cuda_targets(self):
-        """The GPU targets compiled in (e.g. ['sm_80', 'sm_90']); empty: CPU only."""
+        """The GPU targets compiled in, or with lazy GPU code to be compiled for (e.g.
+        ['sm_80', 'sm_90']); empty: CPU only."""
+        if self.lazy_cuda is not None:
+            return list(self.lazy_cuda.targets)
         return list(self.manifest["cuda-targets"])
 
     def cuda_head_dims(self, dtype=torch.bfloat16):
-        """Head dims with a GPU forward kernel for a dtype."""
-        tag = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}.get(dtype)
+        """Head dims with a GPU forward kernel for a dtype; with lazy GPU code, those built
+        so far."""
+        tag = _CUDA_DTYPE_TAGS.get(dtype)
+        if self.lazy_cuda is not None:
+            with _cuda_build_lock:
+                return sorted(d for t, d in self._cuda_kernels if t == tag)
         return sorted(k["head_dim"] for k in self.manifest["cuda-kernel"]
                       if k["role"] == "forward" and k["dtype"] == tag)
+
+    def artifact_for(self, q):
+        """The path of the artifact a call with query q runs: this kernel's, or with lazy
+        GPU code and q on a GPU, the one of q's dtype and head dim (built now if needed)."""
+        if self.lazy_cuda is None or q.device.type != "cuda":
+            return self.path
+        # operator.index: under torch.compile a head dim that became dynamic is
+        # specialised here (one artifact per head dim) instead of reaching the build.
+        return _cuda_artifact(self, q.dtype, operator.index(q.shape[-1]))
 
     def initial_params(self, dtype=torch.float32, device=None):
         """[P] tensor of the manifest's initial parameter values (no grad); weights are
@@ -216,7 +242,7 @@ class Kernel:
         """O [B,H,Nq,dv]. params=None uses the initial values (no gradient for them).
         inputs: the kernel's tensor inputs (see input_names), a dict name -> tensor or a
         list in that order; learnable ones get gradients."""
-        return torch.ops.attn.attention(self.path, q, k, v, self._params(params, q),
+        return torch.ops.attn.attention(self.artifact_for(q), q, k, v, self._params(params, q),
                                         is_causal, key_lengths, self._inputs(inputs))
 
     def attention_weights(self, q, k, params=None, is_causal=False, key_lengths=None,
@@ -224,20 +250,53 @@ class Kernel:
         """[B,H,Nq,Nk] weights w_ij = g(s_ij) / C_i, for inspection only (no autograd;
         refused above 2**26 elements). Computed by this kernel's own forward, so they are
         exactly the weights it applies (masks, params and tensor inputs included)."""
-        return torch.ops.attn.attention_weights(self.path, q, k, self._params(params, q),
-                                                is_causal, key_lengths, self._inputs(inputs))
+        return torch.ops.attn.attention_weights(self.artifact_for(q), q, k,
+                                                self._params(params, q), is_causal, key_lengths,
+                                                self._inputs(inputs))
 
     def forward_with_stats(self, q, k, v, params=None, is_causal=False, key_lengths=None,
                            inputs=None):
         """Forward only, no autograd: (O, row_max, row_sum)."""
-        return torch.ops.attn.attention_forward(self.path, q, k, v, self._params(params, q),
-                                                is_causal, key_lengths, self._inputs(inputs))
+        return torch.ops.attn.attention_forward(self.artifact_for(q), q, k, v,
+                                                self._params(params, q), is_causal, key_lengths,
+                                                self._inputs(inputs))
 
     def __repr__(self):
         return (f"attn.Kernel({self.name!r}, params={self.param_names}, "
                 f"dtypes={self.manifest.get('dtypes')}, devices={self.manifest.get('devices')}, "
                 f"cuda_targets={self.cuda_targets}, "
                 f"path={self.path!r})")
+
+
+# Guards Kernel._cuda_kernels (a Kernel holds no lock: modules holding one are deep-copied,
+# e.g. by nn.TransformerEncoder); one build at a time, which a process rarely has to wait
+# for: a model needs a new (dtype, head dim) once.
+_cuda_build_lock = threading.Lock()
+
+
+@torch.compiler.assume_constant_result
+def _cuda_artifact(kernel, dtype, head_dim):
+    """Kernel.artifact_for on a GPU with lazy GPU code: the artifact of (dtype, head_dim),
+    built and loaded on first use. torch.compile runs this while it traces and keeps the
+    path as a constant of the graph, as it keeps Kernel.path: the build never becomes
+    part of the graph."""
+    tag = _CUDA_DTYPE_TAGS.get(dtype)
+    if tag is None:
+        raise RuntimeError(
+            f"attn: kernel {kernel.name}: q has dtype {dtype} on the GPU; the GPU kernels take "
+            f"{', '.join(map(str, _CUDA_DTYPE_TAGS))}")
+    with _cuda_build_lock:
+        built = kernel._cuda_kernels.get((tag, head_dim))
+        if built is None:
+            try:
+                built = load(kernel.lazy_cuda.build(tag, head_dim))
+            except RuntimeError as e:
+                raise RuntimeError(
+                    f"attn: kernel {kernel.name} has no GPU code for {dtype} and head dim "
+                    f"{head_dim}, and cannot build it (attn-compile "
+                    f"{' '.join(kernel.lazy_cuda.options_for(tag, head_dim))}):\n{e}") from e
+            kernel._cuda_kernels[(tag, head_dim)] = built
+    return built.path
 
 
 def load(path):

@@ -11,7 +11,8 @@ $ATTN_CACHE_DIR, else ~/.cache/attn, and is safe to share between threads and pr
 (data-parallel ranks, notebooks): one of them compiles a key while the others wait on its
 lock file (<key>.so.lock, removed once the artifact is published), and an artifact is
 published once, complete and sealed, under its key (a hard link of the finished file) and
-never rewritten.
+never rewritten. GPU code requested with cuda_targets is built per (dtype, head dim) on its
+first CUDA call by default (LazyCuda), into entries of the same cache.
 """
 
 import fcntl
@@ -24,7 +25,7 @@ from contextlib import contextmanager, suppress
 
 from .paths import compiler_path, opt_path
 
-__all__ = ["compile", "opt", "compiler_path", "cache_dir", "cuda_targets_of"]
+__all__ = ["compile", "opt", "compiler_path", "cache_dir", "cuda_targets_of", "LazyCuda"]
 
 
 def cache_dir():
@@ -133,39 +134,11 @@ def opt(source, *options):
 MASK_INPUT_KINDS = ("bool", "additive", "learnable-additive")
 
 
-def compile(source, kernel=None, dtypes=("f32", "f64"), cpu="native", cuda_targets=None,  # noqa: A001
-            attn_mask=None):
-    """Compile attn IR (a string, a path to a .mlir file, or IR traced by attn.kernel /
-    attn.normalizer) and load it; returns an attn.Kernel. `kernel` names the attn.kernel
-    when the IR holds several. `dtypes` is a non-empty sequence (or comma-separated
-    string) of "f32" / "f64". `cuda_targets` adds GPU code: "auto" (the visible GPUs),
-    "sm_80,sm_90" or a list. `attn_mask` gives the kernel torch's attn_mask as its tensor
-    input `attn_mask` [B, H, Nq, Nk] (attn-compile --attn-mask, the pass
-    attn-add-mask-input), which attn.attention and attn.MultiheadAttention fill from their
-    attn_mask and key_padding_mask (attn.masks): "bool" (a keep table), "additive" (a score
-    bias) or "learnable-additive" (a score bias that gets a gradient). Raises RuntimeError
-    with the compiler's diagnostics when the IR is invalid (for traced IR they name the
-    Python lines), ValueError for an empty `dtypes` or an unknown `attn_mask`."""
-    from . import load
-
-    if isinstance(dtypes, str):
-        dtypes = [d for d in dtypes.split(",") if d]
-    if not dtypes:
-        raise ValueError("attn.compile: dtypes is empty; expected some of 'f32', 'f64' "
-                         "(default: both)")
-    if attn_mask is not None and attn_mask not in MASK_INPUT_KINDS:
-        raise ValueError(f"attn.compile: attn_mask={attn_mask!r}; expected None or one of "
-                         f"{', '.join(repr(k) for k in MASK_INPUT_KINDS)}")
-    text = _source_text(source)
-    compiler = compiler_path()
+def _cached_artifact(compiler, text, options, host):
+    """The cache entry of `text` compiled with `options` (compiled first unless another
+    thread or process has published it); `host` is what a --cpu=native artifact depends
+    on ("" otherwise)."""
     stat = os.stat(compiler)
-    targets = cuda_targets_of(cuda_targets)
-    options = [f"--dtypes={','.join(dtypes)}", f"--cpu={cpu}"] + ([f"--kernel={kernel}"] if kernel else [])
-    if targets:
-        options.append(f"--cuda-targets={','.join(targets)}")
-    if attn_mask:
-        options.append(f"--attn-mask={attn_mask}")
-    host = _host_cpu() if cpu == "native" else ""
     key = hashlib.sha256("\0".join([text, *options, f"{stat.st_size}:{stat.st_mtime_ns}", host])
                          .encode()).hexdigest()
     directory = cache_dir()
@@ -181,4 +154,70 @@ def compile(source, kernel=None, dtypes=("f32", "f64"), cpu="native", cuda_targe
             # the artifact before it looks for a lock.
             with suppress(FileNotFoundError):
                 os.unlink(lock)
-    return load(artifact)
+    return artifact
+
+
+class LazyCuda:
+    """The GPU code of a kernel compiled with attn.compile(..., cuda_targets=...,
+    lazy_cuda=True): one artifact per (dtype, head dim), built the first time a CUDA call
+    needs it (Kernel keeps what it loaded) and cached like any other by content, the
+    variant included in the key. Such an artifact holds the GPU kernels of that one
+    dtype and head dim for every target, and float32 CPU code (every artifact has some),
+    so it compiles in seconds where every dtype × head dim takes tens."""
+
+    def __init__(self, compiler, text, options, host, targets):
+        self.compiler, self.text, self.options, self.host = compiler, text, options, host
+        self.targets = list(targets)
+
+    def options_for(self, dtype, head_dim):
+        """attn-compile's options for the artifact of `dtype` ("f32", "f16", "bf16") and
+        `head_dim`."""
+        return ["--dtypes=f32", *self.options, f"--cuda-targets={','.join(self.targets)}",
+                f"--cuda-dtypes={dtype}", f"--cuda-head-dims={head_dim}"]
+
+    def build(self, dtype, head_dim):
+        """The path of the artifact of `dtype` and `head_dim`, compiled unless cached."""
+        return _cached_artifact(self.compiler, self.text, self.options_for(dtype, head_dim),
+                                self.host)
+
+
+def compile(source, kernel=None, dtypes=("f32", "f64"), cpu="native", cuda_targets=None,  # noqa: A001
+            attn_mask=None, lazy_cuda=True):
+    """Compile attn IR (a string, a path to a .mlir file, or IR traced by attn.kernel /
+    attn.normalizer) and load it; returns an attn.Kernel. `kernel` names the attn.kernel
+    when the IR holds several. `dtypes` is a non-empty sequence (or comma-separated
+    string) of "f32" / "f64". `cuda_targets` adds GPU code: "auto" (the visible GPUs),
+    "sm_80,sm_90" or a list. With `lazy_cuda` (the default) only the CPU code is compiled
+    now, and the GPU code of a (dtype, head dim) the first time a CUDA call needs it (a
+    few seconds, then cached: see LazyCuda); lazy_cuda=False compiles the GPU code of every
+    dtype and head dim (float32, float16, bfloat16 × 32, 64, 128) into the one artifact
+    now, as attn-compile --cuda-targets does (tens of seconds). `attn_mask` gives the
+    kernel torch's attn_mask as its tensor
+    input `attn_mask` [B, H, Nq, Nk] (attn-compile --attn-mask, the pass
+    attn-add-mask-input), which attn.attention and attn.MultiheadAttention fill from their
+    attn_mask and key_padding_mask (attn.masks): "bool" (a keep table), "additive" (a score
+    bias) or "learnable-additive" (a score bias that gets a gradient). Raises RuntimeError
+    with the compiler's diagnostics when the IR is invalid (for traced IR they name the
+    Python lines), ValueError for an empty `dtypes` or an unknown `attn_mask`."""
+    from . import Kernel
+
+    if isinstance(dtypes, str):
+        dtypes = [d for d in dtypes.split(",") if d]
+    if not dtypes:
+        raise ValueError("attn.compile: dtypes is empty; expected some of 'f32', 'f64' "
+                         "(default: both)")
+    if attn_mask is not None and attn_mask not in MASK_INPUT_KINDS:
+        raise ValueError(f"attn.compile: attn_mask={attn_mask!r}; expected None or one of "
+                         f"{', '.join(repr(k) for k in MASK_INPUT_KINDS)}")
+    text = _source_text(source)
+    compiler = compiler_path()
+    targets = cuda_targets_of(cuda_targets)
+    shared = [f"--cpu={cpu}"] + ([f"--kernel={kernel}"] if kernel else [])
+    mask = [f"--attn-mask={attn_mask}"] if attn_mask else []
+    eager_cuda = [f"--cuda-targets={','.join(targets)}"] if targets and not lazy_cuda else []
+    host = _host_cpu() if cpu == "native" else ""
+    artifact = _cached_artifact(compiler, text,
+                                [f"--dtypes={','.join(dtypes)}", *shared, *eager_cuda, *mask],
+                                host)
+    lazy = LazyCuda(compiler, text, shared + mask, host, targets) if targets and lazy_cuda else None
+    return Kernel(artifact, lazy_cuda=lazy)

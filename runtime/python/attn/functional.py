@@ -19,7 +19,8 @@ def attention(query, key, value, kernel, attn_mask=None, dropout_p=0.0, is_causa
         -> [*batch, H, L, Ev]        (*batch: any number of batch dims, none included)
 
     kernel: an attn.Kernel, a compiled .so, or IR text / a .mlir path (compiled by
-    attn.compile and cached; pass a Kernel inside torch.compile). is_causal: keys after
+    attn.compile and cached, with GPU code for the visible GPUs built on the first CUDA
+    call of each dtype and head dim; pass a Kernel inside torch.compile). is_causal: keys after
     the query are masked (top-left aligned, as SDPA). scale: None uses the kernel's own
     score; otherwise q·k is scaled by `scale` instead (exact for the dot and scaled_dot
     contractions without a feature map; other kernels raise, naming their contract).

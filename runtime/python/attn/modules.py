@@ -19,9 +19,10 @@ class MultiheadAttention(nn.Module):
 
     `normalizer` is an attn.Kernel, a compiled .so, a .mlir path or an IR string
     (compiled once and cached by content; `cuda_targets` adds GPU code to IR compiled
-    here: "auto" for the visible GPUs, "sm_80,sm_90", or None). The kernel's learnable
-    params (normalizer and score scalars, and score weights such as a bilinear W [d, d]
-    with their shapes) are registered as parameters `normalizer.<name>`, so optimisers
+    here: "auto" for the visible GPUs, "sm_80,sm_90", or None; the GPU code of a dtype and
+    head dim is built on the first CUDA call that needs it, see attn.compile). The
+    kernel's learnable params (normalizer and score scalars, and score weights such as a
+    bilinear W [d, d] with their shapes) are registered as parameters `normalizer.<name>`, so optimisers
     and state_dict see them. A kernel with tensor inputs (attn.input) takes them as
     forward's `inputs=` (a dict name -> tensor, see Kernel.input_names); a learnable input
     whose extents the IR fixes (e.g. `attn.input @sink learnable : tensor<8xf32>`) is a
