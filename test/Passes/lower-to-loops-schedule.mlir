@@ -3,7 +3,7 @@
 // The lowering alone, on a kernel annotated by hand: classified plain, its
 // scalar functions written out (scalar and on 8 lanes) and one tiled f32
 // schedule pinned: 2 rows against 16 keys forward, 8 backward, for d = 32. The
-// forward keeps a panel of 16 such row tiles (32 rows: queries, O, O's errors, each
+// forward keeps a panel of 32 such row tiles (64 rows: queries, O, O's errors, each
 // row's running state) and runs each tile on a view of it.
 attn.normalizer @identity {
   numerator {
@@ -37,10 +37,10 @@ func.func private @dg8(%s: vector<8xf32>, %m: vector<8xf32>, %b: vector<8xindex>
 // CHECK-LABEL: func.func private @attn_forward_f32.generic(
 // CHECK: func.call @g(
 // CHECK-LABEL: func.func private @attn_forward_f32.d32(
-// CHECK-DAG: memref.alloca() : memref<32x32xf32>
+// CHECK-DAG: memref.alloca() : memref<64x32xf32>
 // CHECK-DAG: memref.alloca() : memref<2x16xf32>
-// CHECK-DAG: memref.alloca() : memref<32x4xf32>
-// CHECK: memref.subview %{{.*}}[%{{.*}}, 0] [2, 32] [1, 1] : memref<32x32xf32> to memref<2x32xf32, strided<[32, 1], offset: ?>>
+// CHECK-DAG: memref.alloca() : memref<64x4xf32>
+// CHECK: memref.subview %{{.*}}[%{{.*}}, 0] [2, 32] [1, 1] : memref<64x32xf32> to memref<2x32xf32, strided<[32, 1], offset: ?>>
 // CHECK: func.call @g8({{.*}}) : (vector<8xf32>, vector<8xf32>, vector<8xindex>, vector<8xindex>, vector<8xindex>, vector<8xindex>) -> vector<8xf32>
 // CHECK-LABEL: func.func @attn_forward_f32(
 // CHECK: func.call @attn_forward_f32.d32(

@@ -27,7 +27,7 @@ static constexpr int64_t kForwardKeyBlockBytes = 256 * 1024;
 static constexpr int64_t kBackwardKeyBlockBytes = 512 * 1024;
 /// Row tiles per forward query panel: each key block is read from L2 by every tile
 /// of the panel, and once per panel from farther away.
-static constexpr int64_t kForwardPanelTiles = 16;
+static constexpr int64_t kForwardPanelTiles = 32;
 
 /// Keys per block when `matrices` [keys x headDim] matrices of `type` may take
 /// `bytes`: a multiple of the tile's `blockKeys`, at least one tile.
