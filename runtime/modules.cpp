@@ -1,9 +1,58 @@
 //===- modules.cpp - torch::nn modules backed by attn artifacts -------------===//
 #include "attn/modules.h"
 
+#include <cmath>
 #include <utility>
 
 namespace attn {
+
+namespace {
+
+/// The kernel's mask input (attn-compile --attn-mask, the pass attn-add-mask-input): a
+/// rank-4 input named attn_mask, i8 (a keep table) or float (a score bias).
+const TensorInput *mask_input_of(const Manifest &manifest) {
+  for (const TensorInput &input : manifest.inputs)
+    if (input.name == "attn_mask" && input.shape == std::vector<int64_t>(4, -1) &&
+        (input.element == "i8" || input.element == "float"))
+      return &input;
+  return nullptr;
+}
+
+/// key_padding_mask [B, Nk] (bool: true = padded; float: 0 kept, -inf padded, other
+/// values added to the score) as the mask input `input` of kernel `kernel`, [B, 1, 1, Nk]:
+/// the kernel clamps its reads to the table's extents, so the size-1 dims broadcast over
+/// heads and queries without a copy. A keep table (int8) for an i8 input, a bias of q's
+/// dtype for a float one; without a mask, a [1, 1, 1, 1] table that keeps every pair.
+torch::Tensor mask_table(const std::string &kernel, const TensorInput &input,
+                         const torch::Tensor &mask, int64_t batch, int64_t keys,
+                         const torch::TensorOptions &q) {
+  const bool keep_table = input.element == "i8";
+  if (!mask.defined())
+    return keep_table ? torch::ones({1, 1, 1, 1}, q.dtype(torch::kInt8))
+                      : torch::zeros({1, 1, 1, 1}, q);
+  const bool is_bool = mask.scalar_type() == torch::kBool;
+  TORCH_CHECK((is_bool || at::isFloatingType(mask.scalar_type())) && mask.dim() == 2 &&
+                  mask.size(0) == batch && mask.size(1) == keys,
+              "key_padding_mask: expected a bool or floating [", batch, ", ", keys,
+              "] tensor, got ", c10::toString(mask.scalar_type()), " ", mask.sizes());
+  torch::Tensor table;
+  if (keep_table) {
+    torch::Tensor keep = is_bool ? mask.logical_not() : mask == 0;
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        is_bool || (keep | mask.isneginf()).all().item<bool>(),
+        "key_padding_mask: a float mask with values other than 0 and -inf needs an additive "
+        "mask input, but kernel ",
+        kernel, " has a bool one (a keep table): compile it with attn-compile "
+                "--attn-mask=additive");
+    table = keep.to(q.device(), torch::kInt8);
+  } else {
+    table = is_bool ? torch::zeros({batch, keys}, q).masked_fill(mask.to(q.device()), -INFINITY)
+                    : mask.to(q.device(), q.dtype().toScalarType());
+  }
+  return table.view({batch, 1, 1, keys});
+}
+
+} // namespace
 
 MultiheadAttentionOptions::MultiheadAttentionOptions(int64_t embed_dim, int64_t num_heads,
                                                      const std::string &artifact)
@@ -82,8 +131,15 @@ MultiheadAttentionImpl::forward(const torch::Tensor &query, const torch::Tensor 
 
   Options opts;
   opts.is_causal = is_causal;
-  if (key_padding_mask.defined())
+  const Manifest &manifest = options.library()->manifest();
+  if (const TensorInput *mask_input = mask_input_of(manifest)) {
+    TORCH_CHECK(manifest.inputs.size() == 1, fn, ": kernel ", manifest.kernel,
+                " reads tensor inputs besides attn_mask, which this module does not pass; call "
+                "attn::attention with Options::inputs");
+    opts.inputs = {mask_table(manifest.kernel, *mask_input, key_padding_mask, B, Nk, q.options())};
+  } else if (key_padding_mask.defined()) {
     opts.key_lengths = key_lengths_from_padding(key_padding_mask, Nk);
+  }
   torch::Tensor params = normalizer_params();
   torch::Tensor o = attention(options.library(), q, k, v, params, opts);
   torch::Tensor out = out_proj->forward(o.transpose(1, 2).reshape({B, Nq, E}));

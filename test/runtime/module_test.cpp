@@ -93,6 +93,68 @@ TEST(MultiheadAttention, NormalizerParamsAreTrainedParameters) {
   EXPECT_FALSE(torch::equal(before, mha->normalizer_params().detach()));
 }
 
+// A kernel with the mask input takes key padding of any pattern, as torch does: a bool
+// mask with holes, and for an additive input a float mask of -inf and other values.
+TEST(MultiheadAttention, KeyPaddingOfAnyPatternWithTheMaskInput) {
+  for (const char *kind : {"bool", "additive"}) {
+    SCOPED_TRACE(kind);
+    torch::manual_seed(1);
+    attn::MultiheadAttention ours(
+        attn::MultiheadAttentionOptions(24, 3, artifact((std::string("softmax_") + kind +
+                                                         "_mask").c_str())));
+    ours->to(torch::kDouble);
+    auto ref = reference_of(ours);
+    const int64_t B = 2, L = 6, S = 9;
+    auto x = torch::randn({L, B, 24}, torch::kDouble).requires_grad_();
+    auto mem = torch::randn({S, B, 24}, torch::kDouble);
+    auto holes = torch::zeros({B, S}, torch::kBool);
+    holes[0][1] = holes[0][4] = holes[1][0] = holes[1][8] = true;
+    // Bool, and for an additive input also torch's float form (-inf = padded).
+    std::vector<torch::Tensor> masks{holes};
+    if (std::string(kind) == "additive")
+      masks.push_back(torch::zeros({B, S}, torch::kDouble).masked_fill(holes, -INFINITY));
+    for (const auto &mask : masks) {
+      auto [got, weights] = ours(x, mem, mem, mask, /*need_weights=*/true);
+      auto [want, want_weights] = ref(x, mem, mem, holes);
+      EXPECT_LT(max_abs_diff(got, want), 1e-12);
+      EXPECT_LT(max_abs_diff(weights, want_weights), 1e-12);
+      torch::Tensor got_sum = got.sum(), want_sum = want.sum();
+      auto grad = torch::autograd::grad({got_sum}, {x}, {}, /*retain_graph=*/true)[0];
+      auto want_grad = torch::autograd::grad({want_sum}, {x}, {}, /*retain_graph=*/true)[0];
+      EXPECT_LT(max_abs_diff(grad, want_grad), 1e-10);
+    }
+    if (std::string(kind) == "additive") {
+      // Other float values are added to the score; libtorch's module takes them as an
+      // attn_mask (one batch entry: its [L, S] form).
+      auto bias = torch::zeros({1, S}, torch::kDouble).masked_fill(holes.slice(0, 0, 1), -INFINITY);
+      bias[0][2] = 0.75;
+      auto x0 = x.slice(1, 0, 1), mem0 = mem.slice(1, 0, 1);
+      auto got = std::get<0>(ours(x0, mem0, mem0, bias));
+      auto want = std::get<0>(ref->forward(x0, mem0, mem0, {}, false, bias.expand({L, S})));
+      EXPECT_LT(max_abs_diff(got, want), 1e-12);
+    }
+    // No mask: every key takes part.
+    auto [got, weights] = ours(x, mem, mem);
+    auto [want, want_weights] = ref(x, mem, mem);
+    EXPECT_LT(max_abs_diff(got, want), 1e-12);
+  }
+  attn::MultiheadAttention keep_table(
+      attn::MultiheadAttentionOptions(8, 2, artifact("softmax_bool_mask")).batch_first(true));
+  keep_table->to(torch::kDouble);
+  auto x = torch::randn({2, 5, 8}, torch::kDouble);
+  auto biased = torch::zeros({2, 5}, torch::kDouble);
+  biased[0][3] = 0.5;
+  try {
+    keep_table(x, x, x, biased);
+    ADD_FAILURE() << "a float key_padding_mask of other values than 0, -inf reached a keep table";
+  } catch (const c10::Error &e) {
+    EXPECT_NE(std::string(e.what_without_backtrace()).find("--attn-mask=additive"),
+              std::string::npos)
+        << e.what_without_backtrace();
+  }
+  EXPECT_THROW(keep_table(x, x, x, torch::zeros({2, 4}, torch::kBool)), c10::Error);
+}
+
 TEST(MultiheadAttention, Errors) {
   attn::MultiheadAttention mha(
       attn::MultiheadAttentionOptions(8, 2, artifact("softmax")).batch_first(true));

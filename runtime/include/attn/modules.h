@@ -52,7 +52,10 @@ public:
 
   /// query [Nq, B, E] (or [B, Nq, E] with batch_first), key [Nk, B, kdim], value
   /// [Nk, B, vdim]. key_padding_mask: [B, Nk], bool (true = ignore) or additive float
-  /// (-inf = ignore), trailing padding only (see key_lengths_from_padding). Returns (output,
+  /// (-inf = ignore). Any pattern with a kernel compiled with the mask input
+  /// (attn-compile --attn-mask=bool, or =additive, which also adds other float values to
+  /// the score, as torch does); with any other kernel trailing padding only (see
+  /// key_lengths_from_padding). Returns (output,
   /// weights); weights are defined only with need_weights: [B, Nq, Nk] averaged over
   /// heads, or [B, H, Nq, Nk] without average_attn_weights (see attention_weights():
   /// for inspection, no gradient).
