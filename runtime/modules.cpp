@@ -37,13 +37,8 @@ torch::Tensor mask_table(const std::string &kernel, const TensorInput &input,
               "] tensor, got ", c10::toString(mask.scalar_type()), " ", mask.sizes());
   torch::Tensor table;
   if (keep_table) {
-    torch::Tensor keep = is_bool ? mask.logical_not() : mask == 0;
-    TORCH_CHECK_NOT_IMPLEMENTED(
-        is_bool || (keep | mask.isneginf()).all().item<bool>(),
-        "key_padding_mask: a float mask with values other than 0 and -inf needs an additive "
-        "mask input, but kernel ",
-        kernel, " has a bool one (a keep table): compile it with attn-compile "
-                "--attn-mask=additive");
+    torch::Tensor keep =
+        is_bool ? mask.logical_not() : keep_from_bias(mask, "key_padding_mask", kernel);
     table = keep.to(q.device(), torch::kInt8);
   } else {
     table = is_bool ? torch::zeros({batch, keys}, q).masked_fill(mask.to(q.device()), -INFINITY)
@@ -163,6 +158,22 @@ void MultiheadAttentionImpl::pretty_print(std::ostream &stream) const {
   for (size_t i = 0; i < m.param_names.size(); ++i)
     stream << (i ? ", " : "") << m.param_names[i];
   stream << "], batch_first=" << (options.batch_first() ? "true" : "false") << ")";
+}
+
+torch::Tensor keep_from_bias(const torch::Tensor &bias, c10::string_view argument,
+                             c10::string_view kernel) {
+  TORCH_CHECK(bias.defined() && at::isFloatingType(bias.scalar_type()), argument,
+              ": expected a floating tensor of 0 (kept) and -inf (masked), got ",
+              bias.defined() ? c10::toString(bias.scalar_type()) : "an undefined tensor");
+  torch::Tensor keep = bias == 0;
+  TORCH_CHECK_NOT_IMPLEMENTED((keep | bias.isneginf()).all().item<bool>(), "a float ", argument,
+                              " with values other than 0 and -inf needs an additive mask input, "
+                              "but kernel ",
+                              kernel,
+                              " has a bool one (a keep table): compile it with "
+                              "attn.compile(source, attn_mask='additive') (attn-compile "
+                              "--attn-mask=additive)");
+  return keep;
 }
 
 torch::Tensor key_lengths_from_padding(const torch::Tensor &key_padding_mask, int64_t keys) {

@@ -104,6 +104,11 @@ Tensor key_lengths_kernel(const Tensor &key_padding_mask, c10::SymInt keys) {
   return key_lengths_from_padding(key_padding_mask, keys.expect_int());
 }
 
+Tensor keep_from_bias_kernel(const Tensor &bias, c10::string_view argument,
+                             c10::string_view kernel) {
+  return keep_from_bias(bias, argument, kernel);
+}
+
 std::string manifest_kernel(c10::string_view artifact) { return load(artifact)->manifest_text(); }
 
 // --- autograd ------------------------------------------------------------------
@@ -203,6 +208,7 @@ TORCH_LIBRARY(attn, m) {
   m.def("attention_weights(str artifact, Tensor q, Tensor k, Tensor params, "
         "bool is_causal=False, Tensor? key_lengths=None, Tensor[]? inputs=None) -> Tensor");
   m.def("key_lengths_from_padding(Tensor key_padding_mask, SymInt keys) -> Tensor");
+  m.def("keep_from_bias(Tensor bias, str argument, str kernel) -> Tensor");
   // No tensor argument: one kernel for every dispatch key. attn.Kernel reads it once,
   // at load, so compiled graphs never call it.
   m.def("manifest(str artifact) -> str", &attn::manifest_kernel);
@@ -213,7 +219,8 @@ TORCH_LIBRARY(attn, m) {
   m.impl("attention_forward", &attn::forward_kernel);                                          \
   m.impl("attention_backward", &attn::backward_kernel);                                        \
   m.impl("attention_weights", &attn::weights_kernel);                                          \
-  m.impl("key_lengths_from_padding", &attn::key_lengths_kernel)
+  m.impl("key_lengths_from_padding", &attn::key_lengths_kernel);                               \
+  m.impl("keep_from_bias", &attn::keep_from_bias_kernel)
 
 TORCH_LIBRARY_IMPL(attn, CPU, m) { ATTN_BACKEND_KERNELS(m); }
 TORCH_LIBRARY_IMPL(attn, CUDA, m) { ATTN_BACKEND_KERNELS(m); }
@@ -221,6 +228,7 @@ TORCH_LIBRARY_IMPL(attn, CUDA, m) { ATTN_BACKEND_KERNELS(m); }
 TORCH_LIBRARY_IMPL(attn, Autograd, m) {
   m.impl("attention", &attn::attention_autograd);
   for (const char *op :
-       {"attention_forward", "attention_backward", "attention_weights", "key_lengths_from_padding"})
+       {"attention_forward", "attention_backward", "attention_weights", "key_lengths_from_padding",
+        "keep_from_bias"})
     m.impl(op, torch::CppFunction::makeFromBoxedFunction<&attn::not_differentiable>());
 }

@@ -223,3 +223,40 @@ def test_compiled_functional_attention(attn_mod, fresh_dynamo):
     for a, b in zip(torch.autograd.grad(got.sum(), (q, k, v, params)),
                     torch.autograd.grad(want.sum(), (q, k, v, params))):
         assert torch.allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_compiled_float_masks_for_a_keep_table(attn_mod, fresh_dynamo):
+    """A float attn_mask and key_padding_mask of 0 / -inf given to a kernel whose mask input
+    is a keep table (attn_mask="bool") compile with no graph break: the values are checked
+    inside the op attn::keep_from_bias. Forward and backward equal eager; a mask with other
+    values still raises, naming the additive kind."""
+    kernel = attn_mod.compile(SOFTMAX, attn_mask="bool")
+    g = torch.Generator().manual_seed(6)
+    leaf = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64).requires_grad_()
+    q, k, v = leaf(2, 2, 6, 8), leaf(2, 2, 9, 8), leaf(2, 2, 9, 8)
+    keep = torch.rand(6, 9, generator=g) > 0.3
+    keep[:, 0] = True
+    attn_mask = torch.zeros(6, 9, dtype=torch.float64).masked_fill(~keep, float("-inf"))
+
+    def f(q, k, v, attn_mask):
+        return attn_mod.attention(q, k, v, kernel, attn_mask=attn_mask)
+
+    compiled = torch.compile(f, fullgraph=True)
+    got, want = compiled(q, k, v, attn_mask), f(q, k, v, attn_mask)
+    assert torch.equal(got, want)
+    for a, b in zip(torch.autograd.grad(got.sum(), (q, k, v)),
+                    torch.autograd.grad(want.sum(), (q, k, v))):
+        assert torch.equal(a, b)
+    with pytest.raises(NotImplementedError, match=r"a float attn_mask with values other than 0 "
+                                                  r"and -inf needs an additive mask input"):
+        compiled(q, k, v, attn_mask.masked_fill(keep, 0.5))
+
+    mha = attn_mod.MultiheadAttention(16, 2, batch_first=True, dtype=torch.float64,
+                                      normalizer=kernel)
+    x = torch.randn(2, 9, 16, dtype=torch.float64)
+    padding = torch.zeros(2, 9, dtype=torch.float64)
+    padding[0, 3] = padding[1, 0] = float("-inf")  # not trailing: the keep table takes it
+    compiled_mha = torch.compile(mha, fullgraph=True)
+    got, want = compiled_mha(x, x, x, key_padding_mask=padding), mha(x, x, x,
+                                                                      key_padding_mask=padding)
+    assert torch.equal(got[0], want[0])

@@ -65,6 +65,17 @@ def test_opcheck_key_lengths_from_padding(attn_mod, dtype):
     assert torch.ops.attn.key_lengths_from_padding(mask, 6).tolist() == [6, 2, 0]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_opcheck_keep_from_bias(attn_mod, dtype):
+    bias = torch.zeros(2, 1, 3, 4, dtype=dtype)
+    bias[0, 0, 1, 2] = float("-inf")
+    torch.library.opcheck(torch.ops.attn.keep_from_bias.default, (bias, "attn_mask", "k"))
+    assert torch.equal(torch.ops.attn.keep_from_bias(bias, "attn_mask", "k"), bias == 0)
+    with pytest.raises(NotImplementedError, match=r"a float attn_mask with values other than 0 "
+                                                  r"and -inf .* but kernel k has a bool one"):
+        torch.ops.attn.keep_from_bias(bias + 1, "attn_mask", "k")
+
+
 def test_attention_is_one_autograd_function_over_forward_and_backward_ops(kernels):
     """The op's gradients are those of attention_backward applied to attention_forward's
     outputs, bit for bit; the forward/backward ops themselves are not differentiable."""

@@ -89,6 +89,14 @@ TORCH_MODULE(MultiheadAttention);
 /// different mask. Also the op attn::key_lengths_from_padding.
 torch::Tensor key_lengths_from_padding(const torch::Tensor &key_padding_mask, int64_t keys);
 
+/// The keep table (bool, same shape) of `bias`, a float mask of 0 (kept) and -inf
+/// (masked) for a kernel whose mask input is a keep table (attn-compile --attn-mask=bool);
+/// other values raise c10::NotImplementedError naming `argument`, `kernel` and the
+/// additive kind. Also the op attn::keep_from_bias, so that torch.compile traces the
+/// check without a graph break.
+torch::Tensor keep_from_bias(const torch::Tensor &bias, c10::string_view argument,
+                             c10::string_view kernel);
+
 } // namespace attn
 
 #endif // ATTN_MODULES_H

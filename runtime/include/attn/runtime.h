@@ -24,6 +24,7 @@
 //                     bool is_causal=False, Tensor? key_lengths=None,
 //                     Tensor[]? inputs=None) -> Tensor
 //   key_lengths_from_padding(Tensor key_padding_mask, SymInt keys) -> Tensor
+//   keep_from_bias(Tensor bias, str argument, str kernel) -> Tensor  (modules.h)
 //   manifest(str artifact) -> str
 // attention's Autograd kernel calls attention_forward and, in backward,
 // attention_backward through the dispatcher (what torch.compile's AOTAutograd traces);

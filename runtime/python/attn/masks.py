@@ -22,8 +22,8 @@ torch's conventions, all kept: SDPA's bool attn_mask is True = takes part, its f
 is added to the score; nn.MultiheadAttention's bool attn_mask and key_padding_mask are
 True = masked (torch's F._canonical_mask turns them into 0 / -inf), its float ones are
 added. Every mask given becomes one table: for a "bool" kernel a float mask may hold only
-0 and -inf (others raise, naming the additive kind); for an additive kernel a bool mask
-becomes 0 / -inf. Several masks combine (keep tables and-ed, biases added). Shapes follow
+0 and -inf (others raise, naming the additive kind; checked inside the op keep_from_bias,
+so torch.compile sees no graph break); for an additive kernel a bool mask becomes 0 / -inf. Several masks combine (keep tables and-ed, biases added). Shapes follow
 torch: SDPA's attn_mask broadcasts to [*batch, H, L, S] (the batch dims flattened into b);
 nn.MultiheadAttention's is [L, S] or [B*H, L, S], and key_padding_mask [B, S] acts as
 [B, 1, 1, S]. The table keeps the size-1 dims of the mask: the kernel's reads are clamped
@@ -108,17 +108,6 @@ def _sdpa_terms(attn_mask, query_shape, keys):
     return [("attn_mask", expanded.reshape(-1, *mask.shape[lead:]))]
 
 
-def _keep_from_bias(kernel, name, bias):
-    """The keep table of a float mask of 0 / -inf; other values raise."""
-    keep = bias == 0
-    if not bool((keep | bias.isneginf()).all()):
-        raise NotImplementedError(
-            f"attn: a float {name} with values other than 0 and -inf needs an additive mask "
-            f"input, but kernel {kernel.name} has a bool one (a keep table): compile it with "
-            f"{_COMPILE_HINT.format(kind='additive')}")
-    return keep
-
-
 def _table(kernel, kind, terms, dtype, device):
     """The mask input from [(name, bool keep table | float bias)], all [b, h, i, j]
     (size-1 dims broadcast): the and of the keep tables (as int8) for a "bool" kernel,
@@ -134,7 +123,9 @@ def _table(kernel, kind, terms, dtype, device):
     if kind == "bool":
         keep = None
         for name, term in terms:
-            term = term if term.dtype == torch.bool else _keep_from_bias(kernel, name, term)
+            # The op checks the values (0 / -inf) where torch.compile sees no graph break.
+            term = (term if term.dtype == torch.bool else
+                    torch.ops.attn.keep_from_bias(term, name, kernel.name))
             keep = term if keep is None else keep & term
         if keep is None:
             keep = torch.ones(1, 1, 1, 1, dtype=torch.bool, device=device)

@@ -17,6 +17,7 @@ contiguous tensors of these shapes and dtypes (runtime/attention.cpp):
                        (the manifest's input lines say which, read once per artifact)
     attention_weights  [B, H, Nq, Nk]                            q's dtype
     key_lengths_from_padding  int64 [B] on the CPU
+    keep_from_bias     bool, the bias's shape and device
 
 Inputs the kernels refuse get their errors from the kernels themselves, at run time. One
 exception: an eager call with some tensors on the meta device dispatches to these fakes
@@ -97,6 +98,11 @@ def _attention_weights(artifact, q, k, params, is_causal=False, key_lengths=None
                        inputs=None):
     _one_device("attention_weights", key_lengths, inputs, q=q, k=k, params=params)
     return _new(q, (*q.shape[:-1], k.shape[-2]))
+
+
+@torch.library.register_fake("attn::keep_from_bias")
+def _keep_from_bias(bias, argument, kernel):
+    return torch.empty_like(bias, dtype=torch.bool)
 
 
 @torch.library.register_fake("attn::key_lengths_from_padding")
