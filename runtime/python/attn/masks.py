@@ -23,8 +23,9 @@ is added to the score; nn.MultiheadAttention's bool attn_mask and key_padding_ma
 True = masked (torch's F._canonical_mask turns them into 0 / -inf), its float ones are
 added. Every mask given becomes one table: for a "bool" kernel a float mask may hold only
 0 and -inf (others raise, naming the additive kind; checked inside the op keep_from_bias,
-so torch.compile sees no graph break); for an additive kernel a bool mask becomes 0 / -inf. Several masks combine (keep tables and-ed, biases added). Shapes follow
-torch: SDPA's attn_mask broadcasts to [*batch, H, L, S] (the batch dims flattened into b);
+so torch.compile sees no graph break); for an additive kernel a bool mask becomes
+0 / -inf. Several masks combine (keep tables and-ed, biases added). Shapes follow torch:
+SDPA's attn_mask broadcasts to [*batch, H, L, S] (the batch dims flattened into b);
 nn.MultiheadAttention's is [L, S] or [B*H, L, S], and key_padding_mask [B, S] acts as
 [B, 1, 1, S]. The table keeps the size-1 dims of the mask: the kernel's reads are clamped
 to the table's extents, so a size-1 dim is read at index 0 for every b, h, i or j. That
