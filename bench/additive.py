@@ -15,17 +15,16 @@ import argparse
 import json
 import os
 import re
-import statistics
 import sys
-import time
 
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-import bench  # noqa: E402  (machine facts, foreign-CPU accounting)
+import bench  # noqa: E402  (machine facts)
 import peers  # noqa: E402
+import thread_scaling  # noqa: E402  (interleaved timing)
 
 
 def additive_ir(hidden):
@@ -75,25 +74,6 @@ def runners(impls, q, k, v, params, do, pss):
     return out
 
 
-def time_interleaved(fns, reps):
-    names = list(fns)
-    for name in names:
-        fns[name]()
-    samples = {name: [] for name in names}
-    busy = wall = 0.0
-    for r in range(reps):
-        shift = r % len(names)
-        for name in names[shift:] + names[:shift]:
-            c0 = bench.cpu_snapshot()
-            t = time.perf_counter()
-            fns[name]()
-            dt = time.perf_counter() - t
-            busy += bench.foreign_cpu_seconds(c0, bench.cpu_snapshot())
-            wall += dt
-            samples[name].append(dt)
-    return {n: statistics.median(s) for n, s in samples.items()}, samples, busy / max(wall, 1e-9)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=2048)
@@ -141,7 +121,8 @@ def main():
             if not check["ok"]:
                 raise RuntimeError(f"bench/additive.py: {name} {pss} differs from the eager "
                                    f"composition: {check}")
-        med, samples, foreign = time_interleaved(fns, args.reps)
+        med, samples, foreign = thread_scaling.time_interleaved(
+            {name: (args.threads, fn) for name, fn in fns.items()}, args.reps)
         row = {"pass": pss, "ms": {name: round(s * 1e3, 2) for name, s in med.items()},
                "samples_ms": {name: [round(x * 1e3, 2) for x in s] for name, s in samples.items()},
                "speedup_vs_eager": {name: round(med["eager"] / s, 2) for name, s in med.items()},

@@ -212,6 +212,14 @@ private:
   /// score tile (scale·φ(q) rows × φ(k)ᵀ) and the backward's dP tile (dO × vᵀ).
   SmallVector<Value> panelProduct(int64_t rows, int64_t scoreVectors, int64_t headDim, Value panels,
                                   Value panel, function_ref<Value(int64_t, Value)> rowScalar);
+  /// The rows of the tile of `rows` rows from i0 (past `lastRow` they repeat it: in
+  /// bounds, never stored), where each row's keys end, and where the tile's keys end in
+  /// the block of `keyBlock` keys from `blockStart`.
+  struct TileRows {
+    SmallVector<Value> index, keyEnd;
+    Value blockKeyEnd;
+  };
+  TileRows tileRows(Value i0, Value lastRow, int64_t rows, Value blockStart, int64_t keyBlock);
   /// Entry c of query row i as the score tile contracts it: scale·φ(q_ic), or the
   /// additive contraction's q_ic as it is.
   Value contractedQuery(Value q, Value i, Value c);

@@ -103,6 +103,21 @@ SmallVector<Value> CPUKernelBuilder::panelProduct(int64_t rows, int64_t scoreVec
       }));
 }
 
+CPUKernelBuilder::TileRows CPUKernelBuilder::tileRows(Value i0, Value lastRow, int64_t rows,
+                                                      Value blockStart, int64_t keyBlock) {
+  TileRows tile;
+  Value tileKeyEnd = index(0);
+  for (int64_t r = 0; r < rows; ++r) {
+    tile.index.push_back(
+        arith::MinSIOp::create(b, arith::AddIOp::create(b, i0, index(r)), lastRow));
+    tile.keyEnd.push_back(keys.end(b, tile.index.back()));
+    tileKeyEnd = arith::MaxSIOp::create(b, tileKeyEnd, tile.keyEnd.back());
+  }
+  tile.blockKeyEnd = arith::MinSIOp::create(
+      b, arith::AddIOp::create(b, blockStart, index(keyBlock)), tileKeyEnd);
+  return tile;
+}
+
 Value CPUKernelBuilder::contractedQuery(Value q, Value i, Value c) {
   Value x = load(q, {i, c});
   return isAdditive() ? x : mul(scalarMath->feature(x), scale);
@@ -292,15 +307,9 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                   index(0), index(panelRows), {},
                   [&](Value tileRow, ValueRange) -> SmallVector<Value> {
                     Value i0 = arith::AddIOp::create(b, p0, tileRow);
-                    SmallVector<Value> rowIndex, rowKeyEnd;
-                    Value blockEnd = index(0);
-                    for (int64_t r = 0; r < rows; ++r) {
-                      rowIndex.push_back(panelRow(arith::AddIOp::create(b, tileRow, index(r))));
-                      rowKeyEnd.push_back(keys.end(b, rowIndex.back()));
-                      blockEnd = arith::MaxSIOp::create(b, blockEnd, rowKeyEnd.back());
-                    }
-                    Value keyEnd = arith::MinSIOp::create(
-                        b, arith::AddIOp::create(b, kb, index(keyBlock)), blockEnd);
+                    TileRows tile = tileRows(i0, lastRow, rows, kb, keyBlock);
+                    SmallVector<Value> &rowIndex = tile.index, &rowKeyEnd = tile.keyEnd;
+                    Value keyEnd = tile.blockKeyEnd;
                     Value live = arith::AndIOp::create(
                         b, arith::CmpIOp::create(b, arith::CmpIPredicate::slt, i0, qEnd),
                         arith::CmpIOp::create(b, arith::CmpIPredicate::slt, kb, keyEnd));
@@ -577,16 +586,9 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
             qBegin, qEnd, {},
             [&](Value i0, ValueRange) -> SmallVector<Value> {
               Value lastRow = arith::SubIOp::create(b, qEnd, index(1));
-              SmallVector<Value> rowIndex, rowKeyEnd, unclampedRows;
-              Value blockEnd = index(0);
-              for (int64_t r = 0; r < rows; ++r) {
-                unclampedRows.push_back(arith::AddIOp::create(b, i0, index(r)));
-                rowIndex.push_back(arith::MinSIOp::create(b, unclampedRows.back(), lastRow));
-                rowKeyEnd.push_back(keys.end(b, rowIndex.back()));
-                blockEnd = arith::MaxSIOp::create(b, blockEnd, rowKeyEnd.back());
-              }
-              Value keyEnd = arith::MinSIOp::create(
-                  b, arith::AddIOp::create(b, kb, index(keyBlock)), blockEnd);
+              TileRows tile = tileRows(i0, lastRow, rows, kb, keyBlock);
+              SmallVector<Value> &rowIndex = tile.index, &rowKeyEnd = tile.keyEnd;
+              Value keyEnd = tile.blockKeyEnd;
               auto ifKeys = scf::IfOp::create(
                   b, arith::CmpIOp::create(b, arith::CmpIPredicate::slt, kb, keyEnd),
                   /*withElseRegion=*/false);
@@ -599,7 +601,8 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                 // fully masked rows (C = 0).
                 BackwardRow row = scalarMath->backwardRow(
                     load(args.rowMax, {i}), load(args.rowSum, {i}), rowDelta(i),
-                    arith::CmpIOp::create(b, arith::CmpIPredicate::slt, unclampedRows[r], qEnd));
+                    arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
+                                          arith::AddIOp::create(b, i0, index(r)), qEnd));
                 rowLanes.push_back(
                     {splat(row.shift), splat(row.inverseC), splat(row.delta), splat(row.live)});
                 loop(index(0), index(headDim), {},
