@@ -22,7 +22,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-import bench  # noqa: E402  (machine facts)
+import bench  # noqa: E402  (machine facts, JSON output)
 import peers  # noqa: E402
 import thread_scaling  # noqa: E402  (interleaved timing)
 
@@ -144,9 +144,7 @@ def main():
                                    for name in names if name != "eager")
               + f" | {row['foreign_cpus']:.2f} |")
     if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+        bench.write_json(args.json, result)
     return 0
 
 

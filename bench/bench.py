@@ -43,6 +43,13 @@ DEFAULT_PEERS = PEER_FAMILIES[:-1]  # iree-default: IREE's own tiling, 15-20x sl
 _t0 = time.perf_counter()
 
 
+def write_json(path, obj):
+    """`obj` as indented JSON at `path`, its directory made if missing."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=1)
+
+
 def log(msg):
     print(f"[{time.perf_counter() - _t0:7.1f}s] {msg}", file=sys.stderr, flush=True)
 
@@ -380,9 +387,7 @@ def run_sparsity(args):
             f">= {r['target']}x: {'ok' if r['ok'] else 'FAIL'}"
         print(f"| {r['row']} | {r['ms']:.1f} | {r['speedup']:.2f}x | {target} |")
     json_path = args.json or os.path.join(REPO, "build", "bench", "sparsity.json")
-    os.makedirs(os.path.dirname(os.path.abspath(json_path)), exist_ok=True)
-    with open(json_path, "w") as f:
-        json.dump({"meta": info, "n": n, "d": d, "rows": report_rows}, f, indent=1)
+    write_json(json_path, {"meta": info, "n": n, "d": d, "rows": report_rows})
     print(f"\nJSON: {json_path}")
     return 1 if failed else 0
 

@@ -168,9 +168,7 @@ def main():
         print(json.dumps(rows["backward"][-1]), file=sys.stderr)
     print(markdown(info, rows))
     if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+        bench.write_json(args.json, rows)
     return 0
 
 
