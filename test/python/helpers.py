@@ -83,6 +83,18 @@ def compiled_grads(path, q, k, v, params, dout, is_causal=False, key_lengths=Non
             "dparams": grads[3]}
 
 
+def check_example_against_reference(path, name, q, k, v, params, dout, is_causal, key_lengths,
+                                    dtype, context, names=None):
+    """The artifact at `path` of example normalizer `name` against the float64 reference
+    (check_close; in float32 also against the eager float32 reference), forward and
+    backward, O and the gradients `names` (default every one)."""
+    got = compiled_grads(path, q, k, v, params, dout, is_causal, key_lengths)
+    want = reference_grads(name, q, k, v, params, dout, is_causal, key_lengths)
+    eager = (eager_f32(name, q, k, v, params, dout, is_causal, key_lengths)
+             if dtype == torch.float32 else None)
+    check_close(got, want, dtype, eager=eager, names=names, context=context)
+
+
 def reference_grads(name, q, k, v, params, dout, is_causal=False, key_lengths=None):
     """The float64 reference, whatever the dtype of the inputs."""
     f = lambda t: t.detach().to(torch.float64)

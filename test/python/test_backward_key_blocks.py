@@ -19,9 +19,6 @@ def test_backward_over_key_blocks_matches_reference(artifacts, name, d, causal, 
     q, k, v, dout, key_lengths = helpers.make_inputs(
         name, 2, 1, N, N, d, d, helpers.seed_of("key-blocks", name, d, causal), padding=True,
         dtype=dtype)
-    params = helpers.case_params(name, dtype)
-    got = helpers.compiled_grads(artifacts(name), q, k, v, params, dout, causal, key_lengths)
-    want = helpers.reference_grads(name, q, k, v, params, dout, causal, key_lengths)
-    eager = (helpers.eager_f32(name, q, k, v, params, dout, causal, key_lengths)
-             if dtype == torch.float32 else None)
-    helpers.check_close(got, want, dtype, eager=eager, context=f"{name} d={d} causal={causal}")
+    helpers.check_example_against_reference(
+        artifacts(name), name, q, k, v, helpers.case_params(name, dtype), dout, causal,
+        key_lengths, dtype, context=f"{name} d={d} causal={causal}")

@@ -41,12 +41,9 @@ def two_threads():
 def test_split_backward_matches_reference(artifacts, name, d, causal, dtype):
     q, k, v, dout, key_lengths = helpers.make_inputs(
         name, 1, 1, NQ, NK, d, d, helpers.seed_of(name, d, causal), padding=True, dtype=dtype)
-    params = helpers.case_params(name, dtype)
-    got = helpers.compiled_grads(artifacts(name), q, k, v, params, dout, causal, key_lengths)
-    want = helpers.reference_grads(name, q, k, v, params, dout, causal, key_lengths)
-    eager = (helpers.eager_f32(name, q, k, v, params, dout, causal, key_lengths)
-             if dtype == torch.float32 else None)
-    helpers.check_close(got, want, dtype, eager=eager, context=f"{name} d={d} causal={causal}")
+    helpers.check_example_against_reference(
+        artifacts(name), name, q, k, v, helpers.case_params(name, dtype), dout, causal,
+        key_lengths, dtype, context=f"{name} d={d} causal={causal}")
 
 
 def test_split_backward_is_deterministic(artifacts):
@@ -114,13 +111,9 @@ def test_split_keys_forward_matches_reference(artifacts, name, nq, causal, dtype
         name, 1, 1, nq, nk, 64, 64, helpers.seed_of("keys", name, nq, causal), dtype=dtype)
     # Causal with Nq < Nk: query i sees keys j <= i, so give it the last queries' view.
     key_lengths = torch.tensor([nk - 300]) if not causal else None
-    params = helpers.case_params(name, dtype)
-    got = helpers.compiled_grads(artifacts(name), q, k, v, params, dout, causal, key_lengths)
-    want = helpers.reference_grads(name, q, k, v, params, dout, causal, key_lengths)
-    eager = (helpers.eager_f32(name, q, k, v, params, dout, causal, key_lengths)
-             if dtype == torch.float32 else None)
-    helpers.check_close(got, want, dtype, eager=eager, names=["O"],
-                        context=f"{name} Nq={nq} causal={causal}")
+    helpers.check_example_against_reference(
+        artifacts(name), name, q, k, v, helpers.case_params(name, dtype), dout, causal,
+        key_lengths, dtype, names=["O"], context=f"{name} Nq={nq} causal={causal}")
 
 
 def test_split_keys_forward_statistics(artifacts):
