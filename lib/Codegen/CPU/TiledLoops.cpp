@@ -339,11 +339,11 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                         [&](Value j0, ValueRange acc) -> SmallVector<Value> {
                           Value keysHere = arith::MinSIOp::create(
                               b, index(blockKeys), arith::SubIOp::create(b, keyEnd, j0));
-                          IntRange tileRows{i0, rowIndex.back()};
-                          IntRange tileKeys{
+                          IntRange rowRange{i0, rowIndex.back()};
+                          IntRange keyRange{
                               j0, arith::SubIOp::create(b, arith::AddIOp::create(b, j0, keysHere),
                                                         index(1))};
-                          return classifiedTile(tileRows, tileKeys, acc, [&](bool evaluateMask) {
+                          return classifiedTile(rowRange, keyRange, acc, [&](bool evaluateMask) {
                             // Score tile: rows × blockKeys, as rows × scoreVectors vectors.
                             Value panel = arith::MulIOp::create(
                                 b,
@@ -621,10 +621,10 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                   [&](Value j0, ValueRange dqIn) -> SmallVector<Value> {
                     Value keysHere = arith::MinSIOp::create(b, index(blockKeys),
                                                             arith::SubIOp::create(b, keyEnd, j0));
-                    IntRange tileRows{i0, rowIndex.back()};
-                    IntRange tileKeys{j0, arith::SubIOp::create(
+                    IntRange rowRange{i0, rowIndex.back()};
+                    IntRange keyRange{j0, arith::SubIOp::create(
                                               b, arith::AddIOp::create(b, j0, keysHere), index(1))};
-                    return classifiedTile(tileRows, tileKeys, dqIn, [&](bool evaluateMask) {
+                    return classifiedTile(rowRange, keyRange, dqIn, [&](bool evaluateMask) {
                       // Tiles rows × blockKeys: raw scores (scoreTile), dP from dO·vᵀ.
                       Value panel = arith::MulIOp::create(
                           b, arith::DivUIOp::create(b, j0, index(blockKeys)), index(headDim));
