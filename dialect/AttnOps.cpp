@@ -1090,11 +1090,12 @@ LogicalResult TableGradAttr::verify(function_ref<InFlightDiagnostic()> emitError
 
 LogicalResult CpuScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError, Type type,
                                       CpuVariant variant, int64_t headDim, int64_t lanes,
-                                      int64_t rows, int64_t forwardKeys, int64_t backwardKeys) {
+                                      int64_t rows, int64_t forwardKeys, int64_t backwardKeys,
+                                      int64_t backwardRows) {
   if (!isa<FloatType>(type))
     return emitError() << "a CPU schedule is for a float element type, got " << type;
   if (variant != CpuVariant::Tiled) {
-    if (headDim || lanes || rows || forwardKeys || backwardKeys)
+    if (headDim || lanes || rows || forwardKeys || backwardKeys || backwardRows)
       return emitError() << "a " << stringifyCpuVariant(variant)
                          << " schedule takes no head_dim, lanes, rows or keys";
     return success();
@@ -1103,8 +1104,9 @@ LogicalResult CpuScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitErr
     return emitError() << "a tiled schedule needs a head_dim that is a positive multiple of "
                           "lanes, got head_dim "
                        << headDim << " and lanes " << lanes;
-  if (rows < 1)
-    return emitError() << "a tiled schedule needs rows >= 1, got " << rows;
+  for (auto [count, name] : {std::pair(rows, "rows"), std::pair(backwardRows, "backward_rows")})
+    if (count < 1)
+      return emitError() << "a tiled schedule needs " << name << " >= 1, got " << count;
   for (auto [keys, name] : {std::pair(forwardKeys, "forward_keys"),
                             std::pair(backwardKeys, "backward_keys")})
     if (keys <= 0 || keys % lanes != 0)

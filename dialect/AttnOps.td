@@ -175,9 +175,10 @@ def Attn_CpuScheduleAttr : Attn_Attr<"CpuSchedule", "cpu_schedule"> {
     attn-lower-to-loops and attn-emit-manifest. Per element type `type` the
     kernel has one `generic` (scf loops, any head dim and stride) or `linear`
     (the kernelised linear-time form) schedule, and any number of `tiled` ones:
-    a register-blocked variant for `head_dim` on vector<`lanes` x type>, blocks
-    of `rows` query rows against `forward_keys` (forward) or `backward_keys`
-    (backward) keys, both multiples of `lanes`.
+    a register-blocked variant for `head_dim` on vector<`lanes` x type>: the
+    forward runs blocks of `rows` query rows against `forward_keys` keys, the
+    backward blocks of `backward_rows` rows against `backward_keys` keys (both
+    key counts multiples of `lanes`).
   }];
   let parameters = (ins
     "::mlir::Type":$type,
@@ -186,7 +187,8 @@ def Attn_CpuScheduleAttr : Attn_Attr<"CpuSchedule", "cpu_schedule"> {
     DefaultValuedParameter<"int64_t", "0">:$lanes,
     DefaultValuedParameter<"int64_t", "0">:$rows,
     DefaultValuedParameter<"int64_t", "0">:$forward_keys,
-    DefaultValuedParameter<"int64_t", "0">:$backward_keys
+    DefaultValuedParameter<"int64_t", "0">:$backward_keys,
+    DefaultValuedParameter<"int64_t", "0">:$backward_rows
   );
 }
 

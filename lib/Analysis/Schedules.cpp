@@ -7,6 +7,9 @@
 using namespace mlir;
 using namespace mlir::attn;
 
+/// AVX-512 has 32 vector registers, AVX2 and narrower 16.
+static int64_t vectorRegisters(int64_t vectorBits) { return vectorBits >= 512 ? 32 : 16; }
+
 SmallVector<Attribute> mlir::attn::defaultCpuSchedules(KernelOp kernel, Algorithm algorithm,
                                                        ArrayRef<FloatType> types,
                                                        int64_t vectorBits) {
@@ -22,7 +25,7 @@ SmallVector<Attribute> mlir::attn::defaultCpuSchedules(KernelOp kernel, Algorith
   for (FloatType type : types) {
     schedules.push_back(CpuScheduleAttr::get(
         ctx, type, algorithm == Algorithm::Kernelised ? CpuVariant::Linear : CpuVariant::Generic, 0,
-        0, 0, 0, 0));
+        0, 0, 0, 0, 0));
     int64_t lanes = vectorBits / type.getWidth();
     for (int64_t headDim : kTiledHeadDims) {
       if (!tiles || headDim % lanes != 0 || (onlyHeadDim && *onlyHeadDim != headDim))
@@ -31,9 +34,15 @@ SmallVector<Attribute> mlir::attn::defaultCpuSchedules(KernelOp kernel, Algorith
       // AVX-512), the score tile 4 per row; the output rows live in an L1
       // scratch between key blocks, which leaves room for 4-vector score tiles.
       int64_t rows = std::clamp<int64_t>(16 / (headDim / lanes), 1, 4);
-      schedules.push_back(CpuScheduleAttr::get(ctx, type, CpuVariant::Tiled, headDim, lanes, rows,
-                                               /*forwardKeys=*/4 * lanes,
-                                               /*backwardKeys=*/2 * lanes));
+      // The backward keeps no rows in registers across keys: its score and dP
+      // tiles (2 vectors per row each) take half the registers, and its dK, dV
+      // and dQ updates are GEMM-shaped loops over the block's rows and keys
+      // that reuse each loaded row for every row (or key) of the block.
+      const int64_t backwardScoreVectors = 2;
+      int64_t backwardRows = vectorRegisters(vectorBits) / 2 / backwardScoreVectors;
+      schedules.push_back(CpuScheduleAttr::get(
+          ctx, type, CpuVariant::Tiled, headDim, lanes, rows, /*forwardKeys=*/4 * lanes,
+          /*backwardKeys=*/backwardScoreVectors * lanes, backwardRows));
     }
   }
   return schedules;

@@ -1,17 +1,17 @@
 // RUN: attn-opt %s --split-input-file --verify-diagnostics
 
 // expected-error @+1 {{a tiled schedule needs a head_dim that is a positive multiple of lanes, got head_dim 36 and lanes 8}}
-#bad = #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 36, lanes = 8, rows = 2, forward_keys = 16, backward_keys = 8>
+#bad = #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 36, lanes = 8, rows = 2, forward_keys = 16, backward_keys = 8, backward_rows = 2>
 
 // -----
 
 // expected-error @+1 {{a tiled schedule needs rows >= 1, got 0}}
-#bad = #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 0, forward_keys = 16, backward_keys = 8>
+#bad = #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 0, forward_keys = 16, backward_keys = 8, backward_rows = 2>
 
 // -----
 
 // expected-error @+1 {{forward_keys must be a positive multiple of lanes (8), got 12}}
-#bad = #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 2, forward_keys = 12, backward_keys = 8>
+#bad = #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 2, forward_keys = 12, backward_keys = 8, backward_rows = 2>
 
 // -----
 
@@ -59,3 +59,8 @@ attn.normalizer @relu {
 }
 // expected-error @+1 {{'attn.kernel' op functions name @missing, which is not a function of the module}}
 attn.kernel @k normalizer(@relu) {functions = [#attn.functions<type = f32, numerator = @missing, numerator_ds = @missing>]}
+
+// -----
+
+// expected-error @+1 {{a tiled schedule needs backward_rows >= 1, got 0}}
+#bad = #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 2, forward_keys = 16, backward_keys = 8>

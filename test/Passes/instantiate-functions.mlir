@@ -9,7 +9,7 @@ attn.normalizer @relu {
   }
   denominator count
 }
-attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, functions = [#attn.functions<type = f32, numerator = @g, numerator_ds = @dg>], cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 2, forward_keys = 16, backward_keys = 8>, #attn.cpu_schedule<type = f64, variant = generic>]}
+attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, functions = [#attn.functions<type = f32, numerator = @g, numerator_ds = @dg>], cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 2, forward_keys = 16, backward_keys = 8, backward_rows = 2>, #attn.cpu_schedule<type = f64, variant = generic>]}
 func.func private @g(%s: f32, %m: f32) -> f32 {
   %half = arith.constant 0.5 : f32
   %g = arith.mulf %s, %half : f32

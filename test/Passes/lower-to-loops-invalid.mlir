@@ -79,7 +79,7 @@ attn.normalizer @relu {
   denominator count
 }
 // expected-error @+1 {{'attn.kernel' op has no f32 x8 instance of its scalar functions; run attn-instantiate-functions first}}
-attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, functions = [#attn.functions<type = f32, numerator = @g, numerator_ds = @g>], cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 1, forward_keys = 8, backward_keys = 8>]}
+attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, functions = [#attn.functions<type = f32, numerator = @g, numerator_ds = @g>], cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 1, forward_keys = 8, backward_keys = 8, backward_rows = 2>]}
 func.func private @g(%s: f32, %m: f32) -> f32 {
   return %s : f32
 }
@@ -118,7 +118,7 @@ attn.normalizer @relu {
   denominator count
 }
 // expected-error @+1 {{'attn.kernel' op needs one generic or linear schedule for 'f32' (for any head dim and stride), has 0}}
-attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, cpu_schedule = [#attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 1, forward_keys = 8, backward_keys = 8>]}
+attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, cpu_schedule = [#attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 1, forward_keys = 8, backward_keys = 8, backward_rows = 2>]}
 
 // -----
 
@@ -130,5 +130,5 @@ attn.normalizer @relu {
   denominator count
 }
 // expected-error @+1 {{'attn.kernel' op has two tiled schedules for head dim 32 at 'f32'}}
-attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 1, forward_keys = 8, backward_keys = 8>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 2, forward_keys = 8, backward_keys = 8>]}
+attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 1, forward_keys = 8, backward_keys = 8, backward_rows = 2>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 2, forward_keys = 8, backward_keys = 8, backward_rows = 2>]}
 

@@ -16,7 +16,7 @@ attn.kernel @k normalizer(@identity) {algorithm = #attn<algorithm plain>,
   functions = [#attn.functions<type = f32, numerator = @g, numerator_ds = @dg>,
                #attn.functions<type = f32, lanes = 8, numerator = @g8, numerator_ds = @dg8>],
   cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>,
-    #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 2, forward_keys = 16, backward_keys = 8>]}
+    #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 2, forward_keys = 16, backward_keys = 8, backward_rows = 2>]}
 func.func private @g(%s: f32, %m: f32, %b: index, %h: index, %i: index, %j: index) -> f32 {
   return %s : f32
 }

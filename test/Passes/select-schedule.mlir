@@ -17,8 +17,8 @@ attn.normalizer @softmax {
 }
 attn.kernel @k normalizer(@softmax) {algorithm = #attn<algorithm online>}
 
-// CHECK: cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 16, rows = 4, forward_keys = 64, backward_keys = 32>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 64, lanes = 16, rows = 4, forward_keys = 64, backward_keys = 32>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 128, lanes = 16, rows = 2, forward_keys = 64, backward_keys = 32>, #attn.cpu_schedule<type = f64, variant = generic>,
-// AVX2: cpu_schedule = [#attn.cpu_schedule<type = f64, variant = generic>, #attn.cpu_schedule<type = f64, variant = tiled, head_dim = 32, lanes = 4, rows = 2, forward_keys = 16, backward_keys = 8>, #attn.cpu_schedule<type = f64, variant = tiled, head_dim = 64, lanes = 4, rows = 1, forward_keys = 16, backward_keys = 8>, #attn.cpu_schedule<type = f64, variant = tiled, head_dim = 128, lanes = 4, rows = 1, forward_keys = 16, backward_keys = 8>]
+// CHECK: cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 16, rows = 4, forward_keys = 64, backward_keys = 32, backward_rows = 8>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 64, lanes = 16, rows = 4, forward_keys = 64, backward_keys = 32, backward_rows = 8>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 128, lanes = 16, rows = 2, forward_keys = 64, backward_keys = 32, backward_rows = 8>, #attn.cpu_schedule<type = f64, variant = generic>,
+// AVX2: cpu_schedule = [#attn.cpu_schedule<type = f64, variant = generic>, #attn.cpu_schedule<type = f64, variant = tiled, head_dim = 32, lanes = 4, rows = 2, forward_keys = 16, backward_keys = 8, backward_rows = 4>, #attn.cpu_schedule<type = f64, variant = tiled, head_dim = 64, lanes = 4, rows = 1, forward_keys = 16, backward_keys = 8, backward_rows = 4>, #attn.cpu_schedule<type = f64, variant = tiled, head_dim = 128, lanes = 4, rows = 1, forward_keys = 16, backward_keys = 8, backward_rows = 4>]
 
 // -----
 

@@ -103,6 +103,81 @@ SmallVector<Value> CPUKernelBuilder::panelProduct(int64_t rows, int64_t scoreVec
       }));
 }
 
+void CPUKernelBuilder::accumulateKeyRows(Value target, Value j0, Value keyCount, Value tile,
+                                         int64_t rows, int64_t headDim, int64_t keysPerStep,
+                                         function_ref<Value(int64_t, int64_t)> rowVector) {
+  const int64_t vectorsPerRow = headDim / lanes;
+  auto update = [&](int64_t keysNow) {
+    return [&, keysNow](Value jj, ValueRange) -> SmallVector<Value> {
+      SmallVector<Value> tileKey, acc;
+      for (int64_t k = 0; k < keysNow; ++k) {
+        tileKey.push_back(arith::AddIOp::create(b, jj, index(k)));
+        Value key = arith::AddIOp::create(b, j0, tileKey.back());
+        for (int64_t c = 0; c < vectorsPerRow; ++c)
+          acc.push_back(
+              vector::LoadOp::create(b, laneType, target, ValueRange{key, index(c * lanes)}));
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        SmallVector<Value> coefficient;
+        for (int64_t k = 0; k < keysNow; ++k)
+          coefficient.push_back(splat(load(tile, {index(r), tileKey[k]})));
+        for (int64_t c = 0; c < vectorsPerRow; ++c) {
+          Value x = rowVector(r, c);
+          for (int64_t k = 0; k < keysNow; ++k)
+            acc[k * vectorsPerRow + c] =
+                vector::FMAOp::create(b, coefficient[k], x, acc[k * vectorsPerRow + c]);
+        }
+      }
+      for (int64_t k = 0; k < keysNow; ++k) {
+        Value key = arith::AddIOp::create(b, j0, tileKey[k]);
+        for (int64_t c = 0; c < vectorsPerRow; ++c)
+          vector::StoreOp::create(b, acc[k * vectorsPerRow + c], target,
+                                  ValueRange{key, index(c * lanes)});
+      }
+      return {};
+    };
+  };
+  Value stepped = arith::SubIOp::create(
+      b, keyCount, arith::RemUIOp::create(b, keyCount, index(keysPerStep)));
+  loop(index(0), stepped, {}, update(keysPerStep), index(keysPerStep));
+  if (keysPerStep > 1)
+    loop(stepped, keyCount, {}, update(1));
+}
+
+void CPUKernelBuilder::accumulateTileRows(Value rowTarget, Value keyRows, Value j0, Value keyCount,
+                                          Value tile, int64_t rows, int64_t headDim,
+                                          int64_t rowsPerStep) {
+  const int64_t vectorsPerRow = headDim / lanes;
+  for (int64_t r0 = 0; r0 < rows; r0 += rowsPerStep) {
+    const int64_t rowsNow = std::min(rowsPerStep, rows - r0);
+    SmallVector<Value> init;
+    for (int64_t r = 0; r < rowsNow; ++r)
+      for (int64_t c = 0; c < vectorsPerRow; ++c)
+        init.push_back(vector::LoadOp::create(b, laneType, rowTarget,
+                                              ValueRange{index(r0 + r), index(c * lanes)}));
+    ValueRange sums =
+        loop(index(0), keyCount, init, [&](Value jj, ValueRange acc) -> SmallVector<Value> {
+          Value key = arith::AddIOp::create(b, j0, jj);
+          SmallVector<Value> keyVectors;
+          for (int64_t c = 0; c < vectorsPerRow; ++c)
+            keyVectors.push_back(
+                vector::LoadOp::create(b, laneType, keyRows, ValueRange{key, index(c * lanes)}));
+          SmallVector<Value> next(acc.begin(), acc.end());
+          for (int64_t r = 0; r < rowsNow; ++r) {
+            Value coefficient = splat(load(tile, {index(r0 + r), jj}));
+            for (int64_t c = 0; c < vectorsPerRow; ++c)
+              next[r * vectorsPerRow + c] = vector::FMAOp::create(b, coefficient, keyVectors[c],
+                                                                  next[r * vectorsPerRow + c]);
+          }
+          return next;
+        });
+    for (int64_t r = 0; r < rowsNow; ++r)
+      for (int64_t c = 0; c < vectorsPerRow; ++c)
+        vector::StoreOp::create(b, sums[r * vectorsPerRow + c], rowTarget,
+                                ValueRange{index(r0 + r), index(c * lanes)});
+  }
+}
+
 CPUKernelBuilder::TileRows CPUKernelBuilder::tileRows(Value i0, Value lastRow, int64_t rows,
                                                       Value blockStart, int64_t keyBlock) {
   TileRows tile;
@@ -494,7 +569,7 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
   useLanes(tile);
   const int64_t headDim = tile.getHeadDim();
   const int64_t vectorsPerRow = headDim / lanes;
-  const int64_t rows = tile.getRows();
+  const int64_t rows = tile.getBackwardRows();
   const int64_t blockKeys = tile.getBackwardKeys();
   const int64_t scoreVectors = blockKeys / lanes;
 
@@ -524,6 +599,11 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
   Value queryTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
   Value weightTile = memref::AllocaOp::create(b, MemRefType::get({rows, blockKeys}, type));
   Value scoreGradTile = memref::AllocaOp::create(b, MemRefType::get({rows, blockKeys}, type));
+  Value queryGradTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
+  // The GEMM-shaped updates hold as many accumulators as the score tile.
+  const int64_t accumulators = rows * scoreVectors;
+  const int64_t keysPerStep = std::clamp<int64_t>(accumulators / vectorsPerRow, 1, blockKeys);
+  const int64_t rowsPerStep = std::clamp<int64_t>(accumulators / vectorsPerRow, 1, rows);
   Value paramGrads =
       memref::AllocaOp::create(b, MemRefType::get({std::max<int64_t>(numParams, 1), lanes}, type));
   // The additive contraction's tanh values of a tile and its gradients' sums
@@ -611,20 +691,21 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                        return {};
                      });
               }
+              // The block's dQ rows accumulate in queryGradTile; the additive
+              // contraction's in queryGrads.
               if (additive)
                 zeroVectors(queryGrads, index(rows * headDim), lanes);
-
-              // dQ's rows in registers; the additive contraction's go to queryGrads.
-              SmallVector<Value> dqInit(additive ? 0 : rows * vectorsPerRow, zeroLanes);
-              ValueRange dqAcc = loop(
-                  kb, keyEnd, dqInit,
-                  [&](Value j0, ValueRange dqIn) -> SmallVector<Value> {
+              else
+                zeroVectors(queryGradTile, index(rows), headDim);
+              loop(
+                  kb, keyEnd, {},
+                  [&](Value j0, ValueRange) -> SmallVector<Value> {
                     Value keysHere = arith::MinSIOp::create(b, index(blockKeys),
                                                             arith::SubIOp::create(b, keyEnd, j0));
                     IntRange rowRange{i0, rowIndex.back()};
                     IntRange keyRange{j0, arith::SubIOp::create(
                                               b, arith::AddIOp::create(b, j0, keysHere), index(1))};
-                    return classifiedTile(rowRange, keyRange, dqIn, [&](bool evaluateMask) {
+                    return classifiedTile(rowRange, keyRange, {}, [&](bool evaluateMask) {
                       // Tiles rows × blockKeys: raw scores (scoreTile), dP from dO·vᵀ.
                       Value panel = arith::MulIOp::create(
                           b, arith::DivUIOp::create(b, j0, index(blockKeys)), index(headDim));
@@ -667,54 +748,26 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                         additiveTileGrads(rows, scoreVectors, headDim, panel, rawGrads, tanhTile,
                                           queryGrads, keyGradPanels, weightGrads);
 
-                      // Per key: dQ_r += dRaw_rj·φ(k_j) (registers), dK_j += Σ_r
-                      // dRaw_rj·scale·φ(q_r), dV_j += Σ_r w_rj·dO_r (memory); the additive
-                      // contraction's dQ and dK are additiveTileGrads'.
-                      return llvm::to_vector(loop(
-                          index(0), keysHere, dqIn,
-                          [&](Value jj, ValueRange dqNow) -> SmallVector<Value> {
-                            Value j = arith::AddIOp::create(b, j0, jj);
-                            SmallVector<Value> keyLanes, dkLanes, dvLanes;
-                            for (int64_t c = 0; c < vectorsPerRow; ++c) {
-                              if (!additive) {
-                                keyLanes.push_back(vector::LoadOp::create(
-                                    b, laneType, keyRows, ValueRange{j, index(c * lanes)}));
-                                dkLanes.push_back(vector::LoadOp::create(
-                                    b, laneType, dk, ValueRange{j, index(c * lanes)}));
-                              }
-                              dvLanes.push_back(vector::LoadOp::create(
-                                  b, laneType, dv, ValueRange{j, index(c * lanes)}));
-                            }
-                            SmallVector<Value> dqNext;
-                            for (int64_t r = 0; r < rows; ++r) {
-                              Value gradLane =
-                                  additive ? Value() : splat(load(scoreGradTile, {index(r), jj}));
-                              Value weightLane = splat(load(weightTile, {index(r), jj}));
-                              for (int64_t c = 0; c < vectorsPerRow; ++c) {
-                                if (!additive) {
-                                  dqNext.push_back(vector::FMAOp::create(
-                                      b, gradLane, keyLanes[c], dqNow[r * vectorsPerRow + c]));
-                                  Value qLanes = vector::LoadOp::create(
-                                      b, laneType, queryTile,
-                                      ValueRange{index(r), index(c * lanes)});
-                                  dkLanes[c] =
-                                      vector::FMAOp::create(b, gradLane, qLanes, dkLanes[c]);
-                                }
-                                Value dOutLanes = vector::LoadOp::create(
-                                    b, laneType, dOut, ValueRange{rowIndex[r], index(c * lanes)});
-                                dvLanes[c] =
-                                    vector::FMAOp::create(b, weightLane, dOutLanes, dvLanes[c]);
-                              }
-                            }
-                            for (int64_t c = 0; c < vectorsPerRow; ++c) {
-                              if (!additive)
-                                vector::StoreOp::create(b, dkLanes[c], dk,
-                                                        ValueRange{j, index(c * lanes)});
-                              vector::StoreOp::create(b, dvLanes[c], dv,
-                                                      ValueRange{j, index(c * lanes)});
-                            }
-                            return dqNext;
-                          }));
+                      // dV_j += Σ_r w_rj·dO_r; unless the additive contraction
+                      // (additiveTileGrads) has them, dK_j += Σ_r dRaw_rj·scale·φ(q_r)
+                      // and dQ_r += Σ_j dRaw_rj·φ(k_j).
+                      accumulateKeyRows(dv, j0, keysHere, weightTile, rows, headDim, keysPerStep,
+                                        [&](int64_t r, int64_t c) -> Value {
+                                          return vector::LoadOp::create(
+                                              b, laneType, dOut,
+                                              ValueRange{rowIndex[r], index(c * lanes)});
+                                        });
+                      if (!additive) {
+                        accumulateKeyRows(dk, j0, keysHere, scoreGradTile, rows, headDim,
+                                          keysPerStep, [&](int64_t r, int64_t c) -> Value {
+                                            return vector::LoadOp::create(
+                                                b, laneType, queryTile,
+                                                ValueRange{index(r), index(c * lanes)});
+                                          });
+                        accumulateTileRows(queryGradTile, keyRows, j0, keysHere, scoreGradTile,
+                                           rows, headDim, rowsPerStep);
+                      }
+                      return SmallVector<Value>{};
                     });
                   },
                   index(blockKeys));
@@ -742,7 +795,9 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                 }
                 for (int64_t c = 0; c < vectorsPerRow; ++c) {
                   Value at[] = {rowIndex[r], index(c * lanes)};
-                  Value grad = laneMath->featureGrad(mul(dqAcc[r * vectorsPerRow + c], scaleLanes),
+                  Value sum = vector::LoadOp::create(b, laneType, queryGradTile,
+                                                     ValueRange{index(r), index(c * lanes)});
+                  Value grad = laneMath->featureGrad(mul(sum, scaleLanes),
                                                      vector::LoadOp::create(b, laneType, q, at));
                   vector::StoreOp::create(b, add(vector::LoadOp::create(b, laneType, dq, at), grad),
                                           dq, at);
