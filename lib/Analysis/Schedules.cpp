@@ -30,10 +30,11 @@ SmallVector<Attribute> mlir::attn::defaultCpuSchedules(KernelOp kernel, Algorith
     for (int64_t headDim : kTiledHeadDims) {
       if (!tiles || headDim % lanes != 0 || (onlyHeadDim && *onlyHeadDim != headDim))
         continue;
-      // The W·V accumulators take at most 16 vector registers (of 32 with
-      // AVX-512), the score tile 4 per row; the output rows live in an L1
-      // scratch between key blocks, which leaves room for 4-vector score tiles.
-      int64_t rows = std::clamp<int64_t>(16 / (headDim / lanes), 1, 4);
+      // The forward's score tile (4 vectors per row) and its W·V accumulators
+      // (as many, over a chunk of each output row) take half the registers: the
+      // more rows, the fewer times each key and value row comes from L2.
+      const int64_t forwardScoreVectors = 4;
+      int64_t rows = std::clamp<int64_t>(vectorRegisters(vectorBits) / 2 / forwardScoreVectors, 1, 4);
       // The backward keeps no rows in registers across keys: its score and dP
       // tiles (2 vectors per row each) take half the registers, and its dK, dV
       // and dQ updates are GEMM-shaped loops over the block's rows and keys
@@ -41,7 +42,7 @@ SmallVector<Attribute> mlir::attn::defaultCpuSchedules(KernelOp kernel, Algorith
       const int64_t backwardScoreVectors = 2;
       int64_t backwardRows = vectorRegisters(vectorBits) / 2 / backwardScoreVectors;
       schedules.push_back(CpuScheduleAttr::get(
-          ctx, type, CpuVariant::Tiled, headDim, lanes, rows, /*forwardKeys=*/4 * lanes,
+          ctx, type, CpuVariant::Tiled, headDim, lanes, rows, /*forwardKeys=*/forwardScoreVectors * lanes,
           /*backwardKeys=*/backwardScoreVectors * lanes, backwardRows));
     }
   }

@@ -20,7 +20,7 @@ attn.normalizer @softmax {
 attn.score @concat contract additive hidden 32 weights(W_q: 32x16 = identity, W_k: 32x16 = 0.5, v: 32 = 0.25)
 attn.kernel @k normalizer(@softmax) score(@concat)
 
-// CHECK: attn.kernel @k normalizer(@softmax) score(@concat) {{.*}}cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 4, forward_keys = 32, backward_keys = 16, backward_rows = 4>]
+// CHECK: attn.kernel @k normalizer(@softmax) score(@concat) {{.*}}cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 2, forward_keys = 32, backward_keys = 16, backward_rows = 4>]
 // CHECK-LABEL: func.func private @attn_forward_f32.inner.d32(
 // CHECK: scf.for
 // CHECK: %[[TANH:.*]] = math.tanh %{{.*}} : vector<8xf32>

@@ -306,10 +306,12 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
   const int64_t headDim = tile.getHeadDim();
   const int64_t vectorsPerRow = headDim / lanes;
   // A block of `rows` query rows against `blockKeys` keys: the score tile holds
-  // rows × scoreVectors vectors, the W·V accumulators rows × vectorsPerRow.
+  // rows × scoreVectors vectors; the W·V product takes as many accumulators, so
+  // it runs over `outputChunk` vectors of each output row at a time.
   const int64_t rows = tile.getRows();
   const int64_t blockKeys = tile.getForwardKeys();
   const int64_t scoreVectors = blockKeys / lanes;
+  const int64_t outputChunk = std::clamp<int64_t>(scoreVectors, 1, vectorsPerRow);
 
   OpBuilder::InsertionGuard guard(b);
   ForwardArgs args = beginForward(name, rowMajorType, /*lanewiseMath=*/true);
@@ -487,41 +489,45 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                               alphas.push_back(alpha);
                             }
 
-                            // O = O·e^(m_old - m_new) + W·V over the block's keys that exist.
-                            SmallVector<Value> outputs(rows * vectorsPerRow, zeroLanes);
-                            ValueRange products =
-                                loop(index(0), keysHere, outputs,
-                                     [&](Value jj, ValueRange out) -> SmallVector<Value> {
-                                       Value j = arith::AddIOp::create(b, j0, jj);
-                                       SmallVector<Value> valueLanes;
-                                       for (int64_t c = 0; c < vectorsPerRow; ++c)
-                                         valueLanes.push_back(vector::LoadOp::create(
-                                             b, laneType, v, ValueRange{j, index(c * lanes)}));
-                                       SmallVector<Value> result;
-                                       for (int64_t r = 0; r < rows; ++r) {
-                                         Value w = splat(load(weightTile, {index(r), jj}));
-                                         for (int64_t c = 0; c < vectorsPerRow; ++c)
-                                           result.push_back(vector::FMAOp::create(
-                                               b, w, valueLanes[c], out[r * vectorsPerRow + c]));
-                                       }
-                                       return result;
-                                     });
-                            for (int64_t r = 0; r < rows; ++r)
-                              for (int64_t c = 0; c < vectorsPerRow; ++c) {
-                                SmallVector<Value, 2> at{index(r), index(c * lanes)};
-                                AttentionMath::RunningSum current{
-                                    vector::LoadOp::create(b, laneType, outputTile, at),
-                                    compensated
-                                        ? vector::LoadOp::create(b, laneType, outputError, at)
-                                              .getResult()
-                                        : Value()};
-                                AttentionMath::RunningSum updated = laneMath->accumulate(
-                                    current, alphas[r] ? splat(alphas[r]) : Value(),
-                                    products[r * vectorsPerRow + c]);
-                                vector::StoreOp::create(b, updated.sum, outputTile, at);
-                                if (compensated)
-                                  vector::StoreOp::create(b, updated.error, outputError, at);
-                              }
+                            // O = O·e^(m_old - m_new) + W·V over the block's keys that exist,
+                            // `outputChunk` vectors of every row at a time.
+                            for (int64_t c0 = 0; c0 < vectorsPerRow; c0 += outputChunk) {
+                              const int64_t chunk = std::min(outputChunk, vectorsPerRow - c0);
+                              SmallVector<Value> outputs(rows * chunk, zeroLanes);
+                              ValueRange products = loop(
+                                  index(0), keysHere, outputs,
+                                  [&](Value jj, ValueRange out) -> SmallVector<Value> {
+                                    Value j = arith::AddIOp::create(b, j0, jj);
+                                    SmallVector<Value> valueLanes;
+                                    for (int64_t c = 0; c < chunk; ++c)
+                                      valueLanes.push_back(vector::LoadOp::create(
+                                          b, laneType, v, ValueRange{j, index((c0 + c) * lanes)}));
+                                    SmallVector<Value> result;
+                                    for (int64_t r = 0; r < rows; ++r) {
+                                      Value w = splat(load(weightTile, {index(r), jj}));
+                                      for (int64_t c = 0; c < chunk; ++c)
+                                        result.push_back(vector::FMAOp::create(
+                                            b, w, valueLanes[c], out[r * chunk + c]));
+                                    }
+                                    return result;
+                                  });
+                              for (int64_t r = 0; r < rows; ++r)
+                                for (int64_t c = 0; c < chunk; ++c) {
+                                  SmallVector<Value, 2> at{index(r), index((c0 + c) * lanes)};
+                                  AttentionMath::RunningSum current{
+                                      vector::LoadOp::create(b, laneType, outputTile, at),
+                                      compensated
+                                          ? vector::LoadOp::create(b, laneType, outputError, at)
+                                                .getResult()
+                                          : Value()};
+                                  AttentionMath::RunningSum updated = laneMath->accumulate(
+                                      current, alphas[r] ? splat(alphas[r]) : Value(),
+                                      products[r * chunk + c]);
+                                  vector::StoreOp::create(b, updated.sum, outputTile, at);
+                                  if (compensated)
+                                    vector::StoreOp::create(b, updated.error, outputError, at);
+                                }
+                            }
                             return next;
                           });
                         },
