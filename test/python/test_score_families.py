@@ -1,8 +1,9 @@
 """The attention families of examples/families/ vs the eager float64 references of
 test/reference/families.py: O, dq, dk, dv and the gradient of every learnable param and
-weight (W of Luong general, W_q, W_k, v of Bahdanau / Luong concat, ALiBi's slope, the
-soft cap, the relative-bias table), in float64 and float32, with and without causal mask
-and padding, on the generic loops (dv != d) and the tiled kernels (d = dv = 32)."""
+weight (W of Luong general, W_q, W_k, v of Bahdanau / Luong concat / location-sensitive,
+ALiBi's slope, the soft cap, the relative-bias table), in float64 and float32, with and
+without causal mask and padding, on the generic loops (dv != d) and the tiled kernels
+(d = dv = 32)."""
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ FAMILIES = {
     "luong_general": (fam.bilinear_score(), None, 32, 0.2),
     "luong_concat": (fam.additive_score, None, 16, 0.5),
     "bahdanau": (fam.additive_score, None, 32, 0.3),
+    "location_sensitive": (fam.additive_score, None, 21, 0.5),
     "alibi": (fam.alibi_score, fam.causal_keep, None, 1.3),
     "softcap": (fam.softcap_score, None, None, 1.3),
     "relative_bias": (fam.relative_bias_score, None, None, 1.3),
