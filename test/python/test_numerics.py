@@ -221,6 +221,32 @@ def test_scores_exactly_at_kinks(artifacts, name, dt):
     check_close(got, want, dtype, terms=terms, context=f"{name} scores at kinks {dt}")
 
 
+@pytest.mark.parametrize("dt", list(DTYPES))
+@pytest.mark.parametrize("position", ["first", "middle", "last"])
+@pytest.mark.parametrize("name", ["softmax", "tanhmax"])
+def test_nan_score_makes_its_row_nan(artifacts, name, position, dt):
+    """A NaN key entry makes every score of that key NaN: each row's O (the tiled
+    forward, d = 64, whose running max may skip NaNs) is NaN, never a finite value
+    that silently dropped the key; with the key masked out for some rows (causal)
+    those rows stay exact."""
+    dtype = DTYPES[dt]
+    B, H, N, d = 1, 2, 150, 64
+    gen = torch.Generator().manual_seed(seed_of("nan", name, position))
+    q, k, v = (torch.randn(B, H, N, d, generator=gen, dtype=torch.float64).to(dtype)
+               for _ in range(3))
+    key = {"first": 0, "middle": 77, "last": N - 1}[position]
+    k[:, :, key, 5] = float("nan")
+    params = case_params(name, dtype)
+    O = torch.ops.attn.attention(artifacts(name), q, k, v, params, True, None)
+    assert torch.isnan(O[:, :, key:]).any(dim=-1).all(), f"{name}: rows past key {key} not NaN"
+    if key == 0:
+        return
+    want = reference_grads(name, q[:, :, :key], k[:, :, :key], v[:, :, :key], params,
+                           torch.zeros_like(q[:, :, :key]), True)["O"]
+    assert torch.isfinite(O[:, :, :key]).all()
+    torch.testing.assert_close(O[:, :, :key].double(), want, rtol=1e-4, atol=1e-5)
+
+
 # ------------------------------------------------------------ fully masked rows
 @pytest.mark.parametrize("dt", list(DTYPES))
 @pytest.mark.parametrize("is_causal", [False, True], ids=["full", "causal"])

@@ -455,18 +455,22 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                               }
                               Value shift = zeroLanes, alpha;
                               if (online) {
+                                // A NaN score makes its g, and so O, NaN whatever the max
+                                // is: the max may skip NaNs (one instruction per vector, not
+                                // three).
+                                const auto noNaNs = arith::FastMathFlags::nnan;
                                 Value candidates;
                                 for (int64_t h = 0; h < scoreVectors; ++h) {
                                   Value candidate = laneMath->stabilizer(pairs[h], s[h]);
-                                  candidates = candidates ? arith::MaximumFOp::create(b, candidates,
-                                                                                      candidate)
+                                  candidates = candidates ? arith::MaximumFOp::create(
+                                                                b, candidates, candidate, noNaNs)
                                                                 .getResult()
                                                           : candidate;
                                 }
                                 AttentionMath::Rescale step = scalarMath->rescale(
                                     m,
                                     vector::ReductionOp::create(b, vector::CombiningKind::MAXIMUMF,
-                                                                candidates),
+                                                                candidates, noNaNs),
                                     /*mayBeEmpty=*/true);
                                 alpha = step.alpha;
                                 shift = splat(step.max);
