@@ -200,8 +200,8 @@ Value CPUKernelBuilder::contractedQuery(Value q, Value i, Value c) {
 
 SmallVector<Value> CPUKernelBuilder::scoreTile(int64_t rows, int64_t scoreVectors, int64_t headDim,
                                                Value panels, Value panel, Value queryTile,
-                                               Value tanhTile) {
-  auto queryAt = [&](int64_t r, Value c) { return load(queryTile, {index(r), c}); };
+                                               int64_t firstRow, Value tanhTile) {
+  auto queryAt = [&](int64_t r, Value c) { return load(queryTile, {index(firstRow + r), c}); };
   if (!isAdditive())
     return panelProduct(rows, scoreVectors, headDim, panels, panel, queryAt);
   SmallVector<Value> init(rows * scoreVectors, splatConstant(0.0));
@@ -219,8 +219,9 @@ SmallVector<Value> CPUKernelBuilder::scoreTile(int64_t rows, int64_t scoreVector
           for (int64_t h = 0; h < scoreVectors; ++h) {
             Value tanh = math::TanhOp::create(b, add(x, keyColumns[h]));
             if (tanhTile)
-              vector::StoreOp::create(b, tanh, tanhTile,
-                                      ValueRange{c, index((r * scoreVectors + h) * lanes)});
+              vector::StoreOp::create(
+                  b, tanh, tanhTile,
+                  ValueRange{c, index(((firstRow + r) * scoreVectors + h) * lanes)});
             next.push_back(vector::FMAOp::create(b, weight, tanh, t[r * scoreVectors + h]));
           }
         }
@@ -428,7 +429,7 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                                                        index(blockKeys)),
                                 index(headDim));
                             SmallVector<Value> tile =
-                                scoreTile(rows, scoreVectors, headDim, keysT, panel, queryTile);
+                                scoreTile(rows, scoreVectors, headDim, keysT, panel, queryTile, 0);
 
                             SmallVector<Value> next(acc.begin(), acc.end());
                             SmallVector<Value> alphas;
@@ -614,6 +615,7 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
   const int64_t accumulators = rows * scoreVectors;
   const int64_t keysPerStep = std::clamp<int64_t>(accumulators / vectorsPerRow, 1, blockKeys);
   const int64_t rowsPerStep = std::clamp<int64_t>(accumulators / vectorsPerRow, 1, rows);
+  const int64_t productRows = std::max<int64_t>(rows / 2, 1);
   Value paramGrads =
       memref::AllocaOp::create(b, MemRefType::get({std::max<int64_t>(numParams, 1), lanes}, type));
   // The additive contraction's tanh values of a tile and its gradients' sums
@@ -719,38 +721,42 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                       // Tiles rows × blockKeys: raw scores (scoreTile), dP from dO·vᵀ.
                       Value panel = arith::MulIOp::create(
                           b, arith::DivUIOp::create(b, j0, index(blockKeys)), index(headDim));
-                      SmallVector<Value> rawTile =
-                          scoreTile(rows, scoreVectors, headDim, keysT, panel, queryTile, tanhTile);
-                      SmallVector<Value> dPTile = panelProduct(
-                          rows, scoreVectors, headDim, valuesT, panel, [&](int64_t r, Value c) {
-                            return load(dOut, {rowIndex[r], c});
-                          });
-
+                      // Score and dP tiles of productRows rows at a time, so that
+                      // both tiles' accumulators stay in registers.
                       SmallVector<Value> rawGrads;
-                      for (int64_t r = 0; r < rows; ++r) {
-                        for (int64_t h = 0; h < scoreVectors; ++h) {
-                          KeyLanes keyLanes =
-                              keyLanesAt(arith::AddIOp::create(b, j0, index(h * lanes)),
-                                         rowKeyEnd[r], rowIndex[r], evaluateMask);
-                          PairValues pair =
-                              pairLanes(rawTile[r * scoreVectors + h], rowIndex[r], keyLanes,
-                                        arith::AndIOp::create(b, rowLanes[r].live, keyLanes.keep));
-                          AttentionMath::PairGradient grad =
-                              laneMath->gradient(pair, laneMath->score(pair), rowLanes[r],
-                                                 dPTile[r * scoreVectors + h]);
-                          vector::StoreOp::create(b, grad.weight(), weightTile,
-                                                  ValueRange{index(r), index(h * lanes)});
-                          rawGrads.push_back(grad.rawGrad());
-                          vector::StoreOp::create(b, rawGrads.back(), scoreGradTile,
-                                                  ValueRange{index(r), index(h * lanes)});
-                          for (unsigned p = 0; p < numParams; ++p)
-                            addParamGrad(p, grad.paramGrad(p));
-                          for (unsigned site = 0; site < fns.tableGrads.size(); ++site)
-                            if (isPairSite(site)) {
-                              AttentionMath::TableGrad table = grad.tableGrad(site);
-                              scatterTableGrad(fns.tableGrads[site].input, table.position,
-                                               table.value);
-                            }
+                      for (int64_t r0 = 0; r0 < rows; r0 += productRows) {
+                        const int64_t rowsNow = std::min(productRows, rows - r0);
+                        SmallVector<Value> rawTile = scoreTile(rowsNow, scoreVectors, headDim,
+                                                               keysT, panel, queryTile, r0, tanhTile);
+                        SmallVector<Value> dPTile = panelProduct(
+                            rowsNow, scoreVectors, headDim, valuesT, panel,
+                            [&](int64_t r, Value c) { return load(dOut, {rowIndex[r0 + r], c}); });
+                        for (int64_t tileRow = 0; tileRow < rowsNow; ++tileRow) {
+                          const int64_t r = r0 + tileRow;
+                          for (int64_t h = 0; h < scoreVectors; ++h) {
+                            KeyLanes keyLanes =
+                                keyLanesAt(arith::AddIOp::create(b, j0, index(h * lanes)),
+                                           rowKeyEnd[r], rowIndex[r], evaluateMask);
+                            PairValues pair = pairLanes(
+                                rawTile[tileRow * scoreVectors + h], rowIndex[r], keyLanes,
+                                arith::AndIOp::create(b, rowLanes[r].live, keyLanes.keep));
+                            AttentionMath::PairGradient grad =
+                                laneMath->gradient(pair, laneMath->score(pair), rowLanes[r],
+                                                   dPTile[tileRow * scoreVectors + h]);
+                            vector::StoreOp::create(b, grad.weight(), weightTile,
+                                                    ValueRange{index(r), index(h * lanes)});
+                            rawGrads.push_back(grad.rawGrad());
+                            vector::StoreOp::create(b, rawGrads.back(), scoreGradTile,
+                                                    ValueRange{index(r), index(h * lanes)});
+                            for (unsigned p = 0; p < numParams; ++p)
+                              addParamGrad(p, grad.paramGrad(p));
+                            for (unsigned site = 0; site < fns.tableGrads.size(); ++site)
+                              if (isPairSite(site)) {
+                                AttentionMath::TableGrad table = grad.tableGrad(site);
+                                scatterTableGrad(fns.tableGrads[site].input, table.position,
+                                                 table.value);
+                              }
+                          }
                         }
                       }
 
