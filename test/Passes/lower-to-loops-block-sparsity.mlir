@@ -24,6 +24,17 @@ attn.normalizer @softmax {
 attn.kernel @k normalizer(@softmax) mask(@causal)
 
 // CHECK: attn.kernel @k {{.*}}block_sparsity = #attn<block_sparsity indices>
+// The generic loops classify each row's blocks of 64 keys the same way.
+// CHECK-LABEL: func.func private @attn_forward_f32.generic(
+// CHECK: scf.for %[[GJ0:.*]] = %{{.*}} to %{{.*}} step %c64{{.*}} iter_args(%[[GACC:[^ ]*]] =
+// CHECK: arith.cmpi sle, %[[GJ0]], %{{.*}} : index
+// CHECK: scf.if %{{.*}} -> (f32, f32, f32, index)
+// CHECK-NEXT: scf.if %{{.*}} -> (f32, f32, f32, index)
+// CHECK-NOT: @k.mask(
+// CHECK: } else {
+// CHECK: func.call @k.mask(
+// CHECK: } else {
+// CHECK: scf.yield %[[GACC]],
 // CHECK-LABEL: func.func private @attn_forward_f32.d32(
 // CHECK: scf.for %[[J0:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[ACC:[^ ]*]] =
 // CHECK: %[[MAY_KEEP:.*]] = arith.cmpi sle, %[[J0]], %[[ROW_HI:.*]] : index
@@ -35,6 +46,14 @@ attn.kernel @k normalizer(@softmax) mask(@causal)
 // CHECK: func.call @k.mask.x8(
 // CHECK: } else {
 // CHECK-NEXT: scf.yield %[[ACC]],
+// CHECK-LABEL: func.func private @attn_backward_f32.generic(
+// CHECK: scf.for %[[GBJ0:.*]] = %{{.*}} to %{{.*}} step %c64
+// CHECK: arith.cmpi sle, %[[GBJ0]], %{{.*}} : index
+// CHECK: scf.if %{{.*}} {
+// CHECK-NEXT: scf.if %{{.*}} {
+// CHECK-NOT: @k.mask(
+// CHECK: } else {
+// CHECK: func.call @k.mask(
 // CHECK-LABEL: func.func private @attn_backward_f32.d32(
 // CHECK: arith.cmpi sle, %{{.*}}, %{{.*}} : index
 // CHECK-NEXT: arith.cmpi sgt, %{{.*}}, %{{.*}} : index

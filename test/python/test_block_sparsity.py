@@ -3,7 +3,8 @@ pairs a mask keeps nothing of and run those it keeps whole without evaluating it
 (attn-analyze-block-sparsity, lib/Analysis/MaskIntervals.h). Against the eager float64
 references of test/reference/general.py, O and every gradient (q, k, v, learnable
 tables), f32 and f64, at shapes whose tiles are masked, kept whole and partial, with
-ragged tails (odd N, Nq != Nk; the tiles are 4 rows by 16 to 64 keys at d = 32):
+ragged tails (odd N, Nq != Nk; the tiles are 4 rows by 16 to 64 keys at d = 32, one row
+by 64 keys in the generic loops at d = 24):
 
     causal           the mask j <= i (indices)
     window_sinks     gpt-oss sliding window of 16 with learnable sinks (indices, offset)
@@ -26,8 +27,10 @@ from helpers import check_tables_kernel, seed_of
 
 FAMILIES = REPO / "examples" / "families"
 DTYPES = {"f64": torch.float64, "f32": torch.float32}
-# (B, H, Nq, Nk, d = dv): odd and unequal lengths leave partial row blocks and key tiles.
-SHAPES = {"ragged": (2, 2, 203, 197, 32), "square": (1, 2, 160, 160, 32)}
+# (B, H, Nq, Nk, d = dv): odd and unequal lengths leave partial row blocks and key tiles;
+# d = 24 runs the generic loops, whose rows classify blocks of 64 keys.
+SHAPES = {"ragged": (2, 2, 203, 197, 32), "square": (1, 2, 160, 160, 32),
+          "generic": (2, 1, 203, 197, 24)}
 
 CHUNKED = """
 attn.mask @chunk {

@@ -112,7 +112,7 @@ SmallVector<Value> CPUKernelBuilder::classifiedTile(IntRange rows, IntRange keys
                                                     function_ref<SmallVector<Value>(bool)> step) {
   std::optional<TileClass> tileClass = classifyTile(rows, keys);
   if (!tileClass)
-    return step(static_cast<bool>(lanewise.mask));
+    return step(static_cast<bool>(fns.mask));
   TypeRange types = acc.getTypes();
   return llvm::to_vector(branch(
       tileClass->anyKept, types,

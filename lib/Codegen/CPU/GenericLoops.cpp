@@ -4,7 +4,10 @@
 // one pair at a time, the output row in memory; backward recomputes s_ij from q,
 // k and the saved row statistics (nothing N×N is stored), accumulating dV, dK
 // and dQ in memory. Every contraction is supported here: dot and scaled dot
-// (through the feature map) and additive (tanh-dots of projected rows).
+// (through the feature map) and additive (tanh-dots of projected rows). A row's
+// keys run in blocks of kGenericKeyBlock that the mask's block sparsity
+// classifies (BlockSparsity.cpp): blocks it keeps no key of are skipped, blocks
+// it keeps whole run without evaluating it.
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Codegen/CPU/CPUKernelBuilder.h"
@@ -17,6 +20,9 @@
 using namespace mlir;
 using namespace mlir::attn;
 using namespace mlir::attn::cpu;
+
+/// Keys per block a row's key loop classifies.
+static constexpr int64_t kGenericKeyBlock = 64;
 
 void CPUKernelBuilder::rowOffsetGrads(const BackwardRow &row, Value i,
                                       function_ref<void(unsigned, Value)> addParam) {
@@ -81,6 +87,7 @@ void CPUKernelBuilder::buildForward(StringRef name) {
                         .getResult()
                   : Value();
 
+  prepareBlockSparsity(kGenericKeyBlock, arith::MaxSIOp::create(b, dim(q, 0), dim(k, 0)));
   loop(args.qBegin, args.qEnd, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
     loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
       store(zero, o, {i, c});
@@ -98,43 +105,55 @@ void CPUKernelBuilder::buildForward(StringRef name) {
     }
     inits.push_back(index(0));
     carriedTypes.push_back(indexType);
-    ValueRange row =
-        loop(args.kvBegin, keys.end(b, i), inits,
-             [&](Value j, ValueRange acc) -> SmallVector<Value> {
-               Value m = acc[0], count = acc.back();
-               AttentionMath::RunningSum l{acc[1], compensated ? acc[2] : Value()};
-               return branch(
-                   scalarMath->maskKeeps(indicesAt(i, j)), carriedTypes,
-                   [&]() -> SmallVector<Value> {
-                     PairValues pair = pairAt(contract(q, k, i, j), i, j);
-                     Value s = scalarMath->score(pair);
-                     Value shift = zero, alpha;
-                     if (online) {
-                       AttentionMath::Rescale step = scalarMath->rescale(
-                           m, scalarMath->stabilizer(pair, s), /*mayBeEmpty=*/false);
-                       shift = step.max;
-                       alpha = step.alpha;
-                     }
-                     Value g = scalarMath->numeratorTerm(pair, s, shift);
-                     Value h = scalarMath->denominatorTerm(pair, s, shift);
-                     loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
-                       AttentionMath::RunningSum out = scalarMath->accumulate(
-                           {load(o, {i, c}), compensated ? load(outputError, {c}) : Value()},
-                           alpha, mul(g, load(v, {j, c})));
-                       store(out.sum, o, {i, c});
-                       if (compensated)
-                         store(out.error, outputError, {c});
-                       return {};
-                     });
-                     AttentionMath::RunningSum sum = scalarMath->accumulate(l, alpha, h);
-                     SmallVector<Value> next{online ? shift : m, sum.sum};
-                     if (compensated)
-                       next.push_back(sum.error);
-                     next.push_back(arith::AddIOp::create(b, count, index(1)));
-                     return next;
-                   },
-                   [&]() -> SmallVector<Value> { return SmallVector<Value>(acc); });
-             });
+    Value rowKeyEnd = keys.end(b, i);
+    ValueRange row = loop(
+        args.kvBegin, rowKeyEnd, inits,
+        [&](Value j0, ValueRange blockAcc) -> SmallVector<Value> {
+          Value blockEnd = arith::MinSIOp::create(
+              b, arith::AddIOp::create(b, j0, index(kGenericKeyBlock)), rowKeyEnd);
+          IntRange rowRange{i, i}, keyRange{j0, arith::SubIOp::create(b, blockEnd, index(1))};
+          return classifiedTile(rowRange, keyRange, blockAcc, [&](bool evaluateMask) {
+            return llvm::to_vector(loop(
+                j0, blockEnd, blockAcc, [&](Value j, ValueRange acc) -> SmallVector<Value> {
+                  Value m = acc[0], count = acc.back();
+                  AttentionMath::RunningSum l{acc[1], compensated ? acc[2] : Value()};
+                  auto keptPair = [&]() -> SmallVector<Value> {
+                    PairValues pair = pairAt(contract(q, k, i, j), i, j);
+                    Value s = scalarMath->score(pair);
+                    Value shift = zero, alpha;
+                    if (online) {
+                      AttentionMath::Rescale step = scalarMath->rescale(
+                          m, scalarMath->stabilizer(pair, s), /*mayBeEmpty=*/false);
+                      shift = step.max;
+                      alpha = step.alpha;
+                    }
+                    Value g = scalarMath->numeratorTerm(pair, s, shift);
+                    Value h = scalarMath->denominatorTerm(pair, s, shift);
+                    loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+                      AttentionMath::RunningSum out = scalarMath->accumulate(
+                          {load(o, {i, c}), compensated ? load(outputError, {c}) : Value()}, alpha,
+                          mul(g, load(v, {j, c})));
+                      store(out.sum, o, {i, c});
+                      if (compensated)
+                        store(out.error, outputError, {c});
+                      return {};
+                    });
+                    AttentionMath::RunningSum sum = scalarMath->accumulate(l, alpha, h);
+                    SmallVector<Value> next{online ? shift : m, sum.sum};
+                    if (compensated)
+                      next.push_back(sum.error);
+                    next.push_back(arith::AddIOp::create(b, count, index(1)));
+                    return next;
+                  };
+                  if (!evaluateMask)
+                    return keptPair();
+                  return llvm::to_vector(
+                      branch(scalarMath->maskKeeps(indicesAt(i, j)), carriedTypes, keptPair,
+                             [&]() -> SmallVector<Value> { return SmallVector<Value>(acc); }));
+                }));
+          });
+        },
+        index(kGenericKeyBlock));
     Value count = indexToFloat(row.back());
     // O accumulated in place: a partial call leaves it so (abi.h).
     finishRow(args, i, row[0], row[1], count, [&](Value outputScale) {
@@ -147,6 +166,7 @@ void CPUKernelBuilder::buildForward(StringRef name) {
     });
     return {};
   });
+  freeBlockSparsity();
   func::ReturnOp::create(b);
 }
 
@@ -180,6 +200,7 @@ void CPUKernelBuilder::buildBackward(StringRef name) {
     })[0];
   };
 
+  prepareBlockSparsity(kGenericKeyBlock, arith::MaxSIOp::create(b, dim(q, 0), dim(k, 0)));
   loop(args.qBegin, args.qEnd, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
     Value c = load(args.rowSum, {i});
     auto ifLive = scf::IfOp::create(b, scalarMath->rowLive(c), /*withElseRegion=*/false);
@@ -188,11 +209,7 @@ void CPUKernelBuilder::buildBackward(StringRef name) {
     BackwardRow row = scalarMath->backwardRow(load(args.rowMax, {i}), c, rowDot(dOut, i, o, i));
     rowOffsetGrads(row, i,
                    [&](unsigned p, Value grad) { accumulate(dParams, {index(p)}, grad); });
-    loop(index(0), keys.end(b, i), {}, [&](Value j, ValueRange) -> SmallVector<Value> {
-      auto ifKeep =
-          scf::IfOp::create(b, scalarMath->maskKeeps(indicesAt(i, j)), /*withElseRegion=*/false);
-      OpBuilder::InsertionGuard pairGuard(b);
-      b.setInsertionPoint(ifKeep.thenBlock()->getTerminator());
+    auto pairGradients = [&](Value j) {
       PairValues pair = pairAt(contract(q, k, i, j), i, j);
       AttentionMath::PairGradient grad =
           scalarMath->gradient(pair, scalarMath->score(pair), row, rowDot(dOut, i, v, j));
@@ -223,9 +240,33 @@ void CPUKernelBuilder::buildBackward(StringRef name) {
         accumulate(dk, {j, col}, scalarMath->featureGrad(mul(dDot, scalarMath->feature(x)), y));
         return {};
       });
-      return {};
-    });
+    };
+    Value rowKeyEnd = keys.end(b, i);
+    loop(
+        index(0), rowKeyEnd, {},
+        [&](Value j0, ValueRange) -> SmallVector<Value> {
+          Value blockEnd = arith::MinSIOp::create(
+              b, arith::AddIOp::create(b, j0, index(kGenericKeyBlock)), rowKeyEnd);
+          IntRange rowRange{i, i}, keyRange{j0, arith::SubIOp::create(b, blockEnd, index(1))};
+          return classifiedTile(rowRange, keyRange, {}, [&](bool evaluateMask) {
+            loop(j0, blockEnd, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
+              if (!evaluateMask) {
+                pairGradients(j);
+                return {};
+              }
+              auto ifKeep = scf::IfOp::create(b, scalarMath->maskKeeps(indicesAt(i, j)),
+                                              /*withElseRegion=*/false);
+              OpBuilder::InsertionGuard pairGuard(b);
+              b.setInsertionPoint(ifKeep.thenBlock()->getTerminator());
+              pairGradients(j);
+              return {};
+            });
+            return SmallVector<Value>{};
+          });
+        },
+        index(kGenericKeyBlock));
     return {};
   });
+  freeBlockSparsity();
   func::ReturnOp::create(b);
 }
