@@ -54,9 +54,21 @@ attn.kernel @k normalizer(@softmax) mask(@causal)
 // CHECK-NOT: @k.mask(
 // CHECK: } else {
 // CHECK: func.call @k.mask(
+// The tiled backward packs a key block only if a row of the call may keep one of
+// its keys, skips a row block's setup on a key block it keeps nothing of, then
+// classifies each key tile.
 // CHECK-LABEL: func.func private @attn_backward_f32.d32(
-// CHECK: arith.cmpi sle, %{{.*}}, %{{.*}} : index
-// CHECK-NEXT: arith.cmpi sgt, %{{.*}}, %{{.*}} : index
+// CHECK: scf.for %[[KB:.*]] = %{{.*}} to %{{.*}} step %c1024 {
+// CHECK: arith.cmpi sle, %[[KB]], %{{.*}} : index
+// CHECK: scf.if %{{.*}} {
+// CHECK: scf.for %{{.*}} = %[[KB]] to
+// CHECK: scf.for %[[I0:.*]] = %{{.*}} to %{{.*}} step %c4 {
+// CHECK: arith.cmpi sle, %[[KB]], %{{.*}} : index
+// CHECK-NEXT: arith.cmpi sgt, %{{.*}}, %[[I0]] : index
+// CHECK: scf.if %{{.*}} {
+// CHECK: scf.for %[[J0:.*]] = %[[KB]] to %{{.*}} step %c16
+// CHECK: arith.cmpi sle, %[[J0]], %{{.*}} : index
+// CHECK-NEXT: arith.cmpi sgt, %{{.*}}, %[[I0]] : index
 // CHECK: scf.if %{{.*}} {
 // CHECK-NEXT: scf.if %{{.*}} {
 // CHECK-NOT: @k.mask.x8

@@ -123,3 +123,11 @@ SmallVector<Value> CPUKernelBuilder::classifiedTile(IntRange rows, IntRange keys
       },
       [&] { return SmallVector<Value>(acc.begin(), acc.end()); }));
 }
+
+void CPUKernelBuilder::enterIfAnyKept(IntRange rows, IntRange keys) {
+  std::optional<TileClass> region = classifyTile(rows, keys);
+  if (!region)
+    return;
+  auto ifAnyKept = scf::IfOp::create(b, region->anyKept, /*withElseRegion=*/false);
+  b.setInsertionPoint(ifAnyKept.thenBlock()->getTerminator());
+}

@@ -106,6 +106,10 @@ private:
   /// when it keeps all, else `step(true)`; unclassified: `step(has a mask)`.
   SmallVector<Value> classifiedTile(IntRange rows, IntRange keys, ValueRange acc,
                                     function_ref<SmallVector<Value>(bool)> step);
+  /// Moves the insertion point into an scf.if on whether the mask may keep a pair
+  /// of rows × keys (a whole key block: its per-row setup is skipped with its
+  /// tiles); unclassified, leaves it. The caller holds an InsertionGuard.
+  void enterIfAnyKept(IntRange rows, IntRange keys);
   /// The table that `read` reads.
   Value tableOf(ReadOp read);
   /// Element `read` at its fixed indices, with `position` at its range dim.
@@ -200,12 +204,16 @@ private:
   PairValues pairLanes(Value raw, Value i, const KeyLanes &keys, Value keep);
   /// φ(k) (and v) of keys [firstKey, keyLimit) packed into zero-padded panels
   /// for the tile products, key firstKey + j at position j; with v and a feature
-  /// map also φ(k) as rows (for dQ; otherwise keyRows is k itself).
+  /// map also φ(k) as rows (for dQ; otherwise keyRows is k itself). Without
+  /// `packAll` only allocated: packKeyRange fills positions as they are needed.
   struct PackedKeys {
-    Value paddedKeys, keysT, valuesT, keyRows;
+    Value count, paddedKeys, keysT, valuesT, keyRows;
   };
   PackedKeys packKeys(Value k, Value v, Value firstKey, Value keyLimit, int64_t headDim,
-                      int64_t blockKeys);
+                      int64_t blockKeys, bool packAll = true);
+  /// Packs positions [from, to) of `packed`.
+  void packKeyRange(const PackedKeys &packed, Value k, Value v, Value firstKey, Value from,
+                    Value to, int64_t headDim, int64_t blockKeys);
   void freePacked(const PackedKeys &packed, Value k);
   /// The tile Σ_c rowScalar(r, c)·panels[panel + c, :] for r < rows over one key
   /// panel of `scoreVectors` vectors: rows·scoreVectors vectors, row-major. The

@@ -266,30 +266,36 @@ void CPUKernelBuilder::additiveTileGrads(int64_t rows, int64_t scoreVectors, int
 
 CPUKernelBuilder::PackedKeys CPUKernelBuilder::packKeys(Value k, Value v, Value firstKey,
                                                         Value keyLimit, int64_t headDim,
-                                                        int64_t blockKeys) {
+                                                        int64_t blockKeys, bool packAll) {
   PackedKeys packed;
-  Value keysPacked = arith::MaxSIOp::create(b, arith::SubIOp::create(b, keyLimit, firstKey),
-                                            index(0));
+  packed.count = arith::MaxSIOp::create(b, arith::SubIOp::create(b, keyLimit, firstKey), index(0));
   packed.paddedKeys = arith::MulIOp::create(
-      b, arith::CeilDivSIOp::create(b, keysPacked, index(blockKeys)), index(blockKeys));
+      b, arith::CeilDivSIOp::create(b, packed.count, index(blockKeys)), index(blockKeys));
   packed.keysT = allocPanels(packed.paddedKeys, headDim, blockKeys);
   if (v)
     packed.valuesT = allocPanels(packed.paddedKeys, headDim, blockKeys);
   packed.keyRows = k;
-  bool keyRowsNeeded = v && fns.feature;
-  if (keyRowsNeeded)
+  if (v && fns.feature)
     packed.keyRows =
         memref::AllocOp::create(b, MemRefType::get({ShapedType::kDynamic, headDim}, type),
                                 ValueRange{packed.paddedKeys}, b.getI64IntegerAttr(64));
+  if (packAll)
+    packKeyRange(packed, k, v, firstKey, index(0), packed.paddedKeys, headDim, blockKeys);
+  return packed;
+}
+
+void CPUKernelBuilder::packKeyRange(const PackedKeys &packed, Value k, Value v, Value firstKey,
+                                    Value from, Value to, int64_t headDim, int64_t blockKeys) {
   Value zero = constant(0.0);
+  const bool keyRowsPacked = packed.keyRows != k;
   // Packed position j holds key firstKey + j.
-  loop(index(0), packed.paddedKeys, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
-    Value inRange = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, j, keysPacked);
+  loop(from, to, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
+    Value inRange = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, j, packed.count);
     Value row = arith::SelectOp::create(b, inRange, arith::AddIOp::create(b, j, firstKey),
                                         firstKey);
     loop(index(0), index(headDim), {}, [&](Value c, ValueRange) -> SmallVector<Value> {
       Value x = scalarMath->feature(load(k, {row, c}));
-      if (keyRowsNeeded)
+      if (keyRowsPacked)
         store(x, packed.keyRows, {j, c});
       SmallVector<Value> at = panelIndex(j, c, headDim, blockKeys);
       store(arith::SelectOp::create(b, inRange, x, zero), packed.keysT, at);
@@ -299,7 +305,6 @@ CPUKernelBuilder::PackedKeys CPUKernelBuilder::packKeys(Value k, Value v, Value 
     });
     return {};
   });
-  return packed;
 }
 
 void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
@@ -394,6 +399,8 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                     auto ifLive = scf::IfOp::create(b, live, /*withElseRegion=*/false);
                     OpBuilder::InsertionGuard tileGuard(b);
                     b.setInsertionPoint(ifLive.thenBlock()->getTerminator());
+                    enterIfAnyKept(IntRange{i0, rowIndex.back()},
+                                   IntRange{kb, arith::SubIOp::create(b, keyEnd, index(1))});
                     auto tileOf = [&](Value panel) {
                       return panel
                                  ? memref::SubViewOp::create(
@@ -604,7 +611,8 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
   // for dQ when there is a feature map.
   Value keyLimit = arith::SelectOp::create(b, keys.isCausal,
                                            arith::MinSIOp::create(b, keys.kvEnd, qEnd), keys.kvEnd);
-  PackedKeys packed = packKeys(k, v, index(0), keyLimit, headDim, blockKeys);
+  // Packed one key block at a time below, only the blocks the call's rows may see.
+  PackedKeys packed = packKeys(k, v, index(0), keyLimit, headDim, blockKeys, /*packAll=*/false);
   Value keysT = packed.keysT, valuesT = packed.valuesT, keyRows = packed.keyRows;
   prepareBlockSparsity(blockKeys, arith::MaxSIOp::create(b, queries, numKeys));
   Value queryTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
@@ -674,6 +682,21 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
   loop(
       index(0), keyLimit, {},
       [&](Value kb, ValueRange) -> SmallVector<Value> {
+        {
+          OpBuilder::InsertionGuard packGuard(b);
+          auto ifRows = scf::IfOp::create(
+              b, arith::CmpIOp::create(b, arith::CmpIPredicate::slt, qBegin, qEnd),
+              /*withElseRegion=*/false);
+          b.setInsertionPoint(ifRows.thenBlock()->getTerminator());
+          Value blockEnd = arith::AddIOp::create(b, kb, index(keyBlock));
+          enterIfAnyKept(
+              IntRange{qBegin, arith::SubIOp::create(b, qEnd, index(1))},
+              IntRange{kb, arith::SubIOp::create(
+                               b, arith::MinSIOp::create(b, blockEnd, keyLimit), index(1))});
+          packKeyRange(packed, k, v, index(0), kb,
+                       arith::MinSIOp::create(b, blockEnd, packed.paddedKeys), headDim,
+                       blockKeys);
+        }
         loop(
             qBegin, qEnd, {},
             [&](Value i0, ValueRange) -> SmallVector<Value> {
@@ -686,6 +709,8 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                   /*withElseRegion=*/false);
               OpBuilder::InsertionGuard blockGuard(b);
               b.setInsertionPoint(ifKeys.thenBlock()->getTerminator());
+              enterIfAnyKept(IntRange{i0, rowIndex.back()},
+                             IntRange{kb, arith::SubIOp::create(b, keyEnd, index(1))});
               SmallVector<BackwardRow> rowLanes;
               for (int64_t r = 0; r < rows; ++r) {
                 Value i = rowIndex[r];
