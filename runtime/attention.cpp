@@ -436,8 +436,8 @@ int64_t balanced_splits(int64_t items, int64_t most, int64_t threads) {
 }
 } // namespace
 
-int64_t backward_query_splits(int64_t heads, int64_t queries, int64_t threads) {
-  return balanced_splits(heads, queries / kQueryBlock, threads);
+int64_t backward_query_splits(int64_t heads, int64_t queries, int64_t threads, bool uneven_rows) {
+  return balanced_splits(heads, queries / kQueryBlock, uneven_rows ? 2 * threads : threads);
 }
 
 int64_t forward_key_splits(int64_t items, int64_t keys, int64_t threads) {
@@ -745,9 +745,10 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
   // whole slices (abi.h).
   const int64_t BH = p.B * p.H;
   const int64_t threads = at::get_num_threads();
-  const int64_t splits = lib.manifest().algorithm == "kernelised"
-                             ? 1
-                             : backward_query_splits(BH, p.Nq, threads);
+  const int64_t splits =
+      lib.manifest().algorithm == "kernelised"
+          ? 1
+          : backward_query_splits(BH, p.Nq, threads, lib.manifest().mask != "none");
   // Zero-filled although the ABI says "overwritten": cheap next to the kernel, and
   // never uninitialised memory in a gradient.
   // dk and dv per query head: with grouped-query attention the `group` heads that
@@ -758,10 +759,13 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
   // One row of partial parameter gradients per call, summed afterwards.
   Tensor dparams_parts = torch::zeros({BH * splits, p.P}, opts);
 
-  // The calls run in `chunks` fixed ranges, each range in order on one thread. A
-  // learnable input's gradient gets one zeroed buffer per range that its calls add
-  // to (abi.h: dtables), summed in range order: the same bits every run with the
-  // same thread count, and chunks × the input's size of memory, never B·H·N².
+  // The calls run in `chunks` fixed sets, each in order on one thread: in rounds of
+  // `chunks` calls, chunk c takes the c-th call of even rounds and the c-th from
+  // the end of odd ones, so a slice's splits spread over the threads and a ramp of
+  // work (a causal mask) evens out. A learnable input's gradient gets one zeroed
+  // buffer per chunk that its calls add to (abi.h: dtables), summed in chunk order:
+  // the same bits every run with the same thread count, and chunks × the input's
+  // size of memory, never B·H·N².
   const int64_t calls = BH * splits;
   const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(threads, calls));
   const auto &declared = lib.manifest().inputs;
@@ -799,8 +803,11 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
   at::parallel_for(0, chunks, 1, [&](int64_t first, int64_t last) {
     for (int64_t c = first; c < last; ++c) {
       const std::vector<attn_table> &chunk = dtables[static_cast<size_t>(c)];
-      for (int64_t item = c * calls / chunks; item < (c + 1) * calls / chunks; ++item)
-        call(item, chunk.empty() ? nullptr : chunk.data());
+      for (int64_t round = 0; round * chunks < calls; ++round) {
+        const int64_t item = round * chunks + (round % 2 == 0 ? c : chunks - 1 - c);
+        if (item < calls)
+          call(item, chunk.empty() ? nullptr : chunk.data());
+      }
     }
   });
   // A learnable input's gradient; an empty [0] tensor for the others.

@@ -1022,6 +1022,11 @@ TEST(DispatchThreads, BackwardSplitsAlignedWithThreads) {
   EXPECT_EQ(attn::backward_query_splits(1, 100, 2), 1);
   EXPECT_EQ(attn::backward_query_splits(1, 3 * attn::kQueryBlock, 16), 3);
   EXPECT_EQ(attn::backward_query_splits(1, 0, 2), 1);
+  // Rows of uneven work (a mask region): calls as for twice the threads.
+  EXPECT_EQ(attn::backward_query_splits(1, 4096, 2, /*uneven_rows=*/true), 4);
+  EXPECT_EQ(attn::backward_query_splits(3, 4096, 2, /*uneven_rows=*/true), 4);
+  EXPECT_EQ(attn::backward_query_splits(8, 4096, 2, /*uneven_rows=*/true), 1);
+  EXPECT_EQ(attn::backward_query_splits(1, 3 * attn::kQueryBlock, 2, /*uneven_rows=*/true), 3);
 }
 
 TEST(DispatchThreads, ForwardKeySplitsAlignedWithThreads) {

@@ -244,8 +244,12 @@ int64_t forward_rows_per_call(int64_t heads, int64_t queries, int64_t threads);
 /// How many backward calls share one (batch, head) slice's queries on `threads`
 /// threads: 1 when `heads` = B·H slices already spread evenly (B·H >= 4·threads),
 /// else enough that every thread gets the same number of calls, each of at least
-/// kQueryBlock rows. Kernelised artifacts always take whole slices.
-int64_t backward_query_splits(int64_t heads, int64_t queries, int64_t threads);
+/// kQueryBlock rows. With `uneven_rows` (a mask region, whose rows' work the
+/// runtime cannot see, unlike is_causal's) as many as for 2× the threads: the
+/// calls are handed to threads in a back-and-forth order, so each gets a share of
+/// every part of the slice. Kernelised artifacts always take whole slices.
+int64_t backward_query_splits(int64_t heads, int64_t queries, int64_t threads,
+                              bool uneven_rows = false);
 
 /// Keys per split-K chunk at least (and chunk boundaries are multiples of it).
 constexpr int64_t kKeyBlock = 512;
