@@ -39,8 +39,12 @@ SmallVector<Attribute> mlir::attn::defaultCpuSchedules(KernelOp kernel, Algorith
       // tiles (2 vectors per row each) take half the registers, and its dK, dV
       // and dQ updates are GEMM-shaped loops over the block's rows and keys
       // that reuse each loaded row for every row (or key) of the block.
+      // f64, which attn serves for precision rather than speed, gets half as
+      // many rows: half the code, and the compile time, of its backward.
       const int64_t backwardScoreVectors = 2;
       int64_t backwardRows = vectorRegisters(vectorBits) / 2 / backwardScoreVectors;
+      if (type.isF64())
+        backwardRows /= 2;
       schedules.push_back(CpuScheduleAttr::get(
           ctx, type, CpuVariant::Tiled, headDim, lanes, rows, /*forwardKeys=*/forwardScoreVectors * lanes,
           /*backwardKeys=*/backwardScoreVectors * lanes, backwardRows));
