@@ -165,6 +165,12 @@ private:
   RowIndices rowAt(Value i) { return {batchIndex, headIndex, i}; }
   /// The pair (i, j) of the generic loops, whose keep is a branch.
   PairValues pairAt(Value raw, Value i, Value j);
+  /// The generic loops' keys [begin, end) of row i carrying `acc`, in blocks of
+  /// kGenericKeyBlock as classifiedTile classifies them: `keptPair(j, acc)` for each
+  /// key the mask keeps (not evaluated in a block it keeps whole), acc unchanged for
+  /// the others.
+  SmallVector<Value> rowKeyBlocks(Value i, Value begin, Value end, ValueRange acc,
+                                  function_ref<SmallVector<Value>(Value, ValueRange)> keptPair);
   /// Row i's share of the gradients of its offset region's params (handed to
   /// `addParam` with the param's position) and reads (scattered): once per row.
   void rowOffsetGrads(const BackwardRow &row, Value i,

@@ -48,6 +48,30 @@ PairValues CPUKernelBuilder::pairAt(Value raw, Value i, Value j) {
   return PairValues{raw, indicesAt(i, j), Value()};
 }
 
+SmallVector<Value>
+CPUKernelBuilder::rowKeyBlocks(Value i, Value begin, Value end, ValueRange acc,
+                               function_ref<SmallVector<Value>(Value, ValueRange)> keptPair) {
+  return llvm::to_vector(loop(
+      begin, end, acc,
+      [&](Value j0, ValueRange blockAcc) -> SmallVector<Value> {
+        Value blockEnd =
+            arith::MinSIOp::create(b, arith::AddIOp::create(b, j0, index(kGenericKeyBlock)), end);
+        IntRange rowRange{i, i}, keyRange{j0, arith::SubIOp::create(b, blockEnd, index(1))};
+        return classifiedTile(rowRange, keyRange, blockAcc, [&](bool evaluateMask) {
+          return llvm::to_vector(
+              loop(j0, blockEnd, blockAcc, [&](Value j, ValueRange pairAcc) -> SmallVector<Value> {
+                if (!evaluateMask)
+                  return keptPair(j, pairAcc);
+                return llvm::to_vector(branch(
+                    scalarMath->maskKeeps(indicesAt(i, j)), pairAcc.getTypes(),
+                    [&] { return keptPair(j, pairAcc); },
+                    [&] { return SmallVector<Value>(pairAcc.begin(), pairAcc.end()); }));
+              }));
+        });
+      },
+      index(kGenericKeyBlock)));
+}
+
 Value CPUKernelBuilder::additiveWeightIndex(Value c) {
   return arith::AddIOp::create(b, c, index(kernelWeights(kernel)[2].offset)); // W_q, W_k, v
 }
@@ -77,7 +101,6 @@ void CPUKernelBuilder::buildForward(StringRef name) {
   Value q = args.q, k = args.k, v = args.v, o = args.o;
   Value valueDim = dim(v, 1);
   Value zero = constant(0.0);
-  Type indexType = b.getIndexType();
   // Below f64, l and the row's O carry their rounding errors (AttentionMath::
   // accumulate); O's, one per column, live beside it.
   const bool compensated = scalarMath->carriesSumErrors(type);
@@ -98,62 +121,41 @@ void CPUKernelBuilder::buildForward(StringRef name) {
     // Carried: running max m (online), Σ h (and its error), count of unmasked keys.
     Value start = online ? scalarMath->initialMax(rowAt(i), type) : zero;
     SmallVector<Value> inits{start, zero};
-    SmallVector<Type> carriedTypes{type, type};
-    if (compensated) {
+    if (compensated)
       inits.push_back(zero);
-      carriedTypes.push_back(type);
-    }
     inits.push_back(index(0));
-    carriedTypes.push_back(indexType);
-    Value rowKeyEnd = keys.end(b, i);
-    ValueRange row = loop(
-        args.kvBegin, rowKeyEnd, inits,
-        [&](Value j0, ValueRange blockAcc) -> SmallVector<Value> {
-          Value blockEnd = arith::MinSIOp::create(
-              b, arith::AddIOp::create(b, j0, index(kGenericKeyBlock)), rowKeyEnd);
-          IntRange rowRange{i, i}, keyRange{j0, arith::SubIOp::create(b, blockEnd, index(1))};
-          return classifiedTile(rowRange, keyRange, blockAcc, [&](bool evaluateMask) {
-            return llvm::to_vector(loop(
-                j0, blockEnd, blockAcc, [&](Value j, ValueRange acc) -> SmallVector<Value> {
-                  Value m = acc[0], count = acc.back();
-                  AttentionMath::RunningSum l{acc[1], compensated ? acc[2] : Value()};
-                  auto keptPair = [&]() -> SmallVector<Value> {
-                    PairValues pair = pairAt(contract(q, k, i, j), i, j);
-                    Value s = scalarMath->score(pair);
-                    Value shift = zero, alpha;
-                    if (online) {
-                      AttentionMath::Rescale step = scalarMath->rescale(
-                          m, scalarMath->stabilizer(pair, s), /*mayBeEmpty=*/false);
-                      shift = step.max;
-                      alpha = step.alpha;
-                    }
-                    Value g = scalarMath->numeratorTerm(pair, s, shift);
-                    Value h = scalarMath->denominatorTerm(pair, s, shift);
-                    loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
-                      AttentionMath::RunningSum out = scalarMath->accumulate(
-                          {load(o, {i, c}), compensated ? load(outputError, {c}) : Value()}, alpha,
-                          mul(g, load(v, {j, c})));
-                      store(out.sum, o, {i, c});
-                      if (compensated)
-                        store(out.error, outputError, {c});
-                      return {};
-                    });
-                    AttentionMath::RunningSum sum = scalarMath->accumulate(l, alpha, h);
-                    SmallVector<Value> next{online ? shift : m, sum.sum};
-                    if (compensated)
-                      next.push_back(sum.error);
-                    next.push_back(arith::AddIOp::create(b, count, index(1)));
-                    return next;
-                  };
-                  if (!evaluateMask)
-                    return keptPair();
-                  return llvm::to_vector(
-                      branch(scalarMath->maskKeeps(indicesAt(i, j)), carriedTypes, keptPair,
-                             [&]() -> SmallVector<Value> { return SmallVector<Value>(acc); }));
-                }));
+    SmallVector<Value> row = rowKeyBlocks(
+        i, args.kvBegin, keys.end(b, i), inits,
+        [&](Value j, ValueRange acc) -> SmallVector<Value> {
+          Value m = acc[0], count = acc.back();
+          AttentionMath::RunningSum l{acc[1], compensated ? acc[2] : Value()};
+          PairValues pair = pairAt(contract(q, k, i, j), i, j);
+          Value s = scalarMath->score(pair);
+          Value shift = zero, alpha;
+          if (online) {
+            AttentionMath::Rescale step =
+                scalarMath->rescale(m, scalarMath->stabilizer(pair, s), /*mayBeEmpty=*/false);
+            shift = step.max;
+            alpha = step.alpha;
+          }
+          Value g = scalarMath->numeratorTerm(pair, s, shift);
+          Value h = scalarMath->denominatorTerm(pair, s, shift);
+          loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+            AttentionMath::RunningSum out = scalarMath->accumulate(
+                {load(o, {i, c}), compensated ? load(outputError, {c}) : Value()}, alpha,
+                mul(g, load(v, {j, c})));
+            store(out.sum, o, {i, c});
+            if (compensated)
+              store(out.error, outputError, {c});
+            return {};
           });
-        },
-        index(kGenericKeyBlock));
+          AttentionMath::RunningSum sum = scalarMath->accumulate(l, alpha, h);
+          SmallVector<Value> next{online ? shift : m, sum.sum};
+          if (compensated)
+            next.push_back(sum.error);
+          next.push_back(arith::AddIOp::create(b, count, index(1)));
+          return next;
+        });
     Value count = indexToFloat(row.back());
     // O accumulated in place: a partial call leaves it so (abi.h).
     finishRow(args, i, row[0], row[1], count, [&](Value outputScale) {
@@ -209,7 +211,7 @@ void CPUKernelBuilder::buildBackward(StringRef name) {
     BackwardRow row = scalarMath->backwardRow(load(args.rowMax, {i}), c, rowDot(dOut, i, o, i));
     rowOffsetGrads(row, i,
                    [&](unsigned p, Value grad) { accumulate(dParams, {index(p)}, grad); });
-    auto pairGradients = [&](Value j) {
+    rowKeyBlocks(i, index(0), keys.end(b, i), {}, [&](Value j, ValueRange) -> SmallVector<Value> {
       PairValues pair = pairAt(contract(q, k, i, j), i, j);
       AttentionMath::PairGradient grad =
           scalarMath->gradient(pair, scalarMath->score(pair), row, rowDot(dOut, i, v, j));
@@ -240,31 +242,8 @@ void CPUKernelBuilder::buildBackward(StringRef name) {
         accumulate(dk, {j, col}, scalarMath->featureGrad(mul(dDot, scalarMath->feature(x)), y));
         return {};
       });
-    };
-    Value rowKeyEnd = keys.end(b, i);
-    loop(
-        index(0), rowKeyEnd, {},
-        [&](Value j0, ValueRange) -> SmallVector<Value> {
-          Value blockEnd = arith::MinSIOp::create(
-              b, arith::AddIOp::create(b, j0, index(kGenericKeyBlock)), rowKeyEnd);
-          IntRange rowRange{i, i}, keyRange{j0, arith::SubIOp::create(b, blockEnd, index(1))};
-          return classifiedTile(rowRange, keyRange, {}, [&](bool evaluateMask) {
-            loop(j0, blockEnd, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
-              if (!evaluateMask) {
-                pairGradients(j);
-                return {};
-              }
-              auto ifKeep = scf::IfOp::create(b, scalarMath->maskKeeps(indicesAt(i, j)),
-                                              /*withElseRegion=*/false);
-              OpBuilder::InsertionGuard pairGuard(b);
-              b.setInsertionPoint(ifKeep.thenBlock()->getTerminator());
-              pairGradients(j);
-              return {};
-            });
-            return SmallVector<Value>{};
-          });
-        },
-        index(kGenericKeyBlock));
+      return {};
+    });
     return {};
   });
   freeBlockSparsity();
