@@ -21,14 +21,15 @@
 #include <torch/torch.h>
 
 #include <chrono>
-#include <csignal>
-#include <cstdio>
-#include <fstream>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iomanip>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -236,6 +237,8 @@ int main(int argc, char **argv) {
     if (!c.history.empty()) {
       history.open(c.history, c.resume ? std::ios::app : std::ios::trunc);
       TORCH_CHECK(history, "cannot write --history ", c.history);
+      // Every digit of the double, so a resumed run can be compared bit for bit.
+      history << std::setprecision(std::numeric_limits<double>::max_digits10);
       if (!c.resume) history << "step,loss,acc\n";
     }
     std::signal(SIGINT, request_stop);

@@ -146,18 +146,22 @@ def _attn_train(*argv, **kw):
 
 
 def test_cpp_demo_resumes_exactly(artifacts, tmp_path):
+    # One intra-op thread: with two, LibTorch's tanh (the demo's feed-forward) sometimes
+    # computes the worker's half of its first call in a process about 5e-5 off, so two
+    # processes can differ before any checkpoint is involved. The checkpoint itself
+    # must restore everything: the history (every digit) matches bit for bit.
     so, ckpt = artifacts("softmax"), tmp_path / "run.ckpt"
     full, split = tmp_path / "full.csv", tmp_path / "split.csv"
-    assert _attn_train(so, "--steps", 8, "--history", full).returncode == 0
-    first = _attn_train(so, "--steps", 4, "--checkpoint", ckpt, "--history", split)
+    one_thread = ("--threads", 1)
+    assert _attn_train(so, "--steps", 8, "--history", full, *one_thread).returncode == 0
+    first = _attn_train(so, "--steps", 4, "--checkpoint", ckpt, "--history", split, *one_thread)
     assert first.returncode == 0, first.stdout + first.stderr
-    second = _attn_train(so, "--steps", 8, "--checkpoint", ckpt, "--resume", "--history", split)
+    second = _attn_train(so, "--steps", 8, "--checkpoint", ckpt, "--resume", "--history", split,
+                         *one_thread)
     assert second.returncode == 0 and "resumed from" in second.stdout, second.stdout + second.stderr
-    rows = lambda p: [tuple(map(float, line.split(","))) for line in p.read_text().split()[1:]]
-    want, got = rows(full), rows(split)
-    assert [r[0] for r in got] == list(range(1, 9))
-    for (s, lw, aw), (_, lg, ag) in zip(want, got):
-        assert abs(lw - lg) <= 1e-6 * abs(lw) and aw == ag, f"step {s}: {lw} vs {lg}"
+    want, got = full.read_text().split(), split.read_text().split()
+    assert [row.split(",")[0] for row in got[1:]] == [str(s) for s in range(1, 9)]
+    assert got == want
 
 
 def test_cpp_demo_checkpoints_on_sigint(artifacts, tmp_path):
