@@ -258,12 +258,12 @@ private:
                                Value panel, Value queryTile, int64_t firstRow,
                                Value tanhTile = {});
   /// The additive contraction's gradients from one backward tile, its raw score
-  /// gradients `rawGrads` (rows·scoreVectors vectors) and tanh values: u = dRaw·(1 − t²)
+  /// gradients `scoreGradTile` (rows × scoreVectors·lanes) and tanh values: u = dRaw·(1 − t²)
   /// summed over keys into `queryGrads` (vector r·headDim + c, lanes still to sum),
   /// over rows into `keyGradPanels` (laid out as the key panels), and dRaw·t into
   /// `weightGrads` (vector c). v_c multiplies the first two once, at the end.
   void additiveTileGrads(int64_t rows, int64_t scoreVectors, int64_t headDim, Value panel,
-                         ArrayRef<Value> rawGrads, Value tanhTile, Value queryGrads,
+                         Value scoreGradTile, Value tanhTile, Value queryGrads,
                          Value keyGradPanels, Value weightGrads);
   /// `matrix` with its unit inner stride made static (checked by the caller),
   /// so vector loads apply. A reinterpret_cast, unlike memref.cast, is not

@@ -230,7 +230,7 @@ SmallVector<Value> CPUKernelBuilder::scoreTile(int64_t rows, int64_t scoreVector
 }
 
 void CPUKernelBuilder::additiveTileGrads(int64_t rows, int64_t scoreVectors, int64_t headDim,
-                                         Value panel, ArrayRef<Value> rawGrads, Value tanhTile,
+                                         Value panel, Value scoreGradTile, Value tanhTile,
                                          Value queryGrads, Value keyGradPanels,
                                          Value weightGrads) {
   Value zeroLanes = splatConstant(0.0), oneLanes = splatConstant(1.0);
@@ -245,7 +245,8 @@ void CPUKernelBuilder::additiveTileGrads(int64_t rows, int64_t scoreVectors, int
     for (int64_t r = 0; r < rows; ++r) {
       Value queryGrad = zeroLanes;
       for (int64_t h = 0; h < scoreVectors; ++h) {
-        Value rawGrad = rawGrads[r * scoreVectors + h];
+        Value rawGrad = vector::LoadOp::create(b, laneType, scoreGradTile,
+                                               ValueRange{index(r), index(h * lanes)});
         Value tanh = vector::LoadOp::create(
             b, laneType, tanhTile, ValueRange{c, index((r * scoreVectors + h) * lanes)});
         Value u = mul(rawGrad, sub(oneLanes, mul(tanh, tanh)));
@@ -618,6 +619,8 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
   Value queryTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
   Value weightTile = memref::AllocaOp::create(b, MemRefType::get({rows, blockKeys}, type));
   Value scoreGradTile = memref::AllocaOp::create(b, MemRefType::get({rows, blockKeys}, type));
+  // Per row: shift, 1/C, D, and live as 1 or 0.
+  Value rowStatsTile = memref::AllocaOp::create(b, MemRefType::get({rows, 4}, type));
   Value queryGradTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
   // The GEMM-shaped updates hold as many accumulators as the score tile.
   const int64_t accumulators = rows * scoreVectors;
@@ -702,7 +705,7 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
             [&](Value i0, ValueRange) -> SmallVector<Value> {
               Value lastRow = arith::SubIOp::create(b, qEnd, index(1));
               TileRows tile = tileRows(i0, lastRow, rows, kb, keyBlock);
-              SmallVector<Value> &rowIndex = tile.index, &rowKeyEnd = tile.keyEnd;
+              SmallVector<Value> &rowIndex = tile.index;
               Value keyEnd = tile.blockKeyEnd;
               auto ifKeys = scf::IfOp::create(
                   b, arith::CmpIOp::create(b, arith::CmpIPredicate::slt, kb, keyEnd),
@@ -711,23 +714,30 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
               b.setInsertionPoint(ifKeys.thenBlock()->getTerminator());
               enterIfAnyKept(IntRange{i0, rowIndex.back()},
                              IntRange{kb, arith::SubIOp::create(b, keyEnd, index(1))});
-              SmallVector<BackwardRow> rowLanes;
-              for (int64_t r = 0; r < rows; ++r) {
-                Value i = rowIndex[r];
+              // The rows' statistics go to rowStatsTile, where the gradient loop reads
+              // them by row.
+              auto tileRow = [&](Value r) {
+                return arith::MinSIOp::create(b, arith::AddIOp::create(b, i0, r), lastRow);
+              };
+              loop(index(0), index(rows), {}, [&](Value r, ValueRange) -> SmallVector<Value> {
+                Value i = tileRow(r);
                 // Rows past the end repeat the last one and must contribute nothing; so do
                 // fully masked rows (C = 0).
                 BackwardRow row = scalarMath->backwardRow(
                     load(args.rowMax, {i}), load(args.rowSum, {i}), rowDelta(i),
                     arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
-                                          arith::AddIOp::create(b, i0, index(r)), qEnd));
-                rowLanes.push_back(
-                    {splat(row.shift), splat(row.inverseC), splat(row.delta), splat(row.live)});
+                                          arith::AddIOp::create(b, i0, r), qEnd));
+                Value stats[] = {row.shift, row.inverseC, row.delta,
+                                 arith::SelectOp::create(b, row.live, constant(1.0), constant(0.0))};
+                for (auto [column, value] : llvm::enumerate(stats))
+                  store(value, rowStatsTile, {r, index(column)});
                 loop(index(0), index(headDim), {},
                      [&](Value col, ValueRange) -> SmallVector<Value> {
-                       store(contractedQuery(q, i, col), queryTile, {index(r), col});
+                       store(contractedQuery(q, i, col), queryTile, {r, col});
                        return {};
                      });
-              }
+                return {};
+              });
               // The block's dQ rows accumulate in queryGradTile; the additive
               // contraction's in queryGrads.
               if (additive)
@@ -747,8 +757,9 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                       Value panel = arith::MulIOp::create(
                           b, arith::DivUIOp::create(b, j0, index(blockKeys)), index(headDim));
                       // Score and dP tiles of productRows rows at a time, so that
-                      // both tiles' accumulators stay in registers.
-                      SmallVector<Value> rawGrads;
+                      // both tiles' accumulators stay in registers; the raw scores go
+                      // to weightTile and dP to scoreGradTile, where the gradient loop
+                      // replaces them by the weights and raw-score gradients.
                       for (int64_t r0 = 0; r0 < rows; r0 += productRows) {
                         const int64_t rowsNow = std::min(productRows, rows - r0);
                         SmallVector<Value> rawTile = scoreTile(rowsNow, scoreVectors, headDim,
@@ -756,38 +767,54 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                         SmallVector<Value> dPTile = panelProduct(
                             rowsNow, scoreVectors, headDim, valuesT, panel,
                             [&](int64_t r, Value c) { return load(dOut, {rowIndex[r0 + r], c}); });
-                        for (int64_t tileRow = 0; tileRow < rowsNow; ++tileRow) {
-                          const int64_t r = r0 + tileRow;
+                        for (int64_t r = 0; r < rowsNow; ++r)
                           for (int64_t h = 0; h < scoreVectors; ++h) {
-                            KeyLanes keyLanes =
-                                keyLanesAt(arith::AddIOp::create(b, j0, index(h * lanes)),
-                                           rowKeyEnd[r], rowIndex[r], evaluateMask);
-                            PairValues pair = pairLanes(
-                                rawTile[tileRow * scoreVectors + h], rowIndex[r], keyLanes,
-                                arith::AndIOp::create(b, rowLanes[r].live, keyLanes.keep));
-                            AttentionMath::PairGradient grad =
-                                laneMath->gradient(pair, laneMath->score(pair), rowLanes[r],
-                                                   dPTile[tileRow * scoreVectors + h]);
-                            vector::StoreOp::create(b, grad.weight(), weightTile,
-                                                    ValueRange{index(r), index(h * lanes)});
-                            rawGrads.push_back(grad.rawGrad());
-                            vector::StoreOp::create(b, rawGrads.back(), scoreGradTile,
-                                                    ValueRange{index(r), index(h * lanes)});
-                            for (unsigned p = 0; p < numParams; ++p)
-                              addParamGrad(p, grad.paramGrad(p));
-                            for (unsigned site = 0; site < fns.tableGrads.size(); ++site)
-                              if (isPairSite(site)) {
-                                AttentionMath::TableGrad table = grad.tableGrad(site);
-                                scatterTableGrad(fns.tableGrads[site].input, table.position,
-                                                 table.value);
-                              }
+                            vector::StoreOp::create(b, rawTile[r * scoreVectors + h], weightTile,
+                                                    ValueRange{index(r0 + r), index(h * lanes)});
+                            vector::StoreOp::create(b, dPTile[r * scoreVectors + h], scoreGradTile,
+                                                    ValueRange{index(r0 + r), index(h * lanes)});
                           }
-                        }
                       }
+                      // A loop over rows: the derivative code is emitted once per score
+                      // vector, where rows × scoreVectors copies of it doubled
+                      // attn-compile's time (bench/RESULTS.md, "Compile time").
+                      loop(index(0), index(rows), {}, [&](Value r, ValueRange) -> SmallVector<Value> {
+                        Value i = tileRow(r);
+                        Value rowKeyEnd = keys.end(b, i);
+                        auto stat = [&](int64_t column) {
+                          return load(rowStatsTile, {r, index(column)});
+                        };
+                        Value live = splat(arith::CmpFOp::create(b, arith::CmpFPredicate::UNE,
+                                                                 stat(3), constant(0.0)));
+                        BackwardRow row{splat(stat(0)), splat(stat(1)), splat(stat(2)), live};
+                        for (int64_t h = 0; h < scoreVectors; ++h) {
+                               Value col = index(h * lanes);
+                               Value at[] = {r, col};
+                               Value raw = vector::LoadOp::create(b, laneType, weightTile, at);
+                               Value dP = vector::LoadOp::create(b, laneType, scoreGradTile, at);
+                               KeyLanes keyLanes = keyLanesAt(arith::AddIOp::create(b, j0, col),
+                                                              rowKeyEnd, i, evaluateMask);
+                               PairValues pair = pairLanes(
+                                   raw, i, keyLanes, arith::AndIOp::create(b, live, keyLanes.keep));
+                               AttentionMath::PairGradient grad =
+                                   laneMath->gradient(pair, laneMath->score(pair), row, dP);
+                               vector::StoreOp::create(b, grad.weight(), weightTile, at);
+                               vector::StoreOp::create(b, grad.rawGrad(), scoreGradTile, at);
+                               for (unsigned p = 0; p < numParams; ++p)
+                                 addParamGrad(p, grad.paramGrad(p));
+                               for (unsigned site = 0; site < fns.tableGrads.size(); ++site)
+                                 if (isPairSite(site)) {
+                                   AttentionMath::TableGrad table = grad.tableGrad(site);
+                                   scatterTableGrad(fns.tableGrads[site].input, table.position,
+                                                    table.value);
+                                 }
+                        }
+                        return {};
+                      });
 
                       if (additive)
-                        additiveTileGrads(rows, scoreVectors, headDim, panel, rawGrads, tanhTile,
-                                          queryGrads, keyGradPanels, weightGrads);
+                        additiveTileGrads(rows, scoreVectors, headDim, panel, scoreGradTile,
+                                          tanhTile, queryGrads, keyGradPanels, weightGrads);
 
                       // dV_j += Σ_r w_rj·dO_r; unless the additive contraction
                       // (additiveTileGrads) has them, dK_j += Σ_r dRaw_rj·scale·φ(q_r)
