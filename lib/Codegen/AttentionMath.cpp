@@ -240,6 +240,12 @@ Value AttentionMath::rowSum(const RowResult &row) {
                                  constantLike(b, row.denominator, 0.0));
 }
 
+AttentionMath::Rescale AttentionMath::pairRescale(Value m, const PairValues &pair, Value s) {
+  if (!online())
+    return {constantLike(b, s, 0.0), Value()};
+  return rescale(m, stabilizer(pair, s), /*mayBeEmpty=*/false);
+}
+
 // --- backward ----------------------------------------------------------------------
 
 Value AttentionMath::rowLive(Value rowSum) {

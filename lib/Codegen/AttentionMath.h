@@ -145,6 +145,9 @@ public:
     Value max, alpha;
   };
   Rescale rescale(Value m, Value candidate, bool mayBeEmpty);
+  /// One kept pair's step, for schedules that fold a row's pairs one at a time:
+  /// rescale(m, stab(s)) online (the shift max' and α), else a shift of 0 and no α.
+  Rescale pairRescale(Value m, const PairValues &pair, Value s);
   /// The online step over a summary instead of a pair (split-K): folds a state
   /// (partMax, its Σ h and O) accumulated over other keys into the running m.
   /// `alpha` rescales the running sums and `partFactor` = e^(partMax − max') the

@@ -131,13 +131,8 @@ void CPUKernelBuilder::buildForward(StringRef name) {
           AttentionMath::RunningSum l{acc[1], compensated ? acc[2] : Value()};
           PairValues pair = pairAt(contract(q, k, i, j), i, j);
           Value s = scalarMath->score(pair);
-          Value shift = zero, alpha;
-          if (online) {
-            AttentionMath::Rescale step =
-                scalarMath->rescale(m, scalarMath->stabilizer(pair, s), /*mayBeEmpty=*/false);
-            shift = step.max;
-            alpha = step.alpha;
-          }
+          AttentionMath::Rescale step = scalarMath->pairRescale(m, pair, s);
+          Value shift = step.max, alpha = step.alpha;
           Value g = scalarMath->numeratorTerm(pair, s, shift);
           Value h = scalarMath->denominatorTerm(pair, s, shift);
           loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {

@@ -65,14 +65,10 @@ void GPUKernelBuilder::buildForward() {
             b, keyKept(i, j, rowKeyEnd), carriedTypes,
             [&]() -> SmallVector<Value> {
               Value s = math->score(pair);
-              Value m = state[0], shift = zero, alpha;
-              if (online) {
-                // e^(m - m_new) is 0 for the first key (m = -inf, nothing accumulated yet).
-                AttentionMath::Rescale step =
-                    math->rescale(m, math->stabilizer(pair, s), /*mayBeEmpty=*/false);
-                shift = step.max;
-                alpha = step.alpha;
-              }
+              // e^(m - m_new) is 0 for the first key (m = -inf, nothing accumulated yet).
+              Value m = state[0];
+              AttentionMath::Rescale step = math->pairRescale(m, pair, s);
+              Value shift = step.max, alpha = step.alpha;
               Value g = math->numeratorTerm(pair, s, shift);
               SmallVector<Value> updated{
                   online ? shift : m,
