@@ -727,8 +727,9 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                     load(args.rowMax, {i}), load(args.rowSum, {i}), rowDelta(i),
                     arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
                                           arith::AddIOp::create(b, i0, r), qEnd));
-                Value stats[] = {row.shift, row.inverseC, row.delta,
-                                 arith::SelectOp::create(b, row.live, constant(1.0), constant(0.0))};
+                Value liveAsFloat =
+                    arith::SelectOp::create(b, row.live, constant(1.0), constant(0.0));
+                Value stats[] = {row.shift, row.inverseC, row.delta, liveAsFloat};
                 for (auto [column, value] : llvm::enumerate(stats))
                   store(value, rowStatsTile, {r, index(column)});
                 loop(index(0), index(headDim), {},
@@ -788,26 +789,26 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                                                                  stat(3), constant(0.0)));
                         BackwardRow row{splat(stat(0)), splat(stat(1)), splat(stat(2)), live};
                         for (int64_t h = 0; h < scoreVectors; ++h) {
-                               Value col = index(h * lanes);
-                               Value at[] = {r, col};
-                               Value raw = vector::LoadOp::create(b, laneType, weightTile, at);
-                               Value dP = vector::LoadOp::create(b, laneType, scoreGradTile, at);
-                               KeyLanes keyLanes = keyLanesAt(arith::AddIOp::create(b, j0, col),
-                                                              rowKeyEnd, i, evaluateMask);
-                               PairValues pair = pairLanes(
-                                   raw, i, keyLanes, arith::AndIOp::create(b, live, keyLanes.keep));
-                               AttentionMath::PairGradient grad =
-                                   laneMath->gradient(pair, laneMath->score(pair), row, dP);
-                               vector::StoreOp::create(b, grad.weight(), weightTile, at);
-                               vector::StoreOp::create(b, grad.rawGrad(), scoreGradTile, at);
-                               for (unsigned p = 0; p < numParams; ++p)
-                                 addParamGrad(p, grad.paramGrad(p));
-                               for (unsigned site = 0; site < fns.tableGrads.size(); ++site)
-                                 if (isPairSite(site)) {
-                                   AttentionMath::TableGrad table = grad.tableGrad(site);
-                                   scatterTableGrad(fns.tableGrads[site].input, table.position,
-                                                    table.value);
-                                 }
+                          Value col = index(h * lanes);
+                          Value at[] = {r, col};
+                          Value raw = vector::LoadOp::create(b, laneType, weightTile, at);
+                          Value dP = vector::LoadOp::create(b, laneType, scoreGradTile, at);
+                          KeyLanes keyLanes = keyLanesAt(arith::AddIOp::create(b, j0, col),
+                                                         rowKeyEnd, i, evaluateMask);
+                          PairValues pair = pairLanes(
+                              raw, i, keyLanes, arith::AndIOp::create(b, live, keyLanes.keep));
+                          AttentionMath::PairGradient grad =
+                              laneMath->gradient(pair, laneMath->score(pair), row, dP);
+                          vector::StoreOp::create(b, grad.weight(), weightTile, at);
+                          vector::StoreOp::create(b, grad.rawGrad(), scoreGradTile, at);
+                          for (unsigned p = 0; p < numParams; ++p)
+                            addParamGrad(p, grad.paramGrad(p));
+                          for (unsigned site = 0; site < fns.tableGrads.size(); ++site)
+                            if (isPairSite(site)) {
+                              AttentionMath::TableGrad table = grad.tableGrad(site);
+                              scatterTableGrad(fns.tableGrads[site].input, table.position,
+                                               table.value);
+                            }
                         }
                         return {};
                       });
