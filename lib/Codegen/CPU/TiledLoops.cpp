@@ -465,9 +465,11 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                               Value shift = zeroLanes, alpha;
                               if (online) {
                                 // A NaN score makes its g, and so O, NaN whatever the max
-                                // is: the max may skip NaNs (one instruction per vector, not
-                                // three).
-                                const auto noNaNs = arith::FastMathFlags::nnan;
+                                // is, and e^(s - m) is the same for m = ±0: the max may skip
+                                // NaNs and order zeros freely, one vmaxps per vector (without
+                                // nsz, LLVM adds a sign test and two blends to each).
+                                const auto noNaNs =
+                                    arith::FastMathFlags::nnan | arith::FastMathFlags::nsz;
                                 Value candidates;
                                 for (int64_t h = 0; h < scoreVectors; ++h) {
                                   Value candidate = laneMath->stabilizer(pairs[h], s[h]);
