@@ -249,14 +249,13 @@ private:
   /// Entry c of query row i as the score tile contracts it: scale·φ(q_ic), or the
   /// additive contraction's q_ic as it is.
   Value contractedQuery(Value q, Value i, Value c);
-  /// The raw score tile of `rows` rows of `queryTile` (contractedQuery) from
-  /// `firstRow` against one key panel: their dot products (panelProduct), or the
-  /// additive Σ_c v_c·tanh(q_rc + k_jc), whose tanh vectors go to `tanhTile` when
-  /// given (the backward reads them again), vector r·scoreVectors + h of c at row c
-  /// for the queryTile row r.
+  /// The raw score tile of the `rows` rows of `queryTile` (contractedQuery)
+  /// against one key panel: their dot products (panelProduct), or the additive
+  /// Σ_c v_c·tanh(q_rc + k_jc), whose tanh vectors go to `tanhTile` when given (the
+  /// backward reads them again), vector r·scoreVectors + h of c at row c for the
+  /// queryTile row r.
   SmallVector<Value> scoreTile(int64_t rows, int64_t scoreVectors, int64_t headDim, Value panels,
-                               Value panel, Value queryTile, int64_t firstRow,
-                               Value tanhTile = {});
+                               Value panel, Value queryTile, Value tanhTile = {});
   /// The additive contraction's gradients from one backward tile, its raw score
   /// gradients `scoreGradTile` (rows × scoreVectors·lanes) and tanh values: u = dRaw·(1 − t²)
   /// summed over keys into `queryGrads` (vector r·headDim + c, lanes still to sum),

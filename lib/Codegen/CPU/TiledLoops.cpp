@@ -200,8 +200,8 @@ Value CPUKernelBuilder::contractedQuery(Value q, Value i, Value c) {
 
 SmallVector<Value> CPUKernelBuilder::scoreTile(int64_t rows, int64_t scoreVectors, int64_t headDim,
                                                Value panels, Value panel, Value queryTile,
-                                               int64_t firstRow, Value tanhTile) {
-  auto queryAt = [&](int64_t r, Value c) { return load(queryTile, {index(firstRow + r), c}); };
+                                               Value tanhTile) {
+  auto queryAt = [&](int64_t r, Value c) { return load(queryTile, {index(r), c}); };
   if (!isAdditive())
     return panelProduct(rows, scoreVectors, headDim, panels, panel, queryAt);
   SmallVector<Value> init(rows * scoreVectors, splatConstant(0.0));
@@ -221,7 +221,7 @@ SmallVector<Value> CPUKernelBuilder::scoreTile(int64_t rows, int64_t scoreVector
             if (tanhTile)
               vector::StoreOp::create(
                   b, tanh, tanhTile,
-                  ValueRange{c, index(((firstRow + r) * scoreVectors + h) * lanes)});
+                  ValueRange{c, index((r * scoreVectors + h) * lanes)});
             next.push_back(vector::FMAOp::create(b, weight, tanh, t[r * scoreVectors + h]));
           }
         }
@@ -456,7 +456,7 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                                                        index(blockKeys)),
                                 index(headDim));
                             SmallVector<Value> tile =
-                                scoreTile(rows, scoreVectors, headDim, keysT, panel, queryTile, 0);
+                                scoreTile(rows, scoreVectors, headDim, keysT, panel, queryTile);
 
                             SmallVector<Value> next(acc.begin(), acc.end());
                             SmallVector<Value> alphas;
@@ -657,7 +657,6 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
   const int64_t accumulators = rows * scoreVectors;
   const int64_t keysPerStep = std::clamp<int64_t>(accumulators / vectorsPerRow, 1, blockKeys);
   const int64_t rowsPerStep = std::clamp<int64_t>(accumulators / vectorsPerRow, 1, rows);
-  const int64_t productRows = std::max<int64_t>(rows / 2, 1);
   Value paramGrads =
       memref::AllocaOp::create(b, MemRefType::get({std::max<int64_t>(numParams, 1), lanes}, type));
   // The additive contraction's tanh values of a tile and its gradients' sums
@@ -788,25 +787,24 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                       // Tiles rows × blockKeys: raw scores (scoreTile), dP from dO·vᵀ.
                       Value panel = arith::MulIOp::create(
                           b, arith::DivUIOp::create(b, j0, index(blockKeys)), index(headDim));
-                      // Score and dP tiles of productRows rows at a time, so that
-                      // both tiles' accumulators stay in registers; the raw scores go
-                      // to weightTile and dP to scoreGradTile, where the gradient loop
-                      // replaces them by the weights and raw-score gradients.
-                      for (int64_t r0 = 0; r0 < rows; r0 += productRows) {
-                        const int64_t rowsNow = std::min(productRows, rows - r0);
-                        SmallVector<Value> rawTile = scoreTile(rowsNow, scoreVectors, headDim,
-                                                               keysT, panel, queryTile, r0, tanhTile);
-                        SmallVector<Value> dPTile = panelProduct(
-                            rowsNow, scoreVectors, headDim, valuesT, panel,
-                            [&](int64_t r, Value c) { return load(dOut, {rowIndex[r0 + r], c}); });
-                        for (int64_t r = 0; r < rowsNow; ++r)
-                          for (int64_t h = 0; h < scoreVectors; ++h) {
-                            vector::StoreOp::create(b, rawTile[r * scoreVectors + h], weightTile,
-                                                    ValueRange{index(r0 + r), index(h * lanes)});
-                            vector::StoreOp::create(b, dPTile[r * scoreVectors + h], scoreGradTile,
-                                                    ValueRange{index(r0 + r), index(h * lanes)});
-                          }
-                      }
+                      // The whole tile's raw scores go to weightTile, then its dP to
+                      // scoreGradTile (each product holds rows × scoreVectors
+                      // accumulators, enough to hide the FMA latency), where the gradient
+                      // loop replaces them by the weights and raw-score gradients.
+                      auto storeTile = [&](ArrayRef<Value> vectors, Value target) {
+                        for (int64_t r = 0; r < rows; ++r)
+                          for (int64_t h = 0; h < scoreVectors; ++h)
+                            vector::StoreOp::create(b, vectors[r * scoreVectors + h], target,
+                                                    ValueRange{index(r), index(h * lanes)});
+                      };
+                      storeTile(scoreTile(rows, scoreVectors, headDim, keysT, panel, queryTile,
+                                          tanhTile),
+                                weightTile);
+                      storeTile(panelProduct(rows, scoreVectors, headDim, valuesT, panel,
+                                             [&](int64_t r, Value c) {
+                                               return load(dOut, {rowIndex[r], c});
+                                             }),
+                                scoreGradTile);
                       // A loop over rows: the derivative code is emitted once per score
                       // vector, where rows × scoreVectors copies of it doubled
                       // attn-compile's time (bench/RESULTS.md, "Compile time").
