@@ -6,7 +6,8 @@
 Rows (softmax, f32, examples/normalizers/softmax.mlir; SDPA's CPU flash kernel beside it):
   - one long sequence, B·H = 1, N = 16384, d = 64, fwd+bwd, causal and not: the backward
     splits a slice's queries over threads (runtime: backward_query_splits);
-  - a decoder step, Nq = 1 against Nk = 65536 keys, B·H = 1, d = 64, forward;
+  - a decoder step, Nq = 1 against Nk = 65536 keys, B·H = 1, d = 64, forward and
+    fwd+bwd: both split the keys over threads (runtime: key_splits);
   - the backward's rate at B·H = 8, N = 4096, d = 64 and 128 on 2 threads: (fwd+bwd − fwd)
     against the run's sgemm, FLOPs counted as 2.5× the forward's 4·N²·d per slice.
 Every implementation and thread count is timed interleaved (rotating order) for --reps
@@ -160,9 +161,11 @@ def main():
                                            + (", causal" if causal else ""),
                                            1, n, n, 64, causal, "fwd+bwd", args.reps))
         print(json.dumps(rows["scaling"][-1]), file=sys.stderr)
-    rows["scaling"].append(scaling_row(kernel, f"Nq = 1, Nk = {args.decode_keys}, B·H = 1, d = 64",
-                                       1, 1, args.decode_keys, 64, False, "fwd", args.reps * 5))
-    print(json.dumps(rows["scaling"][-1]), file=sys.stderr)
+    for pss in ("fwd", "fwd+bwd"):
+        rows["scaling"].append(scaling_row(kernel,
+                                           f"Nq = 1, Nk = {args.decode_keys}, B·H = 1, d = 64",
+                                           1, 1, args.decode_keys, 64, False, pss, args.reps * 5))
+        print(json.dumps(rows["scaling"][-1]), file=sys.stderr)
     for d in (64, 128):
         rows["backward"].append(backward_rate_row(kernel, args.backward_n, d, args.reps, sgemm))
         print(json.dumps(rows["backward"][-1]), file=sys.stderr)

@@ -440,7 +440,7 @@ int64_t backward_query_splits(int64_t heads, int64_t queries, int64_t threads, b
   return balanced_splits(heads, queries / kQueryBlock, uneven_rows ? 2 * threads : threads);
 }
 
-int64_t forward_key_splits(int64_t items, int64_t keys, int64_t threads) {
+int64_t key_splits(int64_t items, int64_t keys, int64_t threads) {
   return balanced_splits(items, keys / kKeyBlock, threads);
 }
 
@@ -473,6 +473,14 @@ int64_t query_split_begin(int64_t split, int64_t splits, int64_t queries, int64_
 }
 
 namespace {
+
+/// Keys [begin, end) of chunk `split` of `splits` over kv_len keys: boundaries on
+/// kKeyBlock multiples, the last chunk ending at kv_len.
+std::pair<int64_t, int64_t> key_chunk(int64_t split, int64_t splits, int64_t kv_len) {
+  const int64_t blocks = (kv_len + kKeyBlock - 1) / kKeyBlock;
+  return {std::min(kv_len, split * blocks / splits * kKeyBlock),
+          std::min(kv_len, (split + 1) * blocks / splits * kKeyBlock)};
+}
 
 // --- GPU ---------------------------------------------------------------------
 //
@@ -637,7 +645,7 @@ std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem
   attn_merge_fn merge = lib.merge_fn(p.dtype);
   const int64_t kv_splits =
       merge && lib.manifest().algorithm != "kernelised"
-          ? forward_key_splits(BH * nqb, p.Nk, at::get_num_threads())
+          ? key_splits(BH * nqb, p.Nk, at::get_num_threads())
           : 1;
   Tensor o_parts, max_parts, sum_parts, count_parts; // [B, H, kv_splits·Nq(, dv)]
   if (kv_splits > 1) {
@@ -673,10 +681,7 @@ std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem
          kv_len, p.causal ? 1 : 0, 0);
       return;
     }
-    // Chunk boundaries on kKeyBlock multiples; the last chunk ends at kv_len.
-    const int64_t blocks = (kv_len + kKeyBlock - 1) / kKeyBlock;
-    const int64_t kv_begin = std::min(kv_len, split * blocks / kv_splits * kKeyBlock);
-    const int64_t kv_end = std::min(kv_len, (split + 1) * blocks / kv_splits * kKeyBlock);
+    const auto [kv_begin, kv_end] = key_chunk(split, kv_splits, kv_len);
     // This chunk's rows of the parts: [split·Nq, (split + 1)·Nq).
     auto chunk = [&](const Tensor &parts) { return parts.narrow(2, split * p.Nq, p.Nq); };
     attn_memref2d om = memref2d(chunk(o_parts), b, h);
@@ -741,23 +746,26 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
   auto opts = torch::TensorOptions().dtype(p.dtype).device(q.device());
   // A slice's queries are split into `splits` calls when B·H alone would leave
   // threads idle; each split adds its share to its own dk, dv and dparams buffers
-  // (abi.h, q_begin), summed below in split order. A kernelised backward takes
-  // whole slices (abi.h).
+  // (abi.h, q_begin), summed below in split order. Too few queries for that (a
+  // decoder step): each call's keys are split into `kv_splits` chunks instead, each
+  // writing its keys' dk, dv rows and its share of dq to its own dq buffer (abi.h,
+  // kv_begin), summed in chunk order. A kernelised backward takes whole slices.
   const int64_t BH = p.B * p.H;
   const int64_t threads = at::get_num_threads();
+  const bool kernelised = lib.manifest().algorithm == "kernelised";
   const int64_t splits =
-      lib.manifest().algorithm == "kernelised"
-          ? 1
-          : backward_query_splits(BH, p.Nq, threads, lib.manifest().mask != "none");
-  // Zero-filled although the ABI says "overwritten": cheap next to the kernel, and
-  // never uninitialised memory in a gradient.
+      kernelised ? 1 : backward_query_splits(BH, p.Nq, threads, lib.manifest().mask != "none");
+  const int64_t kv_splits = kernelised || splits > 1 ? 1 : key_splits(BH, p.Nk, threads);
+  // Zero-filled: the rows a call does not own (past kv_len, other splits') must
+  // read 0, and never uninitialised memory in a gradient.
   // dk and dv per query head: with grouped-query attention the `group` heads that
   // read one key/value head write their own, summed below in head order.
-  Tensor dq = torch::zeros({p.B, p.H, p.Nq, p.d}, opts);
+  Tensor dq_parts = torch::zeros({kv_splits, p.B, p.H, p.Nq, p.d}, opts);
   Tensor dk_parts = torch::zeros({splits, p.B, p.H, p.Nk, p.d}, opts);
   Tensor dv_parts = torch::zeros({splits, p.B, p.H, p.Nk, p.dv}, opts);
   // One row of partial parameter gradients per call, summed afterwards.
-  Tensor dparams_parts = torch::zeros({BH * splits, p.P}, opts);
+  const int64_t calls = BH * splits * kv_splits;
+  Tensor dparams_parts = torch::zeros({calls, p.P}, opts);
 
   // The calls run in `chunks` fixed sets, each in order on one thread: in rounds of
   // `chunks` calls, chunk c takes the c-th call of even rounds and the c-th from
@@ -766,7 +774,6 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
   // buffer per chunk that its calls add to (abi.h: dtables), summed in chunk order:
   // the same bits every run with the same thread count, and chunks × the input's
   // size of memory, never B·H·N².
-  const int64_t calls = BH * splits;
   const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(threads, calls));
   const auto &declared = lib.manifest().inputs;
   std::vector<std::vector<Tensor>> parts(static_cast<size_t>(chunks));
@@ -780,15 +787,17 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
 
   const attn_memref1d pm = memref_params(params);
   auto call = [&](int64_t item, const attn_table *chunk_dtables) {
-    const int64_t bh = item / splits, split = item % splits;
+    const int64_t bh = item / (splits * kv_splits), split = item / kv_splits % splits,
+                  kv_split = item % kv_splits;
     const int64_t b = bh / p.H, h = bh % p.H;
     const int64_t kv_len = p.kv_len[static_cast<size_t>(b)];
     const int64_t q_begin = query_split_begin(split, splits, p.Nq, kv_len, p.causal);
     const int64_t q_end = query_split_begin(split + 1, splits, p.Nq, kv_len, p.causal);
+    const auto [kv_begin, kv_end] = key_chunk(kv_split, kv_splits, kv_len);
     const Tensor dk_part = dk_parts[split], dv_part = dv_parts[split];
     attn_memref2d qm = memref2d(q, b, h), km = memref2d(k, b, p.kv_head(h)),
                   vm = memref2d(v, b, p.kv_head(h)), om = memref2d(out, b, h),
-                  dom = memref2d(grad_out, b, h), dqm = memref2d(dq, b, h),
+                  dom = memref2d(grad_out, b, h), dqm = memref2d(dq_parts[kv_split], b, h),
                   dkm = memref2d(dk_part, b, h), dvm = memref2d(dv_part, b, h);
     attn_memref1d mm = memref1d(row_max, b, h), sm = memref1d(row_sum, b, h), prm = pm;
     attn_memref1d dpm{nullptr, nullptr, 0, {p.P}, {1}};
@@ -798,7 +807,8 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
       dpm.allocated = dpm.aligned = ptr;
     }
     fn(&qm, &km, &vm, &om, &dom, &mm, &sm, &prm, tables.empty() ? nullptr : tables.data(), &dqm,
-       &dkm, &dvm, &dpm, chunk_dtables, b, h, q_begin, q_end, kv_len, p.causal ? 1 : 0);
+       &dkm, &dvm, &dpm, chunk_dtables, b, h, q_begin, q_end, kv_begin, kv_end,
+       p.causal ? 1 : 0);
   };
   at::parallel_for(0, chunks, 1, [&](int64_t first, int64_t last) {
     for (int64_t c = first; c < last; ++c) {
@@ -819,8 +829,8 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
     dinputs.push_back(total.defined() ? total : torch::empty({0}, opts));
   }
   Tensor dparams = dparams_parts.sum(0);
-  return {dq, sum_groups(sum_splits(dk_parts), p), sum_groups(sum_splits(dv_parts), p), dparams,
-          dinputs};
+  return {sum_splits(dq_parts), sum_groups(sum_splits(dk_parts), p),
+          sum_groups(sum_splits(dv_parts), p), dparams, dinputs};
 }
 
 Tensor empty_params(const Tensor &params, const Tensor &q) {

@@ -202,7 +202,7 @@ TEST(LibraryLoad, MissingFile) {
 
 TEST(LibraryLoad, NotASharedObject) {
   std::string path = tmpdir() + "/text.so";
-  std::ofstream(path) << "attn-abi 5\nthis is not an ELF file\n";
+  std::ofstream(path) << "attn-abi 6\nthis is not an ELF file\n";
   EXPECT_ATTN_ERROR(Library::load(path), "text.so", "is not a shared object", "ELF");
   EXPECT_ATTN_ERROR(Library::load(tmpdir()), "is not a shared object", "directory");
 
@@ -392,7 +392,7 @@ TEST(ArtifactChecks, SymbolTypes) {
 TEST(ArtifactChecks, ManifestAgainstSignature) {
   // The env_manifest fixture's entry points were "compiled for" no params, no tensor
   // inputs and any head dim (its attn_signature).
-  const std::string head = "attn-abi 5\nkernel k\nnormalizer n\nalgorithm online\n"
+  const std::string head = "attn-abi 6\nkernel k\nnormalizer n\nalgorithm online\n"
                            "denominator sum\nmask none\n";
   const std::string tail = "dtypes f32\ndevices cpu\n";
   const ManifestCase cases[] = {
@@ -414,7 +414,7 @@ TEST(LibraryLoad, NoManifestSymbol) {
 
 TEST(LibraryLoad, WrongAbiVersion) {
   EXPECT_ATTN_ERROR(Library::load(ATTN_FX_WRONG_ABI), "fx_wrong_abi.so",
-                    "ABI version mismatch", "expected attn-abi 5", "found attn-abi 1");
+                    "ABI version mismatch", "expected attn-abi 6", "found attn-abi 1");
 }
 
 TEST(LibraryLoad, MalformedManifestLine) {
@@ -435,41 +435,41 @@ TEST(LibraryLoad, MalformedManifestVariants) {
       {"kernel k\n" + rest + "params\ndtypes f32\ndevices cpu\n", {"no 'attn-abi' line"}},
       {"attn-abi one\nkernel k\n", {"malformed manifest line 1", "attn-abi <integer>"}},
       {"attn-abi 0\nkernel k\n", {"ABI version mismatch", "found attn-abi 0"}},
-      {"attn-abi 5\nattn-abi 1\n", {"malformed manifest line 2", "duplicate 'attn-abi'"}},
-      {"attn-abi 5\nkernel a b\n", {"malformed manifest line 2", "exactly one value, found 2"}},
-      {"attn-abi 5\nkernel a\nkernel b\n", {"line 3", "at most once", "already appeared on line 2"}},
-      {"attn-abi 5\nkernel k\n" + rest + "params a=1 a=2\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 6\nattn-abi 1\n", {"malformed manifest line 2", "duplicate 'attn-abi'"}},
+      {"attn-abi 6\nkernel a b\n", {"malformed manifest line 2", "exactly one value, found 2"}},
+      {"attn-abi 6\nkernel a\nkernel b\n", {"line 3", "at most once", "already appeared on line 2"}},
+      {"attn-abi 6\nkernel k\n" + rest + "params a=1 a=2\ndtypes f32\ndevices cpu\n",
        {"'a' twice"}},
-      {"attn-abi 5\nkernel k\n" + rest + "params a=one\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 6\nkernel k\n" + rest + "params a=one\ndtypes f32\ndevices cpu\n",
        {"a finite number after 'a='", "found 'one'"}},
-      {"attn-abi 5\nkernel k\n" + rest + "params 1a=1\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 6\nkernel k\n" + rest + "params 1a=1\ndtypes f32\ndevices cpu\n",
        {"parameter name", "'1a'"}},
-      {"attn-abi 5\nkernel k\n" + rest + "params\ndtypes f16\ndevices cpu\n",
+      {"attn-abi 6\nkernel k\n" + rest + "params\ndtypes f16\ndevices cpu\n",
        {"dtypes among f32 f64", "found 'f16'"}},
-      {"attn-abi 5\nkernel k\n" + rest + "params\ndtypes\ndevices cpu\n", {"at least one"}},
-      {"attn-abi 5\nkernel k\n" + rest + "params\ndtypes f32\n", {"no 'devices' line"}},
-      {"attn-abi 5\nkernel k\n" + rest + "dtypes f32\ndevices cpu\n", {"no 'params' line"}},
-      {"attn-abi 5\nkernel k\n" + rest + "params W[4x0]=1\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 6\nkernel k\n" + rest + "params\ndtypes\ndevices cpu\n", {"at least one"}},
+      {"attn-abi 6\nkernel k\n" + rest + "params\ndtypes f32\n", {"no 'devices' line"}},
+      {"attn-abi 6\nkernel k\n" + rest + "dtypes f32\ndevices cpu\n", {"no 'params' line"}},
+      {"attn-abi 6\nkernel k\n" + rest + "params W[4x0]=1\ndtypes f32\ndevices cpu\n",
        {"positive extents in weight 'W[4x0]=1'"}},
-      {"attn-abi 5\nkernel k\n" + rest + "params W[4x4=1\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 6\nkernel k\n" + rest + "params W[4x4=1\ndtypes f32\ndevices cpu\n",
        {"a weight 'name[AxB]=init'"}},
-      {"attn-abi 5\nkernel k\n" + rest + "params v[4]=identity\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 6\nkernel k\n" + rest + "params v[4]=identity\ndtypes f32\ndevices cpu\n",
        {"'identity' for a 2-D weight only"}},
-      {"attn-abi 5\nkernel k\n" + rest + "params\nhead-dim -3\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 6\nkernel k\n" + rest + "params\nhead-dim -3\ndtypes f32\ndevices cpu\n",
        {"'head-dim <positive integer>'"}},
-      {"attn-abi 5\nkernel k\n" + rest + "params\ninput 1p float ?\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 6\nkernel k\n" + rest + "params\ninput 1p float ?\ndtypes f32\ndevices cpu\n",
        {"an input name (identifier) after 'input', found '1p'"}},
-      {"attn-abi 5\nkernel k\n" + rest + "params\ninput p f16 ?\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 6\nkernel k\n" + rest + "params\ninput p f16 ?\ndtypes f32\ndevices cpu\n",
        {"an input element among float i8 i32 i64, found 'f16'"}},
-      {"attn-abi 5\nkernel k\n" + rest + "params\ninput p float ?x0\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 6\nkernel k\n" + rest + "params\ninput p float ?x0\ndtypes f32\ndevices cpu\n",
        {"extents '?' or positive integers", "found '?x0'"}},
-      {"attn-abi 5\nkernel k\n" + rest + "params\ninput p float ?x?x?x?x?\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 6\nkernel k\n" + rest + "params\ninput p float ?x?x?x?x?\ndtypes f32\ndevices cpu\n",
        {"an input of rank 1 to 4"}},
-      {"attn-abi 5\nkernel k\n" + rest + "params\ninput p i64 ? learnable\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 6\nkernel k\n" + rest + "params\ninput p i64 ? learnable\ndtypes f32\ndevices cpu\n",
        {"'learnable' on float inputs only"}},
-      {"attn-abi 5\nkernel k\n" + rest + "params\ninput p float ? trainable\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 6\nkernel k\n" + rest + "params\ninput p float ? trainable\ndtypes f32\ndevices cpu\n",
        {"found 'trainable' where 'learnable' belongs"}},
-      {"attn-abi 5\nkernel k\n" + rest +
+      {"attn-abi 6\nkernel k\n" + rest +
            "params\ninput p float ?\ninput p i32 ?\ndtypes f32\ndevices cpu\n",
        {"distinct input names, found 'p' twice"}},
   };
@@ -548,7 +548,7 @@ TEST(LibraryLoad, CudaManifestAndImages) {
 }
 
 TEST(LibraryLoad, MalformedCudaManifest) {
-  const std::string head = "attn-abi 5\nkernel k\nnormalizer n\nalgorithm online\n"
+  const std::string head = "attn-abi 6\nkernel k\nnormalizer n\nalgorithm online\n"
                            "denominator sum\nmask none\nparams\ndtypes f32\n";
   const std::string fwd = "cuda-kernel forward f32 64 fwd tile 64 threads 128 smem 0\n";
   const ManifestCase cases[] = {
@@ -836,6 +836,12 @@ ProbeGrads probe_backward_ref(const Tensor &q, const Tensor &k, const Tensor &v,
   g.dq = dout.index_select(3, torch::arange(d, L) % dv) + f.row_max.unsqueeze(-1);
   g.dk = 2 * k + f.row_sum.index_select(2, torch::arange(Nk, L) % Nq).unsqueeze(-1);
   g.dv = v + f.o.index_select(2, torch::arange(Nk, L) % Nq);
+  // Keys past a batch entry's kv_len get no gradient (no call owns them).
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t kv_len = kv.size() == 1 ? kv[0] : kv[static_cast<size_t>(b)];
+    g.dk[b].narrow(1, kv_len, Nk - kv_len).zero_();
+    g.dv[b].narrow(1, kv_len, Nk - kv_len).zero_();
+  }
   int64_t kv_sum = 0;
   for (auto x : kv)
     kv_sum += x;
@@ -1029,15 +1035,15 @@ TEST(DispatchThreads, BackwardSplitsAlignedWithThreads) {
   EXPECT_EQ(attn::backward_query_splits(1, 3 * attn::kQueryBlock, 2, /*uneven_rows=*/true), 3);
 }
 
-TEST(DispatchThreads, ForwardKeySplitsAlignedWithThreads) {
+TEST(DispatchThreads, KeySplitsAlignedWithThreads) {
   // One decoder step (one call) on 2 threads: two key chunks of >= kKeyBlock keys.
-  EXPECT_EQ(attn::forward_key_splits(1, 65536, 2), 2);
-  EXPECT_EQ(attn::forward_key_splits(1, 65536, 16), 16);
-  EXPECT_EQ(attn::forward_key_splits(3, 65536, 2), 2);
-  EXPECT_EQ(attn::forward_key_splits(8, 65536, 2), 1);
-  EXPECT_EQ(attn::forward_key_splits(1, attn::kKeyBlock, 2), 1);
-  EXPECT_EQ(attn::forward_key_splits(1, 3 * attn::kKeyBlock, 16), 3);
-  EXPECT_EQ(attn::forward_key_splits(1, 65536, 1), 1);
+  EXPECT_EQ(attn::key_splits(1, 65536, 2), 2);
+  EXPECT_EQ(attn::key_splits(1, 65536, 16), 16);
+  EXPECT_EQ(attn::key_splits(3, 65536, 2), 2);
+  EXPECT_EQ(attn::key_splits(8, 65536, 2), 1);
+  EXPECT_EQ(attn::key_splits(1, attn::kKeyBlock, 2), 1);
+  EXPECT_EQ(attn::key_splits(1, 3 * attn::kKeyBlock, 16), 3);
+  EXPECT_EQ(attn::key_splits(1, 65536, 1), 1);
 }
 
 TEST(DispatchThreads, QuerySplitsBalanceVisitedPairs) {
@@ -1080,6 +1086,35 @@ TEST(DispatchThreads, BackwardSplitsOneSliceOverThreads) {
     EXPECT_EQ(middle, causal ? 331 : 256); // causal: rows 0..330 visit half the pairs
     EXPECT_EQ(probe_count("probe_max_rows"), std::max(middle, Nq - middle));
     EXPECT_EQ(probe_count("probe_errors"), 0);
+    auto g = probe_backward_ref(q, k, v, params, probe_forward_ref(q, v, params, {Nk}, causal),
+                                dout, {Nk}, causal);
+    EXPECT_TRUE(torch::equal(dq, g.dq));
+    EXPECT_TRUE(torch::allclose(dk, g.dk));
+    EXPECT_TRUE(torch::allclose(dv, g.dv));
+    EXPECT_TRUE(torch::allclose(dp, g.dparams));
+  }
+}
+
+TEST(DispatchThreads, BackwardSplitsFewQueriesOverKeys) {
+  auto lib = Library::load(ATTN_FX_PROBE);
+  at::set_num_threads(2);
+  if (at::get_num_threads() < 2)
+    GTEST_SKIP() << "SKIP: LibTorch intra-op pool has one thread";
+  for (bool causal : {false, true}) {
+    probe_reset();
+    // One decoder step against 2100 keys (5 blocks of kKeyBlock): two key chunks.
+    const int64_t B = 1, H = 1, Nq = 1, Nk = 2100, d = 8;
+    Tensor q = torch::randn({B, H, Nq, d}), k = torch::randn({B, H, Nk, d}),
+           v = torch::randn({B, H, Nk, d}), dout = torch::randn({B, H, Nq, d});
+    Tensor params = lib->initial_params();
+    Options o{causal, {}, {}};
+    auto [out, rm, rs] = attn::attention_forward(lib, q, k, v, params, o);
+    probe_reset();
+    auto [dq, dk, dv, dp, dinputs] =
+        attn::attention_backward(lib, q, k, v, params, out, rm, rs, dout, o);
+    EXPECT_EQ(probe_count("probe_backward_calls"), 2);
+    EXPECT_EQ(probe_count("probe_errors"), 0);
+    // Each key row from one chunk, dq and dparams summed over both.
     auto g = probe_backward_ref(q, k, v, params, probe_forward_ref(q, v, params, {Nk}, causal),
                                 dout, {Nk}, causal);
     EXPECT_TRUE(torch::equal(dq, g.dq));

@@ -35,6 +35,9 @@ def probe_backward_ref(q, k, v, params, o, rm, rs, dout, kv, causal):
     dq = dout[..., torch.arange(d) % dv] + rm.unsqueeze(-1)
     dk = 2 * k + rs[:, :, torch.arange(Nk) % Nq].unsqueeze(-1)
     dvv = v + o[:, :, torch.arange(Nk) % Nq]
+    for b, kv_len in enumerate(kv):  # keys past kv_len get no gradient
+        dk[b, :, kv_len:] = 0
+        dvv[b, :, kv_len:] = 0
     dp = B * H * params + H * sum(kv) + (100 * B * H if causal else 0)
     return dq, dk, dvv, dp
 
@@ -50,7 +53,7 @@ class RuntimePythonTest(unittest.TestCase):
     def test_load_and_manifest(self):
         k = attn.load(fixture("probe"))
         self.assertEqual(k.param_names, ["scale", "shift"])
-        self.assertEqual(k.manifest["attn-abi"], 5)
+        self.assertEqual(k.manifest["attn-abi"], 6)
         self.assertEqual(k.manifest["kernel"], "probe_attention")
         self.assertEqual(k.manifest["dtypes"], ["f32", "f64"])
         self.assertEqual(k.manifest["devices"], ["cpu"])
@@ -94,7 +97,7 @@ class RuntimePythonTest(unittest.TestCase):
             self.assertEqual(auto, [])
 
     def test_load_errors_are_runtime_errors(self):
-        with self.assertRaisesRegex(RuntimeError, "ABI version mismatch.*expected attn-abi 5.*found attn-abi 1"):
+        with self.assertRaisesRegex(RuntimeError, "ABI version mismatch.*expected attn-abi 6.*found attn-abi 1"):
             attn.load(fixture("wrong_abi"))
         with self.assertRaisesRegex(RuntimeError, "not found"):
             attn.load("/nonexistent/softmax.so")

@@ -172,8 +172,9 @@ private:
   SmallVector<Value> rowKeyBlocks(Value i, Value begin, Value end, ValueRange acc,
                                   function_ref<SmallVector<Value>(Value, ValueRange)> keptPair);
   /// Row i's share of the gradients of its offset region's params (handed to
-  /// `addParam` with the param's position) and reads (scattered): once per row.
-  void rowOffsetGrads(const BackwardRow &row, Value i,
+  /// `addParam` with the param's position) and reads (scattered): once per row,
+  /// by the call whose keys start at `kvBegin` = 0 (abi.h: key chunks split a row).
+  void rowOffsetGrads(const BackwardRow &row, Value i, Value kvBegin,
                       function_ref<void(unsigned, Value)> addParam);
   /// The table-gradient sites of pairs (those not in the offset region).
   bool isPairSite(unsigned site) {

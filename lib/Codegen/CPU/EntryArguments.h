@@ -46,11 +46,11 @@ inline ForwardArgs forwardArguments(ImplicitLocOpBuilder &b, ValueRange args) {
                                 arith::ConstantIntOp::create(b, 0, 64))};
 }
 
-/// A backward entry's arguments; batch, head, qBegin and qEnd as index; tables and dTables
+/// A backward entry's arguments; batch, head, qBegin, qEnd and kvBegin as index; tables and dTables
 /// the !llvm.ptr to attn_table descriptors.
 struct BackwardArgs {
   Value q, k, v, o, dOut, rowMax, rowSum, params, tables, dq, dk, dv, dParams, dTables, batch,
-      head, qBegin, qEnd, kvLen, causal;
+      head, qBegin, qEnd, kvBegin, kvLen, causal;
 };
 
 inline BackwardArgs backwardArguments(ImplicitLocOpBuilder &b, ValueRange args) {
@@ -66,7 +66,8 @@ inline BackwardArgs backwardArguments(ImplicitLocOpBuilder &b, ValueRange args) 
           args[ATTN_BACKWARD_DPARAMS],     args[ATTN_BACKWARD_DTABLES],
           toIndex(args[ATTN_BACKWARD_BATCH]), toIndex(args[ATTN_BACKWARD_HEAD]),
           toIndex(args[ATTN_BACKWARD_Q_BEGIN]), toIndex(args[ATTN_BACKWARD_Q_END]),
-          args[ATTN_BACKWARD_KV_LEN],      args[ATTN_BACKWARD_CAUSAL]};
+          toIndex(args[ATTN_BACKWARD_KV_BEGIN]), args[ATTN_BACKWARD_KV_LEN],
+          args[ATTN_BACKWARD_CAUSAL]};
 }
 
 } // namespace mlir::attn::cpu

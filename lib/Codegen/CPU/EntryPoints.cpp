@@ -83,7 +83,7 @@ SmallVector<Type> CPUKernelBuilder::backwardInputs(MemRefType matrix) {
     inputs[pointer] = LLVM::LLVMPointerType::get(b.getContext());
   for (int scalar :
        {ATTN_BACKWARD_BATCH, ATTN_BACKWARD_HEAD, ATTN_BACKWARD_Q_BEGIN, ATTN_BACKWARD_Q_END,
-        ATTN_BACKWARD_KV_LEN, ATTN_BACKWARD_CAUSAL})
+        ATTN_BACKWARD_KV_BEGIN, ATTN_BACKWARD_KV_LEN, ATTN_BACKWARD_CAUSAL})
     inputs[scalar] = b.getI64Type();
   return inputs;
 }

@@ -24,8 +24,13 @@ using namespace mlir::attn::cpu;
 /// Keys per block a row's key loop classifies.
 static constexpr int64_t kGenericKeyBlock = 64;
 
-void CPUKernelBuilder::rowOffsetGrads(const BackwardRow &row, Value i,
+void CPUKernelBuilder::rowOffsetGrads(const BackwardRow &row, Value i, Value kvBegin,
                                       function_ref<void(unsigned, Value)> addParam) {
+  auto ifFirstChunk = scf::IfOp::create(
+      b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, kvBegin, index(0)),
+      /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(ifFirstChunk.thenBlock()->getTerminator());
   for (unsigned p = 0; p < paramValues.size(); ++p)
     if (Value grad = scalarMath->offsetParamGrad(p, row, rowAt(i)))
       addParam(p, grad);
@@ -184,10 +189,11 @@ void CPUKernelBuilder::buildBackward(StringRef name) {
       return {};
     });
   };
-  // Other calls may own dq's other rows (abi.h, q_begin).
+  // Other calls may own dq's other rows and dk's and dv's other keys (abi.h,
+  // q_begin, kv_begin).
   zeroRows(dq, args.qBegin, args.qEnd, headDim);
-  zeroRows(dk, index(0), dim(dk, 0), headDim);
-  zeroRows(dv, index(0), dim(dv, 0), valueDim);
+  zeroRows(dk, args.kvBegin, keys.kvEnd, headDim);
+  zeroRows(dv, args.kvBegin, keys.kvEnd, valueDim);
   for (unsigned p = 0; p < paramValues.size(); ++p)
     store(zero, dParams, {index(p)});
   // Dot products of a query row with a key or value row, over the head dim.
@@ -204,9 +210,9 @@ void CPUKernelBuilder::buildBackward(StringRef name) {
     OpBuilder::InsertionGuard rowGuard(b);
     b.setInsertionPoint(ifLive.thenBlock()->getTerminator());
     BackwardRow row = scalarMath->backwardRow(load(args.rowMax, {i}), c, rowDot(dOut, i, o, i));
-    rowOffsetGrads(row, i,
+    rowOffsetGrads(row, i, args.kvBegin,
                    [&](unsigned p, Value grad) { accumulate(dParams, {index(p)}, grad); });
-    rowKeyBlocks(i, index(0), keys.end(b, i), {}, [&](Value j, ValueRange) -> SmallVector<Value> {
+    rowKeyBlocks(i, args.kvBegin, keys.end(b, i), {}, [&](Value j, ValueRange) -> SmallVector<Value> {
       PairValues pair = pairAt(contract(q, k, i, j), i, j);
       AttentionMath::PairGradient grad =
           scalarMath->gradient(pair, scalarMath->score(pair), row, rowDot(dOut, i, v, j));

@@ -191,10 +191,11 @@ void CPUKernelBuilder::buildTransformedBackward(StringRef entryName) {
     Value x, transformed, grad, dx, begin, end;
   };
   SmallVector<Side> sides;
-  // Only this call's query rows are read and chained back; every key row is.
+  // Only this call's query rows and keys are read and chained back.
+  Value kvEnd = arith::IndexCastOp::create(b, b.getIndexType(), named.kvLen);
   for (auto [querySide, x, dx, position, gradPosition, begin, end] :
        {std::tuple{true, q, dq, ATTN_BACKWARD_Q, ATTN_BACKWARD_DQ, named.qBegin, named.qEnd},
-        std::tuple{false, k, dk, ATTN_BACKWARD_K, ATTN_BACKWARD_DK, index(0), dim(k, 0)}}) {
+        std::tuple{false, k, dk, ATTN_BACKWARD_K, ATTN_BACKWARD_DK, named.kvBegin, kvEnd}}) {
     if (!transformsRows(querySide))
       continue;
     std::optional<Projection> projection = projectionOf(querySide);

@@ -629,10 +629,12 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
         dk = args.dk, dv = args.dv;
   const unsigned numParams = paramValues.size();
   Value zeroLanes = splatConstant(0.0);
-  Value queries = dim(q, 0), numKeys = dim(k, 0), qBegin = args.qBegin, qEnd = args.qEnd;
+  Value queries = dim(q, 0), numKeys = dim(k, 0), qBegin = args.qBegin, qEnd = args.qEnd,
+        kvBegin = args.kvBegin;
 
-  // dK and dV accumulate across row blocks, dQ across key blocks.
-  loop(index(0), numKeys, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
+  // dK and dV accumulate across row blocks, dQ across key blocks. The call owns
+  // dK's and dV's rows of its keys [kvBegin, kv_len) (abi.h).
+  loop(kvBegin, keys.kvEnd, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
     for (int64_t c = 0; c < vectorsPerRow; ++c) {
       vector::StoreOp::create(b, zeroLanes, dk, ValueRange{j, index(c * lanes)});
       vector::StoreOp::create(b, zeroLanes, dv, ValueRange{j, index(c * lanes)});
@@ -643,8 +645,9 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
   // for dQ when there is a feature map.
   Value keyLimit = arith::SelectOp::create(b, keys.isCausal,
                                            arith::MinSIOp::create(b, keys.kvEnd, qEnd), keys.kvEnd);
-  // Packed one key block at a time below, only the blocks the call's rows may see.
-  PackedKeys packed = packKeys(k, v, index(0), keyLimit, headDim, blockKeys, /*packAll=*/false);
+  // Packed one key block at a time below, only the blocks the call's rows may see;
+  // packed position j - kvBegin holds key j.
+  PackedKeys packed = packKeys(k, v, kvBegin, keyLimit, headDim, blockKeys, /*packAll=*/false);
   Value keysT = packed.keysT, valuesT = packed.valuesT, keyRows = packed.keyRows;
   prepareBlockSparsity(blockKeys, arith::MaxSIOp::create(b, queries, numKeys));
   Value queryTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
@@ -701,7 +704,7 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
       vector::StoreOp::create(b, zeroLanes, dq, ValueRange{i, index(c * lanes)});
     BackwardRow row =
         scalarMath->backwardRow(load(args.rowMax, {i}), load(args.rowSum, {i}), rowDelta(i));
-    rowOffsetGrads(row, i, [&](unsigned p, Value grad) {
+    rowOffsetGrads(row, i, kvBegin, [&](unsigned p, Value grad) {
       addParamGrad(p, vector::InsertOp::create(b, grad, zeroLanes, ArrayRef<int64_t>{0}));
     });
     return {};
@@ -713,7 +716,7 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
   // caches once per `rows` queries.
   const int64_t keyBlock = keyBlockFor(kBackwardKeyBlockBytes, 4, headDim, type, blockKeys);
   loop(
-      index(0), keyLimit, {},
+      kvBegin, keyLimit, {},
       [&](Value kb, ValueRange) -> SmallVector<Value> {
         {
           OpBuilder::InsertionGuard packGuard(b);
@@ -726,9 +729,12 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
               IntRange{qBegin, arith::SubIOp::create(b, qEnd, index(1))},
               IntRange{kb, arith::SubIOp::create(
                                b, arith::MinSIOp::create(b, blockEnd, keyLimit), index(1))});
-          packKeyRange(packed, k, v, index(0), kb,
-                       arith::MinSIOp::create(b, blockEnd, packed.paddedKeys), headDim,
-                       blockKeys);
+          Value packedBlock = arith::SubIOp::create(b, kb, kvBegin);
+          packKeyRange(packed, k, v, kvBegin, packedBlock,
+                       arith::MinSIOp::create(
+                           b, arith::AddIOp::create(b, packedBlock, index(keyBlock)),
+                           packed.paddedKeys),
+                       headDim, blockKeys);
         }
         loop(
             qBegin, qEnd, {},
@@ -785,8 +791,10 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                                               b, arith::AddIOp::create(b, j0, keysHere), index(1))};
                     return classifiedTile(rowRange, keyRange, {}, [&](bool evaluateMask) {
                       // Tiles rows × blockKeys: raw scores (scoreTile), dP from dO·vᵀ.
+                      Value packedKey = arith::SubIOp::create(b, j0, kvBegin);
                       Value panel = arith::MulIOp::create(
-                          b, arith::DivUIOp::create(b, j0, index(blockKeys)), index(headDim));
+                          b, arith::DivUIOp::create(b, packedKey, index(blockKeys)),
+                          index(headDim));
                       // The whole tile's raw scores go to weightTile, then its dP to
                       // scoreGradTile (each product holds rows × scoreVectors
                       // accumulators, enough to hide the FMA latency), where the gradient
@@ -862,8 +870,9 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                                                 b, laneType, queryTile,
                                                 ValueRange{index(r), index(c * lanes)});
                                           });
-                        accumulateTileRows(queryGradTile, keyRows, j0, keysHere, scoreGradTile,
-                                           rows, headDim, rowsPerStep);
+                        accumulateTileRows(queryGradTile, keyRows,
+                                           keyRows == k ? j0 : packedKey, keysHere,
+                                           scoreGradTile, rows, headDim, rowsPerStep);
                       }
                       return SmallVector<Value>{};
                     });
@@ -913,8 +922,10 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
     loop(index(0), index(headDim), {}, [&](Value c, ValueRange) -> SmallVector<Value> {
       Value weightIndex = additiveWeightIndex(c);
       Value weight = load(paramsBuffer, {weightIndex});
-      loop(index(0), keyLimit, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
-        store(mul(weight, load(keyGradPanels, panelIndex(j, c, headDim, blockKeys))), dk, {j, c});
+      loop(kvBegin, keyLimit, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
+        store(mul(weight, load(keyGradPanels, panelIndex(arith::SubIOp::create(b, j, kvBegin), c,
+                                                         headDim, blockKeys))),
+              dk, {j, c});
         return {};
       });
       accumulate(
@@ -926,7 +937,7 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
   }
   // With a feature map dK holds d/dφ(k); chain through φ'(k).
   if (lanewise.featureDx)
-    loop(index(0), numKeys, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
+    loop(kvBegin, keys.kvEnd, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
       for (int64_t c = 0; c < vectorsPerRow; ++c) {
         Value at[] = {j, index(c * lanes)};
         Value kLanes = vector::LoadOp::create(b, laneType, k, at);

@@ -4,7 +4,7 @@
  *
  *   const char *attn_manifest(void);
  *     Text manifest, one "key value..." line each:
- *       attn-abi 5
+ *       attn-abi 6
  *       kernel tanhmax_attention
  *       normalizer tanhmax
  *       algorithm online            (online | plain | kernelised)
@@ -78,23 +78,30 @@
  *
  *   void _mlir_ciface_attn_backward_T(
  *       q, k, v, o, dout [Nq, dv], row_max, row_sum, params, tables, (inputs)
- *       attn_memref2d *dq,       [Nq, d]    overwritten
- *       attn_memref2d *dk,       [Nk, d]    overwritten
- *       attn_memref2d *dv,       [Nk, dv]   overwritten
- *       attn_memref1d *dparams,  [P]        overwritten with this slice's share
+ *       attn_memref2d *dq,       [Nq, d]    rows [q_begin, q_end) overwritten
+ *       attn_memref2d *dk,       [Nk, d]    rows [kv_begin, kv_len) overwritten
+ *       attn_memref2d *dv,       [Nk, dv]   rows [kv_begin, kv_len) overwritten
+ *       attn_memref1d *dparams,  [P]        overwritten with this call's share
  *       const attn_table *dtables, one per input: for a learnable input a contiguous
  *                                buffer of its shape and float type, to which the
  *                                slice's gradient is ADDED (the caller zeroes it and
  *                                may pass one buffer to several calls); the entries of
  *                                other inputs are not read
  *       int64_t batch, int64_t head,
- *       int64_t q_begin, int64_t q_end,  the query rows this call handles: it writes
- *                                dq for those rows only and adds their share to
- *                                dk, dv (zeroed first), dparams and dtables, so the
- *                                runtime can split one (batch, head) over threads
- *                                with a dk/dv/dparams buffer per query block; a
- *                                kernelised artifact requires [0, Nq)
- *       int64_t kv_len, int64_t causal);
+ *       int64_t q_begin, int64_t q_end,  the query rows this call handles
+ *       int64_t kv_begin, int64_t kv_len,  and the keys [kv_begin, kv_len): the call
+ *                                writes dq for its rows and dk, dv for its keys,
+ *                                each the share of the pairs (rows × keys) it
+ *                                handles, and its share of dparams and dtables. The
+ *                                row offset's share goes to the call with
+ *                                kv_begin = 0. So the runtime can split one
+ *                                (batch, head) over threads by query blocks (a
+ *                                dk/dv buffer per block, summed) or, for few
+ *                                queries, by key chunks (a dq buffer per chunk,
+ *                                summed; each chunk's dk, dv rows its own). A
+ *                                kernelised artifact requires [0, Nq) and
+ *                                kv_begin = 0
+ *       int64_t causal);
  *
  *   const int64_t attn_signature[];
  *     What the entry points (CPU and GPU) were compiled for, written by attn-compile
@@ -136,7 +143,8 @@
  * batch and head (every region sees b, h, i, j); 4 replaced row_inputs /
  * drow_inputs by tables / dtables (tensor inputs of any rank and element type);
  * 5 added q_begin / q_end to the backward (one slice's queries split over threads)
- * and split-K to the forward (kv_begin, partial, row_count, attn_merge_T).
+ * and split-K to the forward (kv_begin, partial, row_count, attn_merge_T); 6 added
+ * kv_begin to the backward (split-K for few queries).
  * Within 2, the runtime came to require attn_signature and the checksum trailer
  * (the manifest and the entry points are unchanged): recompile older artifacts.
  *
@@ -190,7 +198,7 @@
 
 #include <stdint.h>
 
-#define ATTN_ABI_VERSION 5
+#define ATTN_ABI_VERSION 6
 /* The highest rank of a tensor input (attn.input). */
 #define ATTN_MAX_TABLE_RANK 4
 /* attn_signature's element code of a float tensor input (q's dtype). */
@@ -250,7 +258,7 @@ enum attn_backward_arg {
   ATTN_BACKWARD_ROW_MAX, ATTN_BACKWARD_ROW_SUM, ATTN_BACKWARD_PARAMS, ATTN_BACKWARD_TABLES,
   ATTN_BACKWARD_DQ, ATTN_BACKWARD_DK, ATTN_BACKWARD_DV, ATTN_BACKWARD_DPARAMS,
   ATTN_BACKWARD_DTABLES, ATTN_BACKWARD_BATCH, ATTN_BACKWARD_HEAD, ATTN_BACKWARD_Q_BEGIN,
-  ATTN_BACKWARD_Q_END, ATTN_BACKWARD_KV_LEN, ATTN_BACKWARD_CAUSAL,
+  ATTN_BACKWARD_Q_END, ATTN_BACKWARD_KV_BEGIN, ATTN_BACKWARD_KV_LEN, ATTN_BACKWARD_CAUSAL,
   ATTN_BACKWARD_NUM_ARGS
 };
 
@@ -304,7 +312,8 @@ typedef void (*attn_backward_fn)(attn_memref2d *q, attn_memref2d *k, attn_memref
                                  attn_memref2d *dq, attn_memref2d *dk, attn_memref2d *dv,
                                  attn_memref1d *dparams, const attn_table *dtables,
                                  int64_t batch, int64_t head, int64_t q_begin,
-                                 int64_t q_end, int64_t kv_len, int64_t causal);
+                                 int64_t q_end, int64_t kv_begin, int64_t kv_len,
+                                 int64_t causal);
 
 #ifdef __cplusplus
 }

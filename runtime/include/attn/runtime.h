@@ -254,12 +254,13 @@ int64_t backward_query_splits(int64_t heads, int64_t queries, int64_t threads,
 /// Keys per split-K chunk at least (and chunk boundaries are multiples of it).
 constexpr int64_t kKeyBlock = 512;
 
-/// How many key chunks each forward call of `items` (B·H × query blocks) is split
-/// into on `threads` threads: 1 when the items already spread evenly (items >=
-/// 4·threads), else enough that every thread gets the same number of calls, each
-/// over at least kKeyBlock of `keys`. Each chunk's state is merged afterwards
-/// (abi.h, attn_merge_T).
-int64_t forward_key_splits(int64_t items, int64_t keys, int64_t threads);
+/// How many key chunks each call of `items` (forward: B·H × query blocks;
+/// backward: B·H × query splits) is split into on `threads` threads: 1 when the
+/// items already spread evenly (items >= 4·threads), else enough that every
+/// thread gets the same number of calls, each over at least kKeyBlock of `keys`.
+/// A forward chunk's state is merged afterwards (abi.h, attn_merge_T); a backward
+/// chunk writes its keys' dk, dv rows and a dq share, summed in chunk order.
+int64_t key_splits(int64_t items, int64_t keys, int64_t threads);
 
 /// The first query row of backward call `split` of `splits` (split = splits gives
 /// `queries`): rows split so that each call visits about as many (query, key)
