@@ -1065,63 +1065,52 @@ TEST(DispatchThreads, QuerySplitsBalanceVisitedPairs) {
                   attn::query_split_begin(s + 1, splits, 517, 300, causal));
 }
 
-TEST(DispatchThreads, BackwardSplitsOneSliceOverThreads) {
+/// One slice's backward on 2 threads through the probe (B = H = 1, d = 8): two calls,
+/// whose shares the runtime sums to the unsplit gradients.
+void expect_split_backward(int64_t Nq, int64_t Nk, bool causal) {
   auto lib = Library::load(ATTN_FX_PROBE);
+  probe_reset();
+  const int64_t B = 1, H = 1, d = 8;
+  Tensor q = torch::randn({B, H, Nq, d}), k = torch::randn({B, H, Nk, d}),
+         v = torch::randn({B, H, Nk, d}), dout = torch::randn({B, H, Nq, d});
+  Tensor params = lib->initial_params();
+  Options o{causal, {}, {}};
+  auto [out, rm, rs] = attn::attention_forward(lib, q, k, v, params, o);
+  probe_reset();
+  auto [dq, dk, dv, dp, dinputs] =
+      attn::attention_backward(lib, q, k, v, params, out, rm, rs, dout, o);
+  EXPECT_EQ(probe_count("probe_backward_calls"), 2);
+  EXPECT_EQ(probe_count("probe_errors"), 0);
+  auto g = probe_backward_ref(q, k, v, params, probe_forward_ref(q, v, params, {Nk}, causal),
+                              dout, {Nk}, causal);
+  EXPECT_TRUE(torch::equal(dq, g.dq));
+  EXPECT_TRUE(torch::allclose(dk, g.dk));
+  EXPECT_TRUE(torch::allclose(dv, g.dv));
+  EXPECT_TRUE(torch::allclose(dp, g.dparams));
+}
+
+TEST(DispatchThreads, BackwardSplitsOneSliceOverThreads) {
   at::set_num_threads(2);
   if (at::get_num_threads() < 2)
     GTEST_SKIP() << "SKIP: LibTorch intra-op pool has one thread";
   for (bool causal : {false, true}) {
-    probe_reset();
-    const int64_t B = 1, H = 1, Nq = 512, Nk = 300, d = 8;
-    Tensor q = torch::randn({B, H, Nq, d}), k = torch::randn({B, H, Nk, d}),
-           v = torch::randn({B, H, Nk, d}), dout = torch::randn({B, H, Nq, d});
-    Tensor params = lib->initial_params();
-    Options o{causal, {}, {}};
-    auto [out, rm, rs] = attn::attention_forward(lib, q, k, v, params, o);
-    auto [dq, dk, dv, dp, dinputs] =
-        attn::attention_backward(lib, q, k, v, params, out, rm, rs, dout, o);
-    // Two calls of one slice; each wrote its own dq rows and its share of the rest.
-    EXPECT_EQ(probe_count("probe_backward_calls"), 2);
+    // Each call its own dq rows and its share of the rest.
+    const int64_t Nq = 512, Nk = 300;
+    expect_split_backward(Nq, Nk, causal);
     const int64_t middle = attn::query_split_begin(1, 2, Nq, Nk, causal);
     EXPECT_EQ(middle, causal ? 331 : 256); // causal: rows 0..330 visit half the pairs
     EXPECT_EQ(probe_count("probe_max_rows"), std::max(middle, Nq - middle));
-    EXPECT_EQ(probe_count("probe_errors"), 0);
-    auto g = probe_backward_ref(q, k, v, params, probe_forward_ref(q, v, params, {Nk}, causal),
-                                dout, {Nk}, causal);
-    EXPECT_TRUE(torch::equal(dq, g.dq));
-    EXPECT_TRUE(torch::allclose(dk, g.dk));
-    EXPECT_TRUE(torch::allclose(dv, g.dv));
-    EXPECT_TRUE(torch::allclose(dp, g.dparams));
   }
 }
 
 TEST(DispatchThreads, BackwardSplitsFewQueriesOverKeys) {
-  auto lib = Library::load(ATTN_FX_PROBE);
   at::set_num_threads(2);
   if (at::get_num_threads() < 2)
     GTEST_SKIP() << "SKIP: LibTorch intra-op pool has one thread";
-  for (bool causal : {false, true}) {
-    probe_reset();
-    // One decoder step against 2100 keys (5 blocks of kKeyBlock): two key chunks.
-    const int64_t B = 1, H = 1, Nq = 1, Nk = 2100, d = 8;
-    Tensor q = torch::randn({B, H, Nq, d}), k = torch::randn({B, H, Nk, d}),
-           v = torch::randn({B, H, Nk, d}), dout = torch::randn({B, H, Nq, d});
-    Tensor params = lib->initial_params();
-    Options o{causal, {}, {}};
-    auto [out, rm, rs] = attn::attention_forward(lib, q, k, v, params, o);
-    probe_reset();
-    auto [dq, dk, dv, dp, dinputs] =
-        attn::attention_backward(lib, q, k, v, params, out, rm, rs, dout, o);
-    EXPECT_EQ(probe_count("probe_backward_calls"), 2);
-    EXPECT_EQ(probe_count("probe_errors"), 0);
-    // Each key row from one chunk, dq and dparams summed over both.
-    auto g = probe_backward_ref(q, k, v, params, probe_forward_ref(q, v, params, {Nk}, causal),
-                                dout, {Nk}, causal);
-    EXPECT_TRUE(torch::equal(dq, g.dq));
-    EXPECT_TRUE(torch::allclose(dk, g.dk));
-    EXPECT_TRUE(torch::allclose(dv, g.dv));
-    EXPECT_TRUE(torch::allclose(dp, g.dparams));
-  }
+  // One decoder step against 2100 keys (5 blocks of kKeyBlock): two key chunks, each
+  // key row from one, dq and dparams summed over both.
+  for (bool causal : {false, true})
+    expect_split_backward(1, 2100, causal);
 }
 
 TEST(DispatchThreads, KernelisedBackwardTakesWholeHeads) {
