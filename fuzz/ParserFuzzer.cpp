@@ -2,7 +2,8 @@
 //
 // LLVMFuzzerTestOneInput takes the input as attn IR (the attn, arith, math and func
 // dialects, as attn-opt reads them) and
-//   1. refuses it, like attn-opt, when it nests deeper than tools/NestingLimit.h allows;
+//   1. refuses it, like attn-opt, when tools/ParserGuards.h finds what MLIR's parser
+//      would crash on (nesting too deep, a dense array of index elements);
 //   2. parses and verifies it, diagnostics discarded: no input may crash either;
 //   3. for a module that verifies, checks that printing it round-trips: the printed
 //      text, and the generic form, parse and verify again and print the same text.
@@ -16,7 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/AttnDialect.h"
-#include "tools/NestingLimit.h"
+#include "tools/ParserGuards.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -58,7 +59,7 @@ std::string print(ModuleOp module, bool generic) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const std::string input(reinterpret_cast<const char *>(data), size);
-  if (attn::findExcessiveNesting(input))
+  if (attn::findExcessiveNesting(input) || attn::findIndexDenseArray(input))
     return 0;
 
   DialectRegistry registry;

@@ -1,6 +1,6 @@
 // Input nested deeper than MLIR's parser can recurse (a stack overflow, not a
 // diagnostic, at a few thousand levels) is refused before parsing, by attn-compile
-// and attn-opt alike (tools/NestingLimit.h: 512 levels).
+// and attn-opt alike (tools/ParserGuards.h: 512 levels).
 // RUN: not attn-compile %s -o %t.so 2>&1 | FileCheck %s
 // RUN: not attn-opt %s 2>&1 | FileCheck %s
 

@@ -25,7 +25,7 @@
 #include "lib/Codegen/GPU/GPULowering.h"
 #include "lib/Codegen/Manifest.h"
 #include "runtime/include/attn/abi.h"
-#include "tools/NestingLimit.h"
+#include "tools/ParserGuards.h"
 
 #include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -544,7 +544,7 @@ int main(int argc, char **argv) {
     llvm::errs() << "attn-compile: " << error << "\n";
     return 1;
   }
-  if (failed(attn::checkNestingDepth(*file)))
+  if (failed(attn::checkParserInput(*file)))
     return 1;
   sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);

@@ -1,13 +1,13 @@
 //===- attn-opt.cpp - mlir-opt with the attn dialect and passes -----------===//
 //
-// mlir-opt's driver, except that the input is checked against the nesting limit
-// (tools/NestingLimit.h) before MLIR's parser, which would overflow its stack, sees
-// it.
+// mlir-opt's driver, except that the input is checked for what MLIR's parser would
+// crash on (tools/ParserGuards.h: nesting too deep, a dense array of index elements)
+// before the parser sees it.
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/AttnDialect.h"
 #include "passes/Passes.h"
-#include "tools/NestingLimit.h"
+#include "tools/ParserGuards.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
@@ -38,7 +38,7 @@ int main(int argc, char **argv) {
     llvm::errs() << error << "\n";
     return EXIT_FAILURE;
   }
-  if (mlir::failed(mlir::attn::checkNestingDepth(*input)))
+  if (mlir::failed(mlir::attn::checkParserInput(*input)))
     return EXIT_FAILURE;
   std::unique_ptr<llvm::ToolOutputFile> output = mlir::openOutputFile(outputFilename, &error);
   if (!output) {
