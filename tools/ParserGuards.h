@@ -68,17 +68,25 @@ inline const char *findExcessiveNesting(llvm::StringRef text,
   });
 }
 
-/// The first `array<index` (a dense array of index elements, spaces allowed around
-/// '<') outside string literals and // comments, or nullptr.
+/// The first `array<index` (a dense array of index elements; white space and //
+/// comments allowed around '<', as the parser allows them) outside string literals
+/// and // comments, or nullptr.
 inline const char *findIndexDenseArray(llvm::StringRef text) {
-  auto identifierChar = [](char c) { return llvm::isAlnum(c) || c == '_' || c == '.' || c == '$'; };
+  auto identifierChar = [](char c) {
+    return llvm::isAlnum(c) || c == '_' || c == '.' || c == '$';
+  };
+  auto skipTrivia = [](llvm::StringRef rest) {
+    for (rest = rest.ltrim(); rest.starts_with("//"); rest = rest.ltrim())
+      rest = rest.drop_until([](char c) { return c == '\n'; });
+    return rest;
+  };
   return scanCode(text, [&](size_t i) {
     if (!text.substr(i).starts_with("array") || (i > 0 && identifierChar(text[i - 1])))
       return false;
-    llvm::StringRef rest = text.substr(i + 5).ltrim();
+    llvm::StringRef rest = skipTrivia(text.substr(i + 5));
     if (!rest.consume_front("<"))
       return false;
-    rest = rest.ltrim();
+    rest = skipTrivia(rest);
     return rest.starts_with("index") && (rest.size() == 5 || !identifierChar(rest[5]));
   });
 }

@@ -3,7 +3,6 @@
 // The parser fuzzer found it in the generic form of an attn.normalizer.
 // RUN: not attn-compile %s -o %t.so 2>&1 | FileCheck %s
 // RUN: not attn-opt %s 2>&1 | FileCheck %s
-// RUN: not attn-opt %s --split-input-file 2>&1 | FileCheck %s
 
 // CHECK: index-array-invalid.mlir:[[@LINE+3]]:82: error: a dense array of index elements (array<index ...>), on which MLIR's parser crashes; expected an integer (e.g. array<i64: ...>) or float element type
 // CHECK-NOT: Stack dump
@@ -15,3 +14,4 @@
 }, {
 }, {
 }) {note = "array<index: 2>"} : () -> ()
+
