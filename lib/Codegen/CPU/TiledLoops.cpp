@@ -28,6 +28,9 @@ static constexpr int64_t kBackwardKeyBlockBytes = 512 * 1024;
 /// Row tiles per forward query panel: each key block is read from L2 by every tile
 /// of the panel, and once per panel from farther away.
 static constexpr int64_t kForwardPanelTiles = 32;
+/// Register tiles of rows per backward row block: the dK, dV and dQ updates sum
+/// over all of them, so each key tile's operands come from L2 once per block.
+static constexpr int64_t kBackwardRowTiles = 4;
 
 /// Keys per block when `matrices` [keys x headDim] matrices of `type` may take
 /// `bytes`: a multiple of the tile's `blockKeys`, at least one tile.
@@ -104,8 +107,9 @@ SmallVector<Value> CPUKernelBuilder::panelProduct(int64_t rows, int64_t scoreVec
 }
 
 void CPUKernelBuilder::accumulateKeyRows(Value target, Value j0, Value keyCount, Value tile,
-                                         int64_t rows, int64_t headDim, int64_t keysPerStep,
-                                         function_ref<Value(int64_t, int64_t)> rowVector) {
+                                         Value rowGroups, int64_t groupRows, int64_t headDim,
+                                         int64_t keysPerStep,
+                                         function_ref<Value(Value, int64_t)> rowVector) {
   const int64_t vectorsPerRow = headDim / lanes;
   auto update = [&](int64_t keysNow) {
     return [&, keysNow](Value jj, ValueRange) -> SmallVector<Value> {
@@ -117,21 +121,28 @@ void CPUKernelBuilder::accumulateKeyRows(Value target, Value j0, Value keyCount,
           acc.push_back(
               vector::LoadOp::create(b, laneType, target, ValueRange{key, index(c * lanes)}));
       }
-      for (int64_t r = 0; r < rows; ++r) {
-        SmallVector<Value> coefficient;
-        for (int64_t k = 0; k < keysNow; ++k)
-          coefficient.push_back(splat(load(tile, {index(r), tileKey[k]})));
-        for (int64_t c = 0; c < vectorsPerRow; ++c) {
-          Value x = rowVector(r, c);
-          for (int64_t k = 0; k < keysNow; ++k)
-            acc[k * vectorsPerRow + c] =
-                vector::FMAOp::create(b, coefficient[k], x, acc[k * vectorsPerRow + c]);
-        }
-      }
+      ValueRange sums = loop(
+          index(0), rowGroups, acc, [&](Value group, ValueRange carried) -> SmallVector<Value> {
+            SmallVector<Value> next(carried.begin(), carried.end());
+            Value firstRow = arith::MulIOp::create(b, group, index(groupRows));
+            for (int64_t r = 0; r < groupRows; ++r) {
+              Value row = arith::AddIOp::create(b, firstRow, index(r));
+              SmallVector<Value> coefficient;
+              for (int64_t k = 0; k < keysNow; ++k)
+                coefficient.push_back(splat(load(tile, {row, tileKey[k]})));
+              for (int64_t c = 0; c < vectorsPerRow; ++c) {
+                Value x = rowVector(row, c);
+                for (int64_t k = 0; k < keysNow; ++k)
+                  next[k * vectorsPerRow + c] =
+                      vector::FMAOp::create(b, coefficient[k], x, next[k * vectorsPerRow + c]);
+              }
+            }
+            return next;
+          });
       for (int64_t k = 0; k < keysNow; ++k) {
         Value key = arith::AddIOp::create(b, j0, tileKey[k]);
         for (int64_t c = 0; c < vectorsPerRow; ++c)
-          vector::StoreOp::create(b, acc[k * vectorsPerRow + c], target,
+          vector::StoreOp::create(b, sums[k * vectorsPerRow + c], target,
                                   ValueRange{key, index(c * lanes)});
       }
       return {};
@@ -145,37 +156,42 @@ void CPUKernelBuilder::accumulateKeyRows(Value target, Value j0, Value keyCount,
 }
 
 void CPUKernelBuilder::accumulateTileRows(Value rowTarget, Value keyRows, Value j0, Value keyCount,
-                                          Value tile, int64_t rows, int64_t headDim,
+                                          Value tile, Value rowCount, int64_t headDim,
                                           int64_t rowsPerStep) {
   const int64_t vectorsPerRow = headDim / lanes;
-  for (int64_t r0 = 0; r0 < rows; r0 += rowsPerStep) {
-    const int64_t rowsNow = std::min(rowsPerStep, rows - r0);
-    SmallVector<Value> init;
-    for (int64_t r = 0; r < rowsNow; ++r)
-      for (int64_t c = 0; c < vectorsPerRow; ++c)
-        init.push_back(vector::LoadOp::create(b, laneType, rowTarget,
-                                              ValueRange{index(r0 + r), index(c * lanes)}));
-    ValueRange sums =
-        loop(index(0), keyCount, init, [&](Value jj, ValueRange acc) -> SmallVector<Value> {
-          Value key = arith::AddIOp::create(b, j0, jj);
-          SmallVector<Value> keyVectors;
+  loop(
+      index(0), rowCount, {},
+      [&](Value r0, ValueRange) -> SmallVector<Value> {
+        SmallVector<Value> rowAt, init;
+        for (int64_t r = 0; r < rowsPerStep; ++r) {
+          rowAt.push_back(arith::AddIOp::create(b, r0, index(r)));
           for (int64_t c = 0; c < vectorsPerRow; ++c)
-            keyVectors.push_back(
-                vector::LoadOp::create(b, laneType, keyRows, ValueRange{key, index(c * lanes)}));
-          SmallVector<Value> next(acc.begin(), acc.end());
-          for (int64_t r = 0; r < rowsNow; ++r) {
-            Value coefficient = splat(load(tile, {index(r0 + r), jj}));
-            for (int64_t c = 0; c < vectorsPerRow; ++c)
-              next[r * vectorsPerRow + c] = vector::FMAOp::create(b, coefficient, keyVectors[c],
-                                                                  next[r * vectorsPerRow + c]);
-          }
-          return next;
-        });
-    for (int64_t r = 0; r < rowsNow; ++r)
-      for (int64_t c = 0; c < vectorsPerRow; ++c)
-        vector::StoreOp::create(b, sums[r * vectorsPerRow + c], rowTarget,
-                                ValueRange{index(r0 + r), index(c * lanes)});
-  }
+            init.push_back(vector::LoadOp::create(b, laneType, rowTarget,
+                                                  ValueRange{rowAt[r], index(c * lanes)}));
+        }
+        ValueRange sums =
+            loop(index(0), keyCount, init, [&](Value jj, ValueRange acc) -> SmallVector<Value> {
+              Value key = arith::AddIOp::create(b, j0, jj);
+              SmallVector<Value> keyVectors;
+              for (int64_t c = 0; c < vectorsPerRow; ++c)
+                keyVectors.push_back(vector::LoadOp::create(b, laneType, keyRows,
+                                                            ValueRange{key, index(c * lanes)}));
+              SmallVector<Value> next(acc.begin(), acc.end());
+              for (int64_t r = 0; r < rowsPerStep; ++r) {
+                Value coefficient = splat(load(tile, {rowAt[r], jj}));
+                for (int64_t c = 0; c < vectorsPerRow; ++c)
+                  next[r * vectorsPerRow + c] = vector::FMAOp::create(
+                      b, coefficient, keyVectors[c], next[r * vectorsPerRow + c]);
+              }
+              return next;
+            });
+        for (int64_t r = 0; r < rowsPerStep; ++r)
+          for (int64_t c = 0; c < vectorsPerRow; ++c)
+            vector::StoreOp::create(b, sums[r * vectorsPerRow + c], rowTarget,
+                                    ValueRange{rowAt[r], index(c * lanes)});
+        return {};
+      },
+      index(rowsPerStep));
 }
 
 CPUKernelBuilder::TileRows CPUKernelBuilder::tileRows(Value i0, Value lastRow, int64_t rows,
@@ -619,9 +635,15 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
   useLanes(tile);
   const int64_t headDim = tile.getHeadDim();
   const int64_t vectorsPerRow = headDim / lanes;
-  const int64_t rows = tile.getBackwardRows();
   const int64_t blockKeys = tile.getBackwardKeys();
   const int64_t scoreVectors = blockKeys / lanes;
+  // The score and dP products hold `registerRows` rows in registers; the dK, dV
+  // and dQ updates sum over `rows` rows, kBackwardRowTiles such tiles, so that a
+  // key tile's panels, key rows and dK and dV rows come from L2 once per `rows`
+  // rows. The additive contraction keeps one: its tanh tile grows with the rows.
+  const bool additive = isAdditive();
+  const int64_t registerRows = tile.getBackwardRows();
+  const int64_t rows = registerRows * (additive ? 1 : kBackwardRowTiles);
 
   OpBuilder::InsertionGuard guard(b);
   BackwardArgs args = beginBackward(name, rowMajorType, /*lanewiseMath=*/true);
@@ -657,14 +679,13 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
   Value rowStatsTile = memref::AllocaOp::create(b, MemRefType::get({rows, 4}, type));
   Value queryGradTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
   // The GEMM-shaped updates hold as many accumulators as the score tile.
-  const int64_t accumulators = rows * scoreVectors;
+  const int64_t accumulators = registerRows * scoreVectors;
   const int64_t keysPerStep = std::clamp<int64_t>(accumulators / vectorsPerRow, 1, blockKeys);
-  const int64_t rowsPerStep = std::clamp<int64_t>(accumulators / vectorsPerRow, 1, rows);
+  const int64_t rowsPerStep = std::clamp<int64_t>(accumulators / vectorsPerRow, 1, registerRows);
   Value paramGrads =
       memref::AllocaOp::create(b, MemRefType::get({std::max<int64_t>(numParams, 1), lanes}, type));
   // The additive contraction's tanh values of a tile and its gradients' sums
   // (additiveTileGrads): per row block for dQ, per call for dK and dv.
-  const bool additive = isAdditive();
   Value tanhTile, queryGrads, keyGradPanels, weightGrads;
   auto zeroVectors = [&](Value memref, Value count, int64_t width) {
     loop(index(0), count, {}, [&](Value r, ValueRange) -> SmallVector<Value> {
@@ -743,6 +764,12 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
               TileRows tile = tileRows(i0, lastRow, rows, kb, keyBlock);
               SmallVector<Value> &rowIndex = tile.index;
               Value keyEnd = tile.blockKeyEnd;
+              // The register tiles that hold a row before q_end: the block's last
+              // rows may hold none, and a call of a few queries runs one tile.
+              Value rowsLeft =
+                  arith::MinSIOp::create(b, arith::SubIOp::create(b, qEnd, i0), index(rows));
+              Value liveTiles = arith::CeilDivSIOp::create(b, rowsLeft, index(registerRows));
+              Value liveRows = arith::MulIOp::create(b, liveTiles, index(registerRows));
               auto ifKeys = scf::IfOp::create(
                   b, arith::CmpIOp::create(b, arith::CmpIPredicate::slt, kb, keyEnd),
                   /*withElseRegion=*/false);
@@ -755,7 +782,7 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
               auto tileRow = [&](Value r) {
                 return arith::MinSIOp::create(b, arith::AddIOp::create(b, i0, r), lastRow);
               };
-              loop(index(0), index(rows), {}, [&](Value r, ValueRange) -> SmallVector<Value> {
+              loop(index(0), liveRows, {}, [&](Value r, ValueRange) -> SmallVector<Value> {
                 Value i = tileRow(r);
                 // Rows past the end repeat the last one and must contribute nothing; so do
                 // fully masked rows (C = 0).
@@ -780,7 +807,7 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
               if (additive)
                 zeroVectors(queryGrads, index(rows * headDim), lanes);
               else
-                zeroVectors(queryGradTile, index(rows), headDim);
+                zeroVectors(queryGradTile, liveRows, headDim);
               loop(
                   kb, keyEnd, {},
                   [&](Value j0, ValueRange) -> SmallVector<Value> {
@@ -795,28 +822,42 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                       Value panel = arith::MulIOp::create(
                           b, arith::DivUIOp::create(b, packedKey, index(blockKeys)),
                           index(headDim));
-                      // The whole tile's raw scores go to weightTile, then its dP to
-                      // scoreGradTile (each product holds rows × scoreVectors
+                      // Per register tile, its raw scores go to weightTile, then its dP
+                      // to scoreGradTile (each product holds registerRows × scoreVectors
                       // accumulators, enough to hide the FMA latency), where the gradient
                       // loop replaces them by the weights and raw-score gradients.
-                      auto storeTile = [&](ArrayRef<Value> vectors, Value target) {
-                        for (int64_t r = 0; r < rows; ++r)
-                          for (int64_t h = 0; h < scoreVectors; ++h)
-                            vector::StoreOp::create(b, vectors[r * scoreVectors + h], target,
-                                                    ValueRange{index(r), index(h * lanes)});
-                      };
-                      storeTile(scoreTile(rows, scoreVectors, headDim, keysT, panel, queryTile,
-                                          tanhTile),
-                                weightTile);
-                      storeTile(panelProduct(rows, scoreVectors, headDim, valuesT, panel,
-                                             [&](int64_t r, Value c) {
-                                               return load(dOut, {rowIndex[r], c});
-                                             }),
-                                scoreGradTile);
+                      loop(index(0), liveTiles, {}, [&](Value t, ValueRange) -> SmallVector<Value> {
+                        Value firstRow = arith::MulIOp::create(b, t, index(registerRows));
+                        auto storeTile = [&](ArrayRef<Value> vectors, Value target) {
+                          for (int64_t r = 0; r < registerRows; ++r)
+                            for (int64_t h = 0; h < scoreVectors; ++h)
+                              vector::StoreOp::create(
+                                  b, vectors[r * scoreVectors + h], target,
+                                  ValueRange{arith::AddIOp::create(b, firstRow, index(r)),
+                                             index(h * lanes)});
+                        };
+                        Value queryRows = memref::SubViewOp::create(
+                            b, queryTile, ArrayRef<OpFoldResult>{firstRow, b.getIndexAttr(0)},
+                            ArrayRef<OpFoldResult>{b.getIndexAttr(registerRows),
+                                                   b.getIndexAttr(headDim)},
+                            ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1)});
+                        storeTile(scoreTile(registerRows, scoreVectors, headDim, keysT, panel,
+                                            queryRows, tanhTile),
+                                  weightTile);
+                        storeTile(panelProduct(registerRows, scoreVectors, headDim, valuesT, panel,
+                                               [&](int64_t r, Value c) {
+                                                 return load(dOut,
+                                                             {tileRow(arith::AddIOp::create(
+                                                                  b, firstRow, index(r))),
+                                                              c});
+                                               }),
+                                  scoreGradTile);
+                        return {};
+                      });
                       // A loop over rows: the derivative code is emitted once per score
                       // vector, where rows × scoreVectors copies of it doubled
                       // attn-compile's time (bench/RESULTS.md, "Compile time").
-                      loop(index(0), index(rows), {}, [&](Value r, ValueRange) -> SmallVector<Value> {
+                      loop(index(0), liveRows, {}, [&](Value r, ValueRange) -> SmallVector<Value> {
                         Value i = tileRow(r);
                         Value rowKeyEnd = keys.end(b, i);
                         auto stat = [&](int64_t column) {
@@ -857,22 +898,23 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                       // dV_j += Σ_r w_rj·dO_r; unless the additive contraction
                       // (additiveTileGrads) has them, dK_j += Σ_r dRaw_rj·scale·φ(q_r)
                       // and dQ_r += Σ_j dRaw_rj·φ(k_j).
-                      accumulateKeyRows(dv, j0, keysHere, weightTile, rows, headDim, keysPerStep,
-                                        [&](int64_t r, int64_t c) -> Value {
+                      accumulateKeyRows(dv, j0, keysHere, weightTile, liveTiles, registerRows,
+                                        headDim, keysPerStep, [&](Value r, int64_t c) -> Value {
                                           return vector::LoadOp::create(
                                               b, laneType, dOut,
-                                              ValueRange{rowIndex[r], index(c * lanes)});
+                                              ValueRange{tileRow(r), index(c * lanes)});
                                         });
                       if (!additive) {
-                        accumulateKeyRows(dk, j0, keysHere, scoreGradTile, rows, headDim,
-                                          keysPerStep, [&](int64_t r, int64_t c) -> Value {
+                        accumulateKeyRows(dk, j0, keysHere, scoreGradTile, liveTiles,
+                                          registerRows, headDim, keysPerStep,
+                                          [&](Value r, int64_t c) -> Value {
                                             return vector::LoadOp::create(
                                                 b, laneType, queryTile,
-                                                ValueRange{index(r), index(c * lanes)});
+                                                ValueRange{r, index(c * lanes)});
                                           });
                         accumulateTileRows(queryGradTile, keyRows,
                                            keyRows == k ? j0 : packedKey, keysHere,
-                                           scoreGradTile, rows, headDim, rowsPerStep);
+                                           scoreGradTile, liveRows, headDim, rowsPerStep);
                       }
                       return SmallVector<Value>{};
                     });
@@ -882,34 +924,32 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
               // dQ += scale·Σ_j dRaw·φ(k_j) over the block's keys, times φ'(q) with a
               // feature map.
               Value scaleLanes = splat(scale);
-              for (int64_t r = 0; r < rows; ++r) {
-                Value valid = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
-                                                    arith::AddIOp::create(b, i0, index(r)), qEnd);
-                auto ifValid = scf::IfOp::create(b, valid, /*withElseRegion=*/false);
-                OpBuilder::InsertionGuard rowGuard(b);
-                b.setInsertionPoint(ifValid.thenBlock()->getTerminator());
+              loop(index(0), rowsLeft, {}, [&](Value r, ValueRange) -> SmallVector<Value> {
+                Value i = arith::AddIOp::create(b, i0, r);
                 if (additive) {
                   loop(index(0), index(headDim), {},
                        [&](Value c, ValueRange) -> SmallVector<Value> {
-                         Value at = arith::AddIOp::create(b, index(r * headDim), c);
+                         Value at = arith::AddIOp::create(
+                             b, arith::MulIOp::create(b, r, index(headDim)), c);
                          Value sum = sumLanes(vector::LoadOp::create(b, laneType, queryGrads,
                                                                      ValueRange{at, index(0)}));
-                         accumulate(dq, {rowIndex[r], c},
+                         accumulate(dq, {i, c},
                                     mul(load(paramsBuffer, {additiveWeightIndex(c)}), sum));
                          return {};
                        });
-                  continue;
+                  return {};
                 }
                 for (int64_t c = 0; c < vectorsPerRow; ++c) {
-                  Value at[] = {rowIndex[r], index(c * lanes)};
+                  Value at[] = {i, index(c * lanes)};
                   Value sum = vector::LoadOp::create(b, laneType, queryGradTile,
-                                                     ValueRange{index(r), index(c * lanes)});
+                                                     ValueRange{r, index(c * lanes)});
                   Value grad = laneMath->featureGrad(mul(sum, scaleLanes),
                                                      vector::LoadOp::create(b, laneType, q, at));
                   vector::StoreOp::create(b, add(vector::LoadOp::create(b, laneType, dq, at), grad),
                                           dq, at);
                 }
-              }
+                return {};
+              });
               return {};
             },
             index(rows));
