@@ -42,7 +42,7 @@ static void buildArtifactPipeline(OpPassManager &pm, StringRef kernel,
   pm.addPass(createAttnEraseDeclarations());
   pm.addPass(createInlinerPass());
   pm.addPass(createSymbolDCEPass());
-  pm.addPass(createAttnApproximateMath());
+  pm.addPass(createAttnApproximateMath(AttnApproximateMathOptions{/*avx512=*/vectorBits >= 512}));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createLoopInvariantCodeMotionPass());
@@ -66,7 +66,9 @@ void mlir::attn::buildHostToLLVMPipeline(OpPassManager &pm) {
   // libm calls, which vector-to-llvm must still see.
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createConvertMathToLibmPass());
-  pm.addPass(createConvertVectorToLLVMPass());
+  ConvertVectorToLLVMPassOptions vectorToLLVM;
+  vectorToLLVM.x86Vector = true; // x86vector ops only exist where the target has them
+  pm.addPass(createConvertVectorToLLVMPass(vectorToLLVM));
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertIndexToLLVMPass());
