@@ -196,15 +196,21 @@ private:
   Value allocPanels(Value paddedKeys, int64_t headDim, int64_t blockKeys);
   /// Where entry (key j, column c) of the panels lives.
   SmallVector<Value> panelIndex(Value j, Value c, int64_t headDim, int64_t blockKeys);
-  /// Lanes of keys [start, start + lanes) that take part for query row `i`:
-  /// below `rowEnd` (a cheap create_mask) and kept by the mask region.
+  /// Where a query row's keys end in the tile of `tileKeys` keys from j0: `span`
+  /// of them take part before the mask region is asked (rowEnd − j0, clamped to
+  /// [0, tileKeys]), and `spanLanes` holds it as i32 lanes.
+  struct RowKeys {
+    Value j0, span, spanLanes;
+  };
+  RowKeys rowKeysAt(Value j0, Value rowEnd, int64_t tileKeys);
+  /// Lanes of keys [j0 + vector·lanes, + lanes) of the row that take part for
+  /// query row `i`: within its span and kept by the mask region.
   struct KeyLanes {
     Value keep;   // vector<lanes x i1>
-    Value valid;  // index: lanes below rowEnd
     Value jLanes; // vector<lanes x index>: the key indices
   };
-  /// Without `evaluateMask` (a tile the mask keeps whole) only rowEnd counts.
-  KeyLanes keyLanesAt(Value start, Value rowEnd, Value i, bool evaluateMask);
+  /// Without `evaluateMask` (a tile the mask keeps whole) only the span counts.
+  KeyLanes keyLanesAt(const RowKeys &row, int64_t vector, Value i, bool evaluateMask);
   /// The indices of the pairs of row i with keys `jLanes`, as lanes.
   PairIndices indexLanes(Value i, Value jLanes);
   /// The pair lanes of row i with keys `keys` and contracted scores `raw`.

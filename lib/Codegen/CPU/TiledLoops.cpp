@@ -54,21 +54,33 @@ SmallVector<Value> CPUKernelBuilder::panelIndex(Value j, Value c, int64_t headDi
   return {arith::AddIOp::create(b, base, c), arith::RemUIOp::create(b, j, index(blockKeys))};
 }
 
-CPUKernelBuilder::KeyLanes CPUKernelBuilder::keyLanesAt(Value start, Value rowEnd, Value i,
-                                                        bool evaluateMask) {
-  Value valid = arith::MaxSIOp::create(
-      b, arith::MinSIOp::create(b, arith::SubIOp::create(b, rowEnd, start), index(lanes)),
+CPUKernelBuilder::RowKeys CPUKernelBuilder::rowKeysAt(Value j0, Value rowEnd, int64_t tileKeys) {
+  Value span = arith::MaxSIOp::create(
+      b, arith::MinSIOp::create(b, arith::SubIOp::create(b, rowEnd, j0), index(tileKeys)),
       index(0));
-  KeyLanes result{
-      vector::CreateMaskOp::create(b, VectorType::get({lanes}, b.getI1Type()), ValueRange{valid}),
-      valid, Value()};
+  Value span32 = arith::IndexCastOp::create(b, b.getI32Type(), span);
+  return {j0, span,
+          vector::BroadcastOp::create(b, VectorType::get({lanes}, b.getI32Type()), span32)};
+}
+
+CPUKernelBuilder::KeyLanes CPUKernelBuilder::keyLanesAt(const RowKeys &row, int64_t vector,
+                                                        Value i, bool evaluateMask) {
+  // Lane l of vector h is key j0 + h·lanes + l: kept while that offset is below
+  // the row's span, one compare with a constant per vector.
+  SmallVector<int32_t> offsets;
+  for (int64_t lane = 0; lane < lanes; ++lane)
+    offsets.push_back(static_cast<int32_t>(vector * lanes + lane));
+  auto offsetType = VectorType::get({lanes}, b.getI32Type());
+  Value keep = arith::CmpIOp::create(
+      b, arith::CmpIPredicate::sgt, row.spanLanes,
+      arith::ConstantOp::create(b, DenseElementsAttr::get(offsetType, ArrayRef(offsets))));
   // Every region may read the key index; unused lanes fold away after inlining.
-  result.jLanes = arith::AddIOp::create(
-      b, splat(start), vector::StepOp::create(b, VectorType::get({lanes}, b.getIndexType())));
+  Value jLanes = arith::AddIOp::create(
+      b, splat(arith::AddIOp::create(b, row.j0, index(vector * lanes))),
+      vector::StepOp::create(b, VectorType::get({lanes}, b.getIndexType())));
   if (evaluateMask)
-    result.keep =
-        arith::AndIOp::create(b, result.keep, laneMath->maskKeeps(indexLanes(i, result.jLanes)));
-  return result;
+    keep = arith::AndIOp::create(b, keep, laneMath->maskKeeps(indexLanes(i, jLanes)));
+  return {keep, jLanes};
 }
 
 PairIndices CPUKernelBuilder::indexLanes(Value i, Value jLanes) {
@@ -484,18 +496,17 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                                   compensated ? acc[rowState * r + kSumError] : Value()};
                               SmallVector<PairValues> pairs;
                               SmallVector<Value> s;
-                              Value kept = zero;
+                              RowKeys rowKeys = rowKeysAt(j0, rowKeyEnd[r], blockKeys);
+                              Value kept = evaluateMask ? zero : indexToFloat(rowKeys.span);
                               for (int64_t h = 0; h < scoreVectors; ++h) {
                                 KeyLanes keyLanes =
-                                    keyLanesAt(arith::AddIOp::create(b, j0, index(h * lanes)),
-                                               rowKeyEnd[r], rowIndex[r], evaluateMask);
+                                    keyLanesAt(rowKeys, h, rowIndex[r], evaluateMask);
                                 pairs.push_back(pairLanes(tile[r * scoreVectors + h], rowIndex[r],
                                                           keyLanes, keyLanes.keep));
                                 s.push_back(laneMath->score(pairs.back()));
-                                kept = add(kept, evaluateMask
-                                                     ? sumLanes(arith::SelectOp::create(
-                                                           b, keyLanes.keep, oneLanes, zeroLanes))
-                                                     : indexToFloat(keyLanes.valid));
+                                if (evaluateMask)
+                                  kept = add(kept, sumLanes(arith::SelectOp::create(
+                                                       b, keyLanes.keep, oneLanes, zeroLanes)));
                               }
                               Value shift = zeroLanes, alpha;
                               if (online) {
@@ -866,13 +877,13 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                         Value live = splat(arith::CmpFOp::create(b, arith::CmpFPredicate::UNE,
                                                                  stat(3), constant(0.0)));
                         BackwardRow row{splat(stat(0)), splat(stat(1)), splat(stat(2)), live};
+                        RowKeys rowKeys = rowKeysAt(j0, rowKeyEnd, blockKeys);
                         for (int64_t h = 0; h < scoreVectors; ++h) {
                           Value col = index(h * lanes);
                           Value at[] = {r, col};
                           Value raw = vector::LoadOp::create(b, laneType, weightTile, at);
                           Value dP = vector::LoadOp::create(b, laneType, scoreGradTile, at);
-                          KeyLanes keyLanes = keyLanesAt(arith::AddIOp::create(b, j0, col),
-                                                         rowKeyEnd, i, evaluateMask);
+                          KeyLanes keyLanes = keyLanesAt(rowKeys, h, i, evaluateMask);
                           PairValues pair = pairLanes(
                               raw, i, keyLanes, arith::AndIOp::create(b, live, keyLanes.keep));
                           AttentionMath::PairGradient grad =
