@@ -13,10 +13,13 @@ namespace mlir::attn {
 namespace {
 /// e^x on 16 f32 lanes as e^r·2^n with n = ⌊x·log2(e) + ½⌋ and r = x − n·ln 2:
 /// upstream's Cephes reduction and polynomial, scaled by vscalefps. Upstream
-/// builds 2^n from integer bits, which needs n clamped to [-127, 127] and
-/// flushes results below 2^-126; vscalefps takes n as a float and rounds
-/// p·2^n once, so x only needs bounds that keep r finite: below −104 the
-/// result rounds to 0, above 88.8 to +∞, and NaN passes through.
+/// builds 2^n from integer bits, which needs n clamped to [-127, 127], a
+/// conversion, a shift and an add; vscalefps takes n as a float. x only needs
+/// bounds that keep r finite (above 88.8 the result rounds to +∞; NaN passes
+/// through). Below ln 2^-126 the result is 0, as upstream's: vscalefps would
+/// round it to a denormal, and a denormal weight makes every multiply it
+/// enters take a microcode assist (ALiBi's backward, whose far keys' weights
+/// fall there, ran 3.3× slower).
 struct ScalefExp : OpRewritePattern<math::ExpOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -51,13 +54,18 @@ struct ScalefExp : OpRewritePattern<math::ExpOp> {
       p = fma(p, r, lanes(c));
     p = fma(p, arith::MulFOp::create(b, r, r), r);
     p = arith::AddFOp::create(b, p, lanes(1.0));
-    Value allLanes = arith::ConstantOp::create(b, b.getI16IntegerAttr(-1));
+    // The lanes at or above ln 2^-126 (and NaN) take p·2^n, the others 0.
+    Value normal = arith::CmpFOp::create(b, arith::CmpFPredicate::UGE, op.getOperand(),
+                                         lanes(-87.33654475));
+    Value normalLanes = vector::ExtractOp::create(
+        b, vector::BitCastOp::create(b, VectorType::get({1}, b.getI16Type()), normal),
+        ArrayRef<int64_t>{0});
     // _MM_FROUND_CUR_DIRECTION: round as MXCSR says.
     Value currentRounding = arith::ConstantOp::create(b, b.getI32IntegerAttr(4));
     // MLIR 22 passes the operands in order to llvm.x86.avx512.mask.scalef.ps.512,
     // whose order is (a, b, passthrough): so `src` is scaled by 2^⌊a⌋ and `b`
-    // passes through the (unused) masked-off lanes, whatever the op's names say.
-    rewriter.replaceOp(op, x86vector::MaskScaleFOp::create(b, type, p, n, p, allLanes,
+    // fills the masked-off lanes, whatever the op's names say.
+    rewriter.replaceOp(op, x86vector::MaskScaleFOp::create(b, type, p, n, lanes(0.0), normalLanes,
                                                            currentRounding));
     return success();
   }
