@@ -37,6 +37,9 @@ SHAPES = {
     # the compiler specialises head dims 32/64/128: hit those paths too
     "d32dv16": (2, 1, 19, 70, 32, 16),
     "d64": (1, 2, 33, 47, 64, 64),
+    # the tiled backward's row blocks (32 rows f32, 16 f64) of 3 register tiles, and
+    # a block of one
+    "d64nq20": (2, 1, 20, 37, 64, 64),
     "d128dv64": (1, 1, 65, 66, 128, 64),
 }
 BIG = (1, 1, 1000, 1000, 16, 16)
