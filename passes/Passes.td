@@ -266,9 +266,10 @@ def AttnApproximateMath : Pass<"attn-approximate-math", "::mlir::ModuleOp"> {
 
     With `avx512`, exp on vector<16xf32> outside a gpu.module instead takes
     the same range reduction and polynomial and scales by 2^n with
-    `x86vector.avx512.mask.scalef`, which is exact over the whole exponent
-    range (denormal results included): no clamp of n and no exponent built
-    from integer bits, 15 instructions where the upstream form takes 21.
+    `x86vector.avx512.mask.scalef`: no clamp of n and no exponent built from
+    integer bits, 16 instructions where the upstream form takes 21. Lanes
+    below ln 2^-126 return 0, as upstream's do: a denormal weight would send
+    every multiply it enters through a microcode assist.
   }];
   let options = [
     Option<"avx512", "avx512", "bool", /*default=*/"false",
