@@ -46,7 +46,9 @@ func.func private @dg8(%s: vector<8xf32>, %m: vector<8xf32>, %b: vector<8xindex>
 // CHECK: func.call @attn_forward_f32.d32(
 // CHECK-NOT: .d64
 // CHECK: func.call @attn_forward_f32.generic(
+// The backward's weights for a row block of 4 register tiles of backward_rows = 2
+// rows, against backward_keys = 8 keys.
 // CHECK-LABEL: func.func private @attn_backward_f32.d32(
-// CHECK: memref.alloca() : memref<2x8xf32>
+// CHECK: memref.alloca() : memref<8x8xf32>
 // CHECK: func.call @dg8(
 // CHECK-LABEL: func.func @attn_backward_f32(
