@@ -236,18 +236,19 @@ private:
   /// The backward's GEMM-shaped updates over a block of rows and the `keyCount`
   /// keys from j0 whose coefficients are `tile` [rows][keys]:
   /// target[j0 + j, :] += Σ_r tile[r, j]·(row r), for dV from dO and dK from
-  /// scale·φ(q) (`rowVector(r, c)` is vector c of row r), over `rowGroups` groups
-  /// of `groupRows` rows. `keysPerStep` target rows accumulate in registers across
-  /// all the rows, so each row vector loaded serves that many keys and each target
-  /// row is loaded and stored once per block.
+  /// scale·φ(q), over `rowGroups` groups of `groupRows` rows. `vectorsPerStep` vectors of `keysPerStep` target rows
+  /// accumulate in registers across all the rows, so each row vector loaded serves
+  /// that many keys and each target vector is loaded and stored once per block.
+  /// `rowVector(r, column)` is the vector of row r from `column`.
   void accumulateKeyRows(Value target, Value j0, Value keyCount, Value tile, Value rowGroups,
                          int64_t groupRows, int64_t headDim, int64_t keysPerStep,
-                         function_ref<Value(Value, int64_t)> rowVector);
+                         int64_t vectorsPerStep, function_ref<Value(Value, Value)> rowVector);
   /// rowTarget[r, :] += Σ_j tile[r, j]·keyRows[j0 + j, :] (dQ) for the first
-  /// `rowCount` rows (a multiple of `rowsPerStep`), `rowsPerStep` rows in
-  /// registers, so each key row loaded serves that many rows.
+  /// `rowCount` rows (a multiple of `rowsPerStep`), `vectorsPerStep` vectors of
+  /// `rowsPerStep` rows in registers, so each key vector loaded serves that many rows.
   void accumulateTileRows(Value rowTarget, Value keyRows, Value j0, Value keyCount, Value tile,
-                          Value rowCount, int64_t headDim, int64_t rowsPerStep);
+                          Value rowCount, int64_t headDim, int64_t rowsPerStep,
+                          int64_t vectorsPerStep);
   /// The rows of the tile of `rows` rows from i0 (past `lastRow` they repeat it: in
   /// bounds, never stored), where each row's keys end, and where the tile's keys end in
   /// the block of `keyBlock` keys from `blockStart`.

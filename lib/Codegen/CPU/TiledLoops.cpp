@@ -31,6 +31,8 @@ static constexpr int64_t kForwardPanelTiles = 32;
 /// Register tiles of rows per backward row block: the dK, dV and dQ updates sum
 /// over all of them, so each key tile's operands come from L2 once per block.
 static constexpr int64_t kBackwardRowTiles = 4;
+/// Vectors of each target row a backward update step holds in registers.
+static constexpr int64_t kUpdateVectors = 4;
 
 /// Keys per block when `matrices` [keys x headDim] matrices of `type` may take
 /// `bytes`: a multiple of the tile's `blockKeys`, at least one tile.
@@ -120,43 +122,51 @@ SmallVector<Value> CPUKernelBuilder::panelProduct(int64_t rows, int64_t scoreVec
 
 void CPUKernelBuilder::accumulateKeyRows(Value target, Value j0, Value keyCount, Value tile,
                                          Value rowGroups, int64_t groupRows, int64_t headDim,
-                                         int64_t keysPerStep,
-                                         function_ref<Value(Value, int64_t)> rowVector) {
-  const int64_t vectorsPerRow = headDim / lanes;
+                                         int64_t keysPerStep, int64_t vectorsPerStep,
+                                         function_ref<Value(Value, Value)> rowVector) {
   auto update = [&](int64_t keysNow) {
     return [&, keysNow](Value jj, ValueRange) -> SmallVector<Value> {
-      SmallVector<Value> tileKey, acc;
+      SmallVector<Value> tileKey, key;
       for (int64_t k = 0; k < keysNow; ++k) {
         tileKey.push_back(arith::AddIOp::create(b, jj, index(k)));
-        Value key = arith::AddIOp::create(b, j0, tileKey.back());
-        for (int64_t c = 0; c < vectorsPerRow; ++c)
-          acc.push_back(
-              vector::LoadOp::create(b, laneType, target, ValueRange{key, index(c * lanes)}));
+        key.push_back(arith::AddIOp::create(b, j0, tileKey.back()));
       }
-      ValueRange sums = loop(
-          index(0), rowGroups, acc, [&](Value group, ValueRange carried) -> SmallVector<Value> {
-            SmallVector<Value> next(carried.begin(), carried.end());
-            Value firstRow = arith::MulIOp::create(b, group, index(groupRows));
-            for (int64_t r = 0; r < groupRows; ++r) {
-              Value row = arith::AddIOp::create(b, firstRow, index(r));
-              SmallVector<Value> coefficient;
-              for (int64_t k = 0; k < keysNow; ++k)
-                coefficient.push_back(splat(load(tile, {row, tileKey[k]})));
-              for (int64_t c = 0; c < vectorsPerRow; ++c) {
-                Value x = rowVector(row, c);
-                for (int64_t k = 0; k < keysNow; ++k)
-                  next[k * vectorsPerRow + c] =
-                      vector::FMAOp::create(b, coefficient[k], x, next[k * vectorsPerRow + c]);
-              }
-            }
-            return next;
-          });
-      for (int64_t k = 0; k < keysNow; ++k) {
-        Value key = arith::AddIOp::create(b, j0, tileKey[k]);
-        for (int64_t c = 0; c < vectorsPerRow; ++c)
-          vector::StoreOp::create(b, sums[k * vectorsPerRow + c], target,
-                                  ValueRange{key, index(c * lanes)});
-      }
+      loop(
+          index(0), index(headDim), {},
+          [&](Value chunk, ValueRange) -> SmallVector<Value> {
+            SmallVector<Value> column, acc;
+            for (int64_t c = 0; c < vectorsPerStep; ++c)
+              column.push_back(arith::AddIOp::create(b, chunk, index(c * lanes)));
+            for (int64_t k = 0; k < keysNow; ++k)
+              for (int64_t c = 0; c < vectorsPerStep; ++c)
+                acc.push_back(vector::LoadOp::create(b, laneType, target,
+                                                     ValueRange{key[k], column[c]}));
+            ValueRange sums = loop(
+                index(0), rowGroups, acc,
+                [&](Value group, ValueRange carried) -> SmallVector<Value> {
+                  SmallVector<Value> next(carried.begin(), carried.end());
+                  Value firstRow = arith::MulIOp::create(b, group, index(groupRows));
+                  for (int64_t r = 0; r < groupRows; ++r) {
+                    Value row = arith::AddIOp::create(b, firstRow, index(r));
+                    SmallVector<Value> coefficient;
+                    for (int64_t k = 0; k < keysNow; ++k)
+                      coefficient.push_back(splat(load(tile, {row, tileKey[k]})));
+                    for (int64_t c = 0; c < vectorsPerStep; ++c) {
+                      Value x = rowVector(row, column[c]);
+                      for (int64_t k = 0; k < keysNow; ++k)
+                        next[k * vectorsPerStep + c] = vector::FMAOp::create(
+                            b, coefficient[k], x, next[k * vectorsPerStep + c]);
+                    }
+                  }
+                  return next;
+                });
+            for (int64_t k = 0; k < keysNow; ++k)
+              for (int64_t c = 0; c < vectorsPerStep; ++c)
+                vector::StoreOp::create(b, sums[k * vectorsPerStep + c], target,
+                                        ValueRange{key[k], column[c]});
+            return {};
+          },
+          index(vectorsPerStep * lanes));
       return {};
     };
   };
@@ -169,38 +179,46 @@ void CPUKernelBuilder::accumulateKeyRows(Value target, Value j0, Value keyCount,
 
 void CPUKernelBuilder::accumulateTileRows(Value rowTarget, Value keyRows, Value j0, Value keyCount,
                                           Value tile, Value rowCount, int64_t headDim,
-                                          int64_t rowsPerStep) {
-  const int64_t vectorsPerRow = headDim / lanes;
+                                          int64_t rowsPerStep, int64_t vectorsPerStep) {
   loop(
       index(0), rowCount, {},
       [&](Value r0, ValueRange) -> SmallVector<Value> {
-        SmallVector<Value> rowAt, init;
-        for (int64_t r = 0; r < rowsPerStep; ++r) {
-          rowAt.push_back(arith::AddIOp::create(b, r0, index(r)));
-          for (int64_t c = 0; c < vectorsPerRow; ++c)
-            init.push_back(vector::LoadOp::create(b, laneType, rowTarget,
-                                                  ValueRange{rowAt[r], index(c * lanes)}));
-        }
-        ValueRange sums =
-            loop(index(0), keyCount, init, [&](Value jj, ValueRange acc) -> SmallVector<Value> {
-              Value key = arith::AddIOp::create(b, j0, jj);
-              SmallVector<Value> keyVectors;
-              for (int64_t c = 0; c < vectorsPerRow; ++c)
-                keyVectors.push_back(vector::LoadOp::create(b, laneType, keyRows,
-                                                            ValueRange{key, index(c * lanes)}));
-              SmallVector<Value> next(acc.begin(), acc.end());
-              for (int64_t r = 0; r < rowsPerStep; ++r) {
-                Value coefficient = splat(load(tile, {rowAt[r], jj}));
-                for (int64_t c = 0; c < vectorsPerRow; ++c)
-                  next[r * vectorsPerRow + c] = vector::FMAOp::create(
-                      b, coefficient, keyVectors[c], next[r * vectorsPerRow + c]);
-              }
-              return next;
-            });
+        SmallVector<Value> rowAt;
         for (int64_t r = 0; r < rowsPerStep; ++r)
-          for (int64_t c = 0; c < vectorsPerRow; ++c)
-            vector::StoreOp::create(b, sums[r * vectorsPerRow + c], rowTarget,
-                                    ValueRange{rowAt[r], index(c * lanes)});
+          rowAt.push_back(arith::AddIOp::create(b, r0, index(r)));
+        loop(
+            index(0), index(headDim), {},
+            [&](Value chunk, ValueRange) -> SmallVector<Value> {
+              SmallVector<Value> column, init;
+              for (int64_t c = 0; c < vectorsPerStep; ++c)
+                column.push_back(arith::AddIOp::create(b, chunk, index(c * lanes)));
+              for (int64_t r = 0; r < rowsPerStep; ++r)
+                for (int64_t c = 0; c < vectorsPerStep; ++c)
+                  init.push_back(vector::LoadOp::create(b, laneType, rowTarget,
+                                                        ValueRange{rowAt[r], column[c]}));
+              ValueRange sums = loop(
+                  index(0), keyCount, init, [&](Value jj, ValueRange acc) -> SmallVector<Value> {
+                    Value key = arith::AddIOp::create(b, j0, jj);
+                    SmallVector<Value> keyVectors;
+                    for (int64_t c = 0; c < vectorsPerStep; ++c)
+                      keyVectors.push_back(vector::LoadOp::create(b, laneType, keyRows,
+                                                                  ValueRange{key, column[c]}));
+                    SmallVector<Value> next(acc.begin(), acc.end());
+                    for (int64_t r = 0; r < rowsPerStep; ++r) {
+                      Value coefficient = splat(load(tile, {rowAt[r], jj}));
+                      for (int64_t c = 0; c < vectorsPerStep; ++c)
+                        next[r * vectorsPerStep + c] = vector::FMAOp::create(
+                            b, coefficient, keyVectors[c], next[r * vectorsPerStep + c]);
+                    }
+                    return next;
+                  });
+              for (int64_t r = 0; r < rowsPerStep; ++r)
+                for (int64_t c = 0; c < vectorsPerStep; ++c)
+                  vector::StoreOp::create(b, sums[r * vectorsPerStep + c], rowTarget,
+                                          ValueRange{rowAt[r], column[c]});
+              return {};
+            },
+            index(vectorsPerStep * lanes));
         return {};
       },
       index(rowsPerStep));
@@ -691,8 +709,12 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
   Value queryGradTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
   // The GEMM-shaped updates hold as many accumulators as the score tile.
   const int64_t accumulators = registerRows * scoreVectors;
-  const int64_t keysPerStep = std::clamp<int64_t>(accumulators / vectorsPerRow, 1, blockKeys);
-  const int64_t rowsPerStep = std::clamp<int64_t>(accumulators / vectorsPerRow, 1, registerRows);
+  // Each holds a square-ish block of them, e.g. 4 keys (or rows) × 4 vectors: per
+  // row (or key) as many vector loads as broadcasts, where 2 × 8 at d = 128 took 10
+  // loads per 16 FMAs.
+  const int64_t updateVectors = std::min<int64_t>(vectorsPerRow, kUpdateVectors);
+  const int64_t keysPerStep = std::clamp<int64_t>(accumulators / updateVectors, 1, blockKeys);
+  const int64_t rowsPerStep = std::clamp<int64_t>(accumulators / updateVectors, 1, registerRows);
   Value paramGrads =
       memref::AllocaOp::create(b, MemRefType::get({std::max<int64_t>(numParams, 1), lanes}, type));
   // The additive contraction's tanh values of a tile and its gradients' sums
@@ -910,22 +932,22 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                       // (additiveTileGrads) has them, dK_j += Σ_r dRaw_rj·scale·φ(q_r)
                       // and dQ_r += Σ_j dRaw_rj·φ(k_j).
                       accumulateKeyRows(dv, j0, keysHere, weightTile, liveTiles, registerRows,
-                                        headDim, keysPerStep, [&](Value r, int64_t c) -> Value {
+                                        headDim, keysPerStep, updateVectors,
+                                        [&](Value r, Value column) -> Value {
                                           return vector::LoadOp::create(
-                                              b, laneType, dOut,
-                                              ValueRange{tileRow(r), index(c * lanes)});
+                                              b, laneType, dOut, ValueRange{tileRow(r), column});
                                         });
                       if (!additive) {
                         accumulateKeyRows(dk, j0, keysHere, scoreGradTile, liveTiles,
-                                          registerRows, headDim, keysPerStep,
-                                          [&](Value r, int64_t c) -> Value {
+                                          registerRows, headDim, keysPerStep, updateVectors,
+                                          [&](Value r, Value column) -> Value {
                                             return vector::LoadOp::create(
-                                                b, laneType, queryTile,
-                                                ValueRange{r, index(c * lanes)});
+                                                b, laneType, queryTile, ValueRange{r, column});
                                           });
                         accumulateTileRows(queryGradTile, keyRows,
                                            keyRows == k ? j0 : packedKey, keysHere,
-                                           scoreGradTile, liveRows, headDim, rowsPerStep);
+                                           scoreGradTile, liveRows, headDim, rowsPerStep,
+                                           updateVectors);
                       }
                       return SmallVector<Value>{};
                     });
