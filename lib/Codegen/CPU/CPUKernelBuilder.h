@@ -233,6 +233,12 @@ private:
   /// score tile (scale·φ(q) rows × φ(k)ᵀ) and the backward's dP tile (dO × vᵀ).
   SmallVector<Value> panelProduct(int64_t rows, int64_t scoreVectors, int64_t headDim, Value panels,
                                   Value panel, function_ref<Value(int64_t, Value)> rowScalar);
+  /// Over the row's columns in chunks of `vectorsPerStep` vectors: loads those
+  /// vectors of the `targetRows` of `target` (vector t·vectorsPerStep + c is the
+  /// c-th of row t), lets `update(columns, vectors)` add to them, stores them back.
+  void updateInChunks(Value target, ArrayRef<Value> targetRows, int64_t headDim,
+                      int64_t vectorsPerStep,
+                      function_ref<SmallVector<Value>(ArrayRef<Value>, ValueRange)> update);
   /// The backward's GEMM-shaped updates over a block of rows and the `keyCount`
   /// keys from j0 whose coefficients are `tile` [rows][keys]:
   /// target[j0 + j, :] += Σ_r tile[r, j]·(row r), for dV from dO and dK from

@@ -120,6 +120,29 @@ SmallVector<Value> CPUKernelBuilder::panelProduct(int64_t rows, int64_t scoreVec
       }));
 }
 
+void CPUKernelBuilder::updateInChunks(
+    Value target, ArrayRef<Value> targetRows, int64_t headDim, int64_t vectorsPerStep,
+    function_ref<SmallVector<Value>(ArrayRef<Value>, ValueRange)> update) {
+  loop(
+      index(0), index(headDim), {},
+      [&](Value chunk, ValueRange) -> SmallVector<Value> {
+        SmallVector<Value> column, acc;
+        for (int64_t c = 0; c < vectorsPerStep; ++c)
+          column.push_back(arith::AddIOp::create(b, chunk, index(c * lanes)));
+        for (Value row : targetRows)
+          for (int64_t c = 0; c < vectorsPerStep; ++c)
+            acc.push_back(
+                vector::LoadOp::create(b, laneType, target, ValueRange{row, column[c]}));
+        SmallVector<Value> sums = update(column, acc);
+        for (auto [t, row] : llvm::enumerate(targetRows))
+          for (int64_t c = 0; c < vectorsPerStep; ++c)
+            vector::StoreOp::create(b, sums[t * vectorsPerStep + c], target,
+                                    ValueRange{row, column[c]});
+        return {};
+      },
+      index(vectorsPerStep * lanes));
+}
+
 void CPUKernelBuilder::accumulateKeyRows(Value target, Value j0, Value keyCount, Value tile,
                                          Value rowGroups, int64_t groupRows, int64_t headDim,
                                          int64_t keysPerStep, int64_t vectorsPerStep,
@@ -131,17 +154,10 @@ void CPUKernelBuilder::accumulateKeyRows(Value target, Value j0, Value keyCount,
         tileKey.push_back(arith::AddIOp::create(b, jj, index(k)));
         key.push_back(arith::AddIOp::create(b, j0, tileKey.back()));
       }
-      loop(
-          index(0), index(headDim), {},
-          [&](Value chunk, ValueRange) -> SmallVector<Value> {
-            SmallVector<Value> column, acc;
-            for (int64_t c = 0; c < vectorsPerStep; ++c)
-              column.push_back(arith::AddIOp::create(b, chunk, index(c * lanes)));
-            for (int64_t k = 0; k < keysNow; ++k)
-              for (int64_t c = 0; c < vectorsPerStep; ++c)
-                acc.push_back(vector::LoadOp::create(b, laneType, target,
-                                                     ValueRange{key[k], column[c]}));
-            ValueRange sums = loop(
+      updateInChunks(
+          target, key, headDim, vectorsPerStep,
+          [&](ArrayRef<Value> column, ValueRange acc) -> SmallVector<Value> {
+            return llvm::to_vector(loop(
                 index(0), rowGroups, acc,
                 [&](Value group, ValueRange carried) -> SmallVector<Value> {
                   SmallVector<Value> next(carried.begin(), carried.end());
@@ -159,14 +175,8 @@ void CPUKernelBuilder::accumulateKeyRows(Value target, Value j0, Value keyCount,
                     }
                   }
                   return next;
-                });
-            for (int64_t k = 0; k < keysNow; ++k)
-              for (int64_t c = 0; c < vectorsPerStep; ++c)
-                vector::StoreOp::create(b, sums[k * vectorsPerStep + c], target,
-                                        ValueRange{key[k], column[c]});
-            return {};
-          },
-          index(vectorsPerStep * lanes));
+                }));
+          });
       return {};
     };
   };
@@ -186,17 +196,10 @@ void CPUKernelBuilder::accumulateTileRows(Value rowTarget, Value keyRows, Value 
         SmallVector<Value> rowAt;
         for (int64_t r = 0; r < rowsPerStep; ++r)
           rowAt.push_back(arith::AddIOp::create(b, r0, index(r)));
-        loop(
-            index(0), index(headDim), {},
-            [&](Value chunk, ValueRange) -> SmallVector<Value> {
-              SmallVector<Value> column, init;
-              for (int64_t c = 0; c < vectorsPerStep; ++c)
-                column.push_back(arith::AddIOp::create(b, chunk, index(c * lanes)));
-              for (int64_t r = 0; r < rowsPerStep; ++r)
-                for (int64_t c = 0; c < vectorsPerStep; ++c)
-                  init.push_back(vector::LoadOp::create(b, laneType, rowTarget,
-                                                        ValueRange{rowAt[r], column[c]}));
-              ValueRange sums = loop(
+        updateInChunks(
+            rowTarget, rowAt, headDim, vectorsPerStep,
+            [&](ArrayRef<Value> column, ValueRange init) -> SmallVector<Value> {
+              return llvm::to_vector(loop(
                   index(0), keyCount, init, [&](Value jj, ValueRange acc) -> SmallVector<Value> {
                     Value key = arith::AddIOp::create(b, j0, jj);
                     SmallVector<Value> keyVectors;
@@ -211,14 +214,8 @@ void CPUKernelBuilder::accumulateTileRows(Value rowTarget, Value keyRows, Value 
                             b, coefficient, keyVectors[c], next[r * vectorsPerStep + c]);
                     }
                     return next;
-                  });
-              for (int64_t r = 0; r < rowsPerStep; ++r)
-                for (int64_t c = 0; c < vectorsPerStep; ++c)
-                  vector::StoreOp::create(b, sums[r * vectorsPerStep + c], rowTarget,
-                                          ValueRange{rowAt[r], column[c]});
-              return {};
-            },
-            index(vectorsPerStep * lanes));
+                  }));
+            });
         return {};
       },
       index(rowsPerStep));
