@@ -242,9 +242,10 @@ private:
   /// The backward's GEMM-shaped updates over a block of rows and the `keyCount`
   /// keys from j0 whose coefficients are `tile` [rows][keys]:
   /// target[j0 + j, :] += Σ_r tile[r, j]·(row r), for dV from dO and dK from
-  /// scale·φ(q), over `rowGroups` groups of `groupRows` rows. `vectorsPerStep` vectors of `keysPerStep` target rows
-  /// accumulate in registers across all the rows, so each row vector loaded serves
-  /// that many keys and each target vector is loaded and stored once per block.
+  /// scale·φ(q), over `rowGroups` groups of `groupRows` rows. `vectorsPerStep`
+  /// vectors of `keysPerStep` target rows accumulate in registers across all the
+  /// rows, so each row vector loaded serves that many keys and each target vector
+  /// is loaded and stored once per block.
   /// `rowVector(r, column)` is the vector of row r from `column`.
   void accumulateKeyRows(Value target, Value j0, Value keyCount, Value tile, Value rowGroups,
                          int64_t groupRows, int64_t headDim, int64_t keysPerStep,
@@ -263,6 +264,9 @@ private:
     Value blockKeyEnd;
   };
   TileRows tileRows(Value i0, Value lastRow, int64_t rows, Value blockStart, int64_t keyBlock);
+  /// Where a row tile whose keys end at `tileKeyEnd` stops in the block of
+  /// `keyBlock` keys from `blockStart`.
+  Value blockKeyEnd(Value tileKeyEnd, Value blockStart, int64_t keyBlock);
   /// Entry c of query row i as the score tile contracts it: scale·φ(q_ic), or the
   /// additive contraction's q_ic as it is.
   Value contractedQuery(Value q, Value i, Value c);

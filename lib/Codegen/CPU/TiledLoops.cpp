@@ -231,9 +231,13 @@ CPUKernelBuilder::TileRows CPUKernelBuilder::tileRows(Value i0, Value lastRow, i
     tile.keyEnd.push_back(keys.end(b, tile.index.back()));
     tileKeyEnd = arith::MaxSIOp::create(b, tileKeyEnd, tile.keyEnd.back());
   }
-  tile.blockKeyEnd = arith::MinSIOp::create(
-      b, arith::AddIOp::create(b, blockStart, index(keyBlock)), tileKeyEnd);
+  tile.blockKeyEnd = blockKeyEnd(tileKeyEnd, blockStart, keyBlock);
   return tile;
+}
+
+Value CPUKernelBuilder::blockKeyEnd(Value tileKeyEnd, Value blockStart, int64_t keyBlock) {
+  return arith::MinSIOp::create(b, arith::AddIOp::create(b, blockStart, index(keyBlock)),
+                                tileKeyEnd);
 }
 
 Value CPUKernelBuilder::contractedQuery(Value q, Value i, Value c) {
@@ -791,9 +795,14 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
             qBegin, qEnd, {},
             [&](Value i0, ValueRange) -> SmallVector<Value> {
               Value lastRow = arith::SubIOp::create(b, qEnd, index(1));
-              TileRows tile = tileRows(i0, lastRow, rows, kb, keyBlock);
-              SmallVector<Value> &rowIndex = tile.index;
-              Value keyEnd = tile.blockKeyEnd;
+              // Rows past q_end repeat the last row (in bounds, never stored).
+              auto tileRow = [&](Value r) {
+                return arith::MinSIOp::create(b, arith::AddIOp::create(b, i0, r), lastRow);
+              };
+              // Keys end no later for a row than for the rows after it (KeyBounds::end):
+              // the block's last row says where its keys end.
+              Value lastTileRow = tileRow(index(rows - 1));
+              Value keyEnd = blockKeyEnd(keys.end(b, lastTileRow), kb, keyBlock);
               // The register tiles that hold a row before q_end: the block's last
               // rows may hold none, and a call of a few queries runs one tile.
               Value rowsLeft =
@@ -805,13 +814,10 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                   /*withElseRegion=*/false);
               OpBuilder::InsertionGuard blockGuard(b);
               b.setInsertionPoint(ifKeys.thenBlock()->getTerminator());
-              enterIfAnyKept(IntRange{i0, rowIndex.back()},
+              enterIfAnyKept(IntRange{i0, lastTileRow},
                              IntRange{kb, arith::SubIOp::create(b, keyEnd, index(1))});
               // The rows' statistics go to rowStatsTile, where the gradient loop reads
               // them by row.
-              auto tileRow = [&](Value r) {
-                return arith::MinSIOp::create(b, arith::AddIOp::create(b, i0, r), lastRow);
-              };
               loop(index(0), liveRows, {}, [&](Value r, ValueRange) -> SmallVector<Value> {
                 Value i = tileRow(r);
                 // Rows past the end repeat the last one and must contribute nothing; so do
@@ -843,7 +849,7 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                   [&](Value j0, ValueRange) -> SmallVector<Value> {
                     Value keysHere = arith::MinSIOp::create(b, index(blockKeys),
                                                             arith::SubIOp::create(b, keyEnd, j0));
-                    IntRange rowRange{i0, rowIndex.back()};
+                    IntRange rowRange{i0, lastTileRow};
                     IntRange keyRange{j0, arith::SubIOp::create(
                                               b, arith::AddIOp::create(b, j0, keysHere), index(1))};
                     return classifiedTile(rowRange, keyRange, {}, [&](bool evaluateMask) {
