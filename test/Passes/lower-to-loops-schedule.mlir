@@ -4,7 +4,8 @@
 // scalar functions written out (scalar and on 8 lanes) and one tiled f32
 // schedule pinned: 2 rows against 16 keys forward, 8 backward, for d = 32. The
 // forward keeps a panel of 32 such row tiles (64 rows: queries, O, O's errors, each
-// row's running state) and runs each tile on a view of it.
+// row's running state) and runs each tile on a view of it; a tile's weights span
+// its key block (1024 keys of d = 32 in 256 KiB of key and value panels).
 attn.normalizer @identity {
   numerator {
   ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
@@ -38,7 +39,7 @@ func.func private @dg8(%s: vector<8xf32>, %m: vector<8xf32>, %b: vector<8xindex>
 // CHECK: func.call @g(
 // CHECK-LABEL: func.func private @attn_forward_f32.d32(
 // CHECK-DAG: memref.alloca() : memref<64x32xf32>
-// CHECK-DAG: memref.alloca() : memref<2x16xf32>
+// CHECK-DAG: memref.alloca() : memref<2x1024xf32>
 // CHECK-DAG: memref.alloca() : memref<64x4xf32>
 // CHECK: memref.subview %{{.*}}[%{{.*}}, 0] [2, 32] [1, 1] : memref<64x32xf32> to memref<2x32xf32, strided<[32, 1], offset: ?>>
 // CHECK: func.call @g8({{.*}}) : (vector<8xf32>, vector<8xf32>, vector<8xindex>, vector<8xindex>, vector<8xindex>, vector<8xindex>) -> vector<8xf32>

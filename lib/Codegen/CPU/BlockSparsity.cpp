@@ -109,7 +109,8 @@ std::optional<TileClass> CPUKernelBuilder::classifyTile(IntRange rows, IntRange 
 }
 
 SmallVector<Value> CPUKernelBuilder::classifiedTile(IntRange rows, IntRange keys, ValueRange acc,
-                                                    function_ref<SmallVector<Value>(bool)> step) {
+                                                    function_ref<SmallVector<Value>(bool)> step,
+                                                    function_ref<void()> skipped) {
   std::optional<TileClass> tileClass = classifyTile(rows, keys);
   if (!tileClass)
     return step(static_cast<bool>(fns.mask));
@@ -121,7 +122,11 @@ SmallVector<Value> CPUKernelBuilder::classifiedTile(IntRange rows, IntRange keys
             tileClass->allKept, types, [&] { return step(/*evaluateMask=*/false); },
             [&] { return step(/*evaluateMask=*/true); }));
       },
-      [&] { return SmallVector<Value>(acc.begin(), acc.end()); }));
+      [&] {
+        if (skipped)
+          skipped();
+        return SmallVector<Value>(acc.begin(), acc.end());
+      }));
 }
 
 void CPUKernelBuilder::enterIfAnyKept(IntRange rows, IntRange keys) {

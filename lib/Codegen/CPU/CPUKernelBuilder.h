@@ -104,8 +104,10 @@ private:
   /// One key tile of a tiled loop carrying `acc`, as classified: skipped (acc
   /// unchanged) when the mask keeps no pair, `step(/*evaluateMask=*/false)`
   /// when it keeps all, else `step(true)`; unclassified: `step(has a mask)`.
+  /// `skipped`, when given, runs where the mask keeps no pair.
   SmallVector<Value> classifiedTile(IntRange rows, IntRange keys, ValueRange acc,
-                                    function_ref<SmallVector<Value>(bool)> step);
+                                    function_ref<SmallVector<Value>(bool)> step,
+                                    function_ref<void()> skipped = {});
   /// Moves the insertion point into an scf.if on whether the mask may keep a pair
   /// of rows × keys (a whole key block: its per-row setup is skipped with its
   /// tiles); unclassified, leaves it. The caller holds an InsertionGuard.
@@ -203,6 +205,8 @@ private:
     Value j0, span, spanLanes;
   };
   RowKeys rowKeysAt(Value j0, Value rowEnd, int64_t tileKeys);
+  /// A row that takes every key of the tile: its lanes' span compares fold away.
+  RowKeys wholeRowKeys(Value j0, int64_t tileKeys);
   /// Lanes of keys [j0 + vector·lanes, + lanes) of the row that take part for
   /// query row `i`: within its span and kept by the mask region.
   struct KeyLanes {
@@ -264,6 +268,9 @@ private:
     Value blockKeyEnd;
   };
   TileRows tileRows(Value i0, Value lastRow, int64_t rows, Value blockStart, int64_t keyBlock);
+  /// Multiplies row `row` of `weights` in columns [from, to) by `alpha` where
+  /// alpha ≠ 1: weights stored before the row's max grew, as O would have been.
+  void rescaleStoredWeights(Value weights, int64_t row, Value alpha, Value from, Value to);
   /// Where a row tile whose keys end at `tileKeyEnd` stops in the block of
   /// `keyBlock` keys from `blockStart`.
   Value blockKeyEnd(Value tileKeyEnd, Value blockStart, int64_t keyBlock);

@@ -65,6 +65,13 @@ CPUKernelBuilder::RowKeys CPUKernelBuilder::rowKeysAt(Value j0, Value rowEnd, in
           vector::BroadcastOp::create(b, VectorType::get({lanes}, b.getI32Type()), span32)};
 }
 
+CPUKernelBuilder::RowKeys CPUKernelBuilder::wholeRowKeys(Value j0, int64_t tileKeys) {
+  auto spanType = VectorType::get({lanes}, b.getI32Type());
+  return {j0, index(tileKeys),
+          arith::ConstantOp::create(
+              b, DenseElementsAttr::get(spanType, static_cast<int32_t>(tileKeys)))};
+}
+
 CPUKernelBuilder::KeyLanes CPUKernelBuilder::keyLanesAt(const RowKeys &row, int64_t vector,
                                                         Value i, bool evaluateMask) {
   // Lane l of vector h is key j0 + h·lanes + l: kept while that offset is below
@@ -240,6 +247,24 @@ Value CPUKernelBuilder::blockKeyEnd(Value tileKeyEnd, Value blockStart, int64_t 
                                 tileKeyEnd);
 }
 
+void CPUKernelBuilder::rescaleStoredWeights(Value weights, int64_t row, Value alpha, Value from,
+                                            Value to) {
+  Value grown = arith::CmpFOp::create(b, arith::CmpFPredicate::UNE, alpha, constant(1.0));
+  auto ifGrown = scf::IfOp::create(b, grown, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(ifGrown.thenBlock()->getTerminator());
+  Value alphaLanes = splat(alpha);
+  loop(
+      from, to, {},
+      [&](Value column, ValueRange) -> SmallVector<Value> {
+        SmallVector<Value, 2> at{index(row), column};
+        vector::StoreOp::create(
+            b, mul(vector::LoadOp::create(b, laneType, weights, at), alphaLanes), weights, at);
+        return {};
+      },
+      index(lanes));
+}
+
 Value CPUKernelBuilder::contractedQuery(Value q, Value i, Value c) {
   Value x = load(q, {i, c});
   return isAdditive() ? x : mul(scalarMath->feature(x), scale);
@@ -388,26 +413,22 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
   const int64_t panelRows = rows * kForwardPanelTiles;
   const int64_t keyBlock = keyBlockFor(kForwardKeyBlockBytes, 2, headDim, type, blockKeys);
   Value queryPanel = memref::AllocaOp::create(b, MemRefType::get({panelRows, headDim}, type));
-  Value weightTile = memref::AllocaOp::create(b, MemRefType::get({rows, blockKeys}, type));
+  // A tile's weights for the whole key block: its W·V product runs once per block
+  // rather than once per score tile, so O is read, rescaled and written once per
+  // block (at d = 128, 32 vectors of O per 64 keys had cost as much as the
+  // rescale's exps). A row whose max grows rescales the weights it has stored in
+  // the block, which is rare once the first keys have passed.
+  Value weightTile = memref::AllocaOp::create(b, MemRefType::get({rows, keyBlock}, type));
   Value outputPanel = memref::AllocaOp::create(b, MemRefType::get({panelRows, headDim}, type));
   // Below f64, l and O carry their rounding errors (AttentionMath::accumulate):
   // per row after its max, sum and count, and O's beside it. l is compensated at
-  // every step. O is compensated once per key block: within a block the W·V
-  // products add up plainly in a tile of their own (`blockOutputTile`, rescaled
-  // with the row at every step, as O would be), and the block's total joins O,
-  // rescaled by the product of the block's factors (`blockScale`), with its
-  // error. A compensated fold per step cost ~5% of the forward (two loads, two
-  // stores and six operations per vector of O every 64 keys) for no accuracy a
-  // plain sum over a few hundred keys lacks.
+  // every step, O at every block's W·V product.
   const bool compensated = scalarMath->carriesSumErrors(type);
   const int64_t rowState = compensated ? 4 : 3;
   enum { kMax, kSum, kCount, kSumError };
-  Value outputErrorPanel, blockOutputTile;
-  if (compensated) {
+  Value outputErrorPanel;
+  if (compensated)
     outputErrorPanel = memref::AllocaOp::create(b, MemRefType::get({panelRows, headDim}, type));
-    blockOutputTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
-  }
-  const bool carriesBlockScale = compensated && online;
   Value statePanel = memref::AllocaOp::create(b, MemRefType::get({panelRows, rowState}, type));
 
   Value lastRow = arith::SubIOp::create(b, qEnd, index(1));
@@ -475,27 +496,38 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                         inits.push_back(
                             load(statePanel,
                                  {arith::AddIOp::create(b, tileRow, index(r)), index(state)}));
-                    // Each row's product of the block's rescale factors follows its state.
+                    // After the state: each row's product of the block's rescale
+                    // factors, then the first key of the block's first scored tile
+                    // (the W·V product starts there: a window's earlier tiles are
+                    // skipped, and their weights never written).
                     const int64_t blockScales = rowState * rows;
-                    if (carriesBlockScale)
+                    const int64_t firstScored = blockScales + (online ? rows : 0);
+                    if (online)
                       inits.append(rows, constant(1.0));
-                    // The W·V products accumulate in O itself, or in the block's tile.
-                    Value productTile = compensated ? blockOutputTile : outputTile;
-                    if (compensated)
-                      for (int64_t r = 0; r < rows; ++r)
-                        for (int64_t c = 0; c < vectorsPerRow; ++c)
-                          vector::StoreOp::create(b, zeroLanes, blockOutputTile,
-                                                  ValueRange{index(r), index(c * lanes)});
+                    inits.push_back(keyEnd);
                     ValueRange carried = loop(
                         kb, keyEnd, inits,
                         [&](Value j0, ValueRange acc) -> SmallVector<Value> {
                           Value keysHere = arith::MinSIOp::create(
                               b, index(blockKeys), arith::SubIOp::create(b, keyEnd, j0));
+                          Value column = arith::SubIOp::create(b, j0, kb);
+                          auto weightsAt = [&](int64_t r, int64_t h) -> SmallVector<Value, 2> {
+                            return {index(r), arith::AddIOp::create(b, column, index(h * lanes))};
+                          };
+                          // Tiles the mask keeps no pair of weigh nothing.
+                          auto skipped = [&] {
+                            for (int64_t r = 0; r < rows; ++r)
+                              for (int64_t h = 0; h < scoreVectors; ++h)
+                                vector::StoreOp::create(b, zeroLanes, weightTile, weightsAt(r, h));
+                          };
                           IntRange rowRange{i0, rowIndex.back()};
                           IntRange keyRange{
                               j0, arith::SubIOp::create(b, arith::AddIOp::create(b, j0, keysHere),
                                                         index(1))};
-                          return classifiedTile(rowRange, keyRange, acc, [&](bool evaluateMask) {
+                          // `wholeSpans`: every row takes all blockKeys keys (a tile
+                          // inside every row's keys), so no lane needs its span compare.
+                          auto scoredTile = [&](bool evaluateMask,
+                                                bool wholeSpans) -> SmallVector<Value> {
                             // Score tile: rows × blockKeys, as rows × scoreVectors vectors.
                             Value panel = arith::MulIOp::create(
                                 b,
@@ -506,60 +538,78 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                                 scoreTile(rows, scoreVectors, headDim, keysT, panel, queryTile);
 
                             SmallVector<Value> next(acc.begin(), acc.end());
-                            SmallVector<Value> alphas;
+                            SmallVector<SmallVector<PairValues>> pairs(rows);
+                            SmallVector<SmallVector<Value>> s(rows);
+                            SmallVector<Value> kept(rows), tileMax(rows);
+                            // A NaN score makes its g, and so O, NaN whatever the max is,
+                            // and e^(s - m) is the same for m = ±0: the max may skip NaNs
+                            // and order zeros freely, one vmaxps per vector (without nsz,
+                            // LLVM adds a sign test and two blends to each).
+                            const auto noNaNs =
+                                arith::FastMathFlags::nnan | arith::FastMathFlags::nsz;
                             for (int64_t r = 0; r < rows; ++r) {
-                              Value m = acc[rowState * r + kMax],
-                                    count = acc[rowState * r + kCount];
-                              AttentionMath::RunningSum l{
-                                  acc[rowState * r + kSum],
-                                  compensated ? acc[rowState * r + kSumError] : Value()};
-                              SmallVector<PairValues> pairs;
-                              SmallVector<Value> s;
-                              RowKeys rowKeys = rowKeysAt(j0, rowKeyEnd[r], blockKeys);
-                              Value kept = evaluateMask ? zero : indexToFloat(rowKeys.span);
+                              RowKeys rowKeys = wholeSpans ? wholeRowKeys(j0, blockKeys)
+                                                           : rowKeysAt(j0, rowKeyEnd[r], blockKeys);
+                              kept[r] = evaluateMask ? zero : indexToFloat(rowKeys.span);
+                              Value candidates;
                               for (int64_t h = 0; h < scoreVectors; ++h) {
                                 KeyLanes keyLanes =
                                     keyLanesAt(rowKeys, h, rowIndex[r], evaluateMask);
-                                pairs.push_back(pairLanes(tile[r * scoreVectors + h], rowIndex[r],
-                                                          keyLanes, keyLanes.keep));
-                                s.push_back(laneMath->score(pairs.back()));
+                                pairs[r].push_back(pairLanes(tile[r * scoreVectors + h],
+                                                             rowIndex[r], keyLanes, keyLanes.keep));
+                                s[r].push_back(laneMath->score(pairs[r].back()));
                                 if (evaluateMask)
-                                  kept = add(kept, sumLanes(arith::SelectOp::create(
-                                                       b, keyLanes.keep, oneLanes, zeroLanes)));
+                                  kept[r] = add(kept[r], sumLanes(arith::SelectOp::create(
+                                                             b, keyLanes.keep, oneLanes, zeroLanes)));
+                                if (!online)
+                                  continue;
+                                Value candidate = laneMath->stabilizer(pairs[r][h], s[r][h]);
+                                candidates = candidates ? arith::MaximumFOp::create(
+                                                              b, candidates, candidate, noNaNs)
+                                                              .getResult()
+                                                        : candidate;
                               }
-                              Value shift = zeroLanes, alpha;
+                              if (online)
+                                tileMax[r] = vector::ReductionOp::create(
+                                    b, vector::CombiningKind::MAXIMUMF, candidates, noNaNs);
+                            }
+                            // The rows' maxima and factors as one vector: one e^ for the
+                            // tile rather than one scalar e^ per row.
+                            SmallVector<Value> maxima, alphas(rows);
+                            if (online) {
+                              SmallVector<Value> running;
+                              for (int64_t r = 0; r < rows; ++r)
+                                running.push_back(acc[rowState * r + kMax]);
+                              auto rowsType = VectorType::get({rows}, type);
+                              AttentionMath::Rescale step = scalarMath->rescale(
+                                  vector::FromElementsOp::create(b, rowsType, running),
+                                  vector::FromElementsOp::create(b, rowsType, tileMax),
+                                  /*mayBeEmpty=*/true);
+                              for (int64_t r = 0; r < rows; ++r) {
+                                maxima.push_back(vector::ExtractOp::create(b, step.max, r));
+                                alphas[r] = vector::ExtractOp::create(b, step.alpha, r);
+                              }
+                            }
+                            for (int64_t r = 0; r < rows; ++r) {
+                              Value count = acc[rowState * r + kCount];
+                              AttentionMath::RunningSum l{
+                                  acc[rowState * r + kSum],
+                                  compensated ? acc[rowState * r + kSumError] : Value()};
+                              Value shift = zeroLanes, alpha = alphas[r];
                               if (online) {
-                                // A NaN score makes its g, and so O, NaN whatever the max
-                                // is, and e^(s - m) is the same for m = ±0: the max may skip
-                                // NaNs and order zeros freely, one vmaxps per vector (without
-                                // nsz, LLVM adds a sign test and two blends to each).
-                                const auto noNaNs =
-                                    arith::FastMathFlags::nnan | arith::FastMathFlags::nsz;
-                                Value candidates;
-                                for (int64_t h = 0; h < scoreVectors; ++h) {
-                                  Value candidate = laneMath->stabilizer(pairs[h], s[h]);
-                                  candidates = candidates ? arith::MaximumFOp::create(
-                                                                b, candidates, candidate, noNaNs)
-                                                                .getResult()
-                                                          : candidate;
-                                }
-                                AttentionMath::Rescale step = scalarMath->rescale(
-                                    m,
-                                    vector::ReductionOp::create(b, vector::CombiningKind::MAXIMUMF,
-                                                                candidates, noNaNs),
-                                    /*mayBeEmpty=*/true);
-                                alpha = step.alpha;
-                                shift = splat(step.max);
-                                next[rowState * r + kMax] = step.max;
-                                if (carriesBlockScale)
-                                  next[blockScales + r] = mul(acc[blockScales + r], alpha);
+                                shift = splat(maxima[r]);
+                                next[rowState * r + kMax] = maxima[r];
+                                next[blockScales + r] = mul(acc[blockScales + r], alpha);
+                                rescaleStoredWeights(weightTile, r, alpha,
+                                                     arith::SubIOp::create(b, acc[firstScored], kb),
+                                                     column);
                               }
                               Value hLanes = zeroLanes;
                               for (int64_t h = 0; h < scoreVectors; ++h) {
-                                Value g = laneMath->numeratorTerm(pairs[h], s[h], shift);
-                                vector::StoreOp::create(b, g, weightTile,
-                                                        ValueRange{index(r), index(h * lanes)});
-                                if (Value terms = laneMath->denominatorTerm(pairs[h], s[h], shift))
+                                Value g = laneMath->numeratorTerm(pairs[r][h], s[r][h], shift);
+                                vector::StoreOp::create(b, g, weightTile, weightsAt(r, h));
+                                if (Value terms =
+                                        laneMath->denominatorTerm(pairs[r][h], s[r][h], shift))
                                   hLanes = add(hLanes, terms);
                               }
                               AttentionMath::RunningSum sum = scalarMath->accumulate(
@@ -567,65 +617,71 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                               next[rowState * r + kSum] = sum.sum;
                               if (compensated)
                                 next[rowState * r + kSumError] = sum.error;
-                              next[rowState * r + kCount] = add(count, kept);
-                              alphas.push_back(alpha);
+                              next[rowState * r + kCount] = add(count, kept[r]);
                             }
-
-                            // O = O·e^(m_old - m_new) + W·V over the block's keys that exist,
-                            // `outputChunk` vectors of every row at a time.
-                            for (int64_t c0 = 0; c0 < vectorsPerRow; c0 += outputChunk) {
-                              const int64_t chunk = std::min(outputChunk, vectorsPerRow - c0);
-                              SmallVector<Value> outputs(rows * chunk, zeroLanes);
-                              ValueRange products = loop(
-                                  index(0), keysHere, outputs,
-                                  [&](Value jj, ValueRange out) -> SmallVector<Value> {
-                                    Value j = arith::AddIOp::create(b, j0, jj);
-                                    SmallVector<Value> valueLanes;
-                                    for (int64_t c = 0; c < chunk; ++c)
-                                      valueLanes.push_back(vector::LoadOp::create(
-                                          b, laneType, v, ValueRange{j, index((c0 + c) * lanes)}));
-                                    SmallVector<Value> result;
-                                    for (int64_t r = 0; r < rows; ++r) {
-                                      Value w = splat(load(weightTile, {index(r), jj}));
-                                      for (int64_t c = 0; c < chunk; ++c)
-                                        result.push_back(vector::FMAOp::create(
-                                            b, w, valueLanes[c], out[r * chunk + c]));
-                                    }
-                                    return result;
-                                  });
-                              for (int64_t r = 0; r < rows; ++r)
-                                for (int64_t c = 0; c < chunk; ++c) {
-                                  SmallVector<Value, 2> at{index(r), index((c0 + c) * lanes)};
-                                  AttentionMath::RunningSum updated = laneMath->accumulate(
-                                      {vector::LoadOp::create(b, laneType, productTile, at),
-                                       Value()},
-                                      alphas[r] ? splat(alphas[r]) : Value(),
-                                      products[r * chunk + c]);
-                                  vector::StoreOp::create(b, updated.sum, productTile, at);
-                                }
-                            }
+                            next[firstScored] = arith::MinSIOp::create(b, acc[firstScored], j0);
                             return next;
-                          });
+                          };
+                          return classifiedTile(
+                              rowRange, keyRange, acc,
+                              [&](bool evaluateMask) {
+                                if (evaluateMask)
+                                  return scoredTile(true, false);
+                                Value wholeSpans = arith::CmpIOp::create(
+                                    b, arith::CmpIPredicate::sge,
+                                    arith::SubIOp::create(b, rowKeyEnd.front(), j0),
+                                    index(blockKeys));
+                                return llvm::to_vector(branch(
+                                    wholeSpans, acc.getTypes(),
+                                    [&] { return scoredTile(false, true); },
+                                    [&] { return scoredTile(false, false); }));
+                              },
+                              skipped);
                         },
                         index(blockKeys));
                     for (int64_t r = 0; r < rows; ++r)
                       for (int64_t state = 0; state < rowState; ++state)
                         store(carried[rowState * r + state], statePanel,
                               {arith::AddIOp::create(b, tileRow, index(r)), index(state)});
-                    if (compensated)
+                    // O = O·(the block's rescale) + W·V over the block's scored keys,
+                    // `outputChunk` vectors of every row at a time.
+                    Value firstKey = carried[firstScored];
+                    for (int64_t c0 = 0; c0 < vectorsPerRow; c0 += outputChunk) {
+                      const int64_t chunk = std::min(outputChunk, vectorsPerRow - c0);
+                      SmallVector<Value> outputs(rows * chunk, zeroLanes);
+                      ValueRange products = loop(
+                          firstKey, keyEnd, outputs,
+                          [&](Value j, ValueRange out) -> SmallVector<Value> {
+                            Value column = arith::SubIOp::create(b, j, kb);
+                            SmallVector<Value> valueLanes;
+                            for (int64_t c = 0; c < chunk; ++c)
+                              valueLanes.push_back(vector::LoadOp::create(
+                                  b, laneType, v, ValueRange{j, index((c0 + c) * lanes)}));
+                            SmallVector<Value> result;
+                            for (int64_t r = 0; r < rows; ++r) {
+                              Value w = splat(load(weightTile, {index(r), column}));
+                              for (int64_t c = 0; c < chunk; ++c)
+                                result.push_back(
+                                    vector::FMAOp::create(b, w, valueLanes[c], out[r * chunk + c]));
+                            }
+                            return result;
+                          });
                       for (int64_t r = 0; r < rows; ++r) {
-                        Value blockScale =
-                            carriesBlockScale ? splat(carried[blockScales + r]) : Value();
-                        for (int64_t c = 0; c < vectorsPerRow; ++c) {
-                          SmallVector<Value, 2> at{index(r), index(c * lanes)};
+                        Value blockScale = online ? splat(carried[blockScales + r]) : Value();
+                        for (int64_t c = 0; c < chunk; ++c) {
+                          SmallVector<Value, 2> at{index(r), index((c0 + c) * lanes)};
                           AttentionMath::RunningSum folded = laneMath->accumulate(
                               {vector::LoadOp::create(b, laneType, outputTile, at),
-                               vector::LoadOp::create(b, laneType, outputError, at)},
-                              blockScale, vector::LoadOp::create(b, laneType, blockOutputTile, at));
+                               compensated ? vector::LoadOp::create(b, laneType, outputError, at)
+                                                 .getResult()
+                                           : Value()},
+                              blockScale, products[r * chunk + c]);
                           vector::StoreOp::create(b, folded.sum, outputTile, at);
-                          vector::StoreOp::create(b, folded.error, outputError, at);
+                          if (compensated)
+                            vector::StoreOp::create(b, folded.error, outputError, at);
                         }
                       }
+                    }
                     return {};
                   },
                   index(rows));
