@@ -265,6 +265,68 @@ void CPUKernelBuilder::rescaleStoredWeights(Value weights, int64_t row, Value al
       index(lanes));
 }
 
+Value CPUKernelBuilder::rowReductions(ArrayRef<Value> rowLanes, vector::CombiningKind kind,
+                                      arith::FastMathFlags flags) {
+  const int64_t rows = rowLanes.size();
+  auto combine = [&](Value x, Value y) -> Value {
+    if (kind == vector::CombiningKind::ADD)
+      return arith::AddFOp::create(b, x, y, flags);
+    assert(kind == vector::CombiningKind::MAXIMUMF && "row reductions add or take maxima");
+    return arith::MaximumFOp::create(b, x, y, flags);
+  };
+  if (!llvm::isPowerOf2_64(rows) || rows > lanes) {
+    SmallVector<Value> totals;
+    for (Value x : rowLanes)
+      totals.push_back(vector::ReductionOp::create(b, kind, x, flags));
+    return vector::FromElementsOp::create(b, VectorType::get({rows}, type), totals);
+  }
+  // Merging two vectors whose lanes form segments of `segment` lanes, each a part
+  // of one row, halves every segment and interleaves the two vectors' segments:
+  // after log2(rows) merges one vector holds rows segments, of which
+  // `segmentRows` says whose each is.
+  SmallVector<Value> level(rowLanes.begin(), rowLanes.end());
+  SmallVector<SmallVector<int64_t>> segmentRows;
+  for (int64_t r = 0; r < rows; ++r)
+    segmentRows.push_back({r});
+  int64_t segment = lanes;
+  while (level.size() > 1) {
+    const int64_t half = segment / 2;
+    SmallVector<Value> merged;
+    SmallVector<SmallVector<int64_t>> mergedRows;
+    for (size_t pair = 0; pair < level.size(); pair += 2) {
+      SmallVector<int64_t> low, high, order;
+      for (int64_t t = 0; t < lanes / segment; ++t)
+        for (int64_t side = 0; side < 2; ++side) {
+          for (int64_t lane = 0; lane < half; ++lane) {
+            low.push_back(side * lanes + t * segment + lane);
+            high.push_back(side * lanes + t * segment + half + lane);
+          }
+          order.push_back(segmentRows[pair + side][t]);
+        }
+      Value lowHalves = vector::ShuffleOp::create(b, level[pair], level[pair + 1], low);
+      Value highHalves = vector::ShuffleOp::create(b, level[pair], level[pair + 1], high);
+      merged.push_back(combine(lowHalves, highHalves));
+      mergedRows.push_back(order);
+    }
+    level = merged;
+    segmentRows = mergedRows;
+    segment = half;
+  }
+  // Within each segment, every lane combines with its partner `width` lanes away
+  // until each lane holds the segment's total.
+  Value x = level.front();
+  for (int64_t width = segment / 2; width >= 1; width /= 2) {
+    SmallVector<int64_t> partners;
+    for (int64_t lane = 0; lane < lanes; ++lane)
+      partners.push_back(lane ^ width);
+    x = combine(x, vector::ShuffleOp::create(b, x, x, partners));
+  }
+  SmallVector<int64_t> firstLanes(rows);
+  for (int64_t t = 0; t < rows; ++t)
+    firstLanes[segmentRows.front()[t]] = t * segment;
+  return vector::ShuffleOp::create(b, x, x, firstLanes);
+}
+
 Value CPUKernelBuilder::contractedQuery(Value q, Value i, Value c) {
   Value x = load(q, {i, c});
   return isAdditive() ? x : mul(scalarMath->feature(x), scale);
@@ -540,7 +602,7 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                             SmallVector<Value> next(acc.begin(), acc.end());
                             SmallVector<SmallVector<PairValues>> pairs(rows);
                             SmallVector<SmallVector<Value>> s(rows);
-                            SmallVector<Value> kept(rows), tileMax(rows);
+                            SmallVector<Value> keptLanes(rows, zeroLanes), candidates(rows);
                             // A NaN score makes its g, and so O, NaN whatever the max is,
                             // and e^(s - m) is the same for m = ±0: the max may skip NaNs
                             // and order zeros freely, one vmaxps per vector (without nsz,
@@ -550,8 +612,8 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                             for (int64_t r = 0; r < rows; ++r) {
                               RowKeys rowKeys = wholeSpans ? wholeRowKeys(j0, blockKeys)
                                                            : rowKeysAt(j0, rowKeyEnd[r], blockKeys);
-                              kept[r] = evaluateMask ? zero : indexToFloat(rowKeys.span);
-                              Value candidates;
+                              if (!evaluateMask)
+                                keptLanes[r] = splat(indexToFloat(rowKeys.span));
                               for (int64_t h = 0; h < scoreVectors; ++h) {
                                 KeyLanes keyLanes =
                                     keyLanesAt(rowKeys, h, rowIndex[r], evaluateMask);
@@ -559,42 +621,39 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                                                              rowIndex[r], keyLanes, keyLanes.keep));
                                 s[r].push_back(laneMath->score(pairs[r].back()));
                                 if (evaluateMask)
-                                  kept[r] = add(kept[r], sumLanes(arith::SelectOp::create(
-                                                             b, keyLanes.keep, oneLanes, zeroLanes)));
+                                  keptLanes[r] = add(keptLanes[r],
+                                                     arith::SelectOp::create(b, keyLanes.keep,
+                                                                             oneLanes, zeroLanes));
                                 if (!online)
                                   continue;
                                 Value candidate = laneMath->stabilizer(pairs[r][h], s[r][h]);
-                                candidates = candidates ? arith::MaximumFOp::create(
-                                                              b, candidates, candidate, noNaNs)
-                                                              .getResult()
-                                                        : candidate;
+                                candidates[r] = candidates[r]
+                                                    ? arith::MaximumFOp::create(
+                                                          b, candidates[r], candidate, noNaNs)
+                                                          .getResult()
+                                                    : candidate;
                               }
-                              if (online)
-                                tileMax[r] = vector::ReductionOp::create(
-                                    b, vector::CombiningKind::MAXIMUMF, candidates, noNaNs);
                             }
-                            // The rows' maxima and factors as one vector: one e^ for the
-                            // tile rather than one scalar e^ per row.
+                            // The rows' maxima, factors and sums as vectors: one e^ and
+                            // one shuffle tree for the tile rather than one per row.
+                            auto rowsType = VectorType::get({rows}, type);
                             SmallVector<Value> maxima, alphas(rows);
                             if (online) {
                               SmallVector<Value> running;
                               for (int64_t r = 0; r < rows; ++r)
                                 running.push_back(acc[rowState * r + kMax]);
-                              auto rowsType = VectorType::get({rows}, type);
                               AttentionMath::Rescale step = scalarMath->rescale(
                                   vector::FromElementsOp::create(b, rowsType, running),
-                                  vector::FromElementsOp::create(b, rowsType, tileMax),
+                                  rowReductions(candidates, vector::CombiningKind::MAXIMUMF,
+                                                noNaNs),
                                   /*mayBeEmpty=*/true);
                               for (int64_t r = 0; r < rows; ++r) {
                                 maxima.push_back(vector::ExtractOp::create(b, step.max, r));
                                 alphas[r] = vector::ExtractOp::create(b, step.alpha, r);
                               }
                             }
+                            SmallVector<Value> hLanes(rows, zeroLanes);
                             for (int64_t r = 0; r < rows; ++r) {
-                              Value count = acc[rowState * r + kCount];
-                              AttentionMath::RunningSum l{
-                                  acc[rowState * r + kSum],
-                                  compensated ? acc[rowState * r + kSumError] : Value()};
                               Value shift = zeroLanes, alpha = alphas[r];
                               if (online) {
                                 shift = splat(maxima[r]);
@@ -604,20 +663,36 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                                                      arith::SubIOp::create(b, acc[firstScored], kb),
                                                      column);
                               }
-                              Value hLanes = zeroLanes;
                               for (int64_t h = 0; h < scoreVectors; ++h) {
                                 Value g = laneMath->numeratorTerm(pairs[r][h], s[r][h], shift);
                                 vector::StoreOp::create(b, g, weightTile, weightsAt(r, h));
                                 if (Value terms =
                                         laneMath->denominatorTerm(pairs[r][h], s[r][h], shift))
-                                  hLanes = add(hLanes, terms);
+                                  hLanes[r] = add(hLanes[r], terms);
                               }
+                            }
+                            Value sums = fns.denominator
+                                             ? rowReductions(hLanes, vector::CombiningKind::ADD,
+                                                             arith::FastMathFlags::reassoc)
+                                             : Value();
+                            Value kept = evaluateMask
+                                             ? rowReductions(keptLanes, vector::CombiningKind::ADD,
+                                                             arith::FastMathFlags::reassoc)
+                                             : Value();
+                            for (int64_t r = 0; r < rows; ++r) {
                               AttentionMath::RunningSum sum = scalarMath->accumulate(
-                                  l, alpha, fns.denominator ? sumLanes(hLanes) : Value());
+                                  {acc[rowState * r + kSum],
+                                   compensated ? acc[rowState * r + kSumError] : Value()},
+                                  alphas[r],
+                                  sums ? vector::ExtractOp::create(b, sums, r).getResult()
+                                       : Value());
                               next[rowState * r + kSum] = sum.sum;
                               if (compensated)
                                 next[rowState * r + kSumError] = sum.error;
-                              next[rowState * r + kCount] = add(count, kept[r]);
+                              Value rowKept = kept ? vector::ExtractOp::create(b, kept, r).getResult()
+                                                   : vector::ExtractOp::create(b, keptLanes[r], 0)
+                                                         .getResult();
+                              next[rowState * r + kCount] = add(acc[rowState * r + kCount], rowKept);
                             }
                             next[firstScored] = arith::MinSIOp::create(b, acc[firstScored], j0);
                             return next;
