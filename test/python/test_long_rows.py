@@ -7,9 +7,9 @@ Summed as written, the output was off by up to ~20% (3.667 for 2^24 equal keys o
 3). The CPU schedules carry the rounding error of the running sums l and O across keys
 (AttentionMath::accumulate, Kahan), in the generic loops (head dim 8) and the tiled
 schedule (head dim 32), for an online (softmax) and a plain (sigmoid, C = 1)
-normalizer. The tiled forward sums W·V plainly within a key block and folds each
-block's total into O with its error: measured 1e-7 to 2e-7 relative here, and 2.6e-6 with
-the fold left plain, so the bound checks the fold too. The float64 reference is computed
+normalizer. The tiled forward sums a key block's W·V plainly and folds that total into O
+with its error (once per block, or where a row's max grows): measured 1e-7 to 2e-7
+relative here, and 2.6e-6 with the fold left plain, so the bound checks the fold too. The float64 reference is computed
 in chunks of keys.
 """
 import math

@@ -268,9 +268,6 @@ private:
     Value blockKeyEnd;
   };
   TileRows tileRows(Value i0, Value lastRow, int64_t rows, Value blockStart, int64_t keyBlock);
-  /// Multiplies row `row` of `weights` in columns [from, to) by `alpha` where
-  /// alpha ≠ 1: weights stored before the row's max grew, as O would have been.
-  void rescaleStoredWeights(Value weights, int64_t row, Value alpha, Value from, Value to);
   /// Where a row tile whose keys end at `tileKeyEnd` stops in the block of
   /// `keyBlock` keys from `blockStart`.
   Value blockKeyEnd(Value tileKeyEnd, Value blockStart, int64_t keyBlock);

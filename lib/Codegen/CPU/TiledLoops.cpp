@@ -247,24 +247,6 @@ Value CPUKernelBuilder::blockKeyEnd(Value tileKeyEnd, Value blockStart, int64_t 
                                 tileKeyEnd);
 }
 
-void CPUKernelBuilder::rescaleStoredWeights(Value weights, int64_t row, Value alpha, Value from,
-                                            Value to) {
-  Value grown = arith::CmpFOp::create(b, arith::CmpFPredicate::UNE, alpha, constant(1.0));
-  auto ifGrown = scf::IfOp::create(b, grown, /*withElseRegion=*/false);
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPoint(ifGrown.thenBlock()->getTerminator());
-  Value alphaLanes = splat(alpha);
-  loop(
-      from, to, {},
-      [&](Value column, ValueRange) -> SmallVector<Value> {
-        SmallVector<Value, 2> at{index(row), column};
-        vector::StoreOp::create(
-            b, mul(vector::LoadOp::create(b, laneType, weights, at), alphaLanes), weights, at);
-        return {};
-      },
-      index(lanes));
-}
-
 Value CPUKernelBuilder::rowReductions(ArrayRef<Value> rowLanes, vector::CombiningKind kind,
                                       arith::FastMathFlags flags) {
   const int64_t rows = rowLanes.size();
@@ -475,11 +457,14 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
   const int64_t panelRows = rows * kForwardPanelTiles;
   const int64_t keyBlock = keyBlockFor(kForwardKeyBlockBytes, 2, headDim, type, blockKeys);
   Value queryPanel = memref::AllocaOp::create(b, MemRefType::get({panelRows, headDim}, type));
-  // A tile's weights for the whole key block: its W·V product runs once per block
+  // A tile's weights for a whole key block: its W·V product runs once per block
   // rather than once per score tile, so O is read, rescaled and written once per
   // block (at d = 128, 32 vectors of O per 64 keys had cost as much as the
-  // rescale's exps). A row whose max grows rescales the weights it has stored in
-  // the block, which is rare once the first keys have passed.
+  // rescale's exps). Weights stay relative to the max they were computed with:
+  // where a row's max grows, the weights stored so far join O first, which is
+  // rare once the first keys have passed (and per tile, as before, where the max
+  // grows along the keys, as ALiBi's does; rescaling the stored weights instead
+  // cost that case 3× in work and denormal assists).
   Value weightTile = memref::AllocaOp::create(b, MemRefType::get({rows, keyBlock}, type));
   Value outputPanel = memref::AllocaOp::create(b, MemRefType::get({panelRows, headDim}, type));
   // Below f64, l and O carry their rounding errors (AttentionMath::accumulate):
@@ -558,21 +543,68 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                         inits.push_back(
                             load(statePanel,
                                  {arith::AddIOp::create(b, tileRow, index(r)), index(state)}));
-                    // After the state: each row's product of the block's rescale
-                    // factors, then the first key of the block's first scored tile
-                    // (the W·V product starts there: a window's earlier tiles are
-                    // skipped, and their weights never written).
+                    // After the state: each row's product of the rescale factors
+                    // since O last took the stored weights, then the first key whose
+                    // weights are stored and not yet in O (a window's skipped tiles
+                    // before it are never written).
                     const int64_t blockScales = rowState * rows;
                     const int64_t firstScored = blockScales + (online ? rows : 0);
+                    const int64_t carriedValues = firstScored + 1;
                     if (online)
                       inits.append(rows, constant(1.0));
                     inits.push_back(keyEnd);
+                    // O = O·scale + W·V over the stored weights of keys [from, to),
+                    // `outputChunk` vectors of every row at a time.
+                    auto foldStoredWeights = [&](Value from, Value to, ValueRange scales) {
+                      for (int64_t c0 = 0; c0 < vectorsPerRow; c0 += outputChunk) {
+                        const int64_t chunk = std::min(outputChunk, vectorsPerRow - c0);
+                        SmallVector<Value> outputs(rows * chunk, zeroLanes);
+                        ValueRange products = loop(
+                            from, to, outputs,
+                            [&](Value j, ValueRange out) -> SmallVector<Value> {
+                              Value column = arith::SubIOp::create(b, j, kb);
+                              SmallVector<Value> valueLanes;
+                              for (int64_t c = 0; c < chunk; ++c)
+                                valueLanes.push_back(vector::LoadOp::create(
+                                    b, laneType, v, ValueRange{j, index((c0 + c) * lanes)}));
+                              SmallVector<Value> result;
+                              for (int64_t r = 0; r < rows; ++r) {
+                                Value w = splat(load(weightTile, {index(r), column}));
+                                for (int64_t c = 0; c < chunk; ++c)
+                                  result.push_back(vector::FMAOp::create(b, w, valueLanes[c],
+                                                                         out[r * chunk + c]));
+                              }
+                              return result;
+                            });
+                        for (int64_t r = 0; r < rows; ++r) {
+                          Value scale = online ? splat(scales[r]) : Value();
+                          for (int64_t c = 0; c < chunk; ++c) {
+                            SmallVector<Value, 2> at{index(r), index((c0 + c) * lanes)};
+                            AttentionMath::RunningSum folded = laneMath->accumulate(
+                                {vector::LoadOp::create(b, laneType, outputTile, at),
+                                 compensated
+                                     ? vector::LoadOp::create(b, laneType, outputError, at)
+                                           .getResult()
+                                     : Value()},
+                                scale, products[r * chunk + c]);
+                            vector::StoreOp::create(b, folded.sum, outputTile, at);
+                            if (compensated)
+                              vector::StoreOp::create(b, folded.error, outputError, at);
+                          }
+                        }
+                      }
+                    };
                     ValueRange carried = loop(
                         kb, keyEnd, inits,
                         [&](Value j0, ValueRange acc) -> SmallVector<Value> {
                           Value keysHere = arith::MinSIOp::create(
                               b, index(blockKeys), arith::SubIOp::create(b, keyEnd, j0));
                           Value column = arith::SubIOp::create(b, j0, kb);
+                          // The tile's rescale factors follow the carried values (1 in a
+                          // tile the mask keeps nothing of).
+                          SmallVector<Value> tileAcc(acc.begin(), acc.end());
+                          if (online)
+                            tileAcc.append(rows, constant(1.0));
                           auto weightsAt = [&](int64_t r, int64_t h) -> SmallVector<Value, 2> {
                             return {index(r), arith::AddIOp::create(b, column, index(h * lanes))};
                           };
@@ -599,7 +631,7 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                             SmallVector<Value> tile =
                                 scoreTile(rows, scoreVectors, headDim, keysT, panel, queryTile);
 
-                            SmallVector<Value> next(acc.begin(), acc.end());
+                            SmallVector<Value> next(tileAcc);
                             SmallVector<SmallVector<PairValues>> pairs(rows);
                             SmallVector<SmallVector<Value>> s(rows);
                             SmallVector<Value> keptLanes(rows, zeroLanes), candidates(rows);
@@ -658,10 +690,7 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                               if (online) {
                                 shift = splat(maxima[r]);
                                 next[rowState * r + kMax] = maxima[r];
-                                next[blockScales + r] = mul(acc[blockScales + r], alpha);
-                                rescaleStoredWeights(weightTile, r, alpha,
-                                                     arith::SubIOp::create(b, acc[firstScored], kb),
-                                                     column);
+                                next[carriedValues + r] = alpha;
                               }
                               for (int64_t h = 0; h < scoreVectors; ++h) {
                                 Value g = laneMath->numeratorTerm(pairs[r][h], s[r][h], shift);
@@ -697,8 +726,8 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                             next[firstScored] = arith::MinSIOp::create(b, acc[firstScored], j0);
                             return next;
                           };
-                          return classifiedTile(
-                              rowRange, keyRange, acc,
+                          SmallVector<Value> scored = classifiedTile(
+                              rowRange, keyRange, tileAcc,
                               [&](bool evaluateMask) {
                                 if (evaluateMask)
                                   return scoredTile(true, false);
@@ -707,56 +736,57 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                                     arith::SubIOp::create(b, rowKeyEnd.front(), j0),
                                     index(blockKeys));
                                 return llvm::to_vector(branch(
-                                    wholeSpans, acc.getTypes(),
+                                    wholeSpans, TypeRange(ValueRange(tileAcc)),
                                     [&] { return scoredTile(false, true); },
                                     [&] { return scoredTile(false, false); }));
                               },
                               skipped);
+                          if (!online)
+                            return scored;
+                          // Where a row's max grew past stored weights, they join O
+                          // (scaled by the factors before this tile) and this tile's
+                          // factors start the next product; else the factors multiply.
+                          SmallVector<Value> next(scored.begin(), scored.begin() + carriedValues);
+                          ArrayRef<Value> tileAlphas(scored.begin() + carriedValues, rows);
+                          Value grown = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
+                                                              acc[firstScored], j0);
+                          Value anyFactor = constant(1.0);
+                          for (Value alpha : tileAlphas)
+                            anyFactor = arith::MinimumFOp::create(b, anyFactor, alpha);
+                          grown = arith::AndIOp::create(
+                              b, grown,
+                              arith::CmpFOp::create(b, arith::CmpFPredicate::ULT, anyFactor,
+                                                    constant(1.0)));
+                          SmallVector<Type> factorTypes(rows, type);
+                          factorTypes.push_back(b.getIndexType());
+                          ValueRange factors = branch(
+                              grown, factorTypes,
+                              [&] {
+                                foldStoredWeights(acc[firstScored], j0,
+                                                  acc.slice(blockScales, rows));
+                                SmallVector<Value> restart(tileAlphas);
+                                restart.push_back(j0);
+                                return restart;
+                              },
+                              [&] {
+                                SmallVector<Value> product;
+                                for (int64_t r = 0; r < rows; ++r)
+                                  product.push_back(mul(acc[blockScales + r], tileAlphas[r]));
+                                product.push_back(next[firstScored]);
+                                return product;
+                              });
+                          for (int64_t r = 0; r < rows; ++r)
+                            next[blockScales + r] = factors[r];
+                          next[firstScored] = factors[rows];
+                          return next;
                         },
                         index(blockKeys));
                     for (int64_t r = 0; r < rows; ++r)
                       for (int64_t state = 0; state < rowState; ++state)
                         store(carried[rowState * r + state], statePanel,
                               {arith::AddIOp::create(b, tileRow, index(r)), index(state)});
-                    // O = O·(the block's rescale) + W·V over the block's scored keys,
-                    // `outputChunk` vectors of every row at a time.
-                    Value firstKey = carried[firstScored];
-                    for (int64_t c0 = 0; c0 < vectorsPerRow; c0 += outputChunk) {
-                      const int64_t chunk = std::min(outputChunk, vectorsPerRow - c0);
-                      SmallVector<Value> outputs(rows * chunk, zeroLanes);
-                      ValueRange products = loop(
-                          firstKey, keyEnd, outputs,
-                          [&](Value j, ValueRange out) -> SmallVector<Value> {
-                            Value column = arith::SubIOp::create(b, j, kb);
-                            SmallVector<Value> valueLanes;
-                            for (int64_t c = 0; c < chunk; ++c)
-                              valueLanes.push_back(vector::LoadOp::create(
-                                  b, laneType, v, ValueRange{j, index((c0 + c) * lanes)}));
-                            SmallVector<Value> result;
-                            for (int64_t r = 0; r < rows; ++r) {
-                              Value w = splat(load(weightTile, {index(r), column}));
-                              for (int64_t c = 0; c < chunk; ++c)
-                                result.push_back(
-                                    vector::FMAOp::create(b, w, valueLanes[c], out[r * chunk + c]));
-                            }
-                            return result;
-                          });
-                      for (int64_t r = 0; r < rows; ++r) {
-                        Value blockScale = online ? splat(carried[blockScales + r]) : Value();
-                        for (int64_t c = 0; c < chunk; ++c) {
-                          SmallVector<Value, 2> at{index(r), index((c0 + c) * lanes)};
-                          AttentionMath::RunningSum folded = laneMath->accumulate(
-                              {vector::LoadOp::create(b, laneType, outputTile, at),
-                               compensated ? vector::LoadOp::create(b, laneType, outputError, at)
-                                                 .getResult()
-                                           : Value()},
-                              blockScale, products[r * chunk + c]);
-                          vector::StoreOp::create(b, folded.sum, outputTile, at);
-                          if (compensated)
-                            vector::StoreOp::create(b, folded.error, outputError, at);
-                        }
-                      }
-                    }
+                    foldStoredWeights(carried[firstScored], keyEnd,
+                                      carried.slice(blockScales, online ? rows : 0));
                     return {};
                   },
                   index(rows));
