@@ -545,14 +545,17 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                                  {arith::AddIOp::create(b, tileRow, index(r)), index(state)}));
                     // After the state: each row's product of the rescale factors
                     // since O last took the stored weights, then the first key whose
-                    // weights are stored and not yet in O (a window's skipped tiles
-                    // before it are never written).
+                    // weights are stored and not yet in O and where the last scored
+                    // tile ends (the W·V product skips a window's tiles before and
+                    // after those).
                     const int64_t blockScales = rowState * rows;
                     const int64_t firstScored = blockScales + (online ? rows : 0);
-                    const int64_t carriedValues = firstScored + 1;
+                    const int64_t scoredEnd = firstScored + 1;
+                    const int64_t carriedValues = scoredEnd + 1;
                     if (online)
                       inits.append(rows, constant(1.0));
                     inits.push_back(keyEnd);
+                    inits.push_back(kb);
                     // O = O·scale + W·V over the stored weights of keys [from, to),
                     // `outputChunk` vectors of every row at a time.
                     auto foldStoredWeights = [&](Value from, Value to, ValueRange scales) {
@@ -724,6 +727,7 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                               next[rowState * r + kCount] = add(acc[rowState * r + kCount], rowKept);
                             }
                             next[firstScored] = arith::MinSIOp::create(b, acc[firstScored], j0);
+                            next[scoredEnd] = arith::AddIOp::create(b, j0, keysHere);
                             return next;
                           };
                           SmallVector<Value> scored = classifiedTile(
@@ -762,7 +766,7 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                           ValueRange factors = branch(
                               grown, factorTypes,
                               [&] {
-                                foldStoredWeights(acc[firstScored], j0,
+                                foldStoredWeights(acc[firstScored], acc[scoredEnd],
                                                   acc.slice(blockScales, rows));
                                 SmallVector<Value> restart(tileAlphas);
                                 restart.push_back(j0);
@@ -785,7 +789,7 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                       for (int64_t state = 0; state < rowState; ++state)
                         store(carried[rowState * r + state], statePanel,
                               {arith::AddIOp::create(b, tileRow, index(r)), index(state)});
-                    foldStoredWeights(carried[firstScored], keyEnd,
+                    foldStoredWeights(carried[firstScored], carried[scoredEnd],
                                       carried.slice(blockScales, online ? rows : 0));
                     return {};
                   },
