@@ -302,11 +302,11 @@ private:
   Value innerStride(Value memref) {
     return memref::ExtractStridedMetadataOp::create(b, memref).getStrides()[1];
   }
-  /// Horizontal sum; reassociation lets it lower to a log-depth shuffle tree.
   /// vector<rows x T> of each row's `kind` (add or maximum) over its vector in
   /// `rowLanes`, by one shuffle tree for all rows.
   Value rowReductions(ArrayRef<Value> rowLanes, vector::CombiningKind kind,
                       arith::FastMathFlags flags);
+  /// Horizontal sum; reassociation lets it lower to a log-depth shuffle tree.
   Value sumLanes(Value lanesValue) {
     return vector::ReductionOp::create(b, vector::CombiningKind::ADD, lanesValue,
                                        arith::FastMathFlags::reassoc);
