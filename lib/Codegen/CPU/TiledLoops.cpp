@@ -637,7 +637,10 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                             SmallVector<Value> next(tileAcc);
                             SmallVector<SmallVector<PairValues>> pairs(rows);
                             SmallVector<SmallVector<Value>> s(rows);
-                            SmallVector<Value> keptLanes(rows, zeroLanes), candidates(rows);
+                            // Keys counted per row: the span, or where the mask is
+                            // evaluated, the kept lanes summed by rowReductions.
+                            SmallVector<Value> kept(rows), keptLanes(rows, zeroLanes),
+                                candidates(rows);
                             // A NaN score makes its g, and so O, NaN whatever the max is,
                             // and e^(s - m) is the same for m = ±0: the max may skip NaNs
                             // and order zeros freely, one vmaxps per vector (without nsz,
@@ -648,7 +651,7 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                               RowKeys rowKeys = wholeSpans ? wholeRowKeys(j0, blockKeys)
                                                            : rowKeysAt(j0, rowKeyEnd[r], blockKeys);
                               if (!evaluateMask)
-                                keptLanes[r] = splat(indexToFloat(rowKeys.span));
+                                kept[r] = indexToFloat(rowKeys.span);
                               for (int64_t h = 0; h < scoreVectors; ++h) {
                                 KeyLanes keyLanes =
                                     keyLanesAt(rowKeys, h, rowIndex[r], evaluateMask);
@@ -707,10 +710,12 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                                              ? rowReductions(hLanes, vector::CombiningKind::ADD,
                                                              arith::FastMathFlags::reassoc)
                                              : Value();
-                            Value kept = evaluateMask
-                                             ? rowReductions(keptLanes, vector::CombiningKind::ADD,
-                                                             arith::FastMathFlags::reassoc)
-                                             : Value();
+                            if (evaluateMask) {
+                              Value keptRows = rowReductions(
+                                  keptLanes, vector::CombiningKind::ADD, arith::FastMathFlags::reassoc);
+                              for (int64_t r = 0; r < rows; ++r)
+                                kept[r] = vector::ExtractOp::create(b, keptRows, r);
+                            }
                             for (int64_t r = 0; r < rows; ++r) {
                               AttentionMath::RunningSum sum = scalarMath->accumulate(
                                   {acc[rowState * r + kSum],
@@ -721,10 +726,7 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                               next[rowState * r + kSum] = sum.sum;
                               if (compensated)
                                 next[rowState * r + kSumError] = sum.error;
-                              Value rowKept = kept ? vector::ExtractOp::create(b, kept, r).getResult()
-                                                   : vector::ExtractOp::create(b, keptLanes[r], 0)
-                                                         .getResult();
-                              next[rowState * r + kCount] = add(acc[rowState * r + kCount], rowKept);
+                              next[rowState * r + kCount] = add(acc[rowState * r + kCount], kept[r]);
                             }
                             next[firstScored] = arith::MinSIOp::create(b, acc[firstScored], j0);
                             next[scoredEnd] = arith::AddIOp::create(b, j0, keysHere);
@@ -752,14 +754,14 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                           // factors start the next product; else the factors multiply.
                           SmallVector<Value> next(scored.begin(), scored.begin() + carriedValues);
                           ArrayRef<Value> tileAlphas(scored.begin() + carriedValues, rows);
-                          Value grown = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
-                                                              acc[firstScored], j0);
-                          Value anyFactor = constant(1.0);
+                          Value pending = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
+                                                                acc[firstScored], j0);
+                          Value smallestFactor = constant(1.0);
                           for (Value alpha : tileAlphas)
-                            anyFactor = arith::MinimumFOp::create(b, anyFactor, alpha);
-                          grown = arith::AndIOp::create(
-                              b, grown,
-                              arith::CmpFOp::create(b, arith::CmpFPredicate::ULT, anyFactor,
+                            smallestFactor = arith::MinimumFOp::create(b, smallestFactor, alpha);
+                          Value grown = arith::AndIOp::create(
+                              b, pending,
+                              arith::CmpFOp::create(b, arith::CmpFPredicate::ULT, smallestFactor,
                                                     constant(1.0)));
                           SmallVector<Type> factorTypes(rows, type);
                           factorTypes.push_back(b.getIndexType());
