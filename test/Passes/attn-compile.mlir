@@ -1,5 +1,6 @@
 // The one-shot driver: loops after the attn passes, optimised LLVM IR, and a
-// linked shared object exporting the ABI entry points and the manifest.
+// linked shared object exporting the ABI entry points and the manifest, whether the
+// LLVM IR is compiled on one thread or split over several (--jobs).
 // RUN: attn-compile %s -o %t.mlir --emit=mlir
 // RUN: FileCheck %s --check-prefix=LOOPS < %t.mlir
 // RUN: attn-compile %s -o %t.ll --emit=llvm --dtypes=f32
@@ -7,6 +8,11 @@
 // RUN: attn-compile %s -o %t.so
 // RUN: llvm-nm -D --defined-only %t.so | FileCheck %s --check-prefix=SYMBOLS
 // RUN: attn-seal --check %t.so | FileCheck %s --check-prefix=SEALED
+// RUN: attn-compile %s -o %t.serial.so --jobs=1
+// RUN: llvm-nm -D --defined-only %t.serial.so | FileCheck %s --check-prefix=SYMBOLS
+// RUN: attn-compile %s -o %t.parallel.so --jobs=3
+// RUN: llvm-nm -D --defined-only %t.parallel.so | FileCheck %s --check-prefix=SYMBOLS
+// RUN: attn-seal --check %t.parallel.so | FileCheck %s --check-prefix=SEALED
 // RUN: not attn-compile %s -o %t.bad.so --dtypes=f16 2>&1 | FileCheck %s --check-prefix=BADTYPE
 // RUN: not attn-compile %s.missing -o %t.none.so 2>&1 | FileCheck %s --check-prefix=NOFILE
 

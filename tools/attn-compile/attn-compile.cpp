@@ -2,6 +2,7 @@
 //
 //   attn-compile tanhmax.mlir -o tanhmax.so [--kernel=name] [--dtypes=f32,f64]
 //                [--cpu=native|<llvm cpu name>] [--emit=so|obj|llvm|mlir|ptx|manifest]
+//                [--jobs=N]
 //                [--attn-mask=bool|additive|learnable-additive]
 //                [--cuda-targets=sm_80,sm_90 [--cuda-dtypes=f16,bf16,f32]
 //                 [--cuda-head-dims=32,64,128] [--cuda-toolkit=DIR]]
@@ -10,7 +11,10 @@
 // the tensor input @attn_mask. Then runs the registered attn pipeline (attn-cpu-pipeline, or attn-cuda-pipeline
 // when CUDA targets are requested; passes/Passes.h), the upstream lowering to
 // the LLVM dialect (attn-host-to-llvm), LLVM's O3 pipeline for the target CPU,
-// emits an object file and links it into a shared object with `cc`. The CUDA
+// emits object files and links them into a shared object with `cc`. The entry
+// points share no code, so for a shared object the LLVM module is split into one
+// part per thread (--jobs), balanced by size, and each part is optimised and
+// compiled on its own thread in its own LLVMContext. The CUDA
 // kernels go through MLIR's NVVM target in-process (attn-gpu-to-nvvm, then
 // gpu-module-to-binary: LLVM's NVPTX backend, libdevice and the toolkit's
 // ptxas) and are embedded in the same object as the globals of the CUDA ABI
@@ -45,6 +49,8 @@
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Bitcode/BitcodeReader.h"
+#include "llvm/Bitcode/BitcodeWriter.h"
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/GlobalVariable.h"
 #include "llvm/IR/LegacyPassManager.h"
@@ -57,6 +63,7 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
+#include "llvm/Support/ThreadPool.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -64,6 +71,7 @@
 #include "llvm/Target/TargetOptions.h"
 #include "llvm/TargetParser/Host.h"
 #include "llvm/TargetParser/SubtargetFeature.h"
+#include "llvm/Transforms/Utils/Cloning.h"
 
 using namespace mlir;
 
@@ -90,6 +98,11 @@ static cl::opt<Emit> emit(
                clEnumValN(Emit::PTX, "ptx", "PTX of the CUDA kernels for the lowest --cuda-targets"),
                clEnumValN(Emit::Manifest, "manifest",
                           "the artifact's manifest text (runtime/include/attn/abi.h)")));
+static cl::opt<unsigned> jobs(
+    "jobs",
+    cl::desc("Threads that optimise and compile the kernels' LLVM IR; 0 (default): one per "
+             "core"),
+    cl::init(0));
 enum class MaskInput { None, Bool, Additive, LearnableAdditive };
 static cl::opt<MaskInput> attnMask(
     "attn-mask",
@@ -395,21 +408,161 @@ static std::unique_ptr<llvm::TargetMachine> createTargetMachine() {
   return machine;
 }
 
-static LogicalResult writeObject(llvm::Module &module, llvm::TargetMachine &machine,
-                                 StringRef path) {
+/// LLVM's O3 pipeline for `machine` on `module`.
+static llvm::Error optimize(llvm::Module &module, llvm::TargetMachine &machine) {
+  if (llvm::Error err = makeOptimizingTransformer(3, 0, &machine)(&module))
+    return llvm::createStringError("LLVM optimisation failed: " + llvm::toString(std::move(err)));
+  return llvm::Error::success();
+}
+
+/// Optimises `module` and writes its object code to `path`.
+static llvm::Error compileToObject(llvm::Module &module, llvm::TargetMachine &machine,
+                                   StringRef path) {
+  if (llvm::Error err = optimize(module, machine))
+    return err;
   std::error_code ec;
   llvm::raw_fd_ostream out(path, ec, llvm::sys::fs::OF_None);
-  if (ec) {
-    llvm::errs() << "attn-compile: cannot write " << path << ": " << ec.message() << "\n";
-    return failure();
-  }
+  if (ec)
+    return llvm::createStringError("cannot write " + path + ": " + ec.message());
   llvm::legacy::PassManager pm;
-  if (machine.addPassesToEmitFile(pm, out, nullptr, llvm::CodeGenFileType::ObjectFile)) {
-    llvm::errs() << "attn-compile: the target cannot emit object files\n";
-    return failure();
-  }
+  if (machine.addPassesToEmitFile(pm, out, nullptr, llvm::CodeGenFileType::ObjectFile))
+    return llvm::createStringError("the target cannot emit object files");
   pm.run(module);
-  return success();
+  return llvm::Error::success();
+}
+
+/// Temporary object files, removed when this goes out of scope.
+struct TemporaryObjects {
+  SmallVector<std::string> paths;
+  std::vector<std::unique_ptr<llvm::FileRemover>> removers;
+
+  FailureOr<StringRef> create() {
+    SmallString<128> path;
+    if (std::error_code ec = llvm::sys::fs::createTemporaryFile("attn", "o", path)) {
+      llvm::errs() << "attn-compile: cannot create a temporary file: " << ec.message() << "\n";
+      return failure();
+    }
+    removers.push_back(std::make_unique<llvm::FileRemover>(path));
+    return StringRef(paths.emplace_back(path.str()));
+  }
+};
+
+/// The module's definitions in groups that can be compiled apart: each internal symbol
+/// is in the group of every definition that uses it, and otherwise every definition is
+/// a group of its own. (LLVM's SplitModule keeps such groups together too, but spreads
+/// them over its parts by a hash of their names, which leaves the parts unbalanced.)
+static SmallVector<SmallVector<const llvm::GlobalValue *>> separableGroups(
+    const llvm::Module &module) {
+  llvm::DenseMap<const llvm::GlobalValue *, unsigned> index;
+  SmallVector<unsigned> parent;
+  for (const llvm::GlobalValue &value : module.global_values())
+    if (!value.isDeclaration()) {
+      index[&value] = parent.size();
+      parent.push_back(parent.size());
+    }
+  auto root = [&](unsigned i) {
+    while (parent[i] != i)
+      i = parent[i] = parent[parent[i]];
+    return i;
+  };
+  for (const auto &[value, position] : index) {
+    if (!value->hasLocalLinkage())
+      continue;
+    SmallVector<const llvm::User *> users(value->users());
+    while (!users.empty()) {
+      const llvm::User *user = users.pop_back_val();
+      const llvm::GlobalValue *owner = dyn_cast<llvm::GlobalValue>(user);
+      if (auto *instruction = dyn_cast<llvm::Instruction>(user))
+        owner = instruction->getFunction();
+      else if (!owner)
+        llvm::append_range(users, user->users()); // a constant expression
+      if (owner && index.contains(owner))
+        parent[root(index.at(owner))] = root(position);
+    }
+  }
+  llvm::DenseMap<unsigned, unsigned> groupOfRoot;
+  SmallVector<SmallVector<const llvm::GlobalValue *>> groups;
+  for (const llvm::GlobalValue &value : module.global_values())
+    if (!value.isDeclaration()) {
+      auto [it, added] = groupOfRoot.try_emplace(root(index.at(&value)), groups.size());
+      if (added)
+        groups.emplace_back();
+      groups[it->second].push_back(&value);
+    }
+  return groups;
+}
+
+/// Optimises and compiles `module` into `objects`, on --jobs threads. An LLVMContext
+/// is used by one thread at a time, so the module is split into separable groups
+/// (above) that travel as bitcode into contexts of their own; the largest start first.
+/// The entry points call nothing of each other's, so no inlining is lost.
+static LogicalResult compileInParts(llvm::Module &module, llvm::TargetMachine &machine,
+                                    TemporaryObjects &objects) {
+  llvm::ThreadPoolStrategy threads = llvm::hardware_concurrency(jobs);
+  if (threads.compute_thread_count() <= 1) {
+    FailureOr<StringRef> path = objects.create();
+    if (failed(path))
+      return failure();
+    if (llvm::Error err = compileToObject(module, machine, *path)) {
+      llvm::errs() << "attn-compile: " << llvm::toString(std::move(err)) << "\n";
+      return failure();
+    }
+    return success();
+  }
+  SmallVector<SmallString<0>> bitcode;
+  for (ArrayRef<const llvm::GlobalValue *> group : separableGroups(module)) {
+    llvm::SmallPtrSet<const llvm::GlobalValue *, 4> members(group.begin(), group.end());
+    llvm::ValueToValueMapTy mapping;
+    std::unique_ptr<llvm::Module> part = llvm::CloneModule(
+        module, mapping, [&](const llvm::GlobalValue *value) { return members.contains(value); });
+    llvm::raw_svector_ostream os(bitcode.emplace_back());
+    llvm::WriteBitcodeToFile(*part, os);
+  }
+  llvm::stable_sort(bitcode, [](const SmallString<0> &a, const SmallString<0> &b) {
+    return a.size() > b.size();
+  });
+  SmallVector<StringRef> paths;
+  for (size_t i = 0; i < bitcode.size(); ++i) {
+    FailureOr<StringRef> path = objects.create();
+    if (failed(path))
+      return failure();
+    paths.push_back(*path);
+  }
+  SmallVector<std::string> errors(bitcode.size());
+  {
+    llvm::DefaultThreadPool pool(threads);
+    for (size_t i = 0; i < bitcode.size(); ++i)
+      pool.async([&, i] {
+        llvm::LLVMContext context;
+        llvm::Expected<std::unique_ptr<llvm::Module>> part = llvm::parseBitcodeFile(
+            llvm::MemoryBufferRef(bitcode[i].str(), module.getName()), context);
+        if (!part) {
+          errors[i] = llvm::toString(part.takeError());
+          return;
+        }
+        // A target machine is not shared between threads; this one's configuration
+        // was checked when `machine` was created.
+        std::unique_ptr<llvm::TargetMachine> partMachine(machine.getTarget().createTargetMachine(
+            machine.getTargetTriple(), machine.getTargetCPU(), machine.getTargetFeatureString(),
+            machine.Options, machine.getRelocationModel(), machine.getCodeModel(),
+            machine.getOptLevel()));
+        if (!partMachine) {
+          errors[i] = "cannot create a target machine for cpu '" +
+                      machine.getTargetCPU().str() + "'";
+          return;
+        }
+        if (llvm::Error err = compileToObject(**part, *partMachine, paths[i]))
+          errors[i] = llvm::toString(std::move(err));
+      });
+    pool.wait();
+  }
+  bool ok = true;
+  for (const std::string &error : errors)
+    if (!error.empty()) {
+      llvm::errs() << "attn-compile: " << error << "\n";
+      ok = false;
+    }
+  return success(ok);
 }
 
 /// Writes text output (--emit=mlir|llvm) to -o.
@@ -425,13 +578,15 @@ static LogicalResult writeOutput(function_ref<void(llvm::raw_ostream &)> print) 
   return success();
 }
 
-static LogicalResult linkSharedObject(StringRef object, StringRef output) {
+static LogicalResult linkSharedObject(ArrayRef<std::string> objects, StringRef output) {
   llvm::ErrorOr<std::string> linker = llvm::sys::findProgramByName("cc");
   if (!linker) {
     llvm::errs() << "attn-compile: 'cc' not found on PATH; it links the artifact\n";
     return failure();
   }
-  SmallVector<StringRef> args{*linker, "-shared", "-o", output, object, "-lm"};
+  SmallVector<StringRef> args{*linker, "-shared", "-o", output};
+  llvm::append_range(args, objects);
+  args.push_back("-lm");
   std::string error;
   int status = llvm::sys::ExecuteAndWait(*linker, args, std::nullopt, {}, 0, 0, &error);
   if (status != 0) {
@@ -486,15 +641,15 @@ static void embedSignature(llvm::Module &module, ArrayRef<int64_t> signature) {
 /// `content` (Checksum.cpp).
 std::string artifactChecksumTrailer(const char *content, size_t size);
 
-/// Links `object` into `output` the way every reader may rely on: into a temporary
+/// Links `objects` into `output` the way every reader may rely on: into a temporary
 /// file next to it, sealed with the checksum trailer (runtime/include/attn/checksum.h),
 /// then renamed over `output`. Nobody ever sees a partial or unsealed artifact, and a
 /// process that loaded the previous file keeps its (unchanged) copy.
-static LogicalResult writeSealedArtifact(StringRef object, StringRef output) {
+static LogicalResult writeSealedArtifact(ArrayRef<std::string> objects, StringRef output) {
   SmallString<128> temporary;
   llvm::sys::fs::createUniquePath(output + ".%%%%%%%%.tmp", temporary, /*MakeAbsolute=*/false);
   llvm::FileRemover removeTemporary(temporary);
-  if (failed(linkSharedObject(object, temporary)))
+  if (failed(linkSharedObject(objects, temporary)))
     return failure();
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> linked =
       llvm::MemoryBuffer::getFile(temporary, /*IsText=*/false, /*RequiresNullTerminator=*/false);
@@ -623,25 +778,24 @@ int main(int argc, char **argv) {
   embedSignature(*llvmModule, signature);
   llvmModule->setDataLayout(machine->createDataLayout());
   llvmModule->setTargetTriple(machine->getTargetTriple());
-  if (llvm::Error err = makeOptimizingTransformer(3, 0, machine.get())(llvmModule.get())) {
-    llvm::errs() << "attn-compile: LLVM optimisation failed: " << llvm::toString(std::move(err))
-                 << "\n";
-    return 1;
-  }
 
-  if (emit == Emit::LLVMIR)
-    return failed(writeOutput([&](llvm::raw_ostream &os) { llvmModule->print(os, nullptr); })) ? 1 : 0;
-  if (emit == Emit::Object)
-    return failed(writeObject(*llvmModule, *machine, outputFilename)) ? 1 : 0;
-
-  SmallString<128> objectPath;
-  if (std::error_code ec = llvm::sys::fs::createTemporaryFile("attn", "o", objectPath)) {
-    llvm::errs() << "attn-compile: cannot create a temporary file: " << ec.message() << "\n";
-    return 1;
+  if (emit == Emit::LLVMIR || emit == Emit::Object) {
+    llvm::Error err = emit == Emit::LLVMIR
+                          ? optimize(*llvmModule, *machine)
+                          : compileToObject(*llvmModule, *machine, outputFilename);
+    if (err) {
+      llvm::errs() << "attn-compile: " << llvm::toString(std::move(err)) << "\n";
+      return 1;
+    }
+    if (emit == Emit::LLVMIR)
+      return failed(writeOutput([&](llvm::raw_ostream &os) { llvmModule->print(os, nullptr); }))
+                 ? 1
+                 : 0;
+    return 0;
   }
-  llvm::FileRemover removeObject(objectPath);
-  if (failed(writeObject(*llvmModule, *machine, objectPath)) ||
-      failed(writeSealedArtifact(objectPath, outputFilename)))
+  TemporaryObjects objects;
+  if (failed(compileInParts(*llvmModule, *machine, objects)) ||
+      failed(writeSealedArtifact(objects.paths, outputFilename)))
     return 1;
   return 0;
 }
