@@ -4,7 +4,10 @@ pairs a mask keeps nothing of and run those it keeps whole without evaluating it
 references of test/reference/general.py, O and every gradient (q, k, v, learnable
 tables), f32 and f64, at shapes whose tiles are masked, kept whole and partial, with
 ragged tails (odd N, Nq != Nk; the tiles are 4 rows by 16 to 64 keys at d = 32, one row
-by 64 keys in the generic loops at d = 24):
+by 64 keys in the generic loops at d = 24). At d = 64 over 1300 keys (key blocks of 512
+keys in f32, 256 in f64), the tiled forward's calls of one query panel (128 rows: a
+decoder step, a short prompt) pack each key block as they reach it, skipping blocks the
+mask keeps nothing of, and those of several panels pack every key first:
 
     causal           the mask j <= i (indices)
     window_sinks     gpt-oss sliding window of 16 with learnable sinks (indices, offset)
@@ -30,7 +33,15 @@ DTYPES = {"f64": torch.float64, "f32": torch.float32}
 # (B, H, Nq, Nk, d = dv): odd and unequal lengths leave partial row blocks and key tiles;
 # d = 24 runs the generic loops, whose rows classify blocks of 64 keys.
 SHAPES = {"ragged": (2, 2, 203, 197, 32), "square": (1, 2, 160, 160, 32),
-          "generic": (2, 1, 203, 197, 24)}
+          "generic": (2, 1, 203, 197, 24),
+          # A few rows, as in decoding (more than one: causal and dilated keep one key of
+          # each of the first rows, whose dq is 0 up to f32 rounding, below the tolerance)
+          "few_rows": (2, 2, 5, 1300, 64),
+          # One head's 600 rows go to calls of at most 128 on 2 or more threads, whose
+          # masks keep keys of several blocks (forward_rows_per_call)
+          "one_panel": (1, 1, 600, 1300, 64),
+          # B·H = 16 gives each call all 300 rows on up to 4 threads
+          "panels": (4, 4, 300, 1300, 64)}
 
 CHUNKED = """
 attn.mask @chunk {

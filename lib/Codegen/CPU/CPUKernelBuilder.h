@@ -223,12 +223,16 @@ private:
   /// for the tile products, key firstKey + j at position j; with v and a feature
   /// map also φ(k) as rows (for dQ; otherwise keyRows is k itself). Without
   /// `packAll` only allocated: packKeyRange fills positions as they are needed.
+  /// `heldKeys`, given the zero-padded key count, says how many positions the panels
+  /// hold (default all), for a caller that packs one block at a time into the same
+  /// positions.
   struct PackedKeys {
     Value count, paddedKeys, keysT, valuesT, keyRows;
   };
   PackedKeys packKeys(Value k, Value v, Value firstKey, Value keyLimit, int64_t headDim,
-                      int64_t blockKeys, bool packAll = true);
-  /// Packs positions [from, to) of `packed`.
+                      int64_t blockKeys, bool packAll = true,
+                      function_ref<Value(Value)> heldKeys = nullptr);
+  /// Packs positions [from, to) of `packed`, multiples of `lanes`.
   void packKeyRange(const PackedKeys &packed, Value k, Value v, Value firstKey, Value from,
                     Value to, int64_t headDim, int64_t blockKeys);
   void freePacked(const PackedKeys &packed, Value k);
@@ -306,6 +310,8 @@ private:
   /// `rowLanes`, by one shuffle tree for all rows.
   Value rowReductions(ArrayRef<Value> rowLanes, vector::CombiningKind kind,
                       arith::FastMathFlags flags);
+  /// The `lanes` vectors of `rows` (a lanes × lanes square) transposed.
+  SmallVector<Value> transposeLanes(ArrayRef<Value> rows);
   /// Horizontal sum; reassociation lets it lower to a log-depth shuffle tree.
   Value sumLanes(Value lanesValue) {
     return vector::ReductionOp::create(b, vector::CombiningKind::ADD, lanesValue,
