@@ -61,10 +61,10 @@ attn.kernel @k normalizer(@softmax) mask(@causal)
 // its keys, skips a row block's setup on a key block it keeps nothing of, then
 // classifies each key tile. A row block is 4 register tiles of 4 rows (8 lanes).
 // CHECK-LABEL: func.func private @attn_backward_f32.d32(
-// CHECK: scf.for %[[KB:.*]] = %{{.*}} to %{{.*}} step %c1024 {
+// CHECK: scf.for %[[KB:.*]] = %{{.*}} to %{{.*}} step %c1024{{(_[0-9]+)?}} {
 // CHECK: arith.cmpi sle, %[[KB]], %{{.*}} : index
 // CHECK: scf.if %{{.*}} {
-// CHECK: scf.for %{{.*}} = %[[KB]] to
+// CHECK: scf.for %{{.*}} = %c0{{(_[0-9]+)?}} to %{{.*}} step %c8 {
 // CHECK: scf.for %[[I0:.*]] = %{{.*}} to %{{.*}} step %c16{{(_[0-9]+)?}} {
 // CHECK: arith.cmpi sle, %[[KB]], %{{.*}} : index
 // CHECK-NEXT: arith.cmpi sgt, %{{.*}}, %[[I0]] : index

@@ -22,6 +22,9 @@ attn.normalizer @softmax {
 attn.kernel @k normalizer(@softmax) {head_dims = array<i64: 64>}
 
 // AVX2-LABEL: func.func private @attn_forward_f32.d64(
+// After the two sites that pack kᵀ, whose transposes end with these shuffles
+// (lower-to-loops-key-packing.mlir):
+// AVX2-COUNT-8: vector.shuffle {{.*}} [1, 9, 3, 11, 5, 13, 7, 15]
 // AVX2: %[[LOW:.*]] = vector.shuffle %[[ROW0:.*]], %[[ROW1:.*]] [0, 1, 2, 3, 8, 9, 10, 11] : vector<8xf32>, vector<8xf32>
 // AVX2: %[[HIGH:.*]] = vector.shuffle %[[ROW0]], %[[ROW1]] [4, 5, 6, 7, 12, 13, 14, 15] : vector<8xf32>, vector<8xf32>
 // AVX2: %[[MERGED:.*]] = arith.maximumf %[[LOW]], %[[HIGH]] fastmath<nnan,nsz> : vector<8xf32>
@@ -38,6 +41,7 @@ attn.kernel @k normalizer(@softmax) {head_dims = array<i64: 64>}
 // AVX2-LABEL: func.func private @attn_backward_f32.d64(
 
 // AVX512-LABEL: func.func private @attn_forward_f32.d64(
+// AVX512-COUNT-16: vector.shuffle {{.*}} [1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31]
 // AVX512: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23] : vector<16xf32>, vector<16xf32>
 // AVX512: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27] : vector<16xf32>, vector<16xf32>
 // AVX512: vector.shuffle %{{.*}}, %{{.*}} [2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13]

@@ -235,6 +235,9 @@ private:
   /// Packs positions [from, to) of `packed`, multiples of `lanes`.
   void packKeyRange(const PackedKeys &packed, Value k, Value v, Value firstKey, Value from,
                     Value to, int64_t headDim, int64_t blockKeys);
+  /// Packs keys [kb, blockEnd) into positions from 0 of `packed`, zeros from keyLimit.
+  void packKeyBlock(const PackedKeys &packed, Value k, Value v, Value kb, Value blockEnd,
+                    Value keyLimit, int64_t headDim, int64_t blockKeys);
   void freePacked(const PackedKeys &packed, Value k);
   /// The tile Σ_c rowScalar(r, c)·panels[panel + c, :] for r < rows over one key
   /// panel of `scoreVectors` vectors: rows·scoreVectors vectors, row-major. The

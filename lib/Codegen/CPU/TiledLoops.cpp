@@ -389,15 +389,15 @@ CPUKernelBuilder::PackedKeys CPUKernelBuilder::packKeys(Value k, Value v, Value 
   packed.count = arith::MaxSIOp::create(b, arith::SubIOp::create(b, keyLimit, firstKey), index(0));
   packed.paddedKeys = arith::MulIOp::create(
       b, arith::CeilDivSIOp::create(b, packed.count, index(blockKeys)), index(blockKeys));
-  packed.keysT =
-      allocPanels(heldKeys ? heldKeys(packed.paddedKeys) : packed.paddedKeys, headDim, blockKeys);
+  Value held = heldKeys ? heldKeys(packed.paddedKeys) : packed.paddedKeys;
+  packed.keysT = allocPanels(held, headDim, blockKeys);
   if (v)
-    packed.valuesT = allocPanels(packed.paddedKeys, headDim, blockKeys);
+    packed.valuesT = allocPanels(held, headDim, blockKeys);
   packed.keyRows = k;
   if (v && fns.feature)
     packed.keyRows =
         memref::AllocOp::create(b, MemRefType::get({ShapedType::kDynamic, headDim}, type),
-                                ValueRange{packed.paddedKeys}, b.getI64IntegerAttr(64));
+                                ValueRange{held}, b.getI64IntegerAttr(64));
   if (packAll)
     packKeyRange(packed, k, v, firstKey, index(0), packed.paddedKeys, headDim, blockKeys);
   return packed;
@@ -472,6 +472,18 @@ void CPUKernelBuilder::packKeyRange(const PackedKeys &packed, Value k, Value v, 
         return {};
       },
       index(lanes));
+}
+
+void CPUKernelBuilder::packKeyBlock(const PackedKeys &packed, Value k, Value v, Value kb,
+                                    Value blockEnd, Value keyLimit, int64_t headDim,
+                                    int64_t blockKeys) {
+  PackedKeys block = packed;
+  block.count = arith::MaxSIOp::create(b, arith::SubIOp::create(b, keyLimit, kb), index(0));
+  Value positions = arith::MulIOp::create(
+      b,
+      arith::CeilDivSIOp::create(b, arith::SubIOp::create(b, blockEnd, kb), index(blockKeys)),
+      index(blockKeys));
+  packKeyRange(block, k, v, kb, index(0), positions, headDim, blockKeys);
 }
 
 void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
@@ -593,15 +605,7 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                     arith::MinSIOp::create(b, panelKeyEnd, arith::AddIOp::create(b, kb, index(keyBlock)));
                 enterIfAnyKept(IntRange{p0, lastRow},
                                IntRange{kb, arith::SubIOp::create(b, blockEnd, index(1))});
-                PackedKeys block = packed;
-                block.count =
-                    arith::MaxSIOp::create(b, arith::SubIOp::create(b, keyLimit, kb), index(0));
-                Value blockPositions = arith::MulIOp::create(
-                    b,
-                    arith::CeilDivSIOp::create(b, arith::SubIOp::create(b, blockEnd, kb),
-                                               index(blockKeys)),
-                    index(blockKeys));
-                packKeyRange(block, k, Value(), kb, index(0), blockPositions, headDim, blockKeys);
+                packKeyBlock(packed, k, Value(), kb, blockEnd, keyLimit, headDim, blockKeys);
               }
               loop(
                   index(0), index(panelRows), {},
@@ -958,9 +962,16 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
   // for dQ when there is a feature map.
   Value keyLimit = arith::SelectOp::create(b, keys.isCausal,
                                            arith::MinSIOp::create(b, keys.kvEnd, qEnd), keys.kvEnd);
-  // Packed one key block at a time below, only the blocks the call's rows may see;
-  // packed position j - kvBegin holds key j.
-  PackedKeys packed = packKeys(k, v, kvBegin, keyLimit, headDim, blockKeys, /*packAll=*/false);
+  // Key blocks of `keyBlock` keys outermost (below): each is packed as the rows
+  // reach it, only those the call's rows may see, into one block's panels, where
+  // position j - kb holds key j (panels for every key had been fresh memory each
+  // call, whose page faults took a fifth of a decoder step's backward).
+  const int64_t keyBlock = keyBlockFor(kBackwardKeyBlockBytes, 4, headDim, type, blockKeys);
+  PackedKeys packed =
+      packKeys(k, v, kvBegin, keyLimit, headDim, blockKeys, /*packAll=*/false,
+               [&](Value paddedKeys) -> Value {
+                 return arith::MinSIOp::create(b, paddedKeys, index(keyBlock));
+               });
   Value keysT = packed.keysT, valuesT = packed.valuesT, keyRows = packed.keyRows;
   prepareBlockSparsity(blockKeys, arith::MaxSIOp::create(b, queries, numKeys));
   Value queryTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
@@ -1030,7 +1041,6 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
   // accumulates into (and its key panels) stay in L2 while every row block
   // passes: row blocks innermost would stream all of dK and dV through the
   // caches once per `rows` queries.
-  const int64_t keyBlock = keyBlockFor(kBackwardKeyBlockBytes, 4, headDim, type, blockKeys);
   loop(
       kvBegin, keyLimit, {},
       [&](Value kb, ValueRange) -> SmallVector<Value> {
@@ -1040,17 +1050,11 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
               b, arith::CmpIOp::create(b, arith::CmpIPredicate::slt, qBegin, qEnd),
               /*withElseRegion=*/false);
           b.setInsertionPoint(ifRows.thenBlock()->getTerminator());
-          Value blockEnd = arith::AddIOp::create(b, kb, index(keyBlock));
-          enterIfAnyKept(
-              IntRange{qBegin, arith::SubIOp::create(b, qEnd, index(1))},
-              IntRange{kb, arith::SubIOp::create(
-                               b, arith::MinSIOp::create(b, blockEnd, keyLimit), index(1))});
-          Value packedBlock = arith::SubIOp::create(b, kb, kvBegin);
-          packKeyRange(packed, k, v, kvBegin, packedBlock,
-                       arith::MinSIOp::create(
-                           b, arith::AddIOp::create(b, packedBlock, index(keyBlock)),
-                           packed.paddedKeys),
-                       headDim, blockKeys);
+          Value blockEnd =
+              arith::MinSIOp::create(b, arith::AddIOp::create(b, kb, index(keyBlock)), keyLimit);
+          enterIfAnyKept(IntRange{qBegin, arith::SubIOp::create(b, qEnd, index(1))},
+                         IntRange{kb, arith::SubIOp::create(b, blockEnd, index(1))});
+          packKeyBlock(packed, k, v, kb, blockEnd, keyLimit, headDim, blockKeys);
         }
         loop(
             qBegin, qEnd, {},
@@ -1115,7 +1119,7 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                                               b, arith::AddIOp::create(b, j0, keysHere), index(1))};
                     return classifiedTile(rowRange, keyRange, {}, [&](bool evaluateMask) {
                       // Tiles rows × blockKeys: raw scores (scoreTile), dP from dO·vᵀ.
-                      Value packedKey = arith::SubIOp::create(b, j0, kvBegin);
+                      Value packedKey = arith::SubIOp::create(b, j0, kb);
                       Value panel = arith::MulIOp::create(
                           b, arith::DivUIOp::create(b, packedKey, index(blockKeys)),
                           index(headDim));
@@ -1188,9 +1192,16 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                         return {};
                       });
 
-                      if (additive)
-                        additiveTileGrads(rows, scoreVectors, headDim, panel, scoreGradTile,
+                      if (additive) {
+                        // dK's panels span the call's keys, not one block's.
+                        Value callPanel = arith::MulIOp::create(
+                            b,
+                            arith::DivUIOp::create(b, arith::SubIOp::create(b, j0, kvBegin),
+                                                   index(blockKeys)),
+                            index(headDim));
+                        additiveTileGrads(rows, scoreVectors, headDim, callPanel, scoreGradTile,
                                           tanhTile, queryGrads, keyGradPanels, weightGrads);
+                      }
 
                       // dV_j += Σ_r w_rj·dO_r; unless the additive contraction
                       // (additiveTileGrads) has them, dK_j += Σ_r dRaw_rj·scale·φ(q_r)
