@@ -601,8 +601,8 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                 auto packBlock = scf::IfOp::create(b, onePanel, /*withElseRegion=*/false);
                 OpBuilder::InsertionGuard packGuard(b);
                 b.setInsertionPoint(packBlock.thenBlock()->getTerminator());
-                Value blockEnd =
-                    arith::MinSIOp::create(b, panelKeyEnd, arith::AddIOp::create(b, kb, index(keyBlock)));
+                Value blockEnd = arith::MinSIOp::create(
+                    b, panelKeyEnd, arith::AddIOp::create(b, kb, index(keyBlock)));
                 enterIfAnyKept(IntRange{p0, lastRow},
                                IntRange{kb, arith::SubIOp::create(b, blockEnd, index(1))});
                 packKeyBlock(packed, k, Value(), kb, blockEnd, keyLimit, headDim, blockKeys);
