@@ -1100,7 +1100,10 @@ LogicalResult CpuScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitErr
                          << " schedule takes no head_dim, lanes, rows or keys";
     return success();
   }
-  if (headDim <= 0 || lanes <= 0 || headDim % lanes != 0)
+  // Row reductions and the key packing's transposes halve the lanes at each round.
+  if (lanes <= 0 || !llvm::isPowerOf2_64(lanes))
+    return emitError() << "a tiled schedule needs lanes that are a power of two, got " << lanes;
+  if (headDim <= 0 || headDim % lanes != 0)
     return emitError() << "a tiled schedule needs a head_dim that is a positive multiple of "
                           "lanes, got head_dim "
                        << headDim << " and lanes " << lanes;

@@ -5,6 +5,11 @@
 
 // -----
 
+// expected-error @+1 {{a tiled schedule needs lanes that are a power of two, got 6}}
+#bad = #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 12, lanes = 6, rows = 2, forward_keys = 12, backward_keys = 6, backward_rows = 2>
+
+// -----
+
 // expected-error @+1 {{a tiled schedule needs rows >= 1, got 0}}
 #bad = #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 0, forward_keys = 16, backward_keys = 8, backward_rows = 2>
 

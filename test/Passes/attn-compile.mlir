@@ -13,6 +13,10 @@
 // RUN: attn-compile %s -o %t.parallel.so --jobs=3
 // RUN: llvm-nm -D --defined-only %t.parallel.so | FileCheck %s --check-prefix=SYMBOLS
 // RUN: attn-seal --check %t.parallel.so | FileCheck %s --check-prefix=SEALED
+// Temporary objects whose paths are short strings ("./attn-xxxxxx.o"):
+// RUN: rm -rf %t.dir && mkdir %t.dir && cd %t.dir && env TMPDIR=. attn-compile %s -o %t.short.so --jobs=3
+// RUN: llvm-nm -D --defined-only %t.short.so | FileCheck %s --check-prefix=SYMBOLS
+// RUN: ls -A %t.dir | count 0
 // RUN: not attn-compile %s -o %t.bad.so --dtypes=f16 2>&1 | FileCheck %s --check-prefix=BADTYPE
 // RUN: not attn-compile %s.missing -o %t.none.so 2>&1 | FileCheck %s --check-prefix=NOFILE
 

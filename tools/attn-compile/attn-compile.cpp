@@ -12,9 +12,9 @@
 // when CUDA targets are requested; passes/Passes.h), the upstream lowering to
 // the LLVM dialect (attn-host-to-llvm), LLVM's O3 pipeline for the target CPU,
 // emits object files and links them into a shared object with `cc`. The entry
-// points share no code, so for a shared object the LLVM module is split into one
-// part per thread (--jobs), balanced by size, and each part is optimised and
-// compiled on its own thread in its own LLVMContext. The CUDA
+// points share no code, so for a shared object the LLVM module is split into
+// groups of definitions that share no internal symbol, each optimised and compiled
+// on one of --jobs threads in its own LLVMContext, largest first. The CUDA
 // kernels go through MLIR's NVVM target in-process (attn-gpu-to-nvvm, then
 // gpu-module-to-binary: LLVM's NVPTX backend, libdevice and the toolkit's
 // ptxas) and are embedded in the same object as the globals of the CUDA ABI
@@ -63,9 +63,9 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
-#include "llvm/Support/ThreadPool.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/ThreadPool.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
@@ -100,8 +100,8 @@ static cl::opt<Emit> emit(
                           "the artifact's manifest text (runtime/include/attn/abi.h)")));
 static cl::opt<unsigned> jobs(
     "jobs",
-    cl::desc("Threads that optimise and compile the kernels' LLVM IR; 0 (default): one per "
-             "core"),
+    cl::desc("Threads that optimise and compile a shared object's entry points (--emit=so); "
+             "0 (default): one per core"),
     cl::init(0));
 enum class MaskInput { None, Bool, Additive, LearnableAdditive };
 static cl::opt<MaskInput> attnMask(
@@ -436,14 +436,15 @@ struct TemporaryObjects {
   SmallVector<std::string> paths;
   std::vector<std::unique_ptr<llvm::FileRemover>> removers;
 
-  FailureOr<StringRef> create() {
+  /// A new temporary path, returned by value: `paths` may move its strings.
+  FailureOr<std::string> create() {
     SmallString<128> path;
     if (std::error_code ec = llvm::sys::fs::createTemporaryFile("attn", "o", path)) {
       llvm::errs() << "attn-compile: cannot create a temporary file: " << ec.message() << "\n";
       return failure();
     }
     removers.push_back(std::make_unique<llvm::FileRemover>(path));
-    return StringRef(paths.emplace_back(path.str()));
+    return paths.emplace_back(path.str());
   }
 };
 
@@ -500,7 +501,7 @@ static LogicalResult compileInParts(llvm::Module &module, llvm::TargetMachine &m
                                     TemporaryObjects &objects) {
   llvm::ThreadPoolStrategy threads = llvm::hardware_concurrency(jobs);
   if (threads.compute_thread_count() <= 1) {
-    FailureOr<StringRef> path = objects.create();
+    FailureOr<std::string> path = objects.create();
     if (failed(path))
       return failure();
     if (llvm::Error err = compileToObject(module, machine, *path)) {
@@ -521,9 +522,9 @@ static LogicalResult compileInParts(llvm::Module &module, llvm::TargetMachine &m
   llvm::stable_sort(bitcode, [](const SmallString<0> &a, const SmallString<0> &b) {
     return a.size() > b.size();
   });
-  SmallVector<StringRef> paths;
+  SmallVector<std::string> paths;
   for (size_t i = 0; i < bitcode.size(); ++i) {
-    FailureOr<StringRef> path = objects.create();
+    FailureOr<std::string> path = objects.create();
     if (failed(path))
       return failure();
     paths.push_back(*path);
