@@ -522,13 +522,11 @@ static LogicalResult compileInParts(llvm::Module &module, llvm::TargetMachine &m
   llvm::stable_sort(bitcode, [](const SmallString<0> &a, const SmallString<0> &b) {
     return a.size() > b.size();
   });
-  SmallVector<std::string> paths;
-  for (size_t i = 0; i < bitcode.size(); ++i) {
-    FailureOr<std::string> path = objects.create();
-    if (failed(path))
+  for (size_t i = 0; i < bitcode.size(); ++i)
+    if (failed(objects.create()))
       return failure();
-    paths.push_back(*path);
-  }
+  // Part i's object; objects.paths no longer grows while the threads read it.
+  ArrayRef<std::string> paths = ArrayRef(objects.paths).take_back(bitcode.size());
   SmallVector<std::string> errors(bitcode.size());
   {
     llvm::DefaultThreadPool pool(threads);

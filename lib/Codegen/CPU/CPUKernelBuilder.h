@@ -196,6 +196,8 @@ private:
   /// contiguous [headDim][blockKeys] panel (GEMM-style packing), so a tile reads
   /// consecutive cache lines instead of rows a whole key range apart.
   Value allocPanels(Value paddedKeys, int64_t headDim, int64_t blockKeys);
+  /// The first panel row of packed position j's panel.
+  Value panelBase(Value j, int64_t headDim, int64_t blockKeys);
   /// Where entry (key j, column c) of the panels lives.
   SmallVector<Value> panelIndex(Value j, Value c, int64_t headDim, int64_t blockKeys);
   /// Where a query row's keys end in the tile of `tileKeys` keys from j0: `span`

@@ -49,11 +49,14 @@ Value CPUKernelBuilder::allocPanels(Value paddedKeys, int64_t headDim, int64_t b
                                  ValueRange{rows}, b.getI64IntegerAttr(64));
 }
 
+Value CPUKernelBuilder::panelBase(Value j, int64_t headDim, int64_t blockKeys) {
+  return arith::MulIOp::create(b, arith::DivUIOp::create(b, j, index(blockKeys)), index(headDim));
+}
+
 SmallVector<Value> CPUKernelBuilder::panelIndex(Value j, Value c, int64_t headDim,
                                                 int64_t blockKeys) {
-  Value base =
-      arith::MulIOp::create(b, arith::DivUIOp::create(b, j, index(blockKeys)), index(headDim));
-  return {arith::AddIOp::create(b, base, c), arith::RemUIOp::create(b, j, index(blockKeys))};
+  return {arith::AddIOp::create(b, panelBase(j, headDim, blockKeys), c),
+          arith::RemUIOp::create(b, j, index(blockKeys))};
 }
 
 CPUKernelBuilder::RowKeys CPUKernelBuilder::rowKeysAt(Value j0, Value rowEnd, int64_t tileKeys) {
@@ -723,12 +726,8 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                           auto scoredTile = [&](bool evaluateMask,
                                                 bool wholeSpans) -> SmallVector<Value> {
                             // Score tile: rows × blockKeys, as rows × scoreVectors vectors.
-                            Value panel = arith::MulIOp::create(
-                                b,
-                                arith::DivUIOp::create(
-                                    b, arith::SubIOp::create(b, j0, panelOrigin(kb)),
-                                    index(blockKeys)),
-                                index(headDim));
+                            Value panel = panelBase(
+                                arith::SubIOp::create(b, j0, panelOrigin(kb)), headDim, blockKeys);
                             SmallVector<Value> tile =
                                 scoreTile(rows, scoreVectors, headDim, keysT, panel, queryTile);
 
@@ -1120,9 +1119,7 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                     return classifiedTile(rowRange, keyRange, {}, [&](bool evaluateMask) {
                       // Tiles rows × blockKeys: raw scores (scoreTile), dP from dO·vᵀ.
                       Value packedKey = arith::SubIOp::create(b, j0, kb);
-                      Value panel = arith::MulIOp::create(
-                          b, arith::DivUIOp::create(b, packedKey, index(blockKeys)),
-                          index(headDim));
+                      Value panel = panelBase(packedKey, headDim, blockKeys);
                       // Per register tile, its raw scores go to weightTile, then its dP
                       // to scoreGradTile (each product holds registerRows × scoreVectors
                       // accumulators, enough to hide the FMA latency), where the gradient
@@ -1194,11 +1191,8 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
 
                       if (additive) {
                         // dK's panels span the call's keys, not one block's.
-                        Value callPanel = arith::MulIOp::create(
-                            b,
-                            arith::DivUIOp::create(b, arith::SubIOp::create(b, j0, kvBegin),
-                                                   index(blockKeys)),
-                            index(headDim));
+                        Value callPanel =
+                            panelBase(arith::SubIOp::create(b, j0, kvBegin), headDim, blockKeys);
                         additiveTileGrads(rows, scoreVectors, headDim, callPanel, scoreGradTile,
                                           tanhTile, queryGrads, keyGradPanels, weightGrads);
                       }
