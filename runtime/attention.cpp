@@ -756,13 +756,21 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
   const int64_t splits =
       kernelised ? 1 : backward_query_splits(BH, p.Nq, threads, lib.manifest().mask != "none");
   const int64_t kv_splits = kernelised || splits > 1 ? 1 : key_splits(BH, p.Nk, threads);
-  // Zero-filled: the rows a call does not own (past kv_len, other splits') must
-  // read 0, and never uninitialised memory in a gradient.
+  // The calls overwrite dq's rows [q_begin, q_end) and dk's and dv's rows
+  // [kv_begin, kv_len) (abi.h), which together cover every row but the keys past
+  // a batch entry's kv_len: only those are zeroed here (zeroing the whole buffers
+  // was a second pass over a decoder step's largest outputs).
   // dk and dv per query head: with grouped-query attention the `group` heads that
   // read one key/value head write their own, summed below in head order.
-  Tensor dq_parts = torch::zeros({kv_splits, p.B, p.H, p.Nq, p.d}, opts);
-  Tensor dk_parts = torch::zeros({splits, p.B, p.H, p.Nk, p.d}, opts);
-  Tensor dv_parts = torch::zeros({splits, p.B, p.H, p.Nk, p.dv}, opts);
+  Tensor dq_parts = torch::empty({kv_splits, p.B, p.H, p.Nq, p.d}, opts);
+  Tensor dk_parts = torch::empty({splits, p.B, p.H, p.Nk, p.d}, opts);
+  Tensor dv_parts = torch::empty({splits, p.B, p.H, p.Nk, p.dv}, opts);
+  for (int64_t b = 0; b < p.B; ++b) {
+    const int64_t kv_len = p.kv_len[static_cast<size_t>(b)];
+    if (kv_len < p.Nk)
+      for (const Tensor &parts : {dk_parts, dv_parts})
+        parts.select(1, b).narrow(2, kv_len, p.Nk - kv_len).zero_();
+  }
   // One row of partial parameter gradients per call, summed afterwards.
   const int64_t calls = BH * splits * kv_splits;
   Tensor dparams_parts = torch::zeros({calls, p.P}, opts);

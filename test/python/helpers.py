@@ -1,4 +1,5 @@
 """Input generation, compiled-kernel calls and comparison for the numerics tests."""
+import ctypes
 import math
 import zlib
 
@@ -197,3 +198,27 @@ def check_tables_kernel(kernel, q, k, v, dout, tables, ref, is_causal, dtype, co
         if n in learnable:
             want[f"d{n}"] = grad
     check_close(got, want, dtype, context=context, names=list(got))
+
+
+class _Memref2d(ctypes.Structure):
+    _fields_ = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p),
+                ("offset", ctypes.c_int64), ("sizes", ctypes.c_int64 * 2),
+                ("strides", ctypes.c_int64 * 2)]
+
+
+class _Memref1d(ctypes.Structure):
+    _fields_ = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p),
+                ("offset", ctypes.c_int64), ("sizes", ctypes.c_int64 * 1),
+                ("strides", ctypes.c_int64 * 1)]
+
+
+def memref_of(t):
+    """The attn_memref1d/2d descriptor (abi.h) of a 1-D or 2-D tensor, for calling an
+    artifact's C entry points directly through ctypes."""
+    cls = _Memref2d if t.dim() == 2 else _Memref1d
+    m = cls()
+    m.allocated = m.aligned = t.data_ptr()
+    m.offset = 0
+    for n, (size, stride) in enumerate(zip(t.shape, t.stride())):
+        m.sizes[n], m.strides[n] = size, stride
+    return m

@@ -18,6 +18,7 @@ mask keeps nothing of, and those of several panels pack every key first:
     document_mask    doc [B, N] int64 in long documents (tables: per-block min/max of the
                      ids), with and without is_causal
 """
+import ctypes
 import math
 
 import pytest
@@ -26,7 +27,7 @@ import torch
 import general
 import test_row_offsets
 from conftest import REPO, kernels_from
-from helpers import check_tables_kernel, seed_of
+from helpers import check_tables_kernel, memref_of, seed_of
 
 FAMILIES = REPO / "examples" / "families"
 DTYPES = {"f64": torch.float64, "f32": torch.float32}
@@ -147,3 +148,67 @@ def test_block_sparse_kernel_matches_reference(compiled, name, shape, dt):
     tables, ref, is_causal = case(name, gen, B, H, Nq, Nk)
     check_tables_kernel(kernel, q, k, v, dout, tables, ref, is_causal, dtype,
                         context=f"{name} {shape} {dt}")
+
+
+@pytest.mark.parametrize("dt", list(DTYPES))
+@pytest.mark.parametrize("name,d,is_causal", [("causal", 64, False), ("chunked", 64, False),
+                                              ("chunked", 64, True), ("chunked", 24, False)])
+def test_backward_writes_exactly_the_rows_it_owns(compiled, name, d, is_causal, dt):
+    """abi.h: a backward call overwrites dq's rows [q_begin, q_end) and dk's and dv's
+    rows [kv_begin, kv_len), also those of key blocks its mask or is_causal skips, and
+    writes nothing else; the runtime zeroes only the keys past kv_len and sums the
+    calls' parts. Called through the C entry point with NaN-filled outputs, split by
+    queries (a dk, dv buffer per split) and by keys (a dq buffer per chunk) as the
+    runtime splits, the parts sum to the runtime's gradients, and its dk, dv rows past
+    kv_len are 0."""
+    dtype = DTYPES[dt]
+    kernel = compiled(name)
+    Nq, Nk, kv_len = 300, 1300, 1100
+    gen = torch.Generator().manual_seed(seed_of("ownership", name, d, is_causal, dt))
+    q, dout = (torch.randn(1, 1, Nq, d, generator=gen, dtype=dtype) for _ in range(2))
+    k, v = (torch.randn(1, 1, Nk, d, generator=gen, dtype=dtype) for _ in range(2))
+    key_lengths = torch.tensor([kv_len])
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    kernel(*leaves, None, is_causal, key_lengths).backward(dout)
+    want_dq, want_dk, want_dv = (t.grad[0, 0] for t in leaves)
+    assert (want_dk[kv_len:] == 0).all() and (want_dv[kv_len:] == 0).all()
+
+    o, row_max, row_sum = (t[0, 0] for t in kernel.forward_with_stats(
+        q, k, v, None, is_causal, key_lengths))
+    entry = getattr(ctypes.CDLL(kernel.path), f"_mlir_ciface_attn_backward_{dt}")
+    no_params = torch.empty(0, dtype=dtype)
+    inputs = [memref_of(t) for t in (q[0, 0], k[0, 0], v[0, 0], o, dout[0, 0], row_max,
+                                     row_sum, no_params)]
+
+    def call(dq, dk, dv, q_begin, q_end, kv_begin):
+        args = [ctypes.byref(m) for m in inputs]
+        args.insert(8, ctypes.c_void_p(None))  # no tensor inputs
+        args += [ctypes.byref(memref_of(t)) for t in (dq, dk, dv, no_params)]
+        entry(*args, ctypes.c_void_p(None), *(ctypes.c_int64(x) for x in (
+            0, 0, q_begin, q_end, kv_begin, kv_len, int(is_causal))))
+
+    def nans(rows):
+        return torch.full((rows, d), math.nan, dtype=dtype)
+
+    tol = 1e-10 if dtype == torch.float64 else 2e-5
+    near = lambda got, want: (got - want).abs().max() <= tol * want.abs().max()  # noqa: E731
+
+    # By queries: rows [0, 137) reach only the first key block when chunked or causal.
+    dq, parts = nans(Nq), [(nans(Nk), nans(Nk)) for _ in range(2)]
+    for (dk, dv), (q_begin, q_end) in zip(parts, [(0, 137), (137, Nq)]):
+        call(dq, dk, dv, q_begin, q_end, 0)
+        for grad in (dk, dv):
+            assert grad[:kv_len].isfinite().all(), "a row the call owns was not written"
+            assert grad[kv_len:].isnan().all(), "a row past kv_len was written"
+    assert near(dq, want_dq)
+    assert near(parts[0][0][:kv_len] + parts[1][0][:kv_len], want_dk[:kv_len])
+    assert near(parts[0][1][:kv_len] + parts[1][1][:kv_len], want_dv[:kv_len])
+
+    # By keys: [0, 512) and [512, kv_len), each with its own dq.
+    dk, dv, dq_parts = nans(Nk), nans(Nk), [nans(Nq) for _ in range(2)]
+    for dq, kv_begin in zip(dq_parts, [0, 512]):
+        call(dq, dk, dv, 0, Nq, kv_begin)
+        assert dq.isfinite().all(), "a query row the call owns was not written"
+    assert dk[kv_len:].isnan().all() and dv[kv_len:].isnan().all()
+    assert near(dk[:kv_len], want_dk[:kv_len]) and near(dv[:kv_len], want_dv[:kv_len])
+    assert near(dq_parts[0] + dq_parts[1], want_dq)

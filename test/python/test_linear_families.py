@@ -14,7 +14,7 @@ import torch
 import reference as ref
 from conftest import REPO, compile_source
 from helpers import (case_params, check_close, compiled_grads, eager_f32, make_inputs,
-                     reference_grads, seed_of)
+                     memref_of, reference_grads, seed_of)
 
 FAMILIES = REPO / "examples" / "families"
 KERNELISED = ["linear_causal", "relu_kernel", "cosformer", "linear_params", "nonlocal"]
@@ -195,28 +195,6 @@ def test_ldn_params_learnable(attn_mod, family):
 
 
 # ------------------------------------------------ the ABI's query-block forward
-class _Memref2d(ctypes.Structure):
-    _fields_ = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p),
-                ("offset", ctypes.c_int64), ("sizes", ctypes.c_int64 * 2),
-                ("strides", ctypes.c_int64 * 2)]
-
-
-class _Memref1d(ctypes.Structure):
-    _fields_ = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p),
-                ("offset", ctypes.c_int64), ("sizes", ctypes.c_int64 * 1),
-                ("strides", ctypes.c_int64 * 1)]
-
-
-def _memref(t):
-    cls = _Memref2d if t.dim() == 2 else _Memref1d
-    m = cls()
-    m.allocated = m.aligned = t.data_ptr()
-    m.offset = 0
-    for n, (size, stride) in enumerate(zip(t.shape, t.stride())):
-        m.sizes[n], m.strides[n] = size, stride
-    return m
-
-
 @pytest.mark.parametrize("is_causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("name", ["linear_causal", "cosformer", "linear_params"])
 def test_kernelised_forward_of_a_query_block(family, name, is_causal):
@@ -231,9 +209,9 @@ def test_kernelised_forward_of_a_query_block(family, name, is_causal):
     o = torch.full((150, 5), float("nan"), dtype=torch.float64)
     row_max = torch.full((150,), float("nan"), dtype=torch.float64)
     row_sum = row_max.clone()
-    args = [_memref(t.contiguous()) for t in (q[0, 0], k[0, 0], v[0, 0])]
+    args = [memref_of(t.contiguous()) for t in (q[0, 0], k[0, 0], v[0, 0])]
     no_count = torch.empty(0, dtype=torch.float64)                  # read only when partial
-    args += [_memref(o), _memref(row_max), _memref(row_sum), _memref(no_count), _memref(params)]
+    args += [memref_of(o), memref_of(row_max), memref_of(row_sum), memref_of(no_count), memref_of(params)]
     no_tables = ctypes.c_void_p(None)                                 # no tensor inputs
     batch, head = ctypes.c_int64(0), ctypes.c_int64(0)                # ABI 5
     kv_begin, partial = ctypes.c_int64(0), ctypes.c_int64(0)          # whole rows
