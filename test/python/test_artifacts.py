@@ -4,9 +4,13 @@ disagree with what the entry points were compiled for (attn_signature). Also: ev
 the verifier accepts reaches the loaded kernel intact through the manifest.
 
 The artifacts are real ones, compiled from the examples; a manifest is edited in place,
-its length kept (a removed field becomes spaces)."""
+its length kept (a removed field becomes spaces). And an attn-compile stopped by a
+signal while it compiles leaves neither its temporary objects nor a partial artifact."""
+import os
 import shutil
+import signal
 import subprocess
+import time
 
 import pytest
 import torch
@@ -154,3 +158,26 @@ def test_names_reach_the_kernel_through_the_manifest(attn_mod, tmp_path, monkeyp
     q, k, v = (torch.randn(1, 1, 5, 4, dtype=torch.float64) for _ in range(3))
     expected = torch.nn.functional.scaled_dot_product_attention(q * 0.5, k, v, is_causal=True)
     assert torch.allclose(kernel(q, k, v), expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_interrupted_compile_leaves_no_files(tmp_path, sig):
+    """Stopped while it compiles, once a part's object is written (every temporary
+    object is created before the parts compile, and the largest part takes a second or
+    more), attn-compile removes its temporary objects and writes no artifact."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    out = tmp_path / "tanhmax.so"
+    proc = subprocess.Popen([str(BUILD / "bin" / "attn-compile"), str(EXAMPLES / "tanhmax.mlir"),
+                             "-o", str(out)], env=dict(os.environ, TMPDIR=str(scratch)),
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not any(f.stat().st_size for f in scratch.glob("attn*.o")):
+        assert proc.poll() is None, f"attn-compile ended (rc {proc.returncode}) before its objects " \
+                                    f"were seen: {proc.stderr.read()}"
+        assert time.monotonic() < deadline, "no temporary object appeared"
+        time.sleep(0.002)
+    proc.send_signal(sig)
+    proc.wait(timeout=60)
+    assert proc.returncode == -sig, proc.stderr.read()
+    assert list(scratch.iterdir()) == [] and list(tmp_path.iterdir()) == [scratch]

@@ -63,6 +63,7 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
+#include "llvm/Support/Signals.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/ThreadPool.h"
@@ -431,10 +432,28 @@ static llvm::Error compileToObject(llvm::Module &module, llvm::TargetMachine &ma
   return llvm::Error::success();
 }
 
-/// Temporary object files, removed when this goes out of scope.
+/// A temporary file, removed when this goes out of scope and also when the process
+/// ends abruptly: on a signal, or on an LLVM fatal error in a worker thread
+/// (report_fatal_error runs the signal cleanups before it exits).
+class TemporaryFile {
+public:
+  explicit TemporaryFile(StringRef path) : path(path.str()), remover(path) {
+    // Best effort: it fails only where no signal handler can be installed.
+    llvm::sys::RemoveFileOnSignal(path);
+  }
+  TemporaryFile(const TemporaryFile &) = delete;
+  TemporaryFile &operator=(const TemporaryFile &) = delete;
+  ~TemporaryFile() { llvm::sys::DontRemoveFileOnSignal(path); }
+
+private:
+  std::string path;
+  llvm::FileRemover remover;
+};
+
+/// Temporary object files (TemporaryFile).
 struct TemporaryObjects {
   SmallVector<std::string> paths;
-  std::vector<std::unique_ptr<llvm::FileRemover>> removers;
+  std::vector<std::unique_ptr<TemporaryFile>> files;
 
   /// A new temporary path, returned by value: `paths` may move its strings.
   FailureOr<std::string> create() {
@@ -443,7 +462,7 @@ struct TemporaryObjects {
       llvm::errs() << "attn-compile: cannot create a temporary file: " << ec.message() << "\n";
       return failure();
     }
-    removers.push_back(std::make_unique<llvm::FileRemover>(path));
+    files.push_back(std::make_unique<TemporaryFile>(path));
     return paths.emplace_back(path.str());
   }
 };
@@ -647,7 +666,7 @@ std::string artifactChecksumTrailer(const char *content, size_t size);
 static LogicalResult writeSealedArtifact(ArrayRef<std::string> objects, StringRef output) {
   SmallString<128> temporary;
   llvm::sys::fs::createUniquePath(output + ".%%%%%%%%.tmp", temporary, /*MakeAbsolute=*/false);
-  llvm::FileRemover removeTemporary(temporary);
+  TemporaryFile removeTemporary(temporary);
   if (failed(linkSharedObject(objects, temporary)))
     return failure();
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> linked =
