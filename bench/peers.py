@@ -6,6 +6,8 @@ compute the same thing, each checked against our kernel before it is timed.
                                                             IREE, eager
     tanhmax, multimax, expressive, sigmoid
                     examples/normalizers/<name>.mlir        torch.compile'd composition, eager
+    (every workload)                                        the compositions' GEMMs alone
+                                                            (a cost floor, not compared)
     alibi           examples/families/alibi.mlir            FlexAttention (score_mod, causal block mask)
     softcap         examples/families/softcap.mlir          FlexAttention (score_mod)
     sliding_window  examples/families/sliding_window.mlir   FlexAttention (BlockMask),
@@ -155,6 +157,7 @@ class Peer:
     bind() returns the runner of one config and its setup time (outside the timing)."""
 
     name, dtype, family = "", torch.float32, ""
+    verifiable = True  # its output is checked against ours before it is timed
 
     def applies(self, workload):
         return True
@@ -230,6 +233,20 @@ class Eager(Peer):
 
     def attention(self, q, k, v, p, causal):
         return self.fn(q, k, v, p, causal)
+
+
+class GemmFloor(Peer):
+    """Not attention: the matrix products every composition above runs, alone, at MKL's
+    rate: (q·kᵀ)·v forward, and autograd's four products (dO·vᵀ, Sᵀ·dO, dS·k, dSᵀ·q)
+    backward. Its time is what a composition that materialises the scores costs before
+    any elementwise work, so (its time) ÷ (ours) bounds the ratio any such composition,
+    however well fused, can be beaten by at our rate. Not compared with ours."""
+
+    family = name = "gemms"
+    verifiable = False
+
+    def attention(self, q, k, v, p, causal):
+        return (q @ k.transpose(-2, -1)) @ v
 
 
 class Sdpa(Peer):

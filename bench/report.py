@@ -14,7 +14,7 @@ import sys
 
 # column order of the implementations (ours first); others follow in the order met
 IMPL_ORDER = ["ours", "ours@base", "sdpa", "sdpa-bf16", "flex", "flex-bf16", "iree",
-              "iree-default", "compiled", "eager"]
+              "iree-default", "compiled", "eager", "gemms"]
 AB_SLOWER = 1.03  # before/after: ours slower than the baseline by more than 3% is flagged
 TARGET_N = 4096
 
@@ -179,6 +179,36 @@ def targets_table(targets):
                    "others' CPUs"], lines)
 
 
+def floor_table(results):
+    """The custom normalizers' fwd+bwd at the target shape against their compiled
+    compositions, in FLOP rates relative to the run's sgemm. A row's `flops` count five
+    matrix products (the forward's two, the backward's three); our kernels execute
+    seven (the backward recomputes q·kᵀ and forms dP = dO·vᵀ), the compositions six
+    (peer `gemms`: those products alone, at MKL's rate on these shapes). So 3× the
+    composition needs seven products in a third of its time: where that rate is above
+    what sgemm reaches on this machine, the target is out of reach of a kernel that
+    recomputes, and only a kernel faster than MKL's own GEMM could reach it."""
+    lines = []
+    for name in ("tanhmax", "multimax", "expressive", "sigmoid"):
+        r = find(results, name, TARGET_N, 64, False, "fwd+bwd")
+        ours, comp, gemms = ms(r, "ours"), ms(r, "compiled"), ms(r, "gemms")
+        if not (ours and comp and gemms):
+            continue
+        sgemm = sgemm_of(results, r["chunk"]) * 1e9
+        product = r["flops"] / 5
+
+        def rate(products, ms_):
+            return products * product / (ms_ / 1e3) / sgemm
+        lines.append([name, f"{ours:.0f}", f"{comp:.0f}", f"{comp / ours:.2f}×",
+                      f"{gemms:.0f} ({rate(6, gemms):.2f})", f"{rate(7, ours):.2f}",
+                      f"{rate(7, comp / 3):.2f}"])
+    if not lines:
+        return None
+    return _table(["normalizer (fwd+bwd, N=4096 d=64)", "ours ms", "compiled ms",
+                   "compiled ÷ ours", "its 6 GEMMs alone ms (rate ÷ sgemm)",
+                   "ours: 7 products' rate ÷ sgemm", "3× would need ÷ sgemm"], lines)
+
+
 def rows_table(results, rows):
     """One line per row: ours, then every peer as `ms (peer/ours ×)`; reasons as footnotes."""
     names = impl_names(rows)
@@ -291,6 +321,13 @@ def markdown(results):
                    f"{m['loadavg_start'][0]:.1f} → {_fmt((c.get('loadavg_end') or [None])[0], '.1f')})"
                    + (f"; baseline compiler `{m['baseline_compiler']}`" if m.get("baseline_compiler") else ""))
     out += ["", "### Targets", "", targets_table(results.get("targets") or check_targets(results))]
+    floor = floor_table(results)
+    if floor:
+        out += ["", "### The compositions' matrix products (peer `gemms`)", "",
+                "FLOP rates as multiples of the run's sgemm (2048³): the compositions' six "
+                "products alone (MKL, on these shapes), ours (seven products: the backward "
+                "recomputes the scores), and the rate ours would need to be 3× faster than "
+                "the compiled composition:", "", floor]
     if any("ours@base" in r["impls"] for r in rows):
         out += ["", "### Before/after (ours vs the baseline compiler, interleaved)", "", ab_table(rows)]
     out += ["", "### All rows", "",

@@ -100,3 +100,34 @@ def test_compare_catches_a_different_computation(ours):
             return torch.softmax(q @ k.transpose(-1, -2), -1) @ v
     with pytest.raises(AssertionError, match="differs from ours"):
         check(ours, "softmax", False, Unscaled(), "fwd")
+
+
+def test_gemm_floor_is_timed_without_comparison(ours):
+    """The `gemms` peer (the compositions' matrix products alone) computes (q·kᵀ)·v and
+    its four backward products, is timed beside ours although it is not attention, and
+    says it was not compared; report.py turns it into the floor table."""
+    import bench
+    import report
+
+    x = peers.Inputs(peers.WORKLOADS["sigmoid"], N, D, False, seed=3, b=1, h=2)
+    q, k, v, do, _ = (t.double() for t in x.as_dtype(torch.float32))
+    got = peers.GemmFloor().bind(x, "fwd+bwd")[0]()
+    s = q @ k.transpose(-1, -2)
+    want = {"O": s @ v, "dv": s.transpose(-1, -2) @ do, "dq": (do @ v.transpose(-1, -2)) @ k,
+            "dk": (do @ v.transpose(-1, -2)).transpose(-1, -2) @ q}
+    assert peers.compare(got, want, 1e-5)["ok"]
+
+    timed = [bench.Timed(p, p.bind(x, "fwd+bwd")[0], 0.0)
+             for p in (ours("sigmoid"), peers.Eager(), peers.GemmFloor())]
+    live = bench.measure_row(timed, budget=0.0, min_reps=2, max_reps=2)
+    assert [t.name for t in live] == ["ours", "eager", "gemms"]
+    assert live[2].verify["compared"] is False and live[1].verify["rel_err"]
+
+    # flops: five products of 100 GFLOP; sgemm 1000 GFLOP/s.
+    row = {"workload": "sigmoid", "n": report.TARGET_N, "d": 64, "causal": False,
+           "pass": "fwd+bwd", "chunk": 0, "flops": 500e9,
+           "impls": {"ours": {"ms": 1000.0}, "compiled": {"ms": 2100.0},
+                     "gemms": {"ms": 1200.0}}}
+    results = {"rows": [row], "chunks": [{"sgemm_start": [1000.0]}]}
+    table = report.floor_table(results)
+    assert "| sigmoid | 1000 | 2100 | 2.10× | 1200 (0.50) | 0.70 | 1.00 |" in table, table
