@@ -155,15 +155,17 @@ def test_block_sparse_kernel_matches_reference(compiled, name, shape, dt):
                                               ("chunked", 64, True), ("chunked", 24, False)])
 def test_backward_writes_exactly_the_rows_it_owns(compiled, name, d, is_causal, dt):
     """abi.h: a backward call overwrites dq's rows [q_begin, q_end) and dk's and dv's
-    rows [kv_begin, kv_len), also those of key blocks its mask or is_causal skips, and
-    writes nothing else; the runtime zeroes only the keys past kv_len and sums the
-    calls' parts. Called through the C entry point with NaN-filled outputs, split by
-    queries (a dk, dv buffer per split) and by keys (a dq buffer per chunk) as the
-    runtime splits, the parts sum to the runtime's gradients, and its dk, dv rows past
-    kv_len are 0."""
+    rows [kv_begin, kv_len), also those of key blocks its mask or is_causal skips; the
+    runtime zeroes only the keys past kv_len and sums the calls' parts. Called through
+    the C entry point with NaN-filled outputs, split by queries (a dk, dv buffer per
+    split) and by keys (a dq buffer per chunk) as the runtime splits, each call of the
+    tiled and generic loops writes exactly its rows, and the parts sum to the runtime's
+    gradients, whose dk, dv rows past kv_len are 0."""
     dtype = DTYPES[dt]
     kernel = compiled(name)
-    Nq, Nk, kv_len = 300, 1300, 1100
+    # Rows see keys on both sides of the chunk boundary 512; with is_causal, no row
+    # reaches the last chunk [1024, 1100), which still owns its rows.
+    Nq, Nk, kv_len = 700, 1300, 1100
     gen = torch.Generator().manual_seed(seed_of("ownership", name, d, is_causal, dt))
     q, dout = (torch.randn(1, 1, Nq, d, generator=gen, dtype=dtype) for _ in range(2))
     k, v = (torch.randn(1, 1, Nk, d, generator=gen, dtype=dtype) for _ in range(2))
@@ -180,15 +182,20 @@ def test_backward_writes_exactly_the_rows_it_owns(compiled, name, d, is_causal, 
     inputs = [memref_of(t) for t in (q[0, 0], k[0, 0], v[0, 0], o, dout[0, 0], row_max,
                                      row_sum, no_params)]
 
-    def call(dq, dk, dv, q_begin, q_end, kv_begin):
+    def call(dq, dk, dv, q_begin, q_end, kv_begin, kv_end):
         args = [ctypes.byref(m) for m in inputs]
         args.insert(8, ctypes.c_void_p(None))  # no tensor inputs
         args += [ctypes.byref(memref_of(t)) for t in (dq, dk, dv, no_params)]
         entry(*args, ctypes.c_void_p(None), *(ctypes.c_int64(x) for x in (
-            0, 0, q_begin, q_end, kv_begin, kv_len, int(is_causal))))
+            0, 0, q_begin, q_end, kv_begin, kv_end, int(is_causal))))
 
     def nans(rows):
         return torch.full((rows, d), math.nan, dtype=dtype)
+
+    def only_rows(grad, begin, end, what):
+        assert grad[begin:end].isfinite().all(), f"{what}: a row the call owns was not written"
+        assert grad[:begin].isnan().all() and grad[end:].isnan().all(), \
+            f"{what}: a row outside [{begin}, {end}) was written"
 
     tol = 1e-10 if dtype == torch.float64 else 2e-5
     near = lambda got, want: (got - want).abs().max() <= tol * want.abs().max()  # noqa: E731
@@ -196,19 +203,22 @@ def test_backward_writes_exactly_the_rows_it_owns(compiled, name, d, is_causal, 
     # By queries: rows [0, 137) reach only the first key block when chunked or causal.
     dq, parts = nans(Nq), [(nans(Nk), nans(Nk)) for _ in range(2)]
     for (dk, dv), (q_begin, q_end) in zip(parts, [(0, 137), (137, Nq)]):
-        call(dq, dk, dv, q_begin, q_end, 0)
-        for grad in (dk, dv):
-            assert grad[:kv_len].isfinite().all(), "a row the call owns was not written"
-            assert grad[kv_len:].isnan().all(), "a row past kv_len was written"
+        call(dq, dk, dv, q_begin, q_end, 0, kv_len)
+        only_rows(dk, 0, kv_len, f"dk of rows [{q_begin}, {q_end})")
+        only_rows(dv, 0, kv_len, f"dv of rows [{q_begin}, {q_end})")
     assert near(dq, want_dq)
     assert near(parts[0][0][:kv_len] + parts[1][0][:kv_len], want_dk[:kv_len])
     assert near(parts[0][1][:kv_len] + parts[1][1][:kv_len], want_dv[:kv_len])
 
-    # By keys: [0, 512) and [512, kv_len), each with its own dq.
-    dk, dv, dq_parts = nans(Nk), nans(Nk), [nans(Nq) for _ in range(2)]
-    for dq, kv_begin in zip(dq_parts, [0, 512]):
-        call(dq, dk, dv, 0, Nq, kv_begin)
+    # By keys, each chunk with its own dq, dk and dv.
+    dq_sum = torch.zeros(Nq, d, dtype=dtype)
+    for kv_begin, kv_end in [(0, 512), (512, 1024), (1024, kv_len)]:
+        dq, dk, dv = nans(Nq), nans(Nk), nans(Nk)
+        call(dq, dk, dv, 0, Nq, kv_begin, kv_end)
         assert dq.isfinite().all(), "a query row the call owns was not written"
-    assert dk[kv_len:].isnan().all() and dv[kv_len:].isnan().all()
-    assert near(dk[:kv_len], want_dk[:kv_len]) and near(dv[:kv_len], want_dv[:kv_len])
-    assert near(dq_parts[0] + dq_parts[1], want_dq)
+        only_rows(dk, kv_begin, kv_end, f"dk of keys [{kv_begin}, {kv_end})")
+        only_rows(dv, kv_begin, kv_end, f"dv of keys [{kv_begin}, {kv_end})")
+        assert near(dk[kv_begin:kv_end], want_dk[kv_begin:kv_end])
+        assert near(dv[kv_begin:kv_end], want_dv[kv_begin:kv_end])
+        dq_sum += dq
+    assert near(dq_sum, want_dq)
