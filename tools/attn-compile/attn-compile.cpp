@@ -59,7 +59,6 @@
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
@@ -434,20 +433,24 @@ static llvm::Error compileToObject(llvm::Module &module, llvm::TargetMachine &ma
 
 /// A temporary file, removed when this goes out of scope and also when the process
 /// ends abruptly: on a signal, or on an LLVM fatal error in a worker thread
-/// (report_fatal_error runs the signal cleanups before it exits).
+/// (report_fatal_error runs the signal cleanups before it exits). Not covered: a
+/// signal while `cc` links, which the child survives and finishes writing its output.
 class TemporaryFile {
 public:
-  explicit TemporaryFile(StringRef path) : path(path.str()), remover(path) {
+  explicit TemporaryFile(StringRef path) : path(path.str()) {
     // Best effort: it fails only where no signal handler can be installed.
     llvm::sys::RemoveFileOnSignal(path);
   }
   TemporaryFile(const TemporaryFile &) = delete;
   TemporaryFile &operator=(const TemporaryFile &) = delete;
-  ~TemporaryFile() { llvm::sys::DontRemoveFileOnSignal(path); }
+  ~TemporaryFile() {
+    // Removed before it is unregistered, so that a signal in between still removes it.
+    llvm::sys::fs::remove(path);
+    llvm::sys::DontRemoveFileOnSignal(path);
+  }
 
 private:
   std::string path;
-  llvm::FileRemover remover;
 };
 
 /// Temporary object files (TemporaryFile).
