@@ -238,9 +238,10 @@ class Eager(Peer):
 class GemmFloor(Peer):
     """Not attention: the matrix products every composition above runs, alone, at MKL's
     rate: (q·kᵀ)·v forward, and autograd's four products (dO·vᵀ, Sᵀ·dO, dS·k, dSᵀ·q)
-    backward. Its time is what a composition that materialises the scores costs before
-    any elementwise work, so (its time) ÷ (ours) bounds the ratio any such composition,
-    however well fused, can be beaten by at our rate. Not compared with ours."""
+    backward, in full also in causal rows, as the compositions compute them. Its time is
+    what a composition that materialises the scores costs before any elementwise work,
+    so (its time) ÷ (ours) is a lower bound on how much faster ours is than any such
+    composition, however well fused. Not compared with ours."""
 
     family = name = "gemms"
     verifiable = False

@@ -333,8 +333,10 @@ def markdown(results):
     out += ["", "### All rows", "",
             "Times are medians (ms) of interleaved repetitions after a warm-up; `(k×)` = that "
             "peer's time ÷ ours (above 1: ours is faster). bf16 peers are compared with our f32 "
-            "kernel (we have no bf16 CPU kernels). `others' CPUs` = CPUs other processes kept "
-            "busy during the row.", "", rows_table(results, rows),
+            "kernel (we have no bf16 CPU kernels). `gemms` is not attention but the "
+            "compositions' matrix products alone (not compared with ours): its ratio is a lower "
+            "bound on how much faster ours is than such a composition. `others' CPUs` = CPUs "
+            "other processes kept busy during the row.", "", rows_table(results, rows),
             "", "### Compile times (excluded from the timings)", "", compile_table(results)]
     backends = sorted({tuple(e["backend"]) for r in rows for n, e in r["impls"].items()
                        if e.get("backend")})
