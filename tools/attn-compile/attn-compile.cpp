@@ -437,7 +437,7 @@ static llvm::Error compileToObject(llvm::Module &module, llvm::TargetMachine &ma
 /// signal while `cc` links, which the child survives and finishes writing its output.
 class TemporaryFile {
 public:
-  explicit TemporaryFile(StringRef path) : path(path.str()) {
+  explicit TemporaryFile(StringRef path) : filePath(path.str()) {
     // Best effort: it fails only where no signal handler can be installed.
     llvm::sys::RemoveFileOnSignal(path);
   }
@@ -445,20 +445,20 @@ public:
   TemporaryFile &operator=(const TemporaryFile &) = delete;
   ~TemporaryFile() {
     // Removed before it is unregistered, so that a signal in between still removes it.
-    llvm::sys::fs::remove(path);
-    llvm::sys::DontRemoveFileOnSignal(path);
+    llvm::sys::fs::remove(filePath);
+    llvm::sys::DontRemoveFileOnSignal(filePath);
   }
+  const std::string &path() const { return filePath; }
 
 private:
-  std::string path;
+  std::string filePath;
 };
 
 /// Temporary object files (TemporaryFile).
 struct TemporaryObjects {
-  SmallVector<std::string> paths;
   std::vector<std::unique_ptr<TemporaryFile>> files;
 
-  /// A new temporary path, returned by value: `paths` may move its strings.
+  /// A new temporary file's path.
   FailureOr<std::string> create() {
     SmallString<128> path;
     if (std::error_code ec = llvm::sys::fs::createTemporaryFile("attn", "o", path)) {
@@ -466,7 +466,10 @@ struct TemporaryObjects {
       return failure();
     }
     files.push_back(std::make_unique<TemporaryFile>(path));
-    return paths.emplace_back(path.str());
+    return files.back()->path();
+  }
+  SmallVector<std::string> paths() const {
+    return llvm::map_to_vector(files, [](const auto &file) { return file->path(); });
   }
 };
 
@@ -547,8 +550,9 @@ static LogicalResult compileInParts(llvm::Module &module, llvm::TargetMachine &m
   for (size_t i = 0; i < bitcode.size(); ++i)
     if (failed(objects.create()))
       return failure();
-  // Part i's object; objects.paths no longer grows while the threads read it.
-  ArrayRef<std::string> paths = ArrayRef(objects.paths).take_back(bitcode.size());
+  // Part i's object.
+  const SmallVector<std::string> created = objects.paths();
+  ArrayRef<std::string> paths = ArrayRef(created).take_back(bitcode.size());
   SmallVector<std::string> errors(bitcode.size());
   {
     llvm::DefaultThreadPool pool(threads);
@@ -816,7 +820,7 @@ int main(int argc, char **argv) {
   }
   TemporaryObjects objects;
   if (failed(compileInParts(*llvmModule, *machine, objects)) ||
-      failed(writeSealedArtifact(objects.paths, outputFilename)))
+      failed(writeSealedArtifact(objects.paths(), outputFilename)))
     return 1;
   return 0;
 }
