@@ -5,6 +5,8 @@
 
 #include "attn/abi.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
 namespace mlir::attn {
 #define GEN_PASS_DEF_ATTNEMITMANIFEST
 #include "passes/Passes.h.inc"

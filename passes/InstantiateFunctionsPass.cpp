@@ -2,6 +2,9 @@
 #include "lib/Transforms/ScalarFunctions.h"
 #include "passes/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
 namespace mlir::attn {
 #define GEN_PASS_DEF_ATTNINSTANTIATEFUNCTIONS
 #include "passes/Passes.h.inc"

@@ -3,6 +3,14 @@
 #include "lib/Codegen/GPU/GPULowering.h"
 #include "passes/Passes.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
 namespace mlir::attn {
 #define GEN_PASS_DEF_ATTNLOWERTOGPU
 #include "passes/Passes.h.inc"

@@ -3,6 +3,12 @@
 #include "lib/Codegen/CPU/CPULowering.h"
 #include "passes/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
 namespace mlir::attn {
 #define GEN_PASS_DEF_ATTNLOWERTOLOOPS
 #include "passes/Passes.h.inc"

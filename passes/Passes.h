@@ -2,17 +2,10 @@
 #ifndef ATTN_PASSES_PASSES_H
 #define ATTN_PASSES_PASSES_H
 
+// Only what the pass declarations need: each pass's source includes the dialects its
+// definition registers (dependentDialects), so that NVVM's and X86Vector's headers,
+// the heaviest, are parsed where they are used and not in every file including this.
 #include "dialect/AttnOps.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
-#include "mlir/Dialect/Math/IR/Math.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Dialect/Vector/IR/VectorOps.h"
-#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassOptions.h"

@@ -9,6 +9,8 @@
 
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
+#include <torch/autograd.h>
+#include <torch/cuda.h>
 
 #include <dlfcn.h>
 #include <elf.h>

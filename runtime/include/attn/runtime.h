@@ -46,7 +46,9 @@
 #ifndef ATTN_RUNTIME_H
 #define ATTN_RUNTIME_H
 
-#include <torch/torch.h>
+// torch/types.h (torch::Tensor, dtypes) and not torch/torch.h: every file of the
+// runtime includes this, and torch.h (nn, optim, data) takes twice as long to parse.
+#include <torch/types.h>
 
 #include <cstdint>
 #include <memory>
