@@ -22,7 +22,7 @@ from conftest import EXAMPLES
 
 PROCESSES = 2
 THREADS = 8
-ROUNDS = 20
+ROUNDS = 10
 SOFTMAX_IR = (EXAMPLES / "softmax.mlir").read_text()
 
 
