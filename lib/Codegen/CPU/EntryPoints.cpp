@@ -297,7 +297,8 @@ void CPUKernelBuilder::buildDispatch(StringRef entryName, ArrayRef<Type> inputs,
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(entry);
   SmallVector<Value> args(entry->getArguments());
-  static_assert(ATTN_FORWARD_Q == ATTN_BACKWARD_Q && ATTN_FORWARD_V == ATTN_BACKWARD_V,
+  static_assert(int(ATTN_FORWARD_Q) == int(ATTN_BACKWARD_Q) &&
+                    int(ATTN_FORWARD_V) == int(ATTN_BACKWARD_V),
                 "the dispatch reads q and v at the same positions in both directions");
   Value headDim = dim(args[ATTN_FORWARD_Q], 1), valueDim = dim(args[ATTN_FORWARD_V], 1);
   Value eligible = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, headDim, valueDim);
