@@ -191,3 +191,48 @@ def test_interrupted_compile_leaves_no_files(tmp_path, sig):
     proc.wait(timeout=60)
     assert proc.returncode == -sig, proc.stderr.read()
     assert list(scratch.iterdir()) == [] and list(tmp_path.iterdir()) == [scratch]
+
+
+# Stands in for cc: records its pid, then writes its -o file a moment later, as a
+# linker that a signal to attn-compile alone (not to its process group) leaves running.
+_SLOW_LINKER = """#!/bin/sh
+out=
+while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done
+echo $$ > "$SLOW_LINKER_STARTED"
+sleep 1
+echo partial > "$out"
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_interrupted_link_leaves_no_files(tmp_path, sig):
+    """Stopped while `cc` links the artifact, attn-compile kills the linker before its
+    own cleanup, so no half-written artifact appears afterwards. (Before, cc outlived
+    it and wrote <artifact>.<random>.tmp after the cleanup.)"""
+    fake_bin, out_dir = tmp_path / "bin", tmp_path / "out"
+    fake_bin.mkdir()
+    out_dir.mkdir()
+    linker = fake_bin / "cc"
+    linker.write_text(_SLOW_LINKER)
+    linker.chmod(0o755)
+    started = tmp_path / "linker.pid"
+    env = dict(os.environ, PATH=f"{fake_bin}:{os.environ['PATH']}",
+               SLOW_LINKER_STARTED=str(started))
+    proc = subprocess.Popen([str(BUILD / "bin" / "attn-compile"), str(EXAMPLES / "softmax.mlir"),
+                             "-o", str(out_dir / "softmax.so"), "--dtypes=f32"], env=env,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    while not (started.exists() and started.read_text().strip()):
+        assert proc.poll() is None, f"attn-compile ended (rc {proc.returncode}) before it " \
+                                    f"linked: {proc.stderr.read()}"
+        assert time.monotonic() < deadline, "the linker did not start"
+        time.sleep(0.002)
+    linker_pid = int(started.read_text())
+    proc.send_signal(sig)
+    proc.wait(timeout=60)
+    assert proc.returncode == -sig, proc.stderr.read()
+    with pytest.raises(ProcessLookupError):
+        os.kill(linker_pid, 0)   # killed and reaped, not left to finish
+    time.sleep(1.5)              # past the moment the linker would have written
+    assert list(out_dir.iterdir()) == []

@@ -73,6 +73,12 @@
 #include "llvm/TargetParser/SubtargetFeature.h"
 #include "llvm/Transforms/Utils/Cloning.h"
 
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <cerrno>
+
 using namespace mlir;
 
 namespace cl = llvm::cl;
@@ -603,6 +609,62 @@ static LogicalResult writeOutput(function_ref<void(llvm::raw_ostream &)> print) 
   return success();
 }
 
+namespace {
+/// The pid of the `cc` that links the artifact while it runs, else 0.
+std::atomic<pid_t> runningLinker{0};
+/// The handlers stopLinker hands each signal to: LLVM's (RemoveFileOnSignal's).
+struct sigaction chainedHandlers[NSIG];
+constexpr int kInterruptSignals[] = {SIGHUP, SIGINT, SIGTERM};
+
+/// LLVM's handler removes the temporary files and re-raises the signal, but a `cc`
+/// still linking survives it and would write its output after that cleanup. So while
+/// `cc` runs this handler goes first: it kills and reaps the linker, then hands the
+/// signal on. Async-signal-safe calls only. (A signal in the moment between the spawn
+/// and runningLinker's store still misses the linker.)
+void stopLinker(int sig, siginfo_t *info, void *context) {
+  if (pid_t pid = runningLinker.exchange(0); pid > 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  const struct sigaction &next = chainedHandlers[sig];
+  if (next.sa_flags & SA_SIGINFO)
+    return next.sa_sigaction(sig, info, context);
+  if (next.sa_handler != SIG_DFL)
+    return next.sa_handler(sig);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+/// stopLinker in front of the current handler of each interrupt signal not ignored,
+/// for the lifetime of this object.
+class LinkerGuard {
+public:
+  LinkerGuard() {
+    struct sigaction ours {};
+    ours.sa_sigaction = stopLinker;
+    ours.sa_flags = SA_SIGINFO;
+    sigemptyset(&ours.sa_mask);
+    for (int sig : kInterruptSignals)
+      sigaddset(&ours.sa_mask, sig);
+    for (int sig : kInterruptSignals) {
+      struct sigaction current {};
+      if (::sigaction(sig, nullptr, &current) == 0 && current.sa_handler != SIG_IGN &&
+          ::sigaction(sig, &ours, &chainedHandlers[sig]) == 0)
+        installed.push_back(sig);
+    }
+  }
+  LinkerGuard(const LinkerGuard &) = delete;
+  LinkerGuard &operator=(const LinkerGuard &) = delete;
+  ~LinkerGuard() {
+    for (int sig : installed)
+      ::sigaction(sig, &chainedHandlers[sig], nullptr);
+  }
+
+private:
+  SmallVector<int, 3> installed;
+};
+} // namespace
+
 static LogicalResult linkSharedObject(ArrayRef<std::string> objects, StringRef output) {
   llvm::ErrorOr<std::string> linker = llvm::sys::findProgramByName("cc");
   if (!linker) {
@@ -613,7 +675,20 @@ static LogicalResult linkSharedObject(ArrayRef<std::string> objects, StringRef o
   llvm::append_range(args, objects);
   args.push_back("-lm");
   std::string error;
-  int status = llvm::sys::ExecuteAndWait(*linker, args, std::nullopt, {}, 0, 0, &error);
+  LinkerGuard guard;
+  llvm::sys::ProcessInfo child =
+      llvm::sys::ExecuteNoWait(*linker, args, std::nullopt, {}, 0, &error);
+  int status = -1;
+  if (child.Pid > 0) {
+    runningLinker.store(child.Pid);
+    // Waits for the exit without reaping: until runningLinker is cleared, the pid
+    // stopLinker may kill stays the linker's (a zombie), never a reused one.
+    siginfo_t exited;
+    while (::waitid(P_PID, child.Pid, &exited, WEXITED | WNOWAIT) == -1 && errno == EINTR) {
+    }
+    runningLinker.store(0);
+    status = llvm::sys::Wait(child, std::nullopt, &error).ReturnCode;
+  }
   if (status != 0) {
     llvm::errs() << "attn-compile: linking " << output << " failed (" << status << ") " << error
                  << "\n";
