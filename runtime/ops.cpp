@@ -17,6 +17,7 @@
 #include "attn/runtime.h"
 #include "internal.h"
 
+#include <torch/autograd.h>
 #include <torch/library.h>
 
 namespace attn {

@@ -193,22 +193,23 @@ def test_interrupted_compile_leaves_no_files(tmp_path, sig):
     assert list(scratch.iterdir()) == [] and list(tmp_path.iterdir()) == [scratch]
 
 
-# Stands in for cc: records its pid, then writes its -o file a moment later, as a
-# linker that a signal to attn-compile alone (not to its process group) leaves running.
+# Stands in for cc: records its pid, then a child of it writes the -o file a moment
+# later, as gcc's driver leaves the writing to ld, its grandchild. A signal to
+# attn-compile alone (not to its process group) used to leave both running.
 _SLOW_LINKER = """#!/bin/sh
 out=
 while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done
 echo $$ > "$SLOW_LINKER_STARTED"
-sleep 1
-echo partial > "$out"
+( sleep 1; echo partial > "$out" ) &
+wait
 """
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_interrupted_link_leaves_no_files(tmp_path, sig):
-    """Stopped while `cc` links the artifact, attn-compile kills the linker before its
-    own cleanup, so no half-written artifact appears afterwards. (Before, cc outlived
-    it and wrote <artifact>.<random>.tmp after the cleanup.)"""
+    """Stopped while `cc` links the artifact, attn-compile kills the linker's process
+    group before its own cleanup, so no half-written artifact appears afterwards.
+    (Before, the linker outlived it and wrote <artifact>.<random>.tmp after the cleanup.)"""
     fake_bin, out_dir = tmp_path / "bin", tmp_path / "out"
     fake_bin.mkdir()
     out_dir.mkdir()

@@ -74,10 +74,16 @@
 #include "llvm/Transforms/Utils/Cloning.h"
 
 #include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
 
 using namespace mlir;
 
@@ -439,8 +445,8 @@ static llvm::Error compileToObject(llvm::Module &module, llvm::TargetMachine &ma
 
 /// A temporary file, removed when this goes out of scope and also when the process
 /// ends abruptly: on a signal, or on an LLVM fatal error in a worker thread
-/// (report_fatal_error runs the signal cleanups before it exits). Not covered: a
-/// signal while `cc` links, which the child survives and finishes writing its output.
+/// (report_fatal_error runs the signal cleanups before it exits). While `cc` links,
+/// a signal first stops the linker (LinkerGuard).
 class TemporaryFile {
 public:
   explicit TemporaryFile(StringRef path) : filePath(path.str()) {
@@ -610,22 +616,32 @@ static LogicalResult writeOutput(function_ref<void(llvm::raw_ostream &)> print) 
 }
 
 namespace {
-/// The pid of the `cc` that links the artifact while it runs, else 0.
+/// The pid of the `cc` that links the artifact while it runs, else 0; `cc` leads its
+/// own process group, which holds the programs it runs (collect2, ld).
 std::atomic<pid_t> runningLinker{0};
 /// The handlers stopLinker hands each signal to: LLVM's (RemoveFileOnSignal's).
 struct sigaction chainedHandlers[NSIG];
-constexpr int kInterruptSignals[] = {SIGHUP, SIGINT, SIGTERM};
+/// The signals on which LLVM's handler removes the temporary files.
+constexpr int kCleanupSignals[] = {SIGHUP, SIGINT, SIGTERM, SIGQUIT, SIGUSR2};
 
-/// LLVM's handler removes the temporary files and re-raises the signal, but a `cc`
-/// still linking survives it and would write its output after that cleanup. So while
-/// `cc` runs this handler goes first: it kills and reaps the linker, then hands the
-/// signal on. Async-signal-safe calls only. (A signal in the moment between the spawn
-/// and runningLinker's store still misses the linker.)
+/// LLVM's handler removes the temporary files and re-raises the signal, but a linker
+/// still running survives it and would write its output after that cleanup. So while
+/// `cc` runs this handler goes first: it kills the linker's process group, waits (at
+/// most a second) until no process of it is left, then hands the signal on.
+/// Async-signal-safe calls only. (A signal in the moment between the spawn and
+/// runningLinker's store still misses the linker.)
 void stopLinker(int sig, siginfo_t *info, void *context) {
+  const int savedErrno = errno;
   if (pid_t pid = runningLinker.exchange(0); pid > 0) {
-    ::kill(pid, SIGKILL);
+    ::kill(-pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
+    // cc's children are not ours to reap; whoever reaps orphans does it quickly.
+    for (int wait = 0; wait < 1000 && ::kill(-pid, 0) == 0; ++wait) {
+      struct timespec millisecond {0, 1000000};
+      ::nanosleep(&millisecond, nullptr);
+    }
   }
+  errno = savedErrno;
   const struct sigaction &next = chainedHandlers[sig];
   if (next.sa_flags & SA_SIGINFO)
     return next.sa_sigaction(sig, info, context);
@@ -635,7 +651,7 @@ void stopLinker(int sig, siginfo_t *info, void *context) {
   ::raise(sig);
 }
 
-/// stopLinker in front of the current handler of each interrupt signal not ignored,
+/// stopLinker in front of the current handler of each cleanup signal not ignored,
 /// for the lifetime of this object.
 class LinkerGuard {
 public:
@@ -644,14 +660,13 @@ public:
     ours.sa_sigaction = stopLinker;
     ours.sa_flags = SA_SIGINFO;
     sigemptyset(&ours.sa_mask);
-    for (int sig : kInterruptSignals)
+    for (int sig : kCleanupSignals)
       sigaddset(&ours.sa_mask, sig);
-    for (int sig : kInterruptSignals) {
-      struct sigaction current {};
-      if (::sigaction(sig, nullptr, &current) == 0 && current.sa_handler != SIG_IGN &&
-          ::sigaction(sig, &ours, &chainedHandlers[sig]) == 0)
+    // The handler to chain to is saved before stopLinker can run.
+    for (int sig : kCleanupSignals)
+      if (::sigaction(sig, nullptr, &chainedHandlers[sig]) == 0 &&
+          chainedHandlers[sig].sa_handler != SIG_IGN && ::sigaction(sig, &ours, nullptr) == 0)
         installed.push_back(sig);
-    }
   }
   LinkerGuard(const LinkerGuard &) = delete;
   LinkerGuard &operator=(const LinkerGuard &) = delete;
@@ -661,9 +676,51 @@ public:
   }
 
 private:
-  SmallVector<int, 3> installed;
+  SmallVector<int, 5> installed;
 };
 } // namespace
+
+/// Runs `cc` as the leader of its own process group (which LLVM's ExecuteAndWait
+/// cannot), so that stopLinker can stop the linker it runs as well; returns its exit
+/// status, or -1 with `error` set.
+static int runLinker(StringRef linker, ArrayRef<StringRef> args, std::string &error) {
+  std::vector<std::string> strings(args.begin(), args.end());
+  std::vector<char *> argv;
+  for (std::string &arg : strings)
+    argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attributes, 0);
+  LinkerGuard guard;
+  pid_t pid = 0;
+  const std::string program = linker.str();
+  int spawned = ::posix_spawn(&pid, program.c_str(), nullptr, &attributes, argv.data(), environ);
+  posix_spawnattr_destroy(&attributes);
+  if (spawned != 0) {
+    error = std::strerror(spawned);
+    return -1;
+  }
+  runningLinker.store(pid);
+  // Waits for the exit without reaping: until runningLinker is cleared, the pid
+  // stopLinker may kill stays the linker's (a zombie), never a reused one.
+  siginfo_t exited;
+  while (::waitid(P_PID, pid, &exited, WEXITED | WNOWAIT) == -1 && errno == EINTR) {
+  }
+  runningLinker.store(0);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) == -1) {
+    if (errno != EINTR) {
+      error = std::strerror(errno);
+      return -1;
+    }
+  }
+  if (WIFEXITED(status))
+    return WEXITSTATUS(status);
+  error = "killed by signal " + std::to_string(WTERMSIG(status));
+  return -1;
+}
 
 static LogicalResult linkSharedObject(ArrayRef<std::string> objects, StringRef output) {
   llvm::ErrorOr<std::string> linker = llvm::sys::findProgramByName("cc");
@@ -675,20 +732,7 @@ static LogicalResult linkSharedObject(ArrayRef<std::string> objects, StringRef o
   llvm::append_range(args, objects);
   args.push_back("-lm");
   std::string error;
-  LinkerGuard guard;
-  llvm::sys::ProcessInfo child =
-      llvm::sys::ExecuteNoWait(*linker, args, std::nullopt, {}, 0, &error);
-  int status = -1;
-  if (child.Pid > 0) {
-    runningLinker.store(child.Pid);
-    // Waits for the exit without reaping: until runningLinker is cleared, the pid
-    // stopLinker may kill stays the linker's (a zombie), never a reused one.
-    siginfo_t exited;
-    while (::waitid(P_PID, child.Pid, &exited, WEXITED | WNOWAIT) == -1 && errno == EINTR) {
-    }
-    runningLinker.store(0);
-    status = llvm::sys::Wait(child, std::nullopt, &error).ReturnCode;
-  }
+  int status = runLinker(*linker, args, error);
   if (status != 0) {
     llvm::errs() << "attn-compile: linking " << output << " failed (" << status << ") " << error
                  << "\n";
