@@ -167,6 +167,24 @@ def _written(path):
         return False
 
 
+def _interrupt_compile(args, env, ready, waiting_for, sig):
+    """Runs attn-compile with `args` and `env`, sends it `sig` once `ready()` holds, and
+    checks that the signal ended it."""
+    proc = subprocess.Popen([str(BUILD / "bin" / "attn-compile"), *args], env=env,
+                            stderr=subprocess.PIPE, text=True,
+                            # a background shell may have left SIGINT ignored
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    while not ready():
+        assert proc.poll() is None, f"attn-compile ended (rc {proc.returncode}) before " \
+                                    f"{waiting_for}: {proc.stderr.read()}"
+        assert time.monotonic() < deadline, f"timed out waiting for {waiting_for}"
+        time.sleep(0.002)
+    proc.send_signal(sig)
+    proc.wait(timeout=60)
+    assert proc.returncode == -sig, proc.stderr.read()
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_interrupted_compile_leaves_no_files(tmp_path, sig):
     """Stopped while its parts compile, once the first part's object is written,
@@ -175,21 +193,10 @@ def test_interrupted_compile_leaves_no_files(tmp_path, sig):
     still compiling when a backward's object is written."""
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    out = tmp_path / "tanhmax.so"
-    proc = subprocess.Popen([str(BUILD / "bin" / "attn-compile"), str(EXAMPLES / "tanhmax.mlir"),
-                             "-o", str(out), "--jobs=2"], env=dict(os.environ, TMPDIR=str(scratch)),
-                            stderr=subprocess.PIPE, text=True,
-                            # a background shell may have left SIGINT ignored
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.monotonic() + 120
-    while not any(_written(f) for f in scratch.glob("attn*.o")):
-        assert proc.poll() is None, f"attn-compile ended (rc {proc.returncode}) before its objects " \
-                                    f"were seen: {proc.stderr.read()}"
-        assert time.monotonic() < deadline, "no temporary object appeared"
-        time.sleep(0.002)
-    proc.send_signal(sig)
-    proc.wait(timeout=60)
-    assert proc.returncode == -sig, proc.stderr.read()
+    _interrupt_compile([str(EXAMPLES / "tanhmax.mlir"), "-o", str(tmp_path / "tanhmax.so"),
+                        "--jobs=2"], dict(os.environ, TMPDIR=str(scratch)),
+                       lambda: any(_written(f) for f in scratch.glob("attn*.o")),
+                       "a temporary object was written", sig)
     assert list(scratch.iterdir()) == [] and list(tmp_path.iterdir()) == [scratch]
 
 
@@ -219,20 +226,11 @@ def test_interrupted_link_leaves_no_files(tmp_path, sig):
     started = tmp_path / "linker.pid"
     env = dict(os.environ, PATH=f"{fake_bin}:{os.environ['PATH']}",
                SLOW_LINKER_STARTED=str(started))
-    proc = subprocess.Popen([str(BUILD / "bin" / "attn-compile"), str(EXAMPLES / "softmax.mlir"),
-                             "-o", str(out_dir / "softmax.so"), "--dtypes=f32"], env=env,
-                            stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.monotonic() + 120
-    while not (started.exists() and started.read_text().strip()):
-        assert proc.poll() is None, f"attn-compile ended (rc {proc.returncode}) before it " \
-                                    f"linked: {proc.stderr.read()}"
-        assert time.monotonic() < deadline, "the linker did not start"
-        time.sleep(0.002)
+    _interrupt_compile([str(EXAMPLES / "softmax.mlir"), "-o", str(out_dir / "softmax.so"),
+                        "--dtypes=f32"], env,
+                       lambda: started.exists() and started.read_text().strip() != "",
+                       "the linker started", sig)
     linker_pid = int(started.read_text())
-    proc.send_signal(sig)
-    proc.wait(timeout=60)
-    assert proc.returncode == -sig, proc.stderr.read()
     with pytest.raises(ProcessLookupError):
         os.kill(linker_pid, 0)   # killed and reaped, not left to finish
     time.sleep(1.5)              # past the moment the linker would have written
