@@ -1,6 +1,7 @@
 //===- NormalizerAnalysis.cpp - choose the forward algorithm --------------===//
 #include "lib/Analysis/NormalizerAnalysis.h"
 
+#include "lib/Analysis/RangeAnalysis.h"
 #include "lib/Analysis/SignAnalysis.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -495,13 +496,52 @@ static LogicalResult verifyDenominatorCannotVanish(KernelOp kernel, NormalizerOp
   return error;
 }
 
+/// No region of `normalizer` returns inf where |s| <= 1e4 (with `score`'s signs) and
+/// params and table reads are within ±1e4: evaluated as the kernel runs it, online
+/// regions with their stabilised exp factors e^(x - m) in [0, 1] (RangeAnalysis.h).
+static LogicalResult verifyNoOverflow(KernelOp kernel, NormalizerOp normalizer, SignSet score) {
+  FailureOr<NormalizerClass> form = classifyNormalizer(normalizer);
+  if (failed(form))
+    return failure();
+  llvm::SmallPtrSet<Operation *, 8> stabilised(form->stabilisedExps.begin(),
+                                              form->stabilisedExps.end());
+  for (auto &product : form->stabilisedProducts)
+    stabilised.insert(product.first);
+  const double bound = kGuaranteedScoreMagnitude;
+  Range scoreRange{score.isNonNegative() ? 0.0 : -bound, score.isNonPositive() ? 0.0 : bound};
+  for (auto [region, role] : {std::pair(&normalizer.getNumerator(), "numerator"),
+                              std::pair(&normalizer.getDenominator(), "denominator"),
+                              std::pair(&normalizer.getOffset(), "offset")}) {
+    if (region->empty())
+      continue;
+    RangeAnalysis ranges(*region, stabilised, scoreRange);
+    Operation *origin = ranges.overflowOrigin();
+    if (!origin)
+      continue;
+    Type type = region->front().getTerminator()->getOperand(0).getType();
+    InFlightDiagnostic error =
+        origin->emitOpError() << "can exceed the largest " << type << " in the " << role
+                              << " of @" << normalizer.getSymName() << " (kernel @"
+                              << kernel.getSymName()
+                              << ") where |s| <= 1e4 and params and table reads are within "
+                                 "±1e4: the kernel would return inf or NaN";
+    error.attachNote(origin->getLoc())
+        << "bound the growth (tanh, a lower power, e^-|x|), or write it as an exp factor e^x "
+           "over a summed denominator, which the online algorithm rescales";
+    return error;
+  }
+  return success();
+}
+
 LogicalResult mlir::attn::verifyRowNumerics(KernelOp kernel) {
   NormalizerOp normalizer = kernel.getNormalizerOp();
   if (!normalizer)
     return success();
   SignSet score = scoreSigns(kernel);
-  return success(succeeded(verifyPlainNumeratorBounded(kernel, normalizer, score)) &&
-                 succeeded(verifyDenominatorCannotVanish(kernel, normalizer, score)));
+  if (failed(verifyPlainNumeratorBounded(kernel, normalizer, score)) ||
+      failed(verifyDenominatorCannotVanish(kernel, normalizer, score)))
+    return failure();
+  return verifyNoOverflow(kernel, normalizer, score);
 }
 
 FailureOr<Algorithm> mlir::attn::requireAlgorithm(KernelOp kernel) {

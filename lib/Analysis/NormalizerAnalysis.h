@@ -60,7 +60,8 @@ FailureOr<NormalizerClass> classifyNormalizer(NormalizerOp normalizer);
 /// count denominator has no exp factor that can overflow (e^s with a score mod
 /// <= 0 is bounded), and a summed denominator C_i = β + Σ_j h cannot be 0 (h > 0,
 /// or h >= 0 with `epsilon` or an offset > 0; else an error naming the fix, unless
-/// the normalizer says `assume_nonzero_denominator`).
+/// the normalizer says `assume_nonzero_denominator`), and no region can exceed its
+/// float type where |s| <= 1e4 (lib/Analysis/RangeAnalysis.h; s^10 reaches 1e40).
 LogicalResult verifyRowNumerics(KernelOp kernel);
 
 /// The nonzero constants of `region` that join its exp factors in sums, maxima,
