@@ -151,8 +151,22 @@ SignSet SignAnalysis::compute(Operation &op) const {
         SignSet x = operand(0);
         return x.isNonNegative() ? x : SignSet::any();
       })
-      .Case<math::PowFOp>([&](auto) {
-        return operand(0).bits == SignSet::Positive ? SignSet::positive() : SignSet::any();
+      .Case<math::PowFOp>([&](math::PowFOp pow) {
+        SignSet base = operand(0);
+        if (base.bits == SignSet::Positive)
+          return SignSet::positive();
+        // x^c for an integer constant c: an even power is >= 0, an odd one has x's sign.
+        auto c = pow.getRhs().getDefiningOp<arith::ConstantOp>();
+        auto exponent = c ? dyn_cast<FloatAttr>(c.getValue()) : FloatAttr();
+        double n = exponent ? exponent.getValueAsDouble() : 0.5;
+        if (std::floor(n) != n || n <= 0)
+          return SignSet::any();
+        if (std::fmod(n, 2.0) == 1.0)
+          return base;
+        uint8_t bits = base.bits & SignSet::Zero;
+        if (base.canBe(SignSet::Negative) || base.canBe(SignSet::Positive))
+          bits |= SignSet::Positive;
+        return SignSet(bits);
       })
       .Case<arith::AddFOp, arith::AddIOp>([&](auto) { return sum(operand(0), operand(1)); })
       .Case<arith::SubFOp, arith::SubIOp>(

@@ -62,3 +62,24 @@ attn.normalizer @ratio attributes {assume_nonzero_denominator} {
   denominator sum
 }
 attn.kernel @assumed normalizer(@ratio)
+
+// -----
+
+// Growth that a bounded function tames stays accepted: 1/(1 + e^-(s·s·s)) is in [0, 1]
+// although e^-(s·s·s) overflows (sigmoid of a cube, plain over a count).
+// CHECK-LABEL: attn.kernel @tamed
+attn.normalizer @sigmoid_cube {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %one = arith.constant 1.0 : f32
+    %s2 = arith.mulf %s, %s : f32
+    %s3 = arith.mulf %s2, %s : f32
+    %n = arith.negf %s3 : f32
+    %e = math.exp %n : f32
+    %d = arith.addf %one, %e : f32
+    %g = arith.divf %one, %d : f32
+    attn.yield %g : f32
+  }
+  denominator count
+}
+attn.kernel @tamed normalizer(@sigmoid_cube)
