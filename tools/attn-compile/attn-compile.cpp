@@ -1,7 +1,7 @@
 //===- attn-compile.cpp - one-shot driver: attn IR -> artifact .so --------===//
 //
 //   attn-compile tanhmax.mlir -o tanhmax.so [--kernel=name] [--dtypes=f32,f64]
-//                [--cpu=native|<llvm cpu name>] [--emit=so|obj|llvm|mlir|ptx|manifest]
+//                [--cpu=native|<llvm cpu name>] [--emit=so|obj|llvm|mlir|ptx|manifest|triton]
 //                [--jobs=N]
 //                [--attn-mask=bool|additive|learnable-additive]
 //                [--cuda-targets=sm_80,sm_90 [--cuda-dtypes=f16,bf16,f32]
@@ -28,6 +28,8 @@
 #include "lib/Analysis/Schedules.h"
 #include "lib/Codegen/GPU/GPULowering.h"
 #include "lib/Codegen/Manifest.h"
+#include "lib/Codegen/Triton/TritonEmitter.h"
+#include "passes/PassOptions.h"
 #include "runtime/include/attn/abi.h"
 #include "tools/ParserGuards.h"
 
@@ -100,7 +102,7 @@ static cl::opt<std::string> dtypes("dtypes", cl::desc("Element types to instanti
                                    cl::init("f32,f64"));
 static cl::opt<std::string> cpu("cpu", cl::desc("Target CPU (LLVM name) or 'native'"),
                                 cl::init("native"));
-enum class Emit { SharedObject, Object, LLVMIR, MLIR, PTX, Manifest };
+enum class Emit { SharedObject, Object, LLVMIR, MLIR, PTX, Manifest, Triton };
 static cl::opt<Emit> emit(
     "emit", cl::desc("What to write"), cl::init(Emit::SharedObject),
     cl::values(clEnumValN(Emit::SharedObject, "so", "linked shared object (default)"),
@@ -109,7 +111,9 @@ static cl::opt<Emit> emit(
                clEnumValN(Emit::MLIR, "mlir", "MLIR after the attn passes (loops, gpu.module)"),
                clEnumValN(Emit::PTX, "ptx", "PTX of the CUDA kernels for the lowest --cuda-targets"),
                clEnumValN(Emit::Manifest, "manifest",
-                          "the artifact's manifest text (runtime/include/attn/abi.h)")));
+                          "the artifact's manifest text (runtime/include/attn/abi.h)"),
+               clEnumValN(Emit::Triton, "triton",
+                          "the kernel as a Python module of Triton kernels (the GPU backend)")));
 static cl::opt<unsigned> jobs(
     "jobs",
     cl::desc("Threads that optimise and compile a shared object's entry points (--emit=so); "
@@ -884,6 +888,16 @@ int main(int argc, char **argv) {
         pm.addPass(attn::createAttnAddMaskInput(options));
       })))
     return 1;
+  if (emit == Emit::Triton) {
+    if (failed(runPipeline(*module, attn::buildTritonAnalysisPipeline)))
+      return 1;
+    FailureOr<attn::KernelOp> kernel = attn::selectKernel(*module, kernelName);
+    std::string text;
+    llvm::raw_string_ostream python(text);
+    if (failed(kernel) || failed(attn::emitTritonModule(*kernel, python)))
+      return 1;
+    return failed(writeOutput([&](llvm::raw_ostream &os) { os << text; })) ? 1 : 0;
+  }
   OwningOpRef<ModuleOp> source = module->clone(); // the attn ops, for attn_signature
   if (failed(runPipeline(*module,
                          [&](OpPassManager &pm) { buildAttnPipeline(pm, vectorBits, *headDims); })))
