@@ -1,0 +1,214 @@
+"""Launches the Triton kernels that `attn-compile --emit=triton` writes (the GPU backend,
+lib/Codegen/Triton/TritonEmitter.h):
+
+    kernel = attn.triton_backend.compile_triton("tanhmax.mlir")
+    out = kernel(q, k, v)                 # autograd: dq, dk, dv and the params' gradient
+
+The emitted module holds the math (its scalar functions and kernel templates); this
+file only checks the arguments, allocates, launches with the module's grid rules and
+sums the per-program parameter-gradient slots in a fixed order. With TRITON_INTERPRET=1
+(set before triton is imported) the same kernels run on CPU tensors.
+"""
+
+import hashlib
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+
+import torch
+
+from .compiler import _source_text, cache_dir
+from .paths import compiler_path
+
+__all__ = ["emit_triton", "load_triton", "compile_triton", "TritonKernel"]
+
+_STORAGE_TYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def emit_triton(source, kernel=None):
+    """The Python module text attn-compile --emit=triton writes for `source` (IR text, a
+    .mlir path or traced IR, as attn.compile takes it). RuntimeError with attn-compile's
+    diagnostics when it refuses the kernel."""
+    with tempfile.TemporaryDirectory() as scratch:
+        src = os.path.join(scratch, "kernel.mlir")
+        with open(src, "w", encoding="utf-8") as f:
+            f.write(_source_text(source))
+        out = os.path.join(scratch, "kernel.py")
+        options = ["--emit=triton"] + ([f"--kernel={kernel}"] if kernel else [])
+        result = subprocess.run([compiler_path(), src, "-o", out, *options],
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            diagnostics = (result.stderr or result.stdout).replace(src, "<attn IR>")
+            raise RuntimeError(f"attn: attn-compile --emit=triton failed:\n{diagnostics}")
+        with open(out, encoding="utf-8") as f:
+            return f.read()
+
+
+def _import_text(text):
+    """Imports the module `text` from a file (Triton reads the source of its kernels), one
+    per content under the cache directory."""
+    digest = hashlib.sha256(text.encode()).hexdigest()[:24]
+    name = f"attn_triton_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    directory = os.path.join(cache_dir(), "triton")
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, name + ".py")
+    if not os.path.exists(path):
+        fd, temporary = tempfile.mkstemp(dir=directory, suffix=".py.tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(temporary, path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules[name] = module
+    return module
+
+
+def load_triton(text, block_m=None, block_n=None):
+    """A TritonKernel from emitted module text (block sizes default to the module's)."""
+    return TritonKernel(_import_text(text), block_m, block_n)
+
+
+def compile_triton(source, kernel=None, block_m=None, block_n=None):
+    """emit_triton, then load_triton."""
+    return load_triton(emit_triton(source, kernel), block_m, block_n)
+
+
+def _next_power_of_2(n):
+    return 1 << max(0, (n - 1).bit_length())
+
+
+class TritonKernel:
+    """The four kernels of one emitted module and how to launch them."""
+
+    def __init__(self, module, block_m=None, block_n=None):
+        self.module = module
+        self.name = module.KERNEL
+        self.param_names = tuple(module.PARAM_NAMES)
+        self.block_m = block_m or module.DEFAULT_BLOCK_M
+        self.block_n = block_n or module.DEFAULT_BLOCK_N
+
+    def initial_params(self, dtype=torch.float32, device="cpu"):
+        return torch.tensor(self.module.PARAM_INITS, dtype=dtype, device=device)
+
+    def __call__(self, q, k, v, params=None, is_causal=False, key_lengths=None):
+        if params is None:
+            params = self.initial_params(device=q.device)
+        self._check(q, k, v, params, key_lengths)
+        return _TritonAttention.apply(self, q, k, v, params, bool(is_causal), key_lengths)
+
+    # --- arguments ----------------------------------------------------------------
+    def _check(self, q, k, v, params, key_lengths):
+        where = f"attn kernel {self.name} (Triton)"
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            if not isinstance(t, torch.Tensor) or t.dim() != 4:
+                raise ValueError(f"{where}: {name} must be a 4-D tensor [B, H, N, d], got "
+                                 f"{getattr(t, 'shape', type(t).__name__)}")
+            if t.dtype not in _STORAGE_TYPES:
+                raise ValueError(f"{where}: {name} must be float32, float16 or bfloat16, got "
+                                 f"{t.dtype}")
+        if not (q.dtype == k.dtype == v.dtype) or not (q.device == k.device == v.device):
+            raise ValueError(f"{where}: q, k and v must share dtype and device, got "
+                             f"{q.dtype}/{k.dtype}/{v.dtype} on {q.device}/{k.device}/{v.device}")
+        B, H, _, d = q.shape
+        if k.shape[0] != B or v.shape[0] != B or k.shape[:3] != v.shape[:3] or k.shape[3] != d:
+            raise ValueError(f"{where}: expected k [B, H_kv, Nk, d] and v [B, H_kv, Nk, dv] "
+                             f"for q {tuple(q.shape)}, got k {tuple(k.shape)}, v {tuple(v.shape)}")
+        if k.shape[1] == 0 or H % k.shape[1] != 0:
+            raise ValueError(f"{where}: q's {H} heads must be a multiple of k's {k.shape[1]} (GQA)")
+        if not isinstance(params, torch.Tensor) or params.dim() != 1 \
+                or params.numel() != len(self.param_names):
+            raise ValueError(f"{where}: params must be a 1-D tensor of {len(self.param_names)} "
+                             f"({', '.join(self.param_names) or 'none'}), got "
+                             f"{getattr(params, 'shape', type(params).__name__)}")
+        if key_lengths is not None and (not isinstance(key_lengths, torch.Tensor)
+                                        or key_lengths.shape != (B,)
+                                        or key_lengths.is_floating_point()):
+            raise ValueError(f"{where}: key_lengths must be an integer tensor [{B}], got "
+                             f"{getattr(key_lengths, 'shape', type(key_lengths).__name__)}")
+
+    def _launch_arguments(self, q, k, v, params, key_lengths):
+        device = q.device
+        flat_params = params.detach().to(device=device, dtype=torch.float32).contiguous()
+        if flat_params.numel() == 0:
+            flat_params = torch.zeros(1, dtype=torch.float32, device=device)
+        lengths = (key_lengths.to(device=device, dtype=torch.int32).contiguous()
+                   if key_lengths is not None else torch.zeros(1, dtype=torch.int32, device=device))
+        B, H, NQ, d = q.shape
+        H_KV, NK, dv = k.shape[1], k.shape[2], v.shape[3]
+        sizes = dict(H=H, H_KV=H_KV, NQ=NQ, NK=NK, HEAD_DIM=d, HEAD_DIM_V=dv,
+                     scale=float(self.module.score_scale(d)))
+        blocks = dict(BLOCK_M=self.block_m, BLOCK_N=self.block_n,
+                      BLOCK_D=max(16, _next_power_of_2(d)), BLOCK_DV=max(16, _next_power_of_2(dv)),
+                      DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32")
+        return flat_params, lengths, sizes, blocks
+
+    # --- launches -----------------------------------------------------------------
+    def forward(self, q, k, v, params, is_causal=False, key_lengths=None):
+        """O [B, H, Nq, dv], row_max and row_sum [B, H, Nq] (float32)."""
+        m = self.module
+        flat_params, lengths, sizes, blocks = self._launch_arguments(q, k, v, params, key_lengths)
+        B, H, NQ, _ = q.shape
+        out = torch.empty(B, H, NQ, v.shape[3], dtype=q.dtype, device=q.device)
+        row_max = torch.empty(B, H, NQ, dtype=torch.float32, device=q.device)
+        row_sum = torch.empty_like(row_max)
+        if out.numel():
+            m.attn_fwd[(-(-NQ // self.block_m), B * H)](
+                q, k, v, out, row_max, row_sum, flat_params, lengths,
+                *q.stride(), *k.stride(), *v.stride(), *out.stride(), **sizes,
+                IS_CAUSAL=is_causal, HAS_KEY_LENGTHS=key_lengths is not None, **blocks,
+                num_warps=m.NUM_WARPS, num_stages=m.NUM_STAGES)
+        return out, row_max, row_sum
+
+    def backward(self, q, k, v, out, dout, row_max, row_sum, params, is_causal=False,
+                 key_lengths=None):
+        """dq, dk, dv (the dtypes of q, k, v) and dparams (float32)."""
+        m = self.module
+        flat_params, lengths, sizes, blocks = self._launch_arguments(q, k, v, params, key_lengths)
+        B, H, NQ, _ = q.shape
+        H_KV, NK = k.shape[1], k.shape[2]
+        P = len(self.param_names)
+        row_blocks, key_blocks = -(-NQ // self.block_m), -(-NK // self.block_n)
+        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        delta = torch.empty(B, H, NQ, dtype=torch.float32, device=q.device)
+        # One slot per program and param: summed below in a fixed order.
+        row_slots = torch.zeros(B * H, row_blocks, max(P, 1), dtype=torch.float32, device=q.device)
+        key_slots = torch.zeros(B * H_KV, key_blocks, max(P, 1), dtype=torch.float32,
+                                device=q.device)
+        launch = dict(num_warps=m.NUM_WARPS, num_stages=m.NUM_STAGES)
+        flags = dict(IS_CAUSAL=is_causal, HAS_KEY_LENGTHS=key_lengths is not None)
+        if NQ and NK and B and H:
+            m.attn_bwd_preprocess[(row_blocks, B * H)](
+                out, dout, delta, row_max, row_sum, flat_params, row_slots,
+                *out.stride(), *dout.stride(), H, NQ, v.shape[3],
+                BLOCK_M=self.block_m, BLOCK_DV=blocks["BLOCK_DV"], **launch)
+            m.attn_bwd_dkdv[(key_blocks, B * H_KV)](
+                q, k, v, dout, dk, dv, row_max, row_sum, delta, flat_params, lengths, key_slots,
+                *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dk.stride(), *dv.stride(),
+                **sizes, **flags, **blocks, **launch)
+            m.attn_bwd_dq[(row_blocks, B * H)](
+                q, k, v, dout, dq, row_max, row_sum, delta, flat_params, lengths,
+                *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dq.stride(),
+                **sizes, **flags, **blocks, **launch)
+        dparams = (row_slots.double().sum(dim=(0, 1)) + key_slots.double().sum(dim=(0, 1)))[:P]
+        return dq, dk, dv, dparams.to(torch.float32)
+
+
+class _TritonAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, kernel, q, k, v, params, is_causal, key_lengths):
+        out, row_max, row_sum = kernel.forward(q, k, v, params, is_causal, key_lengths)
+        ctx.kernel, ctx.is_causal, ctx.key_lengths = kernel, is_causal, key_lengths
+        ctx.save_for_backward(q, k, v, params, out, row_max, row_sum)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, params, out, row_max, row_sum = ctx.saved_tensors
+        dq, dk, dv, dparams = ctx.kernel.backward(q, k, v, out, dout, row_max, row_sum, params,
+                                                  ctx.is_causal, ctx.key_lengths)
+        return None, dq, dk, dv, dparams.to(params.dtype), None, None
