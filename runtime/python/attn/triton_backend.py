@@ -50,12 +50,14 @@ def _import_text(text):
     """Imports the module `text` from a file (Triton reads the source of its kernels), one
     per content under the cache directory."""
     digest = hashlib.sha256(text.encode()).hexdigest()[:24]
-    name = f"attn_triton_{digest}"
+    # @triton.jit decides at import whether the kernels run under the interpreter.
+    interpreted = "_interpreted" if os.environ.get("TRITON_INTERPRET") == "1" else ""
+    name = f"attn_triton_{digest}{interpreted}"
     if name in sys.modules:
         return sys.modules[name]
     directory = os.path.join(cache_dir(), "triton")
     os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, name + ".py")
+    path = os.path.join(directory, f"attn_triton_{digest}.py")
     if not os.path.exists(path):
         fd, temporary = tempfile.mkstemp(dir=directory, suffix=".py.tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
