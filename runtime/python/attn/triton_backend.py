@@ -22,7 +22,15 @@ import torch
 from .compiler import _source_text, cache_dir
 from .paths import compiler_path
 
-__all__ = ["emit_triton", "load_triton", "compile_triton", "TritonKernel"]
+__all__ = ["emit_triton", "load_triton", "compile_triton", "TritonKernel", "KERNEL_NAMES"]
+
+#: The kernels of every emitted module, in launch order.
+KERNEL_NAMES = ("attn_fwd", "attn_bwd_preprocess", "attn_bwd_dkdv", "attn_bwd_dq")
+# Pointer arguments that are not q, k, v or their like (which have the storage type).
+_POINTER_TYPES = {"RowMax": "*fp32", "RowSum": "*fp32", "Delta": "*fp32", "Params": "*fp32",
+                  "DParamsRows": "*fp32", "DParamsKeys": "*fp32", "KeyLengths": "*i32"}
+_STORED = ("Q", "K", "V", "Out", "DOut", "DQ", "DK", "DV")
+_TRITON_TYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 
 _STORAGE_TYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -148,6 +156,37 @@ class TritonKernel:
                       BLOCK_D=max(16, _next_power_of_2(d)), BLOCK_DV=max(16, _next_power_of_2(dv)),
                       DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32")
         return flat_params, lengths, sizes, blocks
+
+    # --- ahead of time ---------------------------------------------------------------
+    def compile_ahead(self, target, dtype=torch.bfloat16, head_dim=64, is_causal=False,
+                      has_key_lengths=False, names=KERNEL_NAMES):
+        """{kernel name: triton.compile's result} for `target` (a triton GPUTarget, e.g.
+        GPUTarget("cuda", 90, 32)), storage `dtype` and `head_dim`; no GPU needed."""
+        from triton.compiler import ASTSource
+        from triton import compile as triton_compile
+
+        block_d = max(16, _next_power_of_2(head_dim))
+        constants = dict(IS_CAUSAL=is_causal, HAS_KEY_LENGTHS=has_key_lengths,
+                         DOT_PRECISION="ieee" if dtype == torch.float32 else "tf32",
+                         BLOCK_M=self.block_m, BLOCK_N=self.block_n, BLOCK_D=block_d,
+                         BLOCK_DV=block_d)
+        compiled = {}
+        for name in names:
+            fn = getattr(self.module, name)
+            signature, constexprs = {}, {}
+            for arg in fn.arg_names:
+                if arg in constants:
+                    signature[arg], constexprs[arg] = "constexpr", constants[arg]
+                elif arg in _STORED:
+                    signature[arg] = "*" + _TRITON_TYPES[dtype]
+                elif arg in _POINTER_TYPES:
+                    signature[arg] = _POINTER_TYPES[arg]
+                else:
+                    signature[arg] = "fp32" if arg == "scale" else "i32"
+            source = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
+            compiled[name] = triton_compile(source, target=target, options=dict(
+                num_warps=self.module.NUM_WARPS, num_stages=self.module.NUM_STAGES))
+        return compiled
 
     # --- launches -----------------------------------------------------------------
     def forward(self, q, k, v, params, is_causal=False, key_lengths=None):
