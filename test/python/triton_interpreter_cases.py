@@ -89,11 +89,11 @@ def test_example_normalizers_with_key_padding(name):
         assert_close(got, want, context=name)
 
 
-@pytest.mark.parametrize("name,Nq,Nk", [("tanhmax", 40, 40), ("softmax", 21, 37),
-                                        ("sigmoid", 1, 40)])
-def test_causal_and_odd_shapes(name, Nq, Nk):
-    """is_causal (top-left aligned), Nq != Nk and a single query row."""
-    q, k, v, dout, _ = helpers.make_inputs(name, 1, 2, Nq, Nk, D, D,
+@pytest.mark.parametrize("name,Nq,Nk,dv", [("tanhmax", 40, 40, D), ("softmax", 21, 37, 24),
+                                           ("sigmoid", 1, 40, D)])
+def test_causal_and_odd_shapes(name, Nq, Nk, dv):
+    """is_causal (top-left aligned), Nq != Nk, a single query row, dv != d."""
+    q, k, v, dout, _ = helpers.make_inputs(name, 1, 2, Nq, Nk, D, dv,
                                            helpers.seed_of("triton-causal", name, Nq, Nk))
     params = helpers.case_params(name)
     got = run(kernel(EXAMPLES / f"{name}.mlir"), q, k, v, params, dout, is_causal=True)
