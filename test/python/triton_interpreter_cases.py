@@ -2,7 +2,8 @@
 Triton's interpreter on CPU tensors against the float64 references, forward and every
 gradient: every example normalizer, causal, key padding, fully masked rows, Nq != Nk,
 Nq = 1, N not a multiple of the tile, GQA, an index mask, a score mod with a learnable
-param, and f16 storage. Tiles of 16 and N <= 40 keep the interpreter quick.
+param, offset regions with learnable params, and f16 storage. Tiles of 16 and
+N <= 40 keep the interpreter quick.
 
 Triton decides when it is imported whether its own library runs interpreted, so these
 cases run in a process that sets TRITON_INTERPRET=1 first: test_triton_interpreter.py
@@ -34,6 +35,7 @@ _KERNELS = {}
 
 
 def kernel(path):
+    """The kernel of an .mlir file (or IR text), compiled once per session."""
     if path not in _KERNELS:
         _KERNELS[path] = triton_backend.compile_triton(str(path), block_m=TILE, block_n=TILE)
     return _KERNELS[path]
@@ -207,3 +209,21 @@ def test_bad_arguments_say_what_was_expected():
         kern(q, q, q, key_lengths=torch.ones(2, dtype=torch.int64))
     with pytest.raises(ValueError, match="float32, float16 or bfloat16"):
         kern(q.double(), q.double(), q.double())
+
+
+@pytest.mark.parametrize("name", ["offset_params", "plain_offset"])
+def test_row_offsets_and_their_param_gradients(name):
+    """An offset region with a learnable param (test_row_offsets.py's kernels): online,
+    β = e^(t + 0.1·h) joins the running max; plain, β = t² + 0.5. dθ from β is the
+    backward preprocess's share: −∂β/∂θ·D/C per row."""
+    import test_row_offsets as row_offsets
+
+    gen = torch.Generator().manual_seed(helpers.seed_of("triton-offsets", name))
+    q, k = (torch.randn(2, 2, 27, D, generator=gen, dtype=torch.float64) for _ in range(2))
+    v = torch.randn(2, 2, 27, D, generator=gen, dtype=torch.float64)
+    dout = torch.randn(2, 2, 27, D, generator=gen, dtype=torch.float64)
+    params, _, reference = row_offsets.case(name, gen, 2, 27)
+    got = run(kernel(row_offsets.SOURCES[name]), q, k, v, params, dout)
+    want = general.attention_and_grads(reference, q, k, v, dout, [params])
+    want["dparams"] = want.pop("d0")
+    assert_close(got, want, context=name)
