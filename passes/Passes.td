@@ -301,7 +301,7 @@ def AttnEmitTriton : Pass<"attn-emit-triton", "::mlir::ModuleOp"> {
     `kernel` names (or the module's only one) as one Python module: every scalar
     function as a @triton.jit function and the compiler's forward and backward
     kernel templates calling them (lib/Codegen/Triton/TritonEmitter.h). A kernel
-    the emitter does not cover yet (kernelised form, tensor inputs, weights,
+    the emitter does not cover yet (kernelised form, weights,
     feature maps, bilinear / additive / cosine contractions) is an error naming
     the feature. `attn-opt --attn-triton` runs it after the passes it needs and
     a cleanup; `attn-compile --emit=triton` writes the same module.

@@ -46,28 +46,6 @@ attn.kernel @k normalizer(@softmax) score(@feature_softmax)
 
 // -----
 
-// Tensor inputs.
-attn.input @doc : tensor<?x?xi64>
-attn.mask @same_document {
-^bb0(%b: index, %h: index, %i: index, %j: index):
-  %di = attn.read @doc[%b, %i] : i64
-  %dj = attn.read @doc[%b, %j] : i64
-  %keep = arith.cmpi eq, %di, %dj : i64
-  attn.yield %keep : i1
-}
-attn.normalizer @softmax {
-  numerator {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    %e = math.exp %s : f32
-    attn.yield %e : f32
-  }
-  denominator sum
-}
-// expected-error @+1 {{uses tensor inputs (@doc), which the Triton emitter does not cover yet}}
-attn.kernel @k normalizer(@softmax) mask(@same_document)
-
-// -----
-
 // Learnable weights (bilinear and additive contractions).
 attn.score @general contract bilinear weights(W: 16x16 = identity)
 attn.normalizer @softmax {

@@ -215,3 +215,45 @@ attn.kernel @alibi_attention normalizer(@softmax) score(@alibi)
 // CHECK: def attn_bwd_dkdv(
 // CHECK: draw = tl.where(keep, ds * score_mod_draw(raw, b, h, i, j, p_slope), 0.0)
 // CHECK: d_p_slope += tl.sum(tl.where(keep, ds * score_mod_d_slope(raw, b, h, i, j, p_slope), 0.0), 0)
+
+// -----
+
+// Tensor inputs: each table is a pointer, its extents and its strides; reads clamp
+// every index to [0, extent); a learnable table's read gets its derivative and its
+// row-major position, and attn_bwd_dkdv scatters the pairs' gradients into the
+// program's own slots.
+attn.input @doc : tensor<?x?xi64>
+attn.input @bias learnable : tensor<?x4xf32>
+attn.mask @same_document {
+^bb0(%b: index, %h: index, %i: index, %j: index):
+  %di = attn.read @doc[%b, %i] : i64
+  %dj = attn.read @doc[%b, %j] : i64
+  %keep = arith.cmpi eq, %di, %dj : i64
+  attn.yield %keep : i1
+}
+attn.score @biased contract scaled_dot mod {
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+  %ij = arith.subi %j, %i : index
+  %bias = attn.read @bias[%h, %ij] : f32
+  %biased = arith.addf %s, %bias : f32
+  attn.yield %biased : f32
+}
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator sum
+}
+attn.kernel @tables normalizer(@softmax) score(@biased) mask(@same_document)
+
+// CHECK: INPUTS = (("doc", "t_doc", "i64", (-1, -1,), False), ("bias", "t_bias", "fp32", (-1, 4,), True), )
+// CHECK: def mask(b, h, i, j, t_doc, t_doc_n0, t_doc_n1, t_doc_s0, t_doc_s1, t_bias, t_bias_n0, t_bias_n1, t_bias_s0, t_bias_s1):
+// CHECK-NEXT: tl.load(t_doc + tl.minimum(tl.maximum(b, 0), t_doc_n0 - 1) * t_doc_s0 + tl.minimum(tl.maximum(i, 0), t_doc_n1 - 1) * t_doc_s1).to(tl.int64)
+// CHECK: def score_mod_at_t_bias_0(raw, b, h, i, j,
+// CHECK-NEXT: = (j - i)
+// CHECK-NEXT: = ((tl.minimum(tl.maximum(h, 0), t_bias_n0 - 1)) * t_bias_n1 + tl.minimum(tl.maximum(t0, 0), t_bias_n1 - 1))
+// CHECK: def attn_bwd_dkdv(
+// CHECK: t_doc, t_doc_n0, t_doc_n1, t_doc_s0, t_doc_s1, t_bias, t_bias_n0, t_bias_n1, t_bias_s0, t_bias_s1, dt_bias,
+// CHECK: tl.atomic_add(dt_bias + (bhk * tl.num_programs(0) + start_n) * (t_bias_n0 * t_bias_n1) + score_mod_at_t_bias_0(raw, b, h, i, j, {{.*}}) + tl.zeros([BLOCK_M, BLOCK_N], tl.int32), tl.where(keep, ds * score_mod_d_t_bias_0(raw, b, h, i, j, {{.*}}), 0.0), mask=keep)

@@ -18,6 +18,7 @@ import general
 import helpers
 import reference as ref
 from conftest import EXAMPLES, NORMALIZER_NAMES, REPO
+from triton_table_kernels import BIAS_TABLE, SINKS_DOCUMENTS
 
 if os.environ.get("TRITON_INTERPRET") != "1":
     pytest.skip("needs TRITON_INTERPRET=1 before triton is imported (test_triton_interpreter.py "
@@ -227,3 +228,89 @@ def test_row_offsets_and_their_param_gradients(name):
     want = general.attention_and_grads(reference, q, k, v, dout, [params])
     want["dparams"] = want.pop("d0")
     assert_close(got, want, context=name)
+
+
+# --- tensor inputs -------------------------------------------------------------------
+
+
+
+def run_tables(kern, q, k, v, dout, tables, learnable, **options):
+    """O and the gradients (dq, dk, dv and d<name> of each learnable table), float64."""
+    leaves = [t.detach().float().requires_grad_(True) for t in (q, k, v)]
+    inputs = {name: (t.detach().float().requires_grad_(True) if name in learnable else t)
+              for name, t in tables.items()}
+    out = kern(*leaves, inputs=inputs, **options)
+    out.backward(dout.float())
+    got = {"O": out.detach().double(), "dq": leaves[0].grad.double(),
+           "dk": leaves[1].grad.double(), "dv": leaves[2].grad.double()}
+    for name in learnable:
+        got["d" + name] = inputs[name].grad.double()
+    return got
+
+
+def test_sinks_document_mask_and_gqa_in_one_kernel():
+    """A learnable sink logit per head (an offset region reading sinks[H]), document ids
+    doc [B, N] (int64, read as a broadcast view: stride 0 over the batch), 4 query heads
+    over 2 kv heads and causal: O, dq, dk, dv and dsinks against the float64 reference."""
+    gen = torch.Generator().manual_seed(helpers.seed_of("triton-sinks-documents"))
+    B, H, H_KV, N = 2, 4, 2, 35
+    q = 1.3 * torch.randn(B, H, N, D, generator=gen, dtype=torch.float64)
+    k = 1.3 * torch.randn(B, H_KV, N, D, generator=gen, dtype=torch.float64)
+    v = torch.randn(B, H_KV, N, D, generator=gen, dtype=torch.float64)
+    dout = torch.randn(B, H, N, D, generator=gen, dtype=torch.float64)
+    sinks = torch.randn(H, generator=gen, dtype=torch.float64)
+    doc = torch.cumsum((torch.rand(1, N, generator=gen) < 0.15).to(torch.int64), 1).expand(B, N)
+    assert doc.stride(0) == 0
+    got = run_tables(kernel(SINKS_DOCUMENTS), q, k, v, dout, {"sinks": sinks, "doc": doc},
+                     ["sinks"], is_causal=True)
+
+    def reference(q_, k_, v_, sinks_):
+        k_, v_ = k_.repeat_interleave(H // H_KV, 1), v_.repeat_interleave(H // H_KV, 1)
+        s = q_ @ k_.transpose(-1, -2) / D ** 0.5
+        i, j = torch.arange(N).view(N, 1), torch.arange(N).view(1, N)
+        keep = (doc[:, None, :, None] == doc[:, None, None, :]) & (j <= i)
+        e = torch.where(keep, torch.exp(s), 0.0)
+        c = torch.exp(sinks_).view(1, H, 1, 1) + e.sum(-1, keepdim=True)
+        return (e / c) @ v_
+
+    want = general.attention_and_grads(reference, q, k, v, dout, leaves=(sinks,))
+    want["dsinks"] = want.pop("d0")
+    assert_close(got, want, context="sinks + documents + gqa")
+
+
+
+
+def test_learnable_table_gradient_with_clamped_reads():
+    """s + bias[h, j - i + 2] with bias [H, 6] learnable: the reads below 0 and past 5 are
+    clamped (every pair farther than 2 before or 3 after the query reads an end bucket),
+    and dbias sums each pair's ds at the element read; the same bits twice."""
+    gen = torch.Generator().manual_seed(helpers.seed_of("triton-bias-table"))
+    B, H, N = 2, 2, 29
+    q, k, v, dout = (torch.randn(B, H, N, D, generator=gen, dtype=torch.float64)
+                     for _ in range(4))
+    bias = 0.5 * torch.randn(H, 6, generator=gen, dtype=torch.float64)
+    kern = kernel(BIAS_TABLE)
+    got = run_tables(kern, q, k, v, dout, {"bias": bias}, ["bias"], key_lengths=torch.tensor([29, 17]))
+    again = run_tables(kern, q, k, v, dout, {"bias": bias}, ["bias"], key_lengths=torch.tensor([29, 17]))
+    assert torch.equal(got["dbias"], again["dbias"])
+    lengths = torch.tensor([29, 17])
+    bucket = lambda ix: (ix.j - ix.i + 2).clamp(0, 5)
+    fn = lambda q_, k_, v_, bias_: general.attention(
+        q_, k_, v_, lambda a, b, ix: _scaled_dot(a, b, ix) + bias_[ix.h, bucket(ix)],
+        lambda s, ix: torch.exp(s), lambda s, ix: torch.exp(s),
+        keep=lambda ix: ix.j < lengths.view(B, 1, 1, 1))
+    want = general.attention_and_grads(fn, q, k, v, dout, leaves=(bias,))
+    want["dbias"] = want.pop("d0")
+    assert_close(got, want, context="bias table")
+
+
+def test_tensor_inputs_are_checked():
+    kern = kernel(SINKS_DOCUMENTS)
+    q = torch.zeros(1, 2, 8, D)
+    doc = torch.zeros(1, 8, dtype=torch.int64)
+    with pytest.raises(ValueError, match="exactly the tensor inputs \\(sinks, doc\\)"):
+        kern(q, q, q, inputs={"doc": doc})
+    with pytest.raises(ValueError, match="input doc must be a 2-D integer tensor"):
+        kern(q, q, q, inputs={"sinks": torch.zeros(2), "doc": doc.float()})
+    with pytest.raises(ValueError, match="input sinks must have extent at least 1"):
+        kern(q, q, q, inputs={"sinks": torch.zeros(0), "doc": doc})

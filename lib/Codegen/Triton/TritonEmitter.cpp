@@ -53,22 +53,53 @@ std::string tritonType(Type type) {
   return "tl.int32";
 }
 
+/// A tensor input as the kernels and functions take it: a pointer `name`, then its
+/// extents `name_n<d>` and its strides `name_s<d>` (in elements, 0 = broadcast).
+struct TableArgs {
+  std::string name;
+  unsigned rank;
+  std::string extent(unsigned d) const { return name + "_n" + std::to_string(d); }
+  std::string stride(unsigned d) const { return name + "_s" + std::to_string(d); }
+  SmallVector<std::string> args() const {
+    SmallVector<std::string> all{name};
+    for (unsigned d = 0; d < rank; ++d)
+      all.push_back(extent(d));
+    for (unsigned d = 0; d < rank; ++d)
+      all.push_back(stride(d));
+    return all;
+  }
+};
+
+/// Every table's arguments, in the kernel's input order.
+SmallVector<std::string> tableArgList(ArrayRef<TableArgs> tables) {
+  SmallVector<std::string> all;
+  for (const TableArgs &table : tables)
+    llvm::append_range(all, table.args());
+  return all;
+}
+
 /// Prints one scalar function as a @triton.jit function: every op one assignment,
 /// constants inline. Arguments are Triton tensors of any broadcastable shape
 /// (the kernels pass [BLOCK_M, BLOCK_N] scores, [BLOCK_M, 1] query and [1, BLOCK_N]
 /// key indices, scalar batch and head indices and params).
 class FunctionPrinter {
 public:
-  FunctionPrinter(llvm::raw_ostream &os, llvm::StringSet<> &helpers)
-      : os(os), helpers(helpers) {}
+  FunctionPrinter(llvm::raw_ostream &os, llvm::StringSet<> &helpers, ArrayRef<TableArgs> tables)
+      : os(os), helpers(helpers), tables(tables) {}
 
+  /// `argNames` name the scalar arguments; the trailing memref arguments are the
+  /// tables (ScalarFunctions.h), which take their TableArgs.
   LogicalResult print(func::FuncOp function, StringRef name, ArrayRef<std::string> argNames) {
     Block &body = function.getBody().front();
-    assert(body.getNumArguments() == argNames.size() &&
+    assert(body.getNumArguments() == argNames.size() + tables.size() &&
            "attn-derive-backward's signatures (ScalarFunctions.h)");
     for (auto [arg, argName] : llvm::zip(body.getArguments(), argNames))
       names[arg] = argName;
-    os << "@triton.jit\ndef " << name << "(" << llvm::join(argNames, ", ") << "):\n";
+    for (auto [index, arg] : llvm::enumerate(body.getArguments().drop_front(argNames.size())))
+      tableOf[arg] = index;
+    SmallVector<std::string> all(argNames.begin(), argNames.end());
+    llvm::append_range(all, tableArgList(tables));
+    os << "@triton.jit\ndef " << name << "(" << llvm::join(all, ", ") << "):\n";
     for (Operation &op : body) {
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
         os << "    return " << names.lookup(ret.getOperand(0)) << "\n\n\n";
@@ -195,9 +226,35 @@ private:
     return "tl.cast(" + operand(op, 0) + ", " + tritonType(op.getResult(0).getType()) + ")";
   }
 
+  /// The flat element offset of a table read: each index clamped to [0, extent),
+  /// times the table's stride (`position`: times the row-major extent products,
+  /// where a learnable table's gradient goes).
+  std::string tableOffset(Operation &op, bool position) {
+    const TableArgs &table = tables[tableOf.lookup(op.getOperand(0))];
+    std::string offset;
+    for (unsigned d = 0; d < table.rank; ++d) {
+      std::string clamped = "tl.minimum(tl.maximum(" + operand(op, d + 1) + ", 0), " +
+                            table.extent(d) + " - 1)";
+      if (position)
+        offset = d == 0 ? clamped : "(" + offset + ") * " + table.extent(d) + " + " + clamped;
+      else
+        offset += (d ? " + " : "") + clamped + " * " + table.stride(d);
+    }
+    return offset;
+  }
+
   FailureOr<std::string> translate(Operation &op) {
     if (op.getNumResults() != 1)
       return unsupported(op);
+    if (isa<TableLoadOp>(op)) {
+      Type type = op.getResult(0).getType();
+      // Integers of i64 tables stay 64-bit; i8 and i32 ones compute as int32.
+      std::string as = type.isInteger(64) ? "tl.int64" : tritonType(type);
+      return "tl.load(" + tables[tableOf.lookup(op.getOperand(0))].name + " + " +
+             tableOffset(op, false) + ").to(" + as + ")";
+    }
+    if (isa<TablePositionOp>(op))
+      return "(" + tableOffset(op, true) + ")";
     if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
       Attribute value = constant.getValue();
       if (auto number = dyn_cast<FloatAttr>(value))
@@ -285,7 +342,9 @@ private:
 
   llvm::raw_ostream &os;
   llvm::StringSet<> &helpers;
+  ArrayRef<TableArgs> tables;
   DenseMap<Value, std::string> names;
+  DenseMap<Value, unsigned> tableOf;
   unsigned next = 0;
 };
 
@@ -341,6 +400,7 @@ private:
   LogicalResult checkCovered();
   LogicalResult printFunctions();
   void printHeader();
+  std::string inputsText();
   void printForward();
   void printPreprocess();
   void printDkDv();
@@ -348,16 +408,48 @@ private:
 
   // Fragments the kernels share, written at `indent`.
   void line(int indent, const Twine &text) { os.indent(indent) << text << "\n"; }
+  /// `leading`, then the params and the tables: how every scalar function is called.
   std::string withParams(StringRef leading) const {
     std::string args = leading.str();
     for (const std::string &param : params)
       args += ", " + param;
+    for (const std::string &table : tableArgList(tables))
+      args += ", " + table;
     return args;
   }
+  /// The tables' kernel arguments, then each learnable table's gradient slots
+  /// (`gradients`): one line of the signature.
+  std::string tableParameters(bool gradients) {
+    std::string text;
+    for (const std::string &arg : tableArgList(tables))
+      text += arg + ", ";
+    if (gradients)
+      for (auto [table, input] : llvm::zip(tables, inputs))
+        if (input.getLearnable())
+          text += gradientSlots(table) + ", ";
+    return text;
+  }
+  static std::string gradientSlots(const TableArgs &table) { return "d" + table.name; }
+  /// The number of elements of `table` (its gradient's size), as an expression.
+  static std::string tableSize(const TableArgs &table) {
+    SmallVector<std::string> extents;
+    for (unsigned d = 0; d < table.rank; ++d)
+      extents.push_back(table.extent(d));
+    return llvm::join(extents, " * ");
+  }
+  /// Adds one tile's (or row block's) gradient of table-read `site` into this
+  /// program's slots: `value` at `position` where `where`, scattered with atomics
+  /// inside the program's own slots, which the launcher sums in a fixed order.
+  void addTableGradient(int indent, unsigned site, StringRef slot, StringRef value,
+                        StringRef position, StringRef where, StringRef shape);
   void loadParams(int indent);
+  /// The gradients of every learnable-table read of `role`s in the tile.
+  void pairTableGradients(int indent, StringRef slot);
   /// `@triton.jit def name(`: the pointers, four strides of each tensor in
-  /// `strided`, then the sizes, flags and tiles.
-  void signature(StringRef name, StringRef pointers, ArrayRef<StringRef> strided);
+  /// `strided`, the tables (with `gradients` also the learnable ones' gradient
+  /// slots), then the sizes, flags and tiles.
+  void signature(StringRef name, StringRef pointers, ArrayRef<StringRef> strided,
+                 bool gradients = false);
   /// A program of one query block of one (b, h): indices, q, and the keys it visits.
   void rowProgram();
   void loadKeysAndValues(int indent);
@@ -373,12 +465,29 @@ private:
                        StringRef rowLimit, StringRef cols, StringRef colStride,
                        StringRef colLimit) const;
 
+  SmallVector<TableGradAttr> tableGrads() const {
+    SmallVector<TableGradAttr> sites;
+    if (ArrayAttr all = functions.getTableGrads())
+      for (Attribute site : all)
+        sites.push_back(cast<TableGradAttr>(site));
+    return sites;
+  }
+  /// <role>_<kind>_<table>_<site>: d (by the value read) or at (where it was read).
+  std::string tableGradName(unsigned site, StringRef kind) const {
+    TableGradAttr read = tableGrads()[site];
+    StringRef role = read.getRole() == TableGradRole::Score ? "score_mod"
+                                                            : stringifyTableGradRole(read.getRole());
+    return (role + "_" + kind + "_" + tables[read.getInput()].name + "_" + Twine(site)).str();
+  }
+
   KernelOp kernel;
   llvm::raw_ostream &os;
   NormalizerOp normalizer;
   bool online = false;
   KernelFunctionsAttr functions;
   SmallVector<std::string> params;
+  SmallVector<InputOp> inputs;
+  SmallVector<TableArgs> tables;
   /// How derivative functions name each param: numerator_d_<suffix>.
   SmallVector<std::string> paramSuffixes;
   unsigned numNormalizerParams = 0;
@@ -396,9 +505,6 @@ LogicalResult KernelPrinter::checkCovered() {
   };
   if (*algorithm == Algorithm::Kernelised)
     return refuse("the kernelised (linear-time) form");
-  SmallVector<InputOp> inputs = kernelInputs(kernel);
-  if (!inputs.empty())
-    return refuse("tensor inputs (@" + inputs.front().getSymName() + ")");
   if (ScoreOp score = kernel.getScoreOp()) {
     if (score.getNumWeights())
       return refuse("learnable weights (" +
@@ -418,6 +524,11 @@ LogicalResult KernelPrinter::checkCovered() {
     paramSuffixes.push_back(StringRef(params.back()).starts_with("p_") ? name.str()
                                                                         : params.back());
   }
+  inputs = kernelInputs(kernel);
+  for (auto [index, input] : llvm::enumerate(inputs)) {
+    std::string name = pythonName(input.getSymName(), index);
+    tables.push_back({"t" + name.substr(1), static_cast<unsigned>(input.getRank())});
+  }
   return success();
 }
 
@@ -434,7 +545,7 @@ LogicalResult KernelPrinter::printFunctions() {
     assert(function && "the kernel verifier checks that its functions exist");
     SmallVector<std::string> args(leading.begin(), leading.end());
     args.append(params.begin(), params.end());
-    FunctionPrinter printer(body, helpers);
+    FunctionPrinter printer(body, helpers, tables);
     return printer.print(function, name, args);
   };
   auto emitEach = [&](ArrayAttr symbols, StringRef prefix, ArrayRef<std::string> by,
@@ -468,6 +579,14 @@ LogicalResult KernelPrinter::printFunctions() {
       failed(emitEach(functions.getOffsetDp(), "offset", normalizerParams, row)) ||
       failed(emitEach(functions.getScoreDp(), "score_mod", scoreParams, scoreArgs)))
     return failure();
+  for (auto [site, read] : llvm::enumerate(tableGrads())) {
+    ArrayRef<StringRef> leading = read.getRole() == TableGradRole::Score    ? scoreArgs
+                                  : read.getRole() == TableGradRole::Offset ? row
+                                                                            : pair;
+    if (failed(emit(read.getDerivative(), tableGradName(site, "d"), leading)) ||
+        failed(emit(read.getPosition(), tableGradName(site, "at"), leading)))
+      return failure();
+  }
   os << "# --- the kernel's scalar functions (attn-derive-backward), as Triton ---\n\n";
   printHelpers(helpers, os);
   os << text;
@@ -523,13 +642,16 @@ void KernelPrinter::scoreGrad(int indent) {
     line(indent, "draw = ds");
 }
 
-void KernelPrinter::signature(StringRef name, StringRef pointers, ArrayRef<StringRef> strided) {
+void KernelPrinter::signature(StringRef name, StringRef pointers, ArrayRef<StringRef> strided,
+                              bool gradients) {
   os << "@triton.jit\ndef " << name << "(\n    " << pointers << ",\n";
   for (StringRef tensor : strided) {
     // Rows of q, o, do and dq are queries (m), of k, v, dk and dv keys (n).
     StringRef rows = tensor.back() == 'q' || tensor.back() == 'o' ? "m" : "n";
     os << llvm::formatv("    stride_{0}b, stride_{0}h, stride_{0}{1}, stride_{0}d,\n", tensor, rows);
   }
+  if (!tables.empty())
+    os << "    " << tableParameters(gradients) << "\n";
   os << R"(    H, H_KV, NQ, NK, HEAD_DIM, HEAD_DIM_V, scale,
     IS_CAUSAL: tl.constexpr, HAS_KEY_LENGTHS: tl.constexpr, DOT_PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
@@ -570,6 +692,23 @@ void KernelPrinter::loadRowStatistics(int indent) {
   line(indent, "delta = tl.load(Delta + bh * NQ + offs_m, mask=row_in, other=0.0)");
 }
 
+std::string KernelPrinter::inputsText() {
+  std::string text;
+  for (auto [input, table] : llvm::zip(inputs, tables)) {
+    Type element = input.getElementType();
+    std::string type = isa<FloatType>(element)
+                           ? "fp32"
+                           : "i" + std::to_string(element.getIntOrFloatBitWidth());
+    SmallVector<std::string> extents;
+    for (int64_t extent : input.getTensorType().getShape())
+      extents.push_back(std::to_string(ShapedType::isDynamic(extent) ? -1 : extent));
+    text += "(\"" + input.getSymName().str() + "\", \"" + table.name + "\", \"" + type +
+            "\", (" + llvm::join(extents, ", ") + ",), " +
+            (input.getLearnable() ? "True" : "False") + "), ";
+  }
+  return text;
+}
+
 void KernelPrinter::printHeader() {
   std::string names, inits;
   for (StringRef name : kernelParamNames(kernel))
@@ -588,6 +727,9 @@ void KernelPrinter::printHeader() {
      << "ALGORITHM = \"" << (online ? "online" : "plain") << "\"\n"
      << "PARAM_NAMES = (" << names << ")\n"
      << "PARAM_INITS = (" << inits << ")\n"
+     << "# Tensor inputs: (name, kernel argument, element type, extents (-1: the caller's),\n"
+     << "# learnable). Float inputs are read as float32.\n"
+     << "INPUTS = (" << inputsText() << ")\n"
      << "# Tiles and launch configuration the launcher uses unless told otherwise.\n"
      << "DEFAULT_BLOCK_M = 64\nDEFAULT_BLOCK_N = 64\nNUM_WARPS = 4\nNUM_STAGES = 2\n"
      << "LOG2E = tl.constexpr(1.4426950408889634)\n\n\n"
@@ -680,7 +822,10 @@ def attn_bwd_preprocess(
     Out, DOut, Delta, RowMax, RowSum, Params, DParamsRows,
     stride_ob, stride_oh, stride_om, stride_od,
     stride_dob, stride_doh, stride_dom, stride_dod,
-    H, NQ, HEAD_DIM_V,
+    )";
+  if (!tables.empty())
+    os << tableParameters(/*gradients=*/true) << "\n    ";
+  os << R"(H, NQ, HEAD_DIM_V,
     BLOCK_M: tl.constexpr, BLOCK_DV: tl.constexpr,
 ):
     start_m = tl.program_id(0)
@@ -698,18 +843,33 @@ def attn_bwd_preprocess(
   line(4, "delta = tl.sum(o * do, 1)");
   line(4, "tl.store(Delta + bh * NQ + offs_m, delta, mask=row_in)");
   ArrayAttr offsetDp = functions.getOffsetDp();
-  if (offsetDp && !offsetDp.empty()) {
-    line(4, "# The offset region's share of dθ: −∂β/∂θ·D/C per row, one slot per program.");
+  bool paramGrads = offsetDp && !offsetDp.empty();
+  bool tableGradsOfRows = llvm::any_of(
+      tableGrads(), [](TableGradAttr read) { return read.getRole() == TableGradRole::Offset; });
+  if (paramGrads || tableGradsOfRows) {
+    line(4, "# The offset region's share of dθ and of the tables' gradients: −∂β/∂x·D/C per");
+    line(4, "# row, into this program's own slots.");
     line(4, "row_max = tl.load(RowMax + bh * NQ + offs_m, mask=row_in, other=0.0)");
     line(4, "row_sum = tl.load(RowSum + bh * NQ + offs_m, mask=row_in, other=0.0)");
     line(4, "live = row_sum != 0.0");
     line(4, "inv_c = tl.where(live, 1.0 / tl.where(live, row_sum, 1.0), 0.0)");
+    line(4, "program = bh * tl.num_programs(0) + start_m");
     loadParams(4);
-    line(4, "slot = (bh * tl.num_programs(0) + start_m) * " + Twine(params.size()));
+  }
+  if (paramGrads) {
+    line(4, "slot = program * " + Twine(params.size()));
     for (unsigned p = 0; p < offsetDp.size(); ++p)
       line(4, "tl.store(DParamsRows + slot + " + Twine(p) +
                   ", tl.sum(tl.where(live, -offset_d_" + paramSuffixes[p] + "(" +
                   withParams("row_max, b, h, offs_m") + ") * delta * inv_c, 0.0), 0))");
+  }
+  for (auto [site, read] : llvm::enumerate(tableGrads())) {
+    if (read.getRole() != TableGradRole::Offset)
+      continue;
+    std::string args = withParams("row_max, b, h, offs_m");
+    addTableGradient(4, site, "program",
+                     "-" + tableGradName(site, "d") + "(" + args + ") * delta * inv_c",
+                     tableGradName(site, "at") + "(" + args + ")", "live & row_in", "[BLOCK_M]");
   }
   os << "\n\n";
 }
@@ -717,7 +877,7 @@ def attn_bwd_preprocess(
 void KernelPrinter::printDkDv() {
   signature("attn_bwd_dkdv",
             "Q, K, V, DOut, DK, DV, RowMax, RowSum, Delta, Params, KeyLengths, DParamsKeys",
-            {"q", "k", "v", "do", "dk", "dv"});
+            {"q", "k", "v", "do", "dk", "dv"}, /*gradients=*/true);
   os << R"(    # One program per key block of one (b, kv head): it visits every query head of
     # the GQA group in turn, so dK, dV and dθ are reduced without atomics.
     start_n = tl.program_id(0)
@@ -772,6 +932,7 @@ void KernelPrinter::printDkDv() {
   for (unsigned p = numNormalizerParams; p < params.size(); ++p)
     line(body, "d_" + params[p] + " += tl.sum(tl.where(keep, ds * score_mod_d_" + paramSuffixes[p] +
                    "(" + withParams("raw, b, h, i, j") + "), 0.0), 0)");
+  pairTableGradients(body, "bhk * tl.num_programs(0) + start_n");
   line(4, "key_in = offs_n < NK");
   line(4, "tl.store(DK + b * stride_dkb + h_kv * stride_dkh + offs_n[:, None] * stride_dkn + "
           "offs_d[None, :] * stride_dkd, (dk * scale).to(DK.dtype.element_ty), "
@@ -786,6 +947,39 @@ void KernelPrinter::printDkDv() {
       line(4, "tl.store(DParamsKeys + slot + " + Twine(index) + ", tl.sum(d_" + param + ", 0))");
   }
   os << "\n\n";
+}
+
+void KernelPrinter::addTableGradient(int indent, unsigned site, StringRef slot, StringRef value,
+                                     StringRef position, StringRef where, StringRef shape) {
+  const TableArgs &table = tables[tableGrads()[site].getInput()];
+  line(indent, "tl.atomic_add(" + gradientSlots(table) + " + (" + slot + ") * (" +
+                   tableSize(table) + ") + " + position + " + tl.zeros(" + shape +
+                   ", tl.int32), " + value + ", mask=" + where + ")");
+}
+
+void KernelPrinter::pairTableGradients(int indent, StringRef slot) {
+  for (auto [site, read] : llvm::enumerate(tableGrads())) {
+    std::string args = withParams(read.getRole() == TableGradRole::Score ? "raw, b, h, i, j"
+                                                                         : "s, shift, b, h, i, j");
+    std::string partial = tableGradName(site, "d") + "(" + args + ")";
+    std::string value;
+    switch (read.getRole()) {
+    case TableGradRole::Numerator:
+      value = partial + " * dp * inv_c";
+      break;
+    case TableGradRole::Denominator:
+      value = "-" + partial + " * delta[:, None] * inv_c";
+      break;
+    case TableGradRole::Score:
+      value = "ds * " + partial;
+      break;
+    case TableGradRole::Offset:
+      continue; // a row's, not a pair's: attn_bwd_preprocess adds it
+    }
+    addTableGradient(indent, site, slot, "tl.where(keep, " + value + ", 0.0)",
+                     tableGradName(site, "at") + "(" + args + ")", "keep",
+                     "[BLOCK_M, BLOCK_N]");
+  }
 }
 
 void KernelPrinter::printDq() {

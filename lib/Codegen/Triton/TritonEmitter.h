@@ -16,11 +16,14 @@
 //
 // The dθ of every program is written to its own slot; the launcher sums the
 // slots in a fixed order, so parameter gradients are the same bits run to run.
+// Tensor inputs are kernel arguments (pointer, extents, strides), read clamped;
+// a learnable one's gradient goes to one slot of its size per program (scattered
+// inside the program with atomics), summed by the launcher in a fixed order.
 // Module constants describe the launch (KERNEL, PARAM_NAMES, BLOCK_M, ...);
 // runtime/python/attn/triton_backend.py launches it and holds no math.
 //
 // Not covered yet, refused with a diagnostic naming the feature: the kernelised
-// (linear-time) form, tensor inputs, learnable weights, feature maps and the
+// (linear-time) form, learnable weights, feature maps and the
 // bilinear, additive and cosine contractions.
 //
 //===----------------------------------------------------------------------===//

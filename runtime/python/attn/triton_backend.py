@@ -3,6 +3,7 @@ lib/Codegen/Triton/TritonEmitter.h):
 
     kernel = attn.triton_backend.compile_triton("tanhmax.mlir")
     out = kernel(q, k, v)                 # autograd: dq, dk, dv and the params' gradient
+    out = sinks_kernel(q, k, v, inputs={"sinks": sinks, "doc": doc})  # tensor inputs
 
 The emitted module holds the math (its scalar functions and kernel templates); this
 file only checks the arguments, allocates, launches with the module's grid rules and
@@ -31,6 +32,8 @@ _POINTER_TYPES = {"RowMax": "*fp32", "RowSum": "*fp32", "Delta": "*fp32", "Param
                   "DParamsRows": "*fp32", "DParamsKeys": "*fp32", "KeyLengths": "*i32"}
 _STORED = ("Q", "K", "V", "Out", "DOut", "DQ", "DK", "DV")
 _TRITON_TYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+# Element types of tensor inputs in the emitted INPUTS, as torch dtypes.
+_INPUT_TYPES = {"fp32": torch.float32, "i8": torch.int8, "i32": torch.int32, "i64": torch.int64}
 
 _STORAGE_TYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -99,17 +102,21 @@ class TritonKernel:
         self.module = module
         self.name = module.KERNEL
         self.param_names = tuple(module.PARAM_NAMES)
+        # (name, kernel argument, element type, extents, learnable) per tensor input.
+        self.inputs = tuple(module.INPUTS)
         self.block_m = block_m or module.DEFAULT_BLOCK_M
         self.block_n = block_n or module.DEFAULT_BLOCK_N
 
     def initial_params(self, dtype=torch.float32, device="cpu"):
         return torch.tensor(self.module.PARAM_INITS, dtype=dtype, device=device)
 
-    def __call__(self, q, k, v, params=None, is_causal=False, key_lengths=None):
+    def __call__(self, q, k, v, params=None, is_causal=False, key_lengths=None, inputs=None):
         if params is None:
             params = self.initial_params(device=q.device)
         self._check(q, k, v, params, key_lengths)
-        return _TritonAttention.apply(self, q, k, v, params, bool(is_causal), key_lengths)
+        tables = self._check_inputs(inputs)
+        return _TritonAttention.apply(self, q, k, v, params, bool(is_causal), key_lengths,
+                                      *tables)
 
     # --- arguments ----------------------------------------------------------------
     def _check(self, q, k, v, params, key_lengths):
@@ -141,6 +148,50 @@ class TritonKernel:
             raise ValueError(f"{where}: key_lengths must be an integer tensor [{B}], got "
                              f"{getattr(key_lengths, 'shape', type(key_lengths).__name__)}")
 
+    def _check_inputs(self, inputs):
+        """The tensor inputs in the kernel's order, checked against INPUTS."""
+        where = f"attn kernel {self.name} (Triton)"
+        inputs = dict(inputs or {})
+        expected = [name for name, *_ in self.inputs]
+        if sorted(inputs) != sorted(expected):
+            raise ValueError(f"{where}: inputs must name exactly the tensor inputs "
+                             f"({', '.join(expected) or 'none'}), got "
+                             f"{', '.join(sorted(inputs)) or 'none'}")
+        tables = []
+        for name, _, element, extents, learnable in self.inputs:
+            t = inputs[name]
+            floating = element == "fp32"
+            if not isinstance(t, torch.Tensor) or t.dim() != len(extents) \
+                    or t.is_floating_point() != floating or t.dtype == torch.bool \
+                    or t.is_complex():
+                raise ValueError(f"{where}: input {name} must be a {len(extents)}-D "
+                                 f"{'float' if floating else 'integer'} tensor, got "
+                                 f"{getattr(t, 'dtype', type(t).__name__)} "
+                                 f"{tuple(getattr(t, 'shape', ()))}")
+            for axis, (want, got) in enumerate(zip(extents, t.shape)):
+                if got < 1 or (want != -1 and want != got):
+                    wanted = "at least 1" if want == -1 else str(want)
+                    raise ValueError(f"{where}: input {name} must have extent {wanted} in "
+                                     f"dimension {axis}, got {tuple(t.shape)}")
+            if t.requires_grad and not learnable:
+                raise ValueError(f"{where}: input {name} requires grad but is not learnable "
+                                 "(declare it attn.input @" + name + " learnable)")
+            tables.append(t)
+        return tables
+
+    def _table_arguments(self, tables, device):
+        """The tables as kernel keyword arguments: pointer, extents and strides (a copy only
+        where the dtype or device differs: a broadcast view is read as it is)."""
+        args = {}
+        for (_, arg, element, _, _), t in zip(self.inputs, tables):
+            t = t.detach().to(device=device, dtype=_INPUT_TYPES[element])
+            args[arg] = t
+            for axis, extent in enumerate(t.shape):
+                args[f"{arg}_n{axis}"] = extent
+            for axis, stride in enumerate(t.stride()):
+                args[f"{arg}_s{axis}"] = stride
+        return args
+
     def _launch_arguments(self, q, k, v, params, key_lengths):
         device = q.device
         flat_params = params.detach().to(device=device, dtype=torch.float32).contiguous()
@@ -170,6 +221,10 @@ class TritonKernel:
                          DOT_PRECISION="ieee" if dtype == torch.float32 else "tf32",
                          BLOCK_M=self.block_m, BLOCK_N=self.block_n, BLOCK_D=block_d,
                          BLOCK_DV=block_d)
+        table_pointers = {}
+        for _, arg, element, _, _ in self.inputs:
+            table_pointers[arg] = "*" + element
+            table_pointers["d" + arg] = "*fp32"
         compiled = {}
         for name in names:
             fn = getattr(self.module, name)
@@ -181,6 +236,8 @@ class TritonKernel:
                     signature[arg] = "*" + _TRITON_TYPES[dtype]
                 elif arg in _POINTER_TYPES:
                     signature[arg] = _POINTER_TYPES[arg]
+                elif arg in table_pointers:
+                    signature[arg] = table_pointers[arg]
                 else:
                     signature[arg] = "fp32" if arg == "scale" else "i32"
             source = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
@@ -189,10 +246,11 @@ class TritonKernel:
         return compiled
 
     # --- launches -----------------------------------------------------------------
-    def forward(self, q, k, v, params, is_causal=False, key_lengths=None):
+    def forward(self, q, k, v, params, is_causal=False, key_lengths=None, tables=()):
         """O [B, H, Nq, dv], row_max and row_sum [B, H, Nq] (float32)."""
         m = self.module
         flat_params, lengths, sizes, blocks = self._launch_arguments(q, k, v, params, key_lengths)
+        table_args = self._table_arguments(tables, q.device)
         B, H, NQ, _ = q.shape
         out = torch.empty(B, H, NQ, v.shape[3], dtype=q.dtype, device=q.device)
         row_max = torch.empty(B, H, NQ, dtype=torch.float32, device=q.device)
@@ -200,16 +258,18 @@ class TritonKernel:
         if out.numel():
             m.attn_fwd[(-(-NQ // self.block_m), B * H)](
                 q, k, v, out, row_max, row_sum, flat_params, lengths,
-                *q.stride(), *k.stride(), *v.stride(), *out.stride(), **sizes,
+                *q.stride(), *k.stride(), *v.stride(), *out.stride(), **table_args, **sizes,
                 IS_CAUSAL=is_causal, HAS_KEY_LENGTHS=key_lengths is not None, **blocks,
                 num_warps=m.NUM_WARPS, num_stages=m.NUM_STAGES)
         return out, row_max, row_sum
 
     def backward(self, q, k, v, out, dout, row_max, row_sum, params, is_causal=False,
-                 key_lengths=None):
-        """dq, dk, dv (the dtypes of q, k, v) and dparams (float32)."""
+                 key_lengths=None, tables=()):
+        """dq, dk, dv (the dtypes of q, k, v), dparams (float32) and the learnable tables'
+        gradients (float32, None for the others)."""
         m = self.module
         flat_params, lengths, sizes, blocks = self._launch_arguments(q, k, v, params, key_lengths)
+        table_args = self._table_arguments(tables, q.device)
         B, H, NQ, _ = q.shape
         H_KV, NK = k.shape[1], k.shape[2]
         P = len(self.param_names)
@@ -220,36 +280,57 @@ class TritonKernel:
         row_slots = torch.zeros(B * H, row_blocks, max(P, 1), dtype=torch.float32, device=q.device)
         key_slots = torch.zeros(B * H_KV, key_blocks, max(P, 1), dtype=torch.float32,
                                 device=q.device)
+        # Each learnable table's gradient: one slot of its size per program, likewise.
+        table_slots = {}
+        for (_, arg, _, _, learnable), t in zip(self.inputs, tables):
+            if learnable:
+                table_slots["d" + arg] = (
+                    torch.zeros(B * H * row_blocks, t.numel(), dtype=torch.float32,
+                                device=q.device),
+                    torch.zeros(B * H_KV * key_blocks, t.numel(), dtype=torch.float32,
+                                device=q.device))
+        row_table_slots = {name: slots[0] for name, slots in table_slots.items()}
+        key_table_slots = {name: slots[1] for name, slots in table_slots.items()}
         launch = dict(num_warps=m.NUM_WARPS, num_stages=m.NUM_STAGES)
         flags = dict(IS_CAUSAL=is_causal, HAS_KEY_LENGTHS=key_lengths is not None)
         if NQ and NK and B and H:
             m.attn_bwd_preprocess[(row_blocks, B * H)](
                 out, dout, delta, row_max, row_sum, flat_params, row_slots,
-                *out.stride(), *dout.stride(), H, NQ, v.shape[3],
+                *out.stride(), *dout.stride(), **table_args, **row_table_slots, H=H, NQ=NQ,
+                HEAD_DIM_V=v.shape[3],
                 BLOCK_M=self.block_m, BLOCK_DV=blocks["BLOCK_DV"], **launch)
             m.attn_bwd_dkdv[(key_blocks, B * H_KV)](
                 q, k, v, dout, dk, dv, row_max, row_sum, delta, flat_params, lengths, key_slots,
                 *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dk.stride(), *dv.stride(),
-                **sizes, **flags, **blocks, **launch)
+                **table_args, **key_table_slots, **sizes, **flags, **blocks, **launch)
             m.attn_bwd_dq[(row_blocks, B * H)](
                 q, k, v, dout, dq, row_max, row_sum, delta, flat_params, lengths,
                 *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dq.stride(),
-                **sizes, **flags, **blocks, **launch)
+                **table_args, **sizes, **flags, **blocks, **launch)
         dparams = (row_slots.double().sum(dim=(0, 1)) + key_slots.double().sum(dim=(0, 1)))[:P]
-        return dq, dk, dv, dparams.to(torch.float32)
+        dtables = []
+        for (_, arg, _, _, learnable), t in zip(self.inputs, tables):
+            if not learnable:
+                dtables.append(None)
+                continue
+            rows, keys = table_slots["d" + arg]
+            total = rows.double().sum(dim=0) + keys.double().sum(dim=0)
+            dtables.append(total.view(t.shape).to(torch.float32))
+        return dq, dk, dv, dparams.to(torch.float32), dtables
 
 
 class _TritonAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, kernel, q, k, v, params, is_causal, key_lengths):
-        out, row_max, row_sum = kernel.forward(q, k, v, params, is_causal, key_lengths)
+    def forward(ctx, kernel, q, k, v, params, is_causal, key_lengths, *tables):
+        out, row_max, row_sum = kernel.forward(q, k, v, params, is_causal, key_lengths, tables)
         ctx.kernel, ctx.is_causal, ctx.key_lengths = kernel, is_causal, key_lengths
-        ctx.save_for_backward(q, k, v, params, out, row_max, row_sum)
+        ctx.save_for_backward(q, k, v, params, out, row_max, row_sum, *tables)
         return out
 
     @staticmethod
     def backward(ctx, dout):
-        q, k, v, params, out, row_max, row_sum = ctx.saved_tensors
-        dq, dk, dv, dparams = ctx.kernel.backward(q, k, v, out, dout, row_max, row_sum, params,
-                                                  ctx.is_causal, ctx.key_lengths)
-        return None, dq, dk, dv, dparams.to(params.dtype), None, None
+        q, k, v, params, out, row_max, row_sum, *tables = ctx.saved_tensors
+        dq, dk, dv, dparams, dtables = ctx.kernel.backward(
+            q, k, v, out, dout, row_max, row_sum, params, ctx.is_causal, ctx.key_lengths, tables)
+        dtables = [None if d is None else d.to(t.dtype) for d, t in zip(dtables, tables)]
+        return (None, dq, dk, dv, dparams.to(params.dtype), None, None, *dtables)
