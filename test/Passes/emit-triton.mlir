@@ -257,3 +257,52 @@ attn.kernel @tables normalizer(@softmax) score(@biased) mask(@same_document)
 // CHECK: def attn_bwd_dkdv(
 // CHECK: t_doc, t_doc_n0, t_doc_n1, t_doc_s0, t_doc_s1, t_bias, t_bias_n0, t_bias_n1, t_bias_s0, t_bias_s1, dt_bias,
 // CHECK: tl.atomic_add(dt_bias + (bhk * tl.num_programs(0) + start_n) * (t_bias_n0 * t_bias_n1) + score_mod_at_t_bias_0(raw, b, h, i, j, {{.*}}) + tl.zeros([BLOCK_M, BLOCK_N], tl.int32), tl.where(keep, ds * score_mod_d_t_bias_0(raw, b, h, i, j, {{.*}}), 0.0), mask=keep)
+
+// -----
+
+// Block sparsity: an `indices` mask (a sliding window) is classified per tile by
+// tile_class, the interval arithmetic of attn-analyze-block-sparsity over the tile's
+// rows and keys; the forward, dK/dV and dQ loops skip the tiles it keeps no pair
+// of and evaluate the mask only on the tiles it does not keep whole.
+attn.mask @window {
+^bb0(%b: index, %h: index, %i: index, %j: index):
+  %w = arith.constant 3 : index
+  %jw = arith.addi %j, %w : index
+  %iw = arith.addi %i, %w : index
+  %after = arith.cmpi sge, %jw, %i : index
+  %before = arith.cmpi sge, %iw, %j : index
+  %keep = arith.andi %after, %before : i1
+  attn.yield %keep : i1
+}
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator sum
+}
+attn.kernel @window_attention normalizer(@softmax) mask(@window)
+
+// CHECK: KERNEL = "window_attention"
+// CHECK: def tile_class(b, h, row_lo, row_hi, key_lo, key_hi):
+// CHECK: return [[ANY:t[0-9]+]], [[ALL:t[0-9]+]]
+// CHECK: def attn_fwd(
+// CHECK: for start_n in range(0, key_stop, BLOCK_N):
+// CHECK: any_kept, all_kept = tile_class(b, h, start_m * BLOCK_M, start_m * BLOCK_M + BLOCK_M - 1, start_n, start_n + BLOCK_N - 1)
+// CHECK-NEXT: if any_kept:
+// CHECK-NEXT: k = tl.load(
+// CHECK: if not all_kept:
+// CHECK-NEXT: keep = keep & mask(b, h, i, j)
+// CHECK: def attn_bwd_dkdv(
+// CHECK: for start_m in range(query_start, NQ, BLOCK_M):
+// CHECK-NEXT: # Block sparsity
+// CHECK-NEXT: any_kept, all_kept = tile_class(b, h, start_m, start_m + BLOCK_M - 1, start_n * BLOCK_N, start_n * BLOCK_N + BLOCK_N - 1)
+// CHECK-NEXT: if any_kept:
+// CHECK: if not all_kept:
+// CHECK-NEXT: keep = keep & mask(b, h, i, j)
+// CHECK: def attn_bwd_dq(
+// CHECK: any_kept, all_kept = tile_class(b, h, start_m * BLOCK_M, start_m * BLOCK_M + BLOCK_M - 1, start_n, start_n + BLOCK_N - 1)
+// CHECK-NEXT: if any_kept:
+// CHECK: if not all_kept:
+// CHECK-NEXT: keep = keep & mask(b, h, i, j)

@@ -314,3 +314,38 @@ def test_tensor_inputs_are_checked():
         kern(q, q, q, inputs={"sinks": torch.zeros(2), "doc": doc.float()})
     with pytest.raises(ValueError, match="input sinks must have extent at least 1"):
         kern(q, q, q, inputs={"sinks": torch.zeros(0), "doc": doc})
+
+
+# --- block sparsity -----------------------------------------------------------------------
+
+
+def test_causal_as_mask_skips_tiles():
+    """examples/families/causal.mlir (j <= i as an attn.mask): tiles above the diagonal are
+    skipped, tiles below it skip the mask; Nq != Nk and N not a multiple of the tile."""
+    q, k, v, dout, _ = helpers.make_inputs("softmax", 1, 2, 37, 45, D, D,
+                                           helpers.seed_of("triton-causal-mask"))
+    got = run(kernel(FAMILIES / "causal.mlir"), q, k, v, torch.zeros(0), dout)
+    want = helpers.reference_grads("softmax", q, k, v, torch.zeros(0), dout, is_causal=True)
+    assert_close(got, want, context="causal as mask")
+
+
+def test_sliding_window_with_sinks():
+    """examples/families/sliding_window_sinks.mlir: causal window of 16 keys (tiles past
+    the window skipped) and a learnable sink per head; dsinks too."""
+    gen = torch.Generator().manual_seed(helpers.seed_of("triton-window-sinks"))
+    B, H, N = 1, 2, 45
+    q, k, v, dout = (torch.randn(B, H, N, D, generator=gen, dtype=torch.float64)
+                     for _ in range(4))
+    sinks = torch.randn(H, generator=gen, dtype=torch.float64)
+    got = run_tables(kernel(FAMILIES / "sliding_window_sinks.mlir"), q, k, v, dout,
+                     {"sinks": sinks}, ["sinks"])
+    i, j = torch.arange(N).view(N, 1), torch.arange(N).view(1, N)
+    keep = (j <= i) & (j + 16 > i)
+
+    def reference(q_, k_, v_, sinks_):
+        e = torch.where(keep, torch.exp(q_ @ k_.transpose(-1, -2) / D ** 0.5), 0.0)
+        return (e / (torch.exp(sinks_).view(1, H, 1, 1) + e.sum(-1, keepdim=True))) @ v_
+
+    want = general.attention_and_grads(reference, q, k, v, dout, leaves=(sinks,))
+    want["dsinks"] = want.pop("d0")
+    assert_close(got, want, context="window + sinks")

@@ -2,6 +2,7 @@
 #include "lib/Codegen/Triton/TritonEmitter.h"
 
 #include "lib/Analysis/KernelSignature.h"
+#include "lib/Analysis/MaskIntervals.h"
 #include "lib/Analysis/NormalizerAnalysis.h"
 #include "lib/Transforms/ScalarFunctions.h"
 
@@ -102,7 +103,10 @@ public:
     os << "@triton.jit\ndef " << name << "(" << llvm::join(all, ", ") << "):\n";
     for (Operation &op : body) {
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-        os << "    return " << names.lookup(ret.getOperand(0)) << "\n\n\n";
+        SmallVector<std::string> results;
+        for (Value result : ret.getOperands())
+          results.push_back(names.lookup(result));
+        os << "    return " << llvm::join(results, ", ") << "\n\n\n";
         continue;
       }
       FailureOr<std::string> expression = translate(op);
@@ -399,6 +403,10 @@ public:
 private:
   LogicalResult checkCovered();
   LogicalResult printFunctions();
+  /// tile_class(b, h, row_lo, row_hi, key_lo, key_hi) -> (any_kept, all_kept).
+  LogicalResult printTileClass(llvm::raw_ostream &body, llvm::StringSet<> &helpers);
+  /// any_kept and all_kept of the tile from `rowStart`, `keyStart`.
+  void skipTiles(int indent, StringRef rowStart, StringRef keyStart);
   void printHeader();
   std::string inputsText();
   void printForward();
@@ -491,6 +499,9 @@ private:
   /// How derivative functions name each param: numerator_d_<suffix>.
   SmallVector<std::string> paramSuffixes;
   unsigned numNormalizerParams = 0;
+  /// The mask's tiles are classified (block_sparsity `indices`): the loops skip
+  /// the tiles it keeps no pair of and evaluate it only on the partial ones.
+  bool blockSparse = false;
 };
 
 LogicalResult KernelPrinter::checkCovered() {
@@ -524,6 +535,7 @@ LogicalResult KernelPrinter::checkCovered() {
     paramSuffixes.push_back(StringRef(params.back()).starts_with("p_") ? name.str()
                                                                         : params.back());
   }
+  blockSparse = kernel.getMaskOp() && kernel.getBlockSparsity() == BlockSparsity::Indices;
   inputs = kernelInputs(kernel);
   for (auto [index, input] : llvm::enumerate(inputs)) {
     std::string name = pythonName(input.getSymName(), index);
@@ -587,10 +599,43 @@ LogicalResult KernelPrinter::printFunctions() {
         failed(emit(read.getPosition(), tableGradName(site, "at"), leading)))
       return failure();
   }
+  if (blockSparse && failed(printTileClass(body, helpers)))
+    return failure();
   os << "# --- the kernel's scalar functions (attn-derive-backward), as Triton ---\n\n";
   printHelpers(helpers, os);
   os << text;
   return success();
+}
+
+LogicalResult KernelPrinter::printTileClass(llvm::raw_ostream &body, llvm::StringSet<> &helpers) {
+  // The interval arithmetic of attn-analyze-block-sparsity, built as a scalar
+  // function of the tile's bounds in a scratch module and printed like the others.
+  Location loc = kernel.getLoc();
+  OwningOpRef<ModuleOp> scratch = ModuleOp::create(loc);
+  OpBuilder builder = OpBuilder::atBlockEnd(scratch->getBody());
+  Type index = builder.getIndexType(), i1 = builder.getI1Type();
+  auto function = func::FuncOp::create(builder, loc, "tile_class",
+                                       builder.getFunctionType(SmallVector<Type>(6, index), {i1, i1}));
+  Block *entry = function.addEntryBlock();
+  ImplicitLocOpBuilder b(loc, OpBuilder::atBlockEnd(entry));
+  ValueRange args = entry->getArguments();
+  TileRanges tile{args[0], args[1], {args[2], args[3]}, {args[4], args[5]}};
+  TileClass verdict = emitTileClass(b, kernel.getMaskOp(), tile,
+                                    [](const MaskRead &, const TileRanges &) -> IntRange {
+                                      llvm_unreachable("an `indices` mask reads no table");
+                                    });
+  func::ReturnOp::create(b, ValueRange{verdict.anyKept, verdict.allKept});
+  FunctionPrinter printer(body, helpers, {});
+  return printer.print(function, "tile_class",
+                       {"b", "h", "row_lo", "row_hi", "key_lo", "key_hi"});
+}
+
+void KernelPrinter::skipTiles(int indent, StringRef rowStart, StringRef keyStart) {
+  line(indent, "# Block sparsity (attn-analyze-block-sparsity): the mask over the whole tile.");
+  line(indent, llvm::formatv("any_kept, all_kept = tile_class(b, h, {0}, {0} + BLOCK_M - 1, {1}, "
+                             "{1} + BLOCK_N - 1)",
+                             rowStart, keyStart)
+                   .str());
 }
 
 std::string KernelPrinter::tileLoad(StringRef pointer, StringRef base, StringRef rows,
@@ -622,8 +667,13 @@ void KernelPrinter::scoreTile(int indent, StringRef live) {
   line(indent, "keep = " + live + " & (j < kv_end)");
   line(indent, "if IS_CAUSAL:");
   line(indent + 4, "keep = keep & (j <= i)");
-  if (functions.getMask())
-    line(indent, "keep = keep & mask(" + withParams("b, h, i, j") + ")");
+  if (!functions.getMask())
+    return;
+  if (blockSparse) {
+    line(indent, "if not all_kept:");
+    indent += 4;
+  }
+  line(indent, "keep = keep & mask(" + withParams("b, h, i, j") + ")");
 }
 
 void KernelPrinter::scoreGrad(int indent) {
@@ -762,28 +812,34 @@ void KernelPrinter::printForward() {
   line(4, "for start_n in range(0, key_stop, BLOCK_N):");
   line(8, "offs_n = start_n + tl.arange(0, BLOCK_N)");
   line(8, "j = offs_n[None, :]");
-  loadKeysAndValues(8);
-  scoreTile(8, "row_in[:, None]");
+  int tileIndent = 8;
+  if (blockSparse) {
+    skipTiles(8, "start_m * BLOCK_M", "start_n");
+    line(8, "if any_kept:");
+    tileIndent = 12;
+  }
+  loadKeysAndValues(tileIndent);
+  scoreTile(tileIndent, "row_in[:, None]");
   std::string alpha;
   if (online) {
-    line(8, "m_new = tl.maximum(m_i, tl.max(tl.where(keep, stabilizer(" +
+    line(tileIndent, "m_new = tl.maximum(m_i, tl.max(tl.where(keep, stabilizer(" +
                 withParams("s, b, h, i, j") + "), float(\"-inf\")), 1))");
-    line(8, "# A row without a key so far is shifted by 0: its sums are 0 (alpha = 0).");
-    line(8, "m_safe = tl.where(m_new == float(\"-inf\"), 0.0, m_new)");
-    line(8, "alpha = tl.exp2((m_i - m_safe) * LOG2E)");
-    line(8, "shift = m_safe[:, None]");
-    line(8, "m_i = m_new");
+    line(tileIndent, "# A row without a key so far is shifted by 0: its sums are 0 (alpha = 0).");
+    line(tileIndent, "m_safe = tl.where(m_new == float(\"-inf\"), 0.0, m_new)");
+    line(tileIndent, "alpha = tl.exp2((m_i - m_safe) * LOG2E)");
+    line(tileIndent, "shift = m_safe[:, None]");
+    line(tileIndent, "m_i = m_new");
     alpha = " * alpha";
   } else {
-    line(8, "shift = 0.0");
+    line(tileIndent, "shift = 0.0");
   }
-  line(8, "g = tl.where(keep, numerator(" + withParams("s, shift, b, h, i, j") + "), 0.0)");
+  line(tileIndent, "g = tl.where(keep, numerator(" + withParams("s, shift, b, h, i, j") + "), 0.0)");
   if (functions.getDenominator())
-    line(8, "l_i = l_i" + alpha + " + tl.sum(tl.where(keep, denominator(" +
+    line(tileIndent, "l_i = l_i" + alpha + " + tl.sum(tl.where(keep, denominator(" +
                 withParams("s, shift, b, h, i, j") + "), 0.0), 1)");
-  line(8, "acc = acc" + (online ? alpha + "[:, None]" : std::string()) +
+  line(tileIndent, "acc = acc" + (online ? alpha + "[:, None]" : std::string()) +
               " + tl.dot(g.to(v.dtype), v, input_precision=DOT_PRECISION)");
-  line(8, "count += tl.sum(keep.to(tl.float32), 1)");
+  line(tileIndent, "count += tl.sum(keep.to(tl.float32), 1)");
   line(4, "any_key = count > 0");
   switch (normalizer.getDenominatorKind()) {
   case DenominatorKind::Sum:
@@ -905,6 +961,11 @@ void KernelPrinter::printDkDv() {
   line(8, "bh = b * H + h");
   line(8, "for start_m in range(query_start, NQ, BLOCK_M):");
   int body = 12;
+  if (blockSparse) {
+    skipTiles(12, "start_m", "start_n * BLOCK_N");
+    line(12, "if any_kept:");
+    body = 16;
+  }
   line(body, "offs_m = start_m + tl.arange(0, BLOCK_M)");
   line(body, "i = offs_m[:, None]");
   line(body, "row_in = offs_m < NQ");
@@ -994,10 +1055,16 @@ void KernelPrinter::printDq() {
   line(4, "for start_n in range(0, key_stop, BLOCK_N):");
   line(8, "offs_n = start_n + tl.arange(0, BLOCK_N)");
   line(8, "j = offs_n[None, :]");
-  loadKeysAndValues(8);
-  scoreTile(8, "(row_sum != 0.0)[:, None]");
-  scoreGrad(8);
-  line(8, "dq += tl.dot(draw.to(k.dtype), k, input_precision=DOT_PRECISION)");
+  int tileIndent = 8;
+  if (blockSparse) {
+    skipTiles(8, "start_m * BLOCK_M", "start_n");
+    line(8, "if any_kept:");
+    tileIndent = 12;
+  }
+  loadKeysAndValues(tileIndent);
+  scoreTile(tileIndent, "(row_sum != 0.0)[:, None]");
+  scoreGrad(tileIndent);
+  line(tileIndent, "dq += tl.dot(draw.to(k.dtype), k, input_precision=DOT_PRECISION)");
   line(4, "tl.store(DQ + b * stride_dqb + h * stride_dqh + i * stride_dqm + offs_d[None, :] * "
           "stride_dqd, (dq * scale).to(DQ.dtype.element_ty), "
           "mask=row_in[:, None] & (offs_d[None, :] < HEAD_DIM))");

@@ -16,6 +16,9 @@
 //
 // The dθ of every program is written to its own slot; the launcher sums the
 // slots in a fixed order, so parameter gradients are the same bits run to run.
+// A mask of block sparsity `indices` gets tile_class (attn-analyze-block-
+// sparsity's interval arithmetic over a tile): the loops skip the tiles it keeps
+// no pair of and evaluate it only on those it does not keep whole.
 // Tensor inputs are kernel arguments (pointer, extents, strides), read clamped;
 // a learnable one's gradient goes to one slot of its size per program (scattered
 // inside the program with atomics), summed by the launcher in a fixed order.
