@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from conftest import EXAMPLES
-from triton_table_kernels import BIAS_TABLE, SINKS_DOCUMENTS
 
 triton = pytest.importorskip("triton")
 
@@ -39,14 +38,3 @@ def test_kernels_use_tensor_cores(cuda_target, arch, instruction, absent):
         assert absent not in ptx, f"{name} for sm_{arch} uses {absent}"
         assert binary.asm.get("cubin"), f"{name}: no cubin for sm_{arch}"
 
-
-@pytest.mark.parametrize("arch", [80, 90])
-def test_tensor_input_kernels_compile(cuda_target, arch):
-    """Sinks + document mask (the GQA kernels are the same code) and a learnable table
-    compile for both targets: the forward, and dK/dV with the tables' gradient slots."""
-    for source in (SINKS_DOCUMENTS, BIAS_TABLE):
-        kernel = triton_backend.compile_triton(source)
-        compiled = kernel.compile_ahead(cuda_target(arch), dtype=torch.bfloat16, head_dim=64,
-                                        is_causal=True, names=("attn_fwd", "attn_bwd_dkdv"))
-        for name, binary in compiled.items():
-            assert binary.asm.get("cubin"), f"{kernel.name} {name}: no cubin for sm_{arch}"
