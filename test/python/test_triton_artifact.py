@@ -82,3 +82,15 @@ def test_tensor_input_kernels_compile_for_both_targets(tmp_path, source):
             image = next(i for i in launch["images"] if i["chip"] == chip and i["kernel"] == name)
             assert any(p[0].startswith("t_") for p in image["parameters"])
             assert len(embedded(library, image["symbol"])) > 0
+
+
+def test_aot_helper_refuses_old_targets(tmp_path):
+    module = tmp_path / "k.py"
+    module.write_text(subprocess.run([compiler_path(), str(EXAMPLES / "softmax.mlir"), "-o", "-",
+                                      "--emit=triton"], capture_output=True, text=True,
+                                     check=True).stdout)
+    result = subprocess.run([sys.executable, "-m", "attn.triton_aot", str(module), "--targets",
+                             "sm_75", "--out", str(tmp_path / "out")], capture_output=True,
+                            text=True)
+    assert result.returncode == 1
+    assert "targets are sm_XY with XY >= 80, got 'sm_75'" in result.stderr
