@@ -38,3 +38,14 @@ def test_kernels_use_tensor_cores(cuda_target, arch, instruction, absent):
         assert absent not in ptx, f"{name} for sm_{arch} uses {absent}"
         assert binary.asm.get("cubin"), f"{name}: no cubin for sm_{arch}"
 
+
+
+def test_block_sparse_kernels_compile_with_wgmma(cuda_target):
+    """The tile-skipping loops (an `indices` mask) and a learnable sink compile for sm_90."""
+    kernel = triton_backend.compile_triton(str(EXAMPLES.parent / "families" /
+                                               "sliding_window_sinks.mlir"))
+    compiled = kernel.compile_ahead(cuda_target(90), dtype=torch.bfloat16, head_dim=64,
+                                    is_causal=True, has_key_lengths=True,
+                                    names=("attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq"))
+    for name, binary in compiled.items():
+        assert "wgmma.mma_async" in binary.asm["ptx"], f"{name} has no wgmma"
