@@ -256,7 +256,12 @@ attn.kernel @tables normalizer(@softmax) score(@biased) mask(@same_document)
 // CHECK-NEXT: = ((tl.minimum(tl.maximum(h, 0), t_bias_n0 - 1)) * t_bias_n1 + tl.minimum(tl.maximum(t0, 0), t_bias_n1 - 1))
 // CHECK: def attn_bwd_dkdv(
 // CHECK: t_doc, t_doc_n0, t_doc_n1, t_doc_s0, t_doc_s1, t_bias, t_bias_n0, t_bias_n1, t_bias_s0, t_bias_s1, dt_bias,
-// CHECK: tl.atomic_add(dt_bias + (bhk * tl.num_programs(0) + start_n) * (t_bias_n0 * t_bias_n1) + score_mod_at_t_bias_0(raw, b, h, i, j, {{.*}}) + tl.zeros([BLOCK_M, BLOCK_N], tl.int32), tl.where(keep, ds * score_mod_d_t_bias_0(raw, b, h, i, j, {{.*}}), 0.0), mask=keep)
+// CHECK: position = score_mod_at_t_bias_0(raw, b, h, i, j, {{.*}}) + tl.zeros([BLOCK_M, BLOCK_N], tl.int32)
+// CHECK-NEXT: value = tl.where(keep, ds * score_mod_d_t_bias_0(raw, b, h, i, j, {{.*}}), 0.0)
+// CHECK-NEXT: first = tl.min(tl.where(keep, position, 2147483647))
+// CHECK-NEXT: last = tl.max(tl.where(keep, position, -1))
+// CHECK-NEXT: for element in range(first, last + 1):
+// CHECK-NEXT: tl.atomic_add(dt_bias + (bhk * tl.num_programs(0) + start_n) * (t_bias_n0 * t_bias_n1) + element, tl.sum(tl.where(position == element, value, 0.0)))
 
 // -----
 

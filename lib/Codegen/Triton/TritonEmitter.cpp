@@ -446,8 +446,8 @@ private:
     return llvm::join(extents, " * ");
   }
   /// Adds one tile's (or row block's) gradient of table-read `site` into this
-  /// program's slots: `value` at `position` where `where`, scattered with atomics
-  /// inside the program's own slots, which the launcher sums in a fixed order.
+  /// program's own slots (which the launcher sums in a fixed order): `value` at
+  /// `position` where `where`, reduced per element read in a fixed order.
   void addTableGradient(int indent, unsigned site, StringRef slot, StringRef value,
                         StringRef position, StringRef where, StringRef shape);
   void loadParams(int indent);
@@ -1013,9 +1013,16 @@ void KernelPrinter::printDkDv() {
 void KernelPrinter::addTableGradient(int indent, unsigned site, StringRef slot, StringRef value,
                                      StringRef position, StringRef where, StringRef shape) {
   const TableArgs &table = tables[tableGrads()[site].getInput()];
-  line(indent, "tl.atomic_add(" + gradientSlots(table) + " + (" + slot + ") * (" +
-                   tableSize(table) + ") + " + position + " + tl.zeros(" + shape +
-                   ", tl.int32), " + value + ", mask=" + where + ")");
+  // Each element the tile read once, summed over the tile by tl.sum: one scalar
+  // add per element and tile, in the program's order (no race between its pairs).
+  line(indent, "position = " + position.str() + " + tl.zeros(" + shape.str() + ", tl.int32)");
+  line(indent, "value = tl.where(" + where.str() + ", " + value.str() + ", 0.0)");
+  line(indent, "first = tl.min(tl.where(" + where.str() + ", position, 2147483647))");
+  line(indent, "last = tl.max(tl.where(" + where.str() + ", position, -1))");
+  line(indent, "for element in range(first, last + 1):");
+  line(indent + 4, "tl.atomic_add(" + gradientSlots(table) + " + (" + slot + ") * (" +
+                       tableSize(table) +
+                       ") + element, tl.sum(tl.where(position == element, value, 0.0)))");
 }
 
 void KernelPrinter::pairTableGradients(int indent, StringRef slot) {
@@ -1037,9 +1044,8 @@ void KernelPrinter::pairTableGradients(int indent, StringRef slot) {
     case TableGradRole::Offset:
       continue; // a row's, not a pair's: attn_bwd_preprocess adds it
     }
-    addTableGradient(indent, site, slot, "tl.where(keep, " + value + ", 0.0)",
-                     tableGradName(site, "at") + "(" + args + ")", "keep",
-                     "[BLOCK_M, BLOCK_N]");
+    addTableGradient(indent, site, slot, value, tableGradName(site, "at") + "(" + args + ")",
+                     "keep", "[BLOCK_M, BLOCK_N]");
   }
 }
 

@@ -20,8 +20,9 @@
 // sparsity's interval arithmetic over a tile): the loops skip the tiles it keeps
 // no pair of and evaluate it only on those it does not keep whole.
 // Tensor inputs are kernel arguments (pointer, extents, strides), read clamped;
-// a learnable one's gradient goes to one slot of its size per program (scattered
-// inside the program with atomics), summed by the launcher in a fixed order.
+// a learnable one's gradient goes to one slot of its size per program (each tile
+// adding one sum per element it read, in order), summed by the launcher in a
+// fixed order.
 // Module constants describe the launch (KERNEL, PARAM_NAMES, BLOCK_M, ...);
 // runtime/python/attn/triton_backend.py launches it and holds no math.
 //
