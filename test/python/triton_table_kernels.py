@@ -52,3 +52,15 @@ attn.normalizer @softmax {
 }
 attn.kernel @relative_table normalizer(@softmax) score(@relative)
 """
+
+# Both of the above in one kernel: a learnable sink per head, document ids in the mask and
+# the learnable bias table in the score (the tables of every role in one artifact).
+ALL_TABLES = """
+attn.input @sinks learnable : tensor<?xf32>
+attn.input @doc : tensor<?x?xi64>
+attn.input @bias learnable : tensor<?x6xf32>
+""" + SINKS_DOCUMENTS.split("attn.input @doc : tensor<?x?xi64>\n")[1].replace(
+    "attn.kernel @sinks_documents normalizer(@softmax_sinks) mask(@same_document)",
+    "attn.kernel @all_tables normalizer(@softmax_sinks) score(@relative) mask(@same_document)"
+) + BIAS_TABLE.split("attn.normalizer @softmax {")[0].split(
+    "attn.input @bias learnable : tensor<?x6xf32>\n")[1]
