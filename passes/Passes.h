@@ -56,7 +56,12 @@ void buildHostToLLVMPipeline(OpPassManager &pm);
 /// gpu-module-to-binary.
 void buildGpuToNVVMPipeline(OpPassManager &pm);
 
-/// Registers the four pipelines above with the pass registry.
+/// What the Triton emitter reads (attn-emit-triton): verify, classify, derive,
+/// analyse block sparsity, then a cleanup that keeps the printed functions short.
+void buildTritonAnalysisPipeline(OpPassManager &pm);
+
+/// Registers the pipelines above (and attn-triton: the analysis, then
+/// attn-emit-triton) with the pass registry.
 void registerAttnPipelines();
 
 } // namespace mlir::attn

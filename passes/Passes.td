@@ -300,6 +300,26 @@ def AttnPrintExplanation : Pass<"attn-print-explanation", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 
+def AttnEmitTriton : Pass<"attn-emit-triton", "::mlir::ModuleOp"> {
+  let summary = "Prints a kernel as a Python module of Triton kernels (the GPU backend)";
+  let description = [{
+    Reads: `algorithm` and `functions` (attn-classify-normalizer,
+    attn-derive-backward). Writes nothing to the IR; prints to stdout the kernel
+    `kernel` names (or the module's only one) as one Python module: every scalar
+    function as a @triton.jit function and the compiler's forward and backward
+    kernel templates calling them (lib/Codegen/Triton/TritonEmitter.h). A kernel
+    the emitter does not cover yet (kernelised form, weights,
+    feature maps, bilinear / additive / cosine contractions) is an error naming
+    the feature. `attn-opt --attn-triton` runs it after the passes it needs and
+    a cleanup; `attn-compile --emit=triton` writes the same module.
+  }];
+  let options = [
+    Option<"kernelName", "kernel", "std::string", /*default=*/"\"\"",
+           "The attn.kernel to print (default: the module's only one)">,
+  ];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
 def AttnTestDifferentiate : Pass<"attn-test-differentiate", "::mlir::ModuleOp"> {
   let summary = "Test pass: derivatives of plain scalar functions";
   let description = [{

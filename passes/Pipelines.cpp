@@ -85,15 +85,27 @@ void mlir::attn::buildGpuToNVVMPipeline(OpPassManager &pm) {
   pm.addPass(createReconcileUnrealizedCastsPass());
 }
 
-/// attn-explain: classify and derive, clean the derived functions up, print them.
-static void buildExplainPipeline(OpPassManager &pm) {
+/// Expands the short forms, verifies, classifies and derives the backward.
+static void addDerivePasses(OpPassManager &pm) {
   pm.addPass(createAttnExpandSharedRegions());
   pm.addPass(createAttnVerify());
   pm.addPass(createAttnClassifyNormalizer());
   pm.addPass(createAttnDeriveBackward());
+}
+
+/// attn-explain: classify and derive, clean the derived functions up, print them.
+static void buildExplainPipeline(OpPassManager &pm) {
+  addDerivePasses(pm);
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createAttnPrintExplanation());
+}
+
+void mlir::attn::buildTritonAnalysisPipeline(OpPassManager &pm) {
+  addDerivePasses(pm);
+  pm.addPass(createAttnAnalyzeBlockSparsity());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
 }
 
 void mlir::attn::registerAttnPipelines() {
@@ -110,6 +122,12 @@ void mlir::attn::registerAttnPipelines() {
       "attn-explain",
       "Prints each kernel's algorithm, stabiliser and derived gradients as formulas",
       buildExplainPipeline);
+  PassPipelineRegistration<>(
+      "attn-triton", "Prints the module's kernel as a Python module of Triton kernels",
+      [](OpPassManager &pm) {
+        buildTritonAnalysisPipeline(pm);
+        pm.addPass(createAttnEmitTriton());
+      });
   PassPipelineRegistration<>("attn-gpu-to-nvvm", "An artifact's gpu.module to the NVVM dialect",
                              buildGpuToNVVMPipeline);
 }

@@ -1,7 +1,7 @@
 //===- attn-compile.cpp - one-shot driver: attn IR -> artifact .so --------===//
 //
 //   attn-compile tanhmax.mlir -o tanhmax.so [--kernel=name] [--dtypes=f32,f64]
-//                [--cpu=native|<llvm cpu name>] [--emit=so|obj|llvm|mlir|ptx|manifest]
+//                [--cpu=native|<llvm cpu name>] [--emit=so|obj|llvm|mlir|ptx|manifest|triton]
 //                [--jobs=N]
 //                [--attn-mask=bool|additive|learnable-additive]
 //                [--cuda-targets=sm_80,sm_90 [--cuda-dtypes=f16,bf16,f32]
@@ -28,6 +28,8 @@
 #include "lib/Analysis/Schedules.h"
 #include "lib/Codegen/GPU/GPULowering.h"
 #include "lib/Codegen/Manifest.h"
+#include "lib/Codegen/Triton/TritonEmitter.h"
+#include "passes/PassOptions.h"
 #include "runtime/include/attn/abi.h"
 #include "tools/ParserGuards.h"
 
@@ -62,6 +64,8 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Signals.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
@@ -100,7 +104,7 @@ static cl::opt<std::string> dtypes("dtypes", cl::desc("Element types to instanti
                                    cl::init("f32,f64"));
 static cl::opt<std::string> cpu("cpu", cl::desc("Target CPU (LLVM name) or 'native'"),
                                 cl::init("native"));
-enum class Emit { SharedObject, Object, LLVMIR, MLIR, PTX, Manifest };
+enum class Emit { SharedObject, Object, LLVMIR, MLIR, PTX, Manifest, Triton };
 static cl::opt<Emit> emit(
     "emit", cl::desc("What to write"), cl::init(Emit::SharedObject),
     cl::values(clEnumValN(Emit::SharedObject, "so", "linked shared object (default)"),
@@ -109,7 +113,9 @@ static cl::opt<Emit> emit(
                clEnumValN(Emit::MLIR, "mlir", "MLIR after the attn passes (loops, gpu.module)"),
                clEnumValN(Emit::PTX, "ptx", "PTX of the CUDA kernels for the lowest --cuda-targets"),
                clEnumValN(Emit::Manifest, "manifest",
-                          "the artifact's manifest text (runtime/include/attn/abi.h)")));
+                          "the artifact's manifest text (runtime/include/attn/abi.h)"),
+               clEnumValN(Emit::Triton, "triton",
+                          "the kernel as a Python module of Triton kernels (the GPU backend)")));
 static cl::opt<unsigned> jobs(
     "jobs",
     cl::desc("Threads that optimise and compile a shared object's entry points (--emit=so); "
@@ -143,6 +149,19 @@ static std::string allGpuHeadDims() {
 static cl::opt<std::string> cudaHeadDims("cuda-head-dims",
                                          cl::desc("Head dims of the CUDA kernels"),
                                          cl::init(allGpuHeadDims()));
+enum class GpuBackend { Mlir, Triton };
+static cl::opt<GpuBackend> gpuBackend(
+    "gpu-backend", cl::desc("How --cuda-targets' kernels are built"), cl::init(GpuBackend::Mlir),
+    cl::values(clEnumValN(GpuBackend::Mlir, "mlir",
+                          "the hand-built NVVM kernels (lib/Codegen/GPU; default)"),
+               clEnumValN(GpuBackend::Triton, "triton",
+                          "the emitted Triton kernels, compiled ahead of time by "
+                          "`python -m attn.triton_aot` with the environment's Triton")));
+static cl::opt<std::string> tritonPython(
+    "triton-python",
+    cl::desc("The Python (with torch and Triton) that runs attn.triton_aot; default "
+             "$ATTN_PYTHON, else python3 on PATH"),
+    cl::init(""));
 static cl::opt<std::string> cudaToolkit(
     "cuda-toolkit",
     cl::desc("CUDA toolkit directory (bin/ptxas, nvvm/libdevice); default $CUDA_HOME, else "
@@ -155,7 +174,7 @@ static void buildAttnPipeline(OpPassManager &pm, int64_t vectorBits,
   SmallVector<std::string> types;
   for (StringRef type : llvm::split(dtypes, ','))
     types.push_back(type.str());
-  if (cudaTargets.empty()) {
+  if (cudaTargets.empty() || gpuBackend == GpuBackend::Triton) {
     attn::CpuPipelineOptions options;
     options.kernel = kernelName;
     options.elementTypes = types;
@@ -205,6 +224,100 @@ static FailureOr<std::string> findCudaToolkit() {
     }
   }
   return dir;
+}
+
+/// The Triton kernels of an artifact (--gpu-backend=triton): the emitted module, the
+/// launch description attn.triton_aot wrote (launch.json) and its cubins by symbol.
+struct TritonImages {
+  std::string source, launch;
+  SmallVector<std::pair<std::string, std::string>> cubins; // (symbol, bytes)
+};
+
+/// Emits the Triton module of the kernel and compiles it for --cuda-targets with
+/// `python -m attn.triton_aot` (the attn package of this source tree first on its path).
+static FailureOr<TritonImages> compileTritonImages(ModuleOp module) {
+  OwningOpRef<ModuleOp> copy = module.clone();
+  if (failed(runPipeline(*copy, attn::buildTritonAnalysisPipeline)))
+    return failure();
+  FailureOr<attn::KernelOp> kernel = attn::selectKernel(*copy, kernelName);
+  TritonImages images;
+  llvm::raw_string_ostream source(images.source);
+  if (failed(kernel) || failed(attn::emitTritonModule(*kernel, source)))
+    return failure();
+  SmallString<128> dir;
+  if (std::error_code ec = llvm::sys::fs::createUniqueDirectory("attn-triton", dir)) {
+    llvm::errs() << "attn-compile: cannot create a temporary directory: " << ec.message() << "\n";
+    return failure();
+  }
+  auto cleanup = llvm::make_scope_exit([&] { llvm::sys::fs::remove_directories(dir); });
+  SmallString<128> modulePath(dir);
+  llvm::sys::path::append(modulePath, "kernel.py");
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream file(modulePath, ec);
+    if (ec) {
+      llvm::errs() << "attn-compile: cannot write " << modulePath << ": " << ec.message() << "\n";
+      return failure();
+    }
+    file << images.source;
+  }
+  std::string python = tritonPython;
+  if (python.empty())
+    if (const char *fromEnv = std::getenv("ATTN_PYTHON"))
+      python = fromEnv;
+  if (python.empty()) {
+    llvm::ErrorOr<std::string> found = llvm::sys::findProgramByName("python3");
+    if (!found) {
+      llvm::errs() << "attn-compile: --gpu-backend=triton needs a Python with torch and Triton: "
+                      "none on PATH; give --triton-python or ATTN_PYTHON\n";
+      return failure();
+    }
+    python = *found;
+  }
+  std::vector<std::string> environment;
+  std::string pythonPath = ATTN_PYTHON_PACKAGE_DIR;
+  if (const char *existing = std::getenv("PYTHONPATH"))
+    pythonPath += std::string(":") + existing;
+  environment.push_back("PYTHONPATH=" + pythonPath);
+  for (char **entry = environ; *entry; ++entry)
+    if (!StringRef(*entry).starts_with("PYTHONPATH="))
+      environment.push_back(*entry);
+  std::string targets = llvm::join(cudaTargets, ",");
+  std::string types = cudaDtypes.getNumOccurrences() ? std::string(cudaDtypes) : "bf16";
+  std::string heads = cudaHeadDims.getNumOccurrences() ? std::string(cudaHeadDims) : "64";
+  SmallVector<StringRef> args{python,  "-m",         "attn.triton_aot", modulePath, "--targets",
+                              targets, "--out",      dir,               "--dtypes", types,
+                              "--head-dims", heads};
+  SmallVector<StringRef> env(environment.begin(), environment.end());
+  std::string error;
+  int status = llvm::sys::ExecuteAndWait(python, args, ArrayRef<StringRef>(env), {}, 0, 0, &error);
+  if (status != 0) {
+    llvm::errs() << "attn-compile: " << python << " -m attn.triton_aot failed"
+                 << (error.empty() ? "" : ": " + error) << " (exit status " << status << ")\n";
+    return failure();
+  }
+  auto read = [&](StringRef name) -> FailureOr<std::string> {
+    SmallString<128> path(dir);
+    llvm::sys::path::append(path, name);
+    auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+    if (!buffer) {
+      llvm::errs() << "attn-compile: attn.triton_aot wrote no " << path << "\n";
+      return failure();
+    }
+    return (*buffer)->getBuffer().str();
+  };
+  FailureOr<std::string> launch = read("launch.json"), list = read("images.txt");
+  if (failed(launch) || failed(list))
+    return failure();
+  images.launch = *launch;
+  for (StringRef entry : llvm::split(StringRef(*list).trim(), '\n')) {
+    auto [symbol, file] = entry.split('\t');
+    FailureOr<std::string> cubin = read(file);
+    if (failed(cubin))
+      return failure();
+    images.cubins.push_back({symbol.str(), *cubin});
+  }
+  return images;
 }
 
 /// The CUDA images of an artifact: a cubin per target and PTX for the lowest.
@@ -851,9 +964,14 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
-  bool cuda = !cudaTargets.empty();
+  bool tritonKernels = !cudaTargets.empty() && gpuBackend == GpuBackend::Triton;
+  bool cuda = !cudaTargets.empty() && !tritonKernels;
   if (emit == Emit::PTX && !cuda) {
-    llvm::errs() << "attn-compile: --emit=ptx needs --cuda-targets\n";
+    llvm::errs() << "attn-compile: --emit=ptx needs --cuda-targets"
+                 << (tritonKernels ? " with --gpu-backend=mlir (the Triton backend's kernels: "
+                                     "--emit=triton)"
+                                   : "")
+                 << "\n";
     return 1;
   }
   std::string toolkit;
@@ -884,6 +1002,24 @@ int main(int argc, char **argv) {
         pm.addPass(attn::createAttnAddMaskInput(options));
       })))
     return 1;
+  if (emit == Emit::Triton) {
+    if (failed(runPipeline(*module, attn::buildTritonAnalysisPipeline)))
+      return 1;
+    FailureOr<attn::KernelOp> kernel = attn::selectKernel(*module, kernelName);
+    std::string text;
+    llvm::raw_string_ostream python(text);
+    if (failed(kernel) || failed(attn::emitTritonModule(*kernel, python)))
+      return 1;
+    return failed(writeOutput([&](llvm::raw_ostream &os) { os << text; })) ? 1 : 0;
+  }
+  TritonImages tritonImages;
+  if (tritonKernels && (emit == Emit::SharedObject || emit == Emit::Object ||
+                        emit == Emit::LLVMIR)) {
+    FailureOr<TritonImages> images = compileTritonImages(*module);
+    if (failed(images))
+      return 1;
+    tritonImages = std::move(*images);
+  }
   OwningOpRef<ModuleOp> source = module->clone(); // the attn ops, for attn_signature
   if (failed(runPipeline(*module,
                          [&](OpPassManager &pm) { buildAttnPipeline(pm, vectorBits, *headDims); })))
@@ -919,6 +1055,12 @@ int main(int argc, char **argv) {
     embedImage(*llvmModule, "attn_cuda_cubin_" + chip, cubin, /*nulTerminated=*/false);
   if (cuda)
     embedImage(*llvmModule, "attn_cuda_ptx", cudaImages.ptx, /*nulTerminated=*/true);
+  if (tritonKernels) {
+    embedImage(*llvmModule, "attn_triton_source", tritonImages.source, /*nulTerminated=*/true);
+    embedImage(*llvmModule, "attn_triton_launch", tritonImages.launch, /*nulTerminated=*/true);
+    for (const auto &[symbol, cubin] : tritonImages.cubins)
+      embedImage(*llvmModule, symbol, cubin, /*nulTerminated=*/false);
+  }
   embedSignature(*llvmModule, signature);
   llvmModule->setDataLayout(machine->createDataLayout());
   llvmModule->setTargetTriple(machine->getTargetTriple());

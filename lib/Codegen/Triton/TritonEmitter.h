@@ -1,0 +1,50 @@
+//===- TritonEmitter.h - a kernel as a Python module of Triton kernels -*- C++ -*-===//
+//
+// The GPU backend (DESIGN.md §4): a classified, derived kernel printed as one
+// readable Python module. Each scalar function of the kernel's #attn.functions
+// (ScalarFunctions.h) becomes a @triton.jit function over Triton tensors, and
+// the compiler's kernel templates call them:
+//
+//   attn_fwd             per (query block, b·h): FlashAttention-2 shaped; fp32
+//                        accumulators, online rescaling by exp2 (log2 e folded)
+//                        for online normalizers, plain sums otherwise; saves
+//                        row_max and row_sum (C, times e^-m online)
+//   attn_bwd_preprocess  D_i = dO_i·O_i, and the offset region's dθ per row block
+//   attn_bwd_dkdv        per (key block, b·h_kv): recomputes the scores of every
+//                        query head of the GQA group, dK, dV and the pairs' dθ
+//   attn_bwd_dq          per (query block, b·h): dQ
+//
+// The dθ of every program is written to its own slot; the launcher sums the
+// slots in a fixed order, so parameter gradients are the same bits run to run.
+// A mask of block sparsity `indices` gets tile_class (attn-analyze-block-
+// sparsity's interval arithmetic over a tile): the loops skip the tiles it keeps
+// no pair of and evaluate it only on those it does not keep whole.
+// Tensor inputs are kernel arguments (pointer, extents, strides), read clamped;
+// a learnable one's gradient goes to one slot of its size per program (each tile
+// adding one sum per element it read, in order), summed by the launcher in a
+// fixed order.
+// Module constants describe the launch (KERNEL, PARAM_NAMES, BLOCK_M, ...);
+// runtime/python/attn/triton_backend.py launches it and holds no math.
+//
+// Not covered yet, refused with a diagnostic naming the feature: the kernelised
+// (linear-time) form, learnable weights, feature maps and the
+// bilinear, additive and cosine contractions.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_LIB_CODEGEN_TRITON_TRITONEMITTER_H
+#define ATTN_LIB_CODEGEN_TRITON_TRITONEMITTER_H
+
+#include "dialect/AttnOps.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+namespace mlir::attn {
+
+/// Prints `kernel` as a Python module of Triton kernels to `os`. The kernel must
+/// be classified and derived (attn-classify-normalizer, attn-derive-backward);
+/// fails with a diagnostic on the kernel, or on the op it cannot print.
+LogicalResult emitTritonModule(KernelOp kernel, llvm::raw_ostream &os);
+
+} // namespace mlir::attn
+
+#endif

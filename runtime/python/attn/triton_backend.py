@@ -1,0 +1,336 @@
+"""Launches the Triton kernels that `attn-compile --emit=triton` writes (the GPU backend,
+lib/Codegen/Triton/TritonEmitter.h):
+
+    kernel = attn.triton_backend.compile_triton("tanhmax.mlir")
+    out = kernel(q, k, v)                 # autograd: dq, dk, dv and the params' gradient
+    out = sinks_kernel(q, k, v, inputs={"sinks": sinks, "doc": doc})  # tensor inputs
+
+The emitted module holds the math (its scalar functions and kernel templates); this
+file only checks the arguments, allocates, launches with the module's grid rules and
+sums the per-program parameter-gradient slots in a fixed order. With TRITON_INTERPRET=1
+(set before triton is imported) the same kernels run on CPU tensors.
+"""
+
+import hashlib
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+
+import torch
+
+from .compiler import _source_text, cache_dir
+from .paths import compiler_path
+
+__all__ = ["emit_triton", "load_triton", "compile_triton", "TritonKernel", "KERNEL_NAMES"]
+
+#: The kernels of every emitted module, in launch order.
+KERNEL_NAMES = ("attn_fwd", "attn_bwd_preprocess", "attn_bwd_dkdv", "attn_bwd_dq")
+# Pointer arguments that are not q, k, v or their like (which have the storage type).
+_POINTER_TYPES = {"RowMax": "*fp32", "RowSum": "*fp32", "Delta": "*fp32", "Params": "*fp32",
+                  "DParamsRows": "*fp32", "DParamsKeys": "*fp32", "KeyLengths": "*i32"}
+_STORED = ("Q", "K", "V", "Out", "DOut", "DQ", "DK", "DV")
+_TRITON_TYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+# Element types of tensor inputs in the emitted INPUTS, as torch dtypes.
+_INPUT_TYPES = {"fp32": torch.float32, "i8": torch.int8, "i32": torch.int32, "i64": torch.int64}
+
+_STORAGE_TYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def emit_triton(source, kernel=None):
+    """The Python module text attn-compile --emit=triton writes for `source` (IR text, a
+    .mlir path or traced IR, as attn.compile takes it). RuntimeError with attn-compile's
+    diagnostics when it refuses the kernel."""
+    with tempfile.TemporaryDirectory() as scratch:
+        src = os.path.join(scratch, "kernel.mlir")
+        with open(src, "w", encoding="utf-8") as f:
+            f.write(_source_text(source))
+        out = os.path.join(scratch, "kernel.py")
+        options = ["--emit=triton"] + ([f"--kernel={kernel}"] if kernel else [])
+        result = subprocess.run([compiler_path(), src, "-o", out, *options],
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            diagnostics = (result.stderr or result.stdout).replace(src, "<attn IR>")
+            raise RuntimeError(f"attn: attn-compile --emit=triton failed:\n{diagnostics}")
+        with open(out, encoding="utf-8") as f:
+            return f.read()
+
+
+def _import_text(text):
+    """Imports the module `text` from a file (Triton reads the source of its kernels), one
+    per content under the cache directory."""
+    digest = hashlib.sha256(text.encode()).hexdigest()[:24]
+    # @triton.jit decides at import whether the kernels run under the interpreter.
+    interpreted = "_interpreted" if os.environ.get("TRITON_INTERPRET") == "1" else ""
+    name = f"attn_triton_{digest}{interpreted}"
+    if name in sys.modules:
+        return sys.modules[name]
+    directory = os.path.join(cache_dir(), "triton")
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"attn_triton_{digest}.py")
+    if not os.path.exists(path):
+        fd, temporary = tempfile.mkstemp(dir=directory, suffix=".py.tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(temporary, path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules[name] = module
+    return module
+
+
+def load_triton(text, block_m=None, block_n=None):
+    """A TritonKernel from emitted module text (block sizes default to the module's)."""
+    return TritonKernel(_import_text(text), block_m, block_n)
+
+
+def compile_triton(source, kernel=None, block_m=None, block_n=None):
+    """emit_triton, then load_triton."""
+    return load_triton(emit_triton(source, kernel), block_m, block_n)
+
+
+def _next_power_of_2(n):
+    return 1 << max(0, (n - 1).bit_length())
+
+
+class TritonKernel:
+    """The four kernels of one emitted module and how to launch them."""
+
+    def __init__(self, module, block_m=None, block_n=None):
+        self.module = module
+        self.name = module.KERNEL
+        self.param_names = tuple(module.PARAM_NAMES)
+        # (name, kernel argument, element type, extents, learnable) per tensor input.
+        self.inputs = tuple(module.INPUTS)
+        self.block_m = block_m or module.DEFAULT_BLOCK_M
+        self.block_n = block_n or module.DEFAULT_BLOCK_N
+
+    def initial_params(self, dtype=torch.float32, device="cpu"):
+        return torch.tensor(self.module.PARAM_INITS, dtype=dtype, device=device)
+
+    def __call__(self, q, k, v, params=None, is_causal=False, key_lengths=None, inputs=None):
+        if params is None:
+            params = self.initial_params(device=q.device)
+        self._check(q, k, v, params, key_lengths)
+        tables = self._check_inputs(inputs)
+        return _TritonAttention.apply(self, q, k, v, params, bool(is_causal), key_lengths,
+                                      *tables)
+
+    # --- arguments ----------------------------------------------------------------
+    def _check(self, q, k, v, params, key_lengths):
+        where = f"attn kernel {self.name} (Triton)"
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            if not isinstance(t, torch.Tensor) or t.dim() != 4:
+                raise ValueError(f"{where}: {name} must be a 4-D tensor [B, H, N, d], got "
+                                 f"{getattr(t, 'shape', type(t).__name__)}")
+            if t.dtype not in _STORAGE_TYPES:
+                raise ValueError(f"{where}: {name} must be float32, float16 or bfloat16, got "
+                                 f"{t.dtype}")
+        if not (q.dtype == k.dtype == v.dtype) or not (q.device == k.device == v.device):
+            raise ValueError(f"{where}: q, k and v must share dtype and device, got "
+                             f"{q.dtype}/{k.dtype}/{v.dtype} on {q.device}/{k.device}/{v.device}")
+        B, H, _, d = q.shape
+        if k.shape[0] != B or v.shape[0] != B or k.shape[:3] != v.shape[:3] or k.shape[3] != d:
+            raise ValueError(f"{where}: expected k [B, H_kv, Nk, d] and v [B, H_kv, Nk, dv] "
+                             f"for q {tuple(q.shape)}, got k {tuple(k.shape)}, v {tuple(v.shape)}")
+        if k.shape[1] == 0 or H % k.shape[1] != 0:
+            raise ValueError(f"{where}: q's {H} heads must be a multiple of k's {k.shape[1]} (GQA)")
+        if not isinstance(params, torch.Tensor) or params.dim() != 1 \
+                or params.numel() != len(self.param_names):
+            raise ValueError(f"{where}: params must be a 1-D tensor of {len(self.param_names)} "
+                             f"({', '.join(self.param_names) or 'none'}), got "
+                             f"{getattr(params, 'shape', type(params).__name__)}")
+        if key_lengths is not None and (not isinstance(key_lengths, torch.Tensor)
+                                        or key_lengths.shape != (B,)
+                                        or key_lengths.is_floating_point()):
+            raise ValueError(f"{where}: key_lengths must be an integer tensor [{B}], got "
+                             f"{getattr(key_lengths, 'shape', type(key_lengths).__name__)}")
+
+    def _check_inputs(self, inputs):
+        """The tensor inputs in the kernel's order, checked against INPUTS."""
+        where = f"attn kernel {self.name} (Triton)"
+        inputs = dict(inputs or {})
+        expected = [name for name, *_ in self.inputs]
+        if sorted(inputs) != sorted(expected):
+            raise ValueError(f"{where}: inputs must name exactly the tensor inputs "
+                             f"({', '.join(expected) or 'none'}), got "
+                             f"{', '.join(sorted(inputs)) or 'none'}")
+        tables = []
+        for name, _, element, extents, learnable in self.inputs:
+            t = inputs[name]
+            floating = element == "fp32"
+            if not isinstance(t, torch.Tensor) or t.dim() != len(extents) \
+                    or t.is_floating_point() != floating or t.dtype == torch.bool \
+                    or t.is_complex():
+                raise ValueError(f"{where}: input {name} must be a {len(extents)}-D "
+                                 f"{'float' if floating else 'integer'} tensor, got "
+                                 f"{getattr(t, 'dtype', type(t).__name__)} "
+                                 f"{tuple(getattr(t, 'shape', ()))}")
+            for axis, (want, got) in enumerate(zip(extents, t.shape)):
+                if got < 1 or (want != -1 and want != got):
+                    wanted = "at least 1" if want == -1 else str(want)
+                    raise ValueError(f"{where}: input {name} must have extent {wanted} in "
+                                     f"dimension {axis}, got {tuple(t.shape)}")
+            if t.requires_grad and not learnable:
+                raise ValueError(f"{where}: input {name} requires grad but is not learnable "
+                                 "(declare it attn.input @" + name + " learnable)")
+            tables.append(t)
+        return tables
+
+    def _table_arguments(self, tables, device):
+        """The tables as kernel keyword arguments: pointer, extents and strides (a copy only
+        where the dtype or device differs: a broadcast view is read as it is)."""
+        args = {}
+        for (_, arg, element, _, _), t in zip(self.inputs, tables):
+            t = t.detach().to(device=device, dtype=_INPUT_TYPES[element])
+            args[arg] = t
+            for axis, extent in enumerate(t.shape):
+                args[f"{arg}_n{axis}"] = extent
+            for axis, stride in enumerate(t.stride()):
+                args[f"{arg}_s{axis}"] = stride
+        return args
+
+    def _launch_arguments(self, q, k, v, params, key_lengths):
+        device = q.device
+        flat_params = params.detach().to(device=device, dtype=torch.float32).contiguous()
+        if flat_params.numel() == 0:
+            flat_params = torch.zeros(1, dtype=torch.float32, device=device)
+        lengths = (key_lengths.to(device=device, dtype=torch.int32).contiguous()
+                   if key_lengths is not None else torch.zeros(1, dtype=torch.int32, device=device))
+        B, H, NQ, d = q.shape
+        H_KV, NK, dv = k.shape[1], k.shape[2], v.shape[3]
+        sizes = dict(H=H, H_KV=H_KV, NQ=NQ, NK=NK, HEAD_DIM=d, HEAD_DIM_V=dv,
+                     scale=float(self.module.score_scale(d)))
+        blocks = dict(BLOCK_M=self.block_m, BLOCK_N=self.block_n,
+                      BLOCK_D=max(16, _next_power_of_2(d)), BLOCK_DV=max(16, _next_power_of_2(dv)),
+                      DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32")
+        return flat_params, lengths, sizes, blocks
+
+    # --- ahead of time ---------------------------------------------------------------
+    def compile_ahead(self, target, dtype=torch.bfloat16, head_dim=64, is_causal=False,
+                      has_key_lengths=False, names=KERNEL_NAMES):
+        """{kernel name: triton.compile's result} for `target` (a triton GPUTarget, e.g.
+        GPUTarget("cuda", 90, 32)), storage `dtype` and `head_dim`; no GPU needed."""
+        from triton.compiler import ASTSource
+        from triton import compile as triton_compile
+
+        block_d = max(16, _next_power_of_2(head_dim))
+        constants = dict(IS_CAUSAL=is_causal, HAS_KEY_LENGTHS=has_key_lengths,
+                         DOT_PRECISION="ieee" if dtype == torch.float32 else "tf32",
+                         BLOCK_M=self.block_m, BLOCK_N=self.block_n, BLOCK_D=block_d,
+                         BLOCK_DV=block_d)
+        table_pointers = {}
+        for _, arg, element, _, _ in self.inputs:
+            table_pointers[arg] = "*" + element
+            table_pointers["d" + arg] = "*fp32"
+        compiled = {}
+        for name in names:
+            fn = getattr(self.module, name)
+            signature, constexprs = {}, {}
+            for arg in fn.arg_names:
+                if arg in constants:
+                    signature[arg], constexprs[arg] = "constexpr", constants[arg]
+                elif arg in _STORED:
+                    signature[arg] = "*" + _TRITON_TYPES[dtype]
+                elif arg in _POINTER_TYPES:
+                    signature[arg] = _POINTER_TYPES[arg]
+                elif arg in table_pointers:
+                    signature[arg] = table_pointers[arg]
+                else:
+                    signature[arg] = "fp32" if arg == "scale" else "i32"
+            source = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
+            compiled[name] = triton_compile(source, target=target, options=dict(
+                num_warps=self.module.NUM_WARPS, num_stages=self.module.NUM_STAGES))
+        return compiled
+
+    # --- launches -----------------------------------------------------------------
+    def forward(self, q, k, v, params, is_causal=False, key_lengths=None, tables=()):
+        """O [B, H, Nq, dv], row_max and row_sum [B, H, Nq] (float32)."""
+        m = self.module
+        flat_params, lengths, sizes, blocks = self._launch_arguments(q, k, v, params, key_lengths)
+        table_args = self._table_arguments(tables, q.device)
+        B, H, NQ, _ = q.shape
+        out = torch.empty(B, H, NQ, v.shape[3], dtype=q.dtype, device=q.device)
+        row_max = torch.empty(B, H, NQ, dtype=torch.float32, device=q.device)
+        row_sum = torch.empty_like(row_max)
+        if out.numel():
+            m.attn_fwd[(-(-NQ // self.block_m), B * H)](
+                q, k, v, out, row_max, row_sum, flat_params, lengths,
+                *q.stride(), *k.stride(), *v.stride(), *out.stride(), **table_args, **sizes,
+                IS_CAUSAL=is_causal, HAS_KEY_LENGTHS=key_lengths is not None, **blocks,
+                num_warps=m.NUM_WARPS, num_stages=m.NUM_STAGES)
+        return out, row_max, row_sum
+
+    def backward(self, q, k, v, out, dout, row_max, row_sum, params, is_causal=False,
+                 key_lengths=None, tables=()):
+        """dq, dk, dv (the dtypes of q, k, v), dparams (float32) and the learnable tables'
+        gradients (float32, None for the others)."""
+        m = self.module
+        flat_params, lengths, sizes, blocks = self._launch_arguments(q, k, v, params, key_lengths)
+        table_args = self._table_arguments(tables, q.device)
+        B, H, NQ, _ = q.shape
+        H_KV, NK = k.shape[1], k.shape[2]
+        P = len(self.param_names)
+        row_blocks, key_blocks = -(-NQ // self.block_m), -(-NK // self.block_n)
+        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        delta = torch.empty(B, H, NQ, dtype=torch.float32, device=q.device)
+        # One slot per program and param: summed below in a fixed order.
+        row_slots = torch.zeros(B * H, row_blocks, max(P, 1), dtype=torch.float32, device=q.device)
+        key_slots = torch.zeros(B * H_KV, key_blocks, max(P, 1), dtype=torch.float32,
+                                device=q.device)
+        # Each learnable table's gradient: one slot of its size per program, likewise.
+        table_slots = {}
+        for (_, arg, _, _, learnable), t in zip(self.inputs, tables):
+            if learnable:
+                table_slots["d" + arg] = (
+                    torch.zeros(B * H * row_blocks, t.numel(), dtype=torch.float32,
+                                device=q.device),
+                    torch.zeros(B * H_KV * key_blocks, t.numel(), dtype=torch.float32,
+                                device=q.device))
+        row_table_slots = {name: slots[0] for name, slots in table_slots.items()}
+        key_table_slots = {name: slots[1] for name, slots in table_slots.items()}
+        launch = dict(num_warps=m.NUM_WARPS, num_stages=m.NUM_STAGES)
+        flags = dict(IS_CAUSAL=is_causal, HAS_KEY_LENGTHS=key_lengths is not None)
+        if NQ and NK and B and H:
+            m.attn_bwd_preprocess[(row_blocks, B * H)](
+                out, dout, delta, row_max, row_sum, flat_params, row_slots,
+                *out.stride(), *dout.stride(), **table_args, **row_table_slots, H=H, NQ=NQ,
+                HEAD_DIM_V=v.shape[3],
+                BLOCK_M=self.block_m, BLOCK_DV=blocks["BLOCK_DV"], **launch)
+            m.attn_bwd_dkdv[(key_blocks, B * H_KV)](
+                q, k, v, dout, dk, dv, row_max, row_sum, delta, flat_params, lengths, key_slots,
+                *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dk.stride(), *dv.stride(),
+                **table_args, **key_table_slots, **sizes, **flags, **blocks, **launch)
+            m.attn_bwd_dq[(row_blocks, B * H)](
+                q, k, v, dout, dq, row_max, row_sum, delta, flat_params, lengths,
+                *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dq.stride(),
+                **table_args, **sizes, **flags, **blocks, **launch)
+        dparams = (row_slots.double().sum(dim=(0, 1)) + key_slots.double().sum(dim=(0, 1)))[:P]
+        dtables = []
+        for (_, arg, _, _, learnable), t in zip(self.inputs, tables):
+            if not learnable:
+                dtables.append(None)
+                continue
+            rows, keys = table_slots["d" + arg]
+            total = rows.double().sum(dim=0) + keys.double().sum(dim=0)
+            dtables.append(total.view(t.shape).to(torch.float32))
+        return dq, dk, dv, dparams.to(torch.float32), dtables
+
+
+class _TritonAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, kernel, q, k, v, params, is_causal, key_lengths, *tables):
+        out, row_max, row_sum = kernel.forward(q, k, v, params, is_causal, key_lengths, tables)
+        ctx.kernel, ctx.is_causal, ctx.key_lengths = kernel, is_causal, key_lengths
+        ctx.save_for_backward(q, k, v, params, out, row_max, row_sum, *tables)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, params, out, row_max, row_sum, *tables = ctx.saved_tensors
+        dq, dk, dv, dparams, dtables = ctx.kernel.backward(
+            q, k, v, out, dout, row_max, row_sum, params, ctx.is_causal, ctx.key_lengths, tables)
+        dtables = [None if d is None else d.to(t.dtype) for d, t in zip(dtables, tables)]
+        return (None, dq, dk, dv, dparams.to(params.dtype), None, None, *dtables)

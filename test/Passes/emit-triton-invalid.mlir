@@ -1,0 +1,91 @@
+// RUN: attn-opt %s --split-input-file --attn-triton -verify-diagnostics -o /dev/null
+// RUN: not attn-opt %s --split-input-file --attn-classify-normalizer --attn-emit-triton -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNDERIVED
+//
+// What the Triton emitter does not cover yet is refused by name.
+
+// The kernelised (linear-time) form.
+attn.score @elu_feature contract dot feature {
+^bb0(%x: f32):
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %e = math.exp %x : f32
+  %neg = arith.cmpf olt, %x, %zero : f32
+  %xp1 = arith.addf %x, %one : f32
+  %phi = arith.select %neg, %e, %xp1 : f32
+  attn.yield %phi : f32
+}
+attn.normalizer @linear {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    attn.yield %s : f32
+  }
+  denominator epsilon 1.0e-06 sum
+}
+// expected-error @+1 {{uses the kernelised (linear-time) form, which the Triton emitter does not cover yet}}
+attn.kernel @linear_attention normalizer(@linear) score(@elu_feature)
+
+// -----
+
+// A feature map outside the kernelised form.
+attn.score @feature_softmax contract dot feature {
+^bb0(%x: f32):
+  %t = math.tanh %x : f32
+  attn.yield %t : f32
+}
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    // expected-remark @+1 {{keeps the quadratic form}}
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator sum
+}
+// expected-error @+1 {{uses a feature map, which the Triton emitter does not cover yet}}
+attn.kernel @k normalizer(@softmax) score(@feature_softmax)
+
+// -----
+
+// Learnable weights (bilinear and additive contractions).
+attn.score @general contract bilinear weights(W: 16x16 = identity)
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator sum
+}
+// expected-error @+1 {{uses learnable weights (W), which the Triton emitter does not cover yet}}
+attn.kernel @k normalizer(@softmax) score(@general)
+
+// -----
+
+// The cosine contraction.
+attn.score @cosine contract cosine scale 5.0
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator sum
+}
+// expected-error @+1 {{uses the cosine contraction, which the Triton emitter does not cover yet}}
+attn.kernel @k normalizer(@softmax) score(@cosine)
+
+// -----
+
+// A math op without a Triton translation.
+attn.normalizer @arctan {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    // expected-error @+1 {{'math.atan' op is not supported by the Triton emitter yet}}
+    %e = math.atan %s : f32
+    attn.yield %e : f32
+  }
+  denominator constant 1.0
+}
+attn.kernel @k normalizer(@arctan)
+
+// UNDERIVED: error: 'attn.kernel' op has no scalar functions; run attn-derive-backward first

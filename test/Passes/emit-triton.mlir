@@ -1,0 +1,313 @@
+// RUN: attn-opt %s --split-input-file --attn-triton -o /dev/null | FileCheck %s
+// RUN: attn-compile %examples/normalizers/multimax.mlir --emit=triton -o %t.py
+// RUN: FileCheck %s --check-prefix=COMPILE < %t.py
+// RUN: not attn-compile %examples/normalizers/linear.mlir --emit=triton -o %t.linear.py 2>&1 | FileCheck %s --check-prefix=REFUSED
+//
+// attn-opt --attn-triton: the kernel as a Python module of Triton kernels, its
+// scalar functions as @triton.jit functions inside the compiler's templates.
+
+// attn-compile --emit=triton writes the same module.
+// COMPILE: KERNEL = "multimax_attention"
+// COMPILE: PARAM_NAMES = ("tb1", "td1", "b1", "d1", "tb2", "td2", "b2", "d2", )
+// COMPILE: def numerator_d_tb1(s, m, b, h, i, j, p_tb1, p_td1, p_b1, p_d1, p_tb2, p_td2, p_b2, p_d2):
+// COMPILE: def attn_bwd_dq(
+// REFUSED: error: 'attn.kernel' op uses the kernelised (linear-time) form, which the Triton emitter does not cover yet
+
+// Softmax: online; the running max rescales by exp2 with log2 e folded, and the
+// numerator is stabilised as e^(s - m).
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator sum
+}
+attn.kernel @softmax_attention normalizer(@softmax)
+
+// CHECK: KERNEL = "softmax_attention"
+// CHECK-NEXT: ALGORITHM = "online"
+// CHECK-NEXT: PARAM_NAMES = ()
+// CHECK: def score_scale(head_dim):
+// CHECK: return 1.0 / math.sqrt(head_dim)
+// CHECK: @triton.jit
+// CHECK-NEXT: def stabilizer(s, b, h, i, j):
+// CHECK-NEXT: return s
+// CHECK: def numerator(s, m, b, h, i, j):
+// CHECK-NEXT: t0 = (s - m)
+// CHECK-NEXT: t1 = tl.exp(t0)
+// CHECK-NEXT: return t1
+// CHECK: def numerator_ds(s, m, b, h, i, j):
+// CHECK: def denominator_ds(s, m, b, h, i, j):
+// CHECK: def attn_fwd(
+// CHECK: m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+// CHECK: for start_n in range(0, key_stop, BLOCK_N):
+// CHECK: raw = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale
+// CHECK-NEXT: s = raw
+// CHECK-NEXT: keep = row_in[:, None] & (j < kv_end)
+// CHECK-NEXT: if IS_CAUSAL:
+// CHECK-NEXT: keep = keep & (j <= i)
+// CHECK-NEXT: m_new = tl.maximum(m_i, tl.max(tl.where(keep, stabilizer(s, b, h, i, j), float("-inf")), 1))
+// CHECK: alpha = tl.exp2((m_i - m_safe) * LOG2E)
+// CHECK: l_i = l_i * alpha + tl.sum(tl.where(keep, denominator(s, shift, b, h, i, j), 0.0), 1)
+// CHECK-NEXT: acc = acc * alpha[:, None] + tl.dot(g.to(v.dtype), v, input_precision=DOT_PRECISION)
+// CHECK: c = l_i
+// CHECK: tl.store(RowMax + bh * NQ + offs_m, tl.where(any_key, m_i, 0.0), mask=row_in)
+// CHECK: def attn_bwd_preprocess(
+// CHECK: delta = tl.sum(o * do, 1)
+// CHECK: def attn_bwd_dkdv(
+// CHECK: for member in range(0, group):
+// CHECK: ds = tl.where(keep, (numerator_ds(s, shift, b, h, i, j) * dp - denominator_ds(s, shift, b, h, i, j) * delta[:, None]) * inv_c, 0.0)
+// CHECK-NEXT: draw = ds
+// CHECK: dv += tl.dot(tl.trans(w).to(do.dtype), do, input_precision=DOT_PRECISION)
+// CHECK: def attn_bwd_dq(
+// CHECK: dq += tl.dot(draw.to(k.dtype), k, input_precision=DOT_PRECISION)
+
+// -----
+
+// TanhMax: the stabiliser is max(s, -s) = |s|; g and h both shifted.
+attn.normalizer @tanhmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %p = math.exp %s : f32
+    %ns = arith.negf %s : f32
+    %n = math.exp %ns : f32
+    %g = arith.subf %p, %n : f32
+    attn.yield %g : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %p = math.exp %s : f32
+    %ns = arith.negf %s : f32
+    %n = math.exp %ns : f32
+    %w = arith.addf %p, %n : f32
+    attn.yield %w : f32
+  }
+}
+attn.kernel @tanhmax_attention normalizer(@tanhmax)
+
+// CHECK: KERNEL = "tanhmax_attention"
+// CHECK: def stabilizer(s, b, h, i, j):
+// CHECK-NEXT: t0 = (-s)
+// CHECK-NEXT: t1 = tl.maximum(s, t0, propagate_nan=tl.PropagateNan.ALL)
+// CHECK: def numerator(s, m, b, h, i, j):
+// CHECK-NEXT: t0 = (s - m)
+// CHECK-NEXT: t1 = tl.exp(t0)
+// CHECK-NEXT: t2 = (-s)
+// CHECK-NEXT: t3 = (t2 - m)
+// CHECK-NEXT: t4 = tl.exp(t3)
+// CHECK-NEXT: t5 = (t1 - t4)
+// CHECK: def denominator(s, m, b, h, i, j):
+
+// -----
+
+// A plain normalizer with a param over a constant denominator: no running max,
+// C = 1, and dθ reduced per program into its own slot.
+attn.normalizer @sigmoid params(bias = -4.0) {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %bias: f32):
+    %one = arith.constant 1.0 : f32
+    %x = arith.addf %s, %bias : f32
+    %nx = arith.negf %x : f32
+    %e = math.exp %nx : f32
+    %den = arith.addf %one, %e : f32
+    %g = arith.divf %one, %den : f32
+    attn.yield %g : f32
+  }
+  denominator constant 1.0
+}
+attn.kernel @sigmoid_attention normalizer(@sigmoid)
+
+// CHECK: ALGORITHM = "plain"
+// CHECK-NEXT: PARAM_NAMES = ("bias", )
+// CHECK-NEXT: PARAM_INITS = (-4.0, )
+// CHECK: def numerator(s, m, b, h, i, j, p_bias):
+// CHECK-NEXT: t0 = (s + p_bias)
+// CHECK: def numerator_d_bias(s, m, b, h, i, j, p_bias):
+// CHECK: def attn_fwd(
+// CHECK-NOT: m_i = 
+// CHECK: p_bias = tl.load(Params + 0)
+// CHECK: shift = 0.0
+// CHECK-NEXT: g = tl.where(keep, numerator(s, shift, b, h, i, j, p_bias), 0.0)
+// CHECK-NEXT: acc = acc + tl.dot(
+// CHECK: c = tl.full([BLOCK_M], 1.0, tl.float32)
+// CHECK: tl.store(RowMax + bh * NQ + offs_m, tl.zeros([BLOCK_M], tl.float32), mask=row_in)
+// CHECK: def attn_bwd_dkdv(
+// CHECK: d_p_bias = tl.zeros([BLOCK_N], tl.float32)
+// CHECK: ds = tl.where(keep, numerator_ds(s, shift, b, h, i, j, p_bias) * dp * inv_c, 0.0)
+// CHECK: d_p_bias += tl.sum(tl.where(keep, numerator_d_bias(s, shift, b, h, i, j, p_bias) * dp * inv_c, 0.0), 0)
+// CHECK: slot = (bhk * tl.num_programs(0) + start_n) * 1
+// CHECK-NEXT: tl.store(DParamsKeys + slot + 0, tl.sum(d_p_bias, 0))
+
+// -----
+
+// A mask over the indices: unsigned compares on uint32, and-ed into keep.
+attn.mask @window {
+^bb0(%b: index, %h: index, %i: index, %j: index):
+  %width = arith.constant 3 : index
+  %j_reach = arith.addi %j, %width : index
+  %i_reach = arith.addi %i, %width : index
+  %after_start = arith.cmpi uge, %j_reach, %i : index
+  %before_end = arith.cmpi uge, %i_reach, %j : index
+  %keep = arith.andi %after_start, %before_end : i1
+  attn.yield %keep : i1
+}
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator sum
+}
+attn.kernel @sliding_window_attention normalizer(@softmax) mask(@window)
+
+// CHECK: def mask(b, h, i, j):
+// CHECK-NEXT: t0 = (j + 3)
+// CHECK-NEXT: t1 = (i + 3)
+// CHECK-NEXT: t2 = (tl.cast(t0, tl.uint32, bitcast=True) >= tl.cast(i, tl.uint32, bitcast=True))
+// CHECK-NEXT: t3 = (tl.cast(t1, tl.uint32, bitcast=True) >= tl.cast(j, tl.uint32, bitcast=True))
+// CHECK-NEXT: t4 = (t2 & t3)
+// CHECK-NEXT: return t4
+// CHECK: def attn_fwd(
+// CHECK: keep = keep & mask(b, h, i, j)
+// CHECK: def attn_bwd_dkdv(
+// CHECK: keep = keep & mask(b, h, i, j)
+// CHECK: def attn_bwd_dq(
+// CHECK: keep = keep & mask(b, h, i, j)
+
+// -----
+
+// A score param (ALiBi from the indices): the mod and its derivatives by the raw
+// score and the param; dθ += ds·∂mod/∂θ. A fixed scale is a constant.
+attn.score @alibi contract scaled_dot scale 0.25 params(slope = 0.25) mod {
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %slope: f32):
+  %delta = arith.subi %i, %j : index
+  %delta64 = arith.index_cast %delta : index to i64
+  %distance = arith.sitofp %delta64 : i64 to f32
+  %absolute = math.absf %distance : f32
+  %penalty = arith.mulf %slope, %absolute : f32
+  %biased = arith.subf %s, %penalty : f32
+  attn.yield %biased : f32
+}
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator sum
+}
+attn.kernel @alibi_attention normalizer(@softmax) score(@alibi)
+
+// CHECK: PARAM_NAMES = ("slope", )
+// CHECK: def score_scale(head_dim):
+// CHECK-NEXT: """The factor of the contraction q·k."""
+// CHECK-NEXT: return 0.25
+// CHECK: def score_mod(raw, b, h, i, j, p_slope):
+// CHECK-NEXT: t0 = (i - j)
+// CHECK-NEXT: t1 = tl.cast(t0, tl.float32)
+// CHECK-NEXT: t2 = tl.abs(t1)
+// CHECK: def score_mod_draw(raw, b, h, i, j, p_slope):
+// CHECK-NEXT: return 1.0
+// CHECK: def score_mod_d_slope(raw, b, h, i, j, p_slope):
+// CHECK: s = score_mod(raw, b, h, i, j, p_slope)
+// CHECK: def attn_bwd_dkdv(
+// CHECK: draw = tl.where(keep, ds * score_mod_draw(raw, b, h, i, j, p_slope), 0.0)
+// CHECK: d_p_slope += tl.sum(tl.where(keep, ds * score_mod_d_slope(raw, b, h, i, j, p_slope), 0.0), 0)
+
+// -----
+
+// Tensor inputs: each table is a pointer, its extents and its strides; reads clamp
+// every index to [0, extent); a learnable table's read gets its derivative and its
+// row-major position, and attn_bwd_dkdv scatters the pairs' gradients into the
+// program's own slots.
+attn.input @doc : tensor<?x?xi64>
+attn.input @bias learnable : tensor<?x4xf32>
+attn.mask @same_document {
+^bb0(%b: index, %h: index, %i: index, %j: index):
+  %di = attn.read @doc[%b, %i] : i64
+  %dj = attn.read @doc[%b, %j] : i64
+  %keep = arith.cmpi eq, %di, %dj : i64
+  attn.yield %keep : i1
+}
+attn.score @biased contract scaled_dot mod {
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+  %ij = arith.subi %j, %i : index
+  %bias = attn.read @bias[%h, %ij] : f32
+  %biased = arith.addf %s, %bias : f32
+  attn.yield %biased : f32
+}
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator sum
+}
+attn.kernel @tables normalizer(@softmax) score(@biased) mask(@same_document)
+
+// CHECK: INPUTS = (("doc", "t_doc", "i64", (-1, -1,), False), ("bias", "t_bias", "fp32", (-1, 4,), True), )
+// CHECK: def mask(b, h, i, j, t_doc, t_doc_n0, t_doc_n1, t_doc_s0, t_doc_s1, t_bias, t_bias_n0, t_bias_n1, t_bias_s0, t_bias_s1):
+// CHECK-NEXT: tl.load(t_doc + tl.minimum(tl.maximum(b, 0), t_doc_n0 - 1) * t_doc_s0 + tl.minimum(tl.maximum(i, 0), t_doc_n1 - 1) * t_doc_s1).to(tl.int64)
+// CHECK: def score_mod_at_t_bias_0(raw, b, h, i, j,
+// CHECK-NEXT: = (j - i)
+// CHECK-NEXT: = ((tl.minimum(tl.maximum(h, 0), t_bias_n0 - 1)) * t_bias_n1 + tl.minimum(tl.maximum(t0, 0), t_bias_n1 - 1))
+// CHECK: def attn_bwd_dkdv(
+// CHECK: t_doc, t_doc_n0, t_doc_n1, t_doc_s0, t_doc_s1, t_bias, t_bias_n0, t_bias_n1, t_bias_s0, t_bias_s1, dt_bias,
+// CHECK: position = score_mod_at_t_bias_0(raw, b, h, i, j, {{.*}}) + tl.zeros([BLOCK_M, BLOCK_N], tl.int32)
+// CHECK-NEXT: value = tl.where(keep, ds * score_mod_d_t_bias_0(raw, b, h, i, j, {{.*}}), 0.0)
+// CHECK-NEXT: first = tl.min(tl.where(keep, position, 2147483647))
+// CHECK-NEXT: last = tl.max(tl.where(keep, position, -1))
+// CHECK-NEXT: for element in range(first, last + 1):
+// CHECK-NEXT: tl.atomic_add(dt_bias + (bhk * tl.num_programs(0) + start_n) * (t_bias_n0 * t_bias_n1) + element, tl.sum(tl.where(position == element, value, 0.0)))
+
+// -----
+
+// Block sparsity: an `indices` mask (a sliding window) is classified per tile by
+// tile_class, the interval arithmetic of attn-analyze-block-sparsity over the tile's
+// rows and keys; the forward, dK/dV and dQ loops skip the tiles it keeps no pair
+// of and evaluate the mask only on the tiles it does not keep whole.
+attn.mask @window {
+^bb0(%b: index, %h: index, %i: index, %j: index):
+  %w = arith.constant 3 : index
+  %jw = arith.addi %j, %w : index
+  %iw = arith.addi %i, %w : index
+  %after = arith.cmpi sge, %jw, %i : index
+  %before = arith.cmpi sge, %iw, %j : index
+  %keep = arith.andi %after, %before : i1
+  attn.yield %keep : i1
+}
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator sum
+}
+attn.kernel @window_attention normalizer(@softmax) mask(@window)
+
+// CHECK: KERNEL = "window_attention"
+// CHECK: def tile_class(b, h, row_lo, row_hi, key_lo, key_hi):
+// CHECK: return [[ANY:t[0-9]+]], [[ALL:t[0-9]+]]
+// CHECK: def attn_fwd(
+// CHECK: for start_n in range(0, key_stop, BLOCK_N):
+// CHECK: any_kept, all_kept = tile_class(b, h, start_m * BLOCK_M, start_m * BLOCK_M + BLOCK_M - 1, start_n, start_n + BLOCK_N - 1)
+// CHECK-NEXT: if any_kept:
+// CHECK-NEXT: k = tl.load(
+// CHECK: if not all_kept:
+// CHECK-NEXT: keep = keep & mask(b, h, i, j)
+// CHECK: def attn_bwd_dkdv(
+// CHECK: for start_m in range(query_start, NQ, BLOCK_M):
+// CHECK-NEXT: # Block sparsity
+// CHECK-NEXT: any_kept, all_kept = tile_class(b, h, start_m, start_m + BLOCK_M - 1, start_n * BLOCK_N, start_n * BLOCK_N + BLOCK_N - 1)
+// CHECK-NEXT: if any_kept:
+// CHECK: if not all_kept:
+// CHECK-NEXT: keep = keep & mask(b, h, i, j)
+// CHECK: def attn_bwd_dq(
+// CHECK: any_kept, all_kept = tile_class(b, h, start_m * BLOCK_M, start_m * BLOCK_M + BLOCK_M - 1, start_n, start_n + BLOCK_N - 1)
+// CHECK-NEXT: if any_kept:
+// CHECK: if not all_kept:
+// CHECK-NEXT: keep = keep & mask(b, h, i, j)

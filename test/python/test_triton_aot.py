@@ -1,0 +1,51 @@
+"""The generated Triton kernels compile ahead of time for the GPUs they target, without a
+GPU: tensor-core code on both, wgmma (Hopper's warpgroup MMA) for sm_90 and mma.sync for
+sm_80. The same kernels are checked numerically by test_triton_interpreter.py."""
+import os
+
+import pytest
+import torch
+
+from conftest import EXAMPLES
+
+triton = pytest.importorskip("triton")
+
+from attn import triton_backend  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cuda_target():
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("TRITON_INTERPRET=1: this process runs Triton kernels interpreted")
+    from triton.backends import backends
+    if "nvidia" not in backends:
+        pytest.skip(f"this Triton has no CUDA backend (backends: {sorted(backends)})")
+    from triton.backends.compiler import GPUTarget
+    return lambda arch: GPUTarget("cuda", arch, 32)
+
+
+@pytest.mark.parametrize("arch,instruction,absent", [(90, "wgmma.mma_async", "mma.sync"),
+                                                     (80, "mma.sync", "wgmma")])
+def test_kernels_use_tensor_cores(cuda_target, arch, instruction, absent):
+    kernel = triton_backend.compile_triton(str(EXAMPLES / "tanhmax.mlir"))
+    compiled = kernel.compile_ahead(cuda_target(arch), dtype=torch.bfloat16, head_dim=64,
+                                    is_causal=True, has_key_lengths=True,
+                                    names=("attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq"))
+    for name, binary in compiled.items():
+        ptx = binary.asm["ptx"]
+        assert f".target sm_{arch}" in ptx, f"{name}: not compiled for sm_{arch}"
+        assert instruction in ptx, f"{name} for sm_{arch} has no {instruction}"
+        assert absent not in ptx, f"{name} for sm_{arch} uses {absent}"
+        assert binary.asm.get("cubin"), f"{name}: no cubin for sm_{arch}"
+
+
+
+def test_block_sparse_kernels_compile_with_wgmma(cuda_target):
+    """The tile-skipping loops (an `indices` mask) and a learnable sink compile for sm_90."""
+    kernel = triton_backend.compile_triton(str(EXAMPLES.parent / "families" /
+                                               "sliding_window_sinks.mlir"))
+    compiled = kernel.compile_ahead(cuda_target(90), dtype=torch.bfloat16, head_dim=64,
+                                    is_causal=True, has_key_lengths=True,
+                                    names=("attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq"))
+    for name, binary in compiled.items():
+        assert "wgmma.mma_async" in binary.asm["ptx"], f"{name} has no wgmma"

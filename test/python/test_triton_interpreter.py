@@ -1,0 +1,24 @@
+"""The generated Triton kernels under Triton's interpreter, on CPU tensors, against the
+float64 references (the cases: triton_interpreter_cases.py). Triton reads
+TRITON_INTERPRET when it is imported, and other tests of this session import it for
+torch.compile, so the cases run in a fresh process that sets it first."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CASES = Path(__file__).with_name("triton_interpreter_cases.py")
+
+
+def test_generated_kernels_under_the_interpreter():
+    pytest.importorskip("triton")
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             "-W", "ignore::RuntimeWarning", str(CASES)],
+                            env=env, capture_output=True, text=True, cwd=CASES.parent)
+    summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
+    assert result.returncode == 0 and " passed" in summary and "skipped" not in summary, (
+        f"interpreter cases failed ({summary}):\n{result.stdout[-8000:]}\n{result.stderr[-2000:]}")
+    print(f"\ntriton interpreter cases: {summary}")

@@ -1,0 +1,351 @@
+"""The Triton kernels of attn-compile --emit=triton (lib/Codegen/Triton), run by
+Triton's interpreter on CPU tensors against the float64 references, forward and every
+gradient: every example normalizer, causal, key padding, fully masked rows, Nq != Nk,
+Nq = 1, N not a multiple of the tile, GQA, an index mask, a score mod with a learnable
+param, offset regions with learnable params, and f16 storage. Tiles of 16 and
+N <= 40 keep the interpreter quick.
+
+Triton decides when it is imported whether its own library runs interpreted, so these
+cases run in a process that sets TRITON_INTERPRET=1 first: test_triton_interpreter.py
+starts one (or, by hand: TRITON_INTERPRET=1 pytest test/python/triton_interpreter_cases.py).
+"""
+import os
+
+import pytest
+import torch
+
+import general
+import helpers
+import reference as ref
+from conftest import EXAMPLES, NORMALIZER_NAMES, REPO
+from triton_table_kernels import BIAS_TABLE, SINKS_DOCUMENTS
+
+if os.environ.get("TRITON_INTERPRET") != "1":
+    pytest.skip("needs TRITON_INTERPRET=1 before triton is imported (test_triton_interpreter.py "
+                "runs this file so)", allow_module_level=True)
+triton = pytest.importorskip("triton")
+
+from attn import triton_backend  # noqa: E402
+
+FAMILIES = REPO / "examples" / "families"
+TILE = 16
+D = 16
+
+
+_KERNELS = {}
+
+
+def kernel(path):
+    """The kernel of an .mlir file (or IR text), compiled once per session."""
+    if path not in _KERNELS:
+        _KERNELS[path] = triton_backend.compile_triton(str(path), block_m=TILE, block_n=TILE)
+    return _KERNELS[path]
+
+
+def run(kern, q, k, v, params, dout, is_causal=False, key_lengths=None, dtype=torch.float32):
+    """O and the gradients of the Triton kernels, as float64 tensors."""
+    leaves = [t.detach().to(dtype).requires_grad_(True) for t in (q, k, v)]
+    p = params.detach().to(torch.float32).requires_grad_(True)
+    out = kern(*leaves, p, is_causal=is_causal, key_lengths=key_lengths)
+    out.backward(dout.to(dtype))
+    grads = [t.grad.double() for t in leaves]
+    return {"O": out.detach().double(), "dq": grads[0], "dk": grads[1], "dv": grads[2],
+            "dparams": p.grad.double()}
+
+
+def assert_close(got, want, tolerance=helpers.TOL_F32_REL, context=""):
+    for name in want:
+        g = got[name]
+        assert torch.isfinite(g).all(), f"{context}: {name} has NaN or inf"
+        w = want[name]
+        if w.numel() == 0:
+            continue
+        err = (g - w).abs().max().item()
+        scale = max(w.abs().max().item(), 1e-30)
+        assert err <= tolerance * scale, (
+            f"{context}: {name} max error {err:.3e}, {err / scale:.2e} of max|ref| "
+            f"(allowed {tolerance:.0e})")
+
+
+@pytest.mark.parametrize("name", [n for n in NORMALIZER_NAMES if n != "linear"]
+                         + ["softmax1"])
+def test_example_normalizers_with_key_padding(name):
+    """Every example normalizer over keys padded per batch; 37 is not a multiple of 16."""
+    reference = "softmax" if name == "softmax1" else name
+    B, H, N = 2, 2, 37
+    q, k, v, dout, lengths = helpers.make_inputs(reference, B, H, N, N, D, D,
+                                                 helpers.seed_of("triton", name), padding=True)
+    params = helpers.case_params(reference)
+    got = run(kernel(EXAMPLES / f"{name}.mlir"), q, k, v, params, dout, key_lengths=lengths)
+    if name == "softmax1":   # C = 1 + Σ e^s: softmax with one more key of score 0 and v = 0
+        pad = lambda t, value: torch.cat([t, torch.full_like(t[:, :, :1], value)], dim=2)
+        q0, k0, v0 = q.detach(), pad(k.detach(), 0.0), pad(v.detach(), 0.0)
+        fn = lambda q_, k_, v_: general.attention(
+            q_, k_, v_, lambda a, b, ix: a @ b.transpose(-1, -2) / D ** 0.5,
+            lambda s, ix: torch.exp(s), lambda s, ix: torch.exp(s),
+            keep=lambda ix: (ix.j < lengths.view(B, 1, 1, 1)) | (ix.j == N))
+        want = general.attention_and_grads(fn, q0, k0, v0, dout)
+        want["dk"], want["dv"] = want["dk"][:, :, :N], want["dv"][:, :, :N]
+        assert_close(got, {n: want[n] for n in ("O", "dq", "dk", "dv")}, context=name)
+    else:
+        want = helpers.reference_grads(reference, q, k, v, params, dout, key_lengths=lengths)
+        assert_close(got, want, context=name)
+
+
+@pytest.mark.parametrize("name,Nq,Nk,dv", [("tanhmax", 40, 40, D), ("softmax", 21, 37, 24),
+                                           ("sigmoid", 1, 40, D)])
+def test_causal_and_odd_shapes(name, Nq, Nk, dv):
+    """is_causal (top-left aligned), Nq != Nk, a single query row, dv != d."""
+    q, k, v, dout, _ = helpers.make_inputs(name, 1, 2, Nq, Nk, D, dv,
+                                           helpers.seed_of("triton-causal", name, Nq, Nk))
+    params = helpers.case_params(name)
+    got = run(kernel(EXAMPLES / f"{name}.mlir"), q, k, v, params, dout, is_causal=True)
+    want = helpers.reference_grads(name, q, k, v, params, dout, is_causal=True)
+    assert_close(got, want, context=f"{name} causal {Nq}x{Nk}")
+
+
+@pytest.mark.parametrize("name", ["softmax", "expressive"])
+def test_fully_masked_rows_give_zero(name):
+    """A batch entry without keys: O = 0 and zero gradients, no NaN."""
+    q, k, v, dout, _ = helpers.make_inputs(name, 2, 1, 20, 20, D, D,
+                                           helpers.seed_of("triton-empty", name))
+    lengths = torch.tensor([0, 13])
+    got = run(kernel(EXAMPLES / f"{name}.mlir"), q, k, v, helpers.case_params(name), dout,
+              key_lengths=lengths)
+    for n in ("O", "dq", "dk", "dv"):
+        assert torch.isfinite(got[n]).all(), f"{n} has NaN or inf"
+        assert got[n][0].abs().max() == 0, f"{n} of the batch entry without keys is not 0"
+    want = helpers.reference_grads(name, q, k, v, helpers.case_params(name), dout,
+                                   key_lengths=lengths)
+    assert_close(got, want, context=f"{name} empty rows")
+
+
+def test_gqa_reads_kv_heads_by_index():
+    """4 query heads over 2 kv heads: dK and dV sum over each head's group."""
+    gen = torch.Generator().manual_seed(helpers.seed_of("triton-gqa"))
+    q = 1.3 * torch.randn(1, 4, 24, D, generator=gen, dtype=torch.float64)
+    k = 1.3 * torch.randn(1, 2, 30, D, generator=gen, dtype=torch.float64)
+    v = torch.randn(1, 2, 30, D, generator=gen, dtype=torch.float64)
+    dout = torch.randn(1, 4, 24, D, generator=gen, dtype=torch.float64)
+    got = run(kernel(EXAMPLES / "tanhmax.mlir"), q, k, v, torch.zeros(0), dout, is_causal=True)
+    fn = lambda q_, k_, v_: ref.attention("tanhmax", q_, k_.repeat_interleave(2, dim=1),
+                                          v_.repeat_interleave(2, dim=1), is_causal=True)
+    want = general.attention_and_grads(fn, q, k, v, dout)
+    assert_close(got, {n: want[n] for n in ("O", "dq", "dk", "dv")}, context="gqa")
+
+
+def _scaled_dot(q, k, ix):
+    return q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+
+
+def test_sliding_window_mask():
+    """An index mask (examples/families/sliding_window.mlir: |i - j| <= 3)."""
+    q, k, v, dout, _ = helpers.make_inputs("softmax", 1, 2, 33, 33, D, D,
+                                           helpers.seed_of("triton-window"))
+    got = run(kernel(FAMILIES / "sliding_window.mlir"), q, k, v, torch.zeros(0), dout)
+    fn = lambda q_, k_, v_: general.attention(
+        q_, k_, v_, _scaled_dot, lambda s, ix: torch.exp(s), lambda s, ix: torch.exp(s),
+        keep=lambda ix: (ix.j + 3 >= ix.i) & (ix.i + 3 >= ix.j))
+    want = general.attention_and_grads(fn, q, k, v, dout)
+    assert_close(got, {n: want[n] for n in ("O", "dq", "dk", "dv")}, context="window")
+
+
+def test_alibi_score_mod_and_its_learnable_slope():
+    """A score mod from the indices with a learnable param (examples/families/alibi.mlir:
+    s - slope·|i - j|, causal mask): dθ = Σ ds·∂mod/∂θ."""
+    q, k, v, dout, _ = helpers.make_inputs("softmax", 2, 2, 29, 29, D, D,
+                                           helpers.seed_of("triton-alibi"))
+    slope = torch.tensor([0.3], dtype=torch.float64)
+    got = run(kernel(FAMILIES / "alibi.mlir"), q, k, v, slope, dout)
+    fn = lambda q_, k_, v_, p: general.attention(
+        q_, k_, v_, lambda a, b, ix: _scaled_dot(a, b, ix) - p[0] * (ix.i - ix.j).abs(),
+        lambda s, ix: torch.exp(s), lambda s, ix: torch.exp(s), keep=lambda ix: ix.j <= ix.i)
+    want = general.attention_and_grads(fn, q, k, v, dout, leaves=(slope,))
+    want["dparams"] = want.pop("d0")
+    assert_close(got, want, context="alibi")
+
+
+# 16-bit storage: float16. Triton 3.9's interpreter keeps bfloat16 as its uint16 bits and
+# multiplies those in tl.dot, so bf16 kernels are checked by compiling them (sm_80, sm_90).
+STORAGE = torch.float16
+
+
+def test_16_bit_storage():
+    """f16 q, k, v (fp32 accumulation, P and dS rounded to f16 for the dots): within
+    f16's rounding of the reference."""
+    q, k, v, dout, _ = helpers.make_inputs("softmax", 1, 2, 20, 20, D, D,
+                                           helpers.seed_of("triton-bf16"))
+    params = torch.zeros(0)
+    got = run(kernel(EXAMPLES / "softmax.mlir"), q, k, v, params, dout, is_causal=True,
+              dtype=STORAGE)
+    as_stored = lambda t: t.to(STORAGE).double()
+    want = helpers.reference_grads("softmax", as_stored(q), as_stored(k), as_stored(v), params,
+                                   as_stored(dout), is_causal=True)
+    assert_close(got, want, tolerance=3e-2, context="f16")
+
+
+def test_param_gradients_are_deterministic():
+    """dθ is summed from per-program slots in a fixed order: the same bits twice."""
+    q, k, v, dout, _ = helpers.make_inputs("sigmoid", 2, 2, 40, 40, D, D,
+                                           helpers.seed_of("triton-bits"))
+    kern = kernel(EXAMPLES / "sigmoid.mlir")
+    first = run(kern, q, k, v, helpers.case_params("sigmoid"), dout)["dparams"]
+    second = run(kern, q, k, v, helpers.case_params("sigmoid"), dout)["dparams"]
+    assert torch.equal(first, second)
+
+
+def test_refused_kernel_names_the_feature():
+    with pytest.raises(RuntimeError, match="kernelised \\(linear-time\\) form"):
+        triton_backend.emit_triton(str(EXAMPLES / "linear.mlir"))
+
+
+def test_bad_arguments_say_what_was_expected():
+    kern = kernel(EXAMPLES / "sigmoid.mlir")
+    q = torch.zeros(1, 4, 8, D)
+    with pytest.raises(ValueError, match="multiple of k's 3"):
+        kern(q, torch.zeros(1, 3, 8, D), torch.zeros(1, 3, 8, D))
+    with pytest.raises(ValueError, match="params must be a 1-D tensor of 1 \\(bias\\)"):
+        kern(q, q, q, torch.zeros(2))
+    with pytest.raises(ValueError, match="key_lengths must be an integer tensor \\[1\\]"):
+        kern(q, q, q, key_lengths=torch.ones(2, dtype=torch.int64))
+    with pytest.raises(ValueError, match="float32, float16 or bfloat16"):
+        kern(q.double(), q.double(), q.double())
+
+
+@pytest.mark.parametrize("name", ["offset_params", "plain_offset"])
+def test_row_offsets_and_their_param_gradients(name):
+    """An offset region with a learnable param (test_row_offsets.py's kernels): online,
+    β = e^(t + 0.1·h) joins the running max; plain, β = t² + 0.5. dθ from β is the
+    backward preprocess's share: −∂β/∂θ·D/C per row."""
+    import test_row_offsets as row_offsets
+
+    gen = torch.Generator().manual_seed(helpers.seed_of("triton-offsets", name))
+    q, k = (torch.randn(2, 2, 27, D, generator=gen, dtype=torch.float64) for _ in range(2))
+    v = torch.randn(2, 2, 27, D, generator=gen, dtype=torch.float64)
+    dout = torch.randn(2, 2, 27, D, generator=gen, dtype=torch.float64)
+    params, _, reference = row_offsets.case(name, gen, 2, 27)
+    got = run(kernel(row_offsets.SOURCES[name]), q, k, v, params, dout)
+    want = general.attention_and_grads(reference, q, k, v, dout, [params])
+    want["dparams"] = want.pop("d0")
+    assert_close(got, want, context=name)
+
+
+# --- tensor inputs -------------------------------------------------------------------
+
+
+
+def run_tables(kern, q, k, v, dout, tables, learnable, **options):
+    """O and the gradients (dq, dk, dv and d<name> of each learnable table), float64."""
+    leaves = [t.detach().float().requires_grad_(True) for t in (q, k, v)]
+    inputs = {name: (t.detach().float().requires_grad_(True) if name in learnable else t)
+              for name, t in tables.items()}
+    out = kern(*leaves, inputs=inputs, **options)
+    out.backward(dout.float())
+    got = {"O": out.detach().double(), "dq": leaves[0].grad.double(),
+           "dk": leaves[1].grad.double(), "dv": leaves[2].grad.double()}
+    for name in learnable:
+        got["d" + name] = inputs[name].grad.double()
+    return got
+
+
+def test_sinks_document_mask_and_gqa_in_one_kernel():
+    """A learnable sink logit per head (an offset region reading sinks[H]), document ids
+    doc [B, N] (int64, read as a broadcast view: stride 0 over the batch), 4 query heads
+    over 2 kv heads and causal: O, dq, dk, dv and dsinks against the float64 reference."""
+    gen = torch.Generator().manual_seed(helpers.seed_of("triton-sinks-documents"))
+    B, H, H_KV, N = 2, 4, 2, 35
+    q = 1.3 * torch.randn(B, H, N, D, generator=gen, dtype=torch.float64)
+    k = 1.3 * torch.randn(B, H_KV, N, D, generator=gen, dtype=torch.float64)
+    v = torch.randn(B, H_KV, N, D, generator=gen, dtype=torch.float64)
+    dout = torch.randn(B, H, N, D, generator=gen, dtype=torch.float64)
+    sinks = torch.randn(H, generator=gen, dtype=torch.float64)
+    doc = torch.cumsum((torch.rand(1, N, generator=gen) < 0.15).to(torch.int64), 1).expand(B, N)
+    assert doc.stride(0) == 0
+    got = run_tables(kernel(SINKS_DOCUMENTS), q, k, v, dout, {"sinks": sinks, "doc": doc},
+                     ["sinks"], is_causal=True)
+
+    def reference(q_, k_, v_, sinks_):
+        k_, v_ = k_.repeat_interleave(H // H_KV, 1), v_.repeat_interleave(H // H_KV, 1)
+        s = q_ @ k_.transpose(-1, -2) / D ** 0.5
+        i, j = torch.arange(N).view(N, 1), torch.arange(N).view(1, N)
+        keep = (doc[:, None, :, None] == doc[:, None, None, :]) & (j <= i)
+        e = torch.where(keep, torch.exp(s), 0.0)
+        c = torch.exp(sinks_).view(1, H, 1, 1) + e.sum(-1, keepdim=True)
+        return (e / c) @ v_
+
+    want = general.attention_and_grads(reference, q, k, v, dout, leaves=(sinks,))
+    want["dsinks"] = want.pop("d0")
+    assert_close(got, want, context="sinks + documents + gqa")
+
+
+
+
+def test_learnable_table_gradient_with_clamped_reads():
+    """s + bias[h, j - i + 2] with bias [H, 6] learnable: the reads below 0 and past 5 are
+    clamped (every pair farther than 2 before or 3 after the query reads an end bucket),
+    and dbias sums each pair's ds at the element read; the same bits twice."""
+    gen = torch.Generator().manual_seed(helpers.seed_of("triton-bias-table"))
+    B, H, N = 2, 2, 29
+    q, k, v, dout = (torch.randn(B, H, N, D, generator=gen, dtype=torch.float64)
+                     for _ in range(4))
+    bias = 0.5 * torch.randn(H, 6, generator=gen, dtype=torch.float64)
+    kern = kernel(BIAS_TABLE)
+    got = run_tables(kern, q, k, v, dout, {"bias": bias}, ["bias"], key_lengths=torch.tensor([29, 17]))
+    again = run_tables(kern, q, k, v, dout, {"bias": bias}, ["bias"], key_lengths=torch.tensor([29, 17]))
+    assert torch.equal(got["dbias"], again["dbias"])
+    lengths = torch.tensor([29, 17])
+    bucket = lambda ix: (ix.j - ix.i + 2).clamp(0, 5)
+    fn = lambda q_, k_, v_, bias_: general.attention(
+        q_, k_, v_, lambda a, b, ix: _scaled_dot(a, b, ix) + bias_[ix.h, bucket(ix)],
+        lambda s, ix: torch.exp(s), lambda s, ix: torch.exp(s),
+        keep=lambda ix: ix.j < lengths.view(B, 1, 1, 1))
+    want = general.attention_and_grads(fn, q, k, v, dout, leaves=(bias,))
+    want["dbias"] = want.pop("d0")
+    assert_close(got, want, context="bias table")
+
+
+def test_tensor_inputs_are_checked():
+    kern = kernel(SINKS_DOCUMENTS)
+    q = torch.zeros(1, 2, 8, D)
+    doc = torch.zeros(1, 8, dtype=torch.int64)
+    with pytest.raises(ValueError, match="exactly the tensor inputs \\(sinks, doc\\)"):
+        kern(q, q, q, inputs={"doc": doc})
+    with pytest.raises(ValueError, match="input doc must be a 2-D integer tensor"):
+        kern(q, q, q, inputs={"sinks": torch.zeros(2), "doc": doc.float()})
+    with pytest.raises(ValueError, match="input sinks must have extent at least 1"):
+        kern(q, q, q, inputs={"sinks": torch.zeros(0), "doc": doc})
+
+
+# --- block sparsity -----------------------------------------------------------------------
+
+
+def test_causal_as_mask_skips_tiles():
+    """examples/families/causal.mlir (j <= i as an attn.mask): tiles above the diagonal are
+    skipped, tiles below it skip the mask; Nq != Nk and N not a multiple of the tile."""
+    q, k, v, dout, _ = helpers.make_inputs("softmax", 1, 2, 37, 45, D, D,
+                                           helpers.seed_of("triton-causal-mask"))
+    got = run(kernel(FAMILIES / "causal.mlir"), q, k, v, torch.zeros(0), dout)
+    want = helpers.reference_grads("softmax", q, k, v, torch.zeros(0), dout, is_causal=True)
+    assert_close(got, want, context="causal as mask")
+
+
+def test_sliding_window_with_sinks():
+    """examples/families/sliding_window_sinks.mlir: causal window of 16 keys (tiles past
+    the window skipped) and a learnable sink per head; dsinks too."""
+    gen = torch.Generator().manual_seed(helpers.seed_of("triton-window-sinks"))
+    B, H, N = 1, 2, 45
+    q, k, v, dout = (torch.randn(B, H, N, D, generator=gen, dtype=torch.float64)
+                     for _ in range(4))
+    sinks = torch.randn(H, generator=gen, dtype=torch.float64)
+    got = run_tables(kernel(FAMILIES / "sliding_window_sinks.mlir"), q, k, v, dout,
+                     {"sinks": sinks}, ["sinks"])
+    i, j = torch.arange(N).view(N, 1), torch.arange(N).view(1, N)
+    keep = (j <= i) & (j + 16 > i)
+
+    def reference(q_, k_, v_, sinks_):
+        e = torch.where(keep, torch.exp(q_ @ k_.transpose(-1, -2) / D ** 0.5), 0.0)
+        return (e / (torch.exp(sinks_).view(1, H, 1, 1) + e.sum(-1, keepdim=True))) @ v_
+
+    want = general.attention_and_grads(reference, q, k, v, dout, leaves=(sinks,))
+    want["dsinks"] = want.pop("d0")
+    assert_close(got, want, context="window + sinks")
