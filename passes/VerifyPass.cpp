@@ -1,4 +1,5 @@
 //===- VerifyPass.cpp - attn-verify ---------------------------------------===//
+#include "lib/Transforms/ScalarFunctions.h"
 #include "passes/Passes.h"
 
 namespace mlir::attn {
@@ -7,6 +8,8 @@ namespace mlir::attn {
 
 namespace {
 struct AttnVerifyPass : impl::AttnVerifyBase<AttnVerifyPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (module.getOps<KernelOp>().empty()) {
@@ -14,6 +17,13 @@ struct AttnVerifyPass : impl::AttnVerifyBase<AttnVerifyPass> {
                        "'attn.kernel @k normalizer(@softmax)'");
       return signalPassFailure();
     }
+    // inline-op-limit marks functions, it refuses nothing: no value of it matters here.
+    FunctionSizeLimits limits{/*inlineOps=*/0, maxFunctionOps, maxRegionOps};
+    bool refused = false;
+    for (KernelOp kernel : module.getOps<KernelOp>())
+      refused |= failed(checkKernelSize(kernel, limits));
+    if (refused)
+      signalPassFailure();
   }
 };
 } // namespace
