@@ -63,6 +63,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/Signals.h"
+#include "llvm/Support/WithColor.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/ThreadPool.h"
@@ -197,7 +198,7 @@ static FailureOr<std::string> findCudaToolkit() {
     SmallString<128> path(dir);
     llvm::sys::path::append(path, part);
     if (!llvm::sys::fs::exists(path)) {
-      llvm::errs() << "attn-compile: --cuda-targets needs the CUDA toolkit (ptxas, libdevice), "
+      llvm::WithColor::error(llvm::errs(), "attn-compile") << "--cuda-targets needs the CUDA toolkit (ptxas, libdevice), "
                       "but "
                    << path << " does not exist; install the toolkit or point --cuda-toolkit "
                               "(or CUDA_HOME) at it\n";
@@ -237,7 +238,7 @@ static FailureOr<CudaImages> serializeCudaModule(ModuleOp module, StringRef tool
                                                  bool cubins) {
   auto gpuModule = module.lookupSymbol<gpu::GPUModuleOp>(attn::kCudaModuleName);
   if (!gpuModule) {
-    llvm::errs() << "attn-compile: the pipeline built no gpu.module @" << attn::kCudaModuleName
+    llvm::WithColor::error(llvm::errs(), "attn-compile") << "the pipeline built no gpu.module @" << attn::kCudaModuleName
                  << "\n";
     return failure();
   }
@@ -331,7 +332,7 @@ static LogicalResult checkListOptions() {
       item = item.trim();
       if (!item.empty() && seen.insert(item).second)
         continue;
-      llvm::errs() << "attn-compile: --" << option << "='" << list << "' names "
+      llvm::WithColor::error(llvm::errs(), "attn-compile") << "--" << option << "='" << list << "' names "
                    << (item.empty() ? "an empty entry" : "'" + item.str() + "' twice")
                    << "; expected a comma-separated list of distinct entries, e.g. --"
                    << option << "=" << example << "\n";
@@ -358,7 +359,7 @@ static FailureOr<SmallVector<int64_t>> parseCudaHeadDims() {
     item = item.trim();
     int64_t dim;
     if (item.getAsInteger(10, dim) || dim < 1 || std::to_string(dim) != item) {
-      llvm::errs() << "attn-compile: --cuda-head-dims='" << cudaHeadDims << "' names '" << item
+      llvm::WithColor::error(llvm::errs(), "attn-compile") << "--cuda-head-dims='" << cudaHeadDims << "' names '" << item
                    << "', which is not a head dim; expected positive integers, e.g. "
                       "--cuda-head-dims="
                    << allGpuHeadDims() << "\n";
@@ -386,7 +387,7 @@ static LogicalResult checkCpu(const llvm::Target &target, const llvm::Triple &tr
     problem = "is a 32-bit CPU, which cannot run code for";
   if (problem.empty())
     return success();
-  llvm::errs() << "attn-compile: --cpu=" << cpuName << " " << problem << " the host target "
+  llvm::WithColor::error(llvm::errs(), "attn-compile") << "--cpu=" << cpuName << " " << problem << " the host target "
                << triple.str()
                << "; expected native or a 64-bit CPU of that target as LLVM names it "
                   "(e.g. x86-64, x86-64-v3, skylake-avx512; `llc -mcpu=help` lists them)\n";
@@ -398,7 +399,7 @@ static std::unique_ptr<llvm::TargetMachine> createTargetMachine() {
   std::string error;
   const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target) {
-    llvm::errs() << "attn-compile: no LLVM target for " << triple.str() << ": " << error << "\n";
+    llvm::WithColor::error(llvm::errs(), "attn-compile") << "no LLVM target for " << triple.str() << ": " << error << "\n";
     return nullptr;
   }
   std::string cpuName = cpu == "native" ? llvm::sys::getHostCPUName().str() : cpu.getValue();
@@ -416,7 +417,7 @@ static std::unique_ptr<llvm::TargetMachine> createTargetMachine() {
       triple, cpuName, features, options, llvm::Reloc::PIC_, std::nullopt,
       llvm::CodeGenOptLevel::Aggressive));
   if (!machine)
-    llvm::errs() << "attn-compile: cannot create a target machine for cpu '" << cpuName << "'\n";
+    llvm::WithColor::error(llvm::errs(), "attn-compile") << "cannot create a target machine for cpu '" << cpuName << "'\n";
   return machine;
 }
 
@@ -474,7 +475,7 @@ struct TemporaryObjects {
   FailureOr<std::string> create() {
     SmallString<128> path;
     if (std::error_code ec = llvm::sys::fs::createTemporaryFile("attn", "o", path)) {
-      llvm::errs() << "attn-compile: cannot create a temporary file: " << ec.message() << "\n";
+      llvm::WithColor::error(llvm::errs(), "attn-compile") << "cannot create a temporary file: " << ec.message() << "\n";
       return failure();
     }
     files.push_back(std::make_unique<TemporaryFile>(path));
@@ -542,7 +543,7 @@ static LogicalResult compileInParts(llvm::Module &module, llvm::TargetMachine &m
     if (failed(path))
       return failure();
     if (llvm::Error err = compileToObject(module, machine, *path)) {
-      llvm::errs() << "attn-compile: " << llvm::toString(std::move(err)) << "\n";
+      llvm::WithColor::error(llvm::errs(), "attn-compile") << "" << llvm::toString(std::move(err)) << "\n";
       return failure();
     }
     return success();
@@ -596,7 +597,7 @@ static LogicalResult compileInParts(llvm::Module &module, llvm::TargetMachine &m
   bool ok = true;
   for (const std::string &error : errors)
     if (!error.empty()) {
-      llvm::errs() << "attn-compile: " << error << "\n";
+      llvm::WithColor::error(llvm::errs(), "attn-compile") << "" << error << "\n";
       ok = false;
     }
   return success(ok);
@@ -607,7 +608,7 @@ static LogicalResult writeOutput(function_ref<void(llvm::raw_ostream &)> print) 
   std::string error;
   auto out = openOutputFile(outputFilename, &error);
   if (!out) {
-    llvm::errs() << "attn-compile: " << error << "\n";
+    llvm::WithColor::error(llvm::errs(), "attn-compile") << "" << error << "\n";
     return failure();
   }
   print(out->os());
@@ -725,7 +726,7 @@ static int runLinker(StringRef linker, ArrayRef<StringRef> args, std::string &er
 static LogicalResult linkSharedObject(ArrayRef<std::string> objects, StringRef output) {
   llvm::ErrorOr<std::string> linker = llvm::sys::findProgramByName("cc");
   if (!linker) {
-    llvm::errs() << "attn-compile: 'cc' not found on PATH; it links the artifact\n";
+    llvm::WithColor::error(llvm::errs(), "attn-compile") << "'cc' not found on PATH; it links the artifact\n";
     return failure();
   }
   SmallVector<StringRef> args{*linker, "-shared", "-o", output};
@@ -734,7 +735,7 @@ static LogicalResult linkSharedObject(ArrayRef<std::string> objects, StringRef o
   std::string error;
   int status = runLinker(*linker, args, error);
   if (status != 0) {
-    llvm::errs() << "attn-compile: linking " << output << " failed (" << status << ") " << error
+    llvm::WithColor::error(llvm::errs(), "attn-compile") << "linking " << output << " failed (" << status << ") " << error
                  << "\n";
     return failure();
   }
@@ -810,7 +811,7 @@ static LogicalResult writeSealedArtifact(ArrayRef<std::string> objects, StringRe
   if (!ec)
     ec = llvm::sys::fs::rename(temporary, output);
   if (ec) {
-    llvm::errs() << "attn-compile: cannot write " << output << ": " << ec.message() << "\n";
+    llvm::WithColor::error(llvm::errs(), "attn-compile") << "cannot write " << output << ": " << ec.message() << "\n";
     return failure();
   }
   return success();
@@ -840,7 +841,7 @@ int main(int argc, char **argv) {
   std::string error;
   auto file = openInputFile(inputFilename, &error);
   if (!file) {
-    llvm::errs() << "attn-compile: " << error << "\n";
+    llvm::WithColor::error(llvm::errs(), "attn-compile") << "" << error << "\n";
     return 1;
   }
   if (failed(attn::checkParserInput(*file)))
@@ -853,7 +854,7 @@ int main(int argc, char **argv) {
 
   bool cuda = !cudaTargets.empty();
   if (emit == Emit::PTX && !cuda) {
-    llvm::errs() << "attn-compile: --emit=ptx needs --cuda-targets\n";
+    llvm::WithColor::error(llvm::errs(), "attn-compile") << "--emit=ptx needs --cuda-targets\n";
     return 1;
   }
   std::string toolkit;
@@ -912,7 +913,7 @@ int main(int argc, char **argv) {
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule = translateModuleToLLVMIR(*module, llvmContext);
   if (!llvmModule) {
-    llvm::errs() << "attn-compile: translation to LLVM IR failed\n";
+    llvm::WithColor::error(llvm::errs(), "attn-compile") << "translation to LLVM IR failed\n";
     return 1;
   }
   for (const auto &[chip, cubin] : cudaImages.cubins)
@@ -928,7 +929,7 @@ int main(int argc, char **argv) {
                           ? optimize(*llvmModule, *machine)
                           : compileToObject(*llvmModule, *machine, outputFilename);
     if (err) {
-      llvm::errs() << "attn-compile: " << llvm::toString(std::move(err)) << "\n";
+      llvm::WithColor::error(llvm::errs(), "attn-compile") << "" << llvm::toString(std::move(err)) << "\n";
       return 1;
     }
     if (emit == Emit::LLVMIR)
