@@ -81,7 +81,10 @@ def AttnVerify : Pass<"attn-verify", "::mlir::ModuleOp"> {
     no region of more than `max-region-ops` ops, and no more than
     `max-function-ops` ops in the scalar functions and derivatives
     attn-derive-backward would make (a lower bound: each region's size times the
-    functions made from it; attn-derive-backward counts them exactly).
+    functions made from it; attn-derive-backward counts them exactly). Then it
+    refuses a constant expression of a region (an op of constant operands, e.g.
+    1.0 / 0.0) that folds to NaN or to an infinity not only compared with, as the
+    verifier refuses such a literal.
   }];
   let options = [
     Option<"maxFunctionOps", "max-function-ops", "int64_t",
