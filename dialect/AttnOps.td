@@ -254,7 +254,13 @@ def Attn_NormalizerOp : Attn_Op<"normalizer", [Symbol, IsolatedFromAbove,
     StrArrayAttr:$param_names,
     DenseF64ArrayAttr:$param_inits,
     OptionalAttr<Attn_AlgorithmAttr>:$algorithm,
-    UnitAttr:$sum_of_numerator
+    UnitAttr:$sum_of_numerator,
+    // The stable-form rules attn-classify-normalizer applied to the regions
+    // (lib/Transforms/StableForms.h), which --attn-explain reports.
+    OptionalAttr<StrArrayAttr>:$rewrites,
+    // The user guarantees C_i != 0: the check that a summed denominator cannot
+    // vanish (attn-classify-normalizer) is skipped.
+    UnitAttr:$assume_nonzero_denominator
   );
   let regions = (region SizedRegion<1>:$numerator, MaxSizedRegion<1>:$denominator,
                  MaxSizedRegion<1>:$offset, MaxSizedRegion<1>:$shared);

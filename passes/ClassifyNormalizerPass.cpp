@@ -1,6 +1,9 @@
 //===- ClassifyNormalizerPass.cpp - attn-classify-normalizer --------------===//
 #include "lib/Analysis/KernelisedAnalysis.h"
 #include "lib/Analysis/NormalizerAnalysis.h"
+#include "lib/Transforms/StableForms.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "passes/Passes.h"
 
 namespace mlir::attn {
@@ -13,6 +16,10 @@ struct ClassifyNormalizerPass
   void runOnOperation() override {
     bool failed = false;
     for (NormalizerOp normalizer : getOperation().getOps<NormalizerOp>()) {
+      if (mlir::failed(rewriteToStableForms(normalizer))) {
+        failed = true;
+        continue;
+      }
       FailureOr<NormalizerClass> form = classifyNormalizer(normalizer);
       if (mlir::failed(form)) {
         failed = true;
@@ -28,9 +35,15 @@ struct ClassifyNormalizerPass
       NormalizerOp normalizer = kernel.getNormalizerOp();
       if (!normalizer)
         continue;
+      if (mlir::failed(verifyRowNumerics(kernel))) {
+        failed = true;
+        continue;
+      }
       kernel.setAlgorithm(matchKernelised(kernel, /*explain=*/true) ? Algorithm::Kernelised
                                                                      : *normalizer.getAlgorithm());
     }
+    if (failed)
+      signalPassFailure();
   }
 };
 } // namespace

@@ -89,6 +89,10 @@ struct PrintExplanationPass : impl::AttnPrintExplanationBase<PrintExplanationPas
 
       os << "kernel @" << kernel.getSymName() << "\n";
       os << column("algorithm") << describe(*algorithm) << "\n";
+      if (NormalizerOp normalizer = kernel.getNormalizerOp())
+        if (ArrayAttr rewrites = normalizer.getRewritesAttr())
+          for (auto [k, rule] : llvm::enumerate(rewrites.getAsValueRange<StringAttr>()))
+            os << column(k == 0 ? "rewritten" : "") << rule << "\n";
       if (!params.empty())
         os << column("params θ") << llvm::join(params, ", ") << "\n";
       if (!tables.empty())

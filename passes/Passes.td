@@ -106,12 +106,19 @@ def AttnClassifyNormalizer : Pass<"attn-classify-normalizer", "::mlir::ModuleOp"
     carry exactly one exp factor per term, `plain` accumulation when they carry none
     or the denominator is a constant or a count. Anything else is an error naming
     the op that mixes exp degrees. See lib/Analysis/NormalizerAnalysis.h.
+    First rewrites the regions to stable forms (lib/Transforms/StableForms.h:
+    exp2, powf, expm1, sinh, cosh as math.exp; softplus written log(1 + e^x) in
+    its bounded form; constants beside exp factors as ±e^(log|c|)), recording
+    the rules applied in the normalizer's `rewrites`. Then checks that no kernel
+    divides by a summed denominator that can be 0 (SignAnalysis.h; an error
+    naming `epsilon` unless the normalizer has `assume_nonzero_denominator`).
     Then sets `algorithm` on every attn.kernel: `kernelised` (linear-time form,
     lib/Analysis/KernelisedAnalysis.h) when s = φ(q)·φ(k), g and C are linear in
     s and the mask is none or causal, else its normalizer's. A kernel with a
     feature map that does not qualify gets a remark naming the op that breaks the
     form. Every later pass reads this attribute instead of classifying again.
   }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::math::MathDialect"];
 }
 
 def AttnDeriveBackward : Pass<"attn-derive-backward", "::mlir::ModuleOp"> {

@@ -1,8 +1,11 @@
 //===- NormalizerAnalysis.cpp - choose the forward algorithm --------------===//
 #include "lib/Analysis/NormalizerAnalysis.h"
 
+#include "lib/Analysis/SignAnalysis.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -23,7 +26,10 @@ Degree asFactorFree(Degree d) { return d == Degree::BoundedExp ? Degree::Zero : 
 /// Exp-degree of every value in one region, and where it first went mixed.
 class DegreeAnalysis {
 public:
-  explicit DegreeAnalysis(Region &region) {
+  /// `argumentSigns`: the signs of the region's arguments where known (the score's
+  /// from the kernel's score, see SignAnalysis).
+  explicit DegreeAnalysis(Region &region, ArrayRef<SignSet> argumentSigns = {})
+      : signs(region, argumentSigns) {
     for (BlockArgument arg : region.front().getArguments())
       degrees[arg] = Degree::Zero;
     for (Operation &op : region.front().without_terminator()) {
@@ -59,7 +65,10 @@ public:
   /// algorithm must shift, the result read as degree 1. Bounded wrappers such as
   /// 1/(1 + e^-s) are not followed, nor a bounded e^x multiplying an exp factor
   /// (it reads as degree 0 there).
-  void collectStabilised(NormalizerClass &form) const {
+  /// With `liftable`, also the constants joined to those exp factors that
+  /// rewriteToStableForms lifts to ±e^(log|c|) (see isLiftableConstant).
+  void collectStabilised(NormalizerClass &form,
+                         SmallVectorImpl<OpOperand *> *liftable = nullptr) const {
     SmallVector<Value> worklist{result};
     llvm::DenseSet<Value> seen;
     auto carries = [&](Value v) {
@@ -84,6 +93,10 @@ public:
         worklist.push_back(div.getLhs());
         continue;
       }
+      if (liftable)
+        for (OpOperand &use : op->getOpOperands())
+          if (isLiftableConstant(use))
+            liftable->push_back(&use);
       // A product carries the factor of its operand of its own degree: in e^s·e^-|s|
       // (degree 1) the bounded e^-|s| reads as degree 0.
       bool product = isa<arith::MulFOp>(op);
@@ -129,77 +142,74 @@ private:
            (isPositiveConstant(add.getRhs()) && plainExp(add.getLhs()));
   }
 
-  /// Whether `v` is >= 0 (sign > 0) or <= 0 (sign < 0) whatever the score, params
-  /// and indices are: the few forms a stable rewrite uses (|x|, x·x, e^x, max with
-  /// 0, negations, sums and products of those).
-  static bool hasSign(Value v, int sign, unsigned depth = 0) {
-    if (depth > 16)
-      return false;
-    auto same = [&](Value x) { return hasSign(x, sign, depth + 1); };
-    auto opposite = [&](Value x) { return hasSign(x, -sign, depth + 1); };
-    Operation *op = v.getDefiningOp();
-    if (!op)
-      return false;
-    if (auto cst = dyn_cast<arith::ConstantOp>(op)) {
-      auto attr = dyn_cast<FloatAttr>(cst.getValue());
-      return attr && (sign > 0 ? attr.getValueAsDouble() >= 0.0 : attr.getValueAsDouble() <= 0.0);
-    }
-    return TypeSwitch<Operation *, bool>(op)
-        .Case<math::AbsFOp, math::ExpOp, math::Exp2Op, math::SqrtOp>(
-            [&](auto) { return sign > 0; })
-        .Case<arith::NegFOp>([&](auto neg) { return opposite(neg.getOperand()); })
-        .Case<arith::AddFOp>([&](auto add) { return same(add.getLhs()) && same(add.getRhs()); })
-        .Case<arith::SubFOp>(
-            [&](auto sub) { return same(sub.getLhs()) && opposite(sub.getRhs()); })
-        .Case<arith::MulFOp>([&](auto mul) {
-          if (mul.getLhs() == mul.getRhs())
-            return sign > 0;
-          bool positive = (hasSign(mul.getLhs(), 1, depth + 1) && hasSign(mul.getRhs(), 1, depth + 1)) ||
-                          (hasSign(mul.getLhs(), -1, depth + 1) && hasSign(mul.getRhs(), -1, depth + 1));
-          bool negative = (hasSign(mul.getLhs(), 1, depth + 1) && hasSign(mul.getRhs(), -1, depth + 1)) ||
-                          (hasSign(mul.getLhs(), -1, depth + 1) && hasSign(mul.getRhs(), 1, depth + 1));
-          return sign > 0 ? positive : negative;
-        })
-        .Case<arith::MaximumFOp, arith::MaxNumFOp>([&](auto max) {
-          // max(a, b) >= 0 if either is; <= 0 if both are.
-          return sign > 0 ? same(max.getLhs()) || same(max.getRhs())
-                          : same(max.getLhs()) && same(max.getRhs());
-        })
-        .Case<arith::MinimumFOp, arith::MinNumFOp>([&](auto min) {
-          return sign < 0 ? same(min.getLhs()) || same(min.getRhs())
-                          : same(min.getLhs()) && same(min.getRhs());
-        })
-        .Case<arith::SelectOp>(
-            [&](auto select) { return same(select.getTrueValue()) && same(select.getFalseValue()); })
-        .Default([](Operation *) { return false; });
+  static std::optional<double> constantValue(Value v) {
+    auto cst = v.getDefiningOp<arith::ConstantOp>();
+    auto attr = cst ? dyn_cast<FloatAttr>(cst.getValue()) : FloatAttr();
+    if (!attr)
+      return std::nullopt;
+    return attr.getValueAsDouble();
   }
 
+public:
+  /// The operand positions of `op` that must share a degree (the two sides of a
+  /// sum, max or min, the two branches of a select); none for other ops.
+  static std::optional<std::pair<unsigned, unsigned>> joinedOperands(Operation &op) {
+    if (isa<arith::SelectOp>(op))
+      return std::pair(1u, 2u);
+    if (isa<arith::AddFOp, arith::SubFOp, arith::MaximumFOp, arith::MinimumFOp, arith::MaxNumFOp,
+            arith::MinNumFOp>(op))
+      return std::pair(0u, 1u);
+    return std::nullopt;
+  }
+
+  /// Whether `use` is a nonzero constant joined to an exp factor (see
+  /// joinedOperands): c = ±e^(log|c|), which rewriteToStableForms lifts.
+  bool isLiftableConstant(OpOperand &use) const {
+    Operation &op = *use.getOwner();
+    auto joined = joinedOperands(op);
+    unsigned k = use.getOperandNumber();
+    if (!joined || (k != joined->first && k != joined->second))
+      return false;
+    unsigned other = joined->first + joined->second - k;
+    std::optional<double> c = constantValue(use.get());
+    return c && *c != 0.0 && of(op.getOperand(other)) == Degree::One;
+  }
+
+private:
   Degree degreeOf(Operation &op) const {
     auto operand = [&](unsigned i) { return of(op.getOperand(i)); };
-    // Operands added, compared or selected between: a bounded e^x takes the degree of
-    // the other side (degree 1 next to an exp factor, else degree 0).
-    auto same = [&](Degree a, Degree b) {
-      if (a == Degree::BoundedExp)
-        return b;
-      if (b == Degree::BoundedExp)
-        return a;
-      return a == b ? a : Degree::Mixed;
+    // Operands added, compared or selected between (positions `a` and `b`): a
+    // bounded e^x takes the degree of the other side (degree 1 next to an exp
+    // factor, else degree 0); 0 is 0·e^m and a nonzero constant c is ±e^(log|c|)
+    // beside an exp factor (lifted by rewriteToStableForms).
+    auto same = [&](unsigned a, unsigned b) {
+      Degree da = operand(a), db = operand(b);
+      if (da == Degree::BoundedExp)
+        return db;
+      if (db == Degree::BoundedExp)
+        return da;
+      if (da == db)
+        return da;
+      if ((da == Degree::One && constantValue(op.getOperand(b))) ||
+          (db == Degree::One && constantValue(op.getOperand(a))))
+        return Degree::One;
+      return Degree::Mixed;
     };
     return TypeSwitch<Operation *, Degree>(&op)
         .Case<arith::ConstantOp>([](auto) { return Degree::Zero; })
         .Case<math::ExpOp>([&](math::ExpOp exp) {
           if (asFactorFree(operand(0)) != Degree::Zero)
             return Degree::Mixed;
-          return hasSign(exp.getOperand(), -1) ? Degree::BoundedExp : Degree::One;
+          return signs.of(exp.getOperand()).isNonPositive() ? Degree::BoundedExp : Degree::One;
         })
         .Case<arith::AddFOp, arith::SubFOp, arith::MaximumFOp, arith::MinimumFOp,
-              arith::MaxNumFOp, arith::MinNumFOp>(
-            [&](auto) { return same(operand(0), operand(1)); })
-        .Case<arith::NegFOp>([&](auto) { return operand(0); })
+              arith::MaxNumFOp, arith::MinNumFOp>([&](auto) { return same(0, 1); })
+        // |c·e^x| = |c|·e^x: the sign is the factor-free part's.
+        .Case<arith::NegFOp, math::AbsFOp>([&](auto) { return operand(0); })
         .Case<arith::SelectOp>([&](auto) {
           if (asFactorFree(operand(0)) != Degree::Zero)
             return Degree::Mixed;
-          return same(operand(1), operand(2));
+          return same(1, 2);
         })
         .Case<arith::MulFOp>([&](auto) {
           Degree a = operand(0), b = operand(1);
@@ -219,9 +229,22 @@ private:
             return operand(0);
           return Degree::Mixed;
         })
+        // Ops that grow exponentially and that rewriteToStableForms turns into
+        // math.exp: never factor-free, whatever their operand.
+        .Case<math::Exp2Op, math::ExpM1Op, math::SinhOp, math::CoshOp, math::PowFOp,
+              math::FPowIOp, math::IPowIOp>([&](Operation *grows) {
+          if (isa<math::ExpM1Op>(grows) && asFactorFree(operand(0)) == Degree::Zero &&
+              signs.of(grows->getOperand(0)).isNonPositive())
+            return Degree::Zero; // in (-1, 0]
+          if (isa<math::PowFOp, math::FPowIOp, math::IPowIOp>(grows) &&
+              asFactorFree(operand(0)) == Degree::Zero &&
+              matchPattern(grows->getOperand(1), m_Constant()))
+            return Degree::Zero; // a power: polynomial in its base
+          return Degree::Mixed;
+        })
         .Default([&](Operation *other) {
-          // Any other op (tanh, log, pow, comparisons, casts...) is fine on
-          // exp-free or bounded operands and scale-dependent on anything else.
+          // Any other op (tanh, log, comparisons, casts...) is fine on exp-free or
+          // bounded operands and scale-dependent on anything else.
           for (Value v : other->getOperands())
             if (asFactorFree(of(v)) != Degree::Zero)
               return Degree::Mixed;
@@ -229,40 +252,36 @@ private:
         });
   }
 
+  SignAnalysis signs;
   DenseMap<Value, Degree> degrees;
 };
 } // namespace
 
 static LogicalResult classifyOffset(NormalizerOp normalizer, NormalizerClass &form);
 
+SmallVector<OpOperand *> mlir::attn::constantsJoiningExpFactors(Region &region) {
+  SmallVector<OpOperand *> liftable;
+  DegreeAnalysis degrees(region);
+  if (degrees.resultDegree() == Degree::One) {
+    NormalizerClass ignored;
+    degrees.collectStabilised(ignored, &liftable);
+  }
+  return liftable;
+}
+
 /// The stable rewrite of the form that mixes exp-factor degrees at `bad`, where one
 /// is known; empty otherwise.
 static std::string stableRewrite(Operation *bad) {
   auto isExp = [](Value v) { return v.getDefiningOp<math::ExpOp>() != nullptr; };
-  auto isConstant = [](Value v) { return v.getDefiningOp<arith::ConstantOp>() != nullptr; };
-  const char *softplus =
-      "log(1 + e^x) is softplus, which overflows for large x as written: write "
-      "max(x, 0) + log1p(e^(-|x|)) (arith.maximumf, math.absf, arith.negf, math.exp, "
-      "math.log1p), which is bounded and accepted";
-  if (isa<math::Log1pOp>(bad) && isExp(bad->getOperand(0)))
-    return softplus;
-  if (isa<math::LogOp>(bad) && isExp(bad->getOperand(0)))
-    return "log(e^x) is x: use x itself";
   if (auto add = dyn_cast<arith::AddFOp>(bad)) {
-    bool constantPlusExp = (isConstant(add.getLhs()) && isExp(add.getRhs())) ||
-                           (isExp(add.getLhs()) && isConstant(add.getRhs()));
-    bool underLog = llvm::any_of(bad->getUsers(), [](Operation *user) {
-      return isa<math::LogOp>(user);
-    });
-    if (constantPlusExp && underLog)
-      return softplus;
-    if (constantPlusExp)
-      return "e^x + c cannot be rescaled by a running max: a constant added to the "
-             "denominator's sum is `epsilon c` (C_i = c + Σ_j h), and the sigmoid "
+    bool valuePlusExp = isExp(add.getLhs()) || isExp(add.getRhs());
+    if (valuePlusExp)
+      return "e^x + y with a y that is not a constant cannot be rescaled by a running max "
+             "(a constant c is accepted: it is ±e^(log|c|)): a row constant added to the "
+             "denominator's sum is `epsilon c` or an `offset` region, a param p is e^(log p) "
+             "only where p > 0 (write e^q with a param q instead), and the sigmoid "
              "e^x / (1 + e^x) is bounded written as 1 / (1 + e^(-x))";
   }
-  if (auto mul = dyn_cast<arith::MulFOp>(bad); mul && isExp(mul.getLhs()) && isExp(mul.getRhs()))
-    return "e^a·e^b is e^(a + b): write one math.exp of the sum";
   if (isa<arith::DivFOp>(bad))
     return "a quotient of exp factors is scale-dependent: tanh(x) = (e^x - e^-x) / (e^x + "
            "e^-x) is math.tanh, a ratio e^a / e^b is e^(a - b), and a / (c + e^x) with a "
@@ -295,7 +314,8 @@ FailureOr<NormalizerClass> mlir::attn::classifyNormalizer(NormalizerOp normalize
 
   NormalizerClass result;
   if (!normalizer.hasDenominatorRegion()) {
-    // C is constant or a count: nothing rescales it, so accumulate as written.
+    // C is constant or a count: nothing rescales it, so accumulate as written
+    // (verifyRowNumerics refuses an exp factor there, knowing the kernel's score).
     result.algorithm = Algorithm::Plain;
     return result;
   }
@@ -354,9 +374,8 @@ static LogicalResult classifyOffset(NormalizerOp normalizer, NormalizerClass &fo
                                << " mixes exp-factor degrees (e.g. e^x + 1, e^(e^x)); a row "
                                   "offset is one exp factor or has none";
     error.attachNote(bad->getLoc())
-        << "stable rewrite: write β as one exp factor e^y: c + e^x is e^y with y = "
-           "log(c + e^x) = max(x, log c) + log1p(e^(-|x - log c|)), which is bounded and "
-           "accepted";
+        << "stable rewrite: write β as exp factors and constants (e^x + c, e^x - e^y), or "
+           "as one exp factor e^y (a sink); a value that is neither joins no running max";
     return error;
   }
   Operation *yield = region.front().getTerminator();
@@ -394,6 +413,95 @@ static LogicalResult classifyOffset(NormalizerOp normalizer, NormalizerClass &fo
       << "stable rewrite: a positive β is e^(log β): yield math.exp of its logarithm "
          "(sinks: β = e^(sinks[h]) reads the logits, not their exp)";
   return error;
+}
+
+/// The signs the score s can take where the normalizer reads it: the contraction's
+/// (a dot product of feature maps φ > 0 or φ >= 0 has φ's sign, at a positive
+/// scale; anything else any sign) through the mod region.
+static SignSet scoreSigns(KernelOp kernel) {
+  ScoreOp score = kernel.getScoreOp();
+  if (!score)
+    return SignSet::any();
+  SignSet contracted = SignSet::any();
+  bool dotProduct = score.getContract() == ContractKind::Dot ||
+                    score.getContract() == ContractKind::ScaledDot;
+  bool positiveScale = !score.getScale() || score.getScale()->convertToDouble() > 0.0;
+  if (score.hasFeatureMap() && dotProduct && positiveScale) {
+    SignSet phi = SignAnalysis(score.getFeature()).ofResult();
+    if (phi.isNonNegative())
+      contracted = phi;
+  }
+  if (!score.hasMod())
+    return contracted;
+  return SignAnalysis(score.getMod(), {contracted}).ofResult();
+}
+
+/// A numerator over a constant or a count is accumulated as written: an exp factor
+/// there (e^x with x not provably <= 0 where s has `score`'s signs) overflows.
+static LogicalResult verifyPlainNumeratorBounded(KernelOp kernel, NormalizerOp normalizer,
+                                                 SignSet score) {
+  if (normalizer.hasDenominatorRegion())
+    return success();
+  if (DegreeAnalysis(normalizer.getNumerator(), {score}).resultDegree() != Degree::One)
+    return success();
+  InFlightDiagnostic error =
+      kernel.emitOpError() << "accumulates the numerator of @" << normalizer.getSymName()
+                           << " as written (its denominator is a constant or a count), and "
+                              "it has an exp factor e^x that overflows for large x (e^89 in "
+                              "f32) where s is "
+                           << score.describe();
+  error.attachNote(normalizer.getNumerator().front().getTerminator()->getLoc())
+      << "stable rewrite: bound the exponent (e^-|x|, e^min(x, c), e^(-x*x) are in (0, 1]; a "
+         "score mod that is <= 0 makes e^s one), or normalise by a sum (`denominator sum`: "
+         "softmax-like, stabilised online)";
+  return error;
+}
+
+/// Whether a summed denominator C_i = β + Σ_j h can be 0 for some input where s
+/// has `score`'s signs: h > 0 everywhere, or h >= 0 with an `epsilon` or an offset
+/// > 0, cannot. Otherwise an error naming the fix, unless the normalizer says
+/// `assume_nonzero_denominator`.
+static LogicalResult verifyDenominatorCannotVanish(KernelOp kernel, NormalizerOp normalizer,
+                                                   SignSet score) {
+  if (!normalizer.hasDenominatorRegion() || normalizer.getAssumeNonzeroDenominator())
+    return success();
+  SignSet h = SignAnalysis(normalizer.getDenominator(), {score}).ofResult();
+  if (h == SignSet::positive())
+    return success();
+  bool guarded = false;
+  if (std::optional<APFloat> epsilon = normalizer.getEpsilon())
+    guarded = epsilon->convertToDouble() > 0.0;
+  if (normalizer.hasOffsetRegion())
+    guarded = SignAnalysis(normalizer.getOffset()).ofResult() == SignSet::positive();
+  // A guard keeps ε + Σ_j h from 0 where h >= 0; where h can be negative too, the
+  // analysis cannot tell (linear attention's φ(q)·φ(k) with a select-form φ > 0),
+  // and the guard the user wrote is taken as their statement that it holds.
+  if (guarded)
+    return success();
+  InFlightDiagnostic error =
+      kernel.emitOpError() << "divides by C_i = Σ_j h of @" << normalizer.getSymName()
+                           << ", which can be 0: h is " << h.describe() << " where s is "
+                           << score.describe()
+                           << ", and nothing keeps the sum from 0 (a zero row gives NaN "
+                              "outputs)";
+  error.attachNote(normalizer.getDenominator().front().getTerminator()->getLoc())
+      << (h.isNonNegative()
+              ? "add `epsilon 1.0e-6` to the denominator (C_i = ε + Σ_j h), or an offset "
+                "region that is > 0"
+              : "h takes both signs, so even ε + Σ_j h can cancel to 0: make h >= 0 (s·s, "
+                "|s|, max(s, 0), e^s) and add `epsilon 1.0e-6`")
+      << "; if your inputs guarantee C_i != 0, declare the normalizer with "
+         "`attributes {assume_nonzero_denominator}`";
+  return error;
+}
+
+LogicalResult mlir::attn::verifyRowNumerics(KernelOp kernel) {
+  NormalizerOp normalizer = kernel.getNormalizerOp();
+  if (!normalizer)
+    return success();
+  SignSet score = scoreSigns(kernel);
+  return success(succeeded(verifyPlainNumeratorBounded(kernel, normalizer, score)) &&
+                 succeeded(verifyDenominatorCannotVanish(kernel, normalizer, score)));
 }
 
 FailureOr<Algorithm> mlir::attn::requireAlgorithm(KernelOp kernel) {

@@ -55,6 +55,20 @@ struct NormalizerClass {
 /// both algorithms.
 FailureOr<NormalizerClass> classifyNormalizer(NormalizerOp normalizer);
 
+/// The checks that need the kernel's score as well as its normalizer, by the
+/// signs s can take (lib/Analysis/SignAnalysis.h): a numerator over a constant or
+/// count denominator has no exp factor that can overflow (e^s with a score mod
+/// <= 0 is bounded), and a summed denominator C_i = β + Σ_j h cannot be 0 (h > 0,
+/// or h >= 0 with `epsilon` or an offset > 0; else an error naming the fix, unless
+/// the normalizer says `assume_nonzero_denominator`).
+LogicalResult verifyRowNumerics(KernelOp kernel);
+
+/// The nonzero constants of `region` that join its exp factors in sums, maxima,
+/// minima and selects on their way to the result (Softpick's e^s − 1): each is
+/// ±e^(log|c|), one more exp factor, which rewriteToStableForms writes out so
+/// that the online algorithm shifts it like the others.
+SmallVector<OpOperand *> constantsJoiningExpFactors(Region &region);
+
 /// The algorithm attn-classify-normalizer recorded on `kernel`; a diagnostic
 /// asking for that pass when it has not run (every later pass reads the
 /// classifier's decision from here rather than recomputing it).

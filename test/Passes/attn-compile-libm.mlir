@@ -18,6 +18,7 @@ attn.normalizer @erf_shifted {
     %g = arith.addf %e, %one : f32
     attn.yield %g : f32
   }
-  denominator sum
+  // erf(s) + 1 underflows to 0 for s < -10: ε keeps C_i from 0.
+  denominator epsilon 1.0e-06 sum
 }
 attn.kernel @erf_attention normalizer(@erf_shifted)

@@ -1,19 +1,5 @@
 // RUN: attn-opt %s --split-input-file --attn-classify-normalizer -verify-diagnostics
 
-attn.normalizer @shifted_exp {
-  numerator {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    %one = arith.constant 1.0 : f32
-    %e = math.exp %s : f32
-    // expected-error @+2 {{'arith.addf' op in the numerator of @shifted_exp mixes exp-factor degrees}}
-    // expected-note @+1 {{stable rewrite: e^x + c cannot be rescaled by a running max: a constant added to the denominator's sum is `epsilon c` (C_i = c + Σ_j h), and the sigmoid e^x / (1 + e^x) is bounded written as 1 / (1 + e^(-x))}}
-    %g = arith.addf %e, %one : f32
-    attn.yield %g : f32
-  }
-  denominator count
-}
-
-// -----
 
 attn.normalizer @nested_exp {
   numerator {
@@ -29,34 +15,6 @@ attn.normalizer @nested_exp {
     %ee = math.exp %e : f32
     attn.yield %ee : f32
   }
-}
-
-// -----
-
-attn.normalizer @squared_exp {
-  numerator {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    %e = math.exp %s : f32
-    // expected-error @+2 {{'arith.mulf' op in the numerator of @squared_exp mixes exp-factor degrees}}
-    // expected-note @+1 {{stable rewrite: e^a·e^b is e^(a + b): write one math.exp of the sum}}
-    %g = arith.mulf %e, %e : f32
-    attn.yield %g : f32
-  }
-  denominator count
-}
-
-// -----
-
-attn.normalizer @log_of_exp {
-  numerator {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    %e = math.exp %s : f32
-    // expected-error @+2 {{'math.log' op in the numerator of @log_of_exp mixes exp-factor degrees}}
-    // expected-note @+1 {{stable rewrite: log(e^x) is x: use x itself}}
-    %g = math.log %e : f32
-    attn.yield %g : f32
-  }
-  denominator count
 }
 
 // -----
@@ -162,61 +120,6 @@ attn.normalizer @plain_with_exp {
 
 // -----
 
-attn.normalizer @mixed_offset {
-  numerator {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    %e = math.exp %s : f32
-    attn.yield %e : f32
-  }
-  denominator {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    %e = math.exp %s : f32
-    attn.yield %e : f32
-  }
-  offset {
-  ^bb0(%b: index, %h: index, %i: index):
-    %one = arith.constant 1.0 : f32
-    %e = math.exp %one : f32
-    // expected-error @+2 {{'arith.addf' op in the offset of @mixed_offset mixes exp-factor degrees (e.g. e^x + 1, e^(e^x)); a row offset is one exp factor or has none}}
-    // expected-note @+1 {{stable rewrite: write β as one exp factor e^y: c + e^x is e^y with y = log(c + e^x) = max(x, log c) + log1p(e^(-|x - log c|)), which is bounded and accepted}}
-    %x = arith.addf %e, %one : f32
-    attn.yield %x : f32
-  }
-}
-
-// -----
-
-// Softplus as log(1 + e^s) overflows for large s: the note gives the bounded form.
-attn.normalizer @naive_softplus {
-  numerator {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    %one = arith.constant 1.0 : f32
-    %e = math.exp %s : f32
-    // expected-error @+2 {{'arith.addf' op in the numerator of @naive_softplus mixes exp-factor degrees}}
-    // expected-note @+1 {{stable rewrite: log(1 + e^x) is softplus, which overflows for large x as written: write max(x, 0) + log1p(e^(-|x|)) (arith.maximumf, math.absf, arith.negf, math.exp, math.log1p), which is bounded and accepted}}
-    %t = arith.addf %one, %e : f32
-    %g = math.log %t : f32
-    attn.yield %g : f32
-  }
-  denominator count
-}
-
-// -----
-
-attn.normalizer @log1p_softplus {
-  numerator {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    %e = math.exp %s : f32
-    // expected-error @+2 {{'math.log1p' op in the numerator of @log1p_softplus mixes exp-factor degrees}}
-    // expected-note @+1 {{stable rewrite: log(1 + e^x) is softplus}}
-    %g = math.log1p %e : f32
-    attn.yield %g : f32
-  }
-  denominator count
-}
-
-// -----
-
 // tanh as a quotient of exp sums; and dividing by a bounded e^-|s| (= e^|s|) is
 // not bounded.
 attn.normalizer @tanh_ratio {
@@ -264,3 +167,62 @@ attn.normalizer @short {
   }
   denominator sum
 }
+
+// -----
+
+// A sum of an exp factor and a value that is not a constant cannot be rescaled.
+attn.normalizer @exp_plus_param params(p = 1.0) {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %p: f32):
+    %e = math.exp %s : f32
+    // expected-error @+2 {{'arith.addf' op in the numerator of @exp_plus_param mixes exp-factor degrees}}
+    // expected-note @+1 {{stable rewrite: e^x + y with a y that is not a constant cannot be rescaled by a running max (a constant c is accepted: it is ±e^(log|c|))}}
+    %g = arith.addf %e, %p : f32
+    attn.yield %g : f32
+  }
+  denominator count
+}
+
+// -----
+
+// A negative constant base with a variable exponent is NaN for non-integer powers.
+attn.normalizer @negative_base {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %c = arith.constant -2.0 : f32
+    // expected-error @+1 {{'math.powf' op has the constant base -2.000000e+00 and a variable exponent, which is NaN for non-integer exponents and cannot be stabilised; write e^(x·log c) with a base c > 0 (math.exp), or select the sign yourself}}
+    %g = math.powf %c, %s : f32
+    attn.yield %g : f32
+  }
+  denominator count
+}
+
+// -----
+
+// A variable integer power grows exponentially in its exponent.
+attn.normalizer @variable_integer_power {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %n = arith.index_cast %j : index to i32
+    // expected-error @+1 {{'math.fpowi' op raises to a variable integer power, which grows exponentially in the exponent and cannot be stabilised; write a constant exponent, or e^(n·log|x|) with math.exp}}
+    %g = math.fpowi %s, %n : f32, i32
+    attn.yield %g : f32
+  }
+  denominator count
+}
+
+// -----
+
+// An exp factor over a count: accumulated as written, it overflows; known at the
+// kernel, whose score decides whether e^s is bounded.
+attn.normalizer @exp_count {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    // expected-note @+1 {{stable rewrite: bound the exponent (e^-|x|, e^min(x, c), e^(-x*x) are in (0, 1]; a score mod that is <= 0 makes e^s one), or normalise by a sum (`denominator sum`: softmax-like, stabilised online)}}
+    attn.yield %e : f32
+  }
+  denominator count
+}
+// expected-error @+1 {{'attn.kernel' op accumulates the numerator of @exp_count as written (its denominator is a constant or a count), and it has an exp factor e^x that overflows for large x (e^89 in f32) where s is of any sign}}
+attn.kernel @k normalizer(@exp_count)

@@ -632,6 +632,8 @@ log2 = _unary("math.log2", "log2")
 sqrt = _unary("math.sqrt", "sqrt")
 rsqrt = _unary("math.rsqrt", "rsqrt")
 tanh = _unary("math.tanh", "tanh")
+sinh = _unary("math.sinh", "sinh")
+cosh = _unary("math.cosh", "cosh")
 sin = _unary("math.sin", "sin")
 cos = _unary("math.cos", "cos")
 atan = _unary("math.atan", "atan")
@@ -694,7 +696,7 @@ def where(condition, a, b):
 # numpy.<name> reach these).
 FUNCTIONS = {
     "exp": exp, "exp2": exp2, "expm1": expm1, "log": log, "log1p": log1p, "log2": log2,
-    "sqrt": sqrt, "rsqrt": rsqrt, "tanh": tanh, "sin": sin, "cos": cos, "atan": atan,
+    "sqrt": sqrt, "rsqrt": rsqrt, "tanh": tanh, "sinh": sinh, "cosh": cosh, "sin": sin, "cos": cos, "atan": atan,
     "floor": floor, "ceil": ceil, "trunc": trunc, "round": round_half_even, "abs": _abs,
     "sigmoid": sigmoid, "relu": relu, "clamp": clamp, "clip": clamp, "where": where,
     "maximum": maximum, "minimum": minimum, "pow": _pow,
