@@ -140,13 +140,25 @@ static FailureOr<Type> verifyRegionBody(Operation *owner, Region &region,
                               << " region of '" << owner->getName()
                               << "': regions hold scalar arith and math ops"
                               << (readsInputs ? " and attn.read" : "") << " only";
-    // Infinities have uses (a -inf bias masks a pair); a NaN constant only makes
-    // every weight and gradient it reaches NaN.
+    // A NaN constant only makes every weight and gradient it reaches NaN. An infinity
+    // is a bound to compare with (an additive mask's -inf test); added, multiplied or
+    // exponentiated it makes a row's weights ∞/∞ = NaN.
     if (auto constant = dyn_cast<arith::ConstantOp>(op))
-      if (auto value = dyn_cast<FloatAttr>(constant.getValue()); value && value.getValue().isNaN())
-        return op.emitOpError() << "is NaN in the " << regionName
-                                << " region; expected a number (a NaN constant makes every "
-                                   "weight and gradient it reaches NaN)";
+      if (auto value = dyn_cast<FloatAttr>(constant.getValue())) {
+        if (value.getValue().isNaN())
+          return op.emitOpError() << "is NaN in the " << regionName
+                                  << " region; expected a number (a NaN constant makes every "
+                                     "weight and gradient it reaches NaN)";
+        if (value.getValue().isInfinity())
+          for (Operation *user : constant->getUsers())
+            if (!isa<arith::CmpFOp>(user))
+              return op.emitOpError()
+                     << "is " << (value.getValue().isNegative() ? "-" : "+")
+                     << "infinity in the " << regionName << " region and used by '"
+                     << user->getName()
+                     << "'; expected a finite number (an infinite constant may only be "
+                        "compared with)";
+      }
     for (Type type : llvm::concat<Type>(op.getOperandTypes(), op.getResultTypes()))
       if (!isScalarType(type))
         return op.emitOpError() << "uses " << type << " in the " << regionName

@@ -11,9 +11,11 @@ struct DeriveBackwardPass : impl::AttnDeriveBackwardBase<DeriveBackwardPass> {
   using Base::Base;
 
   void runOnOperation() override {
+    FunctionSizeLimits limits{inlineOpLimit, maxFunctionOps, maxRegionOps};
     for (KernelOp kernel : llvm::to_vector(getOperation().getOps<KernelOp>()))
       if (!kernel.getFunctions() &&
-          failed(outlineKernelFunctions(kernel, {inlineOpLimit, maxFunctionOps})))
+          (failed(checkKernelSize(kernel, limits)) ||
+           failed(outlineKernelFunctions(kernel, limits))))
         return signalPassFailure();
   }
 };

@@ -11,6 +11,12 @@
 #include "mlir/Pass/PassOptions.h"
 
 namespace mlir::attn {
+/// The default size limits of attn-verify and attn-derive-backward (README,
+/// Compile time): ops in a kernel's scalar functions and derivatives in all, ops in
+/// one region.
+inline constexpr int64_t kDefaultMaxFunctionOps = 20000;
+inline constexpr int64_t kDefaultMaxRegionOps = 1000;
+
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
 

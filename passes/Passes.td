@@ -73,11 +73,29 @@ def AttnExpandSharedRegions : Pass<"attn-expand-shared-regions", "::mlir::Module
 }
 
 def AttnVerify : Pass<"attn-verify", "::mlir::ModuleOp"> {
-  let summary = "Checks that a module holds something to compile";
+  let summary = "Checks that a module holds something to compile, of a size that compiles";
   let description = [{
     The op verifiers check each op; this pass checks the module as a compile unit:
-    it must hold at least one attn.kernel.
+    it must hold at least one attn.kernel, and every kernel must be small enough to
+    compile in reasonable time (README, Compile time), before any analysis reads it:
+    no region of more than `max-region-ops` ops, and no more than
+    `max-function-ops` ops in the scalar functions and derivatives
+    attn-derive-backward would make (a lower bound: each region's size times the
+    functions made from it; attn-derive-backward counts them exactly). Then it
+    refuses a constant expression of a region (an op of constant operands, e.g.
+    1.0 / 0.0) that folds to NaN or to an infinity not only compared with, as the
+    verifier refuses such a literal.
   }];
+  let options = [
+    Option<"maxFunctionOps", "max-function-ops", "int64_t",
+           /*default=*/"::mlir::attn::kDefaultMaxFunctionOps",
+           "The most ops a kernel's functions and derivatives may hold together "
+           "(as attn-derive-backward's option)">,
+    Option<"maxRegionOps", "max-region-ops", "int64_t",
+           /*default=*/"::mlir::attn::kDefaultMaxRegionOps",
+           "The most ops one region of a kernel may hold (as attn-derive-backward's "
+           "option)">
+  ];
 }
 
 def AttnClassifyNormalizer : Pass<"attn-classify-normalizer", "::mlir::ModuleOp"> {
@@ -114,7 +132,9 @@ def AttnDeriveBackward : Pass<"attn-derive-backward", "::mlir::ModuleOp"> {
     (lib/Transforms/ScalarFunctions.h). Online normalizers are emitted
     stabilised: every exp factor e^x becomes e^(x - m). Functions of more than
     `inline-op-limit` ops are marked `no_inline` (the loops call them). Kernels
-    that already have `functions` are left alone.
+    that already have `functions` are left alone. A kernel past `max-region-ops`
+    or `max-function-ops` is refused (as by attn-verify, before any function is
+    made; the exact total after).
   }];
   let options = [
     Option<"inlineOpLimit", "inline-op-limit", "int64_t", /*default=*/"64",
@@ -122,10 +142,14 @@ def AttnDeriveBackward : Pass<"attn-derive-backward", "::mlir::ModuleOp"> {
            "their body dwarfs a call, and inlining them at every call site makes "
            "compile time grow with region size times call sites">,
     Option<"maxFunctionOps", "max-function-ops", "int64_t",
-           /*default=*/"20000",
+           /*default=*/"::mlir::attn::kDefaultMaxFunctionOps",
            "The most ops a kernel's functions and derivatives may hold together "
            "(README, Compile time); past it the pass stops with a diagnostic "
-           "instead of a compile of many minutes">
+           "instead of a compile of many minutes">,
+    Option<"maxRegionOps", "max-region-ops", "int64_t",
+           /*default=*/"::mlir::attn::kDefaultMaxRegionOps",
+           "The most ops one region of a kernel may hold (README, Compile time); "
+           "checked with the lower bound of the total before any function is made">
   ];
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }

@@ -108,7 +108,7 @@ struct Problem {
 
 void check_tensor(const Library &lib, const char *fn, const char *name, const Tensor &t,
                   const char *expected_shape) {
-  TORCH_CHECK(t.defined(), fn, ": ", name, " is an undefined tensor, expected a tensor ",
+  TORCH_CHECK(t.defined(), fn, ": ", name, " is None (an undefined tensor), expected a tensor ",
               expected_shape);
   TORCH_CHECK(t.layout() == torch::kStrided, fn, ": ", name, " has layout ", t.layout(),
               ", expected a dense (strided) tensor ", expected_shape);
@@ -309,7 +309,7 @@ Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tens
       check_dtype(fn, "params", params, dt,
                   cuda ? "the dtype of q, or float32" : "the dtype of q");
   } else {
-    TORCH_CHECK(p.P == 0, fn, ": params is undefined, expected a ", dtype_name(dt), " tensor [",
+    TORCH_CHECK(p.P == 0, fn, ": params is None (an undefined tensor), expected a ", dtype_name(dt), " tensor [",
                 p.P, "] (kernel ", lib.manifest().kernel, " parameters: ", param_list(lib),
                 "; Library::initial_params() gives their initial values)");
   }
@@ -849,6 +849,16 @@ Tensor empty_params(const Tensor &params, const Tensor &q) {
 
 
 } // namespace
+
+namespace detail {
+Tensor checked_params(const Library &lib, const char *fn, const Tensor &q, const Tensor &k,
+                      const Tensor &v, const Tensor &params, const Options &opts) {
+  if (params.defined() && q.defined() && k.defined() && v.defined())
+    return params;
+  validate(lib, fn, q, k, v, params, opts);
+  return empty_params(params, q);
+}
+} // namespace detail
 
 Tensor attention(const std::shared_ptr<const Library> &lib, const Tensor &q, const Tensor &k,
                  const Tensor &v, const Tensor &params, const Options &opts) {

@@ -26,6 +26,14 @@ using AttentionSig = torch::Tensor(c10::string_view, const torch::Tensor &,
 /// The op attn::attention (autograd-aware), called through the dispatcher.
 const c10::TypedOperatorHandle<AttentionSig> &attention_op();
 
+/// `params`, or for None (an undefined tensor) an empty one on q's device, after
+/// attention_forward's checks when any of q, k, v and params is None: its autograd
+/// function records the device of every tensor argument, which an undefined one has
+/// not ("tensor does not have a device"); the checks name the argument instead.
+torch::Tensor checked_params(const Library &lib, const char *fn, const torch::Tensor &q,
+                             const torch::Tensor &k, const torch::Tensor &v,
+                             const torch::Tensor &params, const Options &opts);
+
 /// A CUDA target "sm_XY" / "sm_XYa" as compute capability X.Y.
 struct CudaArch {
   int major = 0, minor = 0;

@@ -175,7 +175,9 @@ Tensor attention_autograd(c10::string_view artifact, const Tensor &q, const Tens
                 " declares it without 'learnable', so it gets no gradient; declare it "
                 "`attn.input @",
                 declared[n].name, " learnable : ...` or pass it detached");
-  return AttentionFunction::apply(artifact, q, k, v, params, is_causal, key_lengths, tables);
+  Tensor checked = detail::checked_params(*lib, "attn::attention", q, k, v, params,
+                                          make_options(is_causal, key_lengths, inputs));
+  return AttentionFunction::apply(artifact, q, k, v, checked, is_causal, key_lengths, tables);
 }
 
 /// The Autograd kernel of a non-differentiable op: the op itself, below autograd.

@@ -9,6 +9,10 @@
 #    test/Dialect and the examples; what it learns stays in <build-fuzz>/corpus, what it
 #    finds is written to <build-fuzz>/findings/crash-* (replay one with
 #    `<build-fuzz>/bin/attn-parser-fuzzer FILE`).
+#    Then the pipeline fuzzer (fuzz/PipelineFuzzer.cpp: expand, verify, classify and
+#    derive) from fuzz/pipeline-corpus and the examples, with a per-input time limit of
+#    20 s (-timeout): an analysis superlinear in the region fails as a timeout-* finding.
+#    It gets a fifth of the time (or of the runs) of the parser fuzzer.
 # 2. The runtime fuzzer (test/python/runtime_fuzz.py: bad tensors and bad artifacts) in
 #    the project's environment, --cases cases of each kind.
 #
@@ -43,9 +47,12 @@ if [[ ! -f "$build/build.ninja" ]]; then
     -DATTN_LIBFUZZER=ON -DATTN_BUILD_RUNTIME=OFF >"$build/configure.log" 2>&1 ||
     { cat "$build/configure.log"; exit 1; }
 fi
-cmake --build "$build" --target attn-parser-fuzzer
+cmake --build "$build" --target attn-parser-fuzzer attn-pipeline-fuzzer
 
 seeds=("$root/fuzz/corpus" "$root/test/Dialect" "$root/examples/normalizers" "$root/examples/families")
+pipeline_seeds=("$root/fuzz/pipeline-corpus" "$root/examples/normalizers" "$root/examples/families")
+# Long enough for the deep seeds (a 900-op region is about 30 KB).
+pipeline_flags=(-timeout=20 -max_len=65536 -print_final_stats=1 -artifact_prefix="$build/findings/")
 mkdir -p "$build/findings"
 # MLIR's allocators poison and unpoison memory from code inlined into the instrumented
 # target, but not from libMLIR (not instrumented): that user poisoning is ignored.
@@ -55,10 +62,16 @@ if ((brief)); then
   trap 'rm -rf "$scratch"' EXIT
   "$build/bin/attn-parser-fuzzer" -seed=1 -runs=20000 -max_len=4096 -print_final_stats=1 \
     -artifact_prefix="$build/findings/" "$scratch" "${seeds[@]}"
+  mkdir "$scratch/pipeline"
+  "$build/bin/attn-pipeline-fuzzer" -seed=1 -runs=2000 "${pipeline_flags[@]}" \
+    "$scratch/pipeline" "${pipeline_seeds[@]}"
   exit
 fi
 echo "scripts/fuzz.sh: seed $seed"
 mkdir -p "$build/corpus"
 "$build/bin/attn-parser-fuzzer" -seed="$seed" -max_total_time="$time" -max_len=4096 \
   -print_final_stats=1 -artifact_prefix="$build/findings/" "$build/corpus" "${seeds[@]}"
+mkdir -p "$build/pipeline-corpus"
+"$build/bin/attn-pipeline-fuzzer" -seed="$seed" -max_total_time=$((time / 5 + 1)) \
+  "${pipeline_flags[@]}" "$build/pipeline-corpus" "${pipeline_seeds[@]}"
 "$venv/bin/python" "$root/test/python/runtime_fuzz.py" --seed "$seed" --cases "$cases"

@@ -2,7 +2,7 @@
 # The whole test suite: sets up and builds (via setup.sh) then runs lit (dialect and
 # pass tests), ctest (runtime C++ tests), pytest in the project's environment
 # (numerics against the float64 reference, errors, memory, torch.compile, distributed,
-# demos, the runtime fuzzer) and a brief fixed-seed run of the parser fuzzer
+# demos, the runtime fuzzer) and a brief fixed-seed run of the parser and pipeline fuzzers
 # (scripts/fuzz.sh --brief, counted as one test). Ends with one "N passed, M failed" line.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -44,7 +44,7 @@ tally "${py_passed:-0}" "${py_failed:-0}"
 ((pytest_status == 0 || ${py_failed:-0} > 0)) || tally 0 1
 
 echo "== fuzz"
-# The parser fuzzer under libFuzzer, briefly, from a fixed seed (scripts/fuzz.sh --brief);
+# The parser and pipeline fuzzers under libFuzzer, briefly, from a fixed seed (scripts/fuzz.sh --brief);
 # the runtime fuzzer runs in pytest (test_fuzz.py).
 bash "$root/scripts/fuzz.sh" --brief >"$logdir/fuzz" 2>&1
 fuzz_status=$?

@@ -14,7 +14,7 @@ config.substitutions.append(("%examples", os.path.join(config.attn_src_root, "ex
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
-llvm_config.add_tool_substitutions(["attn-opt", "attn-compile", "attn-seal", "attn-parser-fuzz-replay"],
+llvm_config.add_tool_substitutions(["attn-opt", "attn-compile", "attn-seal", "attn-parser-fuzz-replay", "attn-pipeline-fuzz-replay"],
                                   [config.attn_tools_dir])
 
 # Tests that serialise CUDA kernels need ptxas (and libdevice): the toolkit found

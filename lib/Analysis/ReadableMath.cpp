@@ -59,6 +59,11 @@ public:
         e = {name, Atom};
       }
       values[result] = e;
+      // An operand used once is inside e now: dropping its text keeps the memory of a
+      // chain linear (each link's text holds all before it).
+      for (Value operand : op.getOperands())
+        if (operand.hasOneUse())
+          values.erase(operand);
     }
     Operation *terminator = body.getTerminator();
     formula.result = terminator->getNumOperands() ? at(terminator->getOperand(0)).text : "()";

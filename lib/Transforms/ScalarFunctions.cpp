@@ -217,6 +217,90 @@ static FailureOr<SmallVector<Attribute>> deriveAll(func::FuncOp function, ArrayR
 static void forEachFunction(KernelFunctionsAttr functions, ModuleOp module,
                             function_ref<void(func::FuncOp)> visit);
 
+static InFlightDiagnostic tooManyFunctionOps(KernelOp kernel, StringRef needs, int64_t ops,
+                                             int64_t limit) {
+  return kernel.emitOpError()
+         << "needs " << needs << ops << " ops in its scalar functions and their derivatives, "
+         << "over the limit of " << limit
+         << " (README, Compile time); shorten the regions, share subexpressions "
+            "between them, or declare fewer params";
+}
+
+/// The ops of `region` but its terminator (0 for an absent region), and how many
+/// of them read a learnable tensor input.
+static std::pair<int64_t, int64_t> regionSize(Region &region) {
+  if (region.empty())
+    return {0, 0};
+  int64_t ops = 0, learnableReads = 0;
+  for (Operation &op : region.front().without_terminator()) {
+    ++ops;
+    if (auto read = dyn_cast<ReadOp>(op)) {
+      auto input = SymbolTable::lookupNearestSymbolFrom<InputOp>(read, read.getInputAttr());
+      learnableReads += input && input.getLearnable();
+    }
+  }
+  return {ops, learnableReads};
+}
+
+LogicalResult mlir::attn::checkKernelSize(KernelOp kernel, const FunctionSizeLimits &limits) {
+  NormalizerOp normalizer = kernel.getNormalizerOp();
+  ScoreOp score = kernel.getScoreOp();
+  MaskOp mask = kernel.getMaskOp();
+  auto tooLarge = [&](Operation *owner, StringRef role, int64_t ops) -> LogicalResult {
+    if (ops <= limits.regionOps)
+      return success();
+    return owner->emitOpError()
+           << "has " << ops << " ops in its " << role << " region, over the limit of "
+           << limits.regionOps
+           << " per region (README, Compile time); shorten the region or share "
+              "subexpressions";
+  };
+  int64_t total = 0;
+  // A region of `size` ops cloned into its function and `derivatives` more.
+  auto add = [&](std::pair<int64_t, int64_t> size, int64_t derivatives) {
+    total += size.first * (1 + derivatives + size.second);
+  };
+  if (normalizer) {
+    unsigned params = normalizer.getNumParams();
+    std::pair<int64_t, int64_t> shared = regionSize(normalizer.getShared());
+    std::pair<int64_t, int64_t> numerator = regionSize(normalizer.getNumerator());
+    std::pair<int64_t, int64_t> offset = regionSize(normalizer.getOffset());
+    if (failed(tooLarge(normalizer, "shared", shared.first)) ||
+        failed(tooLarge(normalizer, "numerator", numerator.first)) ||
+        failed(tooLarge(normalizer, "offset", offset.first)))
+      return failure();
+    numerator = {numerator.first + shared.first, numerator.second + shared.second};
+    add(numerator, 1 + params);
+    if (normalizer.getSumOfNumerator()) {
+      add(numerator, 1 + params);
+    } else if (normalizer.hasDenominatorRegion()) {
+      std::pair<int64_t, int64_t> denominator = regionSize(normalizer.getDenominator());
+      if (failed(tooLarge(normalizer, "denominator", denominator.first)))
+        return failure();
+      add({denominator.first + shared.first, denominator.second + shared.second}, 1 + params);
+    }
+    add(offset, params);
+  }
+  if (score) {
+    std::pair<int64_t, int64_t> mod = regionSize(score.getMod());
+    std::pair<int64_t, int64_t> feature = regionSize(score.getFeature());
+    if (failed(tooLarge(score, "mod", mod.first)) ||
+        failed(tooLarge(score, "feature", feature.first)))
+      return failure();
+    add(mod, 1 + score.getNumParams());
+    add({feature.first, 0}, 1);
+  }
+  if (mask) {
+    std::pair<int64_t, int64_t> body = regionSize(mask.getBody());
+    if (failed(tooLarge(mask, "mask", body.first)))
+      return failure();
+    add({body.first, 0}, 0);
+  }
+  if (total <= limits.totalOps)
+    return success();
+  return tooManyFunctionOps(kernel, "at least ", total, limits.totalOps);
+}
+
 /// Marks the kernel's large functions `no_inline` and refuses a kernel whose
 /// functions are too large to compile in reasonable time. The schedules call
 /// every function at many sites (rows × vectors of a tile, forward and backward,
@@ -236,11 +320,7 @@ static LogicalResult boundFunctionSizes(KernelOp kernel, KernelFunctionsAttr fun
   });
   if (total <= limits.totalOps)
     return success();
-  return kernel.emitOpError()
-         << "needs " << total << " ops in its scalar functions and their derivatives, over "
-         << "the limit of " << limits.totalOps
-         << " (README, Compile time); shorten the regions, share subexpressions "
-            "between them, or declare fewer params";
+  return tooManyFunctionOps(kernel, "", total, limits.totalOps);
 }
 
 LogicalResult mlir::attn::outlineKernelFunctions(KernelOp kernel,

@@ -50,7 +50,19 @@ struct FunctionSizeLimits {
   int64_t inlineOps;
   /// The most ops all functions and derivatives of a kernel may hold together.
   int64_t totalOps;
+  /// The most ops one region of the kernel may hold.
+  int64_t regionOps;
 };
+
+/// Refuses, with a diagnostic, a kernel too large to compile in reasonable time,
+/// before any analysis reads it: a region of more than `limits.regionOps` ops, or
+/// regions that outlineKernelFunctions would turn into more than `limits.totalOps`
+/// ops in all. Every derivative clones its function's whole body, so the region
+/// sizes times the number of functions made from each (the function, its
+/// derivatives by s and by each param, one per read of a learnable input) is a
+/// lower bound of that total: what this refuses, derivation would refuse too.
+/// Linear in the size of the regions.
+LogicalResult checkKernelSize(KernelOp kernel, const FunctionSizeLimits &limits);
 
 /// Emits the scalar functions and derivatives of `kernel` into its module and
 /// records them on the kernel as its `functions` (one #attn.functions at the

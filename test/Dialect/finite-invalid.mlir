@@ -84,8 +84,8 @@ attn.score @s contract bilinear weights(W: 4x4 = 0x7FF0000000000000)
 
 // -----
 
-// A NaN constant inside a region is refused where it is written; infinities are
-// numbers a region may use (a -inf bias masks a pair).
+// A NaN constant inside a region is refused where it is written; an infinite one
+// may only be compared with (below).
 attn.normalizer @n {
   numerator {
   ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
@@ -106,4 +106,59 @@ attn.score @biased contract dot mod {
   %t = arith.truncf %nan : f64 to f32
   %r = arith.addf %s, %t : f32
   attn.yield %r : f32
+}
+
+// -----
+
+// An infinite constant the region computes with (here the offset β = +inf: every
+// row's weights would be ∞/∞) is refused where it is written.
+attn.normalizer @n {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator sum
+  offset {
+  ^bb0(%b: index, %h: index, %i: index):
+    // expected-error @+1 {{'arith.constant' op is +infinity in the offset region and used by 'attn.yield'; expected a finite number (an infinite constant may only be compared with)}}
+    %inf = arith.constant 0x7F800000 : f32
+    attn.yield %inf : f32
+  }
+}
+
+// -----
+
+attn.score @masked contract dot mod {
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+  %later = arith.cmpi ugt, %j, %i : index
+  // expected-error @+1 {{'arith.constant' op is -infinity in the mod region and used by 'arith.select'; expected a finite number}}
+  %ninf = arith.constant 0xFF800000 : f32
+  %r = arith.select %later, %ninf, %s : f32
+  attn.yield %r : f32
+}
+
+// -----
+
+attn.normalizer @n {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    // expected-error @+1 {{'arith.constant' op is +infinity in the numerator region and used by 'arith.addf'}}
+    %inf = arith.constant 0x7F800000 : f32
+    %g = arith.addf %s, %inf : f32
+    attn.yield %g : f32
+  }
+  denominator count
+}
+
+// -----
+
+// Compared with, an infinity is a bound: accepted (an additive mask's -inf test).
+attn.input @bias : tensor<?x?xf32>
+attn.mask @finite_bias {
+^bb0(%b: index, %h: index, %i: index, %j: index):
+  %x = attn.read @bias[%i, %j] : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %keep = arith.cmpf une, %x, %ninf : f32
+  attn.yield %keep : i1
 }

@@ -2,8 +2,8 @@
 // RUN: not attn-compile %s -o %t.so --cuda-targets=sm_90 --cuda-toolkit=%t.no-toolkit 2>&1 | FileCheck %s --check-prefix=TOOLKIT
 // RUN: not attn-compile %s -o %t.ptx --emit=ptx 2>&1 | FileCheck %s --check-prefix=PTX
 
-// TOOLKIT: attn-compile: --cuda-targets needs the CUDA toolkit (ptxas, libdevice), but {{.*}}no-toolkit/bin/ptxas does not exist; install the toolkit or point --cuda-toolkit (or CUDA_HOME) at it
-// PTX: attn-compile: --emit=ptx needs --cuda-targets
+// TOOLKIT: attn-compile: error: --cuda-targets needs the CUDA toolkit (ptxas, libdevice), but {{.*}}no-toolkit/bin/ptxas does not exist; install the toolkit or point --cuda-toolkit (or CUDA_HOME) at it
+// PTX: attn-compile: error: --emit=ptx needs --cuda-targets
 
 attn.normalizer @relu {
   numerator {

@@ -35,19 +35,19 @@ attn.normalizer @softmax {
 }
 attn.kernel @softmax_attention normalizer(@softmax)
 
-// UNKNOWN: attn-compile: --cpu=bogus is not a CPU of the host target {{.*}}; expected native or a 64-bit CPU of that target as LLVM names it
-// I386: attn-compile: --cpu=i386 is a 32-bit CPU, which cannot run code for the host target x86_64
-// NODTYPES: attn-compile: --dtypes='' names an empty entry; expected a comma-separated list of distinct entries, e.g. --dtypes=f32,f64
-// EMPTYDTYPE: attn-compile: --dtypes='f32,,f64' names an empty entry
-// TWICE: attn-compile: --dtypes='f32,f32' names 'f32' twice; expected a comma-separated list of distinct entries
-// NOTARGETS: attn-compile: --cuda-targets='' names an empty entry; expected a comma-separated list of distinct entries, e.g. --cuda-targets=sm_80,sm_90
-// TARGETTWICE: attn-compile: --cuda-targets='sm_90,sm_90' names 'sm_90' twice
-// NOCUDADTYPES: attn-compile: --cuda-dtypes='' names an empty entry; expected a comma-separated list of distinct entries, e.g. --cuda-dtypes=f16,bf16,f32
-// CUDADTYPETWICE: attn-compile: --cuda-dtypes='f16,f16' names 'f16' twice
-// NOHEADDIMS: attn-compile: --cuda-head-dims='' names an empty entry; expected a comma-separated list of distinct entries, e.g. --cuda-head-dims=32,64,128
-// HEADDIMTWICE: attn-compile: --cuda-head-dims='64,64' names '64' twice
-// HEADDIMWORD: attn-compile: --cuda-head-dims='64,sixty' names 'sixty', which is not a head dim; expected positive integers, e.g. --cuda-head-dims=32,64,128
-// HEADDIMZERO: attn-compile: --cuda-head-dims='64,064' names '064', which is not a head dim
-// HEADDIMNEGATIVE: attn-compile: --cuda-head-dims='-64' names '-64', which is not a head dim
+// UNKNOWN: attn-compile: error: --cpu=bogus is not a CPU of the host target {{.*}}; expected native or a 64-bit CPU of that target as LLVM names it
+// I386: attn-compile: error: --cpu=i386 is a 32-bit CPU, which cannot run code for the host target x86_64
+// NODTYPES: attn-compile: error: --dtypes='' names an empty entry; expected a comma-separated list of distinct entries, e.g. --dtypes=f32,f64
+// EMPTYDTYPE: attn-compile: error: --dtypes='f32,,f64' names an empty entry
+// TWICE: attn-compile: error: --dtypes='f32,f32' names 'f32' twice; expected a comma-separated list of distinct entries
+// NOTARGETS: attn-compile: error: --cuda-targets='' names an empty entry; expected a comma-separated list of distinct entries, e.g. --cuda-targets=sm_80,sm_90
+// TARGETTWICE: attn-compile: error: --cuda-targets='sm_90,sm_90' names 'sm_90' twice
+// NOCUDADTYPES: attn-compile: error: --cuda-dtypes='' names an empty entry; expected a comma-separated list of distinct entries, e.g. --cuda-dtypes=f16,bf16,f32
+// CUDADTYPETWICE: attn-compile: error: --cuda-dtypes='f16,f16' names 'f16' twice
+// NOHEADDIMS: attn-compile: error: --cuda-head-dims='' names an empty entry; expected a comma-separated list of distinct entries, e.g. --cuda-head-dims=32,64,128
+// HEADDIMTWICE: attn-compile: error: --cuda-head-dims='64,64' names '64' twice
+// HEADDIMWORD: attn-compile: error: --cuda-head-dims='64,sixty' names 'sixty', which is not a head dim; expected positive integers, e.g. --cuda-head-dims=32,64,128
+// HEADDIMZERO: attn-compile: error: --cuda-head-dims='64,064' names '064', which is not a head dim
+// HEADDIMNEGATIVE: attn-compile: error: --cuda-head-dims='-64' names '-64', which is not a head dim
 // OLDTARGET: error: 'attn.kernel' op CUDA target 'sm_75' is not supported; expected sm_XY with XY >= 80
 // HEADDIM48: error: 'attn.kernel' op head dim 48 is not supported on GPU; supported: 32, 64, 128

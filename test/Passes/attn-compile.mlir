@@ -64,4 +64,4 @@ attn.kernel @tanhmax_attention normalizer(@tanhmax)
 // SEALED: .so: ok {{[0-9a-f]+$}}
 
 // BADTYPE: error: unsupported element type 'f16'; expected f32 or f64
-// NOFILE: attn-compile: cannot open input file
+// NOFILE: attn-compile: error: cannot open input file

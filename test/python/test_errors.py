@@ -107,6 +107,23 @@ def test_wrong_param_count_softmax(softmax):
     _raises(r"param", softmax, q, k, v, torch.ones(1, dtype=torch.float64))
 
 
+def test_none_arguments_are_named(softmax, multimax):
+    """None for a tensor argument is named (torch's autograd would say "tensor does not
+    have a device"); a kernel without params takes None for them."""
+    q, k, v = _inputs()
+    with pytest.raises(RuntimeError, match=r"attn::attention: params is None \(an undefined "
+                       r"tensor\), expected a float64 tensor \[8\] \(kernel multimax_attention"):
+        torch.ops.attn.attention(multimax, q, k, v, None, False, None, None)
+    with pytest.raises(RuntimeError, match=r"attn::attention: q is None \(an undefined tensor\), "
+                       r"expected a tensor \[B, H, Nq, d\]"):
+        torch.ops.attn.attention(softmax, None, k, v, None, False, None, None)
+    q.requires_grad_()
+    out = torch.ops.attn.attention(softmax, q, k, v, None, False, None, None)
+    torch.testing.assert_close(out, torch.ops.attn.attention(softmax, q, k, v, EMPTY, False, None))
+    out.sum().backward()
+    assert q.grad is not None and q.grad.abs().sum() > 0
+
+
 def test_params_wrong_rank(multimax):
     q, k, v = _inputs()
     _raises(r"param", multimax, q, k, v, torch.ones(2, 4, dtype=torch.float64))
@@ -127,6 +144,12 @@ def test_not_an_artifact(tmp_path):
     q, k, v = _inputs()
     msg = _raises(r"garbage\.so", str(path), q, k, v, EMPTY)
     assert "garbage.so" in msg
+
+
+def test_load_of_empty_path(attn_mod):
+    with pytest.raises(RuntimeError, match=r"attn: artifact path is empty, expected the path "
+                       r"of a \.so produced by attn-compile"):
+        attn_mod.load("")
 
 
 def test_manifest_of_missing_artifact(tmp_path):

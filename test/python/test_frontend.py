@@ -409,6 +409,14 @@ def test_type_errors():
               lambda: attn.score(mod=lambda s: round(s, 2)))  # round-digits
     raises_at("f32-range", r"constant 1e\+300 does not fit f32",
               lambda: attn.score(mod=lambda s: s * 1e300))  # f32-range
+    raises_at("f32-int-range", r"constant 1{401} does not fit f32",
+              lambda: attn.score(mod=lambda s: s * int("1" * 401)))  # f32-int-range
+    raises_at("nan", r"constant nan is not a number; expected a finite one",
+              lambda: attn.score(mod=lambda s: s + float("nan")))  # nan
+    # An integer past 64 bits is refused where it is written, not by attn-opt later.
+    raises_at("index-range", r"integer constant 1180591620717411303424 does not fit index "
+                             r"\(a signed 64-bit integer\)",
+              lambda: attn.mask(lambda i, j: j <= i + 2**70))  # index-range
 
 
 def test_declaration_errors():

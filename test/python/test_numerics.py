@@ -354,3 +354,17 @@ def test_gradcheck_small(artifacts):
         assert torch.autograd.gradcheck(
             lambda a, b, c, d: torch.ops.attn.attention(path, a, b, c, d, True, lens),
             ins, eps=1e-6, atol=1e-6)
+
+
+def test_nan_param_makes_every_row_nan(artifacts):
+    """A NaN param value is computed with, not refused (README, Non-finite values): every
+    score passes through multimax's params, so each one NaN makes every output NaN,
+    never a finite value that silently dropped it."""
+    q, k, v = (torch.randn(1, 2, 5, 8, generator=torch.Generator().manual_seed(n),
+                           dtype=torch.float64) for n in range(3))
+    params = case_params("multimax")
+    for n in range(len(params)):
+        nan = params.clone()
+        nan[n] = float("nan")
+        O = torch.ops.attn.attention(artifacts("multimax"), q, k, v, nan, False, None)
+        assert torch.isnan(O).all(), f"multimax param #{n} NaN: some output is not NaN"

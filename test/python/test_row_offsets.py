@@ -195,6 +195,29 @@ def test_offsets_stay_finite_for_extreme_scores(compiled, dt):
         assert (out.abs().max() < 1e-6) == expect_zero
 
 
+@pytest.mark.parametrize("dt", list(DTYPES))
+def test_infinite_sinks_follow_ieee_arithmetic(compiled, dt):
+    """A non-finite tensor input is computed with, not refused (README, Non-finite
+    values): a sink logit of -inf is β = e^-inf = 0, no sink (the sliding window's
+    softmax); one of +inf is β = ∞ and its head's rows are ∞/∞ = NaN, as torch.softmax
+    of a row holding +inf (gpt-oss's eager sinks) gives; the other head is untouched."""
+    dtype = DTYPES[dt]
+    gen = torch.Generator().manual_seed(39)
+    q, k, v = (torch.randn(1, 2, 6, 8, generator=gen, dtype=dtype) for _ in range(3))
+    sinks = compiled("sinks")
+    finite = torch.zeros(2, dtype=dtype)
+    base = sinks(q, k, v, None, inputs={"sinks": finite})
+    none = sinks(q, k, v, None, inputs={"sinks": torch.tensor([-math.inf, 0.0], dtype=dtype)})
+    s = (q @ k.transpose(-1, -2)) / math.sqrt(8)
+    i, j = torch.arange(6)[:, None], torch.arange(6)[None, :]
+    window = torch.softmax(s[:, 0].masked_fill(~((j <= i) & (i - 16 < j)), -math.inf), -1)
+    torch.testing.assert_close(none[:, 0], window @ v[:, 0])
+    torch.testing.assert_close(none[:, 1], base[:, 1])
+    full = sinks(q, k, v, None, inputs={"sinks": torch.tensor([math.inf, 0.0], dtype=dtype)})
+    assert torch.isnan(full[:, 0]).all()
+    torch.testing.assert_close(full[:, 1], base[:, 1])
+
+
 def test_front_end_offset_and_tensor_input(compiled, attn_mod):
     """The sinks kernel written in Python (attn.normalizer(offset=...), attn.tensor_input)
     computes what sliding_window_sinks.mlir does, gradients included."""

@@ -743,8 +743,14 @@ TEST_F(Validation, Params) {
                     "params has 3 elements, expected 2", "abort_attention", "alpha, beta");
   EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, k, v, torch::zeros({0})),
                     "params has 0 elements, expected 2");
-  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, k, v, Tensor()), "params is undefined",
-                    "alpha, beta");
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, k, v, Tensor()),
+                    "params is None (an undefined tensor)", "alpha, beta");
+  // The autograd op checks None arguments before torch's autograd reads their device.
+  EXPECT_ATTN_ERROR(attn::attention(lib, q, k, v, Tensor()),
+                    "attn::attention: params is None (an undefined tensor)", "alpha, beta");
+  EXPECT_ATTN_ERROR(attn::attention(lib, q, Tensor(), v, params),
+                    "attn::attention: k is None (an undefined tensor), expected a tensor "
+                    "[B, H_kv, Nk, d]");
   EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, k, v, torch::zeros({1, 2})),
                     "params must be a 1-D tensor [P] with P = 2", "got a 2-D tensor");
   EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, k, v, params.to(torch::kDouble)),
@@ -779,7 +785,7 @@ TEST_F(Validation, Devices) {
                     "fx_gpu_only.so has no CPU code (devices: cuda)");
   EXPECT_ATTN_ERROR(attn::attention_forward(nullptr, q, k, v, params), "lib is null");
   EXPECT_ATTN_ERROR(attn::attention_forward(lib, Tensor(), k, v, params),
-                    "q is an undefined tensor");
+                    "q is None (an undefined tensor)");
   EXPECT_ATTN_ERROR(attn::attention_forward(lib, q.to_sparse(), k, v, params), "q has layout",
                     "dense");
 }

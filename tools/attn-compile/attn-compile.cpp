@@ -67,6 +67,7 @@
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Signals.h"
+#include "llvm/Support/WithColor.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/ThreadPool.h"
@@ -216,7 +217,7 @@ static FailureOr<std::string> findCudaToolkit() {
     SmallString<128> path(dir);
     llvm::sys::path::append(path, part);
     if (!llvm::sys::fs::exists(path)) {
-      llvm::errs() << "attn-compile: --cuda-targets needs the CUDA toolkit (ptxas, libdevice), "
+      llvm::WithColor::error(llvm::errs(), "attn-compile") << "--cuda-targets needs the CUDA toolkit (ptxas, libdevice), "
                       "but "
                    << path << " does not exist; install the toolkit or point --cuda-toolkit "
                               "(or CUDA_HOME) at it\n";
@@ -246,7 +247,7 @@ static FailureOr<TritonImages> compileTritonImages(ModuleOp module) {
     return failure();
   SmallString<128> dir;
   if (std::error_code ec = llvm::sys::fs::createUniqueDirectory("attn-triton", dir)) {
-    llvm::errs() << "attn-compile: cannot create a temporary directory: " << ec.message() << "\n";
+    llvm::WithColor::error(llvm::errs(), "attn-compile") << "cannot create a temporary directory: " << ec.message() << "\n";
     return failure();
   }
   auto cleanup = llvm::make_scope_exit([&] { llvm::sys::fs::remove_directories(dir); });
@@ -256,7 +257,7 @@ static FailureOr<TritonImages> compileTritonImages(ModuleOp module) {
     std::error_code ec;
     llvm::raw_fd_ostream file(modulePath, ec);
     if (ec) {
-      llvm::errs() << "attn-compile: cannot write " << modulePath << ": " << ec.message() << "\n";
+      llvm::WithColor::error(llvm::errs(), "attn-compile") << "cannot write " << modulePath << ": " << ec.message() << "\n";
       return failure();
     }
     file << images.source;
@@ -268,7 +269,7 @@ static FailureOr<TritonImages> compileTritonImages(ModuleOp module) {
   if (python.empty()) {
     llvm::ErrorOr<std::string> found = llvm::sys::findProgramByName("python3");
     if (!found) {
-      llvm::errs() << "attn-compile: --gpu-backend=triton needs a Python with torch and Triton: "
+      llvm::WithColor::error(llvm::errs(), "attn-compile") << "--gpu-backend=triton needs a Python with torch and Triton: "
                       "none on PATH; give --triton-python or ATTN_PYTHON\n";
       return failure();
     }
@@ -292,7 +293,7 @@ static FailureOr<TritonImages> compileTritonImages(ModuleOp module) {
   std::string error;
   int status = llvm::sys::ExecuteAndWait(python, args, ArrayRef<StringRef>(env), {}, 0, 0, &error);
   if (status != 0) {
-    llvm::errs() << "attn-compile: " << python << " -m attn.triton_aot failed"
+    llvm::WithColor::error(llvm::errs(), "attn-compile") << "" << python << " -m attn.triton_aot failed"
                  << (error.empty() ? "" : ": " + error) << " (exit status " << status << ")\n";
     return failure();
   }
@@ -301,7 +302,7 @@ static FailureOr<TritonImages> compileTritonImages(ModuleOp module) {
     llvm::sys::path::append(path, name);
     auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
     if (!buffer) {
-      llvm::errs() << "attn-compile: attn.triton_aot wrote no " << path << "\n";
+      llvm::WithColor::error(llvm::errs(), "attn-compile") << "attn.triton_aot wrote no " << path << "\n";
       return failure();
     }
     return (*buffer)->getBuffer().str();
@@ -350,7 +351,7 @@ static FailureOr<CudaImages> serializeCudaModule(ModuleOp module, StringRef tool
                                                  bool cubins) {
   auto gpuModule = module.lookupSymbol<gpu::GPUModuleOp>(attn::kCudaModuleName);
   if (!gpuModule) {
-    llvm::errs() << "attn-compile: the pipeline built no gpu.module @" << attn::kCudaModuleName
+    llvm::WithColor::error(llvm::errs(), "attn-compile") << "the pipeline built no gpu.module @" << attn::kCudaModuleName
                  << "\n";
     return failure();
   }
@@ -444,7 +445,7 @@ static LogicalResult checkListOptions() {
       item = item.trim();
       if (!item.empty() && seen.insert(item).second)
         continue;
-      llvm::errs() << "attn-compile: --" << option << "='" << list << "' names "
+      llvm::WithColor::error(llvm::errs(), "attn-compile") << "--" << option << "='" << list << "' names "
                    << (item.empty() ? "an empty entry" : "'" + item.str() + "' twice")
                    << "; expected a comma-separated list of distinct entries, e.g. --"
                    << option << "=" << example << "\n";
@@ -471,7 +472,7 @@ static FailureOr<SmallVector<int64_t>> parseCudaHeadDims() {
     item = item.trim();
     int64_t dim;
     if (item.getAsInteger(10, dim) || dim < 1 || std::to_string(dim) != item) {
-      llvm::errs() << "attn-compile: --cuda-head-dims='" << cudaHeadDims << "' names '" << item
+      llvm::WithColor::error(llvm::errs(), "attn-compile") << "--cuda-head-dims='" << cudaHeadDims << "' names '" << item
                    << "', which is not a head dim; expected positive integers, e.g. "
                       "--cuda-head-dims="
                    << allGpuHeadDims() << "\n";
@@ -499,7 +500,7 @@ static LogicalResult checkCpu(const llvm::Target &target, const llvm::Triple &tr
     problem = "is a 32-bit CPU, which cannot run code for";
   if (problem.empty())
     return success();
-  llvm::errs() << "attn-compile: --cpu=" << cpuName << " " << problem << " the host target "
+  llvm::WithColor::error(llvm::errs(), "attn-compile") << "--cpu=" << cpuName << " " << problem << " the host target "
                << triple.str()
                << "; expected native or a 64-bit CPU of that target as LLVM names it "
                   "(e.g. x86-64, x86-64-v3, skylake-avx512; `llc -mcpu=help` lists them)\n";
@@ -511,7 +512,7 @@ static std::unique_ptr<llvm::TargetMachine> createTargetMachine() {
   std::string error;
   const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target) {
-    llvm::errs() << "attn-compile: no LLVM target for " << triple.str() << ": " << error << "\n";
+    llvm::WithColor::error(llvm::errs(), "attn-compile") << "no LLVM target for " << triple.str() << ": " << error << "\n";
     return nullptr;
   }
   std::string cpuName = cpu == "native" ? llvm::sys::getHostCPUName().str() : cpu.getValue();
@@ -529,7 +530,7 @@ static std::unique_ptr<llvm::TargetMachine> createTargetMachine() {
       triple, cpuName, features, options, llvm::Reloc::PIC_, std::nullopt,
       llvm::CodeGenOptLevel::Aggressive));
   if (!machine)
-    llvm::errs() << "attn-compile: cannot create a target machine for cpu '" << cpuName << "'\n";
+    llvm::WithColor::error(llvm::errs(), "attn-compile") << "cannot create a target machine for cpu '" << cpuName << "'\n";
   return machine;
 }
 
@@ -587,7 +588,7 @@ struct TemporaryObjects {
   FailureOr<std::string> create() {
     SmallString<128> path;
     if (std::error_code ec = llvm::sys::fs::createTemporaryFile("attn", "o", path)) {
-      llvm::errs() << "attn-compile: cannot create a temporary file: " << ec.message() << "\n";
+      llvm::WithColor::error(llvm::errs(), "attn-compile") << "cannot create a temporary file: " << ec.message() << "\n";
       return failure();
     }
     files.push_back(std::make_unique<TemporaryFile>(path));
@@ -655,7 +656,7 @@ static LogicalResult compileInParts(llvm::Module &module, llvm::TargetMachine &m
     if (failed(path))
       return failure();
     if (llvm::Error err = compileToObject(module, machine, *path)) {
-      llvm::errs() << "attn-compile: " << llvm::toString(std::move(err)) << "\n";
+      llvm::WithColor::error(llvm::errs(), "attn-compile") << "" << llvm::toString(std::move(err)) << "\n";
       return failure();
     }
     return success();
@@ -709,7 +710,7 @@ static LogicalResult compileInParts(llvm::Module &module, llvm::TargetMachine &m
   bool ok = true;
   for (const std::string &error : errors)
     if (!error.empty()) {
-      llvm::errs() << "attn-compile: " << error << "\n";
+      llvm::WithColor::error(llvm::errs(), "attn-compile") << "" << error << "\n";
       ok = false;
     }
   return success(ok);
@@ -720,7 +721,7 @@ static LogicalResult writeOutput(function_ref<void(llvm::raw_ostream &)> print) 
   std::string error;
   auto out = openOutputFile(outputFilename, &error);
   if (!out) {
-    llvm::errs() << "attn-compile: " << error << "\n";
+    llvm::WithColor::error(llvm::errs(), "attn-compile") << "" << error << "\n";
     return failure();
   }
   print(out->os());
@@ -838,7 +839,7 @@ static int runLinker(StringRef linker, ArrayRef<StringRef> args, std::string &er
 static LogicalResult linkSharedObject(ArrayRef<std::string> objects, StringRef output) {
   llvm::ErrorOr<std::string> linker = llvm::sys::findProgramByName("cc");
   if (!linker) {
-    llvm::errs() << "attn-compile: 'cc' not found on PATH; it links the artifact\n";
+    llvm::WithColor::error(llvm::errs(), "attn-compile") << "'cc' not found on PATH; it links the artifact\n";
     return failure();
   }
   SmallVector<StringRef> args{*linker, "-shared", "-o", output};
@@ -847,7 +848,7 @@ static LogicalResult linkSharedObject(ArrayRef<std::string> objects, StringRef o
   std::string error;
   int status = runLinker(*linker, args, error);
   if (status != 0) {
-    llvm::errs() << "attn-compile: linking " << output << " failed (" << status << ") " << error
+    llvm::WithColor::error(llvm::errs(), "attn-compile") << "linking " << output << " failed (" << status << ") " << error
                  << "\n";
     return failure();
   }
@@ -923,7 +924,7 @@ static LogicalResult writeSealedArtifact(ArrayRef<std::string> objects, StringRe
   if (!ec)
     ec = llvm::sys::fs::rename(temporary, output);
   if (ec) {
-    llvm::errs() << "attn-compile: cannot write " << output << ": " << ec.message() << "\n";
+    llvm::WithColor::error(llvm::errs(), "attn-compile") << "cannot write " << output << ": " << ec.message() << "\n";
     return failure();
   }
   return success();
@@ -953,7 +954,7 @@ int main(int argc, char **argv) {
   std::string error;
   auto file = openInputFile(inputFilename, &error);
   if (!file) {
-    llvm::errs() << "attn-compile: " << error << "\n";
+    llvm::WithColor::error(llvm::errs(), "attn-compile") << "" << error << "\n";
     return 1;
   }
   if (failed(attn::checkParserInput(*file)))
@@ -967,11 +968,12 @@ int main(int argc, char **argv) {
   bool tritonKernels = !cudaTargets.empty() && gpuBackend == GpuBackend::Triton;
   bool cuda = !cudaTargets.empty() && !tritonKernels;
   if (emit == Emit::PTX && !cuda) {
-    llvm::errs() << "attn-compile: --emit=ptx needs --cuda-targets"
-                 << (tritonKernels ? " with --gpu-backend=mlir (the Triton backend's kernels: "
-                                     "--emit=triton)"
-                                   : "")
-                 << "\n";
+    llvm::WithColor::error(llvm::errs(), "attn-compile")
+        << "--emit=ptx needs --cuda-targets"
+        << (tritonKernels ? " with --gpu-backend=mlir (the Triton backend's kernels: "
+                            "--emit=triton)"
+                          : "")
+        << "\n";
     return 1;
   }
   std::string toolkit;
@@ -1048,7 +1050,7 @@ int main(int argc, char **argv) {
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule = translateModuleToLLVMIR(*module, llvmContext);
   if (!llvmModule) {
-    llvm::errs() << "attn-compile: translation to LLVM IR failed\n";
+    llvm::WithColor::error(llvm::errs(), "attn-compile") << "translation to LLVM IR failed\n";
     return 1;
   }
   for (const auto &[chip, cubin] : cudaImages.cubins)
@@ -1070,7 +1072,7 @@ int main(int argc, char **argv) {
                           ? optimize(*llvmModule, *machine)
                           : compileToObject(*llvmModule, *machine, outputFilename);
     if (err) {
-      llvm::errs() << "attn-compile: " << llvm::toString(std::move(err)) << "\n";
+      llvm::WithColor::error(llvm::errs(), "attn-compile") << "" << llvm::toString(std::move(err)) << "\n";
       return 1;
     }
     if (emit == Emit::LLVMIR)

@@ -137,7 +137,9 @@ class Kernel:
 
     def __init__(self, path, lazy_cuda=None):
         _ensure_runtime()
-        self.path = os.path.abspath(os.fspath(path))
+        path = os.fspath(path)
+        # abspath("") is the working directory: the runtime names the empty path instead.
+        self.path = os.path.abspath(path) if path else path
         # Loads and validates the artifact in the runtime (raises RuntimeError).
         self.manifest_text = torch.ops.attn.manifest(self.path)
         self.manifest = parse_manifest(self.manifest_text)

@@ -279,10 +279,19 @@ class _Region:
 
     def constant(self, number, type):
         if type == FLOAT:
-            if abs(float(number)) > _F32_MAX:
+            try:
+                magnitude = abs(float(number))
+            except OverflowError:   # an int past any float
+                magnitude = math.inf
+            if math.isnan(magnitude):
+                raise _error(f"constant {number} is not a number; expected a finite one")
+            if magnitude > _F32_MAX:
                 raise _error(f"constant {number} does not fit {_FLOAT_TYPE}")
             literal = _float_literal(number)
         elif type == INDEX:
+            if not -2**63 <= int(number) < 2**63:
+                raise _error(f"integer constant {number} does not fit index (a signed "
+                             f"64-bit integer)")
             literal = str(int(number))
         else:
             literal = "true" if number else "false"
