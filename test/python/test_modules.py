@@ -254,6 +254,29 @@ def test_tensor_inputs_of_the_module(cache, attn_mod):
         mha(x, x, x, need_weights=False)
 
 
+def test_initial_values_of_learnable_inputs(cache, attn_mod):
+    """The module creates a learnable input whose extents are numbers, H or Hkv at the IR's
+    initial value, or at input_inits' number or tensor; others are the caller's."""
+    ir = TABLES_IR.replace("attn.input @w learnable : tensor<2xf32>",
+                           "attn.input @w learnable = 0.25 : tensor<?xf32> dims(H)")
+    assert torch.equal(attn_mod.MultiheadAttention(16, 2, normalizer=ir).inputs["w"].detach(),
+                       torch.full((2,), 0.25))
+    mha = attn_mod.MultiheadAttention(16, 2, normalizer=ir, input_inits={"w": -1.5},
+                                      dtype=torch.float64)
+    assert torch.equal(mha.inputs["w"].detach(), torch.full((2,), -1.5, dtype=torch.float64))
+    given = torch.tensor([0.5, 2.0])
+    mha = attn_mod.MultiheadAttention(16, 2, normalizer=ir, input_inits={"w": given})
+    assert torch.equal(mha.inputs["w"].detach(), given)
+    mha.inputs["w"].data.add_(1.0)
+    assert torch.equal(given, torch.tensor([0.5, 2.0])), "the parameter must not alias init"
+    with pytest.raises(ValueError, match=r"input_inits\['w'\] has shape \[3\], expected \[2\] "
+                       r"\(declared \[H\], num_heads = 2\)"):
+        attn_mod.MultiheadAttention(16, 2, normalizer=ir, input_inits={"w": torch.zeros(3)})
+    with pytest.raises(ValueError, match=r"input_inits names \['doc'\], but the module creates "
+                       r"parameters only for .* \['w'\]"):
+        attn_mod.MultiheadAttention(16, 2, normalizer=ir, input_inits={"doc": 0.0})
+
+
 def test_what_kernels_cannot_take_are_errors(cache, attn_mod):
     mha = attn_mod.MultiheadAttention(8, 2, batch_first=True, normalizer=SOFTMAX_IR)
     x = torch.randn(2, 5, 8)
