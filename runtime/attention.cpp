@@ -219,15 +219,15 @@ void check_inputs(const Library &lib, const char *fn, const std::vector<Tensor> 
       TORCH_CHECK(want.shape[d] < 0 || t.size(d) == want.shape[d], fn, ": ", name,
                   " has extent ", t.size(d), " in dim ", d, ", expected ", doc, ", got shape ",
                   shape_str(t));
+      TORCH_CHECK(t.size(d) >= 1, fn, ": ", name, " has an empty dim ", d,
+                  " (reads are clamped to the extents, which must be >= 1), got shape ",
+                  shape_str(t));
       if (!want.dims[d].empty()) {
         const auto [size, what] = call_dim(p, want.dims[d]);
         TORCH_CHECK(t.size(d) == size, fn, ": ", name, " has extent ", t.size(d), " in dim ", d,
                     ", expected ", want.dims[d], " = ", size, " (", what, "; declared ", doc,
                     "), got shape ", shape_str(t));
       }
-      TORCH_CHECK(t.size(d) >= 1, fn, ": ", name, " has an empty dim ", d,
-                  " (reads are clamped to the extents, which must be >= 1), got shape ",
-                  shape_str(t));
     }
     const torch::ScalarType element = want.element == "float" ? q.scalar_type()
                                       : want.element == "i8"  ? torch::kChar
