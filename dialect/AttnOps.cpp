@@ -996,6 +996,95 @@ LogicalResult KernelOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 /// Ranks an input may have (the ABI's attn_table holds up to ATTN_MAX_TABLE_RANK).
 static constexpr int64_t kMaxInputRank = 4;
 
+/// How dims(...) writes extent `entry`: a call dimension's name, the number, or '?'.
+static std::string extentText(Attribute entry) {
+  if (auto dim = dyn_cast<CallDimAttr>(entry))
+    return stringifyCallDim(dim.getValue()).str();
+  if (auto fixed = dyn_cast<IntegerAttr>(entry))
+    return std::to_string(fixed.getInt());
+  return "?";
+}
+
+// attn.input @NAME [learnable] [= FLOAT] : TYPE [dims(EXTENT, ...)] [attr-dict]
+ParseResult InputOp::parse(OpAsmParser &parser, OperationState &result) {
+  Builder &builder = parser.getBuilder();
+  StringAttr name;
+  if (parser.parseSymbolName(name, getSymNameAttrName(result.name), result.attributes))
+    return failure();
+  if (succeeded(parser.parseOptionalKeyword("learnable")))
+    result.addAttribute(getLearnableAttrName(result.name), builder.getUnitAttr());
+  if (succeeded(parser.parseOptionalEqual())) {
+    double init;
+    if (parser.parseFloat(init))
+      return failure();
+    result.addAttribute(getInitAttrName(result.name), builder.getF64FloatAttr(init));
+  }
+  Type type;
+  if (parser.parseColonType(type))
+    return failure();
+  result.addAttribute(getTypeAttrName(result.name), TypeAttr::get(type));
+  if (succeeded(parser.parseOptionalKeyword("dims"))) {
+    SmallVector<Attribute> dims;
+    if (parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Paren, [&]() -> ParseResult {
+          if (succeeded(parser.parseOptionalQuestion())) {
+            dims.push_back(builder.getUnitAttr());
+            return success();
+          }
+          int64_t fixed;
+          OptionalParseResult number = parser.parseOptionalInteger(fixed);
+          if (number.has_value()) {
+            if (failed(*number))
+              return failure();
+            dims.push_back(builder.getI64IntegerAttr(fixed));
+            return success();
+          }
+          SMLoc at = parser.getCurrentLocation();
+          StringRef keyword;
+          if (parser.parseOptionalKeyword(&keyword))
+            return parser.emitError(at, "expected an extent: B, H, Hkv, Nq, Nk, ? or a number");
+          std::optional<CallDim> dim = symbolizeCallDim(keyword);
+          if (!dim)
+            return parser.emitError(at) << "'" << keyword
+                                        << "' is not a dimension of the call; expected B, H, "
+                                           "Hkv, Nq, Nk, ? or a number";
+          dims.push_back(CallDimAttr::get(builder.getContext(), *dim));
+          return success();
+        }))
+      return failure();
+    result.addAttribute(getDimsAttrName(result.name), builder.getArrayAttr(dims));
+  }
+  return parser.parseOptionalAttrDict(result.attributes);
+}
+
+void InputOp::print(OpAsmPrinter &p) {
+  p << " ";
+  p.printSymbolName(getSymName());
+  if (getLearnable())
+    p << " learnable";
+  if (FloatAttr init = getInitAttr()) {
+    p << " = ";
+    printFloatValue(p, init.getValueAsDouble());
+  }
+  p << " : " << getType();
+  if (ArrayAttr dims = getDimsAttr()) {
+    p << " dims(";
+    llvm::interleaveComma(dims, p, [&](Attribute entry) { p << extentText(entry); });
+    p << ")";
+  }
+  p.printOptionalAttrDict((*this)->getAttrs(), {getSymNameAttrName(), getLearnableAttrName(),
+                                                getInitAttrName(), getTypeAttrName(),
+                                                getDimsAttrName()});
+}
+
+std::optional<CallDim> InputOp::getCallDim(int64_t d) {
+  ArrayAttr dims = getDimsAttr();
+  if (!dims)
+    return std::nullopt;
+  if (auto dim = dyn_cast<CallDimAttr>(dims[d]))
+    return dim.getValue();
+  return std::nullopt;
+}
+
 LogicalResult InputOp::verify() {
   // The name is a manifest token and the key of the Python API's inputs= dict.
   if (failed(verifyValueName(*this, "input", getSymName())))
@@ -1014,6 +1103,34 @@ LogicalResult InputOp::verify() {
   if (getLearnable() && !isa<FloatType>(element))
     return emitOpError() << "is learnable but has element type " << element
                          << "; only float inputs have gradients";
+  if (getInit() && !getLearnable())
+    return emitOpError() << "has an initial value but is not learnable; only a learnable "
+                            "input is created as a parameter (write 'learnable = FLOAT')";
+  if (FloatAttr init = getInitAttr(); init && !std::isfinite(init.getValueAsDouble()))
+    return emitOpError() << "has a non-finite initial value; expected a finite number";
+  ArrayAttr dims = getDimsAttr();
+  if (!dims)
+    return success();
+  if (static_cast<int64_t>(dims.size()) != type.getRank())
+    return emitOpError() << "has " << dims.size() << " entries in dims(...) but its type "
+                         << type << " has rank " << type.getRank() << "; one per dimension";
+  for (auto [d, entry] : llvm::enumerate(dims)) {
+    int64_t extent = type.getDimSize(d);
+    std::string typeExtent = ShapedType::isDynamic(extent) ? "?" : std::to_string(extent);
+    if (isa<CallDimAttr>(entry)) {
+      if (ShapedType::isDynamic(extent))
+        continue;
+      return emitOpError() << "names dim " << d << " " << extentText(entry)
+                           << " but its type fixes it to " << extent
+                           << "; a named extent is '?' in the type, e.g. "
+                           << "tensor<?x...> dims(" << extentText(entry) << ", ...)";
+    }
+    if (extentText(entry) == typeExtent)
+      continue;
+    return emitOpError() << "has extent " << extentText(entry) << " in dims(...) for dim " << d
+                         << " but " << typeExtent << " in its type " << type
+                         << "; a '?' or a number in dims(...) repeats the type's";
+  }
   return success();
 }
 

@@ -77,6 +77,18 @@ def Attn_BlockSparsity : I32EnumAttr<"BlockSparsity",
 }
 def Attn_BlockSparsityAttr : EnumAttr<Attn_Dialect, Attn_BlockSparsity, "block_sparsity">;
 
+def Attn_CallDim : I32EnumAttr<"CallDim",
+    "a dimension of the call that a tensor input's extent may name", [
+    I32EnumAttrCase<"B", 0, "B">,
+    I32EnumAttrCase<"H", 1, "H">,
+    I32EnumAttrCase<"Hkv", 2, "Hkv">,
+    I32EnumAttrCase<"Nq", 3, "Nq">,
+    I32EnumAttrCase<"Nk", 4, "Nk">]> {
+  let cppNamespace = "::mlir::attn";
+  let genSpecializedAttr = 0;
+}
+def Attn_CallDimAttr : EnumAttr<Attn_Dialect, Attn_CallDim, "call_dim">;
+
 def Attn_TableGradRole : I32EnumAttr<"TableGradRole",
     "the scalar function a read of a learnable tensor input sits in", [
     I32EnumAttrCase<"Numerator", 0, "numerator">,
@@ -420,26 +432,39 @@ def Attn_KernelOp : Attn_Op<"kernel", [Symbol, DeclareOpInterfaceMethods<SymbolU
 // attn.input, attn.read: tensor inputs passed at the call
 //===----------------------------------------------------------------------===//
 
+def Attn_InputExtent : AnyAttrOf<[Attn_CallDimAttr, I64Attr, UnitAttr]>;
+
 def Attn_InputOp : Attn_Op<"input", [Symbol]> {
   let summary = "a tensor passed at the call that regions read (a table)";
   let description = [{
     ```mlir
-    attn.input @slopes : tensor<?xf32>                 // per-head ALiBi slopes [H]
-    attn.input @rel_bias learnable : tensor<?x32xf32>  // T5 buckets [H, 32], learned
-    attn.input @doc : tensor<?x?xi64>                  // document ids [B, N]
+    attn.input @slopes : tensor<?xf32> dims(H)                  // ALiBi slopes [H]
+    attn.input @rel_bias learnable : tensor<?x32xf32> dims(H, 32) // T5 buckets, learned
+    attn.input @doc : tensor<?x?xi64> dims(B, Nk)                // document ids [B, Nk]
+    attn.input @scale learnable = 0.43 : tensor<?xf32> dims(H)   // SSMax, starts at 0.43
     ```
     A tensor of rank 1 to 4 given at every call, read by the regions of the
     kernels that use it with `attn.read`. `?` extents are the caller's; a static
-    extent is checked by the runtime. Float inputs compute in the kernel's float
-    type (at the call: the dtype of q); integer inputs are i8, i32 or i64.
-    `learnable` (floats only): the input gets a gradient, summed over every read.
+    extent is checked by the runtime. `dims(...)`, one entry per dimension, may
+    name the call's dimension an extent must equal (B, H, Hkv, Nq, Nk; the type
+    has `?` there), which the runtime checks at every call; `?` and numbers
+    repeat the type's extent. Float inputs compute in the kernel's float type
+    (at the call: the dtype of q); integer inputs are i8, i32 or i64.
+    `learnable` (floats only): the input gets a gradient, summed over every read;
+    `= FLOAT` after it is the initial value of every element where a module
+    creates the input as a parameter (default 0).
   }];
   let arguments = (ins
     SymbolNameAttr:$sym_name,
     UnitAttr:$learnable,
-    TypeAttrOf<AnyRankedTensor>:$type
+    OptionalAttr<F64Attr>:$init,
+    TypeAttrOf<AnyRankedTensor>:$type,
+    // One entry per dimension: a #attn.call_dim (the call's dimension), an i64 (that
+    // fixed extent) or unit ('?', the caller's).
+    OptionalAttr<TypedArrayAttrBase<Attn_InputExtent,
+        "extents: #attn.call_dim, i64 or unit">>:$dims
   );
-  let assemblyFormat = "$sym_name (`learnable` $learnable^)? `:` $type attr-dict";
+  let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {
@@ -447,6 +472,8 @@ def Attn_InputOp : Attn_Op<"input", [Symbol]> {
     }
     int64_t getRank() { return getTensorType().getRank(); }
     ::mlir::Type getElementType() { return getTensorType().getElementType(); }
+    /// The call dimension extent `d` must equal, if `dims` names one.
+    std::optional<CallDim> getCallDim(int64_t d);
   }];
 }
 

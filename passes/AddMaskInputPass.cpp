@@ -157,8 +157,9 @@ struct AddMaskInputPass : impl::AttnAddMaskInputBase<AddMaskInputPass> {
     int64_t dynamic = ShapedType::kDynamic;
     auto input = InputOp::create(
         b, kernel->getLoc(), b.getStringAttr(kMaskInputName),
-        *maskKind == MaskKind::LearnableAdditive ? b.getUnitAttr() : nullptr,
-        TypeAttr::get(RankedTensorType::get({dynamic, dynamic, dynamic, dynamic}, element)));
+        *maskKind == MaskKind::LearnableAdditive ? b.getUnitAttr() : nullptr, /*init=*/nullptr,
+        TypeAttr::get(RankedTensorType::get({dynamic, dynamic, dynamic, dynamic}, element)),
+        /*dims=*/nullptr);
     symbols.insert(input);
 
     if (*maskKind == MaskKind::Keep)

@@ -173,16 +173,30 @@ void check_same_size(const char *fn, const char *what, const char *a, int64_t va
 std::string input_doc(const TensorInput &input) {
   std::string extents;
   for (size_t d = 0; d < input.shape.size(); ++d)
-    extents += (d ? ", " : "") + (input.shape[d] < 0 ? std::string("?")
-                                                     : std::to_string(input.shape[d]));
+    extents += (d ? ", " : "") + (!input.dims[d].empty() ? input.dims[d]
+                                  : input.shape[d] < 0   ? std::string("?")
+                                                         : std::to_string(input.shape[d]));
   return input.name + " (" + input.element + " [" + extents + "]" +
          (input.learnable ? ", learnable" : "") + ")";
 }
 
+/// The size of the call's dimension `name` (an extent an input line names) and what it is.
+std::pair<int64_t, const char *> call_dim(const Problem &p, const std::string &name) {
+  if (name == "B")
+    return {p.B, "the batch size of q"};
+  if (name == "H")
+    return {p.H, "the heads of q"};
+  if (name == "Hkv")
+    return {p.H / p.group, "the heads of k and v"};
+  if (name == "Nq")
+    return {p.Nq, "the queries of q"};
+  return {p.Nk, "the keys of k"};
+}
+
 /// The tensor inputs against the manifest's `input` lines: count, device (q's),
-/// rank, static extents, extents >= 1, dtype (float: q's).
+/// rank, static and named extents, extents >= 1, dtype (float: q's).
 void check_inputs(const Library &lib, const char *fn, const std::vector<Tensor> &inputs,
-                  const Tensor &q) {
+                  const Tensor &q, const Problem &p) {
   const auto &declared = lib.manifest().inputs;
   std::string all;
   for (const auto &input : declared)
@@ -208,6 +222,12 @@ void check_inputs(const Library &lib, const char *fn, const std::vector<Tensor> 
       TORCH_CHECK(t.size(d) >= 1, fn, ": ", name, " has an empty dim ", d,
                   " (reads are clamped to the extents, which must be >= 1), got shape ",
                   shape_str(t));
+      if (!want.dims[d].empty()) {
+        const auto [size, what] = call_dim(p, want.dims[d]);
+        TORCH_CHECK(t.size(d) == size, fn, ": ", name, " has extent ", t.size(d), " in dim ", d,
+                    ", expected ", want.dims[d], " = ", size, " (", what, "; declared ", doc,
+                    "), got shape ", shape_str(t));
+      }
     }
     const torch::ScalarType element = want.element == "float" ? q.scalar_type()
                                       : want.element == "i8"  ? torch::kChar
@@ -314,7 +334,7 @@ Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tens
                 "; Library::initial_params() gives their initial values)");
   }
 
-  check_inputs(lib, fn, opts.inputs, q);
+  check_inputs(lib, fn, opts.inputs, q, p);
 
   p.causal = opts.is_causal;
   p.kv_len.assign(static_cast<size_t>(p.B), p.Nk);

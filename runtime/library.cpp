@@ -168,11 +168,13 @@ CudaKernel parse_cuda_kernel(const std::vector<std::string> &t, const Malformed 
   return k;
 }
 
-// `input <name> <element> <extents> [learnable]`; `malformed(expected)` throws.
+// `input <name> <element> <extents> [learnable [init=<value>]]`; `malformed(expected)`
+// throws.
 template <class Malformed>
 TensorInput parse_input(const std::vector<std::string> &t, const Malformed &malformed) {
-  const char *form = "'input <name> <float|i8|i32|i64> <extents, e.g. ?x32> [learnable]'";
-  if (t.size() != 4 && t.size() != 5)
+  const char *form = "'input <name> <float|i8|i32|i64> <extents, e.g. Hx32> "
+                     "[learnable [init=<value>]]'";
+  if (t.size() < 4 || t.size() > 6)
     malformed(std::string(form) + ", found " + std::to_string(t.size()) + " fields");
   TensorInput input;
   input.name = t[1];
@@ -184,23 +186,29 @@ TensorInput parse_input(const std::vector<std::string> &t, const Malformed &malf
   std::string extents = t[3] + "x";
   for (size_t start = 0, x; (x = extents.find('x', start)) != std::string::npos; start = x + 1) {
     std::string extent = extents.substr(start, x - start);
-    long long value = 0;
-    if (extent == "?")
-      value = -1;
-    else if (!parse_int(extent, value) || value <= 0)
-      malformed("extents '?' or positive integers joined by 'x' (e.g. ?x32), found '" + t[3] +
-                "'");
+    long long value = -1;
+    const bool named = is_one_of(extent, {"B", "H", "Hkv", "Nq", "Nk"});
+    if (extent != "?" && !named && (!parse_int(extent, value) || value <= 0))
+      malformed("extents '?', B, H, Hkv, Nq, Nk or positive integers joined by 'x' (e.g. "
+                "Hx32), found '" + t[3] + "'");
     input.shape.push_back(value);
+    input.dims.push_back(named ? extent : "");
   }
   if (input.shape.size() > ATTN_MAX_TABLE_RANK)
     malformed("an input of rank 1 to " + std::to_string(ATTN_MAX_TABLE_RANK) + ", found '" +
               t[3] + "'");
-  if (t.size() == 5) {
+  if (t.size() >= 5) {
     if (t[4] != "learnable")
       malformed(std::string(form) + ", found '" + t[4] + "' where 'learnable' belongs");
     if (input.element != "float")
       malformed("'learnable' on float inputs only, found it on a " + input.element + " input");
     input.learnable = true;
+  }
+  if (t.size() == 6) {
+    double init = 0;
+    if (t[5].rfind("init=", 0) != 0 || !parse_double(t[5].substr(5), init))
+      malformed("'init=<finite number>' after 'learnable', found '" + t[5] + "'");
+    input.init = init;
   }
   return input;
 }

@@ -3,7 +3,7 @@
 //   s = q·k/sqrt(d) - m_h·(i - j),   keys j <= i (causal attn.mask).
 // The paper's geometric slopes for H heads (H a power of two) are m_h = 2^(-8(h+1)/H);
 // attn.alibi_slopes(H) in Python computes them (for other H, the paper's interleaving).
-attn.input @slopes : tensor<?xf32>
+attn.input @slopes : tensor<?xf32> dims(H)
 
 attn.score @alibi contract scaled_dot mod {
 ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):

@@ -1,8 +1,8 @@
 // Document masking of packed sequences: several documents share one row of the batch,
-// doc [B, N] (int64, a tensor input) holds the document id of every position, and a query
-// sees the keys of its own document only (with is_causal=True at the call: the causal
-// mask within each document).
-attn.input @doc : tensor<?x?xi64>
+// doc [B, N] (int64, a tensor input; N covers the queries and the keys) holds the document
+// id of every position, and a query sees the keys of its own document only (with
+// is_causal=True at the call: the causal mask within each document).
+attn.input @doc : tensor<?x?xi64> dims(B, ?)
 
 attn.mask @same_document {
 ^bb0(%b: index, %h: index, %i: index, %j: index):

@@ -5,7 +5,7 @@
 //   s_ij = q_i·k_j - (j - p_i)² / (2σ²),   σ learnable (Luong: D/2).
 // The weights are softmax_j(s_ij) = e^(q·k)·exp(-(j-p_i)²/2σ²) / C_i with
 // C_i = Σ_j of the same product: the window is inside the normalisation.
-attn.input @p learnable : tensor<?x?x?xf32>
+attn.input @p learnable : tensor<?x?x?xf32> dims(B, H, Nq)
 
 attn.score @local_p contract dot params(sigma = 2.0) mod {
 ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %sigma: f32):

@@ -6,7 +6,7 @@
 // (a learnable tensor input: p_i = S·sigmoid(v_pᵀ tanh(W_p h_i)) comes from the model,
 // its gradient back through the kernel); σ is a learnable param (Luong: D/2).
 // luong_local.mlir is the variant with the window inside the normalisation.
-attn.input @p learnable : tensor<?x?x?xf32>
+attn.input @p learnable : tensor<?x?x?xf32> dims(B, H, Nq)
 
 attn.score @dot contract dot
 

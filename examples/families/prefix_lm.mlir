@@ -1,7 +1,7 @@
 // Prefix-LM (Raffel et al., UniLM): the first prefix[b] positions of batch entry b (the
 // prompt, an int64 tensor input [B]) attend to each other bidirectionally, the rest
 // causally: query i sees key j when j <= i or j < prefix[b].
-attn.input @prefix : tensor<?xi64>
+attn.input @prefix : tensor<?xi64> dims(B)
 
 attn.mask @prefix_lm {
 ^bb0(%b: index, %h: index, %i: index, %j: index):

@@ -4,7 +4,7 @@
 //   C_i = e^(sinks[h]) + Σ_j e^s_ij,  O_i = Σ_j e^s_ij v_j / C_i.
 // The sink is the normalizer's row offset β = e^(sinks[h]); its exponent joins the
 // running max, and the sinks get gradients dβ = −D_i/C_i·β summed over the rows.
-attn.input @sinks learnable : tensor<?xf32>
+attn.input @sinks learnable : tensor<?xf32> dims(H)
 
 attn.mask @window {
 ^bb0(%b: index, %h: index, %i: index, %j: index):

@@ -6,7 +6,7 @@
 // computed exactly on integers (⌊log2 x⌋ = 63 - ctlz(x)): the float form T5's code uses
 // lands on either side of a bucket boundary (|n| = 16, 32, 64) depending on rounding.
 // The bucket is an integer: no gradient flows through it; dbias collects every pair's ds.
-attn.input @bias learnable : tensor<?x32xf32>
+attn.input @bias learnable : tensor<?x32xf32> dims(H, 32)
 
 attn.score @t5 contract dot mod {
 ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):

@@ -16,6 +16,8 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <charconv>
+
 using namespace mlir;
 using namespace mlir::attn;
 
@@ -96,15 +98,26 @@ FailureOr<std::string> mlir::attn::buildManifest(KernelOp kernel) {
     os << "input " << input.getSymName() << " "
        << (isa<FloatType>(element) ? std::string("float") : elementTypeName(element)) << " ";
     llvm::interleave(
-        input.getTensorType().getShape(), os,
-        [&](int64_t extent) {
-          if (ShapedType::isDynamic(extent))
+        llvm::enumerate(input.getTensorType().getShape()), os,
+        [&](auto dim) {
+          auto [d, extent] = dim;
+          if (std::optional<CallDim> named = input.getCallDim(d))
+            os << stringifyCallDim(*named);
+          else if (ShapedType::isDynamic(extent))
             os << "?";
           else
             os << extent;
         },
         "x");
-    os << (input.getLearnable() ? " learnable\n" : "\n");
+    if (input.getLearnable())
+      os << " learnable";
+    if (FloatAttr init = input.getInitAttr()) {
+      // The shortest text that reads back as the same double: init=0.43.
+      char buffer[32];
+      auto [end, error] = std::to_chars(buffer, buffer + sizeof(buffer), init.getValueAsDouble());
+      os << " init=" << StringRef(buffer, end - buffer);
+    }
+    os << "\n";
   }
   // The contraction: kind, its constant c (or 1/sqrt(d)) and "feature" with a feature
   // map; where the score is c·q·k, a runtime can rescale q for another scale.

@@ -11,7 +11,7 @@
 // RUN: attn-opt %examples/families/alibi_heads.mlir --attn-expand-shared-regions --attn-classify-normalizer | FileCheck %s --check-prefix=CLASSIFIED
 // RUN: attn-opt %examples/families/alibi_heads.mlir --attn-cpu-pipeline | FileCheck %s --check-prefix=LOWERED
 
-// CHECK: attn.input @slopes : tensor<?xf32>
+// CHECK: attn.input @slopes : tensor<?xf32> dims(H)
 // CHECK: attn.score @alibi contract scaled_dot mod
 // CHECK: attn.read @slopes[%h] : f32
 // CHECK: attn.kernel @alibi_heads_attention normalizer(@softmax) score(@alibi) mask(@causal)

@@ -11,7 +11,7 @@
 // RUN: attn-opt %examples/families/document_mask.mlir --attn-expand-shared-regions --attn-classify-normalizer | FileCheck %s --check-prefix=CLASSIFIED
 // RUN: attn-opt %examples/families/document_mask.mlir --attn-cpu-pipeline | FileCheck %s --check-prefix=LOWERED
 
-// CHECK: attn.input @doc : tensor<?x?xi64>
+// CHECK: attn.input @doc : tensor<?x?xi64> dims(B, ?)
 // CHECK: attn.mask @same_document
 // CHECK: attn.read @doc[%b, %i] : i64
 // CHECK: attn.read @doc[%b, %j] : i64

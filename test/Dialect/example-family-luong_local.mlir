@@ -9,7 +9,7 @@
 // RUN: attn-opt %examples/families/luong_local.mlir --verify-roundtrip > /dev/null
 // RUN: attn-opt %examples/families/luong_local.mlir --attn-cpu-pipeline | FileCheck %s --check-prefix=LOWERED
 
-// CHECK: attn.input @p learnable : tensor<?x?x?xf32>
+// CHECK: attn.input @p learnable : tensor<?x?x?xf32> dims(B, H, Nq)
 // CHECK: attn.score @local_p contract dot params(sigma = 2.0) mod
 // CHECK: attn.read @p[%b, %h, %i] : f32
 // CHECK: attn.kernel @luong_local_attention

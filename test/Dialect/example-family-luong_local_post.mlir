@@ -11,7 +11,7 @@
 // RUN: attn-opt %examples/families/luong_local_post.mlir --attn-expand-shared-regions --attn-classify-normalizer | FileCheck %s --check-prefix=CLASSIFIED
 // RUN: attn-opt %examples/families/luong_local_post.mlir --attn-cpu-pipeline | FileCheck %s --check-prefix=LOWERED
 
-// CHECK: attn.input @p learnable : tensor<?x?x?xf32>
+// CHECK: attn.input @p learnable : tensor<?x?x?xf32> dims(B, H, Nq)
 // CHECK: attn.normalizer @local_softmax params(sigma = 2.0)
 // CHECK: numerator {
 // CHECK: attn.read @p[%b, %h, %i] : f32

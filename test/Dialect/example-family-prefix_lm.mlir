@@ -11,7 +11,7 @@
 // RUN: attn-opt %examples/families/prefix_lm.mlir --attn-expand-shared-regions --attn-classify-normalizer | FileCheck %s --check-prefix=CLASSIFIED
 // RUN: attn-opt %examples/families/prefix_lm.mlir --attn-cpu-pipeline | FileCheck %s --check-prefix=LOWERED
 
-// CHECK: attn.input @prefix : tensor<?xi64>
+// CHECK: attn.input @prefix : tensor<?xi64> dims(B)
 // CHECK: attn.mask @prefix_lm
 // CHECK: attn.read @prefix[%b] : i64
 // CHECK: attn.kernel @prefix_lm_attention normalizer(@softmax) mask(@prefix_lm)

@@ -11,7 +11,7 @@
 // RUN: attn-opt %examples/families/sliding_window_sinks.mlir --attn-expand-shared-regions --attn-classify-normalizer | FileCheck %s --check-prefix=CLASSIFIED
 // RUN: attn-opt %examples/families/sliding_window_sinks.mlir --attn-cpu-pipeline | FileCheck %s --check-prefix=LOWERED
 
-// CHECK: attn.input @sinks learnable : tensor<?xf32>
+// CHECK: attn.input @sinks learnable : tensor<?xf32> dims(H)
 // CHECK: attn.mask @window
 // CHECK: attn.normalizer @softmax_sinks
 // CHECK: offset {

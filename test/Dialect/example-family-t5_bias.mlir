@@ -11,7 +11,7 @@
 // RUN: attn-opt %examples/families/t5_bias.mlir --attn-expand-shared-regions --attn-classify-normalizer | FileCheck %s --check-prefix=CLASSIFIED
 // RUN: attn-opt %examples/families/t5_bias.mlir --attn-cpu-pipeline | FileCheck %s --check-prefix=LOWERED
 
-// CHECK: attn.input @bias learnable : tensor<?x32xf32>
+// CHECK: attn.input @bias learnable : tensor<?x32xf32> dims(H, 32)
 // CHECK: attn.score @t5 contract dot mod
 // CHECK: math.ctlz
 // CHECK: attn.read @bias[%h, %{{.*}}] : f32

@@ -174,3 +174,53 @@ attn.normalizer @n {
 func.func private @g(%s: f32, %m: f32, %b: index, %h: index, %i: index, %j: index) -> f32
 // expected-error @+1 {{table_grads holds #attn.table_grad entries, got [@g]}}
 attn.kernel @k normalizer(@n) {functions = [#attn.functions<type = f32, numerator = @g, numerator_ds = @g, table_grads = [@g]>]}
+
+// -----
+
+// expected-error @+1 {{'attn.input' op has 2 entries in dims(...) but its type 'tensor<?x?x?xf32>' has rank 3; one per dimension}}
+attn.input @gate learnable : tensor<?x?x?xf32> dims(B, H)
+
+// -----
+
+// expected-error @+1 {{'N' is not a dimension of the call; expected B, H, Hkv, Nq, Nk, ? or a number}}
+attn.input @gate learnable : tensor<?x?x?xf32> dims(B, H, N)
+
+// -----
+
+// expected-error @+1 {{expected an extent: B, H, Hkv, Nq, Nk, ? or a number}}
+attn.input @gate learnable : tensor<?x?x?xf32> dims(B, H, "Nq")
+
+// -----
+
+// expected-error @+1 {{'attn.input' op names dim 0 H but its type fixes it to 8; a named extent is '?' in the type, e.g. tensor<?x...> dims(H, ...)}}
+attn.input @scale learnable : tensor<8xf32> dims(H)
+
+// -----
+
+// expected-error @+1 {{'attn.input' op has extent 16 in dims(...) for dim 1 but 32 in its type 'tensor<?x32xf32>'; a '?' or a number in dims(...) repeats the type's}}
+attn.input @bias : tensor<?x32xf32> dims(H, 16)
+
+// -----
+
+// expected-error @+1 {{'attn.input' op has extent ? in dims(...) for dim 1 but 32 in its type 'tensor<?x32xf32>'; a '?' or a number in dims(...) repeats the type's}}
+attn.input @bias : tensor<?x32xf32> dims(H, ?)
+
+// -----
+
+// expected-error @+1 {{'attn.input' op has extent 4 in dims(...) for dim 0 but ? in its type 'tensor<?xf32>'; a '?' or a number in dims(...) repeats the type's}}
+attn.input @bias : tensor<?xf32> dims(4)
+
+// -----
+
+// expected-error @+1 {{'attn.input' op has an initial value but is not learnable; only a learnable input is created as a parameter (write 'learnable = FLOAT')}}
+attn.input @scale = 0.5 : tensor<?xf32> dims(H)
+
+// -----
+
+// expected-error @+1 {{'attn.input' op has a non-finite initial value; expected a finite number}}
+"attn.input"() {sym_name = "scale", learnable, init = 0x7FF0000000000000 : f64, type = tensor<?xf32>} : () -> ()
+
+// -----
+
+// expected-error @+1 {{'attn.input' op attribute 'dims' failed to satisfy constraint: extents: #attn.call_dim, i64 or unit}}
+"attn.input"() {sym_name = "t", type = tensor<?xf32>, dims = ["H"]} : () -> ()

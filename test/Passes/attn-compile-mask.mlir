@@ -1,5 +1,5 @@
 // attn-compile --attn-mask runs attn-add-mask-input before the pipeline: the manifest
-// and attn_signature (ABI 4, T = 1 input, any head dim, 0 params, then the input:
+// and attn_signature (the ABI version, T = 1 input, any head dim, 0 params, then the input:
 // rank 4, element i8 (8) or float (0), learnable, extents any) describe the input.
 // RUN: attn-compile %s -o %t.bool --emit=manifest --attn-mask=bool
 // RUN: FileCheck %s --check-prefix=BOOL < %t.bool
@@ -29,5 +29,5 @@ attn.kernel @softmax_attention normalizer(@softmax)
 // ADDITIVE: mask softmax_attention_mask
 // ADDITIVE: input attn_mask float ?x?x?x?{{$}}
 // ADDITIVE: contract scaled_dot 1/sqrt(d)
-// SIGNATURE: @attn_signature = {{.*}}constant [11 x i64] [i64 6, i64 1, i64 0, i64 0, i64 4, i64 0, i64 1, i64 -1, i64 -1, i64 -1, i64 -1], align 8
+// SIGNATURE: @attn_signature = {{.*}}constant [11 x i64] [i64 7, i64 1, i64 0, i64 0, i64 4, i64 0, i64 1, i64 -1, i64 -1, i64 -1, i64 -1], align 8
 // UNKNOWN: for the --attn-mask option: Cannot find option named 'causal'!

@@ -50,17 +50,20 @@ def say(text):
 
 def valid_call(rng, kernel):
     """Arguments of a call `kernel` accepts: (q, k, v, params, is_causal, key_lengths,
-    inputs) as a dict; the tensor inputs as a list in argument order, any extent where
-    the manifest has '?' (reads are clamped to the extents)."""
+    inputs) as a dict; the tensor inputs as a list in argument order, the call's size where
+    the manifest names a dimension, any extent where it has '?' (reads are clamped to the
+    extents)."""
     dtype = rng.choice([torch.float32, torch.float64])
     head_dim = int(kernel.manifest.get("head-dim", 0)) or rng.choice([1, 3, 8, 16])
     B, H, Nq, Nk = rng.randint(1, 2), rng.randint(1, 2), rng.randint(1, 9), rng.randint(1, 9)
     dv = rng.randint(1, 8)
     gen = torch.Generator().manual_seed(rng.randrange(2**31))
     randn = lambda *shape: torch.randn(*shape, generator=gen, dtype=dtype)  # noqa: E731
+    named = {"B": B, "H": H, "Hkv": H, "Nq": Nq, "Nk": Nk}
     inputs = []
     for declared in kernel.inputs:
-        shape = [rng.randint(1, 9) if extent is None else extent for extent in declared["shape"]]
+        shape = [rng.randint(1, 9) if extent is None else named.get(extent, extent)
+                 for extent in declared["shape"]]
         inputs.append(randn(*shape) if declared["element"] == "float" else
                       torch.randint(-4, 9, shape, generator=gen,
                                     dtype=getattr(torch, {"i8": "int8", "i32": "int32",

@@ -66,13 +66,13 @@ def test_the_originals_load(attn_mod, artifacts):
     ("luong_general", "head-dim 32", "head-dim 64",
      ["head-dim is 64 (0: any), the entry points were compiled for 32"]),
     # The input line removed.
-    ("luong_local", "input p float ?x?x? learnable", "",
+    ("luong_local", "input p float BxHxNq learnable", "",
      ["declares 0 tensor inputs (input lines), the entry points read 1"]),
     # The input made not learnable, then given a fixed extent.
-    ("luong_local", "input p float ?x?x? learnable", "input p float ?x?x?",
+    ("luong_local", "input p float BxHxNq learnable", "input p float BxHxNq",
      ["tensor input 'p' is float ?x?x? in the manifest, the entry points read float ?x?x? "
       "learnable"]),
-    ("luong_local", "input p float ?x?x?", "input p float 9x?x?",
+    ("luong_local", "input p float BxHxNq", "input p float 9xHxNq",
      ["tensor input 'p' is float 9x?x? learnable in the manifest, the entry points read "
       "float ?x?x? learnable"]),
 ])

@@ -154,8 +154,8 @@ def _everything():
     norm = attn.normalizer(numerator=lambda s, tau: exp(tau * s),
                            denominator=lambda s, tau: exp(tau * s),
                            epsilon=1e-6, params={"tau": 1.0}, name="softmax1")
-    p = attn.tensor_input("p", (None, None, None), learnable=True)
-    doc = attn.tensor_input("doc", (None, None), "i64")
+    p = attn.tensor_input("p", ("B", "H", "Nq"), learnable=True, init=0.5)
+    doc = attn.tensor_input("doc", ("B", None), "i64")
     sc = attn.score("dot", feature=lambda x: where(x > 0, x + 1.0, exp(x)),
                     mod=lambda s, b, h, i, j, slope: s - slope * (j - p[b, h, i]) ** 2 + (i % 3) / 3,
                     params={"slope": 0.25}, weights={"W": ((8, 4), "identity")}, name="local")
@@ -170,10 +170,32 @@ def test_attn_opt_parses_prints_and_reparses_to_the_same_ir():
     assert "attn.kernel @everything normalizer(@softmax1) score(@local) mask(@band)" in printed
     assert ("attn.score @local contract dot params(slope = 0.25) "
             "weights(W: 8x4 = identity)") in printed
-    assert "attn.input @p learnable : tensor<?x?x?xf32>" in printed
-    assert "attn.input @doc : tensor<?x?xi64>" in printed
+    assert "attn.input @p learnable = 0.5 : tensor<?x?x?xf32> dims(B, H, Nq)" in printed
+    assert "attn.input @doc : tensor<?x?xi64> dims(B, ?)" in printed
     assert "attn.read @p[%b, %h, %i] : f32" in printed
     assert "attn.read @doc[%b, %i] : i64" in printed
+
+
+def test_tensor_input_extents_and_initial_values():
+    """Extents name the call's dimensions, or are numbers or None; dims(...) is printed only
+    where one is named; init= needs learnable=True."""
+    def declared(*args, **kwargs):
+        table = attn.tensor_input(*args, **kwargs)
+        norm = attn.normalizer(numerator=lambda s, b, h: exp(s + table[h, 0]),
+                               denominator=lambda s: exp(s), name="n")
+        return [line for line in attn.opt(attn.kernel(norm)).splitlines()
+                if "attn.input" in line][0].strip()
+    assert declared("t", ("H", 4)) == "attn.input @t : tensor<?x4xf32> dims(H, 4)"
+    assert declared("t", (None, 4)) == "attn.input @t : tensor<?x4xf32>"
+    assert (declared("t", ("Hkv", "Nk"), learnable=True, init=-1)
+            == "attn.input @t learnable = -1.0 : tensor<?x?xf32> dims(Hkv, Nk)")
+    with pytest.raises(attn.TraceError, match=r"shape=\('H', 'N'\): expected 1 to 4 extents, "
+                       r"each one of B, H, Hkv, Nq, Nk \(that dimension of the call\)"):
+        attn.tensor_input("t", ("H", "N"))
+    with pytest.raises(attn.TraceError, match=r"init=0.5 needs learnable=True"):
+        attn.tensor_input("t", ("H",), init=0.5)
+    with pytest.raises(attn.TraceError, match=r"init = inf is not finite"):
+        attn.tensor_input("t", ("H",), learnable=True, init=math.inf)
 
 
 def test_kernel_takes_functions_for_the_score_mod_and_the_mask():

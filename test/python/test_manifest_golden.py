@@ -17,7 +17,7 @@ def parse(name):
 
 def test_scalar_params():
     m = parse("multimax")
-    assert m["attn-abi"] == 6
+    assert m["attn-abi"] == 7
     assert (m["kernel"], m["normalizer"], m["algorithm"], m["denominator"], m["mask"]) == (
         "multimax_attention", "multimax", "online", "sum", "none")
     assert list(m["params"].items()) == [("tb1", 1.0), ("td1", 1.0), ("b1", -1.0), ("d1", 1.0),
@@ -47,8 +47,10 @@ def test_weights():
 def test_tensor_inputs():
     m = parse("luong_local")
     assert list(m["params"].items()) == [("sigma", 2.0)]
-    assert m["input"] == [{"name": "p", "element": "float", "shape": (None, None, None),
-                           "learnable": True}]
+    assert m["input"] == [{"name": "p", "element": "float", "shape": ("B", "H", "Nq"),
+                           "learnable": True, "init": None}]
+    assert parse("ssmax")["input"] == [{"name": "scale", "element": "float", "shape": ("H",),
+                                        "learnable": True, "init": 0.43}]
 
 
 def test_contract():

@@ -186,7 +186,8 @@ def test_errors(attn_mod, kernels):
 
 def test_manifest_declares_the_input(kernels):
     assert kernels["bool"].inputs == [{"name": "attn_mask", "element": "i8",
-                                       "shape": (None,) * 4, "learnable": False}]
+                                       "shape": (None,) * 4, "learnable": False,
+                                       "init": None}]
     assert [(i["element"], i["learnable"]) for i in kernels["additive"].inputs] == [("float", False)]
     assert kernels["learnable-additive"].inputs[0]["learnable"]
     assert kernels[None].inputs == []

@@ -79,7 +79,7 @@ def _close(a, b, dtype):
 
 def test_signature_matches_torch():
     """Constructor and forward take torch's parameters, in torch's order, with its defaults;
-    the constructor adds the keywords normalizer and cuda_targets."""
+    the constructor adds the keywords normalizer, cuda_targets and input_inits."""
     import inspect
 
     import attn
@@ -92,7 +92,7 @@ def test_signature_matches_torch():
     assert params(attn.MultiheadAttention.forward) == params(torch.nn.MultiheadAttention.forward)
     extra = [p for p in inspect.signature(attn.MultiheadAttention.__init__).parameters.values()
              if p.kind is p.KEYWORD_ONLY]
-    assert [p.name for p in extra] == ["normalizer", "cuda_targets"]
+    assert [p.name for p in extra] == ["normalizer", "cuda_targets", "input_inits"]
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
@@ -252,6 +252,29 @@ def test_tensor_inputs_of_the_module(cache, attn_mod):
     assert torch.allclose(again[0, :4], out[0, :4].detach(), atol=1e-6)
     with pytest.raises(RuntimeError, match=r"missing: \['doc'\]"):
         mha(x, x, x, need_weights=False)
+
+
+def test_initial_values_of_learnable_inputs(cache, attn_mod):
+    """The module creates a learnable input whose extents are numbers, H or Hkv at the IR's
+    initial value, or at input_inits' number or tensor; others are the caller's."""
+    ir = TABLES_IR.replace("attn.input @w learnable : tensor<2xf32>",
+                           "attn.input @w learnable = 0.25 : tensor<?xf32> dims(H)")
+    assert torch.equal(attn_mod.MultiheadAttention(16, 2, normalizer=ir).inputs["w"].detach(),
+                       torch.full((2,), 0.25))
+    mha = attn_mod.MultiheadAttention(16, 2, normalizer=ir, input_inits={"w": -1.5},
+                                      dtype=torch.float64)
+    assert torch.equal(mha.inputs["w"].detach(), torch.full((2,), -1.5, dtype=torch.float64))
+    given = torch.tensor([0.5, 2.0])
+    mha = attn_mod.MultiheadAttention(16, 2, normalizer=ir, input_inits={"w": given})
+    assert torch.equal(mha.inputs["w"].detach(), given)
+    mha.inputs["w"].data.add_(1.0)
+    assert torch.equal(given, torch.tensor([0.5, 2.0])), "the parameter must not alias init"
+    with pytest.raises(ValueError, match=r"input_inits\['w'\] has shape \[3\], expected \[2\] "
+                       r"\(declared \[H\], num_heads = 2\)"):
+        attn_mod.MultiheadAttention(16, 2, normalizer=ir, input_inits={"w": torch.zeros(3)})
+    with pytest.raises(ValueError, match=r"input_inits names \['doc'\], but the module creates "
+                       r"parameters only for .* \['w'\]"):
+        attn_mod.MultiheadAttention(16, 2, normalizer=ir, input_inits={"doc": 0.0})
 
 
 def test_what_kernels_cannot_take_are_errors(cache, attn_mod):

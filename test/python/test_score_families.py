@@ -232,9 +232,9 @@ def test_input_errors(attn_mod, compiled):
         local(q, q, q)
     with pytest.raises(RuntimeError, match=r"unknown: \['centre'\]"):
         local(q, q, q, inputs={"p": torch.zeros(1, 2, 5), "centre": torch.zeros(1)})
-    with pytest.raises(RuntimeError, match=r"takes 1 tensor input\(s\) \(p \(float \[\?, \?, \?\], learnable\)\), got 0"):
+    with pytest.raises(RuntimeError, match=r"takes 1 tensor input\(s\) \(p \(float \[B, H, Nq\], learnable\)\), got 0"):
         local(q, q, q, inputs=[])
-    with pytest.raises(RuntimeError, match=r"input p must be a 3-D tensor, expected p \(float \[\?, \?, \?\], learnable\), got shape \[1, 2, 1, 5\]"):
+    with pytest.raises(RuntimeError, match=r"input p must be a 3-D tensor, expected p \(float \[B, H, Nq\], learnable\), got shape \[1, 2, 1, 5\]"):
         local(q, q, q, inputs={"p": torch.zeros(1, 2, 1, 5)})
     with pytest.raises(RuntimeError, match=r"input p has dtype float64, expected float32 \(a float input has the dtype of q\)"):
         local(q, q, q, inputs={"p": torch.zeros(1, 2, 5, dtype=torch.float64)})

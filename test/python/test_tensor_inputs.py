@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import general
-from conftest import compile_source
+from conftest import REPO, compile_source
 from helpers import check_close, seed_of
 
 IR = """
@@ -190,3 +190,76 @@ def test_table_errors(kernel):
         kernel(q, q, q, inputs=dict(ok, slopes=ok["slopes"].requires_grad_()))
     with pytest.raises(RuntimeError, match=r"missing: \['c'\]"):
         kernel(q, q, q, inputs={n: t for n, t in ok.items() if n != "c"})
+
+
+NAMED_IR = """
+attn.input @rows learnable : tensor<?x?x?xf32> dims(B, H, Nq)
+attn.input @kv : tensor<?x?xf32> dims(Hkv, Nk)
+attn.input @fixed : tensor<?x3xf32> dims(H, 3)
+
+attn.score @s contract scaled_dot mod {
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+  %r = attn.read @rows[%b, %h, %i] : f32
+  %k = attn.read @kv[%h, %j] : f32
+  %zero = arith.constant 0 : index
+  %f = attn.read @fixed[%h, %zero] : f32
+  %t = arith.addf %s, %r : f32
+  %u = arith.addf %t, %k : f32
+  %w = arith.addf %u, %f : f32
+  attn.yield %w : f32
+}
+
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator sum
+}
+
+attn.kernel @named_attention normalizer(@softmax) score(@s)
+"""
+
+
+@pytest.fixture(scope="module")
+def named(attn_mod, tmp_path_factory):
+    return attn_mod.load(compile_source(NAMED_IR, tmp_path_factory.mktemp("named"), "named"))
+
+
+def test_named_extents_are_checked_at_every_call(named):
+    """Each extent named B, H, Hkv, Nq or Nk must equal that dimension of the call
+    (grouped-query: H = 4 query heads, Hkv = 2); a wrong one is an error naming the
+    input, the dim, the expected size with its name and the size given."""
+    B, H, Hkv, Nq, Nk = 2, 4, 2, 5, 7
+    q = torch.randn(B, H, Nq, 8)
+    k, v = torch.randn(B, Hkv, Nk, 8), torch.randn(B, Hkv, Nk, 8)
+    ok = {"rows": torch.randn(B, H, Nq), "kv": torch.randn(Hkv, Nk), "fixed": torch.randn(H, 3)}
+    assert named(q, k, v, inputs=ok).shape == (B, H, Nq, 8)
+    assert [i["shape"] for i in named.inputs] == [("B", "H", "Nq"), ("Hkv", "Nk"), ("H", 3)]
+    wrong = {"rows": (torch.randn(B + 1, H, Nq), 0, "B = 2", 3),
+             "kv": (torch.randn(H, Nk), 0, "Hkv = 2", 4)}
+    wrong["rows_h"] = (torch.randn(B, Hkv, Nq), 1, "H = 4", 2)
+    wrong["rows_nq"] = (torch.randn(B, H, Nk), 2, "Nq = 5", 7)
+    wrong["kv_nk"] = (torch.randn(Hkv, Nq), 1, "Nk = 7", 5)
+    for key, (table, dim, expected, given) in wrong.items():
+        name = key.split("_")[0]
+        with pytest.raises(RuntimeError, match=rf"input {name} has extent {given} in dim {dim}, "
+                                               rf"expected {expected} \("):
+            named(q, k, v, inputs=dict(ok, **{name: table}))
+
+
+def test_fox_table_in_the_wrong_layout_is_an_error(attn_mod, tmp_path_factory):
+    """FoX's c declared [B, H, Nq] and passed as [B, N, H] (a transpose away from right)
+    is refused naming the dim, where clamped reads used to give a wrong output."""
+    fox = attn_mod.load(compile_source(REPO / "examples" / "families" / "fox.mlir",
+                                       tmp_path_factory.mktemp("fox"), "fox"))
+    B, H, N = 2, 4, 37
+    q = torch.randn(B, H, N, 16)
+    c = torch.cumsum(torch.nn.functional.logsigmoid(torch.randn(B, H, N)), dim=-1)
+    assert torch.isfinite(fox(q, q, q, inputs={"c": c})).all()
+    with pytest.raises(RuntimeError, match=r"attn::attention_forward: input c has extent 37 in "
+                                           r"dim 1, expected H = 4 \(the heads of q; declared c "
+                                           r"\(float \[B, H, Nq\], learnable\)\), got shape "
+                                           r"\[2, 37, 4\]"):
+        fox(q, q, q, inputs={"c": c.transpose(1, 2).contiguous()})

@@ -1,6 +1,7 @@
 // attn::MultiheadAttention (runtime/include/attn/modules.h) against
 // torch::nn::MultiheadAttention, with a softmax artifact compiled from
-// examples/normalizers/softmax.mlir, and its normalizer params with MultiMax's.
+// examples/normalizers/softmax.mlir, and its normalizer params with MultiMax's; the
+// named extents of a tensor input (examples/families/fox.mlir) through attn::attention.
 #include "attn/modules.h"
 
 #include <gtest/gtest.h>
@@ -170,6 +171,28 @@ TEST(MultiheadAttention, Errors) {
   }
   EXPECT_THROW(mha(x[0], x, x), c10::Error);
   EXPECT_THROW(attn::MultiheadAttention(10, 3, artifact("softmax")), c10::Error);
+}
+
+TEST(TensorInputs, NamedExtentsAreCheckedAtEveryCall) {
+  // FoX's c is declared [B, H, Nq]; passed as [B, N, H] it is refused naming the dim.
+  auto lib = attn::Library::load(artifact("fox"));
+  const int64_t B = 2, H = 4, N = 37;
+  auto q = torch::randn({B, H, N, 16}, torch::kDouble);
+  auto c = torch::cumsum(torch::log_sigmoid(torch::randn({B, H, N}, torch::kDouble)), -1);
+  auto params = lib->initial_params(torch::kDouble);
+  attn::Options opts;
+  opts.inputs = {c};
+  EXPECT_TRUE(torch::isfinite(attn::attention(lib, q, q, q, params, opts)).all().item<bool>());
+  opts.inputs = {c.transpose(1, 2).contiguous()};
+  try {
+    attn::attention(lib, q, q, q, params, opts);
+    ADD_FAILURE() << "c of shape [B, N, H] was accepted";
+  } catch (const c10::Error &e) {
+    EXPECT_NE(std::string(e.what_without_backtrace())
+                  .find("input c has extent 37 in dim 1, expected H = 4 (the heads of q"),
+              std::string::npos)
+        << e.what_without_backtrace();
+  }
 }
 
 TEST(KeyLengthsFromPadding, BoolAndAdditiveFloatMasks) {

@@ -4,7 +4,7 @@
  *
  *   const char *attn_manifest(void);
  *     Text manifest, one "key value..." line each:
- *       attn-abi 6
+ *       attn-abi 7
  *       kernel tanhmax_attention
  *       normalizer tanhmax
  *       algorithm online            (online | plain | kernelised)
@@ -17,10 +17,14 @@
  *                                    the line is "params" when none)
  *       head-dim 64                 (optional: q's head dim must be this, fixed by
  *                                    the weights' shapes)
- *       input slopes float ?        (one line per tensor input, in argument order:
+ *       input slopes float H        (one line per tensor input, in argument order:
  *       input bias float ?x32 learnable  name, element (float: the dtype of q; or
- *       input doc i64 ?x?            i8 | i32 | i64), extents ('?': any, else that
- *                                    extent), and 'learnable' when it gets a gradient)
+ *       input doc i64 BxNk           i8 | i32 | i64), extents ('?': any; B, H, Hkv,
+ *       input scale float H learnable init=0.43   Nq, Nk: that dimension of the call,
+ *                                    checked at every call; else that extent),
+ *                                    'learnable' when it gets a gradient, then
+ *                                    optionally init=<value>: the initial value of
+ *                                    every element where a module creates it)
  *       contract scaled_dot 0.125   (informational, absent before this line existed:
  *                                    the score's contraction kind, its constant c --
  *                                    or 1/sqrt(d) -- and "feature" with a feature map;
@@ -114,7 +118,7 @@
  *       then for each param its rank (0 for a scalar) followed by its extents;
  *       then for each tensor input, in argument order, its rank r, its element
  *       (ATTN_INPUT_FLOAT or the integer's bit width 8, 32, 64), 1 if learnable
- *       else 0, and its r extents (-1: any).
+ *       else 0, and its r extents (-1: any, named ones included).
  *     Its ELF symbol size is 8 * (4 + n + the sum of the param ranks + 3 T + the
  *     sum of the input ranks) bytes.
  *
@@ -198,7 +202,7 @@
 
 #include <stdint.h>
 
-#define ATTN_ABI_VERSION 6
+#define ATTN_ABI_VERSION 7
 /* The highest rank of a tensor input (attn.input). */
 #define ATTN_MAX_TABLE_RANK 4
 /* attn_signature's element code of a float tensor input (q's dtype). */

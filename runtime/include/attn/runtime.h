@@ -52,6 +52,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -72,13 +73,17 @@ struct CudaKernel {
   int64_t smem_bytes = 0; // dynamic shared memory per block
 };
 
-/// One `input <name> <element> <extents> [learnable]` manifest line: a tensor input
-/// (attn.input) the kernel's regions read.
+/// One `input <name> <element> <extents> [learnable [init=<value>]]` manifest line: a
+/// tensor input (attn.input) the kernel's regions read.
 struct TensorInput {
   std::string name;
   std::string element;         // float (the dtype of q) | i8 | i32 | i64
-  std::vector<int64_t> shape;  // one extent per dimension, -1 for '?' (any)
+  std::vector<int64_t> shape;  // one extent per dimension, -1 for '?' or a named one (any
+                               // to the entry points)
+  std::vector<std::string> dims; // per dimension the call's dimension it must equal (B, H,
+                                 // Hkv, Nq, Nk; checked at every call), "" where unnamed
   bool learnable = false;      // gets a gradient (float inputs only)
+  std::optional<double> init;  // a learnable input's initial value where a module creates it
 };
 
 /// The parsed text manifest of an artifact (see attn/abi.h for the format).
@@ -182,7 +187,8 @@ struct Options {
   bool is_causal = false; // nonzero: keys j > i are masked (query row i, key column j)
   c10::optional<torch::Tensor> key_lengths; // int64 [B]: keys j >= key_lengths[b] are masked
   /// The kernel's tensor inputs (manifest `input` lines), in that order: dense CPU
-  /// tensors of the declared rank and extents (every extent >= 1; any strides, 0
+  /// tensors of the declared rank and extents (a named extent equal to that dimension
+  /// of the call, e.g. H = q.size(1); every extent >= 1; any strides, 0
   /// included), of q's dtype for float inputs, int8/int32/int64 for i8/i32/i64. A
   /// learnable input gets a gradient through autograd; reads are clamped to the
   /// extents (abi.h).

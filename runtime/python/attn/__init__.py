@@ -31,6 +31,7 @@ from collections import OrderedDict
 import torch
 
 from .paths import runtime_library_path
+from .tables import CALL_DIMS
 
 __all__ = ["load", "compile", "opt", "kernel_of", "Kernel", "Attention", "MultiheadAttention",
            "attention", "alibi_slopes", "runtime_library_path", "parse_manifest", "training"]
@@ -83,8 +84,8 @@ def parse_manifest(text):
     lists for 'dtypes', 'devices' and 'cuda-targets', a list of dicts (role, dtype, head_dim,
     symbol, tile_rows, threads, smem_bytes) for the 'cuda-kernel' lines, a dict (kind, scale: a
     float, or None for 1/sqrt(d); feature: bool) for 'contract', a list of dicts (name,
-    element, shape with None for '?', learnable) for the 'input' lines, one per tensor input in
-    argument order; other (informational) keys map to their value string. The runtime
+    element, shape with None for '?' and the name for a call dimension (CALL_DIMS), learnable,
+    init: a float or None) for the 'input' lines, one per tensor input in argument order; other (informational) keys map to their value string. The runtime
     validated the text when it loaded the artifact."""
     m = {"params": OrderedDict(), "cuda-targets": [], "cuda-kernel": [], "input": []}
     for line in text.splitlines():
@@ -100,9 +101,10 @@ def parse_manifest(text):
             m[key] = values
         elif key == "input":
             m[key].append({"name": values[0], "element": values[1],
-                           "shape": tuple(None if e == "?" else int(e)
+                           "shape": tuple(None if e == "?" else e if e in CALL_DIMS else int(e)
                                           for e in values[2].split("x")),
-                           "learnable": values[3:] == ["learnable"]})
+                           "learnable": values[3:4] == ["learnable"],
+                           "init": float(values[4][len("init="):]) if values[4:] else None})
         elif key == "contract":
             kind, scale, *feature = values
             m[key] = {"kind": kind, "scale": None if scale == "1/sqrt(d)" else float(scale),

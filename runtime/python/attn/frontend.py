@@ -38,6 +38,8 @@ import threading
 
 import torch
 
+from .tables import CALL_DIMS
+
 # Value types: the region's float type, index (positions), i1 (comparisons), and i64 (only
 # between index and float).
 FLOAT, INDEX, BOOL, I64 = "float", "index", "i1", "i64"
@@ -1072,9 +1074,9 @@ class TensorInput:
     functions read by indexing it with positions. A float input reads as a float value,
     an integer one as a position (index value)."""
 
-    def __init__(self, name, shape, dtype, learnable, loc):
+    def __init__(self, name, shape, dtype, learnable, init, loc):
         self.name, self.shape, self.dtype, self.learnable = name, shape, dtype, learnable
-        self.loc = loc
+        self.init, self.loc = init, loc
 
     def __getitem__(self, key):
         key = key if isinstance(key, tuple) else (key,)
@@ -1096,35 +1098,51 @@ class TensorInput:
         return value if element == FLOAT else region.op("arith.index_cast", (value,), INDEX)
 
     def declaration(self, printer):
-        dims = "x".join("?" if e is None else str(e) for e in self.shape)
+        extents = "x".join(str(e) if isinstance(e, int) else "?" for e in self.shape)
         element = _FLOAT_TYPE if self.dtype == "float" else self.dtype
         learnable = " learnable" if self.learnable else ""
-        return (f"attn.input @{self.name}{learnable} : tensor<{dims}x{element}> "
+        init = f" = {_float_literal(self.init)}" if self.init is not None else ""
+        named = any(e in CALL_DIMS for e in self.shape)
+        dims = (" dims(" + ", ".join("?" if e is None else str(e) for e in self.shape) + ")"
+                if named else "")
+        return (f"attn.input @{self.name}{learnable}{init} : tensor<{extents}x{element}>{dims} "
                 f"{printer.loc(self.loc)}")
 
     def __repr__(self):
         return f"<attn.tensor_input @{self.name} {self.dtype}{list(self.shape)}>"
 
 
-def tensor_input(name, shape, dtype="float", *, learnable=False):
+def tensor_input(name, shape, dtype="float", *, learnable=False, init=None):
     """A tensor input (attn.input) of the kernels that read it: `shape` one extent per dim
-    (None: any; 1 to 4 dims), dtype "float" (the kernel's float type: the dtype of q at the
-    call) or "i8", "i32", "i64"; learnable (float only): it gets a gradient. Read it in a
-    traced function by indexing with positions, e.g. slopes[h] or doc[b, i]; out-of-range
-    positions are clamped. At the call, pass it as inputs={name: tensor}."""
+    (1 to 4 dims), each a dimension of the call ("B", "H", "Hkv", "Nq", "Nk": the runtime
+    checks it at every call), a positive integer, or None (any); dtype "float" (the
+    kernel's float type: the dtype of q at the call) or "i8", "i32", "i64"; learnable
+    (float only): it gets a gradient; init (learnable only): the initial value of every
+    element where attn.MultiheadAttention creates the input as a parameter (default 0).
+    Read it in a traced function by indexing with positions, e.g. slopes[h] or doc[b, i];
+    out-of-range positions are clamped. At the call, pass it as inputs={name: tensor}."""
     loc = _here()
     name = _symbol_name(name, "attn.tensor_input")
     shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
-    if not 1 <= len(shape) <= 4 or any(e is not None and (not isinstance(e, numbers.Integral)
-                                                          or e < 1) for e in shape):
+    if not 1 <= len(shape) <= 4 or any(
+            e is not None and e not in CALL_DIMS
+            and (not isinstance(e, numbers.Integral) or isinstance(e, bool) or e < 1)
+            for e in shape):
         raise _error(f"attn.tensor_input @{name}: shape={shape!r}: expected 1 to 4 extents, "
-                     "each None (any) or a positive integer")
+                     f"each one of {', '.join(CALL_DIMS)} (that dimension of the call), a "
+                     "positive integer or None (any)")
+    shape = tuple(int(e) if isinstance(e, numbers.Integral) else e for e in shape)
     if dtype not in _INPUT_ELEMENTS:
         raise _error(f"attn.tensor_input @{name}: dtype={dtype!r}: expected one of "
                      f"{', '.join(_INPUT_ELEMENTS)}")
     if learnable and dtype != "float":
         raise _error(f"attn.tensor_input @{name}: only float inputs are learnable")
-    return TensorInput(name, shape, dtype, bool(learnable), loc)
+    if init is not None:
+        if not learnable:
+            raise _error(f"attn.tensor_input @{name}: init={init!r} needs learnable=True (a "
+                         "module creates only learnable inputs as parameters)")
+        init = float(_float_literal(init, f"attn.tensor_input @{name}: init ="))
+    return TensorInput(name, shape, dtype, bool(learnable), init, loc)
 
 
 class KernelIR(Traced):

@@ -25,8 +25,11 @@ class MultiheadAttention(nn.Module):
     bilinear W [d, d] with their shapes) are registered as parameters `normalizer.<name>`, so optimisers
     and state_dict see them. A kernel with tensor inputs (attn.input) takes them as
     forward's `inputs=` (a dict name -> tensor, see Kernel.input_names); a learnable input
-    whose extents the IR fixes (e.g. `attn.input @sink learnable : tensor<8xf32>`) is a
-    parameter `inputs.<name>` instead, initialised to 0 (an entry of `inputs=` overrides it).
+    whose extents are numbers or the head count (e.g. `attn.input @sink learnable :
+    tensor<8xf32>`, or `tensor<?xf32> dims(H)`: [num_heads]) is a parameter `inputs.<name>`
+    instead (an entry of forward's `inputs=` overrides it), initialised to
+    `input_inits[name]` (a number, or a tensor of the parameter's shape), else to the IR's
+    initial value (`attn.input @scale learnable = 0.43 ...`), else to 0.
 
     forward takes torch's arguments with torch's shape and dtype rules (batched 3-D or
     unbatched 2-D inputs, bool or float masks); masks are handled by attn.masks:
@@ -42,7 +45,7 @@ class MultiheadAttention(nn.Module):
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
                  add_zero_attn=False, kdim=None, vdim=None, batch_first=False, device=None,
-                 dtype=None, *, normalizer, cuda_targets="auto"):
+                 dtype=None, *, normalizer, cuda_targets="auto", input_inits=None):
         super().__init__()
         from . import kernel_of
 
@@ -72,9 +75,41 @@ class MultiheadAttention(nn.Module):
         self.normalizer = nn.ParameterDict(
             {name: nn.Parameter(value.clone())
              for name, value in self.kernel.split_params(initial).items()})
-        self.inputs = nn.ParameterDict(
-            {i["name"]: nn.Parameter(torch.zeros(i["shape"], **factory))
-             for i in self.kernel.inputs if i["learnable"] and None not in i["shape"]})
+        self.inputs = nn.ParameterDict(self._input_parameters(input_inits or {}, factory))
+
+    def _input_parameters(self, inits, factory):
+        """name -> Parameter for the learnable inputs whose shape the module knows: numbers,
+        and H and Hkv, both num_heads (k and v are projected to num_heads heads)."""
+        def known(extent):
+            return extent in ("H", "Hkv") or isinstance(extent, int)
+
+        created = {i["name"]: i for i in self.kernel.inputs
+                   if i["learnable"] and all(known(e) for e in i["shape"])}
+        unknown = [name for name in inits if name not in created]
+        if unknown:
+            raise ValueError(
+                f"attn.MultiheadAttention: input_inits names {unknown}, but the module creates "
+                f"parameters only for the learnable inputs whose extents are numbers, H or Hkv: "
+                f"{list(created) or 'none'} (kernel {self.kernel.name}); pass the others as "
+                "forward's inputs=")
+        parameters = {}
+        for name, declared in created.items():
+            shape = tuple(self.num_heads if e in ("H", "Hkv") else e for e in declared["shape"])
+            init = inits.get(name, declared["init"] or 0.0)
+            if isinstance(init, torch.Tensor):
+                if tuple(init.shape) != shape:
+                    raise ValueError(
+                        f"attn.MultiheadAttention: input_inits['{name}'] has shape "
+                        f"{list(init.shape)}, expected {list(shape)} (declared "
+                        f"[{', '.join(str(e) for e in declared['shape'])}], num_heads = "
+                        f"{self.num_heads})")
+                value = init.detach().to(device=factory["device"],
+                                         dtype=factory["dtype"] or torch.get_default_dtype(),
+                                         copy=True)
+            else:
+                value = torch.full(shape, float(init), **factory)
+            parameters[name] = nn.Parameter(value)
+        return parameters
 
     @property
     def in_proj_bias(self):

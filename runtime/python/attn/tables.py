@@ -4,7 +4,11 @@ import math
 
 import torch
 
-__all__ = ["alibi_slopes"]
+__all__ = ["alibi_slopes", "CALL_DIMS"]
+
+# The dimensions of a call a tensor input's extent may name (attn.input ... dims(B, H, Nq)):
+# q [B, H, Nq, d], k and v [B, Hkv, Nk, d]; the runtime checks them at every call.
+CALL_DIMS = ("B", "H", "Hkv", "Nq", "Nk")
 
 
 def alibi_slopes(heads, dtype=torch.float32, device=None):
