@@ -9,11 +9,16 @@ and:
 - a plain chunk's regions, as the classifier printed them (after its stable-form
   rewrites), evaluated op by op in numpy float32 at scores on a grid over [-1e4, 1e4]
   (±1e4, 0, ±1, ±88.7, ±89, ±128, ... and random points), are finite wherever the
-  exact value of the region as written is. The exact value is mpmath's at 40 digits,
-  taken at the float32 score itself; a point counts only where it is a real number
-  within float32's range. Domain NaNs (log or sqrt of a negative, powf of a negative
-  base to a fraction) and poles (1/0, log 0) are the user's, as in float64, and not
-  counted. mpmath gives up (NaN, point not counted) only on sin/cos of arguments past
+  exact value of the region as written is, unless float32 rounded an operand onto a
+  pole or outside a domain. The exact value is mpmath's at 40 digits, taken at the
+  float32 score itself; a point counts only where it is a real number within
+  float32's range. Domain NaNs (log or sqrt of a negative, powf of a negative base to
+  a fraction) and poles (1/0, log 0) are the user's, as in float64, and not counted;
+  so are points where float32 reaches one by rounding (tanh(30) - 1 is 0 in float32,
+  -1.7e-26 exactly: s / (tanh(s) - 1) is 1/0 there), as the classifier leaves a
+  division by a value that can be 0 to the user (lib/Analysis/RangeAnalysis.h). A
+  violation is a non-finite value that depends on one that outgrew float32 (a
+  non-finite result of finite operands, not at a pole or outside the op's domain). mpmath gives up (NaN, point not counted) only on sin/cos of arguments past
   1e20 and on exponents past 1e9, where float32 has long overflowed;
 - a fixed-seed sample of the online kernels compiles (f32) and its output O matches an
   mpmath reference at scores up to ±1e4 to 1e-3·max_i Σ_j |g_ij| |v_j| / |C_i| (the
@@ -219,22 +224,51 @@ NP_OPS = {
 NP_CMP = {"olt": np.less, "ogt": np.greater, "ole": np.less_equal, "oge": np.greater_equal}
 
 
+def at_pole_or_outside_domain(op, args):
+    """Where `op` of finite float32 operands is not finite because they lie at a pole or
+    outside its domain (1/0, log 0, log(-1), sqrt(-1), 0^-1, (-2)^0.5) rather than
+    because its value outgrew float32."""
+    if op == "arith.divf":
+        return np.asarray(args[1] == 0)
+    if op in ("math.log", "math.sqrt"):
+        return args[0] <= 0
+    if op == "math.log1p":
+        return args[0] <= -1
+    if op == "math.powf":
+        return (args[0] < 0) | ((args[0] == 0) & (args[1] < 0))
+    return np.False_
+
+
 def eval_f32(ops, s):
+    """The region's value at the scores s in float32, and where that value depends on
+    one that outgrew float32 (a non-finite result of finite operands, not at a pole or
+    outside the op's domain)."""
     env = {"%s": s.astype(np.float32)}
+    outgrew = {"%s": np.zeros(s.shape, dtype=bool)}
     with np.errstate(all="ignore"):
         for entry in ops:
             if entry[0] == "yield":
-                return np.broadcast_to(env[entry[1]], s.shape).astype(np.float32)
+                return (np.broadcast_to(env[entry[1]], s.shape).astype(np.float32),
+                        np.broadcast_to(outgrew[entry[1]], s.shape))
             result, op, operands, extra = entry
             args = [env[a] for a in operands]
+            inherited, finite_operands = np.zeros(s.shape, dtype=bool), True
+            for name, value in zip(operands, args):
+                inherited, finite_operands = inherited | outgrew[name], \
+                    finite_operands & np.isfinite(value)
             if op == "arith.constant":
                 env[result] = np.float32(extra)
             elif op == "arith.cmpf":
                 env[result] = NP_CMP[extra](*args)
             elif op == "arith.select":
                 env[result] = np.where(*args).astype(np.float32)
+                inherited = outgrew[operands[0]] | np.where(args[0], outgrew[operands[1]],
+                                                            outgrew[operands[2]])
             else:
                 env[result] = np.asarray(NP_OPS[op](*args), dtype=np.float32)
+                inherited |= ~np.isfinite(env[result]) & finite_operands & \
+                    ~at_pole_or_outside_domain(op, args)
+            outgrew[result] = inherited
     raise AssertionError("region without attn.yield")
 
 
@@ -322,10 +356,10 @@ def eval_exact(ops, s):
         if op == "arith.constant":
             env[result] = mpmath.mpf(float(np.float32(extra)))
         elif op == "arith.cmpf":
-            # ordered predicates are false on NaN, as mpmath's comparisons are
-            env[result] = MP_CMP[extra](*args)
+            # a comparison with a pole or a domain NaN leaves the choice undetermined
+            env[result] = None if any(mpmath.isnan(a) for a in args) else MP_CMP[extra](*args)
         elif op == "arith.select":
-            env[result] = args[1] if args[0] else args[2]
+            env[result] = NAN if args[0] is None else (args[1] if args[0] else args[2])
         else:
             env[result] = _real(MP_OPS[op](*args))
     raise AssertionError("region without attn.yield")
@@ -340,16 +374,22 @@ def score_grid(rng):
 
 
 def plain_violations(input_ops, output_ops, grid):
-    """Scores where the printed region is not finite in float32 while the region as
-    written is exactly a real number within float32's range, and the number of scores
-    where it is not finite."""
-    got = eval_f32(output_ops, grid)
-    bad, nonfinite = [], grid[~np.isfinite(got)]
-    for s in nonfinite:
+    """Scores where the printed region outgrows float32 on the way to a value that is
+    not finite while the region as written is exactly a real number within float32's
+    range; the number of scores where it is not finite; and the number of those where
+    the exact value is in range but float32 rounded an operand onto a pole or outside a
+    domain (tanh(30) - 1 is 0 in float32), which the classifier leaves to the user as
+    it does 1/s at s = 0."""
+    got, overflowed = eval_f32(output_ops, grid)
+    bad, nonfinite, rounded = [], ~np.isfinite(got), 0
+    for s, outgrew in zip(grid[nonfinite], overflowed[nonfinite]):
         exact = eval_exact(input_ops, s)
         if not mpmath.isnan(exact) and abs(exact) <= F32_MAX:
-            bad.append((float(s), float(exact)))
-    return bad, len(nonfinite)
+            if outgrew:
+                bad.append((float(s), float(exact)))
+            else:
+                rounded += 1
+    return bad, int(nonfinite.sum()), rounded
 
 
 # --- running the classifier ---------------------------------------------------------------
@@ -489,7 +529,7 @@ def test_classifier_property(attn_mod, tmp_path):
     results = classify(cases, tmp_path)
     grid = score_grid(rng)
     violations, counts = [], {"online": 0, "plain": 0, "refused": 0}
-    points = nonfinite_points = 0
+    points = nonfinite_points = rounded_points = overflow_points = 0
     for case, (kind, module, errs) in zip(cases, results):
         counts[kind] += 1
         if kind == "refused":
@@ -502,8 +542,9 @@ def test_classifier_property(attn_mod, tmp_path):
         for name in ("numerator", "denominator"):
             if name not in written:
                 continue   # sum, count, constant: nothing more than the numerator
-            bad, nonfinite = plain_violations(written[name], printed[name], grid)
+            bad, nonfinite, rounded = plain_violations(written[name], printed[name], grid)
             points, nonfinite_points = points + len(grid), nonfinite_points + nonfinite
+            rounded_points, overflow_points = rounded_points + rounded, overflow_points + len(bad)
             if bad:
                 violations.append(f"plain but {name} not finite in f32 at (s, exact) "
                                   f"{bad[:3]}: {case}")
@@ -533,7 +574,8 @@ def test_classifier_property(attn_mod, tmp_path):
 
     print(f"\nclassifier property: {EXPRESSIONS} expressions, {counts['online']} online, "
           f"{counts['plain']} plain ({points} region-scores in f32, {nonfinite_points} "
-          f"not finite where the exact value is not a real number in range either), "
+          f"not finite: {rounded_points} by float32 rounding onto a pole, {overflow_points} "
+          f"by an overflow where the exact value is in range), "
           f"{counts['refused']} refused; compiled "
           f"{len(chosen)} ({sum(c[0] == 'online' for c in chosen)} online, worst error "
           f"{worst:.1e} of the tolerance); "
@@ -543,14 +585,19 @@ def test_classifier_property(attn_mod, tmp_path):
 
 def test_plain_check_sees_an_overflow():
     """The plain check itself: e^s·0 is 0 exactly but NaN in float32 from s = 89 on,
-    and e^s - e^s likewise; log of 0 or of a negative is the user's."""
-    grid = np.array([0.0, 88.0, 89.0, 1e4, -5.0], dtype=np.float32)
+    and e^s - e^s likewise; log of 0 or of a negative is the user's, and so is
+    s / (tanh(s) - 1) at s = 30, finite exactly (-1.5e30) but 1/0 in float32."""
+    grid = np.array([0.0, 88.0, 89.0, 1e4, -5.0, 30.0], dtype=np.float32)
     mpmath.mp.dps = 40
-    times_zero = parse_regions(f"numerator {region(('arith.mulf', ('math.exp', ('s',)), ('const', 0.0)))}")
-    bad, nonfinite = plain_violations(times_zero["numerator"], times_zero["numerator"], grid)
-    assert [s for s, _ in bad] == [89.0, 1e4] and nonfinite == 2
+    ops = lambda tree: parse_regions(f"numerator {region(tree)}")["numerator"]
     exp = ("math.exp", ("s",))
-    difference = parse_regions(f"numerator {region(('arith.subf', exp, exp))}")["numerator"]
+    times_zero = ops(("arith.mulf", exp, ("const", 0.0)))
+    bad, nonfinite, rounded = plain_violations(times_zero, times_zero, grid)
+    assert [s for s, _ in bad] == [89.0, 1e4] and (nonfinite, rounded) == (2, 0)
+    difference = ops(("arith.subf", exp, exp))
     assert [s for s, _ in plain_violations(difference, difference, grid)[0]] == [89.0, 1e4]
-    log = parse_regions(f"numerator {region(('math.log', ('s',)))}")["numerator"]
-    assert plain_violations(log, log, grid) == ([], 2)   # log 0 = -inf: a pole
+    log = ops(("math.log", ("s",)))
+    assert plain_violations(log, log, grid) == ([], 2, 0)   # log 0 = -inf: a pole
+    pole = ops(("arith.divf", ("s",), ("arith.subf", ("math.tanh", ("s",)), ("const", 1.0))))
+    # 88, 89, 1e4: beyond float32 exactly too; 30: tanh(30) - 1 rounded to 0
+    assert plain_violations(pole, pole, grid) == ([], 4, 1)
