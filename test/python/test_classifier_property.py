@@ -41,7 +41,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import mpmath
 import numpy as np
-import pytest
 import torch
 
 from conftest import ATTN_COMPILE, BUILD
