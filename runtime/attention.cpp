@@ -138,6 +138,9 @@ std::string cuda_dtypes(const Library &lib) {
   for (const auto &k : lib.manifest().cuda_kernels)
     if (std::find(tags.begin(), tags.end(), k.dtype) == tags.end())
       tags.push_back(k.dtype);
+  for (const auto &pair : lib.manifest().triton_kernels)
+    if (std::find(tags.begin(), tags.end(), pair.first) == tags.end())
+      tags.push_back(pair.first);
   return join(tags);
 }
 
@@ -147,6 +150,9 @@ std::string cuda_head_dims(const Library &lib, const std::string &tag) {
   for (const auto &k : lib.manifest().cuda_kernels)
     if (k.role == "forward" && k.dtype == tag)
       dims.push_back(std::to_string(k.head_dim));
+  for (const auto &[dtype, head_dim] : lib.manifest().triton_kernels)
+    if (dtype == tag)
+      dims.push_back(std::to_string(head_dim));
   return dims.empty() ? "none" : join(dims);
 }
 
@@ -259,9 +265,12 @@ Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tens
   if (cuda) {
     const char *tag = detail::cuda_dtype_tag(dt);
     const auto &kernels = lib.manifest().cuda_kernels;
-    const bool compiled = tag && std::any_of(kernels.begin(), kernels.end(), [&](const auto &k) {
-                            return k.role == "forward" && k.dtype == tag;
-                          });
+    const auto &pairs = lib.manifest().triton_kernels;
+    const bool compiled =
+        tag && (std::any_of(kernels.begin(), kernels.end(),
+                            [&](const auto &k) { return k.role == "forward" && k.dtype == tag; }) ||
+                std::any_of(pairs.begin(), pairs.end(),
+                            [&](const auto &pair) { return pair.first == tag; }));
     TORCH_CHECK(compiled, fn, ": q has dtype ", dtype_name(dt), " but the GPU kernels of artifact ",
                 lib.path(), " are for dtypes ", cuda_dtypes(lib),
                 " only (f32 = float32, f16 = float16, bf16 = bfloat16; attn-compile "
@@ -302,7 +311,16 @@ Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tens
   TORCH_CHECK(!lib.manifest().head_dim || p.d == lib.manifest().head_dim, fn, ": q has head dim ",
               p.d, " but kernel ", lib.manifest().kernel, " was compiled for head dim ",
               lib.manifest().head_dim, " (its weights' shapes fix it: ", param_list(lib), ")");
-  if (cuda) {
+  if (cuda && lib.triton()) {
+    TORCH_CHECK(p.dv == p.d, fn, ": the GPU kernels need dv == d (v's head dim equal to q's "
+                "and k's), got d = ", p.d, " and dv = ", p.dv);
+    const std::string tag = detail::cuda_dtype_tag(dt);
+    const auto &pairs = lib.manifest().triton_kernels;
+    TORCH_CHECK(std::any_of(pairs.begin(), pairs.end(),
+                            [&](const auto &pair) { return pair.first == tag && pair.second == p.d; }),
+                fn, ": head dim d = ", p.d, " is not supported on the GPU by artifact ", lib.path(),
+                " for ", dtype_name(dt), ": supported head dims: ", cuda_head_dims(lib, tag));
+  } else if (cuda) {
     TORCH_CHECK(p.group == 1, fn, ": grouped-query attention (q with ", p.H,
                 " heads, k and v with ", k.size(1), ") is not supported by the GPU kernels, which "
                 "read key/value head h for query head h; run it on the CPU");
@@ -617,6 +635,179 @@ run_backward_gpu(const Library &lib, const Problem &p, const Tensor &q, const Te
   return {dq, dk, dv, dparams.to(params.scalar_type())};
 }
 
+// --- GPU, Triton backend --------------------------------------------------------
+//
+// The kernels and their parameters are the artifact's attn_triton_launch
+// (detail::triton_launch orders the arguments by name); tensors go with their strides.
+
+using detail::triton_float;
+using detail::triton_int;
+using detail::triton_ptr;
+
+void add_strides(detail::TritonArgs &args, const char *prefix, const char *last,
+                 const Tensor &t) {
+  const char *axes[4] = {"b", "h", nullptr, "d"};
+  for (int64_t d = 0; d < 4; ++d)
+    args[std::string("stride_") + prefix + (d == 2 ? last : axes[d])] = triton_int(t.stride(d));
+}
+
+/// What every kernel of a problem reads: q, k, v and their strides, params (float32,
+/// at least one element), key lengths (int32), the sizes and the score scale.
+struct TritonProblem {
+  Tensor params32, lengths32;
+  std::vector<Tensor> tables; // as the kernels read them (float tables in float32)
+  detail::TritonSizes sizes;
+  detail::TritonArgs common;
+};
+
+TritonProblem triton_problem(const Library &lib, const Problem &p, const Tensor &q,
+                             const Tensor &k, const Tensor &v, const Tensor &params,
+                             const std::vector<Tensor> &inputs) {
+  TritonProblem t;
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(p.device);
+  t.params32 = p.P ? params.to(f32).contiguous() : torch::zeros({1}, f32);
+  t.lengths32 = p.key_lengths.to(torch::kInt);
+  t.sizes = {p.B, p.H, p.H / p.group, p.Nq, p.Nk};
+  auto &a = t.common;
+  a["Q"] = triton_ptr(q);
+  a["K"] = triton_ptr(k);
+  a["V"] = triton_ptr(v);
+  a["Params"] = triton_ptr(t.params32);
+  a["KeyLengths"] = triton_ptr(t.lengths32);
+  add_strides(a, "q", "m", q);
+  add_strides(a, "k", "n", k);
+  add_strides(a, "v", "n", v);
+  a["H"] = triton_int(p.H);
+  a["H_KV"] = triton_int(p.H / p.group);
+  a["NQ"] = triton_int(p.Nq);
+  a["NK"] = triton_int(p.Nk);
+  a["HEAD_DIM"] = triton_int(p.d);
+  a["HEAD_DIM_V"] = triton_int(p.dv);
+  const auto &images = lib.triton()->images;
+  const char *tag = detail::cuda_dtype_tag(p.dtype);
+  for (const TritonImage &image : images)
+    if (image.dtype == tag && image.head_dim == p.d)
+      a["scale"] = triton_float(image.scale); // one scale per head dim
+  // The tables: pointer, extents and strides (a broadcast view goes as it is).
+  for (const TritonInput &declared : lib.triton()->inputs) {
+    const auto &manifest_inputs = lib.manifest().inputs;
+    const auto it = std::find_if(manifest_inputs.begin(), manifest_inputs.end(),
+                                 [&](const TensorInput &m) { return m.name == declared.name; });
+    TORCH_CHECK(it != manifest_inputs.end(), "attn: artifact ", lib.path(),
+                ": attn_triton_launch names the input ", declared.name,
+                ", which its manifest does not declare");
+    const Tensor &given = inputs[static_cast<size_t>(it - manifest_inputs.begin())];
+    const torch::ScalarType element = declared.element == "fp32" ? torch::kFloat
+                                      : declared.element == "i8"  ? torch::kChar
+                                      : declared.element == "i32" ? torch::kInt
+                                                                  : torch::kLong;
+    const Tensor table = given.to(element);
+    t.tables.push_back(table);
+    a[declared.arg] = triton_ptr(table);
+    for (int64_t d = 0; d < table.dim(); ++d) {
+      a[declared.arg + "_n" + std::to_string(d)] = triton_int(table.size(d));
+      a[declared.arg + "_s" + std::to_string(d)] = triton_int(table.stride(d));
+    }
+  }
+  return t;
+}
+
+void launch_triton(const Library &lib, const Problem &p, const char *kernel,
+                   const TritonProblem &t, const detail::TritonArgs &own) {
+  detail::TritonArgs args = t.common;
+  for (const auto &[name, value] : own)
+    args[name] = value;
+  detail::triton_launch(lib, p.device, kernel, p.dtype, p.d, p.causal, t.sizes, args);
+}
+
+std::tuple<Tensor, Tensor, Tensor> run_forward_triton(const Library &lib, const Problem &p,
+                                                      const Tensor &q, const Tensor &k,
+                                                      const Tensor &v, const Tensor &params,
+                                                      const std::vector<Tensor> &inputs) {
+  const TritonProblem t = triton_problem(lib, p, q, k, v, params, inputs);
+  auto stats = torch::TensorOptions().dtype(torch::kFloat).device(p.device);
+  Tensor out = torch::empty({p.B, p.H, p.Nq, p.dv}, q.options());
+  Tensor row_max = torch::empty({p.B, p.H, p.Nq}, stats);
+  Tensor row_sum = torch::empty({p.B, p.H, p.Nq}, stats);
+  detail::TritonArgs args{{"Out", triton_ptr(out)},
+                          {"RowMax", triton_ptr(row_max)},
+                          {"RowSum", triton_ptr(row_sum)}};
+  add_strides(args, "o", "m", out);
+  launch_triton(lib, p, "attn_fwd", t, args);
+  return {out, row_max, row_sum};
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, std::vector<Tensor>>
+run_backward_triton(const Library &lib, const Problem &p, const Tensor &q, const Tensor &k,
+                    const Tensor &v, const Tensor &params, const std::vector<Tensor> &inputs,
+                    const Tensor &out, const Tensor &row_max_in, const Tensor &row_sum_in,
+                    const Tensor &grad_out) {
+  const TritonProblem t = triton_problem(lib, p, q, k, v, params, inputs);
+  const TritonLaunch &launch = *lib.triton();
+  const Tensor row_max = row_max_in.contiguous(), row_sum = row_sum_in.contiguous();
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(p.device);
+  const int64_t H_KV = p.H / p.group, P = std::max<int64_t>(p.P, 1);
+  const int64_t row_blocks = (p.Nq + launch.block_m - 1) / launch.block_m;
+  const int64_t key_blocks = (p.Nk + launch.block_n - 1) / launch.block_n;
+  Tensor delta = torch::empty({p.B, p.H, p.Nq}, f32);
+  Tensor dq = torch::zeros_like(q), dk = torch::zeros_like(k), dv = torch::zeros_like(v);
+  // One slot per program (and param, or table element): each program writes its own,
+  // summed below in a fixed order, so the gradients are the same bits run to run.
+  Tensor row_slots = torch::zeros({p.B * p.H, row_blocks, P}, f32);
+  Tensor key_slots = torch::zeros({p.B * H_KV, key_blocks, P}, f32);
+  detail::TritonArgs shared{{"RowMax", triton_ptr(row_max)},
+                            {"RowSum", triton_ptr(row_sum)},
+                            {"Delta", triton_ptr(delta)},
+                            {"DOut", triton_ptr(grad_out)}};
+  add_strides(shared, "do", "m", grad_out);
+  detail::TritonArgs prep = shared, dkdv = shared, dqk = shared;
+  prep["Out"] = triton_ptr(out);
+  add_strides(prep, "o", "m", out);
+  prep["DParamsRows"] = triton_ptr(row_slots);
+  dkdv["DK"] = triton_ptr(dk);
+  dkdv["DV"] = triton_ptr(dv);
+  add_strides(dkdv, "dk", "n", dk);
+  add_strides(dkdv, "dv", "n", dv);
+  dkdv["DParamsKeys"] = triton_ptr(key_slots);
+  dqk["DQ"] = triton_ptr(dq);
+  add_strides(dqk, "dq", "m", dq);
+  std::vector<std::pair<Tensor, Tensor>> table_slots; // (rows, keys) per learnable input
+  for (size_t n = 0; n < launch.inputs.size(); ++n) {
+    const TritonInput &declared = launch.inputs[n];
+    if (!declared.learnable) {
+      table_slots.emplace_back();
+      continue;
+    }
+    const int64_t numel = t.tables[n].numel();
+    table_slots.emplace_back(torch::zeros({p.B * p.H * row_blocks, numel}, f32),
+                             torch::zeros({p.B * H_KV * key_blocks, numel}, f32));
+    prep["d" + declared.arg] = triton_ptr(table_slots.back().first);
+    dkdv["d" + declared.arg] = triton_ptr(table_slots.back().second);
+  }
+  launch_triton(lib, p, "attn_bwd_preprocess", t, prep);
+  launch_triton(lib, p, "attn_bwd_dkdv", t, dkdv);
+  launch_triton(lib, p, "attn_bwd_dq", t, dqk);
+  // Sums in float64 over a fixed shape: deterministic reductions.
+  Tensor dparams = (row_slots.to(torch::kDouble).sum({0, 1}) +
+                    key_slots.to(torch::kDouble).sum({0, 1}))
+                       .narrow(0, 0, p.P)
+                       .to(params.scalar_type());
+  std::vector<Tensor> dinputs;
+  const auto &manifest_inputs = lib.manifest().inputs;
+  for (size_t n = 0; n < manifest_inputs.size(); ++n) {
+    const auto it = std::find_if(launch.inputs.begin(), launch.inputs.end(),
+                                 [&](const TritonInput &d) { return d.name == manifest_inputs[n].name; });
+    const auto &[rows, keys] = table_slots[static_cast<size_t>(it - launch.inputs.begin())];
+    dinputs.push_back(
+        rows.defined()
+            ? (rows.to(torch::kDouble).sum(0) + keys.to(torch::kDouble).sum(0))
+                  .view(inputs[n].sizes())
+                  .to(inputs[n].scalar_type())
+            : torch::empty({0}, q.options()));
+  }
+  return {dq, dk, dv, dparams, dinputs};
+}
+
 // --- CPU ---------------------------------------------------------------------
 
 /// The attn_table descriptor of a tensor input (abi.h): its first element, extents
@@ -642,6 +833,8 @@ std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem
                                                const Tensor &q_in, const Tensor &k_in,
                                                const Tensor &v_in, const Tensor &params_in,
                                                const std::vector<Tensor> &inputs) {
+  if (p.cuda() && lib.triton())
+    return run_forward_triton(lib, p, q_in, k_in, v_in, params_in, inputs);
   if (p.cuda())
     return run_forward_gpu(lib, p, q_in, k_in, v_in, params_in);
   attn_forward_fn fn = lib.forward_fn(p.dtype);
@@ -751,7 +944,10 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
              const Tensor &v_in, const Tensor &params_in, const std::vector<Tensor> &inputs,
              const Tensor &out_in, const Tensor &row_max_in, const Tensor &row_sum_in,
              const Tensor &grad_out_in) {
-  if (p.cuda()) { // no tensor inputs on the GPU (the GPU lowering refuses them)
+  if (p.cuda() && lib.triton())
+    return run_backward_triton(lib, p, q_in, k_in, v_in, params_in, inputs, out_in, row_max_in,
+                               row_sum_in, grad_out_in);
+  if (p.cuda()) { // no tensor inputs on the mlir backend's kernels (its lowering refuses them)
     auto [dq, dk, dv, dparams] = run_backward_gpu(lib, p, q_in, k_in, v_in, params_in, out_in,
                                                   row_max_in, row_sum_in, grad_out_in);
     return {dq, dk, dv, dparams, {}};

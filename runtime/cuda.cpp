@@ -10,6 +10,10 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -115,6 +119,10 @@ struct DeviceInfo {
   int max_shared_optin = 0;
 };
 
+std::string sm_of(const DeviceInfo &info) {
+  return "sm_" + std::to_string(info.major) + std::to_string(info.minor);
+}
+
 struct LoadedModule {
   cu::Module module = nullptr;
   std::string image; // which image was loaded ("sm_90", "ptx")
@@ -156,62 +164,107 @@ std::string join(const std::vector<std::string> &items) {
   return out;
 }
 
-/// The artifact's module on a device (the context must be current).
-LoadedModule &module_for(const Library &lib, int ordinal, const DeviceInfo &info) {
-  static auto *modules = new std::map<std::pair<std::string, int>, LoadedModule>();
-  auto key = std::make_pair(lib.path(), ordinal);
-  auto it = modules->find(key);
+/// The module of the image `data` (called `image_name` in messages; `key` names it
+/// within the artifact) on a device, loaded at first use (the context must be current).
+LoadedModule &load_module(const Library &lib, int ordinal, const DeviceInfo &info,
+                          const std::string &key, const void *data,
+                          const std::string &image_name) {
+  static auto *modules = new std::map<std::tuple<std::string, int, std::string>, LoadedModule>();
+  auto cache_key = std::make_tuple(lib.path(), ordinal, key);
+  auto it = modules->find(cache_key);
   if (it != modules->end())
     return it->second;
-
-  const std::string sm = "sm_" + std::to_string(info.major) + std::to_string(info.minor);
-  const std::string chosen = choose_cuda_image(lib.manifest().cuda_targets,
-                                               lib.cuda_ptx().data != nullptr, info.major,
-                                               info.minor);
-  TORCH_CHECK(!chosen.empty(), "attn: artifact ", lib.path(), " has no GPU code for device cuda:",
-              ordinal, " (", sm, ", compute capability ", info.major, ".", info.minor,
-              "): it has cubins for ", join(lib.manifest().cuda_targets),
-              " and no PTX; recompile with attn-compile --cuda-targets=", sm);
-  const Library::CudaImage *image = &lib.cuda_ptx();
-  for (const auto &c : lib.cuda_cubins())
-    if (c.target == chosen)
-      image = &c;
-
   const CudaDriver &d = CudaDriver::get();
   std::vector<char> log(8192, '\0');
   int options[] = {cu::kJitErrorLogBuffer, cu::kJitErrorLogBufferSizeBytes};
   void *values[] = {log.data(), reinterpret_cast<void *>(static_cast<uintptr_t>(log.size()))};
   LoadedModule m;
-  m.image = chosen;
-  cu::Result r = d.module_load_data_ex(&m.module, image->data, 2, options, values);
-  TORCH_CHECK(r == cu::kSuccess, "attn: loading the ", chosen == "ptx" ? "PTX" : chosen,
-              " image of artifact ", lib.path(), " on cuda:", ordinal, " (", sm,
-              ") failed: ", d.describe(r), log[0] ? "; JIT log: " : "", log.data());
-  return modules->emplace(key, std::move(m)).first->second;
+  m.image = image_name;
+  cu::Result r = d.module_load_data_ex(&m.module, data, 2, options, values);
+  TORCH_CHECK(r == cu::kSuccess, "attn: loading the ", image_name, " image of artifact ",
+              lib.path(), " on cuda:", ordinal, " (", sm_of(info), ") failed: ", d.describe(r),
+              log[0] ? "; JIT log: " : "", log.data());
+  return modules->emplace(cache_key, std::move(m)).first->second;
 }
 
-cu::Function function_for(const Library &lib, LoadedModule &m, const CudaKernel &k,
-                          const DeviceInfo &info) {
-  auto it = m.functions.find(k.symbol);
+/// The chip among the artifact's cuda-targets whose code runs on the device ("" if none).
+std::string chosen_image(const Library &lib, const DeviceInfo &info, bool has_ptx) {
+  return choose_cuda_image(lib.manifest().cuda_targets, has_ptx, info.major, info.minor);
+}
+
+/// The artifact's module on a device for the mlir backend's kernels: one image per chip.
+LoadedModule &module_for(const Library &lib, int ordinal, const DeviceInfo &info) {
+  const std::string chosen = chosen_image(lib, info, lib.cuda_ptx().data != nullptr);
+  TORCH_CHECK(!chosen.empty(), "attn: artifact ", lib.path(), " has no GPU code for device cuda:",
+              ordinal, " (", sm_of(info), ", compute capability ", info.major, ".", info.minor,
+              "): it has cubins for ", join(lib.manifest().cuda_targets),
+              " and no PTX; recompile with attn-compile --cuda-targets=", sm_of(info));
+  const Library::CudaImage *image = &lib.cuda_ptx();
+  for (const auto &c : lib.cuda_cubins())
+    if (c.target == chosen)
+      image = &c;
+  return load_module(lib, ordinal, info, chosen, image->data, chosen == "ptx" ? "PTX" : chosen);
+}
+
+/// `name` in the loaded module `m`, with `smem_bytes` of dynamic shared memory opted
+/// in where it is above the default limit. `what` names the kernel in messages.
+cu::Function function_for(const Library &lib, LoadedModule &m, const std::string &name,
+                          int64_t smem_bytes, const DeviceInfo &info, const std::string &what) {
+  auto it = m.functions.find(name);
   if (it != m.functions.end())
     return it->second;
   const CudaDriver &d = CudaDriver::get();
   cu::Function fn = nullptr;
-  cu::Result r = d.module_get_function(&fn, m.module, k.symbol.c_str());
-  TORCH_CHECK(r == cu::kSuccess, "attn: artifact ", lib.path(), ": kernel ", k.symbol,
-              " (cuda-kernel ", k.role, " ", k.dtype, " ", k.head_dim, ") not found in its ",
-              m.image, " image: ", d.describe(r));
-  if (k.smem_bytes > cu::kDefaultDynamicSharedLimit) {
-    TORCH_CHECK(k.smem_bytes <= info.max_shared_optin, "attn: kernel ", k.symbol,
-                " of artifact ", lib.path(), " needs ", k.smem_bytes,
+  cu::Result r = d.module_get_function(&fn, m.module, name.c_str());
+  TORCH_CHECK(r == cu::kSuccess, "attn: artifact ", lib.path(), ": kernel ", what,
+              " not found in its ", m.image, " image: ", d.describe(r));
+  if (smem_bytes > cu::kDefaultDynamicSharedLimit) {
+    TORCH_CHECK(smem_bytes <= info.max_shared_optin, "attn: kernel ", name, " of artifact ",
+                lib.path(), " needs ", smem_bytes,
                 " bytes of dynamic shared memory, the device allows at most ",
                 info.max_shared_optin, " per block");
     check(d.func_set_attribute(fn, cu::kFuncAttrMaxDynamicSharedSizeBytes,
-                               static_cast<int>(k.smem_bytes)),
+                               static_cast<int>(smem_bytes)),
           "cuFuncSetAttribute(max dynamic shared memory)");
   }
-  m.functions.emplace(k.symbol, fn);
+  m.functions.emplace(name, fn);
   return fn;
+}
+
+/// What one launch is, for messages: "<name> (<details>, grid XxYxZ, T threads, S bytes
+/// shared) of artifact A on cuda:N".
+struct LaunchDescription {
+  std::string name, details;
+};
+
+/// Launches `fn` over `grid` on PyTorch's current stream of the device; `params` point
+/// at the arguments.
+void launch_on_stream(const Library &lib, int ordinal, cu::Context context, cu::Function fn,
+                      std::array<int64_t, 3> grid, int64_t threads,
+                      int64_t smem_bytes, std::vector<void *> &params,
+                      const LaunchDescription &what) {
+  const CudaDriver &d = CudaDriver::get();
+  cu::Stream stream = current_stream(ordinal);
+  ContextScope scope(context);
+  cu::Result r = d.launch_kernel(fn, static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]),
+                                 static_cast<unsigned>(grid[2]), static_cast<unsigned>(threads), 1,
+                                 1, static_cast<unsigned>(smem_bytes), stream, params.data(),
+                                 nullptr);
+  TORCH_CHECK(r == cu::kSuccess, "attn: launching GPU kernel ", what.name, " (", what.details,
+              ", grid ", grid[0], "x", grid[1], "x", grid[2], ", ", threads, " threads, ",
+              smem_bytes, " bytes shared) of artifact ", lib.path(), " on cuda:", ordinal,
+              " failed: ", d.describe(r));
+}
+
+/// Whether `grid` is empty (nothing to launch); refuses one beyond CUDA's limits.
+bool empty_grid(std::array<int64_t, 3> grid, const char *const dims[3], const std::string &name) {
+  if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0)
+    return true; // an empty batch or head dimension: nothing to compute
+  const int64_t limits[3] = {(int64_t{1} << 31) - 1, 65535, 65535};
+  for (int i = 0; i < 3; ++i)
+    TORCH_CHECK(grid[i] <= limits[i], "attn: GPU kernel ", name, ": ", dims[i], " = ", grid[i],
+                " exceeds the CUDA grid limit ", limits[i]);
+  return false;
 }
 
 } // namespace
@@ -234,16 +287,10 @@ void cuda_launch(const Library &lib, const CudaKernel &k, const torch::Device &d
                  std::array<int64_t, 3> grid, std::vector<KernelArg> args) {
   TORCH_CHECK(device.is_cuda() && device.has_index(), "attn: internal error: launch on ",
               device);
-  if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0)
-    return; // an empty batch or head dimension: nothing to compute
-  const int64_t limits[3] = {(int64_t{1} << 31) - 1, 65535, 65535};
-  const char *dims[3] = {"row tiles", "heads (H)", "batch (B)"};
-  for (int i = 0; i < 3; ++i)
-    TORCH_CHECK(grid[i] <= limits[i], "attn: GPU kernel ", k.symbol, ": ", dims[i], " = ",
-                grid[i], " exceeds the CUDA grid limit ", limits[i]);
-
+  static const char *const dims[3] = {"row tiles", "heads (H)", "batch (B)"};
+  if (empty_grid(grid, dims, k.symbol))
+    return;
   const int ordinal = device.index();
-  const CudaDriver &d = CudaDriver::get();
   cu::Function fn = nullptr;
   cu::Context context = nullptr;
   {
@@ -251,21 +298,155 @@ void cuda_launch(const Library &lib, const CudaKernel &k, const torch::Device &d
     const DeviceInfo &info = device_info(ordinal);
     context = info.context;
     ContextScope scope(context);
-    fn = function_for(lib, module_for(lib, ordinal, info), k, info);
+    fn = function_for(lib, module_for(lib, ordinal, info), k.symbol, k.smem_bytes, info,
+                      k.symbol + " (cuda-kernel " + k.role + " " + k.dtype + " " +
+                          std::to_string(k.head_dim) + ")");
   }
-  cu::Stream stream = current_stream(ordinal);
   std::vector<void *> params(args.size());
   for (size_t i = 0; i < args.size(); ++i)
     params[i] = &args[i];
-  ContextScope scope(context);
-  cu::Result r = d.launch_kernel(fn, static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]),
-                                 static_cast<unsigned>(grid[2]), static_cast<unsigned>(k.threads),
-                                 1, 1, static_cast<unsigned>(k.smem_bytes), stream,
-                                 params.data(), nullptr);
-  TORCH_CHECK(r == cu::kSuccess, "attn: launching GPU kernel ", k.symbol, " (", k.role, " ",
-              k.dtype, " d=", k.head_dim, ", grid ", grid[0], "x", grid[1], "x", grid[2],
-              ", ", k.threads, " threads, ", k.smem_bytes, " bytes shared) of artifact ",
-              lib.path(), " on cuda:", ordinal, " failed: ", d.describe(r));
+  launch_on_stream(lib, ordinal, context, fn, grid, k.threads, k.smem_bytes, params,
+                   {k.symbol, k.role + " " + k.dtype + " d=" + std::to_string(k.head_dim)});
+}
+
+namespace {
+
+/// "sm_80 bf16 d64, sm_90 bf16 d64": the (chip, dtype, head dim) of the artifact's Triton
+/// cubins of `kernel`.
+std::string triton_cubins(const TritonLaunch &launch, const std::string &kernel) {
+  std::vector<std::string> seen;
+  for (const TritonImage &image : launch.images) {
+    std::string entry = image.chip + " " + image.dtype + " d" + std::to_string(image.head_dim);
+    if (image.kernel == kernel && std::find(seen.begin(), seen.end(), entry) == seen.end())
+      seen.push_back(entry);
+  }
+  std::string out;
+  for (size_t i = 0; i < seen.size(); ++i)
+    out += (i ? ", " : "") + seen[i];
+  return out.empty() ? "none" : out;
+}
+
+const TritonImage &select_triton_image(const Library &lib, const DeviceInfo &info, int ordinal,
+                                       const std::string &kernel, torch::ScalarType dtype,
+                                       int64_t head_dim, bool causal) {
+  const TritonLaunch &launch = *lib.triton();
+  const std::string chip = chosen_image(lib, info, /*has_ptx=*/false);
+  const char *tag = cuda_dtype_tag(dtype);
+  const std::string variant =
+      kernel == "attn_bwd_preprocess" ? "any" : causal ? "causal" : "full";
+  for (const TritonImage &image : launch.images)
+    if (image.chip == chip && tag && image.dtype == tag && image.head_dim == head_dim &&
+        image.kernel == kernel && image.variant == variant)
+      return image;
+  TORCH_CHECK(false, "attn: artifact ", lib.path(), " has no Triton cubin of ", kernel, " (",
+              variant, ") for device cuda:", ordinal, " (", sm_of(info), "), ",
+              tag ? tag : c10::toString(dtype), " and head dim ", head_dim,
+              "; its cubins are for ", triton_cubins(launch, kernel),
+              "; recompile with attn-compile --cuda-targets=", sm_of(info),
+              " --cuda-dtypes=", tag ? tag : "bf16", " --cuda-head-dims=", head_dim);
+}
+
+/// The arguments of `image` in launch order, each in an 8-byte slot whose low bytes
+/// hold the parameter's value (pointers 8 bytes, i32 and fp32 4: cuLaunchKernel reads
+/// as many bytes as the kernel's parameter has).
+std::vector<uint64_t> triton_slots(const Library &lib, const TritonImage &image,
+                                   const TritonArgs &args) {
+  std::vector<uint64_t> slots;
+  for (const auto &[name, type] : image.parameters) {
+    auto it = args.find(name);
+    TORCH_CHECK(it != args.end(), "attn: artifact ", lib.path(), ": Triton kernel ",
+                image.kernel, " (", image.symbol, ") takes a parameter ", name, " (", type,
+                ") that this runtime does not provide; recompile the artifact with the "
+                "attn-compile of this runtime");
+    const TritonArg &arg = it->second;
+    uint64_t slot = 0;
+    const bool pointer = !type.empty() && type[0] == '*';
+    if (pointer && arg.kind == TritonArg::Pointer) {
+      slot = arg.pointer;
+    } else if (type == "i32" && arg.kind == TritonArg::Int) {
+      TORCH_CHECK(arg.integer >= INT32_MIN && arg.integer <= INT32_MAX, "attn: Triton kernel ",
+                  image.kernel, ": argument ", name, " = ", arg.integer,
+                  " does not fit its type i32 (a tensor too large for these kernels)");
+      const int32_t value = static_cast<int32_t>(arg.integer);
+      std::memcpy(&slot, &value, sizeof value);
+    } else if (type == "fp32" && arg.kind == TritonArg::Float) {
+      const float value = static_cast<float>(arg.real);
+      std::memcpy(&slot, &value, sizeof value);
+    } else {
+      TORCH_CHECK(false, "attn: artifact ", lib.path(), ": Triton kernel ", image.kernel,
+                  " declares parameter ", name, " as ", type, ", which this runtime passes as ",
+                  arg.kind == TritonArg::Pointer ? "a pointer"
+                  : arg.kind == TritonArg::Int   ? "an i32"
+                                                 : "an fp32");
+    }
+    slots.push_back(slot);
+  }
+  return slots;
+}
+
+} // namespace
+
+std::array<int64_t, 3> triton_grid(const Library &lib, const std::string &kernel,
+                                   const std::string &rule, const TritonSizes &s) {
+  const TritonLaunch &launch = *lib.triton();
+  auto cdiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  if (rule == "(cdiv(NQ, BLOCK_M), B * H)")
+    return {cdiv(s.NQ, launch.block_m), s.B * s.H, 1};
+  if (rule == "(cdiv(NK, BLOCK_N), B * H_KV)")
+    return {cdiv(s.NK, launch.block_n), s.B * s.H_KV, 1};
+  TORCH_CHECK(false, "attn: artifact ", lib.path(), ": Triton kernel ", kernel, " has the grid rule '",
+              rule, "', which this runtime does not compute (it knows (cdiv(NQ, BLOCK_M), B * H) "
+              "and (cdiv(NK, BLOCK_N), B * H_KV)); recompile the artifact with the attn-compile "
+              "of this runtime");
+}
+
+void triton_launch(const Library &lib, const torch::Device &device, const std::string &kernel,
+                   torch::ScalarType dtype, int64_t head_dim, bool causal,
+                   const TritonSizes &sizes, const TritonArgs &args) {
+  TORCH_CHECK(device.is_cuda() && device.has_index() && lib.triton(),
+              "attn: internal error: Triton launch on ", device);
+  const int ordinal = device.index();
+  const TritonImage *image = nullptr;
+  cu::Function fn = nullptr;
+  cu::Context context = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(cuda_mutex());
+    const DeviceInfo &info = device_info(ordinal);
+    image = &select_triton_image(lib, info, ordinal, kernel, dtype, head_dim, causal);
+    context = info.context;
+    ContextScope scope(context);
+    LoadedModule &m = load_module(lib, ordinal, info, image->symbol, image->data,
+                                  image->chip + " cubin " + image->symbol);
+    fn = function_for(lib, m, image->function, image->shared_bytes, info,
+                      image->function + " (" + image->symbol + ")");
+  }
+  const std::array<int64_t, 3> grid = triton_grid(lib, kernel, image->grid, sizes);
+  static const char *const dims[3] = {"row or key tiles", "batch x heads", "z"};
+  if (empty_grid(grid, dims, image->symbol))
+    return;
+  std::vector<uint64_t> slots = triton_slots(lib, *image, args);
+  // Triton's scratch: one buffer of size · programs per launch where the cubin uses it,
+  // kept alive until the launch is queued (the caching allocator orders reuse by stream).
+  const int64_t programs = grid[0] * grid[1] * grid[2];
+  std::vector<torch::Tensor> scratch;
+  for (auto [size, align] : {std::pair(image->global_scratch_size, image->global_scratch_align),
+                             std::pair(image->profile_scratch_size, int64_t{1})}) {
+    uint64_t address = 0;
+    if (size > 0) {
+      scratch.push_back(torch::empty({programs * size + align},
+                                     torch::TensorOptions().dtype(torch::kByte).device(device)));
+      address = ptr_arg(scratch.back());
+      address = (address + align - 1) / align * align;
+    }
+    slots.push_back(address);
+  }
+  std::vector<void *> params(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i)
+    params[i] = &slots[i];
+  launch_on_stream(lib, ordinal, context, fn, grid, image->num_warps * 32, image->shared_bytes,
+                   params,
+                   {image->function, image->symbol + " " + image->kernel + " " + image->dtype +
+                                         " d=" + std::to_string(image->head_dim)});
 }
 
 } // namespace detail

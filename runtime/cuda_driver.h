@@ -13,6 +13,7 @@
 
 #include <array>
 #include <initializer_list>
+#include <map>
 #include <utility>
 #include <cstdint>
 #include <string>
@@ -76,6 +77,44 @@ inline std::vector<KernelArg> cuda_args(int count,
 /// stream for that device. Loads the artifact's image for the device at first use.
 void cuda_launch(const Library &lib, const CudaKernel &k, const torch::Device &device,
                  std::array<int64_t, 3> grid, std::vector<KernelArg> args);
+
+/// The value of one parameter of a Triton kernel: a device pointer (its types *bf16,
+/// *fp32, ...), an integer (i32) or a float (fp32).
+struct TritonArg {
+  enum Kind { Pointer, Int, Float } kind = Int;
+  uint64_t pointer = 0;
+  int64_t integer = 0;
+  double real = 0;
+};
+inline TritonArg triton_ptr(const torch::Tensor &t) {
+  return {TritonArg::Pointer, ptr_arg(t), 0, 0};
+}
+inline TritonArg triton_int(int64_t v) { return {TritonArg::Int, 0, v, 0}; }
+inline TritonArg triton_float(double v) { return {TritonArg::Float, 0, 0, v}; }
+/// A kernel's arguments by parameter name (the launch description orders them).
+using TritonArgs = std::map<std::string, TritonArg>;
+
+/// What the Triton kernels' grid rules read: batch, query heads, key/value heads, Nq, Nk.
+struct TritonSizes {
+  int64_t B = 0, H = 0, H_KV = 0, NQ = 0, NK = 0;
+};
+
+/// The grid of the launch description's rule `rule` (GRID_RULES of attn.triton_aot)
+/// for `sizes` and the artifact's block sizes; an unknown rule is an error naming it.
+std::array<int64_t, 3> triton_grid(const Library &lib, const std::string &kernel,
+                                   const std::string &rule, const TritonSizes &sizes);
+
+/// Launches the artifact's Triton kernel `kernel` (attn_fwd, attn_bwd_preprocess,
+/// attn_bwd_dkdv, attn_bwd_dq) on `device`: the cubin of the device's chip (as for
+/// cuda-targets: the exact sm_XY, else the highest same-major one with a lower minor),
+/// storage `dtype`, `head_dim` and `causal` variant; the grid of its rule; `args` in the
+/// order of its parameters, then Triton's global and profile scratch pointers (a buffer
+/// per launch where the cubin asks for scratch, else null); num_warps · 32 threads and
+/// its shared memory, on PyTorch's current stream. A missing cubin or argument is an
+/// error naming what the artifact has.
+void triton_launch(const Library &lib, const torch::Device &device, const std::string &kernel,
+                   torch::ScalarType dtype, int64_t head_dim, bool causal,
+                   const TritonSizes &sizes, const TritonArgs &args);
 
 } // namespace detail
 } // namespace attn

@@ -47,6 +47,10 @@ c10::optional<CudaArch> parse_cuda_target(const std::string &target);
 std::string choose_cuda_image(const std::vector<std::string> &targets, bool has_ptx, int major,
                               int minor);
 
+/// The launch description attn_triton_launch (JSON) of artifact `path`, its images'
+/// data not yet set. Throws c10::Error naming the artifact and the member at fault.
+TritonLaunch parse_triton_launch(const std::string &path, const std::string &text);
+
 /// "f32" / "f16" / "bf16" (a cuda-kernel dtype), nullptr for other dtypes.
 const char *cuda_dtype_tag(torch::ScalarType t);
 

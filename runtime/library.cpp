@@ -272,7 +272,7 @@ Manifest parse_manifest(const std::string &path, const std::string &text) {
     if (key == "attn-abi")
       continue;
     auto it = seen.find(key);
-    if (key == "cuda-kernel" || key == "input")
+    if (key == "cuda-kernel" || key == "input" || key == "triton-kernel")
       seen.emplace(key, l.number); // one line per kernel, per input
     else if (it != seen.end())
       malformed(l, "each key at most once, but '" + key + "' already appeared on line " +
@@ -392,6 +392,25 @@ Manifest parse_manifest(const std::string &path, const std::string &text) {
           malformed(l, "one cuda-kernel line per (role, dtype, headdim), found a second '" +
                            kn.role + " " + kn.dtype + " " + std::to_string(kn.head_dim) + "'");
       }
+    } else if (key == "gpu-backend") {
+      single(m.gpu_backend, "mlir|triton");
+      if (m.gpu_backend != "mlir" && m.gpu_backend != "triton")
+        malformed(l, "'gpu-backend mlir' or 'gpu-backend triton', found '" + m.gpu_backend + "'");
+    } else if (key == "triton-kernel") {
+      const char *form = "'triton-kernel <dtype> <headdim>' (e.g. 'triton-kernel bf16 64')";
+      if (nvalues != 2)
+        malformed(l, std::string(form) + ", found " + std::to_string(nvalues) + " values");
+      const std::string &dtype = l.tokens[1];
+      if (dtype != "f32" && dtype != "f16" && dtype != "bf16")
+        malformed(l, std::string(form) + " with a dtype among f32 f16 bf16, found '" + dtype + "'");
+      long long head_dim = 0;
+      if (!parse_int(l.tokens[2], head_dim) || head_dim < 1)
+        malformed(l, std::string(form) + " with a positive head dim, found '" + l.tokens[2] + "'");
+      for (const auto &pair : m.triton_kernels)
+        if (pair.first == dtype && pair.second == head_dim)
+          malformed(l, "one triton-kernel line per (dtype, headdim), found a second '" + dtype +
+                           " " + l.tokens[2] + "'");
+      m.triton_kernels.emplace_back(dtype, static_cast<int64_t>(head_dim));
     }
     // Unknown keys are ignored: later compilers may add informational lines
     // without changing the ABI version.
@@ -405,7 +424,17 @@ Manifest parse_manifest(const std::string &path, const std::string &text) {
                 text);
 
   const bool cuda = std::find(m.devices.begin(), m.devices.end(), "cuda") != m.devices.end();
-  if (cuda) {
+  const bool triton = m.gpu_backend == "triton";
+  if (cuda && triton) {
+    TORCH_CHECK(!m.cuda_targets.empty() && !m.triton_kernels.empty() && m.cuda_kernels.empty(),
+                "attn: artifact ", path, ": manifest lists device cuda with gpu-backend triton but ",
+                m.cuda_targets.empty()     ? "has no 'cuda-targets' line"
+                : m.triton_kernels.empty() ? "has no 'triton-kernel' line"
+                                           : "has 'cuda-kernel' lines (the mlir backend's)",
+                " (expected 'cuda-targets sm_XY ...' and one 'triton-kernel <dtype> <headdim>' "
+                "line per compiled pair); manifest was:\n",
+                text);
+  } else if (cuda) {
     TORCH_CHECK(!m.cuda_targets.empty() && !m.cuda_kernels.empty(), "attn: artifact ", path,
                 ": manifest lists device cuda but has ",
                 m.cuda_targets.empty() ? "no 'cuda-targets' line" : "no 'cuda-kernel' line",
@@ -413,9 +442,12 @@ Manifest parse_manifest(const std::string &path, const std::string &text) {
                 "generated kernel); manifest was:\n",
                 text);
   } else {
-    TORCH_CHECK(m.cuda_targets.empty() && m.cuda_kernels.empty(), "attn: artifact ", path,
+    TORCH_CHECK(m.cuda_targets.empty() && m.cuda_kernels.empty() && m.triton_kernels.empty(),
+                "attn: artifact ", path,
                 ": manifest has '",
-                m.cuda_targets.empty() ? "cuda-kernel" : "cuda-targets",
+                !m.cuda_targets.empty()  ? "cuda-targets"
+                : !m.cuda_kernels.empty() ? "cuda-kernel"
+                                          : "triton-kernel",
                 "' lines but its devices line (", join(m.devices),
                 ") does not list cuda; manifest was:\n", text);
   }
@@ -535,6 +567,39 @@ std::map<std::string, CacheEntry> &library_cache() {
 }
 } // namespace
 
+/// The launch description's inputs are the manifest's, and every (target, dtype, head
+/// dim) the manifest lists has the Triton cubins a call can need: each kernel, both
+/// causal variants where it has them.
+static void check_triton_images(const std::string &path, const Manifest &m, const TritonLaunch &launch) {
+  std::vector<std::string> declared, described;
+  for (const TensorInput &input : m.inputs)
+    declared.push_back(input.name);
+  for (const TritonInput &input : launch.inputs)
+    described.push_back(input.name);
+  std::sort(declared.begin(), declared.end());
+  std::sort(described.begin(), described.end());
+  TORCH_CHECK(declared == described, "attn: artifact ", path, ": its manifest declares the inputs [",
+              join(declared), "] but attn_triton_launch describes [", join(described), "]");
+  for (const std::string &chip : m.cuda_targets)
+    for (const auto &[dtype, head_dim] : m.triton_kernels)
+      for (const auto &[kernel, variants] :
+           std::vector<std::pair<std::string, std::vector<std::string>>>{
+               {"attn_fwd", {"full", "causal"}},
+               {"attn_bwd_preprocess", {"any"}},
+               {"attn_bwd_dkdv", {"full", "causal"}},
+               {"attn_bwd_dq", {"full", "causal"}}})
+        for (const std::string &variant : variants) {
+          const bool found = std::any_of(
+              launch.images.begin(), launch.images.end(), [&](const TritonImage &image) {
+                return image.chip == chip && image.dtype == dtype && image.head_dim == head_dim &&
+                       image.kernel == kernel && image.variant == variant;
+              });
+          TORCH_CHECK(found, "attn: artifact ", path, ": manifest lists triton-kernel ", dtype,
+                      " ", head_dim, " for ", chip, " but attn_triton_launch describes no ",
+                      variant, " ", kernel, " cubin for it");
+        }
+}
+
 struct LibraryLoader {
   // dlopen()s `canonical`, the file `file` (fstat) already verified (its checksum
   // `sha256`, its dynamic symbols `symbols`), and validates what it exports.
@@ -638,7 +703,23 @@ struct LibraryLoader {
         }
         return img;
       };
+      if (lib->manifest_.gpu_backend == "triton") {
+        const Library::CudaImage text = image("attn_triton_launch", true);
+        const char *chars = static_cast<const char *>(text.data);
+        TORCH_CHECK(chars[text.size - 1] == 0, "attn: artifact ", canonical,
+                    ": attn_triton_launch is not NUL-terminated within attn_triton_launch_size = ",
+                    text.size, " bytes");
+        lib->triton_ = detail::parse_triton_launch(canonical, std::string(chars, text.size - 1));
+        for (TritonImage &cubin : lib->triton_->images) {
+          const Library::CudaImage bytes = image(cubin.symbol, true);
+          cubin.data = bytes.data;
+          cubin.size = bytes.size;
+        }
+        check_triton_images(canonical, lib->manifest_, *lib->triton_);
+      }
       for (const auto &target : lib->manifest_.cuda_targets) {
+        if (lib->manifest_.gpu_backend == "triton")
+          break; // the Triton backend's cubins are per kernel, above
         lib->cuda_cubins_.push_back(image("attn_cuda_cubin_" + target, true));
         lib->cuda_cubins_.back().target = target;
       }

@@ -52,6 +52,41 @@ static std::string cudaManifestLines(ModuleOp module) {
   return text;
 }
 
+/// recordTritonKernels' module attributes.
+static constexpr const char *kTritonTargetsAttr = "attn.triton_targets";
+static constexpr const char *kTritonKernelsAttr = "attn.triton_kernels";
+
+void mlir::attn::recordTritonKernels(ModuleOp module, ArrayRef<std::string> targets,
+                                     ArrayRef<std::string> dtypes, ArrayRef<int64_t> headDims) {
+  Builder b(module.getContext());
+  SmallVector<Attribute> chips, pairs;
+  for (const std::string &target : targets)
+    chips.push_back(b.getStringAttr(target));
+  for (const std::string &dtype : dtypes)
+    for (int64_t headDim : headDims)
+      pairs.push_back(b.getStringAttr(dtype + " " + std::to_string(headDim)));
+  module->setAttr(kTritonTargetsAttr, b.getArrayAttr(chips));
+  module->setAttr(kTritonKernelsAttr, b.getArrayAttr(pairs));
+}
+
+/// "cuda-targets ...", "gpu-backend triton" and the "triton-kernel" lines that
+/// recordTritonKernels asked for, or "" without them.
+static std::string tritonManifestLines(ModuleOp module) {
+  auto targets = module->getAttrOfType<ArrayAttr>(kTritonTargetsAttr);
+  auto pairs = module->getAttrOfType<ArrayAttr>(kTritonKernelsAttr);
+  if (!targets || !pairs)
+    return "";
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "cuda-targets";
+  for (auto target : targets.getAsValueRange<StringAttr>())
+    os << " " << target;
+  os << "\ngpu-backend triton\n";
+  for (auto pair : pairs.getAsValueRange<StringAttr>())
+    os << "triton-kernel " << pair << "\n";
+  return text;
+}
+
 FailureOr<std::string> mlir::attn::buildManifest(KernelOp kernel) {
   NormalizerOp normalizer = kernel.getNormalizerOp();
   FailureOr<Algorithm> algorithm = requireAlgorithm(kernel);
@@ -131,7 +166,7 @@ FailureOr<std::string> mlir::attn::buildManifest(KernelOp kernel) {
   for (FloatType type : elementTypes)
     os << " " << elementTypeName(type);
   os << "\n";
-  std::string cuda = cudaManifestLines(module);
+  std::string cuda = cudaManifestLines(module) + tritonManifestLines(module);
   os << (cuda.empty() ? "devices cpu\n" : "devices cpu cuda\n") << cuda;
   return text;
 }

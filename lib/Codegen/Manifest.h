@@ -25,6 +25,13 @@ namespace mlir::attn {
 /// entry point or the gpu.module is missing.
 FailureOr<std::string> buildManifest(KernelOp kernel);
 
+/// Records on `module` that its GPU kernels are the Triton backend's (attn-compile
+/// --gpu-backend=triton): buildManifest then lists device cuda, the targets, the line
+/// `gpu-backend triton` and one `triton-kernel <dtype> <head dim>` line per pair (the
+/// artifact's attn_triton_launch describes the cubins themselves).
+void recordTritonKernels(ModuleOp module, ArrayRef<std::string> targets,
+                         ArrayRef<std::string> dtypes, ArrayRef<int64_t> headDims);
+
 /// Adds `text` to `module` as the artifact's attn_manifest() function.
 void emitManifest(ModuleOp module, StringRef text);
 

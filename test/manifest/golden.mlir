@@ -18,3 +18,5 @@
 // RUN: diff %S/softmax-cuda.manifest %t.softmax-cuda
 // RUN: attn-compile %examples/families/ssmax.mlir --emit=manifest -o %t.ssmax
 // RUN: diff %S/ssmax.manifest %t.ssmax
+// RUN: attn-compile %examples/normalizers/softmax.mlir --emit=manifest --dtypes=f32 --cuda-targets=sm_80,sm_90 --gpu-backend=triton --cuda-dtypes=bf16,f16 --cuda-head-dims=64,128 -o %t.softmax-triton
+// RUN: diff %S/softmax-triton.manifest %t.softmax-triton

@@ -74,3 +74,13 @@ def test_cuda_kernels():
                           "smem_bytes": 0}
     assert (kernels[-1]["role"], kernels[-1]["dtype"], kernels[-1]["head_dim"],
             kernels[-1]["tile_rows"], kernels[-1]["threads"]) == ("backward_dq", "f32", 128, 8, 256)
+
+
+def test_triton_kernels():
+    m = parse("softmax-triton")
+    assert m["devices"] == ["cpu", "cuda"]
+    assert m["cuda-targets"] == ["sm_80", "sm_90"]
+    assert m["gpu-backend"] == "triton"
+    assert m["cuda-kernel"] == []
+    assert m["triton-kernel"] == [{"dtype": dtype, "head_dim": d}
+                                  for dtype in ("bf16", "f16") for d in (64, 128)]

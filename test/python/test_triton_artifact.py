@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from conftest import EXAMPLES
 from triton_table_kernels import ALL_TABLES
@@ -83,6 +84,14 @@ def test_tensor_input_kernel_compiles_for_both_targets(tmp_path):
             image = next(i for i in launch["images"] if i["chip"] == chip and i["kernel"] == name)
             assert {"t_sinks", "t_doc", "t_bias"} <= {p[0] for p in image["parameters"]}
             assert len(embedded(library, image["symbol"])) > 0
+    # The runtime loads it: the manifest's GPU lines agree with the launch description
+    # (inputs, one cubin per target, kernel and causal variant), which it parses.
+    import attn
+    kernel = attn.load(str(tmp_path / "k.so"))
+    assert kernel.manifest["devices"] == ["cpu", "cuda"]
+    assert kernel.manifest["gpu-backend"] == "triton"
+    assert kernel.cuda_targets == ["sm_80", "sm_90"]
+    assert kernel.cuda_head_dims(torch.bfloat16) == [64]
 
 
 def test_aot_helper_refuses_old_targets(tmp_path):

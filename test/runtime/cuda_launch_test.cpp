@@ -1,4 +1,5 @@
-// The runtime's driver-API side of a GPU launch, against a fake libcuda.so.1
+// The runtime's driver-API side of a GPU launch, for the mlir backend's kernels
+// (fixtures/gpu_only.c) and the Triton backend's (fixtures/triton_gpu.c), against a fake libcuda.so.1
 // (fake_cuda/fake_libcuda.c, found through LD_LIBRARY_PATH): no GPU and no CUDA
 // tensors are needed, so this runs everywhere. It checks which image each device gets,
 // that modules are loaded once per (artifact, device), the launch configuration and
@@ -12,6 +13,7 @@
 
 #include <dlfcn.h>
 
+#include <cstring>
 #include <functional>
 #include <string>
 
@@ -28,6 +30,11 @@ using attn::Library;
 using attn::detail::cuda_launch;
 using attn::detail::int_arg;
 using attn::detail::KernelArg;
+using attn::detail::triton_float;
+using attn::detail::triton_int;
+using attn::detail::triton_launch;
+using attn::detail::TritonArgs;
+using attn::detail::TritonSizes;
 
 template <class Fn> Fn fake(const char *name) {
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -160,6 +167,162 @@ TEST_F(FakeDriver, EmptyGridLaunchesNothing) {
   cuda_launch(*lib, kernel("forward", torch::kHalf, 128), torch::Device(torch::kCUDA, 0),
               {4, 0, 2}, {});
   EXPECT_STREQ(fake<const char *(*)()>("fake_last_kernel")(), "attn_fwd_bf16_d128");
+}
+
+// ---- the Triton backend: attn_triton_launch describes one cubin per kernel ----
+
+class TritonFakeDriver : public ::testing::Test {
+protected:
+  void SetUp() override {
+    (void)attn::detail::CudaDriver::get();
+    lib = Library::load(ATTN_FX_TRITON_GPU);
+    ASSERT_NE(lib->triton(), nullptr);
+  }
+  const attn::TritonImage &image(const std::string &symbol) {
+    for (const auto &image : lib->triton()->images)
+      if (image.symbol == symbol)
+        return image;
+    ADD_FAILURE() << "no image " << symbol;
+    return lib->triton()->images.front();
+  }
+  /// A pointer argument with a recognisable address.
+  static attn::detail::TritonArg address(uint64_t a) {
+    return {attn::detail::TritonArg::Pointer, a, 0, 0};
+  }
+  std::shared_ptr<const Library> lib;
+};
+
+TEST_F(TritonFakeDriver, ReadsTheLaunchDescription) {
+  const auto &launch = *lib->triton();
+  EXPECT_EQ(launch.block_m, 64);
+  EXPECT_EQ(launch.block_n, 32);
+  EXPECT_EQ(launch.ptxas_version, "Cuda compilation tools, release 13.0, V13.0.88");
+  ASSERT_EQ(launch.images.size(), 14u);
+  const auto &fwd = image("attn_triton_sm_90_bf16_d64_causal_attn_fwd");
+  EXPECT_EQ(fwd.num_warps, 8);
+  EXPECT_EQ(fwd.shared_bytes, 65536);
+  EXPECT_EQ(fwd.parameters.size(), 5u);
+  EXPECT_EQ(fwd.parameters[4], std::make_pair(std::string("scale"), std::string("fp32")));
+  EXPECT_DOUBLE_EQ(fwd.scale, 0.125);
+  EXPECT_STREQ(static_cast<const char *>(fwd.data), "sm_90 causal attn_fwd");
+  EXPECT_EQ(lib->manifest().gpu_backend, "triton");
+  ASSERT_EQ(lib->manifest().triton_kernels.size(), 1u);
+  EXPECT_EQ(lib->manifest().triton_kernels[0].first, "bf16");
+}
+
+TEST_F(TritonFakeDriver, CubinPerChipArgumentsInDescribedOrderGridAndStream) {
+  auto last_image = fake<const void *(*)()>("fake_last_image");
+  auto args = fake<const uint64_t *(*)()>("fake_last_args");
+  auto grid = fake<const unsigned *(*)()>("fake_last_grid");
+  auto block = fake<const unsigned *(*)()>("fake_last_block");
+  // Given in another order than the cubin's parameters, with extras it does not take.
+  TritonArgs given{{"scale", triton_float(0.125)}, {"NQ", triton_int(130)},
+                   {"Out", address(0xB000)},       {"Q", address(0xA000)},
+                   {"stride_qm", triton_int(-64)}, {"NK", triton_int(99)}};
+  const TritonSizes sizes{2, 8, 2, 130, 96}; // B, H, H_KV, NQ, NK
+  fake<void (*)(int)>("fake_expect_args")(7); // 5 parameters + 2 scratch pointers
+  // cuda:1 is sm_90: its own cubin, 8 warps, 64 KiB shared (opted in).
+  triton_launch(*lib, torch::Device(torch::kCUDA, 1), "attn_fwd", torch::kBFloat16, 64,
+                /*causal=*/true, sizes, given);
+  EXPECT_EQ(last_image(), image("attn_triton_sm_90_bf16_d64_causal_attn_fwd").data);
+  EXPECT_STREQ(fake<const char *(*)()>("fake_last_kernel")(), "attn_fwd");
+  EXPECT_EQ(args()[0], 0xA000u); // Q
+  EXPECT_EQ(args()[1], 0xB000u); // Out
+  EXPECT_EQ(static_cast<int32_t>(args()[2] & 0xffffffffu), -64); // stride_qm as i32
+  EXPECT_EQ(args()[3] & 0xffffffffu, 130u);                      // NQ
+  float scale = 0;
+  const uint32_t bits = static_cast<uint32_t>(args()[4]);
+  std::memcpy(&scale, &bits, sizeof scale);
+  EXPECT_EQ(scale, 0.125f);
+  EXPECT_EQ(args()[5], 0u); // global scratch: none asked for
+  EXPECT_EQ(args()[6], 0u); // profile scratch
+  EXPECT_EQ(grid()[0], 3u);  // cdiv(130, BLOCK_M = 64)
+  EXPECT_EQ(grid()[1], 16u); // B * H
+  EXPECT_EQ(grid()[2], 1u);
+  EXPECT_EQ(block()[0], 256u); // 8 warps
+  EXPECT_EQ(fake<unsigned (*)()>("fake_last_smem")(), 65536u);
+  EXPECT_EQ(fake<int (*)()>("fake_last_attr_value")(), 65536);
+  EXPECT_EQ(fake<void *(*)()>("fake_last_stream")(), reinterpret_cast<void *>(0x5001));
+
+  // cuda:0 is sm_86: the sm_80 cubins; the dK/dV grid runs over key tiles of BLOCK_N
+  // and the key/value heads.
+  fake<void (*)(int)>("fake_expect_args")(4);
+  triton_launch(*lib, torch::Device(torch::kCUDA, 0), "attn_bwd_dkdv", torch::kBFloat16, 64,
+                /*causal=*/false, sizes, {{"DOut", address(0xD000)}, {"NK", triton_int(96)}});
+  EXPECT_EQ(last_image(), image("attn_triton_sm_80_bf16_d64_full_attn_bwd_dkdv").data);
+  EXPECT_EQ(args()[0], 0xD000u);
+  EXPECT_EQ(args()[1] & 0xffffffffu, 96u);
+  EXPECT_EQ(grid()[0], 3u); // cdiv(96, BLOCK_N = 32)
+  EXPECT_EQ(grid()[1], 4u); // B * H_KV
+  EXPECT_EQ(block()[0], 128u);
+  // The preprocess kernel does not depend on is_causal: one cubin for both.
+  triton_launch(*lib, torch::Device(torch::kCUDA, 0), "attn_bwd_preprocess", torch::kBFloat16,
+                64, /*causal=*/true, sizes, {{"DOut", address(0xD000)}, {"NK", triton_int(96)}});
+  EXPECT_EQ(last_image(), image("attn_triton_sm_80_bf16_d64_any_attn_bwd_preprocess").data);
+  EXPECT_EQ(fake<int (*)()>("fake_ctx_depth")(), 0) << "context push/pop unbalanced";
+}
+
+TEST_F(TritonFakeDriver, MissingCubinsAndArgumentsAreNamed) {
+  const TritonSizes sizes{1, 2, 2, 16, 16};
+  TritonArgs fwd{{"Q", address(1)}, {"Out", address(2)}, {"stride_qm", triton_int(64)},
+                 {"NQ", triton_int(16)}, {"scale", triton_float(0.125)}};
+  std::string msg = error_of([&] {
+    triton_launch(*lib, torch::Device(torch::kCUDA, 1), "attn_fwd", torch::kHalf, 64, false,
+                  sizes, fwd);
+  });
+  EXPECT_NE(msg.find("has no Triton cubin of attn_fwd (full) for device cuda:1 (sm_90), f16 and "
+                     "head dim 64; its cubins are for sm_80 bf16 d64, sm_90 bf16 d64"),
+            std::string::npos) << msg;
+  EXPECT_NE(msg.find("--cuda-dtypes=f16"), std::string::npos) << msg;
+  msg = error_of([&] {
+    triton_launch(*lib, torch::Device(torch::kCUDA, 0), "attn_fwd", torch::kBFloat16, 128, false,
+                  sizes, fwd);
+  });
+  EXPECT_NE(msg.find("(sm_86), bf16 and head dim 128; its cubins are for sm_80 bf16 d64"),
+            std::string::npos) << msg;
+  // cuda:2 is sm_120: no cubin of its major.
+  msg = error_of([&] {
+    triton_launch(*lib, torch::Device(torch::kCUDA, 2), "attn_fwd", torch::kBFloat16, 64, false,
+                  sizes, fwd);
+  });
+  EXPECT_NE(msg.find("for device cuda:2 (sm_120)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--cuda-targets=sm_120"), std::string::npos) << msg;
+  fwd.erase("stride_qm");
+  msg = error_of([&] {
+    triton_launch(*lib, torch::Device(torch::kCUDA, 1), "attn_fwd", torch::kBFloat16, 64, false,
+                  sizes, fwd);
+  });
+  EXPECT_NE(msg.find("takes a parameter stride_qm (i32) that this runtime does not provide"),
+            std::string::npos) << msg;
+  fwd["stride_qm"] = triton_int(int64_t{1} << 31);
+  msg = error_of([&] {
+    triton_launch(*lib, torch::Device(torch::kCUDA, 1), "attn_fwd", torch::kBFloat16, 64, false,
+                  sizes, fwd);
+  });
+  EXPECT_NE(msg.find("argument stride_qm = 2147483648 does not fit its type i32"),
+            std::string::npos) << msg;
+  fwd["stride_qm"] = address(3);
+  msg = error_of([&] {
+    triton_launch(*lib, torch::Device(torch::kCUDA, 1), "attn_fwd", torch::kBFloat16, 64, false,
+                  sizes, fwd);
+  });
+  EXPECT_NE(msg.find("declares parameter stride_qm as i32, which this runtime passes as a "
+                     "pointer"), std::string::npos) << msg;
+  msg = error_of([&] {
+    triton_launch(*lib, torch::Device(torch::kCUDA, 0), "attn_bwd_dq", torch::kBFloat16, 64,
+                  /*causal=*/true, sizes, {{"DOut", address(1)}, {"NK", triton_int(16)}});
+  });
+  EXPECT_NE(msg.find("has the grid rule '(NQ, B)', which this runtime does not compute"),
+            std::string::npos) << msg;
+  // B * H beyond the grid's y limit.
+  msg = error_of([&] {
+    triton_launch(*lib, torch::Device(torch::kCUDA, 0), "attn_bwd_dq", torch::kBFloat16, 64,
+                  false, TritonSizes{2, 40000, 40000, 16, 16},
+                  {{"DOut", address(1)}, {"NK", triton_int(16)}});
+  });
+  EXPECT_NE(msg.find("batch x heads = 80000 exceeds the CUDA grid limit 65535"),
+            std::string::npos) << msg;
+  EXPECT_EQ(fake<int (*)()>("fake_ctx_depth")(), 0) << "context push/pop unbalanced";
 }
 
 } // namespace

@@ -202,6 +202,18 @@ TEST(ManifestGolden, CudaKernels) {
   EXPECT_EQ(last.threads, 256);
 }
 
+TEST(ManifestGolden, TritonKernels) {
+  attn::Manifest m = parse_golden("softmax-triton");
+  EXPECT_EQ(m.devices, (std::vector<std::string>{"cpu", "cuda"}));
+  EXPECT_EQ(m.cuda_targets, (std::vector<std::string>{"sm_80", "sm_90"}));
+  EXPECT_EQ(m.gpu_backend, "triton");
+  EXPECT_TRUE(m.cuda_kernels.empty());
+  const std::vector<std::pair<std::string, int64_t>> pairs{
+      {"bf16", 64}, {"bf16", 128}, {"f16", 64}, {"f16", 128}};
+  EXPECT_EQ(m.triton_kernels, pairs);
+  EXPECT_EQ(parse_golden("softmax-cuda").gpu_backend, "mlir");
+}
+
 TEST(LibraryLoad, MissingFile) {
   EXPECT_ATTN_ERROR(Library::load("/nonexistent/dir/softmax.so"), "/nonexistent/dir/softmax.so",
                     "not found", "attn-compile");
@@ -600,6 +612,26 @@ TEST(LibraryLoad, MalformedCudaManifest) {
       // Parses, but the fixture exports no GPU images.
       {head + "devices cpu cuda\ncuda-targets sm_80\n" + fwd,
        {"attn_cuda_cubin_sm_80", "attn_cuda_cubin_sm_80_size", "not exported"}},
+      // The Triton backend's lines.
+      {head + "devices cuda\ncuda-targets sm_80\ngpu-backend cuda\n",
+       {"line 11", "'gpu-backend mlir' or 'gpu-backend triton'", "found 'cuda'"}},
+      {head + "devices cuda\ncuda-targets sm_80\ngpu-backend triton\ntriton-kernel bf16\n",
+       {"line 12", "'triton-kernel <dtype> <headdim>'", "found 1 values"}},
+      {head + "devices cuda\ncuda-targets sm_80\ngpu-backend triton\ntriton-kernel f64 64\n",
+       {"dtype among f32 f16 bf16", "found 'f64'"}},
+      {head + "devices cuda\ncuda-targets sm_80\ngpu-backend triton\ntriton-kernel f16 0\n",
+       {"a positive head dim", "found '0'"}},
+      {head + "devices cuda\ncuda-targets sm_80\ngpu-backend triton\ntriton-kernel f16 64\n"
+              "triton-kernel f16 64\n",
+       {"line 13", "one triton-kernel line per (dtype, headdim)", "'f16 64'"}},
+      {head + "devices cuda\ncuda-targets sm_80\ngpu-backend triton\n",
+       {"gpu-backend triton but has no 'triton-kernel' line"}},
+      {head + "devices cuda\ncuda-targets sm_80\ngpu-backend triton\ntriton-kernel f16 64\n" + fwd,
+       {"has 'cuda-kernel' lines (the mlir backend's)"}},
+      {head + "devices cpu\ntriton-kernel f16 64\n", {"'triton-kernel' lines", "does not list cuda"}},
+      // Parses, but the fixture exports no launch description.
+      {head + "devices cuda\ncuda-targets sm_80\ngpu-backend triton\ntriton-kernel f16 64\n",
+       {"attn_triton_launch", "not exported"}},
   };
   expect_manifests_refused(cases);
 }

@@ -227,6 +227,15 @@ static FailureOr<std::string> findCudaToolkit() {
   return dir;
 }
 
+/// The storage types and head dims the Triton backend compiles: --cuda-dtypes and
+/// --cuda-head-dims when given, else bf16 and 64 (each pair is a set of cubins per target).
+static std::string tritonDtypes() {
+  return cudaDtypes.getNumOccurrences() ? std::string(cudaDtypes) : "bf16";
+}
+static std::string tritonHeadDims() {
+  return cudaHeadDims.getNumOccurrences() ? std::string(cudaHeadDims) : "64";
+}
+
 /// The Triton kernels of an artifact (--gpu-backend=triton): the emitted module, the
 /// launch description attn.triton_aot wrote (launch.json) and its cubins by symbol.
 struct TritonImages {
@@ -284,8 +293,8 @@ static FailureOr<TritonImages> compileTritonImages(ModuleOp module) {
     if (!StringRef(*entry).starts_with("PYTHONPATH="))
       environment.push_back(*entry);
   std::string targets = llvm::join(cudaTargets, ",");
-  std::string types = cudaDtypes.getNumOccurrences() ? std::string(cudaDtypes) : "bf16";
-  std::string heads = cudaHeadDims.getNumOccurrences() ? std::string(cudaHeadDims) : "64";
+  std::string types = tritonDtypes();
+  std::string heads = tritonHeadDims();
   SmallVector<StringRef> args{python,  "-m",         "attn.triton_aot", modulePath, "--targets",
                               targets, "--out",      dir,               "--dtypes", types,
                               "--head-dims", heads};
@@ -1021,6 +1030,18 @@ int main(int argc, char **argv) {
     if (failed(images))
       return 1;
     tritonImages = std::move(*images);
+  }
+  if (tritonKernels) {
+    std::string typeList = tritonDtypes(), dimList = tritonHeadDims();
+    SmallVector<std::string> types;
+    for (StringRef type : llvm::split(typeList, ','))
+      types.push_back(type.trim().str());
+    SmallVector<int64_t> dims; // checked by parseCudaHeadDims when given
+    for (StringRef dim : llvm::split(dimList, ','))
+      dims.push_back(std::stoll(dim.trim().str()));
+    attn::recordTritonKernels(*module, SmallVector<std::string>(cudaTargets.begin(),
+                                                                cudaTargets.end()),
+                              types, dims);
   }
   OwningOpRef<ModuleOp> source = module->clone(); // the attn ops, for attn_signature
   if (failed(runPipeline(*module,

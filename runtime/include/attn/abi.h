@@ -196,6 +196,29 @@
  * backward_prep runs first; dkdv and dq then read delta. Statistics mean what they
  * mean on the CPU (row_max = m_i, 0 for plain; row_sum = C_i·e^(-m_i)); fully
  * masked rows get o = 0, row_sum = 0 and contribute no gradient.
+ *
+ * ---- CUDA, Triton backend ----------------------------------------------------
+ * With `attn-compile --cuda-targets=... --gpu-backend=triton` the kernels are the
+ * emitted Triton module's (lib/Codegen/Triton), compiled ahead of time per target,
+ * dtype, head dim and causal variant by `python -m attn.triton_aot`; the manifest says
+ *
+ *   devices cpu cuda
+ *   cuda-targets sm_80 sm_90
+ *   gpu-backend triton
+ *   triton-kernel <dtype> <headdim>     one line per compiled (dtype, head dim)
+ *
+ * and has no cuda-kernel lines. Images (exported constants, each with <name>_size):
+ *   attn_triton_source   the Triton module (Python text, NUL-terminated)
+ *   attn_triton_launch   the launch description (JSON, NUL-terminated): block_m,
+ *                        block_n, inputs [name, argument, element, extents, learnable],
+ *                        and per cubin its symbol, chip, dtype, head_dim, variant
+ *                        (full | causal | any), kernel, function, parameters [name,
+ *                        Triton type] in order, num_warps, shared_bytes, the scratch
+ *                        sizes, the grid rule and the score scale
+ *   attn_triton_<chip>_<dtype>_d<hd>_<variant>_<kernel>   one cubin per kernel
+ * The runtime passes the parameters by name in the described order, then Triton's
+ * global and profile scratch pointers, with num_warps · 32 threads and shared_bytes
+ * of dynamic shared memory; the chip is chosen as for cuda-targets above.
  *===----------------------------------------------------------------------===*/
 #ifndef ATTN_ABI_H
 #define ATTN_ABI_H

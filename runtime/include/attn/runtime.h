@@ -36,7 +36,8 @@
 // the artifact's cubin for the device (exact sm_XY, else the highest same-major cubin
 // with a lower minor, else the embedded PTX, JIT-compiled by the driver) once per
 // (artifact, device), and launches the compiler-generated kernels of the manifest's
-// `cuda-kernel` lines on PyTorch's current CUDA stream (obtained through the stable C
+// `cuda-kernel` lines (or, with `gpu-backend triton`, the Triton cubins its
+// attn_triton_launch describes, abi.h) on PyTorch's current CUDA stream (obtained through the stable C
 // shim aoti_torch_get_current_cuda_stream of libtorch_cuda, PyTorch >= 2.3). On the GPU:
 // dtypes float32/float16/bfloat16 (as compiled), dv == d, the head dims compiled for;
 // params may be q's dtype or float32; row_max/row_sum are float32; key_lengths may be a
@@ -73,6 +74,45 @@ struct CudaKernel {
   int64_t smem_bytes = 0; // dynamic shared memory per block
 };
 
+/// One cubin of the Triton GPU backend (attn-compile --gpu-backend=triton), as the
+/// artifact's launch description attn_triton_launch (JSON, written by python -m
+/// attn.triton_aot) states it.
+struct TritonImage {
+  std::string symbol;   // the embedded cubin: attn_triton_<chip>_<dtype>_d<hd>_<variant>_<kernel>
+  std::string chip;     // sm_80, sm_90, ...
+  std::string dtype;    // f32 | f16 | bf16
+  int64_t head_dim = 0; // d (== dv)
+  std::string variant;  // full | causal | any (a kernel that does not depend on is_causal)
+  std::string kernel;   // attn_fwd | attn_bwd_preprocess | attn_bwd_dkdv | attn_bwd_dq
+  std::string function; // the kernel's name in the cubin
+  /// (name, Triton type: *bf16, *fp32, *i32, i32, fp32, ...) in launch order; Triton's
+  /// global and profile scratch pointers follow them.
+  std::vector<std::pair<std::string, std::string>> parameters;
+  int64_t num_warps = 0, shared_bytes = 0;
+  int64_t global_scratch_size = 0, global_scratch_align = 1, profile_scratch_size = 0;
+  std::string grid;  // the grid rule, e.g. "(cdiv(NQ, BLOCK_M), B * H)"
+  double scale = 0;  // the `scale` argument for this head dim
+  const void *data = nullptr; // the cubin bytes
+  int64_t size = 0;
+};
+
+/// One entry of the launch description's "inputs": a tensor input as the Triton
+/// kernels take it (pointer `arg`, extents arg_n<d>, strides arg_s<d>; learnable ones
+/// a gradient slot pointer d<arg>).
+struct TritonInput {
+  std::string name, arg;
+  std::string element; // fp32 | i8 | i32 | i64
+  bool learnable = false;
+};
+
+/// The artifact's attn_triton_launch.
+struct TritonLaunch {
+  int64_t block_m = 0, block_n = 0; // the grid rules' BLOCK_M / BLOCK_N
+  std::string ptxas_version;
+  std::vector<TritonInput> inputs;
+  std::vector<TritonImage> images;
+};
+
 /// One `input <name> <element> <extents> [learnable [init=<value>]]` manifest line: a
 /// tensor input (attn.input) the kernel's regions read.
 struct TensorInput {
@@ -99,6 +139,9 @@ struct Manifest {
   std::vector<std::string> dtypes, devices; // e.g. {"f32", "f64"}, {"cpu"}
   std::vector<std::string> cuda_targets;     // e.g. {"sm_80", "sm_90"}; empty: no GPU code
   std::vector<CudaKernel> cuda_kernels;      // in manifest order
+  std::string gpu_backend = "mlir";          // mlir (cuda-kernel lines) | triton
+  /// `triton-kernel <dtype> <headdim>` lines: the (dtype, d) pairs with Triton cubins.
+  std::vector<std::pair<std::string, int64_t>> triton_kernels;
 };
 
 /// A loaded, validated artifact. Artifacts are cached per canonical path and stay
@@ -159,6 +202,10 @@ public:
   /// The PTX (NUL-terminated; data == nullptr when the artifact has none).
   const CudaImage &cuda_ptx() const { return cuda_ptx_; }
 
+  /// The Triton backend's launch description and cubins; nullptr unless the manifest
+  /// says `gpu-backend triton`.
+  const TritonLaunch *triton() const { return triton_ ? &*triton_ : nullptr; }
+
   Library(const Library &) = delete;
   Library &operator=(const Library &) = delete;
   ~Library() = default;
@@ -181,6 +228,7 @@ private:
   attn_backward_fn bwd_f32_ = nullptr, bwd_f64_ = nullptr;
   std::vector<CudaImage> cuda_cubins_;
   CudaImage cuda_ptx_;
+  std::optional<TritonLaunch> triton_;
 };
 
 struct Options {

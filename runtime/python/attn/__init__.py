@@ -82,12 +82,14 @@ def parse_manifest(text):
     mask, an int for 'attn-abi', an OrderedDict name -> initial value for 'params' (a float
     for a scalar, a float64 tensor of the weight's shape for a weight 'W[64x64]=identity'),
     lists for 'dtypes', 'devices' and 'cuda-targets', a list of dicts (role, dtype, head_dim,
-    symbol, tile_rows, threads, smem_bytes) for the 'cuda-kernel' lines, a dict (kind, scale: a
+    symbol, tile_rows, threads, smem_bytes) for the 'cuda-kernel' lines and of dicts (dtype,
+    head_dim) for the 'triton-kernel' lines (the Triton backend's), a dict (kind, scale: a
     float, or None for 1/sqrt(d); feature: bool) for 'contract', a list of dicts (name,
     element, shape with None for '?' and the name for a call dimension (CALL_DIMS), learnable,
     init: a float or None) for the 'input' lines, one per tensor input in argument order; other (informational) keys map to their value string. The runtime
     validated the text when it loaded the artifact."""
-    m = {"params": OrderedDict(), "cuda-targets": [], "cuda-kernel": [], "input": []}
+    m = {"params": OrderedDict(), "cuda-targets": [], "cuda-kernel": [], "triton-kernel": [],
+         "input": []}
     for line in text.splitlines():
         tokens = line.split()
         if not tokens or tokens[0].startswith("#"):
@@ -109,6 +111,8 @@ def parse_manifest(text):
             kind, scale, *feature = values
             m[key] = {"kind": kind, "scale": None if scale == "1/sqrt(d)" else float(scale),
                       "feature": feature == ["feature"]}
+        elif key == "triton-kernel":
+            m[key].append({"dtype": values[0], "head_dim": int(values[1])})
         elif key == "cuda-kernel":
             fields = dict(zip(_CUDA_KERNEL_FIELDS, values))
             m[key].append({"role": fields["role"], "dtype": fields["dtype"],
@@ -175,8 +179,10 @@ class Kernel:
         if self.lazy_cuda is not None:
             with _cuda_build_lock:
                 return sorted(d for t, d in self._cuda_kernels if t == tag)
-        return sorted(k["head_dim"] for k in self.manifest["cuda-kernel"]
-                      if k["role"] == "forward" and k["dtype"] == tag)
+        return sorted([k["head_dim"] for k in self.manifest["cuda-kernel"]
+                       if k["role"] == "forward" and k["dtype"] == tag]
+                      + [k["head_dim"] for k in self.manifest["triton-kernel"]
+                         if k["dtype"] == tag])
 
     def artifact_for(self, q):
         """The path of the artifact a call with query q runs: this kernel's, or with lazy

@@ -10,7 +10,8 @@ line per cubin: the symbol attn-compile embeds it as, a tab, its file name) and
 DIR/launch.json: per image the kernel's name in the cubin, its parameters in order (each
 with its Triton type; Triton 3.x kernels take two more pointers after them, the global
 and the profile scratch, null when their sizes are 0), num_warps, shared memory, the
-scratch sizes and the grid rule; and the ptxas that assembled them. Key padding is always
+scratch sizes, the grid rule and the score scale for its head dim (the `scale` argument); and
+the ptxas that assembled them. Key padding is always
 compiled in (HAS_KEY_LENGTHS: the launcher passes Nk per batch entry when none is given);
 is_causal gives two variants.
 """
@@ -112,6 +113,7 @@ def compile_module(module_path, targets, out_dir, dtypes=("bf16",), head_dims=(6
                             "global_scratch_align": meta.global_scratch_align,
                             "profile_scratch_size": meta.profile_scratch_size,
                             "grid": GRID_RULES[name],
+                            "scale": float(module.score_scale(head_dim)),
                         })
                         lines.append(f"{symbol}\t{file}")
     launch = {"kernel": module.KERNEL, "ptxas": ptxas, "ptxas_version": ptxas_version,

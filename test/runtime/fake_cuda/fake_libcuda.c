@@ -5,7 +5,7 @@
  * of the driver API (image choice per device, module caching, function attributes,
  * launch configuration and argument marshalling, context balance, error texts).
  *
- *   devices: 0 = compute capability 8.6, 1 = 9.0; any other ordinal is invalid.
+ *   devices: 0 = compute capability 8.6, 1 = 9.0, 2 = 12.0; any other ordinal is invalid.
  *   kernel "missing": cuModuleGetFunction fails (CUDA_ERROR_NOT_FOUND);
  *   kernel "fail_launch": cuLaunchKernel fails (CUDA_ERROR_LAUNCH_FAILED). */
 #include <stdint.h>
@@ -23,16 +23,16 @@ static uint64_t last_args[32];
 
 EXPORT int cuInit(unsigned flags) { return flags == 0 ? 0 : 1; }
 EXPORT int cuDeviceGet(int *dev, int ordinal) {
-  if (ordinal < 0 || ordinal > 1)
+  if (ordinal < 0 || ordinal > 2)
     return 101; /* CUDA_ERROR_INVALID_DEVICE */
   *dev = ordinal;
   return 0;
 }
 EXPORT int cuDeviceGetAttribute(int *value, int attribute, int dev) {
   switch (attribute) {
-  case 75: *value = dev == 0 ? 8 : 9; return 0;
+  case 75: *value = dev == 0 ? 8 : dev == 1 ? 9 : 12; return 0;
   case 76: *value = dev == 0 ? 6 : 0; return 0;
-  case 97: *value = dev == 0 ? 101376 : 232448; return 0;
+  case 97: *value = dev == 0 ? 101376 : dev == 1 ? 232448 : 101376; return 0;
   default: return 1;
   }
 }
