@@ -56,12 +56,12 @@ struct NormalizerClass {
 FailureOr<NormalizerClass> classifyNormalizer(NormalizerOp normalizer);
 
 /// The checks that need the kernel's score as well as its normalizer, by the
-/// signs s can take (lib/Analysis/SignAnalysis.h): a numerator over a constant or
-/// count denominator has no exp factor that can overflow (e^s with a score mod
-/// <= 0 is bounded), and a summed denominator C_i = β + Σ_j h cannot be 0 (h > 0,
-/// or h >= 0 with `epsilon` or an offset > 0; else an error naming the fix, unless
-/// the normalizer says `assume_nonzero_denominator`), and no region can exceed its
-/// float type where |s| <= 1e4 (lib/Analysis/RangeAnalysis.h; s^10 reaches 1e40).
+/// signs s can take (lib/Analysis/SignAnalysis.h): a summed denominator
+/// C_i = β + Σ_j h cannot be 0 (h > 0, or h >= 0 with `epsilon` or an offset > 0;
+/// else an error naming the fix, unless the normalizer says
+/// `assume_nonzero_denominator`), and no region can exceed its float type where
+/// |s| <= 1e4 (lib/Analysis/RangeAnalysis.h): s^10 reaches 1e40, e^s over a
+/// constant or count overflows (e^s with a score mod <= 0 is bounded).
 LogicalResult verifyRowNumerics(KernelOp kernel);
 
 /// The nonzero constants of `region` that join its exp factors in sums, maxima,

@@ -43,8 +43,11 @@ Range product(Range a, Range b) {
 bool contains(Range r, double x) { return r.lo <= x && x <= r.hi; }
 
 Range quotient(Range a, Range b) {
-  if (contains(b, 0.0))
-    return Range::all();
+  if (contains(b, 0.0)) {
+    Range pole = Range::all();
+    pole.singular = true;
+    return pole;
+  }
   Range reciprocal{1.0 / b.hi, 1.0 / b.lo};
   return product(a, reciprocal);
 }
@@ -65,13 +68,15 @@ Range power(Range x, double c) {
   double top = std::pow(magnitude.hi, c), bottom = std::pow(magnitude.lo, c);
   if (c < 0)
     std::swap(top, bottom);
-  if (c < 0 && magnitude.lo == 0)
+  bool pole = c < 0 && magnitude.lo == 0;
+  if (pole)
     top = INFINITY;
   bool integer = std::floor(c) == c;
   bool odd = integer && std::fmod(std::fabs(c), 2.0) == 1.0;
-  if (odd && x.lo < 0)
-    return {-top, x.hi > 0 ? top : -bottom};
-  return {std::min(bottom, top), std::max(bottom, top)};
+  Range r = odd && x.lo < 0 ? Range{-top, x.hi > 0 ? top : -bottom}
+                            : Range{std::min(bottom, top), std::max(bottom, top)};
+  r.singular = pole;
+  return r;
 }
 
 double largestOf(Type type) {
@@ -107,8 +112,7 @@ RangeAnalysis::RangeAnalysis(Region &region, const llvm::SmallPtrSetImpl<Operati
     } else if (!r.overflows) {
       // Finite operands grown past the type (a division by a range with 0 is not).
       bool operandsFinite = llvm::all_of(op.getOperands(), [&](Value v) { return of(v).isFinite(); });
-      bool singular = isa<arith::DivFOp>(op) && contains(of(op.getOperand(1)), 0.0);
-      r.overflows = operandsFinite && !singular && !fixed.contains(&op);
+      r.overflows = operandsFinite && !r.singular && !fixed.contains(&op);
     }
     for (Value result : op.getResults())
       ranges[result] = r;
@@ -215,6 +219,7 @@ Range RangeAnalysis::compute(Operation &op) const {
         };
         Range r = increasing(x, f);
         r.overflows = x.overflows && std::isinf(x.hi);
+        r.singular = x.lo <= floor;
         return r;
       })
       .Case<math::SqrtOp>([&](auto) {
@@ -224,7 +229,7 @@ Range RangeAnalysis::compute(Operation &op) const {
       .Case<math::RsqrtOp>([&](auto) {
         Range x = operand(0);
         if (x.lo <= 0)
-          return Range{0.0, INFINITY};
+          return Range{0.0, INFINITY, /*overflows=*/false, /*singular=*/true};
         return Range{1.0 / std::sqrt(x.hi), 1.0 / std::sqrt(x.lo)};
       })
       .Case<math::TanhOp, math::ErfOp, math::AtanOp, math::AsinhOp, math::CbrtOp>([&](Operation *f) {

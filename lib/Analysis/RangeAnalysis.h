@@ -33,6 +33,9 @@ struct Range {
   double lo, hi;
   /// An infinite bound comes from finite values growing past the type's range.
   bool overflows = false;
+  /// An infinite bound comes from a pole or the edge of the op's domain (1/0,
+  /// log 0), whose size is the user's, not from growth.
+  bool singular = false;
   static Range all() { return {-INFINITY, INFINITY, false}; }
   bool isFinite() const;
 };

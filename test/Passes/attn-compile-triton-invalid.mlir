@@ -3,7 +3,7 @@
 // RUN: not attn-compile %s -o %t.so --cuda-targets=sm_90 --gpu-backend=triton --triton-python=%t.missing-python 2>&1 | FileCheck %s --check-prefix=PYTHON
 // RUN: not ls %t.so
 
-// PTX: attn-compile: --emit=ptx needs --cuda-targets with --gpu-backend=mlir (the Triton backend's kernels: --emit=triton)
+// PTX: attn-compile: error: --emit=ptx needs --cuda-targets with --gpu-backend=mlir (the Triton backend's kernels: --emit=triton)
 // PYTHON: attn-compile: {{.*}}missing-python -m attn.triton_aot failed: {{.*}} (exit status -1)
 
 attn.normalizer @softmax {

@@ -10,7 +10,7 @@ attn.normalizer @tenth_power {
     %four = arith.mulf %two, %two : f32
     %eight = arith.mulf %four, %four : f32
     // expected-error @+2 {{'arith.mulf' op can exceed the largest 'f32' in the numerator of @tenth_power (kernel @k) where |s| <= 1e4 and params and table reads are within ±1e4: the kernel would return inf or NaN}}
-    // expected-note @+1 {{bound the growth (tanh, a lower power, e^-|x|), or write it as an exp factor e^x over a summed denominator, which the online algorithm rescales}}
+    // expected-note @+1 {{bound the growth (tanh, a lower power, e^-|x|, e^min(x, c), a score mod <= 0), or write it as an exp factor e^x over a summed denominator, which the online algorithm rescales}}
     %ten = arith.mulf %eight, %two : f32
     attn.yield %ten : f32
   }

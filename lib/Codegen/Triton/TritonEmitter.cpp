@@ -461,6 +461,9 @@ private:
   /// A program of one query block of one (b, h): indices, q, and the keys it visits.
   void rowProgram();
   void loadKeysAndValues(int indent);
+  /// A row program's loop over key tiles (skipping those the mask keeps nothing of),
+  /// with the tile's keys and values loaded; returns the tile body's indent.
+  int openKeyTiles();
   void loadRowStatistics(int indent);
   /// kv_end: the keys a row of batch b sees before causal and the mask.
   void keyEnd(int indent);
@@ -736,6 +739,20 @@ void KernelPrinter::loadKeysAndValues(int indent) {
                                  "kv_end", "offs_dv", "stride_vd", "HEAD_DIM_V"));
 }
 
+int KernelPrinter::openKeyTiles() {
+  line(4, "for start_n in range(0, key_stop, BLOCK_N):");
+  line(8, "offs_n = start_n + tl.arange(0, BLOCK_N)");
+  line(8, "j = offs_n[None, :]");
+  int tileIndent = 8;
+  if (blockSparse) {
+    skipTiles(8, "start_m * BLOCK_M", "start_n");
+    line(8, "if any_kept:");
+    tileIndent = 12;
+  }
+  loadKeysAndValues(tileIndent);
+  return tileIndent;
+}
+
 void KernelPrinter::loadRowStatistics(int indent) {
   line(indent, "row_max = tl.load(RowMax + bh * NQ + offs_m, mask=row_in, other=0.0)");
   line(indent, "row_sum = tl.load(RowSum + bh * NQ + offs_m, mask=row_in, other=0.0)");
@@ -809,16 +826,7 @@ void KernelPrinter::printForward() {
   line(4, "l_i = tl.zeros([BLOCK_M], tl.float32)");
   line(4, "count = tl.zeros([BLOCK_M], tl.float32)");
   line(4, "acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)");
-  line(4, "for start_n in range(0, key_stop, BLOCK_N):");
-  line(8, "offs_n = start_n + tl.arange(0, BLOCK_N)");
-  line(8, "j = offs_n[None, :]");
-  int tileIndent = 8;
-  if (blockSparse) {
-    skipTiles(8, "start_m * BLOCK_M", "start_n");
-    line(8, "if any_kept:");
-    tileIndent = 12;
-  }
-  loadKeysAndValues(tileIndent);
+  int tileIndent = openKeyTiles();
   scoreTile(tileIndent, "row_in[:, None]");
   std::string alpha;
   if (online) {
@@ -1058,16 +1066,7 @@ void KernelPrinter::printDq() {
   loadRowStatistics(4);
   loadParams(4);
   line(4, "dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)");
-  line(4, "for start_n in range(0, key_stop, BLOCK_N):");
-  line(8, "offs_n = start_n + tl.arange(0, BLOCK_N)");
-  line(8, "j = offs_n[None, :]");
-  int tileIndent = 8;
-  if (blockSparse) {
-    skipTiles(8, "start_m * BLOCK_M", "start_n");
-    line(8, "if any_kept:");
-    tileIndent = 12;
-  }
-  loadKeysAndValues(tileIndent);
+  int tileIndent = openKeyTiles();
   scoreTile(tileIndent, "(row_sum != 0.0)[:, None]");
   scoreGrad(tileIndent);
   line(tileIndent, "dq += tl.dot(draw.to(k.dtype), k, input_precision=DOT_PRECISION)");
