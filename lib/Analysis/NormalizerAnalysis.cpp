@@ -108,11 +108,7 @@ public:
   }
 
 private:
-  static bool isPositiveConstant(Value c) {
-    auto cst = c.getDefiningOp<arith::ConstantOp>();
-    auto attr = cst ? dyn_cast<FloatAttr>(cst.getValue()) : FloatAttr();
-    return attr && attr.getValueAsDouble() > 0.0;
-  }
+  static bool isPositiveConstant(Value c) { return constantNumber(c).value_or(0.0) > 0.0; }
 
   /// e^x · (c / (k + e^u)), either operand order, c > 0 constant.
   std::optional<StabilisedProduct> matchStabilisedProduct(Operation *op) const {
@@ -143,14 +139,6 @@ private:
            (isPositiveConstant(add.getRhs()) && plainExp(add.getLhs()));
   }
 
-  static std::optional<double> constantValue(Value v) {
-    auto cst = v.getDefiningOp<arith::ConstantOp>();
-    auto attr = cst ? dyn_cast<FloatAttr>(cst.getValue()) : FloatAttr();
-    if (!attr)
-      return std::nullopt;
-    return attr.getValueAsDouble();
-  }
-
 public:
   /// The operand positions of `op` that must share a degree (the two sides of a
   /// sum, max or min, the two branches of a select); none for other ops.
@@ -172,7 +160,7 @@ public:
     if (!joined || (k != joined->first && k != joined->second))
       return false;
     unsigned other = joined->first + joined->second - k;
-    std::optional<double> c = constantValue(use.get());
+    std::optional<double> c = constantNumber(use.get());
     return c && *c != 0.0 && of(op.getOperand(other)) == Degree::One;
   }
 
@@ -191,8 +179,8 @@ private:
         return da;
       if (da == db)
         return da;
-      if ((da == Degree::One && constantValue(op.getOperand(b))) ||
-          (db == Degree::One && constantValue(op.getOperand(a))))
+      if ((da == Degree::One && constantNumber(op.getOperand(b))) ||
+          (db == Degree::One && constantNumber(op.getOperand(a))))
         return Degree::One;
       return Degree::Mixed;
     };

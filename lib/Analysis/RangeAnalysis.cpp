@@ -2,6 +2,7 @@
 #include "lib/Analysis/RangeAnalysis.h"
 
 #include "dialect/AttnOps.h"
+#include "lib/Analysis/SignAnalysis.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/Block.h"
@@ -146,19 +147,9 @@ Range RangeAnalysis::compute(Operation &op) const {
     r.overflows = llvm::any_of(op.getOperands(), [&](Value v) { return of(v).overflows; });
     return r;
   };
-  auto constantOf = [](Value v) -> std::optional<double> {
-    auto c = v.getDefiningOp<arith::ConstantOp>();
-    if (!c)
-      return std::nullopt;
-    if (auto f = dyn_cast<FloatAttr>(c.getValue()))
-      return f.getValueAsDouble();
-    if (auto i = dyn_cast<IntegerAttr>(c.getValue()))
-      return double(i.getValue().getSExtValue());
-    return std::nullopt;
-  };
   return TypeSwitch<Operation *, Range>(&op)
       .Case<arith::ConstantOp>([&](auto c) {
-        if (std::optional<double> v = constantOf(c))
+        if (std::optional<double> v = constantNumber(c))
           return Range{*v, *v};
         return Range::all();
       })
@@ -248,7 +239,7 @@ Range RangeAnalysis::compute(Operation &op) const {
       })
       .Case<math::SinOp, math::CosOp>([](auto) { return Range{-1.0, 1.0}; })
       .Case<math::PowFOp>([&](math::PowFOp pow) {
-        if (std::optional<double> c = constantOf(pow.getRhs()))
+        if (std::optional<double> c = constantNumber(pow.getRhs()))
           return propagate(power(operand(0), *c));
         Range base = operand(0);
         if (base.lo <= 0)
@@ -257,7 +248,7 @@ Range RangeAnalysis::compute(Operation &op) const {
         return propagate(increasing(product(operand(1), logBase), [](double v) { return std::exp(v); }));
       })
       .Case<math::FPowIOp>([&](math::FPowIOp pow) {
-        if (std::optional<double> c = constantOf(pow.getRhs()))
+        if (std::optional<double> c = constantNumber(pow.getRhs()))
           return propagate(power(operand(0), *c));
         return Range::all();
       })

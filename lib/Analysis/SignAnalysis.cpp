@@ -11,6 +11,17 @@
 using namespace mlir;
 using namespace mlir::attn;
 
+std::optional<double> mlir::attn::constantNumber(Value v) {
+  auto c = v.getDefiningOp<arith::ConstantOp>();
+  if (!c)
+    return std::nullopt;
+  if (auto f = dyn_cast<FloatAttr>(c.getValue()))
+    return f.getValueAsDouble();
+  if (auto i = dyn_cast<IntegerAttr>(c.getValue()); i && !i.getType().isInteger(1))
+    return double(i.getValue().getSExtValue());
+  return std::nullopt;
+}
+
 SignSet SignSet::of(double x) {
   return SignSet(x < 0 ? Negative : x > 0 ? Positive : Zero);
 }
@@ -141,11 +152,8 @@ SignSet SignAnalysis::compute(Operation &op) const {
       })
       .Case<math::LogOp>([&](math::LogOp log) {
         // log c of a constant c > 0 (the stable forms' ln 2, log|c|).
-        auto c = log.getOperand().getDefiningOp<arith::ConstantOp>();
-        auto value = c ? dyn_cast<FloatAttr>(c.getValue()) : FloatAttr();
-        if (value && value.getValueAsDouble() > 0.0)
-          return SignSet::of(std::log(value.getValueAsDouble()));
-        return SignSet::any();
+        std::optional<double> c = constantNumber(log.getOperand());
+        return c && *c > 0.0 ? SignSet::of(std::log(*c)) : SignSet::any();
       })
       .Case<math::Log1pOp>([&](auto) {
         SignSet x = operand(0);
@@ -156,9 +164,7 @@ SignSet SignAnalysis::compute(Operation &op) const {
         if (base.bits == SignSet::Positive)
           return SignSet::positive();
         // x^c for an integer constant c: an even power is >= 0, an odd one has x's sign.
-        auto c = pow.getRhs().getDefiningOp<arith::ConstantOp>();
-        auto exponent = c ? dyn_cast<FloatAttr>(c.getValue()) : FloatAttr();
-        double n = exponent ? exponent.getValueAsDouble() : 0.5;
+        double n = constantNumber(pow.getRhs()).value_or(0.5);
         if (std::floor(n) != n || n <= 0)
           return SignSet::any();
         if (std::fmod(n, 2.0) == 1.0)

@@ -20,9 +20,14 @@
 #include "llvm/ADT/DenseMap.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace mlir::attn {
+
+/// The value of `v` where an arith.constant defines it (a float, or an integer as a
+/// double); none otherwise.
+std::optional<double> constantNumber(Value v);
 
 /// A set of signs, as bits.
 class SignSet {

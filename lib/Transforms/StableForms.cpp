@@ -16,14 +16,6 @@ using namespace mlir;
 using namespace mlir::attn;
 
 namespace {
-std::optional<double> constantValue(Value v) {
-  auto cst = v.getDefiningOp<arith::ConstantOp>();
-  auto attr = cst ? dyn_cast<FloatAttr>(cst.getValue()) : FloatAttr();
-  if (!attr)
-    return std::nullopt;
-  return attr.getValueAsDouble();
-}
-
 class StableFormRewriter {
 public:
   explicit StableFormRewriter(NormalizerOp normalizer) : normalizer(normalizer) {}
@@ -92,14 +84,14 @@ private:
     }
     if (auto pow = dyn_cast<math::PowFOp>(op)) {
       Value base = pow.getLhs(), exponent = pow.getRhs();
-      if (std::optional<double> c = constantValue(exponent)) {
+      if (std::optional<double> c = constantNumber(exponent)) {
         Value x = expArgument(base);
         if (!x)
           return Value(); // a power: polynomial in its base
         applied.insert("powf(e^x, c) = e^(c*x)");
         return exp(b, loc, scaled(b, loc, x, *c));
       }
-      if (std::optional<double> c = constantValue(base)) {
+      if (std::optional<double> c = constantNumber(base)) {
         if (!(*c > 0.0))
           return op.emitOpError() << "has the constant base " << *c
                                   << " and a variable exponent, which is NaN for non-integer "
@@ -142,7 +134,7 @@ private:
       if (!add)
         return Value();
       for (auto [c, e] : {std::pair(add.getLhs(), add.getRhs()), std::pair(add.getRhs(), add.getLhs())}) {
-        std::optional<double> value = constantValue(c);
+        std::optional<double> value = constantNumber(c);
         Value y = expArgument(e);
         if (value && *value > 0.0 && std::isfinite(std::log(*value)) && y) {
           applied.insert("log(c + e^x) = softplus: max(y, 0) + log1p(e^-|y|) + log c, y = x - log c");
@@ -196,7 +188,7 @@ private:
   /// c beside an exp factor in a sum, max, min or select becomes ±e^(log|c|).
   void liftConstants(Region &region) {
     for (OpOperand *use : constantsJoiningExpFactors(region)) {
-      double c = *constantValue(use->get());
+      double c = *constantNumber(use->get());
       OpBuilder b(use->getOwner());
       Location loc = use->get().getLoc();
       Value lifted = exp(b, loc, logOf(b, loc, use->get().getType(), std::fabs(c)));
