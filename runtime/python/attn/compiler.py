@@ -4,9 +4,13 @@ never needs a separate build step:
     kernel = attn.compile(open("tanhmax.mlir").read())   # or a path to the .mlir file
     kernel = attn.compile(attn.kernel(attn.normalizer(...)))   # IR traced from Python
 
-The cache key covers the IR text, the options, the compiler binary (size and mtime) and,
-for cpu="native", the host CPU, so editing the IR, rebuilding the compiler or sharing the
-cache with another kind of machine gives a fresh artifact. The cache lives in
+The cache key covers the IR text without its locations and comments (kernel_key_text), the
+options, the compiler binary (size and mtime) and, for cpu="native", the host CPU, so
+editing the IR, rebuilding the compiler or sharing the cache with another kind of machine
+gives a fresh artifact, while an edit that only moves the traced code to other lines of a
+script (which changes every `loc(...)` and the source comments, not the kernel) finds the
+artifact already built. Diagnostics still name the lines: a compile that fails is never
+cached. The cache lives in
 $ATTN_CACHE_DIR, else ~/.cache/attn, and is safe to share between threads and processes
 (data-parallel ranks, notebooks): one of them compiles a key while the others wait on its
 lock file (<key>.so.lock, removed once the artifact is published), and an artifact is
@@ -25,7 +29,8 @@ from contextlib import contextmanager, suppress
 
 from .paths import compiler_path, opt_path
 
-__all__ = ["compile", "opt", "compiler_path", "cache_dir", "cuda_targets_of", "LazyCuda"]
+__all__ = ["compile", "opt", "compiler_path", "cache_dir", "cuda_targets_of", "LazyCuda",
+           "kernel_key_text"]
 
 
 def cache_dir():
@@ -134,12 +139,65 @@ def opt(source, *options):
 MASK_INPUT_KINDS = ("bool", "additive", "learnable-additive")
 
 
+def _skip_string(text, start):
+    """The index just past the MLIR string literal that opens at text[start] ('"')."""
+    i = start + 1
+    while i < len(text) and text[i] != '"':
+        i += 2 if text[i] == "\\" else 1
+    return i + 1
+
+
+def _skip_parenthesised(text, start):
+    """The index just past the ')' that closes the '(' at text[start]."""
+    depth, i = 0, start
+    while i < len(text):
+        c = text[i]
+        if c == '"':
+            i = _skip_string(text, i)
+            continue
+        depth += c == "("
+        depth -= c == ")"
+        i += 1
+        if depth == 0:
+            break
+    return i
+
+
+def kernel_key_text(text):
+    """`text` without what does not change the kernel: `// comments`, `loc(...)`
+    attachments and the `#alias = loc(...)` definitions they refer to (the Python
+    front-end writes each op's file:line:col and its source line as a comment). String
+    literals are kept whole, whatever they contain. Used for the cache key only: the IR
+    compiled is `text` itself, so diagnostics keep their locations."""
+    kept, i = [], 0
+    while i < len(text):
+        c = text[i]
+        if c == '"':
+            end = _skip_string(text, i)
+            kept.append(text[i:end])
+            i = end
+        elif text.startswith("//", i):
+            i = text.find("\n", i)
+            i = len(text) if i < 0 else i
+        elif (text.startswith("loc(", i)
+              and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] in "_.$-"))):
+            i = _skip_parenthesised(text, i + 3)
+        else:
+            kept.append(c)
+            i += 1
+    lines = "".join(kept).split("\n")
+    # An alias definition is "#name = " once its loc(...) is gone.
+    lines = [line.rstrip() for line in lines
+             if not (line.lstrip().startswith("#") and line.rstrip().endswith("="))]
+    return "\n".join(line for line in lines if line)
+
+
 def _cached_artifact(compiler, text, options, host):
     """The cache entry of `text` compiled with `options` (compiled first unless another
     thread or process has published it); `host` is what a --cpu=native artifact depends
     on ("" otherwise)."""
     stat = os.stat(compiler)
-    key = hashlib.sha256("\0".join([text, *options, f"{stat.st_size}:{stat.st_mtime_ns}", host])
+    key = hashlib.sha256("\0".join([kernel_key_text(text), *options, f"{stat.st_size}:{stat.st_mtime_ns}", host])
                          .encode()).hexdigest()
     directory = cache_dir()
     os.makedirs(directory, exist_ok=True)
