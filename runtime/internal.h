@@ -83,6 +83,11 @@ bool mapped_from(const void *address, const struct stat &file);
 
 /// "a function", "a data object", ... for an ELF symbol type.
 std::string elf_symbol_kind(unsigned char type);
+/// Whether `artifact` is a portable reference (ATTN_ARTIFACT_REFERENCE_PREFIX), not a path.
+bool is_artifact_reference(const std::string &artifact);
+/// The path the registered resolver gives `reference` (once per process); a c10::Error
+/// naming the reference when there is no resolver or it fails.
+std::string resolve_artifact_reference(const std::string &reference);
 } // namespace detail
 } // namespace attn
 
