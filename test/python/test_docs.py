@@ -220,3 +220,31 @@ def test_every_page_has_its_blocks_collected():
     """The collector sees the blocks (a test that cannot fail is a defect)."""
     assert len(ALL_BLOCKS) > 30
     assert {b.language for b in ALL_BLOCKS} >= {"python", "sh", "mlir", "c++", "text"}
+
+
+def heading_anchors(path):
+    """The anchors GitHub gives the headings of a Markdown page."""
+    anchors, fenced = set(), False
+    for line in path.read_text().split("\n"):
+        fenced ^= line.startswith("```")
+        heading = not fenced and re.match(r"^#{1,6} (.*)$", line)
+        if heading:
+            anchors.add(re.sub(r"[^\w\- ]", "", heading.group(1).strip().lower()).replace(" ", "-"))
+    return anchors
+
+
+LINKED_PAGES = PAGES + [REPO / "bench" / "RESULTS.md"]
+
+
+@pytest.mark.parametrize("page", LINKED_PAGES, ids=[str(p.relative_to(REPO)) for p in LINKED_PAGES])
+def test_links_name_existing_files_and_headings(page):
+    broken = []
+    for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", page.read_text()):
+        if re.match(r"^[a-z]+:", target):
+            continue   # a URL
+        path = (page.parent / target).resolve() if target else page
+        if not path.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and path.suffix == ".md" and anchor not in heading_anchors(path):
+            broken.append(f"{target}#{anchor}: no such heading")
+    assert not broken, f"{page.relative_to(REPO)}: " + "; ".join(broken)
