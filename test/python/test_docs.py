@@ -30,6 +30,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 from pathlib import Path
 
@@ -95,7 +96,7 @@ def mirror_of_repository(directory):
 
 def run_page(page, results_path):
     """Runs `page`'s python and sh blocks in order here (the subprocess of one page) and
-    writes {block id: [status, message]}."""
+    writes {block id: [status, message, seconds]}."""
     namespace = {"__name__": "__docs__"}
     env = dict(os.environ, PATH=f"{BUILD / 'bin'}{os.pathsep}{os.environ['PATH']}")
     results = {}
@@ -104,8 +105,9 @@ def run_page(page, results_path):
             continue
         reason = skip_reason(block)
         if reason:
-            results[block.id] = ["skipped", reason]
+            results[block.id] = ["skipped", reason, 0.0]
             continue
+        start = time.monotonic()
         try:
             if block.language == "python":
                 # Padding puts a traceback's line numbers on the page's lines.
@@ -115,9 +117,9 @@ def run_page(page, results_path):
                                      capture_output=True, text=True, timeout=900)
                 if run.returncode != 0:
                     raise RuntimeError(f"exit status {run.returncode}\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}")
-            results[block.id] = ["passed", ""]
+            results[block.id] = ["passed", "", time.monotonic() - start]
         except BaseException:  # noqa: BLE001 - every failure is the block's result
-            results[block.id] = ["failed", traceback.format_exc()[-6000:]]
+            results[block.id] = ["failed", traceback.format_exc()[-6000:], time.monotonic() - start]
     Path(results_path).write_text(json.dumps(results))
 
 
@@ -190,7 +192,7 @@ def test_block(block, tmp_path):
         return
     if block.language in ("python", "sh"):
         results, log = page_results(block.page)
-        status, message = results.get(block.id, ["failed", f"the page's runner did not reach it:\n{log}"])
+        status, message, _ = results.get(block.id, ["failed", f"the page's runner did not reach it:\n{log}", 0.0])
         if status == "skipped":
             pytest.skip(message)
         assert status == "passed", f"{block.id} fails:\n{message}"
