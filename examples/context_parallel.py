@@ -11,7 +11,6 @@ import argparse
 import datetime
 import json
 import os
-import resource
 import socket
 import tempfile
 import time
@@ -45,8 +44,20 @@ attn.kernel @tanhmax_attention normalizer(@tanhmax)
 """
 
 
-def peak_mib():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def status_mib(key):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(key + ":")) / 1024
+
+
+def timed_with_memory(step):
+    """(seconds, MiB resident before, MiB the call added at its peak) of step(): the
+    peak RSS (VmHWM) is reset first (Linux >= 4.0)."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    before = status_mib("VmRSS")
+    start = time.perf_counter()
+    step()
+    return time.perf_counter() - start, before, status_mib("VmHWM") - before
 
 
 def full_sequence(positions, heads, dim):
@@ -69,14 +80,11 @@ def rank_main(rank, args, artifact, port, outdir):
     q, k, v, grad = (shard(t, 2, layout="load_balanced")
                      for t in full_sequence(args.positions, args.heads, args.dim))
     q.requires_grad_(), k.requires_grad_(), v.requires_grad_()
-    base = peak_mib()
-    start = time.perf_counter()
-    out = context_parallel_attention(q, k, v, kernel, params, is_causal=True,
-                                     layout="load_balanced")
-    out.backward(grad)
-    seconds = time.perf_counter() - start
+    dist.barrier()
+    seconds, rss, call = timed_with_memory(lambda: context_parallel_attention(
+        q, k, v, kernel, params, is_causal=True, layout="load_balanced").backward(grad))
     with open(os.path.join(outdir, f"{rank}.json"), "w") as f:
-        json.dump({"seconds": seconds, "peak_mib": peak_mib(), "call_mib": peak_mib() - base,
+        json.dump({"seconds": seconds, "rss_mib": rss, "call_mib": call,
                    "dtemperature": params.grad.item()}, f)
     dist.destroy_process_group()
     os._exit(0)
@@ -90,11 +98,10 @@ def one_process(args, artifact):
     params = kernel.initial_params().requires_grad_()
     q, k, v, grad = full_sequence(args.positions, args.heads, args.dim)
     q.requires_grad_(), k.requires_grad_(), v.requires_grad_()
-    base = peak_mib()
-    start = time.perf_counter()
-    kernel(q, k, v, params, is_causal=True).backward(grad)
-    return {"seconds": time.perf_counter() - start, "peak_mib": peak_mib(),
-            "call_mib": peak_mib() - base, "dtemperature": params.grad.item()}
+    seconds, rss, call = timed_with_memory(
+        lambda: kernel(q, k, v, params, is_causal=True).backward(grad))
+    return {"seconds": seconds, "rss_mib": rss, "call_mib": call,
+            "dtemperature": params.grad.item()}
 
 
 def main():
@@ -119,13 +126,13 @@ def main():
     print(f"{args.positions} positions, {args.heads} head(s) of dim {args.dim}, float32, causal, "
           f"TanhMax with a learnable temperature; forward + backward")
     for r, res in enumerate(ranks):
-        print(f"rank {r} of {args.ranks}: {res['seconds']:.1f} s, peak RSS {res['peak_mib']:.0f} "
-              f"MiB, of which the call {res['call_mib']:.0f} MiB; d temperature "
+        print(f"rank {r} of {args.ranks}: {res['seconds']:.1f} s, RSS {res['rss_mib']:.0f} MiB "
+              f"+ {res['call_mib']:.1f} MiB at the call's peak; d temperature "
               f"{res['dtemperature']:.6g}")
     if not args.no_compare:
         one = one_process(args, artifact)
-        print(f"one process, {args.ranks} threads: {one['seconds']:.1f} s, peak RSS "
-              f"{one['peak_mib']:.0f} MiB, of which the call {one['call_mib']:.0f} MiB; "
+        print(f"one process, {args.ranks} threads: {one['seconds']:.1f} s, RSS "
+              f"{one['rss_mib']:.0f} MiB + {one['call_mib']:.1f} MiB at the call's peak; "
               f"d temperature {one['dtemperature']:.6g}")
 
 

@@ -215,27 +215,35 @@ class _RingAttention(torch.autograd.Function):
     def forward(ctx, artifact, kernel, setup, q, k, v, params, *inputs):
         _, _, causal, key_lengths, _ = setup
         ring, mine, steps, roles, key_inputs = _ring_of(setup, kernel, q, inputs)
-        states = {qp: [] for qp in mine}
+        # Each query piece's partial states, one per block it sees, in the layout the
+        # merge takes: state s in rows [s·n, (s+1)·n) of [B, H, S·n(, dv)].
+        states = {}
+        for qp in mine:
+            count = sum(call[0] == qp for calls in steps for call in calls) * qp[2]
+            states[qp] = [q.new_empty((*q.shape[:2], count, v.shape[3])),
+                          *[q.new_empty((*q.shape[:2], count)) for _ in range(3)]]
+        filled = dict.fromkeys(mine, 0)
         for calls, (bk, bv, *bkey) in ring.around(steps, [k, v, *key_inputs]):
             for qp, kp, rel in calls:
-                states[qp].append(torch.ops.attn.attention_partial_forward(
+                state = torch.ops.attn.attention_partial_forward(
                     artifact, q.narrow(2, qp[1], qp[2]), bk.narrow(2, kp[1], kp[2]),
                     bv.narrow(2, kp[1], kp[2]), params, causal and rel == "diagonal",
                     _key_lengths(key_lengths, kp), roles.for_pair(inputs, bkey, qp, kp),
-                    qp[0], kp[0]))
+                    qp[0], kp[0])
+                for part, t in zip(states[qp], state):
+                    part.narrow(2, filled[qp], qp[2]).copy_(t)
+                filled[qp] += qp[2]
         out = q.new_empty((*q.shape[:3], v.shape[3]))
         row_max = q.new_empty(q.shape[:3])
         row_sum = q.new_empty(q.shape[:3])
         for qp in mine:
-            parts = [torch.cat(s, dim=2) for s in zip(*states.pop(qp))]
-            own = (qp[0], qp[1], qp[2])
+            rows = lambda t: t.narrow(2, qp[1], qp[2])
             o, m, s = torch.ops.attn.attention_merge(
-                artifact, q.narrow(2, qp[1], qp[2]), k.narrow(2, qp[1], qp[2]),
-                v.narrow(2, qp[1], qp[2]), params, *parts, None,
-                roles.for_pair(inputs, key_inputs, qp, own), qp[0], qp[0])
-            out.narrow(2, qp[1], qp[2]).copy_(o)
-            row_max.narrow(2, qp[1], qp[2]).copy_(m)
-            row_sum.narrow(2, qp[1], qp[2]).copy_(s)
+                artifact, rows(q), rows(k), rows(v), params, *states.pop(qp), None,
+                roles.for_pair(inputs, key_inputs, qp, qp), qp[0], qp[0])
+            rows(out).copy_(o)
+            rows(row_max).copy_(m)
+            rows(row_sum).copy_(s)
         ctx.save_for_backward(q, k, v, params, out, row_max, row_sum, *inputs)
         ctx.setup, ctx.artifact, ctx.kernel = setup, artifact, kernel
         return out
