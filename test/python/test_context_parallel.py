@@ -144,6 +144,7 @@ def _worker(rank, world, port, artifacts, outdir):
         results = {name: _check_case(kernels[case[0]], (name, *case[1:]), None, world, rank)
                    for name, case in CASES.items()}
         results["ddp_step"] = _ddp_step(kernels["multimax"], world, rank)
+        results["module"] = _module_case(kernels["multimax"], world)
         with open(os.path.join(outdir, f"rank{rank}.json"), "w") as f:
             json.dump(results, f)
     finally:
@@ -201,6 +202,44 @@ def _ddp_step(kernel, world, rank):
     return worst
 
 
+def _module_case(kernel, world):
+    """attn.MultiheadAttention(context_parallel=...) on shards against the module on the
+    whole sequence: output, input gradient, and every parameter's gradient (the
+    projections' summed over the ranks by hand, the normalizer's by the module)."""
+    import copy
+
+    import attn
+    from attn import context_parallel as cp
+
+    torch.manual_seed(3)
+    whole = attn.MultiheadAttention(16, 2, batch_first=True, dtype=torch.float64,
+                                    normalizer=kernel)
+    with torch.no_grad():
+        for i, value in enumerate(whole.normalizer.values()):
+            value.add_(0.1 * (1 + i % 3))
+    sharded = copy.deepcopy(whole)
+    sharded.context_parallel = cp.ContextParallel(layout="load_balanced")
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(2, 2 * CHUNK * world, 16, generator=g, dtype=torch.float64,
+                    requires_grad=True)
+    w = torch.randn(2, 2 * CHUNK * world, 16, generator=g, dtype=torch.float64)
+    (whole(x, x, x, is_causal=True, need_weights=False)[0] * w).sum().backward()
+    local = lambda t: cp.shard(t, 1, None, "load_balanced")
+    xs = local(x.detach()).requires_grad_()
+    out = sharded(xs, xs, xs, is_causal=True, need_weights=False)[0]
+    (out * local(w)).sum().backward()
+    pairs = [(out.detach(), local(whole(x, x, x, is_causal=True, need_weights=False)[0])),
+             (xs.grad, local(x.grad))]
+    for (name, want), got in zip(whole.named_parameters(), sharded.parameters()):
+        grad = got.grad.clone()
+        if not name.startswith("normalizer."):
+            dist.all_reduce(grad)
+        pairs.append((grad, want.grad))
+    with pytest.raises(RuntimeError, match=r"context parallelism: need_weights=True would span"):
+        sharded(xs, xs, xs)
+    return max(((g - w).abs() / (1 + w.abs())).max().item() for g, w in pairs) / 1e-12
+
+
 @pytest.fixture(scope="module")
 def artifacts(attn_mod, tmp_path_factory):
     out = tmp_path_factory.mktemp("cp")
@@ -219,7 +258,7 @@ def results(request, artifacts, tmp_path_factory):
     return [json.loads((outdir / f"rank{r}.json").read_text()) for r in range(world)]
 
 
-@pytest.mark.parametrize("case", [*CASES, "ddp_step"])
+@pytest.mark.parametrize("case", [*CASES, "ddp_step", "module"])
 def test_context_parallel_matches_one_process(results, case):
     """Error over tolerance (|got − want| / (1 + |want|) against 1e-12 in float64, 2e-4
     in float32), worst over O and every gradient, on every rank."""

@@ -27,7 +27,8 @@ and scores that read i or j are not shardable until they do.
 import torch
 import torch.distributed as dist
 
-__all__ = ["LAYOUTS", "sequence_pieces", "shard", "unshard", "context_parallel_attention"]
+__all__ = ["LAYOUTS", "sequence_pieces", "shard", "unshard", "context_parallel_attention",
+           "ContextParallel"]
 
 LAYOUTS = ("contiguous", "load_balanced")
 
@@ -368,3 +369,33 @@ def context_parallel_attention(q, k, v, kernel, params=None, *, is_causal=False,
     params = kernel._params(params, q)
     setup = (group, layout, bool(is_causal), key_lengths, bool(reduce_params))
     return _RingAttention.apply(kernel.artifact_for(q), kernel, setup, q, k, v, params, *tensors)
+
+
+class ContextParallel:
+    """How attn.MultiheadAttention(context_parallel=...) shards its sequence: the group,
+    the layout and reduce_params of context_parallel_attention."""
+
+    def __init__(self, group=None, layout="contiguous", reduce_params=True):
+        if layout not in LAYOUTS:
+            raise ValueError(f"attn.context_parallel: layout {layout!r}, expected one of {LAYOUTS}")
+        self.group, self.layout, self.reduce_params = group, layout, reduce_params
+
+    def check_module_call(self, attn_mask, key_padding_mask, need_weights):
+        given = [name for name, value in (("attn_mask", attn_mask),
+                                          ("key_padding_mask", key_padding_mask))
+                 if value is not None]
+        if need_weights:
+            given.append("need_weights=True")
+        if given:
+            raise RuntimeError(
+                f"attn.MultiheadAttention with context parallelism: {', '.join(given)} would "
+                "span the ranks' shards and is not supported; pass need_weights=False and no "
+                "masks but is_causal (or a kernel input sharded with the sequence)")
+
+    def __call__(self, q, k, v, kernel, params=None, **options):
+        return context_parallel_attention(q, k, v, kernel, params, group=self.group,
+                                          layout=self.layout, reduce_params=self.reduce_params,
+                                          **options)
+
+    def __repr__(self):
+        return f"ContextParallel(layout={self.layout!r}, reduce_params={self.reduce_params})"
