@@ -877,6 +877,37 @@ Tensor key_unshifted(const Tensor &gradient, const TensorInput &declared, int64_
   return out;
 }
 
+/// The S partial states [B, H, S·Nq(, dv)] folded and finished by the artifact's merge
+/// (abi.h, attn_merge_T): split-K within one call, and context parallelism.
+std::tuple<Tensor, Tensor, Tensor>
+run_merge(const Library &lib, const Problem &p, const Tensor &params_in,
+          const std::vector<Tensor> &inputs, const Tensor &o_parts_in, const Tensor &max_parts_in,
+          const Tensor &sum_parts_in, const Tensor &count_parts_in) {
+  attn_merge_fn merge = lib.merge_fn(p.dtype);
+  const Tensor params = unit_inner_stride(params_in), o_parts = unit_inner_stride(o_parts_in),
+               max_parts = unit_inner_stride(max_parts_in),
+               sum_parts = unit_inner_stride(sum_parts_in),
+               count_parts = unit_inner_stride(count_parts_in);
+  const std::vector<attn_table> tables = tables_of(inputs);
+  auto opts = torch::TensorOptions().dtype(p.dtype).device(p.device);
+  Tensor out = torch::empty({p.B, p.H, p.Nq, p.dv}, opts);
+  Tensor row_max = torch::empty({p.B, p.H, p.Nq}, opts), row_sum = torch::empty_like(row_max);
+  const int64_t BH = p.B * p.H;
+  const int64_t rows = forward_rows_per_call(BH, p.Nq, at::get_num_threads());
+  const int64_t nqb = (p.Nq + rows - 1) / rows;
+  const attn_memref1d pm = memref_params(params);
+  parallel_items(BH * nqb, [&](int64_t item) {
+    const int64_t bh = item / nqb, q_begin = item % nqb * rows, b = bh / p.H, h = bh % p.H;
+    attn_memref2d opm = memref2d(o_parts, b, h), om = memref2d(out, b, h);
+    attn_memref1d mpm = memref1d(max_parts, b, h), spm = memref1d(sum_parts, b, h),
+                  cpm = memref1d(count_parts, b, h), mm = memref1d(row_max, b, h),
+                  sm = memref1d(row_sum, b, h), prm = pm;
+    merge(&opm, &mpm, &spm, &cpm, &om, &mm, &sm, &prm, tables.empty() ? nullptr : tables.data(),
+          b, h, q_begin, std::min(p.Nq, q_begin + rows));
+  });
+  return {out, row_max, row_sum};
+}
+
 std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem &p,
                                                const Tensor &q_in, const Tensor &k_in,
                                                const Tensor &v_in, const Tensor &params_in,
@@ -952,16 +983,7 @@ std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem
        kv_end, p.causal ? 1 : 0, 1);
   });
   if (kv_splits > 1)
-    parallel_items(BH * nqb, [&](int64_t call) {
-      const int64_t bh = call / nqb, qb = call % nqb, b = bh / p.H, h = bh % p.H;
-      attn_memref2d opm = memref2d(o_parts, b, h), om = memref2d(out, b, h);
-      attn_memref1d mpm = memref1d(max_parts, b, h), spm = memref1d(sum_parts, b, h),
-                    cpm = memref1d(count_parts, b, h), mm = memref1d(row_max, b, h),
-                    sm = memref1d(row_sum, b, h), prm = pm;
-      const int64_t q_begin = qb * rows_per_item;
-      merge(&opm, &mpm, &spm, &cpm, &om, &mm, &sm, &prm, table_ptr, b, h, q_begin,
-            std::min(p.Nq, q_begin + rows_per_item));
-    });
+    return run_merge(lib, p, params, inputs, o_parts, max_parts, sum_parts, count_parts);
   return {out, row_max, row_sum};
 }
 
@@ -1169,34 +1191,6 @@ run_partial_forward(const Library &lib, const Problem &p, const Tensor &q_in, co
   return {out, row_max, row_sum, row_count};
 }
 
-std::tuple<Tensor, Tensor, Tensor>
-run_merge(const Library &lib, const Problem &p, const Tensor &params_in,
-          const std::vector<Tensor> &inputs, const Tensor &o_parts_in, const Tensor &max_parts_in,
-          const Tensor &sum_parts_in, const Tensor &count_parts_in) {
-  attn_merge_fn merge = lib.merge_fn(p.dtype);
-  const Tensor params = unit_inner_stride(params_in), o_parts = unit_inner_stride(o_parts_in),
-               max_parts = unit_inner_stride(max_parts_in),
-               sum_parts = unit_inner_stride(sum_parts_in),
-               count_parts = unit_inner_stride(count_parts_in);
-  const std::vector<attn_table> tables = tables_of(inputs);
-  auto opts = torch::TensorOptions().dtype(p.dtype).device(p.device);
-  Tensor out = torch::empty({p.B, p.H, p.Nq, p.dv}, opts);
-  Tensor row_max = torch::empty({p.B, p.H, p.Nq}, opts), row_sum = torch::empty_like(row_max);
-  const int64_t BH = p.B * p.H;
-  const int64_t rows = forward_rows_per_call(BH, p.Nq, at::get_num_threads());
-  const int64_t nqb = (p.Nq + rows - 1) / rows;
-  const attn_memref1d pm = memref_params(params);
-  parallel_items(BH * nqb, [&](int64_t item) {
-    const int64_t bh = item / nqb, q_begin = item % nqb * rows, b = bh / p.H, h = bh % p.H;
-    attn_memref2d opm = memref2d(o_parts, b, h), om = memref2d(out, b, h);
-    attn_memref1d mpm = memref1d(max_parts, b, h), spm = memref1d(sum_parts, b, h),
-                  cpm = memref1d(count_parts, b, h), mm = memref1d(row_max, b, h),
-                  sm = memref1d(row_sum, b, h), prm = pm;
-    merge(&opm, &mpm, &spm, &cpm, &om, &mm, &sm, &prm, tables.empty() ? nullptr : tables.data(),
-          b, h, q_begin, std::min(p.Nq, q_begin + rows));
-  });
-  return {out, row_max, row_sum};
-}
 
 Tensor empty_params(const Tensor &params, const Tensor &q) {
   if (params.defined())
