@@ -877,6 +877,17 @@ Tensor key_unshifted(const Tensor &gradient, const TensorInput &declared, int64_
   return out;
 }
 
+/// f(b, h, q_begin, q_end) for every block of forward_rows_per_call rows of every
+/// (batch, head) slice, in parallel.
+template <class F> void for_each_query_block(const Problem &p, const F &f) {
+  const int64_t rows = forward_rows_per_call(p.B * p.H, p.Nq, at::get_num_threads());
+  const int64_t blocks = (p.Nq + rows - 1) / rows;
+  parallel_items(p.B * p.H * blocks, [&](int64_t item) {
+    const int64_t bh = item / blocks, q_begin = item % blocks * rows;
+    f(bh / p.H, bh % p.H, q_begin, std::min(p.Nq, q_begin + rows));
+  });
+}
+
 /// The S partial states [B, H, S·Nq(, dv)] folded and finished by the artifact's merge
 /// (abi.h, attn_merge_T): split-K within one call, and context parallelism.
 std::tuple<Tensor, Tensor, Tensor>
@@ -892,18 +903,14 @@ run_merge(const Library &lib, const Problem &p, const Tensor &params_in,
   auto opts = torch::TensorOptions().dtype(p.dtype).device(p.device);
   Tensor out = torch::empty({p.B, p.H, p.Nq, p.dv}, opts);
   Tensor row_max = torch::empty({p.B, p.H, p.Nq}, opts), row_sum = torch::empty_like(row_max);
-  const int64_t BH = p.B * p.H;
-  const int64_t rows = forward_rows_per_call(BH, p.Nq, at::get_num_threads());
-  const int64_t nqb = (p.Nq + rows - 1) / rows;
   const attn_memref1d pm = memref_params(params);
-  parallel_items(BH * nqb, [&](int64_t item) {
-    const int64_t bh = item / nqb, q_begin = item % nqb * rows, b = bh / p.H, h = bh % p.H;
+  for_each_query_block(p, [&](int64_t b, int64_t h, int64_t q_begin, int64_t q_end) {
     attn_memref2d opm = memref2d(o_parts, b, h), om = memref2d(out, b, h);
     attn_memref1d mpm = memref1d(max_parts, b, h), spm = memref1d(sum_parts, b, h),
                   cpm = memref1d(count_parts, b, h), mm = memref1d(row_max, b, h),
                   sm = memref1d(row_sum, b, h), prm = pm;
     merge(&opm, &mpm, &spm, &cpm, &om, &mm, &sm, &prm, tables.empty() ? nullptr : tables.data(),
-          b, h, q_begin, std::min(p.Nq, q_begin + rows));
+          b, h, q_begin, q_end);
   });
   return {out, row_max, row_sum};
 }
@@ -1174,19 +1181,14 @@ run_partial_forward(const Library &lib, const Problem &p, const Tensor &q_in, co
   Tensor out = torch::empty({p.B, p.H, p.Nq, p.dv}, opts);
   Tensor row_max = torch::empty({p.B, p.H, p.Nq}, opts);
   Tensor row_sum = torch::empty_like(row_max), row_count = torch::empty_like(row_max);
-  const int64_t BH = p.B * p.H;
-  const int64_t rows = forward_rows_per_call(BH, p.Nq, at::get_num_threads());
-  const int64_t nqb = (p.Nq + rows - 1) / rows;
   const attn_memref1d pm = memref_params(params);
-  parallel_items(BH * nqb, [&](int64_t item) {
-    const int64_t bh = item / nqb, q_begin = item % nqb * rows, b = bh / p.H, h = bh % p.H;
+  for_each_query_block(p, [&](int64_t b, int64_t h, int64_t q_begin, int64_t q_end) {
     attn_memref2d qm = memref2d(q, b, h), km = memref2d(k, b, p.kv_head(h)),
                   vm = memref2d(v, b, p.kv_head(h)), om = memref2d(out, b, h);
     attn_memref1d mm = memref1d(row_max, b, h), sm = memref1d(row_sum, b, h),
                   cm = memref1d(row_count, b, h), prm = pm;
     fn(&qm, &km, &vm, &om, &mm, &sm, &cm, &prm, tables.empty() ? nullptr : tables.data(), b, h,
-       q_begin, std::min(p.Nq, q_begin + rows), 0, p.kv_len[static_cast<size_t>(b)],
-       p.causal ? 1 : 0, 1);
+       q_begin, q_end, 0, p.kv_len[static_cast<size_t>(b)], p.causal ? 1 : 0, 1);
   });
   return {out, row_max, row_sum, row_count};
 }
