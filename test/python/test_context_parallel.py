@@ -377,3 +377,20 @@ def test_documented_example_runs(tmp_path):
     assert len(grads) == 3, run.stdout
     assert grads[0] != 0 and all(abs(g - grads[-1]) <= 1e-4 * abs(grads[-1]) for g in grads), \
         run.stdout
+
+
+def test_opcheck_partial_ops(softmax1):
+    """The three ops against their schemas and fakes (attn.ops), as test_torch_library
+    checks the others."""
+    g = torch.Generator().manual_seed(1)
+    q, k, v, dout = (torch.randn(1, 2, 5, 8, generator=g, dtype=torch.float64) for _ in range(4))
+    path, params = softmax1.path, softmax1.initial_params(torch.float64)
+    state = torch.ops.attn.attention_partial_forward(path, q, k, v, params, False, None, [], 0, 0)
+    out, row_max, row_sum = softmax1.forward_with_stats(q, k, v)
+    for op, args in ((torch.ops.attn.attention_partial_forward,
+                      (path, q, k, v, params, True, None, [], 5, 5)),
+                     (torch.ops.attn.attention_merge, (path, q, k, v, params, *state)),
+                     (torch.ops.attn.attention_partial_backward,
+                      (path, q, k, v, params, out, row_max, row_sum, dout, False, False, None, [],
+                       0, 5))):
+        torch.library.opcheck(op.default, args)
