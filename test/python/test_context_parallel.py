@@ -145,6 +145,7 @@ def _worker(rank, world, port, artifacts, outdir):
                    for name, case in CASES.items()}
         results["ddp_step"] = _ddp_step(kernels["multimax"], world, rank)
         results["module"] = _module_case(kernels["multimax"], world)
+        results["masked_kernel_refused"] = _refuses_masked_kernel(kernels["window"])
         with open(os.path.join(outdir, f"rank{rank}.json"), "w") as f:
             json.dump(results, f)
     finally:
@@ -202,6 +203,18 @@ def _ddp_step(kernel, world, rank):
     return worst
 
 
+def _refuses_masked_kernel(kernel):
+    """A kernel with a compiled-in mask is refused on every rank before any message (no
+    rank left waiting), naming the mask: 0; otherwise pytest.raises ends the worker,
+    and the spawn fails the test."""
+    from attn.context_parallel import context_parallel_attention
+
+    q = torch.randn(1, 1, 4, 8)
+    with pytest.raises(RuntimeError, match=r"has the mask window, which reads positions"):
+        context_parallel_attention(q, q, q, kernel)
+    return 0.0
+
+
 def _module_case(kernel, world):
     """attn.MultiheadAttention(context_parallel=...) on shards against the module on the
     whole sequence: output, input gradient, and every parameter's gradient (the
@@ -246,6 +259,7 @@ def artifacts(attn_mod, tmp_path_factory):
     paths = {n: str(attn_mod.compile(EXAMPLES / f"{n}.mlir").path)
              for n in ("softmax", "tanhmax", "sigmoid", "relu", "multimax")}
     paths["tables"] = str(compile_source(TABLES_IR, out, "tables"))
+    paths["window"] = str(attn_mod.compile(EXAMPLES.parent / "families" / "sliding_window.mlir").path)
     return paths
 
 
@@ -258,7 +272,7 @@ def results(request, artifacts, tmp_path_factory):
     return [json.loads((outdir / f"rank{r}.json").read_text()) for r in range(world)]
 
 
-@pytest.mark.parametrize("case", [*CASES, "ddp_step", "module"])
+@pytest.mark.parametrize("case", [*CASES, "ddp_step", "module", "masked_kernel_refused"])
 def test_context_parallel_matches_one_process(results, case):
     """Error over tolerance (|got − want| / (1 + |want|) against 1e-12 in float64, 2e-4
     in float32), worst over O and every gradient, on every rank."""
