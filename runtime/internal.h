@@ -26,6 +26,14 @@ using AttentionSig = torch::Tensor(c10::string_view, const torch::Tensor &,
 /// The op attn::attention (autograd-aware), called through the dispatcher.
 const c10::TypedOperatorHandle<AttentionSig> &attention_op();
 
+/// The Options of an op's (is_causal, key_lengths, inputs) arguments.
+Options make_options(bool is_causal, const std::optional<torch::Tensor> &key_lengths,
+                     const std::optional<at::TensorList> &inputs);
+
+/// The Autograd kernel of a non-differentiable op: the op itself, below autograd, so
+/// its outputs never require grad.
+void not_differentiable(const c10::OperatorHandle &op, torch::jit::Stack *stack);
+
 /// `params`, or for None (an undefined tensor) an empty one on q's device, after
 /// attention_forward's checks when any of q, k, v and params is None: its autograd
 /// function records the device of every tensor argument, which an undefined one has
