@@ -19,6 +19,9 @@ A fence's info string is the block's language, then options (`/```sh slow/`):
   line of the block other than `...` is a line of PATH, in order).
 - `c++`: `excerpt=PATH`: the block's lines are consecutive lines of PATH (leading
   whitespace aside), a source file that the build compiles (and ctest runs).
+- `python excerpt=PATH`: not run here but checked the same way against PATH, a test or
+  a program a test runs (named in a test under test/python/): code that only makes sense
+  inside a larger program (several processes, a training loop).
 - `text`: output, grammar or diagrams; not run.
 
 The README's setup and test commands are not run here: CI runs them (.ci/run).
@@ -101,7 +104,8 @@ def run_page(page, results_path):
     env = dict(os.environ, PATH=f"{BUILD / 'bin'}{os.pathsep}{os.environ['PATH']}")
     results = {}
     for block in blocks_of(REPO / page):
-        if block.language not in ("python", "sh") or block.text == RUN_BY_CI:
+        if (block.language not in ("python", "sh") or block.text == RUN_BY_CI
+                or block.options.get("excerpt")):
             continue
         reason = skip_reason(block)
         if reason:
@@ -190,7 +194,9 @@ def test_block(block, tmp_path):
         module = __import__(runner[:-3])
         assert block.text.strip() in module.program(), f"{block.id} is not part of {runner}'s program"
         return
-    if block.language in ("python", "sh"):
+    if block.language == "python" and block.options.get("excerpt"):
+        check_excerpt_of_tested_program(block)
+    elif block.language in ("python", "sh"):
         results, log = page_results(block.page)
         status, message, _ = results.get(block.id, ["failed", f"the page's runner did not reach it:\n{log}", 0.0])
         if status == "skipped":
@@ -216,6 +222,18 @@ def test_block(block, tmp_path):
         wanted, have = stripped_lines(block.text), stripped_lines(path.read_text())
         assert any(have[n:n + len(wanted)] == wanted for n in range(len(have))), (
             f"{block.id} is not verbatim in {excerpt}")
+
+
+def check_excerpt_of_tested_program(block):
+    """A python excerpt's lines are consecutive lines of its file, which the tests run."""
+    excerpt = block.options["excerpt"]
+    path = REPO / excerpt
+    tests = sorted((REPO / "test" / "python").glob("test_*.py"))
+    tested = path in tests or any(path.name in test.read_text() for test in tests)
+    assert tested, f"{block.id}: {excerpt} is neither a test nor named by one under test/python"
+    wanted, have = stripped_lines(block.text), stripped_lines(path.read_text())
+    assert any(have[n:n + len(wanted)] == wanted for n in range(len(have))), (
+        f"{block.id} is not verbatim in {excerpt}")
 
 
 def test_every_page_has_its_blocks_collected():
