@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <numeric>
 #include <sstream>
 
 namespace attn {
@@ -457,25 +456,26 @@ template <class F> void parallel_items(int64_t n, const F &f) {
 } // namespace
 
 int64_t forward_rows_per_call(int64_t heads, int64_t queries, int64_t threads) {
-  const int64_t items_per_head =
-      std::max<int64_t>(1, (4 * threads + heads - 1) / std::max<int64_t>(heads, 1));
+  const int64_t items_per_head = std::max<int64_t>(
+      1, (kItemsPerThread * threads + heads - 1) / std::max<int64_t>(heads, 1));
   const int64_t blocks = (queries + items_per_head * kQueryBlock - 1) / (items_per_head * kQueryBlock);
   return std::max<int64_t>(1, blocks) * kQueryBlock;
 }
 
 namespace {
 /// Splits per item for `items` items on `threads` threads, at most `most`: 1 when
-/// the items spread evenly already, else items · splits a multiple of threads, so
-/// that every thread gets the same number of calls.
+/// there are kItemsPerThread items per thread already, else enough for that many.
+/// Threads take the calls as they finish, so a thread on a busy core (or with the
+/// costlier rows of a mask) takes fewer: halves, one per thread, had waited for it.
 int64_t balanced_splits(int64_t items, int64_t most, int64_t threads) {
-  if (items <= 0 || threads <= 1 || items >= 4 * threads)
+  if (items <= 0 || threads <= 1 || items >= kItemsPerThread * threads)
     return 1;
-  return std::max<int64_t>(1, std::min(threads / std::gcd(items, threads), most));
+  return std::max<int64_t>(1, std::min((kItemsPerThread * threads + items - 1) / items, most));
 }
 } // namespace
 
-int64_t backward_query_splits(int64_t heads, int64_t queries, int64_t threads, bool uneven_rows) {
-  return balanced_splits(heads, queries / kQueryBlock, uneven_rows ? 2 * threads : threads);
+int64_t backward_query_splits(int64_t heads, int64_t queries, int64_t threads) {
+  return balanced_splits(heads, queries / kQueryBlock, threads);
 }
 
 int64_t key_splits(int64_t items, int64_t keys, int64_t threads) {
@@ -969,8 +969,7 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
   const int64_t BH = p.B * p.H;
   const int64_t threads = at::get_num_threads();
   const bool kernelised = lib.manifest().algorithm == "kernelised";
-  const int64_t splits =
-      kernelised ? 1 : backward_query_splits(BH, p.Nq, threads, lib.manifest().mask != "none");
+  const int64_t splits = kernelised ? 1 : backward_query_splits(BH, p.Nq, threads);
   const int64_t kv_splits = kernelised || splits > 1 ? 1 : key_splits(BH, p.Nk, threads);
   // The calls overwrite dq's rows [q_begin, q_end) and dk's and dv's rows
   // [kv_begin, kv_len) (abi.h), which together cover every row but the keys past
@@ -991,14 +990,16 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
   const int64_t calls = BH * splits * kv_splits;
   Tensor dparams_parts = torch::zeros({calls, p.P}, opts);
 
-  // The calls run in `chunks` fixed sets, each in order on one thread: in rounds of
-  // `chunks` calls, chunk c takes the c-th call of even rounds and the c-th from
-  // the end of odd ones, so a slice's splits spread over the threads and a ramp of
-  // work (a causal mask) evens out. A learnable input's gradient gets one zeroed
-  // buffer per chunk that its calls add to (abi.h: dtables), summed in chunk order:
-  // the same bits every run with the same thread count, and chunks × the input's
-  // size of memory, never B·H·N².
-  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(threads, calls));
+  // The calls run in `chunks` fixed sets, each in order, kItemsPerThread per thread,
+  // that threads take as they finish (a thread on a busy core takes fewer): in
+  // rounds of `chunks` calls, chunk c takes the c-th call of even rounds and the
+  // c-th from the end of odd ones, so a ramp of work (a causal mask) evens out. A
+  // learnable input's gradient gets one zeroed buffer per chunk that its calls add
+  // to (abi.h: dtables), summed in chunk order: the same bits every run with the
+  // same thread count, whichever thread ran a chunk, and chunks × the input's size
+  // of memory, never B·H·N².
+  const int64_t chunks =
+      std::max<int64_t>(1, std::min<int64_t>(kItemsPerThread * threads, calls));
   const auto &declared = lib.manifest().inputs;
   std::vector<std::vector<Tensor>> parts(static_cast<size_t>(chunks));
   std::vector<std::vector<attn_table>> dtables(static_cast<size_t>(chunks));
@@ -1034,14 +1035,12 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
        &dkm, &dvm, &dpm, chunk_dtables, b, h, q_begin, q_end, kv_begin, kv_end,
        p.causal ? 1 : 0);
   };
-  at::parallel_for(0, chunks, 1, [&](int64_t first, int64_t last) {
-    for (int64_t c = first; c < last; ++c) {
-      const std::vector<attn_table> &chunk = dtables[static_cast<size_t>(c)];
-      for (int64_t round = 0; round * chunks < calls; ++round) {
-        const int64_t item = round * chunks + (round % 2 == 0 ? c : chunks - 1 - c);
-        if (item < calls)
-          call(item, chunk.empty() ? nullptr : chunk.data());
-      }
+  parallel_items(chunks, [&](int64_t c) {
+    const std::vector<attn_table> &chunk = dtables[static_cast<size_t>(c)];
+    for (int64_t round = 0; round * chunks < calls; ++round) {
+      const int64_t item = round * chunks + (round % 2 == 0 ? c : chunks - 1 - c);
+      if (item < calls)
+        call(item, chunk.empty() ? nullptr : chunk.data());
     }
   });
   // A learnable input's gradient; an empty [0] tensor for the others.

@@ -1,6 +1,7 @@
-"""The decode schedule: forward calls of at most 16 query rows at a tiled head dim read K
-row by row, one row per tile (#attn.cpu_schedule<variant = decode>, chosen in the entry
+"""The decode schedule: f32 forward calls of at most 16 query rows at a tiled head dim read
+K row by row, one row per tile (#attn.cpu_schedule<variant = decode>, chosen in the entry
 point by q_end - q_begin; test/Passes/select-schedule-decode.mlir checks the selection).
+In f32 (f64 has no decode variant; test_query_splits covers its splits).
 
 Checked against the float64 reference, forward and every gradient (the backward keeps the
 tiled schedule, fed by the decode forward's row statistics), at Nq = 1, 3 and 16 (the
@@ -32,8 +33,8 @@ def threads(request):
 
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("nq,nk", [(1, 2049), (3, 1537), (16, 1111), (17, 613)])
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_decode_matches_reference(artifacts, threads, name, nq, nk, dtype):
+def test_decode_matches_reference(artifacts, threads, name, nq, nk):
+    dtype = torch.float32
     q, k, v, dout, key_lengths = helpers.make_inputs(
         name, 2, 1, nq, nk, 64, 64, helpers.seed_of("decode", name, nq, nk), padding=True,
         dtype=dtype)
@@ -48,10 +49,10 @@ def test_decode_causal_matches_reference(artifacts, threads, name, d):
     # Queries at positions 0..Nq-1 see keys j <= i: a tile's span ends inside it.
     nq, nk = 16, 301
     q, k, v, dout, _ = helpers.make_inputs(name, 1, 2, nq, nk, d, d,
-                                           helpers.seed_of("causal", name, d), dtype=torch.float64)
+                                           helpers.seed_of("causal", name, d), dtype=torch.float32)
     helpers.check_example_against_reference(
-        artifacts(name), name, q, k, v, helpers.case_params(name), dout, True, None,
-        torch.float64, context=f"{name} causal d={d}")
+        artifacts(name), name, q, k, v, helpers.case_params(name, torch.float32), dout, True,
+        None, torch.float32, context=f"{name} causal d={d}")
 
 
 # Online softmax with a learnable sink per head (a row offset from a tensor input) and a
@@ -61,8 +62,8 @@ compiled = kernels_from(lambda name: {"sinks_documents": SINKS_DOCUMENTS}[name])
 
 
 @pytest.mark.parametrize("nq", [1, 3, 16])
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_decode_documents_and_sinks_match_reference(compiled, threads, nq, dtype):
+def test_decode_documents_and_sinks_match_reference(compiled, threads, nq):
+    dtype = torch.float32
     B, H, nk = 2, 2, 2305
     gen = torch.Generator().manual_seed(helpers.seed_of("documents", nq))
     q, k, v = (torch.randn(B, H, n, 64, generator=gen, dtype=torch.float64)
