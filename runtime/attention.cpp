@@ -13,6 +13,11 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <sstream>
 
 namespace attn {
@@ -433,9 +438,14 @@ attn_memref1d memref_params(const Tensor &t) {
   return attn_memref1d{ptr, ptr, 0, {t.size(0)}, {t.stride(0)}};
 }
 
-/// Run f(i) for i in [0, n) on LibTorch's intra-op thread pool (at::parallel_for),
-/// handing out items dynamically so that uneven items (causal masks, padding)
-/// balance across threads.
+/// Run f(i) for i in [0, n) on the calling thread and up to at::get_num_threads() - 1
+/// helpers from LibTorch's inter-op pool (at::launch), each taking the next item as it
+/// finishes one, so uneven items (causal masks, padding) and a thread slowed by a busy
+/// core balance. The call returns once every item is done, without waiting for a
+/// helper that has not started: at::parallel_for's OpenMP region ends in a barrier
+/// that waits for every thread of the team, so one thread whose core another process
+/// held had held up the whole call (2 threads slower than 1). Items are the same
+/// whichever thread runs them: what a caller sums per item stays deterministic.
 template <class F> void parallel_items(int64_t n, const F &f) {
   if (n <= 0)
     return;
@@ -445,12 +455,48 @@ template <class F> void parallel_items(int64_t n, const F &f) {
       f(i);
     return;
   }
-  std::atomic<int64_t> next{0};
-  at::parallel_for(0, workers, 1, [&](int64_t, int64_t) {
-    for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < n;
-         i = next.fetch_add(1, std::memory_order_relaxed))
-      f(i);
-  });
+  // Shared with the helpers, which may start after the call returned: they then find
+  // no item left and never touch `item` (which refers to the caller's f).
+  struct Items {
+    std::atomic<int64_t> next{0};
+    int64_t count = 0;
+    std::function<void(int64_t)> item;
+    std::mutex mutex;
+    std::condition_variable finished;
+    int64_t done = 0;
+    std::exception_ptr error;
+  };
+  auto items = std::make_shared<Items>();
+  items->count = n;
+  items->item = [&f](int64_t i) { f(i); };
+  auto take = [](Items &shared) {
+    int64_t ran = 0;
+    std::exception_ptr error;
+    for (int64_t i = shared.next.fetch_add(1, std::memory_order_relaxed); i < shared.count;
+         i = shared.next.fetch_add(1, std::memory_order_relaxed), ++ran) {
+      try {
+        shared.item(i);
+      } catch (...) {
+        if (!error)
+          error = std::current_exception();
+      }
+    }
+    if (ran == 0)
+      return;
+    std::lock_guard<std::mutex> lock(shared.mutex);
+    shared.done += ran;
+    if (error && !shared.error)
+      shared.error = error;
+    if (shared.done == shared.count)
+      shared.finished.notify_all();
+  };
+  for (int64_t w = 1; w < workers; ++w)
+    at::launch([items, take] { take(*items); });
+  take(*items);
+  std::unique_lock<std::mutex> lock(items->mutex);
+  items->finished.wait(lock, [&] { return items->done == items->count; });
+  if (items->error)
+    std::rethrow_exception(items->error);
 }
 
 } // namespace
