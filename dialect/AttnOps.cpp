@@ -1223,6 +1223,26 @@ LogicalResult CpuScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitErr
                                       int64_t backwardRows) {
   if (!isa<FloatType>(type))
     return emitError() << "a CPU schedule is for a float element type, got " << type;
+  if (variant == CpuVariant::Decode) {
+    if (lanes <= 0 || !llvm::isPowerOf2_64(lanes))
+      return emitError() << "a decode schedule needs lanes that are a power of two, got "
+                         << lanes;
+    if (headDim <= 0 || headDim % lanes != 0)
+      return emitError() << "a decode schedule needs a head_dim that is a positive multiple of "
+                            "lanes, got head_dim "
+                         << headDim << " and lanes " << lanes;
+    if (rows < 1)
+      return emitError() << "a decode schedule needs rows >= 1 (the most query rows of a call "
+                            "it serves), got "
+                         << rows;
+    if (forwardKeys <= 0 || forwardKeys % lanes != 0)
+      return emitError() << "forward_keys must be a positive multiple of lanes (" << lanes
+                         << "), got " << forwardKeys;
+    if (backwardKeys || backwardRows)
+      return emitError() << "a decode schedule has no backward (the tiled schedule of its head "
+                            "dim serves it): expected no backward_keys or backward_rows";
+    return success();
+  }
   if (variant != CpuVariant::Tiled) {
     if (headDim || lanes || rows || forwardKeys || backwardKeys || backwardRows)
       return emitError() << "a " << stringifyCpuVariant(variant)

@@ -102,7 +102,8 @@ def Attn_TableGradRole : I32EnumAttr<"TableGradRole",
 def Attn_CpuVariant : I32EnumAttr<"CpuVariant", "a CPU loop schedule", [
     I32EnumAttrCase<"Generic", 0, "generic">,
     I32EnumAttrCase<"Tiled", 1, "tiled">,
-    I32EnumAttrCase<"Linear", 2, "linear">]> {
+    I32EnumAttrCase<"Linear", 2, "linear">,
+    I32EnumAttrCase<"Decode", 3, "decode">]> {
   let cppNamespace = "::mlir::attn";
   let genSpecializedAttr = 0;
 }
@@ -190,7 +191,12 @@ def Attn_CpuScheduleAttr : Attn_Attr<"CpuSchedule", "cpu_schedule"> {
     a register-blocked variant for `head_dim` on vector<`lanes` x type>: the
     forward runs blocks of `rows` query rows against `forward_keys` keys, the
     backward blocks of `backward_rows` rows against `backward_keys` keys (both
-    key counts multiples of `lanes`).
+    key counts multiples of `lanes`). A `decode` schedule beside the tiled one of
+    its `head_dim` serves forward calls of at most `rows` query rows (a decoder
+    step, a short prompt against a cache): the entry point chooses it by the
+    call's q_end - q_begin. It reads K row by row (no packed panels: each key is
+    read once per row), one row per tile of `forward_keys` keys; it takes no
+    backward_keys or backward_rows (the backward keeps the tiled schedule).
   }];
   let parameters = (ins
     "::mlir::Type":$type,

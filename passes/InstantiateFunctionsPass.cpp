@@ -19,7 +19,7 @@ struct InstantiateFunctionsPass : impl::AttnInstantiateFunctionsBase<Instantiate
         for (auto schedule : schedules.getAsRange<CpuScheduleAttr>()) {
           auto type = cast<FloatType>(schedule.getType());
           needed.emplace_back(type, 0);
-          if (schedule.getVariant() == CpuVariant::Tiled)
+          if (schedule.getLanes() > 0) // tiled and decode
             needed.emplace_back(type, schedule.getLanes());
         }
       if (kernel.getGpuSchedule()) // every storage type computes in f32

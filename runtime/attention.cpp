@@ -14,7 +14,11 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <numeric>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <sstream>
 
 namespace attn {
@@ -447,9 +451,14 @@ attn_memref1d memref_params(const Tensor &t) {
   return attn_memref1d{ptr, ptr, 0, {t.size(0)}, {t.stride(0)}};
 }
 
-/// Run f(i) for i in [0, n) on LibTorch's intra-op thread pool (at::parallel_for),
-/// handing out items dynamically so that uneven items (causal masks, padding)
-/// balance across threads.
+/// Run f(i) for i in [0, n) on the calling thread and up to at::get_num_threads() - 1
+/// helpers from LibTorch's inter-op pool (at::launch), each taking the next item as it
+/// finishes one, so uneven items (causal masks, padding) and a thread slowed by a busy
+/// core balance. The call returns once every item is done, without waiting for a
+/// helper that has not started: at::parallel_for's OpenMP region ends in a barrier
+/// that waits for every thread of the team, so one thread whose core another process
+/// held had held up the whole call (2 threads slower than 1). Items are the same
+/// whichever thread runs them: what a caller sums per item stays deterministic.
 template <class F> void parallel_items(int64_t n, const F &f) {
   if (n <= 0)
     return;
@@ -459,36 +468,73 @@ template <class F> void parallel_items(int64_t n, const F &f) {
       f(i);
     return;
   }
-  std::atomic<int64_t> next{0};
-  at::parallel_for(0, workers, 1, [&](int64_t, int64_t) {
-    for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < n;
-         i = next.fetch_add(1, std::memory_order_relaxed))
-      f(i);
-  });
+  // Shared with the helpers, which may start after the call returned: they then find
+  // no item left and never touch `item` (which refers to the caller's f).
+  struct Items {
+    std::atomic<int64_t> next{0};
+    int64_t count = 0;
+    std::function<void(int64_t)> item;
+    std::mutex mutex;
+    std::condition_variable finished;
+    int64_t done = 0;
+    std::exception_ptr error;
+  };
+  auto items = std::make_shared<Items>();
+  items->count = n;
+  items->item = [&f](int64_t i) { f(i); };
+  auto take = [](Items &shared) {
+    int64_t ran = 0;
+    std::exception_ptr error;
+    for (int64_t i = shared.next.fetch_add(1, std::memory_order_relaxed); i < shared.count;
+         i = shared.next.fetch_add(1, std::memory_order_relaxed), ++ran) {
+      try {
+        shared.item(i);
+      } catch (...) {
+        if (!error)
+          error = std::current_exception();
+      }
+    }
+    if (ran == 0)
+      return;
+    std::lock_guard<std::mutex> lock(shared.mutex);
+    shared.done += ran;
+    if (error && !shared.error)
+      shared.error = error;
+    if (shared.done == shared.count)
+      shared.finished.notify_all();
+  };
+  for (int64_t w = 1; w < workers; ++w)
+    at::launch([items, take] { take(*items); });
+  take(*items);
+  std::unique_lock<std::mutex> lock(items->mutex);
+  items->finished.wait(lock, [&] { return items->done == items->count; });
+  if (items->error)
+    std::rethrow_exception(items->error);
 }
 
 } // namespace
 
 int64_t forward_rows_per_call(int64_t heads, int64_t queries, int64_t threads) {
-  const int64_t items_per_head =
-      std::max<int64_t>(1, (4 * threads + heads - 1) / std::max<int64_t>(heads, 1));
+  const int64_t items_per_head = std::max<int64_t>(
+      1, (kItemsPerThread * threads + heads - 1) / std::max<int64_t>(heads, 1));
   const int64_t blocks = (queries + items_per_head * kQueryBlock - 1) / (items_per_head * kQueryBlock);
   return std::max<int64_t>(1, blocks) * kQueryBlock;
 }
 
 namespace {
 /// Splits per item for `items` items on `threads` threads, at most `most`: 1 when
-/// the items spread evenly already, else items · splits a multiple of threads, so
-/// that every thread gets the same number of calls.
+/// there are kItemsPerThread items per thread already, else enough for that many.
+/// Threads take the calls as they finish, so a thread on a busy core (or with the
+/// costlier rows of a mask) takes fewer: halves, one per thread, had waited for it.
 int64_t balanced_splits(int64_t items, int64_t most, int64_t threads) {
-  if (items <= 0 || threads <= 1 || items >= 4 * threads)
+  if (items <= 0 || threads <= 1 || items >= kItemsPerThread * threads)
     return 1;
-  return std::max<int64_t>(1, std::min(threads / std::gcd(items, threads), most));
+  return std::max<int64_t>(1, std::min((kItemsPerThread * threads + items - 1) / items, most));
 }
 } // namespace
 
-int64_t backward_query_splits(int64_t heads, int64_t queries, int64_t threads, bool uneven_rows) {
-  return balanced_splits(heads, queries / kQueryBlock, uneven_rows ? 2 * threads : threads);
+int64_t backward_query_splits(int64_t heads, int64_t queries, int64_t threads) {
+  return balanced_splits(heads, queries / kQueryBlock, threads);
 }
 
 int64_t key_splits(int64_t items, int64_t keys, int64_t threads) {
@@ -1046,8 +1092,7 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
   const int64_t BH = p.B * p.H;
   const int64_t threads = at::get_num_threads();
   const bool kernelised = lib.manifest().algorithm == "kernelised";
-  const int64_t splits =
-      kernelised ? 1 : backward_query_splits(BH, p.Nq, threads, lib.manifest().mask != "none");
+  const int64_t splits = kernelised ? 1 : backward_query_splits(BH, p.Nq, threads);
   const int64_t kv_splits = kernelised || splits > 1 ? 1 : key_splits(BH, p.Nk, threads);
   // The calls overwrite dq's rows [q_begin, q_end) and dk's and dv's rows
   // [kv_begin, kv_len) (abi.h), which together cover every row but the keys past
@@ -1068,14 +1113,16 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
   const int64_t calls = BH * splits * kv_splits;
   Tensor dparams_parts = torch::zeros({calls, p.P}, opts);
 
-  // The calls run in `chunks` fixed sets, each in order on one thread: in rounds of
-  // `chunks` calls, chunk c takes the c-th call of even rounds and the c-th from
-  // the end of odd ones, so a slice's splits spread over the threads and a ramp of
-  // work (a causal mask) evens out. A learnable input's gradient gets one zeroed
-  // buffer per chunk that its calls add to (abi.h: dtables), summed in chunk order:
-  // the same bits every run with the same thread count, and chunks × the input's
-  // size of memory, never B·H·N².
-  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(threads, calls));
+  // The calls run in `chunks` fixed sets, each in order, kItemsPerThread per thread,
+  // that threads take as they finish (a thread on a busy core takes fewer): in
+  // rounds of `chunks` calls, chunk c takes the c-th call of even rounds and the
+  // c-th from the end of odd ones, so a ramp of work (a causal mask) evens out. A
+  // learnable input's gradient gets one zeroed buffer per chunk that its calls add
+  // to (abi.h: dtables), summed in chunk order: the same bits every run with the
+  // same thread count, whichever thread ran a chunk, and chunks × the input's size
+  // of memory, never B·H·N².
+  const int64_t chunks =
+      std::max<int64_t>(1, std::min<int64_t>(kItemsPerThread * threads, calls));
   const auto &declared = lib.manifest().inputs;
   std::vector<std::vector<Tensor>> parts(static_cast<size_t>(chunks));
   std::vector<std::vector<attn_table>> dtables(static_cast<size_t>(chunks));
@@ -1115,14 +1162,12 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
        &dkm, &dvm, &dpm, chunk_dtables, b, h, q_begin, q_end, kv_begin + p.key_shift,
        kv_end + p.key_shift, p.causal ? 1 : 0);
   };
-  at::parallel_for(0, chunks, 1, [&](int64_t first, int64_t last) {
-    for (int64_t c = first; c < last; ++c) {
-      const std::vector<attn_table> &chunk = dtables[static_cast<size_t>(c)];
-      for (int64_t round = 0; round * chunks < calls; ++round) {
-        const int64_t item = round * chunks + (round % 2 == 0 ? c : chunks - 1 - c);
-        if (item < calls)
-          call(item, chunk.empty() ? nullptr : chunk.data());
-      }
+  parallel_items(chunks, [&](int64_t c) {
+    const std::vector<attn_table> &chunk = dtables[static_cast<size_t>(c)];
+    for (int64_t round = 0; round * chunks < calls; ++round) {
+      const int64_t item = round * chunks + (round % 2 == 0 ? c : chunks - 1 - c);
+      if (item < calls)
+        call(item, chunk.empty() ? nullptr : chunk.data());
     }
   });
   // A learnable input's gradient; an empty [0] tensor for the others.

@@ -48,6 +48,15 @@ SmallVector<Attribute> mlir::attn::defaultCpuSchedules(KernelOp kernel, Algorith
       schedules.push_back(CpuScheduleAttr::get(
           ctx, type, CpuVariant::Tiled, headDim, lanes, rows, /*forwardKeys=*/forwardScoreVectors * lanes,
           /*backwardKeys=*/backwardScoreVectors * lanes, backwardRows));
+      // Few query rows (a decoder step) against many keys: every key is read once
+      // per row, straight from K, instead of packed into panels for a tile of
+      // `rows` rows that would mostly repeat the last one. Not for f64, which
+      // serves precision (its tiled forward is as exact): a quarter of an
+      // artifact's compile time.
+      if (!onlyHeadDim && !type.isF64())
+        schedules.push_back(CpuScheduleAttr::get(ctx, type, CpuVariant::Decode, headDim, lanes,
+                                                 kDecodeRows,
+                                                 /*forwardKeys=*/forwardScoreVectors * lanes, 0, 0));
     }
   }
   return schedules;
@@ -91,7 +100,8 @@ SmallVector<FloatType> mlir::attn::cpuEntryTypes(KernelOp kernel) {
   SmallVector<FloatType> types;
   if (ArrayAttr schedules = kernel.getCpuScheduleAttr())
     for (auto schedule : schedules.getAsRange<CpuScheduleAttr>())
-      if (schedule.getVariant() != CpuVariant::Tiled)
+      if (schedule.getVariant() == CpuVariant::Generic ||
+          schedule.getVariant() == CpuVariant::Linear)
         types.push_back(cast<FloatType>(schedule.getType()));
   return types;
 }

@@ -17,6 +17,10 @@ namespace mlir::attn {
 /// Head dims that get a register-blocked CPU schedule by default.
 constexpr int64_t kTiledHeadDims[] = {32, 64, 128};
 
+/// The most query rows of a forward call that the decode schedule serves (the
+/// tiled schedule takes calls of more).
+constexpr int64_t kDecodeRows = 16;
+
 /// Head dims the GPU kernels support (one lane owns head_dim/32 columns).
 constexpr int64_t kGpuHeadDims[] = {32, 64, 128};
 
@@ -24,7 +28,9 @@ constexpr int64_t kGpuHeadDims[] = {32, 64, 128};
 /// `generic`; then, unless kernelised, a `tiled` schedule for each head dim of
 /// kTiledHeadDims (for the additive contraction only its hidden width) that vectors of `vectorBits` bits divide: rows per
 /// block such that the output accumulators fill at most 16 vector registers (at
-/// most 4 rows), keys per block 4 vectors (forward) and 2 (backward).
+/// most 4 rows), keys per block 4 vectors (forward) and 2 (backward); beside each
+/// tiled schedule of a dot-product score below f64, a `decode` one for forward
+/// calls of at most kDecodeRows rows.
 SmallVector<Attribute> defaultCpuSchedules(KernelOp kernel, Algorithm algorithm,
                                            ArrayRef<FloatType> types, int64_t vectorBits);
 

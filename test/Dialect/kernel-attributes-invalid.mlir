@@ -20,6 +20,31 @@
 
 // -----
 
+// expected-error @+1 {{a decode schedule needs lanes that are a power of two, got 12}}
+#bad = #attn.cpu_schedule<type = f32, variant = decode, head_dim = 48, lanes = 12, rows = 16, forward_keys = 48>
+
+// -----
+
+// expected-error @+1 {{a decode schedule needs a head_dim that is a positive multiple of lanes, got head_dim 40 and lanes 16}}
+#bad = #attn.cpu_schedule<type = f32, variant = decode, head_dim = 40, lanes = 16, rows = 16, forward_keys = 64>
+
+// -----
+
+// expected-error @+1 {{a decode schedule needs rows >= 1 (the most query rows of a call it serves), got 0}}
+#bad = #attn.cpu_schedule<type = f32, variant = decode, head_dim = 64, lanes = 16, rows = 0, forward_keys = 64>
+
+// -----
+
+// expected-error @+1 {{forward_keys must be a positive multiple of lanes (16), got 40}}
+#bad = #attn.cpu_schedule<type = f32, variant = decode, head_dim = 64, lanes = 16, rows = 16, forward_keys = 40>
+
+// -----
+
+// expected-error @+1 {{a decode schedule has no backward (the tiled schedule of its head dim serves it): expected no backward_keys or backward_rows}}
+#bad = #attn.cpu_schedule<type = f32, variant = decode, head_dim = 64, lanes = 16, rows = 16, forward_keys = 64, backward_rows = 4>
+
+// -----
+
 // expected-error @+1 {{a generic schedule takes no head_dim, lanes, rows or keys}}
 #bad = #attn.cpu_schedule<type = f32, variant = generic, rows = 4>
 

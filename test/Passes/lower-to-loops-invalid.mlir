@@ -132,3 +132,47 @@ attn.normalizer @relu {
 // expected-error @+1 {{'attn.kernel' op has two tiled schedules for head dim 32 at 'f32'}}
 attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 1, forward_keys = 8, backward_keys = 8, backward_rows = 2>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 2, forward_keys = 8, backward_keys = 8, backward_rows = 2>]}
 
+
+// -----
+
+attn.normalizer @relu {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    attn.yield %s : f32
+  }
+  denominator count
+}
+// A decode schedule takes the forward's calls of few rows only: the tiled schedule
+// of its head dim takes the rest, and the backward.
+// expected-error @+1 {{'attn.kernel' op has a decode schedule for head dim 32 at 'f32' but no tiled schedule for it; calls of more rows and the backward need one}}
+attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>, #attn.cpu_schedule<type = f32, variant = decode, head_dim = 32, lanes = 8, rows = 16, forward_keys = 32>]}
+
+// -----
+
+attn.normalizer @relu {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    attn.yield %s : f32
+  }
+  denominator count
+}
+// expected-error @+1 {{'attn.kernel' op has two decode schedules for head dim 32 at 'f32'}}
+attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 1, forward_keys = 8, backward_keys = 8, backward_rows = 2>, #attn.cpu_schedule<type = f32, variant = decode, head_dim = 32, lanes = 8, rows = 16, forward_keys = 32>, #attn.cpu_schedule<type = f32, variant = decode, head_dim = 32, lanes = 8, rows = 4, forward_keys = 32>]}
+
+// -----
+
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+}
+attn.score @concat contract additive hidden 32 weights(W_q: 32x16 = identity, W_k: 32x16 = 0.5, v: 32 = 0.25)
+// expected-error @+1 {{'attn.kernel' op has a decode schedule for head dim 32 but an additive score; the decode schedule reads dot-product scores only}}
+attn.kernel @k normalizer(@softmax) score(@concat) {algorithm = #attn<algorithm online>, cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 1, forward_keys = 8, backward_keys = 8, backward_rows = 2>, #attn.cpu_schedule<type = f32, variant = decode, head_dim = 32, lanes = 8, rows = 16, forward_keys = 32>]}

@@ -3,7 +3,7 @@
 
 // Per element type a generic schedule and tiles for head dims 32, 64, 128: on
 // 16 f32 lanes, 4 rows against 64 keys forward, 8 rows against 32 keys backward
-// (f64: 4).
+// (f64: 4); f32's each beside a decode schedule (select-schedule-decode.mlir).
 attn.normalizer @softmax {
   numerator {
   ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
@@ -18,7 +18,7 @@ attn.normalizer @softmax {
 }
 attn.kernel @k normalizer(@softmax) {algorithm = #attn<algorithm online>}
 
-// CHECK: cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 16, rows = 4, forward_keys = 64, backward_keys = 32, backward_rows = 8>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 64, lanes = 16, rows = 4, forward_keys = 64, backward_keys = 32, backward_rows = 8>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 128, lanes = 16, rows = 4, forward_keys = 64, backward_keys = 32, backward_rows = 8>, #attn.cpu_schedule<type = f64, variant = generic>, #attn.cpu_schedule<type = f64, variant = tiled, head_dim = 32, lanes = 8, rows = 4, forward_keys = 32, backward_keys = 16, backward_rows = 4>, #attn.cpu_schedule<type = f64, variant = tiled, head_dim = 64, lanes = 8, rows = 4, forward_keys = 32, backward_keys = 16, backward_rows = 4>, #attn.cpu_schedule<type = f64, variant = tiled, head_dim = 128, lanes = 8, rows = 4, forward_keys = 32, backward_keys = 16, backward_rows = 4>]
+// CHECK: cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 16, rows = 4, forward_keys = 64, backward_keys = 32, backward_rows = 8>, #attn.cpu_schedule<type = f32, variant = decode, head_dim = 32, lanes = 16, rows = 16, forward_keys = 64>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 64, lanes = 16, rows = 4, forward_keys = 64, backward_keys = 32, backward_rows = 8>, #attn.cpu_schedule<type = f32, variant = decode, head_dim = 64, lanes = 16, rows = 16, forward_keys = 64>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 128, lanes = 16, rows = 4, forward_keys = 64, backward_keys = 32, backward_rows = 8>, #attn.cpu_schedule<type = f32, variant = decode, head_dim = 128, lanes = 16, rows = 16, forward_keys = 64>, #attn.cpu_schedule<type = f64, variant = generic>, #attn.cpu_schedule<type = f64, variant = tiled, head_dim = 32, lanes = 8, rows = 4, forward_keys = 32, backward_keys = 16, backward_rows = 4>, #attn.cpu_schedule<type = f64, variant = tiled, head_dim = 64, lanes = 8, rows = 4, forward_keys = 32, backward_keys = 16, backward_rows = 4>, #attn.cpu_schedule<type = f64, variant = tiled, head_dim = 128, lanes = 8, rows = 4, forward_keys = 32, backward_keys = 16, backward_rows = 4>]
 // AVX2: cpu_schedule = [#attn.cpu_schedule<type = f64, variant = generic>, #attn.cpu_schedule<type = f64, variant = tiled, head_dim = 32, lanes = 4, rows = 2, forward_keys = 16, backward_keys = 8, backward_rows = 2>, #attn.cpu_schedule<type = f64, variant = tiled, head_dim = 64, lanes = 4, rows = 2, forward_keys = 16, backward_keys = 8, backward_rows = 2>, #attn.cpu_schedule<type = f64, variant = tiled, head_dim = 128, lanes = 4, rows = 2, forward_keys = 16, backward_keys = 8, backward_rows = 2>]
 
 // -----

@@ -2,18 +2,18 @@
 (runtime: backward_query_splits) and, for few queries, the forward and the backward
 over keys (split-K: key_splits, attn_merge_T).
 
-With B·H = 1 on 2 threads the runtime runs a slice's backward as two calls, each
-writing its own dq rows and adding its share of dk, dv and the params' and tensor
-inputs' gradients to its own buffers (abi.h, q_begin). Checked against the float64
+With B·H = 1 on 2 threads the runtime runs a slice's backward as several calls (up to
+kItemsPerThread per thread, as the rows allow), each writing its own dq rows and adding
+its share of dk, dv and the params' and tensor inputs' gradients to its own buffers (abi.h, q_begin). Checked against the float64
 reference for example normalizers (tiled d = 64 and generic d = 7, causal, padded keys),
 and, for the kernels that transform rows (cosine, projections, additive score, weights)
 or read learnable tables (T5 bias, sinks), against the same kernel on one thread, which
 makes a single call and is itself checked against references elsewhere.
 
 With Nq = 1..3 queries of one slice against thousands of keys the forward runs each
-call's keys in two chunks whose states the kernel's merge entry folds, and the backward
-runs them as two calls, each writing its keys' dk, dv rows and its share of dq (summed in
-chunk order), the row offset's share from the first chunk only (abi.h, kv_begin):
+call's keys in several chunks whose states the kernel's merge entry folds, and the
+backward runs them as several calls, each writing its keys' dk, dv rows and its share of
+dq (summed in chunk order), the row offset's share from the first chunk only (abi.h, kv_begin):
 checked against the reference, forward and every gradient, for every denominator kind
 (sum, with an offset, count, constant; online and plain), causal and padded keys, and
 for the families above and the sinks' offset region against one thread.
@@ -24,7 +24,7 @@ import torch
 import helpers
 from conftest import REPO, kernels_from
 
-NQ = NK = 200  # > 2 query blocks of 64: two calls per slice on 2 threads
+NQ = NK = 200  # 3 query blocks of 64: three calls per slice on 2 threads
 
 
 @pytest.fixture(autouse=True)
@@ -116,7 +116,7 @@ def test_split_backward_matches_one_call(family, name, nq, nk, causal):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_split_keys_match_reference(artifacts, name, nq, causal, dtype):
-    nk = 2600  # 5 key blocks of 512 (and a partial one): two chunks on 2 threads
+    nk = 2600  # 5 key blocks of 512 (and a partial one): five chunks on 2 threads
     q, k, v, dout, key_lengths = helpers.make_inputs(
         name, 1, 1, nq, nk, 64, 64, helpers.seed_of("keys", name, nq, causal), dtype=dtype)
     key_lengths = torch.tensor([nk - 300]) if not causal else None

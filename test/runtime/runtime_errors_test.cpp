@@ -1071,29 +1071,26 @@ TEST(DispatchThreads, KernelisedForwardTakesWholeHeads) {
   EXPECT_EQ(probe_count("probe_errors", ATTN_FX_PROBE_KERNELISED), 0);
 }
 
-TEST(DispatchThreads, BackwardSplitsAlignedWithThreads) {
-  // B·H >= 4 threads: whole slices; fewer: every thread the same number of calls.
+TEST(DispatchThreads, BackwardSplitsGiveEveryThreadSeveralCalls) {
+  // B·H >= kItemsPerThread per thread: whole slices; fewer: that many calls per
+  // thread, which threads take as they finish.
+  static_assert(attn::kItemsPerThread == 4, "the expectations below count 4 per thread");
   EXPECT_EQ(attn::backward_query_splits(8, 4096, 2), 1);
-  EXPECT_EQ(attn::backward_query_splits(1, 4096, 2), 2);
-  EXPECT_EQ(attn::backward_query_splits(3, 4096, 2), 2);
-  EXPECT_EQ(attn::backward_query_splits(6, 4096, 16), 8);
+  EXPECT_EQ(attn::backward_query_splits(1, 4096, 2), 8);
+  EXPECT_EQ(attn::backward_query_splits(3, 4096, 2), 3);
+  EXPECT_EQ(attn::backward_query_splits(6, 4096, 16), 11);
   EXPECT_EQ(attn::backward_query_splits(1, 4096, 1), 1);
   // At least kQueryBlock rows per call.
   EXPECT_EQ(attn::backward_query_splits(1, 100, 2), 1);
   EXPECT_EQ(attn::backward_query_splits(1, 3 * attn::kQueryBlock, 16), 3);
   EXPECT_EQ(attn::backward_query_splits(1, 0, 2), 1);
-  // Rows of uneven work (a mask region): calls as for twice the threads.
-  EXPECT_EQ(attn::backward_query_splits(1, 4096, 2, /*uneven_rows=*/true), 4);
-  EXPECT_EQ(attn::backward_query_splits(3, 4096, 2, /*uneven_rows=*/true), 4);
-  EXPECT_EQ(attn::backward_query_splits(8, 4096, 2, /*uneven_rows=*/true), 1);
-  EXPECT_EQ(attn::backward_query_splits(1, 3 * attn::kQueryBlock, 2, /*uneven_rows=*/true), 3);
 }
 
-TEST(DispatchThreads, KeySplitsAlignedWithThreads) {
-  // One decoder step (one call) on 2 threads: two key chunks of >= kKeyBlock keys.
-  EXPECT_EQ(attn::key_splits(1, 65536, 2), 2);
-  EXPECT_EQ(attn::key_splits(1, 65536, 16), 16);
-  EXPECT_EQ(attn::key_splits(3, 65536, 2), 2);
+TEST(DispatchThreads, KeySplitsGiveEveryThreadSeveralChunks) {
+  // One decoder step (one call) on 2 threads: eight key chunks of >= kKeyBlock keys.
+  EXPECT_EQ(attn::key_splits(1, 65536, 2), 8);
+  EXPECT_EQ(attn::key_splits(1, 65536, 16), 64);
+  EXPECT_EQ(attn::key_splits(3, 65536, 2), 3);
   EXPECT_EQ(attn::key_splits(8, 65536, 2), 1);
   EXPECT_EQ(attn::key_splits(1, attn::kKeyBlock, 2), 1);
   EXPECT_EQ(attn::key_splits(1, 3 * attn::kKeyBlock, 16), 3);
@@ -1119,9 +1116,9 @@ TEST(DispatchThreads, QuerySplitsBalanceVisitedPairs) {
                   attn::query_split_begin(s + 1, splits, 517, 300, causal));
 }
 
-/// One slice's backward on 2 threads through the probe (B = H = 1, d = 8): two calls,
-/// whose shares the runtime sums to the unsplit gradients.
-void expect_split_backward(int64_t Nq, int64_t Nk, bool causal) {
+/// One slice's backward on 2 threads through the probe (B = H = 1, d = 8): `calls`
+/// calls, whose shares the runtime sums to the unsplit gradients.
+void expect_split_backward(int64_t Nq, int64_t Nk, bool causal, int64_t calls) {
   auto lib = Library::load(ATTN_FX_PROBE);
   probe_reset();
   const int64_t B = 1, H = 1, d = 8;
@@ -1133,7 +1130,7 @@ void expect_split_backward(int64_t Nq, int64_t Nk, bool causal) {
   probe_reset();
   auto [dq, dk, dv, dp, dinputs] =
       attn::attention_backward(lib, q, k, v, params, out, rm, rs, dout, o);
-  EXPECT_EQ(probe_count("probe_backward_calls"), 2);
+  EXPECT_EQ(probe_count("probe_backward_calls"), calls);
   EXPECT_EQ(probe_count("probe_errors"), 0);
   auto g = probe_backward_ref(q, k, v, params, probe_forward_ref(q, v, params, {Nk}, causal),
                               dout, {Nk}, causal);
@@ -1148,12 +1145,17 @@ TEST(DispatchThreads, BackwardSplitsOneSliceOverThreads) {
   if (at::get_num_threads() < 2)
     GTEST_SKIP() << "SKIP: LibTorch intra-op pool has one thread";
   for (bool causal : {false, true}) {
-    // Each call its own dq rows and its share of the rest.
-    const int64_t Nq = 512, Nk = 300;
-    expect_split_backward(Nq, Nk, causal);
-    const int64_t middle = attn::query_split_begin(1, 2, Nq, Nk, causal);
-    EXPECT_EQ(middle, causal ? 331 : 256); // causal: rows 0..330 visit half the pairs
-    EXPECT_EQ(probe_count("probe_max_rows"), std::max(middle, Nq - middle));
+    // Each call its own dq rows and its share of the rest: 8 calls of 64 rows (4 per
+    // thread), fewer rows where the causal ramp makes rows costlier.
+    const int64_t Nq = 512, Nk = 300, splits = 8;
+    ASSERT_EQ(attn::backward_query_splits(1, Nq, 2), splits);
+    expect_split_backward(Nq, Nk, causal, splits);
+    EXPECT_EQ(attn::query_split_begin(4, splits, Nq, Nk, causal), causal ? 331 : 256);
+    int64_t most = 0;
+    for (int64_t s = 0; s < splits; ++s)
+      most = std::max(most, attn::query_split_begin(s + 1, splits, Nq, Nk, causal) -
+                                attn::query_split_begin(s, splits, Nq, Nk, causal));
+    EXPECT_EQ(probe_count("probe_max_rows"), most);
   }
 }
 
@@ -1161,10 +1163,11 @@ TEST(DispatchThreads, BackwardSplitsFewQueriesOverKeys) {
   at::set_num_threads(2);
   if (at::get_num_threads() < 2)
     GTEST_SKIP() << "SKIP: LibTorch intra-op pool has one thread";
-  // One decoder step against 2100 keys (5 blocks of kKeyBlock): two key chunks, each
-  // key row from one, dq and dparams summed over both.
+  // One decoder step against 2100 keys (4 whole blocks of kKeyBlock): four key
+  // chunks, each key row from one, dq and dparams summed over them.
+  ASSERT_EQ(attn::key_splits(1, 2100, 2), 4);
   for (bool causal : {false, true})
-    expect_split_backward(1, 2100, causal);
+    expect_split_backward(1, 2100, causal, 4);
 }
 
 TEST(DispatchThreads, KernelisedBackwardTakesWholeHeads) {

@@ -67,8 +67,11 @@ private:
   Block *entryPoint(StringRef name, ArrayRef<Type> inputs);
   /// The public `entryName`: calls `<entryName>.d<D>` when q's head dim (arg 0)
   /// and v's value dim (arg 2) both equal D and every matrix argument has unit
-  /// inner stride, else `<entryName>.generic`.
-  void buildDispatch(StringRef entryName, ArrayRef<Type> inputs, bool isPublic);
+  /// inner stride (a `forward` call of at most a decode schedule's rows:
+  /// `<entryName>.d<D>.decode`), else `<entryName>.generic`.
+  void buildDispatch(StringRef entryName, ArrayRef<Type> inputs, bool isPublic, bool forward);
+  /// The name of `tile`'s function under `entryName`.
+  static std::string tiledName(StringRef entryName, CpuScheduleAttr tile);
   /// Loads the params and sets up the scalar math for the slice (batch, head):
   /// what every entry needs, the merge's too.
   void setUpRowMath(Value params, Value batch, Value head);
@@ -290,6 +293,12 @@ private:
   /// queryTile row r.
   SmallVector<Value> scoreTile(int64_t rows, int64_t scoreVectors, int64_t headDim, Value panels,
                                Value panel, Value queryTile, Value tanhTile = {});
+  /// The decode schedule's score tile: one row (row 0 of `queryTile`) against the
+  /// `scoreVectors`·lanes keys from j0, read as rows of K (φ applied as they are
+  /// loaded), keys past `lastKey` reading it instead; scoreVectors vectors, formed
+  /// in `scratch` [scoreVectors][lanes].
+  SmallVector<Value> keyRowScores(int64_t scoreVectors, int64_t headDim, Value k, Value j0,
+                                  Value lastKey, Value queryTile, Value scratch);
   /// The additive contraction's gradients from one backward tile, its raw score
   /// gradients `scoreGradTile` (rows × scoreVectors·lanes) and tanh values: u = dRaw·(1 − t²)
   /// summed over keys into `queryGrads` (vector r·headDim + c, lanes still to sum),

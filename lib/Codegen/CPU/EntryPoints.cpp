@@ -212,8 +212,9 @@ void CPUKernelBuilder::buildForwardEntry() {
   else
     buildForward(kernelName + ".generic");
   for (CpuScheduleAttr tile : tiles)
-    buildTiledForward(kernelName + ".d" + std::to_string(tile.getHeadDim()), tile);
-  buildDispatch(kernelName, forwardInputs(matrixType), /*isPublic=*/!transformed);
+    buildTiledForward(tiledName(kernelName, tile), tile);
+  buildDispatch(kernelName, forwardInputs(matrixType), /*isPublic=*/!transformed,
+                /*forward=*/true);
   if (transformed)
     buildTransformedForward(entryName);
 }
@@ -227,8 +228,10 @@ void CPUKernelBuilder::buildBackwardEntry() {
   else
     buildBackward(kernelName + ".generic");
   for (CpuScheduleAttr tile : tiles)
-    buildTiledBackward(kernelName + ".d" + std::to_string(tile.getHeadDim()), tile);
-  buildDispatch(kernelName, backwardInputs(matrixType), /*isPublic=*/!transformed);
+    if (tile.getVariant() == CpuVariant::Tiled)
+      buildTiledBackward(tiledName(kernelName, tile), tile);
+  buildDispatch(kernelName, backwardInputs(matrixType), /*isPublic=*/!transformed,
+                /*forward=*/false);
   if (transformed)
     buildTransformedBackward(entryName);
 }
@@ -292,7 +295,14 @@ void CPUKernelBuilder::buildMergeEntry() {
   func::ReturnOp::create(b);
 }
 
-void CPUKernelBuilder::buildDispatch(StringRef entryName, ArrayRef<Type> inputs, bool isPublic) {
+std::string CPUKernelBuilder::tiledName(StringRef entryName, CpuScheduleAttr tile) {
+  return (entryName + ".d" + Twine(tile.getHeadDim()) +
+          (tile.getVariant() == CpuVariant::Decode ? ".decode" : ""))
+      .str();
+}
+
+void CPUKernelBuilder::buildDispatch(StringRef entryName, ArrayRef<Type> inputs, bool isPublic,
+                                     bool forward) {
   Block *entry = isPublic ? entryPoint(entryName, inputs) : privateFunction(entryName, inputs);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(entry);
@@ -312,12 +322,25 @@ void CPUKernelBuilder::buildDispatch(StringRef entryName, ArrayRef<Type> inputs,
     eligible = arith::AndIOp::create(b, eligible, unit);
   }
 
+  SmallVector<CpuScheduleAttr> tiled;
+  for (CpuScheduleAttr tile : tiles)
+    if (tile.getVariant() == CpuVariant::Tiled)
+      tiled.push_back(tile);
+  // The forward's decode schedule of a head dim, if any (checkCpuSchedules: at
+  // most one, beside a tiled one), takes calls of at most its `rows` rows.
+  auto decodeFor = [&](int64_t tileDim) -> CpuScheduleAttr {
+    if (forward)
+      for (CpuScheduleAttr tile : tiles)
+        if (tile.getVariant() == CpuVariant::Decode && tile.getHeadDim() == tileDim)
+          return tile;
+    return {};
+  };
   std::function<void(unsigned)> emitCase = [&](unsigned next) {
-    if (next == tiles.size()) {
+    if (next == tiled.size()) {
       func::CallOp::create(b, (entryName + ".generic").str(), TypeRange{}, args);
       return;
     }
-    int64_t tileDim = tiles[next].getHeadDim();
+    int64_t tileDim = tiled[next].getHeadDim();
     Value matches = arith::AndIOp::create(
         b, eligible, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, headDim, index(tileDim)));
     auto ifOp = scf::IfOp::create(b, matches, /*withElseRegion=*/true);
@@ -326,7 +349,23 @@ void CPUKernelBuilder::buildDispatch(StringRef entryName, ArrayRef<Type> inputs,
     SmallVector<Value> operands(args);
     for (unsigned position : matrices)
       operands[position] = asRowMajor(args[position]);
-    func::CallOp::create(b, (entryName + ".d" + Twine(tileDim)).str(), TypeRange{}, operands);
+    auto callTile = [&](CpuScheduleAttr tile) {
+      func::CallOp::create(b, tiledName(entryName, tile), TypeRange{}, operands);
+    };
+    if (CpuScheduleAttr decode = decodeFor(tileDim)) {
+      Value callRows = arith::SubIOp::create(b, args[ATTN_FORWARD_Q_END], args[ATTN_FORWARD_Q_BEGIN]);
+      Value fewRows = arith::CmpIOp::create(
+          b, arith::CmpIPredicate::sle, callRows,
+          arith::ConstantIntOp::create(b, decode.getRows(), 64));
+      auto ifFew = scf::IfOp::create(b, fewRows, /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard rowsGuard(b);
+      b.setInsertionPoint(ifFew.thenBlock()->getTerminator());
+      callTile(decode);
+      b.setInsertionPoint(ifFew.elseBlock()->getTerminator());
+      callTile(tiled[next]);
+    } else {
+      callTile(tiled[next]);
+    }
     b.setInsertionPoint(ifOp.elseBlock()->getTerminator());
     emitCase(next + 1);
   };
@@ -345,7 +384,8 @@ Value CPUKernelBuilder::asRowMajor(Value matrix) {
 
 /// Checks the kernel's #attn.cpu_schedule entries against what the CPU lowering
 /// builds: f32/f64, one generic or linear schedule per type (linear only for a
-/// kernelised kernel), at most one tiled schedule per head dim.
+/// kernelised kernel), at most one tiled schedule per head dim, and at most one
+/// decode schedule per head dim, beside a tiled one, for a dot-product score.
 static LogicalResult checkCpuSchedules(KernelOp kernel, Algorithm algorithm) {
   ArrayAttr schedules = kernel.getCpuScheduleAttr();
   assert(schedules && "the kernel is scheduled (scheduledKernel)");
@@ -358,17 +398,35 @@ static LogicalResult checkCpuSchedules(KernelOp kernel, Algorithm algorithm) {
       return kernel.emitOpError() << "has a linear schedule but its algorithm is "
                                   << stringifyAlgorithm(algorithm)
                                   << "; the linear form needs a kernelised kernel";
-    // One generic or linear schedule per type, one tiled schedule per head dim.
+    const bool decode = schedule.getVariant() == CpuVariant::Decode;
+    if (decode && kernel.getScoreOp() &&
+        kernel.getScoreOp().getContract() == ContractKind::Additive)
+      return kernel.emitOpError() << "has a decode schedule for head dim "
+                                  << schedule.getHeadDim()
+                                  << " but an additive score; the decode schedule reads "
+                                     "dot-product scores only";
+    // One generic or linear schedule per type, one tiled (and one decode)
+    // schedule per head dim.
     unsigned fallbacks = 0;
+    bool tiledBeside = false;
     for (auto other : schedules.getAsRange<CpuScheduleAttr>()) {
       if (other.getType() != type)
         continue;
-      if (other.getVariant() == CpuVariant::Tiled && schedule.getVariant() == CpuVariant::Tiled &&
-          other != schedule && other.getHeadDim() == schedule.getHeadDim())
-        return kernel.emitOpError() << "has two tiled schedules for head dim "
-                                    << schedule.getHeadDim() << " at " << type;
-      fallbacks += other.getVariant() != CpuVariant::Tiled;
+      bool sameDim = other.getHeadDim() == schedule.getHeadDim();
+      if (other.getVariant() == schedule.getVariant() && other != schedule && sameDim &&
+          (decode || schedule.getVariant() == CpuVariant::Tiled))
+        return kernel.emitOpError() << "has two " << stringifyCpuVariant(schedule.getVariant())
+                                    << " schedules for head dim " << schedule.getHeadDim()
+                                    << " at " << type;
+      tiledBeside |= other.getVariant() == CpuVariant::Tiled && sameDim;
+      fallbacks += other.getVariant() == CpuVariant::Generic ||
+                   other.getVariant() == CpuVariant::Linear;
     }
+    if (decode && !tiledBeside)
+      return kernel.emitOpError() << "has a decode schedule for head dim "
+                                  << schedule.getHeadDim() << " at " << type
+                                  << " but no tiled schedule for it; calls of more rows and "
+                                     "the backward need one";
     if (fallbacks != 1)
       return kernel.emitOpError() << "needs one generic or linear schedule for " << type
                                   << " (for any head dim and stride), has " << fallbacks;
@@ -388,7 +446,7 @@ LogicalResult mlir::attn::lowerKernelToLoops(KernelOp kernel) {
     for (auto schedule : kernel.getCpuScheduleAttr().getAsRange<CpuScheduleAttr>()) {
       if (schedule.getType() != type)
         continue;
-      if (schedule.getVariant() == CpuVariant::Tiled)
+      if (schedule.getLanes() > 0) // tiled and decode
         tiles.push_back(schedule);
       else
         fallback = schedule.getVariant();

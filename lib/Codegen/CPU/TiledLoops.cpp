@@ -348,6 +348,44 @@ SmallVector<Value> CPUKernelBuilder::scoreTile(int64_t rows, int64_t scoreVector
       }));
 }
 
+SmallVector<Value> CPUKernelBuilder::keyRowScores(int64_t scoreVectors, int64_t headDim, Value k,
+                                                  Value j0, Value lastKey, Value queryTile,
+                                                  Value scratch) {
+  const int64_t vectorsPerRow = headDim / lanes;
+  SmallVector<Value> query;
+  for (int64_t c = 0; c < vectorsPerRow; ++c)
+    query.push_back(
+        vector::LoadOp::create(b, laneType, queryTile, ValueRange{index(0), index(c * lanes)}));
+  // Per vector of `lanes` keys: each key's products with the row, lanes still to
+  // add, then one shuffle tree (rowReductions) adds all of them into the lanes of
+  // the score vector. Keys past `lastKey` reread it: in bounds, their lanes are
+  // past the row's span. A loop over the vectors, through `scratch`, keeps one
+  // copy of that code per tile kind (it is most of a decode tile's code).
+  loop(index(0), index(scoreVectors), {}, [&](Value h, ValueRange) -> SmallVector<Value> {
+    Value first = arith::AddIOp::create(b, j0, arith::MulIOp::create(b, h, index(lanes)));
+    SmallVector<Value> products;
+    for (int64_t t = 0; t < lanes; ++t) {
+      Value key = arith::MinSIOp::create(b, arith::AddIOp::create(b, first, index(t)), lastKey);
+      Value product;
+      for (int64_t c = 0; c < vectorsPerRow; ++c) {
+        Value x = laneMath->feature(
+            vector::LoadOp::create(b, laneType, k, ValueRange{key, index(c * lanes)}));
+        product = product ? vector::FMAOp::create(b, query[c], x, product).getResult()
+                          : mul(query[c], x);
+      }
+      products.push_back(product);
+    }
+    vector::StoreOp::create(
+        b, rowReductions(products, vector::CombiningKind::ADD, arith::FastMathFlags::reassoc),
+        scratch, ValueRange{h, index(0)});
+    return {};
+  });
+  SmallVector<Value> scores;
+  for (int64_t h = 0; h < scoreVectors; ++h)
+    scores.push_back(vector::LoadOp::create(b, laneType, scratch, ValueRange{index(h), index(0)}));
+  return scores;
+}
+
 void CPUKernelBuilder::additiveTileGrads(int64_t rows, int64_t scoreVectors, int64_t headDim,
                                          Value panel, Value scoreGradTile, Value tanhTile,
                                          Value queryGrads, Value keyGradPanels,
@@ -493,10 +531,14 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
   useLanes(tile);
   const int64_t headDim = tile.getHeadDim();
   const int64_t vectorsPerRow = headDim / lanes;
+  // A decode schedule serves calls of at most tile.getRows() rows, one row per
+  // tile (no tile repeats a row) against keys read from K itself: a key packed
+  // into panels would be read, written and read again for those few rows.
+  const bool decode = tile.getVariant() == CpuVariant::Decode;
   // A block of `rows` query rows against `blockKeys` keys: the score tile holds
   // rows × scoreVectors vectors; the W·V product takes as many accumulators, so
   // it runs over `outputChunk` vectors of each output row at a time.
-  const int64_t rows = tile.getRows();
+  const int64_t rows = decode ? 1 : tile.getRows();
   const int64_t blockKeys = tile.getForwardKeys();
   const int64_t scoreVectors = blockKeys / lanes;
   const int64_t outputChunk = std::clamp<int64_t>(scoreVectors, 1, vectorsPerRow);
@@ -511,7 +553,7 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
   // L2 once per tile and from farther once per panel, not once per tile. Per
   // panel: the contracted query rows, O, and each row's running state; per tile
   // the block's weights.
-  const int64_t panelRows = rows * kForwardPanelTiles;
+  const int64_t panelRows = decode ? tile.getRows() : rows * kForwardPanelTiles;
   const int64_t keyBlock = keyBlockFor(kForwardKeyBlockBytes, 2, headDim, type, blockKeys);
   // φ(k)ᵀ packed, so a score tile row is `scoreVectors` contiguous vector loads
   // per d: once per call, before the first panel, where several panels read it. A
@@ -525,15 +567,16 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
   Value callRows = arith::SubIOp::create(b, qEnd, qBegin);
   Value onePanel =
       arith::CmpIOp::create(b, arith::CmpIPredicate::sle, callRows, index(panelRows));
-  PackedKeys packed = packKeys(k, Value(), kvBegin, keyLimit, headDim, blockKeys,
-                               /*packAll=*/false, [&](Value paddedKeys) -> Value {
-                                 return arith::SelectOp::create(
-                                     b, onePanel,
-                                     arith::MinSIOp::create(b, paddedKeys, index(keyBlock)),
-                                     paddedKeys);
-                               });
+  PackedKeys packed;
+  if (!decode)
+    packed = packKeys(k, Value(), kvBegin, keyLimit, headDim, blockKeys,
+                      /*packAll=*/false, [&](Value paddedKeys) -> Value {
+                        return arith::SelectOp::create(
+                            b, onePanel, arith::MinSIOp::create(b, paddedKeys, index(keyBlock)),
+                            paddedKeys);
+                      });
   Value keysT = packed.keysT;
-  {
+  if (!decode) {
     auto packAll = scf::IfOp::create(
         b, arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, callRows, index(panelRows)),
         /*withElseRegion=*/false);
@@ -567,6 +610,9 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
   if (compensated)
     outputErrorPanel = memref::AllocaOp::create(b, MemRefType::get({panelRows, headDim}, type));
   Value statePanel = memref::AllocaOp::create(b, MemRefType::get({panelRows, rowState}, type));
+  Value scoreScratch;
+  if (decode)
+    scoreScratch = memref::AllocaOp::create(b, MemRefType::get({scoreVectors, lanes}, type));
 
   Value lastRow = arith::SubIOp::create(b, qEnd, index(1));
   loop(
@@ -600,7 +646,7 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
         loop(
             kvBegin, panelKeyEnd, {},
             [&](Value kb, ValueRange) -> SmallVector<Value> {
-              {
+              if (!decode) {
                 auto packBlock = scf::IfOp::create(b, onePanel, /*withElseRegion=*/false);
                 OpBuilder::InsertionGuard packGuard(b);
                 b.setInsertionPoint(packBlock.thenBlock()->getTerminator());
@@ -726,10 +772,16 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                           auto scoredTile = [&](bool evaluateMask,
                                                 bool wholeSpans) -> SmallVector<Value> {
                             // Score tile: rows × blockKeys, as rows × scoreVectors vectors.
-                            Value panel = panelBase(
-                                arith::SubIOp::create(b, j0, panelOrigin(kb)), headDim, blockKeys);
-                            SmallVector<Value> tile =
-                                scoreTile(rows, scoreVectors, headDim, keysT, panel, queryTile);
+                            SmallVector<Value> tile;
+                            if (decode) {
+                              tile = keyRowScores(scoreVectors, headDim, k, j0,
+                                                  arith::SubIOp::create(b, keyEnd, index(1)),
+                                                  queryTile, scoreScratch);
+                            } else {
+                              Value panel = panelBase(arith::SubIOp::create(b, j0, panelOrigin(kb)),
+                                                      headDim, blockKeys);
+                              tile = scoreTile(rows, scoreVectors, headDim, keysT, panel, queryTile);
+                            }
 
                             SmallVector<Value> next(tileAcc);
                             SmallVector<SmallVector<PairValues>> pairs(rows);
@@ -921,7 +973,8 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
       },
       index(panelRows));
   freeBlockSparsity();
-  freePacked(packed, k);
+  if (!decode)
+    freePacked(packed, k);
   func::ReturnOp::create(b);
 }
 

@@ -289,7 +289,7 @@ torch::Tensor attention_weights(const std::shared_ptr<const Library> &lib,
 constexpr int64_t kMaxAttentionWeights = int64_t{1} << 26;
 
 /// Granularity of forward work items: each call covers a multiple of
-/// kQueryBlock query rows, as many as still leaves about four items per thread
+/// kQueryBlock query rows, as many as still leaves kItemsPerThread items per thread
 /// (a call re-packs K once, so fewer, longer calls amortise that).
 constexpr int64_t kQueryBlock = 64;
 
@@ -299,23 +299,25 @@ constexpr int64_t kQueryBlock = 64;
 /// forward builds the O(Nk·d·dv) key state in each call.
 int64_t forward_rows_per_call(int64_t heads, int64_t queries, int64_t threads);
 
+/// Work items per thread that the runtime aims for where it splits slices (query
+/// blocks, backward query splits, key chunks): threads take items as they finish,
+/// so a thread slowed by a busy core, or given the costlier rows of a mask, takes
+/// fewer instead of holding up the others with a fixed share.
+constexpr int64_t kItemsPerThread = 4;
+
 /// How many backward calls share one (batch, head) slice's queries on `threads`
-/// threads: 1 when `heads` = B·H slices already spread evenly (B·H >= 4·threads),
-/// else enough that every thread gets the same number of calls, each of at least
-/// kQueryBlock rows. With `uneven_rows` (a mask region, whose rows' work the
-/// runtime cannot see, unlike is_causal's) as many as for 2× the threads: the
-/// calls are handed to threads in a back-and-forth order, so each gets a share of
-/// every part of the slice. Kernelised artifacts always take whole slices.
-int64_t backward_query_splits(int64_t heads, int64_t queries, int64_t threads,
-                              bool uneven_rows = false);
+/// threads: 1 when `heads` = B·H slices already give kItemsPerThread per thread,
+/// else enough for that many calls per thread, each of at least kQueryBlock rows.
+/// Kernelised artifacts always take whole slices.
+int64_t backward_query_splits(int64_t heads, int64_t queries, int64_t threads);
 
 /// Keys per split-K chunk at least (and chunk boundaries are multiples of it).
 constexpr int64_t kKeyBlock = 512;
 
 /// How many key chunks each call of `items` (forward: B·H × query blocks;
 /// backward: B·H × query splits) is split into on `threads` threads: 1 when the
-/// items already spread evenly (items >= 4·threads), else enough that every
-/// thread gets the same number of calls, each over at least kKeyBlock of `keys`.
+/// items already give kItemsPerThread per thread, else enough for that many
+/// calls per thread, each over at least kKeyBlock of `keys`.
 /// A forward chunk's state is merged afterwards (abi.h, attn_merge_T); a backward
 /// chunk writes its keys' dk, dv rows and a dq share, summed in chunk order.
 int64_t key_splits(int64_t items, int64_t keys, int64_t threads);
