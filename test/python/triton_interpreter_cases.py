@@ -8,6 +8,9 @@ N <= 40 keep the interpreter quick.
 Triton decides when it is imported whether its own library runs interpreted, so these
 cases run in a process that sets TRITON_INTERPRET=1 first: test_triton_interpreter.py
 starts one (or, by hand: TRITON_INTERPRET=1 pytest test/python/triton_interpreter_cases.py).
+On a GPU the same cases run natively: ATTN_TRITON_DEVICE=cuda pytest
+test/python/triton_interpreter_cases.py (scripts/gpu-check.sh) moves q, k and v to the
+GPU and the results back.
 """
 import os
 
@@ -20,9 +23,13 @@ import reference as ref
 from conftest import EXAMPLES, NORMALIZER_NAMES, REPO
 from triton_table_kernels import BIAS_TABLE, SINKS_DOCUMENTS
 
-if os.environ.get("TRITON_INTERPRET") != "1":
+DEVICE = os.environ.get("ATTN_TRITON_DEVICE", "cpu")
+if DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
     pytest.skip("needs TRITON_INTERPRET=1 before triton is imported (test_triton_interpreter.py "
-                "runs this file so)", allow_module_level=True)
+                "runs this file so), or ATTN_TRITON_DEVICE=cuda on a GPU",
+                allow_module_level=True)
+if DEVICE != "cpu" and not torch.cuda.is_available():
+    pytest.skip(f"ATTN_TRITON_DEVICE={DEVICE} but no CUDA device", allow_module_level=True)
 triton = pytest.importorskip("triton")
 
 from attn import triton_backend  # noqa: E402
@@ -35,10 +42,25 @@ D = 16
 _KERNELS = {}
 
 
+class _OnDevice:
+    """A TritonKernel whose calls run on DEVICE: q, k and v go there, O comes back (both
+    differentiable, so the gradients reach the CPU leaves)."""
+
+    def __init__(self, kern):
+        self.kern = kern
+
+    def __getattr__(self, name):
+        return getattr(self.kern, name)
+
+    def __call__(self, q, k, v, *args, **kwargs):
+        return self.kern(q.to(DEVICE), k.to(DEVICE), v.to(DEVICE), *args, **kwargs).cpu()
+
+
 def kernel(path):
     """The kernel of an .mlir file (or IR text), compiled once per session."""
     if path not in _KERNELS:
-        _KERNELS[path] = triton_backend.compile_triton(str(path), block_m=TILE, block_n=TILE)
+        kern = triton_backend.compile_triton(str(path), block_m=TILE, block_n=TILE)
+        _KERNELS[path] = kern if DEVICE == "cpu" else _OnDevice(kern)
     return _KERNELS[path]
 
 
