@@ -234,7 +234,7 @@ Manifest parse_manifest(const std::string &path, const std::string &text) {
     if (key == "attn-abi")
       continue;
     auto it = seen.find(key);
-    if (key == "cuda-kernel" || key == "input" || key == "triton-kernel")
+    if (key == "input" || key == "triton-kernel")
       seen.emplace(key, l.number); // one line per kernel, per input
     else if (it != seen.end())
       malformed(l, "each key at most once, but '" + key + "' already appeared on line " +
@@ -344,6 +344,9 @@ Manifest parse_manifest(const std::string &path, const std::string &text) {
           malformed(l, "distinct cuda targets, found '" + t + "' twice");
         m.cuda_targets.push_back(t);
       }
+    } else if (key == "cuda-kernel") {
+      malformed(l, "no 'cuda-kernel' line (the hand-built GPU kernels of older artifacts are "
+                   "gone: recompile with attn-compile --cuda-targets)");
     } else if (key == "gpu-backend") {
       std::string backend;
       single(backend, "triton");

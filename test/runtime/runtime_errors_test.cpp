@@ -551,6 +551,9 @@ TEST(LibraryLoad, MalformedCudaManifest) {
       {head + "devices cpu\ncuda-targets sm_80\n", {"'cuda-targets' lines", "does not list cuda"}},
       {head + "devices cpu\ngpu-backend triton\n", {"'gpu-backend' lines", "does not list cuda"}},
       {head + "devices cpu cuda\n" + triton, {"lists device cuda", "no 'cuda-targets' line"}},
+      {head + "devices cuda\ncuda-targets sm_80\ncuda-kernel forward f32 64 f tile 64 threads "
+              "128 smem 0\n",
+       {"line 11", "no 'cuda-kernel' line (the hand-built GPU kernels", "recompile"}},
       {head + "devices cuda\ncuda-targets sm_80\ngpu-backend mlir\n",
        {"line 11", "'gpu-backend triton' (the only GPU backend", "recompile with attn-compile "
         "--cuda-targets", "found 'mlir'"}},
