@@ -72,8 +72,10 @@ fi
 export ATTN_CACHE_DIR="$artifacts/cache" TRITON_CACHE_DIR=/tmp/attn-triton-cache
 export PYTHONPATH="$root/runtime/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 
+# (The refused-kernel case checks attn-compile's diagnostic: no compiler here.)
 step triton_native 200 env ATTN_TRITON_DEVICE=cuda "$python" -m pytest -q -p no:cacheprovider \
   -rfEs -W ignore::RuntimeWarning "$root/test/python/triton_interpreter_cases.py" \
+  -k "not test_refused_kernel_names_the_feature" \
   --junitxml="$out/triton_native.xml"
 
 torch_root=$("$python" -c 'import os, torch; print(os.path.dirname(torch.__file__))')

@@ -4,8 +4,9 @@
     compute-sanitizer --tool memcheck python3 test/cuda/sanitize_kernels.py --python
 
 ARTIFACT_DIR: the cubins of <name>.so from scripts/gpu-artifacts.sh, launched by the C++
-runtime ($ATTN_RUNTIME_LIB); --python: the emitted modules (attn.triton_backend, from
-$ATTN_CACHE_DIR where attn-compile is absent), compiled by this machine's Triton. Cases: an
+runtime ($ATTN_RUNTIME_LIB); --python: the emitted modules as bench/gpu_bench.py runs them
+(attn.triton_backend, from $ATTN_CACHE_DIR where attn-compile is absent: gpu_bench.py
+--prepare fills it), compiled by this machine's Triton. Cases: an
 online normalizer (softmax) in bf16 and f16 and a plain one (sigmoid) in bf16, at a shape
 whose N is not a multiple of any tile, causal, with a fully masked batch entry (key length
 0). Exits non-zero if a result is not finite; the sanitizer reports memory errors.
@@ -21,11 +22,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def kernel_of(name, artifact_dir):
     if artifact_dir is None:
-        from attn import triton_backend
-        return triton_backend.compile_triton(
-            os.path.join(REPO, "examples", "normalizers", f"{name}.mlir"),
-            options=["--cuda-targets=sm_80,sm_90", "--cuda-dtypes=bf16,f16",
-                     "--cuda-head-dims=64"])
+        sys.path.insert(0, os.path.join(REPO, "bench"))
+        import gpu_bench
+        return gpu_bench.ours(name)
     import attn
     return attn.load(os.path.join(artifact_dir, f"{name}.so"))
 
