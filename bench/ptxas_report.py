@@ -39,11 +39,12 @@ def main():
     parser.add_argument("--dtypes", default="bf16")
     parser.add_argument("--head-dims", default="64,128")
     args = parser.parse_args()
+    # First: Triton fixes the PTX version from the ptxas it is given once, at its first use.
+    ptxas, version = triton_aot._ptxas()
     from triton.backends.compiler import GPUTarget
     kernel = triton_backend.compile_triton(args.source, options=[
         f"--cuda-targets={args.targets}", f"--cuda-dtypes={args.dtypes}",
         f"--cuda-head-dims={args.head_dims}"])
-    ptxas, version = triton_aot._ptxas()
     print(f"{os.path.basename(args.source)}, {version} (`python bench/ptxas_report.py "
           f"{os.path.relpath(args.source, REPO)} --targets {args.targets} --dtypes {args.dtypes} "
           f"--head-dims {args.head_dims}`)\n")

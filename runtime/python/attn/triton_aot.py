@@ -45,15 +45,19 @@ _TOOLKIT_PTXAS = "/usr/local/cuda/bin/ptxas"
 
 
 def _ptxas():
-    """The ptxas to assemble with and its version line."""
+    """The ptxas to assemble every target with and its version line. Triton takes sm_90+
+    code to another ptxas of its own (TRITON_PTXAS_BLACKWELL_PATH), so both are pointed at
+    the same one: the version the manifest records is the one that assembled each cubin."""
     path = os.environ.get("TRITON_PTXAS_PATH")
     if not path and os.path.exists(_TOOLKIT_PTXAS):
         path = _TOOLKIT_PTXAS
     if path:
         os.environ["TRITON_PTXAS_PATH"] = path
+        os.environ["TRITON_PTXAS_BLACKWELL_PATH"] = path
     else:
         from triton.backends.nvidia.compiler import get_ptxas
         path = get_ptxas(80).path
+        os.environ["TRITON_PTXAS_BLACKWELL_PATH"] = path
     version = subprocess.run([path, "--version"], capture_output=True, text=True).stdout
     release = [line for line in version.splitlines() if "release" in line]
     return path, release[0].strip() if release else version.strip() or "unknown"
