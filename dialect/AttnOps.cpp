@@ -1267,11 +1267,34 @@ LogicalResult CpuScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitErr
   return success();
 }
 
-LogicalResult GpuScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError, Type type,
-                                      int64_t headDim, GpuVariant) {
-  if (!isa<FloatType>(type))
-    return emitError() << "a GPU schedule is for a float storage type, got " << type;
+LogicalResult GpuScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                      StringRef chip, Type type, int64_t headDim,
+                                      int64_t blockM, int64_t blockN, int64_t numWarps,
+                                      int64_t numStages, int64_t backwardBlockM,
+                                      int64_t backwardBlockN, int64_t backwardNumWarps,
+                                      int64_t backwardNumStages) {
+  int version = 0;
+  if (!chip.starts_with("sm_") || chip.drop_front(3).getAsInteger(10, version) || version < 80)
+    return emitError() << "chip must be sm_XY with XY >= 80 (the Triton kernels' tensor cores), got '"
+                       << chip << "'";
+  if (!(type.isF16() || type.isBF16() || type.isF32()))
+    return emitError() << "a GPU schedule is for storage type f16, bf16 or f32, got " << type;
   if (headDim <= 0)
     return emitError() << "head_dim must be positive, got " << headDim;
+  auto powerOfTwo = [](int64_t n) { return n > 0 && (n & (n - 1)) == 0; };
+  for (auto [tile, name] : {std::pair(blockM, "block_m"), std::pair(blockN, "block_n"),
+                            std::pair(backwardBlockM, "backward_block_m"),
+                            std::pair(backwardBlockN, "backward_block_n")})
+    if (!powerOfTwo(tile) || tile < 16 || tile > 256)
+      return emitError() << name << " must be a power of two from 16 to 256 (a tl.dot operand), got "
+                         << tile;
+  for (auto [warps, name] : {std::pair(numWarps, "num_warps"),
+                             std::pair(backwardNumWarps, "backward_num_warps")})
+    if (!powerOfTwo(warps) || warps > 16)
+      return emitError() << name << " must be a power of two from 1 to 16, got " << warps;
+  for (auto [stages, name] : {std::pair(numStages, "num_stages"),
+                              std::pair(backwardNumStages, "backward_num_stages")})
+    if (stages < 1 || stages > 8)
+      return emitError() << name << " must be from 1 to 8, got " << stages;
   return success();
 }

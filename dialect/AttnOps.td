@@ -108,13 +108,6 @@ def Attn_CpuVariant : I32EnumAttr<"CpuVariant", "a CPU loop schedule", [
   let genSpecializedAttr = 0;
 }
 
-def Attn_GpuVariant : I32EnumAttr<"GpuVariant", "a CUDA kernel schedule", [
-    I32EnumAttrCase<"Simt", 0, "simt">,
-    I32EnumAttrCase<"TensorCore", 1, "tensor_core">]> {
-  let cppNamespace = "::mlir::attn";
-  let genSpecializedAttr = 0;
-}
-
 //===----------------------------------------------------------------------===//
 // Attributes the passes hand each other on an attn.kernel
 //===----------------------------------------------------------------------===//
@@ -211,17 +204,29 @@ def Attn_CpuScheduleAttr : Attn_Attr<"CpuSchedule", "cpu_schedule"> {
 }
 
 def Attn_GpuScheduleAttr : Attn_Attr<"GpuSchedule", "gpu_schedule"> {
-  let summary = "one CUDA kernel schedule of a kernel";
+  let summary = "the Triton kernels' tiles, warps and pipeline depth on one chip";
   let description = [{
-    Chosen by attn-select-gpu-schedule (or pinned), read by attn-lower-to-gpu:
-    the four CUDA kernels for storage type `type` and `head_dim`, `simt` (one
-    warp per row, f32 arithmetic) or `tensor_core` (mma.sync m16n8k16, f16/bf16
-    storage).
+    Chosen by attn-select-gpu-schedule (or pinned), printed by the Triton emitter
+    as the module's SCHEDULES and compiled by attn.triton_aot: on CUDA chip
+    `chip` (sm_XY), for storage type `type` and `head_dim`, the forward runs
+    tiles of `block_m` queries × `block_n` keys with `num_warps` warps and a
+    `num_stages`-deep software pipeline; the three backward kernels use
+    `backward_block_m` × `backward_block_n`, `backward_num_warps` and
+    `backward_num_stages`. Tiles are powers of two from 16 to 256, warps 1 to 16
+    (a power of two), stages 1 to 8.
   }];
   let parameters = (ins
+    StringRefParameter<"CUDA chip, sm_XY">:$chip,
     "::mlir::Type":$type,
     "int64_t":$head_dim,
-    EnumParameter<Attn_GpuVariant>:$variant
+    "int64_t":$block_m,
+    "int64_t":$block_n,
+    "int64_t":$num_warps,
+    "int64_t":$num_stages,
+    "int64_t":$backward_block_m,
+    "int64_t":$backward_block_n,
+    "int64_t":$backward_num_warps,
+    "int64_t":$backward_num_stages
   );
 }
 

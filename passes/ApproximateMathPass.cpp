@@ -1,7 +1,6 @@
 //===- ApproximateMathPass.cpp - attn-approximate-math --------------------===//
 #include "passes/Passes.h"
 
-#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/Transforms/Approximation.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -31,8 +30,6 @@ struct ScalefExp : OpRewritePattern<math::ExpOp> {
     if (!type || type.getRank() != 1 || type.getNumElements() != 16 ||
         !type.getElementType().isF32() || type.isScalable())
       return rewriter.notifyMatchFailure(op, "not vector<16xf32>");
-    if (op->getParentOfType<gpu::GPUModuleOp>())
-      return rewriter.notifyMatchFailure(op, "device code");
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     auto lanes = [&](double value) -> Value {
       return vector::BroadcastOp::create(

@@ -22,8 +22,6 @@ struct InstantiateFunctionsPass : impl::AttnInstantiateFunctionsBase<Instantiate
           if (schedule.getLanes() > 0) // tiled and decode
             needed.emplace_back(type, schedule.getLanes());
         }
-      if (kernel.getGpuSchedule()) // every storage type computes in f32
-        needed.emplace_back(Float32Type::get(&getContext()), 0);
       for (auto [type, lanes] : needed)
         if (failed(instantiateKernelFunctions(kernel, type, lanes)))
           return signalPassFailure();

@@ -36,35 +36,47 @@ template <typename Derived> struct CpuPipelineOptionsBase : PassPipelineOptions<
       llvm::cl::init(512)};
 };
 struct CpuPipelineOptions : CpuPipelineOptionsBase<CpuPipelineOptions> {};
+/// What the GPU schedule covers (attn-select-gpu-schedule's options).
+#define ATTN_GPU_SCHEDULE_OPTIONS                                                            \
+  ListOption<std::string> targets{                                                           \
+      *this, "targets",                                                                      \
+      llvm::cl::desc("CUDA chips of the Triton kernels (default sm_80, sm_90)")};            \
+  ListOption<int64_t> headDims{*this, "head-dims",                                           \
+                               llvm::cl::desc("Head dims of the Triton kernels (default 64)")}; \
+  ListOption<std::string> gpuElementTypes {                                                  \
+    *this, "gpu-element-types",                                                              \
+        llvm::cl::desc("Storage types of the Triton kernels (f16, bf16, f32; default bf16)") \
+  }
 struct CudaPipelineOptions : CpuPipelineOptionsBase<CudaPipelineOptions> {
-  ListOption<std::string> cudaElementTypes{
-      *this, "cuda-element-types",
-      llvm::cl::desc("Storage types of the CUDA kernels (f16, bf16, f32; default all three)")};
-  ListOption<int64_t> headDims{
-      *this, "head-dims", llvm::cl::desc("Head dims of the CUDA kernels (default 32, 64, 128)")};
-  ListOption<std::string> targets{
-      *this, "targets", llvm::cl::desc("CUDA chips to attach as #nvvm.target (sm_80, ...)")};
+  ATTN_GPU_SCHEDULE_OPTIONS;
 };
+/// Options of the Triton pipeline (attn-triton).
+struct TritonPipelineOptions : PassPipelineOptions<TritonPipelineOptions> {
+  Option<std::string> kernel{*this, "kernel",
+                             llvm::cl::desc("Which attn.kernel to print when the module holds "
+                                            "several"),
+                             llvm::cl::init("")};
+  ATTN_GPU_SCHEDULE_OPTIONS;
+};
+#undef ATTN_GPU_SCHEDULE_OPTIONS
 
 /// attn-cpu-pipeline: an attn module to the CPU code of one artifact, before the
 /// conversion to LLVM: verify, classify, derive, schedule, instantiate, lower to
 /// loops, emit the manifest, erase the attn ops, inline and clean up.
 void buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options);
 
-/// attn-cuda-pipeline: the same with the CUDA kernels (gpu.module @attn_cuda).
+/// attn-cuda-pipeline: the same, with the gpu_schedule of the artifact's Triton kernels
+/// (attn-select-gpu-schedule), which the manifest lists.
 void buildCudaPipeline(OpPassManager &pm, const CudaPipelineOptions &options);
 
 /// attn-host-to-llvm: the host code of an artifact (the output of either
-/// pipeline above, gpu.module aside) to the LLVM dialect.
+/// pipeline above) to the LLVM dialect.
 void buildHostToLLVMPipeline(OpPassManager &pm);
 
-/// attn-gpu-to-nvvm: gpu.module @attn_cuda to the NVVM dialect, ready for
-/// gpu-module-to-binary.
-void buildGpuToNVVMPipeline(OpPassManager &pm);
-
 /// What the Triton emitter reads (attn-emit-triton): verify, classify, derive,
-/// analyse block sparsity, then a cleanup that keeps the printed functions short.
-void buildTritonAnalysisPipeline(OpPassManager &pm);
+/// analyse block sparsity, select the GPU schedule, then a cleanup that keeps the
+/// printed functions short.
+void buildTritonAnalysisPipeline(OpPassManager &pm, const TritonPipelineOptions &options);
 
 /// Registers the pipelines above (and attn-triton: the analysis, then
 /// attn-emit-triton) with the pass registry.

@@ -11,11 +11,11 @@
 //   attn-derive-backward         reads `algorithm`        writes `functions` (+ func.func)
 //   attn-analyze-block-sparsity  reads the mask region    writes `block_sparsity`
 //   attn-select-schedule         reads `algorithm`        writes `cpu_schedule`
-//   attn-select-gpu-schedule     reads `algorithm`        writes `gpu_schedule`
+//   attn-select-gpu-schedule     reads `algorithm`        writes `gpu_schedule` (Triton tiles)
 //   attn-instantiate-functions   reads `functions`, the schedules   adds to `functions`
 //   attn-lower-to-loops          reads all of the above   writes the CPU entry points
-//   attn-lower-to-gpu            reads all of the above   writes gpu.module @attn_cuda
-//   attn-emit-manifest           reads the kernel, entry points, gpu.module   writes attn_manifest
+//   attn-emit-triton             reads `functions`, `block_sparsity`, `gpu_schedule`   prints Triton
+//   attn-emit-manifest           reads the kernel, entry points, `gpu_schedule`   writes attn_manifest
 //   attn-erase-declarations      erases the attn ops
 //   attn-print-explanation       reads `algorithm`, `functions`   prints formulas
 //
@@ -192,31 +192,34 @@ def AttnSelectSchedule : Pass<"attn-select-schedule", "::mlir::ModuleOp"> {
 }
 
 def AttnSelectGpuSchedule : Pass<"attn-select-gpu-schedule", "::mlir::ModuleOp"> {
-  let summary = "Chooses the CUDA kernel schedules of the kernel an artifact is built from";
+  let summary = "Chooses the Triton kernels' tiles, warps and stages per CUDA chip";
   let description = [{
     Reads: the kernel's `algorithm`. Writes: its `gpu_schedule`, one
-    #attn.gpu_schedule per storage type and head dim: `tensor_core` (mma.sync
-    m16n8k16) for bf16, and for f16 when the algorithm is online (its weights
-    stay below 1), else `simt`. A kernel that already has a `gpu_schedule` keeps it.
+    #attn.gpu_schedule per target chip, storage type and head dim
+    (lib/Analysis/Schedules.h: defaultGpuSchedule), which the Triton emitter
+    prints as the module's SCHEDULES and attn.triton_aot compiles. A kernel that
+    already has a `gpu_schedule` keeps it.
   }];
   let options = [
     Option<"kernelName", "kernel", "std::string", /*default=*/"\"\"",
            "Which attn.kernel to schedule when the module holds several">,
+    ListOption<"targets", "targets", "std::string",
+               "CUDA chips (sm_80, sm_90, ...; default sm_80 and sm_90)">,
     ListOption<"elementTypes", "element-types", "std::string",
-               "Storage types of the CUDA kernels (f32, f16, bf16; default all three)">,
+               "Storage types of the GPU kernels (f32, f16, bf16; default bf16)">,
     ListOption<"headDims", "head-dims", "int64_t",
-               "Head dims of the CUDA kernels (32, 64, 128; default all three)">,
+               "Head dims of the GPU kernels (32, 64, 96, 128, 256; default 64)">,
   ];
 }
 
 def AttnInstantiateFunctions : Pass<"attn-instantiate-functions", "::mlir::ModuleOp"> {
   let summary = "Copies a kernel's scalar functions to the types and vector widths its schedules use";
   let description = [{
-    Reads: `functions` (attn-derive-backward; an error without it), `cpu_schedule`
-    and `gpu_schedule`. Writes: for every (float type, lanes) the schedules need
+    Reads: `functions` (attn-derive-backward; an error without it) and
+    `cpu_schedule`. Writes: for every (float type, lanes) the schedules need
     that the kernel's functions are not at yet, retyped copies of them (on
-    vector<lanes x _> for tiled schedules; f32 for every GPU schedule), added to
-    `functions` as another #attn.functions.
+    vector<lanes x _> for tiled schedules), added to `functions` as another
+    #attn.functions.
   }];
   let dependentDialects = ["::mlir::func::FuncDialect", "::mlir::vector::VectorDialect"];
 }
@@ -239,39 +242,13 @@ def AttnLowerToLoops : Pass<"attn-lower-to-loops", "::mlir::ModuleOp"> {
                            "::mlir::LLVM::LLVMDialect"];
 }
 
-def AttnLowerToGPU : Pass<"attn-lower-to-gpu", "::mlir::ModuleOp"> {
-  let summary = "Generates the CUDA kernels of the scheduled kernel as gpu.module @attn_cuda";
-  let description = [{
-    Reads, on the kernel with a `gpu_schedule`: `algorithm`, `gpu_schedule` and
-    the f32 `functions` (inlined at their call sites). Writes `gpu.module
-    @attn_cuda` holding, per schedule, the four kernels of the CUDA ABI
-    (runtime/include/attn/abi.h, section CUDA): `attn_forward_<T>_d<D>`,
-    `attn_backward_prep_<T>_d<D>`, `attn_backward_dkdv_<T>_d<D>`,
-    `attn_backward_dq_<T>_d<D>`. SIMT kernels: one warp per row, the other
-    operand staged in shared memory, dot products reduced with gpu.shuffle, f32
-    arithmetic. Tensor-core kernels run every product (Q·Kᵀ, P·V; backward
-    dO·Vᵀ, dS·K, dSᵀ·Q, Pᵀ·dO) on nvgpu.mma.sync (f16) or nvvm.mma.sync (bf16),
-    m16n8k16, f32 accumulation. Attaches one #nvvm.target per `targets` chip.
-    Independent of attn-lower-to-loops; both run before attn-emit-manifest.
-  }];
-  let options = [
-    ListOption<"targets", "targets", "std::string",
-               "CUDA chips to attach as #nvvm.target (sm_80, sm_90, ...)">,
-  ];
-  let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::NVVM::NVVMDialect",
-                           "::mlir::nvgpu::NVGPUDialect", "::mlir::vector::VectorDialect",
-                           "::mlir::LLVM::LLVMDialect", "::mlir::scf::SCFDialect",
-                           "::mlir::memref::MemRefDialect", "::mlir::arith::ArithDialect",
-                           "::mlir::math::MathDialect"];
-}
-
 def AttnEmitManifest : Pass<"attn-emit-manifest", "::mlir::ModuleOp"> {
   let summary = "Writes the artifact's manifest as the attn_manifest() function";
   let description = [{
     Reads, on the kernel with a `cpu_schedule`: `algorithm`, params, weights, row
-    inputs, the schedules' element types, and checks that the CPU entry points
-    (attn-lower-to-loops) and, with a `gpu_schedule`, gpu.module @attn_cuda
-    (attn-lower-to-gpu) exist. Writes the manifest text
+    inputs, the schedules' element types and the `gpu_schedule` (the lines of
+    the Triton kernels), and checks that the CPU entry points
+    (attn-lower-to-loops) exist. Writes the manifest text
     (runtime/include/attn/abi.h; lib/Codegen/Manifest.h is its one writer) as an
     LLVM global and the function `attn_manifest` returning it.
   }];
@@ -283,7 +260,7 @@ def AttnEraseDeclarations : Pass<"attn-erase-declarations", "::mlir::ModuleOp"> 
   let description = [{
     Removes every attn.kernel, attn.normalizer, attn.score, attn.mask and
     attn.input: what
-    remains is func/scf/vector/memref (and gpu) code and the manifest. The
+    remains is func/scf/vector/memref code and the manifest. The
     scalar functions stay until `inline` and `symbol-dce`.
   }];
 }
@@ -295,7 +272,7 @@ def AttnApproximateMath : Pass<"attn-approximate-math", "::mlir::ModuleOp"> {
     to f32 scalars and vectors, so the tiled kernels' exps vectorise instead of
     calling libm per lane. f64 stays on libm.
 
-    With `avx512`, exp on vector<16xf32> outside a gpu.module instead takes
+    With `avx512`, exp on vector<16xf32> instead takes
     the same range reduction and polynomial and scales by 2^n with
     `x86vector.avx512.mask.scalef`: no clamp of n and no exponent built from
     integer bits, 16 instructions where the upstream form takes 21. Lanes

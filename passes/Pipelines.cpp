@@ -2,7 +2,6 @@
 #include "passes/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
-#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -11,7 +10,7 @@
 using namespace mlir;
 using namespace mlir::attn;
 
-/// The passes both pipelines share, with the CUDA lowering when `cuda` holds.
+/// The passes both pipelines share, with the GPU schedule when `cuda` holds.
 static void buildArtifactPipeline(OpPassManager &pm, StringRef kernel,
                                   ArrayRef<std::string> elementTypes, int64_t vectorBits,
                                   const CudaPipelineOptions *cuda) {
@@ -28,16 +27,12 @@ static void buildArtifactPipeline(OpPassManager &pm, StringRef kernel,
   if (cuda) {
     AttnSelectGpuScheduleOptions gpuSchedule;
     gpuSchedule.kernelName = kernel.str();
-    gpuSchedule.elementTypes.assign(cuda->cudaElementTypes.begin(), cuda->cudaElementTypes.end());
+    gpuSchedule.targets.assign(cuda->targets.begin(), cuda->targets.end());
+    gpuSchedule.elementTypes.assign(cuda->gpuElementTypes.begin(), cuda->gpuElementTypes.end());
     gpuSchedule.headDims.assign(cuda->headDims.begin(), cuda->headDims.end());
     pm.addPass(createAttnSelectGpuSchedule(gpuSchedule));
   }
   pm.addPass(createAttnInstantiateFunctions());
-  if (cuda) {
-    AttnLowerToGPUOptions gpu;
-    gpu.targets.assign(cuda->targets.begin(), cuda->targets.end());
-    pm.addPass(createAttnLowerToGPU(gpu));
-  }
   pm.addPass(createAttnLowerToLoops());
   pm.addPass(createAttnEmitManifest());
   pm.addPass(createAttnEraseDeclarations());
@@ -78,13 +73,6 @@ void mlir::attn::buildHostToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createReconcileUnrealizedCastsPass());
 }
 
-void mlir::attn::buildGpuToNVVMPipeline(OpPassManager &pm) {
-  pm.addPass(createConvertNVGPUToNVVMPass());
-  pm.addPass(createSCFToControlFlowPass());
-  pm.addNestedPass<gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps());
-  pm.addPass(createReconcileUnrealizedCastsPass());
-}
-
 /// Expands the short forms, verifies, classifies and derives the backward.
 static void addDerivePasses(OpPassManager &pm) {
   pm.addPass(createAttnExpandSharedRegions());
@@ -101,9 +89,16 @@ static void buildExplainPipeline(OpPassManager &pm) {
   pm.addPass(createAttnPrintExplanation());
 }
 
-void mlir::attn::buildTritonAnalysisPipeline(OpPassManager &pm) {
+void mlir::attn::buildTritonAnalysisPipeline(OpPassManager &pm,
+                                             const TritonPipelineOptions &options) {
   addDerivePasses(pm);
   pm.addPass(createAttnAnalyzeBlockSparsity());
+  AttnSelectGpuScheduleOptions gpuSchedule;
+  gpuSchedule.kernelName = options.kernel;
+  gpuSchedule.targets.assign(options.targets.begin(), options.targets.end());
+  gpuSchedule.elementTypes.assign(options.gpuElementTypes.begin(), options.gpuElementTypes.end());
+  gpuSchedule.headDims.assign(options.headDims.begin(), options.headDims.end());
+  pm.addPass(createAttnSelectGpuSchedule(gpuSchedule));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }
@@ -114,7 +109,8 @@ void mlir::attn::registerAttnPipelines() {
       buildCpuPipeline);
   PassPipelineRegistration<CudaPipelineOptions>(
       "attn-cuda-pipeline",
-      "An attn module to the CPU code, CUDA kernels and manifest of one artifact",
+      "An attn module to the CPU code and manifest of one artifact whose GPU kernels are "
+      "the Triton module's (the gpu_schedule's cuda-targets and triton-kernel lines)",
       buildCudaPipeline);
   PassPipelineRegistration<>("attn-host-to-llvm", "An artifact's host code to the LLVM dialect",
                              buildHostToLLVMPipeline);
@@ -122,12 +118,10 @@ void mlir::attn::registerAttnPipelines() {
       "attn-explain",
       "Prints each kernel's algorithm, stabiliser and derived gradients as formulas",
       buildExplainPipeline);
-  PassPipelineRegistration<>(
+  PassPipelineRegistration<TritonPipelineOptions>(
       "attn-triton", "Prints the module's kernel as a Python module of Triton kernels",
-      [](OpPassManager &pm) {
-        buildTritonAnalysisPipeline(pm);
+      [](OpPassManager &pm, const TritonPipelineOptions &options) {
+        buildTritonAnalysisPipeline(pm, options);
         pm.addPass(createAttnEmitTriton());
       });
-  PassPipelineRegistration<>("attn-gpu-to-nvvm", "An artifact's gpu.module to the NVVM dialect",
-                             buildGpuToNVVMPipeline);
 }

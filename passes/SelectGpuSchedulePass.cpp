@@ -1,8 +1,9 @@
 //===- SelectGpuSchedulePass.cpp - attn-select-gpu-schedule ---------------===//
 #include "lib/Analysis/Schedules.h"
-#include "lib/Codegen/GPU/GPULowering.h"
 #include "passes/PassOptions.h"
 #include "passes/Passes.h"
+
+#include "llvm/ADT/StringExtras.h"
 
 namespace mlir::attn {
 #define GEN_PASS_DEF_ATTNSELECTGPUSCHEDULE
@@ -14,21 +15,39 @@ struct SelectGpuSchedulePass : impl::AttnSelectGpuScheduleBase<SelectGpuSchedule
 
   void runOnOperation() override {
     FailureOr<ScheduleRequest> request =
-        scheduleRequest(getOperation(), kernelName, elementTypes, {"f16", "bf16", "f32"},
+        scheduleRequest(getOperation(), kernelName, elementTypes, {"bf16"},
                         {"f32", "f16", "bf16"}, "GPU element type");
     if (failed(request))
       return signalPassFailure();
     KernelOp kernel = request->kernel;
     if (kernel.getGpuSchedule())
       return; // pinned
+    SmallVector<std::string> chips(targets.begin(), targets.end());
+    if (chips.empty())
+      chips.assign(std::begin(kDefaultCudaTargets), std::end(kDefaultCudaTargets));
+    for (const std::string &chip : chips)
+      if (cudaChipVersion(chip).value_or(0) < 80) {
+        kernel.emitOpError() << "CUDA target '" << chip
+                             << "' is not supported; expected sm_XY with XY >= 80 (sm_80, "
+                                "sm_90, ...)";
+        return signalPassFailure();
+      }
     SmallVector<int64_t> dims(headDims.begin(), headDims.end());
     if (dims.empty())
-      dims.assign(std::begin(kGpuHeadDims), std::end(kGpuHeadDims));
-    SmallVector<Attribute> schedules =
-        defaultGpuSchedules(request->algorithm, request->types, dims);
-    for (Attribute schedule : schedules)
-      if (failed(checkGpuSchedule(kernel, cast<GpuScheduleAttr>(schedule))))
+      dims.push_back(64);
+    for (int64_t dim : dims)
+      if (!llvm::is_contained(kGpuHeadDims, dim)) {
+        kernel.emitOpError() << "head dim " << dim << " is not supported on GPU; supported: "
+                             << llvm::join(llvm::map_range(kGpuHeadDims,
+                                                           [](int64_t d) { return std::to_string(d); }),
+                                           ", ");
         return signalPassFailure();
+      }
+    SmallVector<Attribute> schedules;
+    for (const std::string &chip : chips)
+      for (FloatType type : request->types)
+        for (int64_t dim : dims)
+          schedules.push_back(defaultGpuSchedule(chip, type, dim));
     kernel.setGpuScheduleAttr(ArrayAttr::get(&getContext(), schedules));
   }
 };

@@ -144,9 +144,6 @@ void check_tensor(const Library &lib, const char *fn, const char *name, const Te
 /// The dtypes of the artifact's GPU kernels, e.g. "f16 bf16 f32".
 std::string cuda_dtypes(const Library &lib) {
   std::vector<std::string> tags;
-  for (const auto &k : lib.manifest().cuda_kernels)
-    if (std::find(tags.begin(), tags.end(), k.dtype) == tags.end())
-      tags.push_back(k.dtype);
   for (const auto &pair : lib.manifest().triton_kernels)
     if (std::find(tags.begin(), tags.end(), pair.first) == tags.end())
       tags.push_back(pair.first);
@@ -156,9 +153,6 @@ std::string cuda_dtypes(const Library &lib) {
 /// The head dims with a forward GPU kernel for dtype tag `tag`, e.g. "64 128".
 std::string cuda_head_dims(const Library &lib, const std::string &tag) {
   std::vector<std::string> dims;
-  for (const auto &k : lib.manifest().cuda_kernels)
-    if (k.role == "forward" && k.dtype == tag)
-      dims.push_back(std::to_string(k.head_dim));
   for (const auto &[dtype, head_dim] : lib.manifest().triton_kernels)
     if (dtype == tag)
       dims.push_back(std::to_string(head_dim));
@@ -273,13 +267,9 @@ Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tens
   const bool cuda = q.is_cuda();
   if (cuda) {
     const char *tag = detail::cuda_dtype_tag(dt);
-    const auto &kernels = lib.manifest().cuda_kernels;
     const auto &pairs = lib.manifest().triton_kernels;
-    const bool compiled =
-        tag && (std::any_of(kernels.begin(), kernels.end(),
-                            [&](const auto &k) { return k.role == "forward" && k.dtype == tag; }) ||
-                std::any_of(pairs.begin(), pairs.end(),
-                            [&](const auto &pair) { return pair.first == tag; }));
+    const bool compiled = tag && std::any_of(pairs.begin(), pairs.end(),
+                                             [&](const auto &pair) { return pair.first == tag; });
     TORCH_CHECK(compiled, fn, ": q has dtype ", dtype_name(dt), " but the GPU kernels of artifact ",
                 lib.path(), " are for dtypes ", cuda_dtypes(lib),
                 " only (f32 = float32, f16 = float16, bf16 = bfloat16; attn-compile "
@@ -320,7 +310,7 @@ Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tens
   TORCH_CHECK(!lib.manifest().head_dim || p.d == lib.manifest().head_dim, fn, ": q has head dim ",
               p.d, " but kernel ", lib.manifest().kernel, " was compiled for head dim ",
               lib.manifest().head_dim, " (its weights' shapes fix it: ", param_list(lib), ")");
-  if (cuda && lib.triton()) {
+  if (cuda) {
     TORCH_CHECK(p.dv == p.d, fn, ": the GPU kernels need dv == d (v's head dim equal to q's "
                 "and k's), got d = ", p.d, " and dv = ", p.dv);
     const std::string tag = detail::cuda_dtype_tag(dt);
@@ -329,16 +319,6 @@ Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tens
                             [&](const auto &pair) { return pair.first == tag && pair.second == p.d; }),
                 fn, ": head dim d = ", p.d, " is not supported on the GPU by artifact ", lib.path(),
                 " for ", dtype_name(dt), ": supported head dims: ", cuda_head_dims(lib, tag));
-  } else if (cuda) {
-    TORCH_CHECK(p.group == 1, fn, ": grouped-query attention (q with ", p.H,
-                " heads, k and v with ", k.size(1), ") is not supported by the GPU kernels, which "
-                "read key/value head h for query head h; run it on the CPU");
-    TORCH_CHECK(p.dv == p.d, fn, ": the GPU kernels need dv == d (v's head dim equal to q's "
-                "and k's), got d = ", p.d, " and dv = ", p.dv);
-    const std::string tag = detail::cuda_dtype_tag(dt);
-    TORCH_CHECK(lib.cuda_kernel("forward", dt, p.d), fn, ": head dim d = ", p.d,
-                " is not supported on the GPU by artifact ", lib.path(), " for ",
-                dtype_name(dt), ": supported head dims: ", cuda_head_dims(lib, tag));
   }
 
   p.P = lib.num_params();
@@ -579,122 +559,7 @@ std::pair<int64_t, int64_t> key_chunk(int64_t split, int64_t splits, int64_t kv_
           std::min(kv_len, (split + 1) * blocks / splits * kKeyBlock)};
 }
 
-// --- GPU ---------------------------------------------------------------------
-//
-// The kernels, grids and argument orders are the CUDA ABI's (attn/abi.h, "CUDA"):
-// one block per (row tile, head, batch entry).
-
-const CudaKernel &gpu_kernel(const Library &lib, const char *role, const Problem &p) {
-  const CudaKernel *k = lib.cuda_kernel(role, p.dtype, p.d);
-  TORCH_CHECK(k, "attn: artifact ", lib.path(), " has no ", role, " GPU kernel for ",
-              dtype_name(p.dtype), " and head dim ", p.d,
-              " (no such cuda-kernel line in its manifest); recompile it with this "
-              "attn-compile");
-  return *k;
-}
-
-std::array<int64_t, 3> gpu_grid(const CudaKernel &k, int64_t rows, const Problem &p) {
-  return {(rows + k.tile_rows - 1) / k.tile_rows, p.H, p.B};
-}
-
-using detail::cuda_args;
-using detail::int_arg;
-using detail::ptr_arg;
-
-std::tuple<Tensor, Tensor, Tensor> run_forward_gpu(const Library &lib, const Problem &p,
-                                                   const Tensor &q, const Tensor &k,
-                                                   const Tensor &v, const Tensor &params) {
-  const CudaKernel &fwd = gpu_kernel(lib, "forward", p);
-  const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
-  const Tensor params32 = params.to(torch::kFloat).contiguous();
-  auto stats = torch::TensorOptions().dtype(torch::kFloat).device(p.device);
-  Tensor out = torch::empty({p.B, p.H, p.Nq, p.d}, qc.options());
-  Tensor row_max = torch::empty({p.B, p.H, p.Nq}, stats);
-  Tensor row_sum = torch::empty({p.B, p.H, p.Nq}, stats);
-  detail::cuda_launch(
-      lib, fwd, p.device, gpu_grid(fwd, p.Nq, p),
-      cuda_args(ATTN_CUDA_FORWARD_NUM_ARGS,
-                {{ATTN_CUDA_FORWARD_Q, ptr_arg(qc)},
-                 {ATTN_CUDA_FORWARD_K, ptr_arg(kc)},
-                 {ATTN_CUDA_FORWARD_V, ptr_arg(vc)},
-                 {ATTN_CUDA_FORWARD_O, ptr_arg(out)},
-                 {ATTN_CUDA_FORWARD_ROW_MAX, ptr_arg(row_max)},
-                 {ATTN_CUDA_FORWARD_ROW_SUM, ptr_arg(row_sum)},
-                 {ATTN_CUDA_FORWARD_PARAMS, ptr_arg(params32)},
-                 {ATTN_CUDA_FORWARD_KEY_LENGTHS, ptr_arg(p.key_lengths)},
-                 {ATTN_CUDA_FORWARD_HEADS, int_arg(p.H)},
-                 {ATTN_CUDA_FORWARD_NQ, int_arg(p.Nq)},
-                 {ATTN_CUDA_FORWARD_NK, int_arg(p.Nk)},
-                 {ATTN_CUDA_FORWARD_CAUSAL, int_arg(p.causal ? 1 : 0)}}));
-  return {out, row_max, row_sum};
-}
-
-std::tuple<Tensor, Tensor, Tensor, Tensor>
-run_backward_gpu(const Library &lib, const Problem &p, const Tensor &q, const Tensor &k,
-                 const Tensor &v, const Tensor &params, const Tensor &out,
-                 const Tensor &row_max, const Tensor &row_sum, const Tensor &grad_out) {
-  // All three looked up first: a missing one fails before anything runs.
-  const CudaKernel &prep = gpu_kernel(lib, "backward_prep", p);
-  const CudaKernel &dkdv = gpu_kernel(lib, "backward_dkdv", p);
-  const CudaKernel &dqk = gpu_kernel(lib, "backward_dq", p);
-  const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous(),
-               oc = out.contiguous(), dout = grad_out.contiguous(), rm = row_max.contiguous(),
-               rs = row_sum.contiguous();
-  const Tensor params32 = params.to(torch::kFloat).contiguous();
-  auto stats = torch::TensorOptions().dtype(torch::kFloat).device(p.device);
-  Tensor delta = torch::empty({p.B, p.H, p.Nq}, stats);
-  detail::cuda_launch(lib, prep, p.device, gpu_grid(prep, p.Nq, p),
-                      cuda_args(ATTN_CUDA_PREP_NUM_ARGS, {{ATTN_CUDA_PREP_O, ptr_arg(oc)},
-                                                          {ATTN_CUDA_PREP_DOUT, ptr_arg(dout)},
-                                                          {ATTN_CUDA_PREP_DELTA, ptr_arg(delta)},
-                                                          {ATTN_CUDA_PREP_HEADS, int_arg(p.H)},
-                                                          {ATTN_CUDA_PREP_NQ, int_arg(p.Nq)}}));
-
-  // Zeroed: dparams is accumulated with atomics; dq/dk/dv are never uninitialised.
-  Tensor dk = torch::zeros({p.B, p.H, p.Nk, p.d}, qc.options());
-  Tensor dv = torch::zeros({p.B, p.H, p.Nk, p.d}, qc.options());
-  Tensor dparams = torch::zeros({p.P}, stats);
-  detail::cuda_launch(
-      lib, dkdv, p.device, gpu_grid(dkdv, p.Nk, p),
-      cuda_args(ATTN_CUDA_DKDV_NUM_ARGS,
-                {{ATTN_CUDA_DKDV_Q, ptr_arg(qc)},
-                 {ATTN_CUDA_DKDV_K, ptr_arg(kc)},
-                 {ATTN_CUDA_DKDV_V, ptr_arg(vc)},
-                 {ATTN_CUDA_DKDV_DOUT, ptr_arg(dout)},
-                 {ATTN_CUDA_DKDV_ROW_MAX, ptr_arg(rm)},
-                 {ATTN_CUDA_DKDV_ROW_SUM, ptr_arg(rs)},
-                 {ATTN_CUDA_DKDV_DELTA, ptr_arg(delta)},
-                 {ATTN_CUDA_DKDV_PARAMS, ptr_arg(params32)},
-                 {ATTN_CUDA_DKDV_KEY_LENGTHS, ptr_arg(p.key_lengths)},
-                 {ATTN_CUDA_DKDV_DK, ptr_arg(dk)},
-                 {ATTN_CUDA_DKDV_DV, ptr_arg(dv)},
-                 {ATTN_CUDA_DKDV_DPARAMS, ptr_arg(dparams)},
-                 {ATTN_CUDA_DKDV_HEADS, int_arg(p.H)},
-                 {ATTN_CUDA_DKDV_NQ, int_arg(p.Nq)},
-                 {ATTN_CUDA_DKDV_NK, int_arg(p.Nk)},
-                 {ATTN_CUDA_DKDV_CAUSAL, int_arg(p.causal ? 1 : 0)}}));
-  Tensor dq = torch::zeros({p.B, p.H, p.Nq, p.d}, qc.options());
-  detail::cuda_launch(
-      lib, dqk, p.device, gpu_grid(dqk, p.Nq, p),
-      cuda_args(ATTN_CUDA_DQ_NUM_ARGS,
-                {{ATTN_CUDA_DQ_Q, ptr_arg(qc)},
-                 {ATTN_CUDA_DQ_K, ptr_arg(kc)},
-                 {ATTN_CUDA_DQ_V, ptr_arg(vc)},
-                 {ATTN_CUDA_DQ_DOUT, ptr_arg(dout)},
-                 {ATTN_CUDA_DQ_ROW_MAX, ptr_arg(rm)},
-                 {ATTN_CUDA_DQ_ROW_SUM, ptr_arg(rs)},
-                 {ATTN_CUDA_DQ_DELTA, ptr_arg(delta)},
-                 {ATTN_CUDA_DQ_PARAMS, ptr_arg(params32)},
-                 {ATTN_CUDA_DQ_KEY_LENGTHS, ptr_arg(p.key_lengths)},
-                 {ATTN_CUDA_DQ_DQ, ptr_arg(dq)},
-                 {ATTN_CUDA_DQ_HEADS, int_arg(p.H)},
-                 {ATTN_CUDA_DQ_NQ, int_arg(p.Nq)},
-                 {ATTN_CUDA_DQ_NK, int_arg(p.Nk)},
-                 {ATTN_CUDA_DQ_CAUSAL, int_arg(p.causal ? 1 : 0)}}));
-  return {dq, dk, dv, dparams.to(params.scalar_type())};
-}
-
-// --- GPU, Triton backend --------------------------------------------------------
+// --- GPU -----------------------------------------------------------------------
 //
 // The kernels and their parameters are the artifact's attn_triton_launch
 // (detail::triton_launch orders the arguments by name); tensors go with their strides.
@@ -806,8 +671,15 @@ run_backward_triton(const Library &lib, const Problem &p, const Tensor &q, const
   const Tensor row_max = row_max_in.contiguous(), row_sum = row_sum_in.contiguous();
   auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(p.device);
   const int64_t H_KV = p.H / p.group, P = std::max<int64_t>(p.P, 1);
-  const int64_t row_blocks = (p.Nq + launch.block_m - 1) / launch.block_m;
-  const int64_t key_blocks = (p.Nk + launch.block_n - 1) / launch.block_n;
+  // One slot per program of the kernels that write them: their grids' tile counts.
+  const int64_t row_blocks =
+      detail::triton_grid(lib, detail::triton_image(lib, p.device, "attn_bwd_preprocess",
+                                                    p.dtype, p.d, p.causal),
+                          t.sizes)[0];
+  const int64_t key_blocks =
+      detail::triton_grid(lib, detail::triton_image(lib, p.device, "attn_bwd_dkdv", p.dtype,
+                                                    p.d, p.causal),
+                          t.sizes)[0];
   Tensor delta = torch::empty({p.B, p.H, p.Nq}, f32);
   Tensor dq = torch::zeros_like(q), dk = torch::zeros_like(k), dv = torch::zeros_like(v);
   // One slot per program (and param, or table element): each program writes its own,
@@ -965,10 +837,8 @@ std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem
                                                const Tensor &q_in, const Tensor &k_in,
                                                const Tensor &v_in, const Tensor &params_in,
                                                const std::vector<Tensor> &inputs) {
-  if (p.cuda() && lib.triton())
-    return run_forward_triton(lib, p, q_in, k_in, v_in, params_in, inputs);
   if (p.cuda())
-    return run_forward_gpu(lib, p, q_in, k_in, v_in, params_in);
+    return run_forward_triton(lib, p, q_in, k_in, v_in, params_in, inputs);
   attn_forward_fn fn = lib.forward_fn(p.dtype);
   const Tensor q = unit_inner_stride(q_in), k = unit_inner_stride(k_in),
                v = unit_inner_stride(v_in), params = unit_inner_stride(params_in);
@@ -1067,14 +937,9 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
              const Tensor &v_in, const Tensor &params_in, const std::vector<Tensor> &inputs,
              const Tensor &out_in, const Tensor &row_max_in, const Tensor &row_sum_in,
              const Tensor &grad_out_in) {
-  if (p.cuda() && lib.triton())
+  if (p.cuda())
     return run_backward_triton(lib, p, q_in, k_in, v_in, params_in, inputs, out_in, row_max_in,
                                row_sum_in, grad_out_in);
-  if (p.cuda()) { // no tensor inputs on the mlir backend's kernels (its lowering refuses them)
-    auto [dq, dk, dv, dparams] = run_backward_gpu(lib, p, q_in, k_in, v_in, params_in, out_in,
-                                                  row_max_in, row_sum_in, grad_out_in);
-    return {dq, dk, dv, dparams, {}};
-  }
   attn_backward_fn fn = lib.backward_fn(p.dtype);
   const Tensor q = unit_inner_stride(q_in), k = unit_inner_stride(k_in),
                v = unit_inner_stride(v_in), params = unit_inner_stride(params_in),

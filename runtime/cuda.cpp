@@ -1,8 +1,8 @@
 //===- cuda.cpp - loading GPU images and launching kernels via the driver -===//
 //
-// No attention math here: the kernels are the compiler's (the cuda-kernel lines of
-// the manifest); this file only finds the driver, loads the right image per device
-// and launches on PyTorch's current stream.
+// No attention math here: the kernels are the compiler's (the Triton cubins the
+// artifact's attn_triton_launch describes); this file only finds the driver, loads the
+// right cubin per device and launches on PyTorch's current stream.
 //
 //===----------------------------------------------------------------------===//
 #include "cuda_driver.h"
@@ -125,7 +125,7 @@ std::string sm_of(const DeviceInfo &info) {
 
 struct LoadedModule {
   cu::Module module = nullptr;
-  std::string image; // which image was loaded ("sm_90", "ptx")
+  std::string image; // which cubin was loaded, for messages
   std::map<std::string, cu::Function> functions;
 };
 
@@ -185,25 +185,6 @@ LoadedModule &load_module(const Library &lib, int ordinal, const DeviceInfo &inf
               lib.path(), " on cuda:", ordinal, " (", sm_of(info), ") failed: ", d.describe(r),
               log[0] ? "; JIT log: " : "", log.data());
   return modules->emplace(cache_key, std::move(m)).first->second;
-}
-
-/// The chip among the artifact's cuda-targets whose code runs on the device ("" if none).
-std::string chosen_image(const Library &lib, const DeviceInfo &info, bool has_ptx) {
-  return choose_cuda_image(lib.manifest().cuda_targets, has_ptx, info.major, info.minor);
-}
-
-/// The artifact's module on a device for the mlir backend's kernels: one image per chip.
-LoadedModule &module_for(const Library &lib, int ordinal, const DeviceInfo &info) {
-  const std::string chosen = chosen_image(lib, info, lib.cuda_ptx().data != nullptr);
-  TORCH_CHECK(!chosen.empty(), "attn: artifact ", lib.path(), " has no GPU code for device cuda:",
-              ordinal, " (", sm_of(info), ", compute capability ", info.major, ".", info.minor,
-              "): it has cubins for ", join(lib.manifest().cuda_targets),
-              " and no PTX; recompile with attn-compile --cuda-targets=", sm_of(info));
-  const Library::CudaImage *image = &lib.cuda_ptx();
-  for (const auto &c : lib.cuda_cubins())
-    if (c.target == chosen)
-      image = &c;
-  return load_module(lib, ordinal, info, chosen, image->data, chosen == "ptx" ? "PTX" : chosen);
 }
 
 /// `name` in the loaded module `m`, with `smem_bytes` of dynamic shared memory opted
@@ -283,32 +264,6 @@ std::string CudaDriver::describe(cu::Result r) const {
          (text ? text : "(no description)");
 }
 
-void cuda_launch(const Library &lib, const CudaKernel &k, const torch::Device &device,
-                 std::array<int64_t, 3> grid, std::vector<KernelArg> args) {
-  TORCH_CHECK(device.is_cuda() && device.has_index(), "attn: internal error: launch on ",
-              device);
-  static const char *const dims[3] = {"row tiles", "heads (H)", "batch (B)"};
-  if (empty_grid(grid, dims, k.symbol))
-    return;
-  const int ordinal = device.index();
-  cu::Function fn = nullptr;
-  cu::Context context = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(cuda_mutex());
-    const DeviceInfo &info = device_info(ordinal);
-    context = info.context;
-    ContextScope scope(context);
-    fn = function_for(lib, module_for(lib, ordinal, info), k.symbol, k.smem_bytes, info,
-                      k.symbol + " (cuda-kernel " + k.role + " " + k.dtype + " " +
-                          std::to_string(k.head_dim) + ")");
-  }
-  std::vector<void *> params(args.size());
-  for (size_t i = 0; i < args.size(); ++i)
-    params[i] = &args[i];
-  launch_on_stream(lib, ordinal, context, fn, grid, k.threads, k.smem_bytes, params,
-                   {k.symbol, k.role + " " + k.dtype + " d=" + std::to_string(k.head_dim)});
-}
-
 namespace {
 
 /// "sm_80 bf16 d64, sm_90 bf16 d64": the (chip, dtype, head dim) of the artifact's Triton
@@ -330,7 +285,13 @@ const TritonImage &select_triton_image(const Library &lib, const DeviceInfo &inf
                                        const std::string &kernel, torch::ScalarType dtype,
                                        int64_t head_dim, bool causal) {
   const TritonLaunch &launch = *lib.triton();
-  const std::string chip = chosen_image(lib, info, /*has_ptx=*/false);
+  const std::string chip = choose_cuda_image(lib.manifest().cuda_targets, info.major, info.minor);
+  TORCH_CHECK(!chip.empty(), "attn: artifact ", lib.path(), " has no GPU code for device cuda:",
+              ordinal, " (", sm_of(info), ", compute capability ", info.major, ".", info.minor,
+              "): its cubins are for ", join(lib.manifest().cuda_targets),
+              "; recompile with attn-compile --cuda-targets=", sm_of(info),
+              " (or, from Python with Triton installed, the embedded Triton source is "
+              "compiled for it on first use)");
   const char *tag = cuda_dtype_tag(dtype);
   const std::string variant =
       kernel == "attn_bwd_preprocess" ? "any" : causal ? "causal" : "full";
@@ -386,18 +347,27 @@ std::vector<uint64_t> triton_slots(const Library &lib, const TritonImage &image,
 
 } // namespace
 
-std::array<int64_t, 3> triton_grid(const Library &lib, const std::string &kernel,
-                                   const std::string &rule, const TritonSizes &s) {
-  const TritonLaunch &launch = *lib.triton();
+std::array<int64_t, 3> triton_grid(const Library &lib, const TritonImage &image,
+                                   const TritonSizes &s) {
   auto cdiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
-  if (rule == "(cdiv(NQ, BLOCK_M), B * H)")
-    return {cdiv(s.NQ, launch.block_m), s.B * s.H, 1};
-  if (rule == "(cdiv(NK, BLOCK_N), B * H_KV)")
-    return {cdiv(s.NK, launch.block_n), s.B * s.H_KV, 1};
-  TORCH_CHECK(false, "attn: artifact ", lib.path(), ": Triton kernel ", kernel, " has the grid rule '",
-              rule, "', which this runtime does not compute (it knows (cdiv(NQ, BLOCK_M), B * H) "
+  if (image.grid == "(cdiv(NQ, BLOCK_M), B * H)")
+    return {cdiv(s.NQ, image.block_m), s.B * s.H, 1};
+  if (image.grid == "(cdiv(NK, BLOCK_N), B * H_KV)")
+    return {cdiv(s.NK, image.block_n), s.B * s.H_KV, 1};
+  TORCH_CHECK(false, "attn: artifact ", lib.path(), ": Triton kernel ", image.kernel,
+              " has the grid rule '", image.grid, "', which this runtime does not compute (it knows (cdiv(NQ, BLOCK_M), B * H) "
               "and (cdiv(NK, BLOCK_N), B * H_KV)); recompile the artifact with the attn-compile "
               "of this runtime");
+}
+
+const TritonImage &triton_image(const Library &lib, const torch::Device &device,
+                                const std::string &kernel, torch::ScalarType dtype,
+                                int64_t head_dim, bool causal) {
+  TORCH_CHECK(device.is_cuda() && device.has_index() && lib.triton(),
+              "attn: internal error: Triton cubin for ", device);
+  std::lock_guard<std::mutex> lock(cuda_mutex());
+  return select_triton_image(lib, device_info(device.index()), device.index(), kernel, dtype,
+                             head_dim, causal);
 }
 
 void triton_launch(const Library &lib, const torch::Device &device, const std::string &kernel,
@@ -420,7 +390,7 @@ void triton_launch(const Library &lib, const torch::Device &device, const std::s
     fn = function_for(lib, m, image->function, image->shared_bytes, info,
                       image->function + " (" + image->symbol + ")");
   }
-  const std::array<int64_t, 3> grid = triton_grid(lib, kernel, image->grid, sizes);
+  const std::array<int64_t, 3> grid = triton_grid(lib, *image, sizes);
   static const char *const dims[3] = {"row or key tiles", "batch x heads", "z"};
   if (empty_grid(grid, dims, image->symbol))
     return;

@@ -12,7 +12,6 @@
 #include "cuda_driver_abi.h"
 
 #include <array>
-#include <initializer_list>
 #include <map>
 #include <utility>
 #include <cstdint>
@@ -47,36 +46,10 @@ struct CudaDriver {
   std::string describe(cu::Result r) const;
 };
 
-/// One kernel argument: a device pointer or an i64 scalar (both 8 bytes, as the
-/// kernels' parameters are).
-using KernelArg = uint64_t;
-inline KernelArg ptr_arg(const torch::Tensor &t) {
-  return static_cast<KernelArg>(reinterpret_cast<uintptr_t>(t.defined() ? t.data_ptr() : nullptr));
+/// A device pointer as a kernel argument.
+inline uint64_t ptr_arg(const torch::Tensor &t) {
+  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(t.defined() ? t.data_ptr() : nullptr));
 }
-inline KernelArg int_arg(int64_t v) { return static_cast<KernelArg>(v); }
-
-/// The `count` arguments of a kernel, each given with its position (the
-/// ATTN_CUDA_* constants of attn/abi.h), every position exactly once.
-inline std::vector<KernelArg> cuda_args(int count,
-                                        std::initializer_list<std::pair<int, KernelArg>> given) {
-  std::vector<KernelArg> args(count);
-  std::vector<bool> set(count, false);
-  for (const auto &[position, value] : given) {
-    TORCH_CHECK(position >= 0 && position < count && !set[position],
-                "attn: internal error: CUDA kernel argument ", position, " given twice or out of range");
-    set[position] = true;
-    args[position] = value;
-  }
-  TORCH_CHECK(given.size() == static_cast<size_t>(count), "attn: internal error: ", given.size(),
-              " of ", count, " CUDA kernel arguments given");
-  return args;
-}
-
-/// Launch the artifact's kernel `k` on `device` (a CUDA device) over `grid` blocks of
-/// k.threads threads and k.smem_bytes dynamic shared memory, on PyTorch's current
-/// stream for that device. Loads the artifact's image for the device at first use.
-void cuda_launch(const Library &lib, const CudaKernel &k, const torch::Device &device,
-                 std::array<int64_t, 3> grid, std::vector<KernelArg> args);
 
 /// The value of one parameter of a Triton kernel: a device pointer (its types *bf16,
 /// *fp32, ...), an integer (i32) or a float (fp32).
@@ -99,15 +72,22 @@ struct TritonSizes {
   int64_t B = 0, H = 0, H_KV = 0, NQ = 0, NK = 0;
 };
 
-/// The grid of the launch description's rule `rule` (GRID_RULES of attn.triton_aot)
-/// for `sizes` and the artifact's block sizes; an unknown rule is an error naming it.
-std::array<int64_t, 3> triton_grid(const Library &lib, const std::string &kernel,
-                                   const std::string &rule, const TritonSizes &sizes);
+/// The grid of `image`'s rule (GRID_RULES of attn.triton_aot) for `sizes` and its
+/// tiles; an unknown rule is an error naming it.
+std::array<int64_t, 3> triton_grid(const Library &lib, const TritonImage &image,
+                                   const TritonSizes &sizes);
+
+/// The artifact's cubin of Triton kernel `kernel` for `device`: the device's chip (as
+/// for cuda-targets: the exact sm_XY, else the highest same-major one with a lower
+/// minor), storage `dtype`, `head_dim` and `causal` variant. An error naming the
+/// device's chip and the cubins the artifact has when none fits.
+const TritonImage &triton_image(const Library &lib, const torch::Device &device,
+                                const std::string &kernel, torch::ScalarType dtype,
+                                int64_t head_dim, bool causal);
 
 /// Launches the artifact's Triton kernel `kernel` (attn_fwd, attn_bwd_preprocess,
-/// attn_bwd_dkdv, attn_bwd_dq) on `device`: the cubin of the device's chip (as for
-/// cuda-targets: the exact sm_XY, else the highest same-major one with a lower minor),
-/// storage `dtype`, `head_dim` and `causal` variant; the grid of its rule; `args` in the
+/// attn_bwd_dkdv, attn_bwd_dq) on `device`: the cubin triton_image chooses; the grid of
+/// its rule; `args` in the
 /// order of its parameters, then Triton's global and profile scratch pointers (a buffer
 /// per launch where the cubin asks for scratch, else null); num_warps · 32 threads and
 /// its shared memory, on PyTorch's current stream. A missing cubin or argument is an

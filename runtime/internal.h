@@ -49,17 +49,15 @@ struct CudaArch {
 };
 c10::optional<CudaArch> parse_cuda_target(const std::string &target);
 
-/// The image to load on a device of compute capability major.minor: the exact cubin
-/// target, else the newest cubin of the same major with a lower minor, else "ptx" when
-/// has_ptx, else "" (nothing fits).
-std::string choose_cuda_image(const std::vector<std::string> &targets, bool has_ptx, int major,
-                              int minor);
+/// The cubin target to load on a device of compute capability major.minor: the exact
+/// one, else the newest of the same major with a lower minor, else "" (nothing fits).
+std::string choose_cuda_image(const std::vector<std::string> &targets, int major, int minor);
 
 /// The launch description attn_triton_launch (JSON) of artifact `path`, its images'
 /// data not yet set. Throws c10::Error naming the artifact and the member at fault.
 TritonLaunch parse_triton_launch(const std::string &path, const std::string &text);
 
-/// "f32" / "f16" / "bf16" (a cuda-kernel dtype), nullptr for other dtypes.
+/// "f32" / "f16" / "bf16" (a triton-kernel dtype), nullptr for other dtypes.
 const char *cuda_dtype_tag(torch::ScalarType t);
 
 // ---- artifact files, checked before dlopen (artifact.cpp) ----

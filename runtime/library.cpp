@@ -130,44 +130,6 @@ bool is_one_of(const std::string &s, std::initializer_list<const char *> options
   return false;
 }
 
-// `cuda-kernel <role> <dtype> <headdim> <symbol> tile <rows> threads <n> smem <bytes>`;
-// `malformed(expected)` throws.
-template <class Malformed>
-CudaKernel parse_cuda_kernel(const std::vector<std::string> &t, const Malformed &malformed) {
-  const char *form = "'cuda-kernel <role> <dtype> <headdim> <symbol> tile <rows> threads <n> "
-                     "smem <bytes>'";
-  if (t.size() != 11)
-    malformed(std::string(form) + " (11 fields), found " + std::to_string(t.size()) + " fields");
-  CudaKernel k;
-  k.role = t[1];
-  if (!is_one_of(k.role, {"forward", "backward_prep", "backward_dkdv", "backward_dq"}))
-    malformed("a role among forward backward_prep backward_dkdv backward_dq, found '" + k.role +
-              "'");
-  k.dtype = t[2];
-  if (!is_one_of(k.dtype, {"f32", "f16", "bf16"}))
-    malformed("a cuda-kernel dtype among f32 f16 bf16, found '" + k.dtype + "'");
-  auto positive = [&](const std::string &tok, const char *what, long long min) {
-    long long v = 0;
-    if (!parse_int(tok, v) || v < min)
-      malformed(std::string(what) + " as an integer >= " + std::to_string(min) + ", found '" +
-                tok + "'");
-    return static_cast<int64_t>(v);
-  };
-  k.head_dim = positive(t[3], "<headdim>", 1);
-  k.symbol = t[4];
-  if (!is_identifier(k.symbol))
-    malformed("a kernel symbol (identifier) after the head dim, found '" + k.symbol + "'");
-  const char *keywords[] = {"tile", "threads", "smem"};
-  for (int i = 0; i < 3; ++i)
-    if (t[5 + 2 * i] != keywords[i])
-      malformed(std::string(form) + ", found '" + t[5 + 2 * i] + "' where '" + keywords[i] +
-                "' belongs");
-  k.tile_rows = positive(t[6], "tile <rows>", 1);
-  k.threads = positive(t[8], "threads <n>", 1);
-  k.smem_bytes = positive(t[10], "smem <bytes>", 0);
-  return k;
-}
-
 // `input <name> <element> <extents> [learnable [init=<value>]]`; `malformed(expected)`
 // throws.
 template <class Malformed>
@@ -272,7 +234,7 @@ Manifest parse_manifest(const std::string &path, const std::string &text) {
     if (key == "attn-abi")
       continue;
     auto it = seen.find(key);
-    if (key == "cuda-kernel" || key == "input" || key == "triton-kernel")
+    if (key == "input" || key == "triton-kernel")
       seen.emplace(key, l.number); // one line per kernel, per input
     else if (it != seen.end())
       malformed(l, "each key at most once, but '" + key + "' already appeared on line " +
@@ -383,19 +345,16 @@ Manifest parse_manifest(const std::string &path, const std::string &text) {
         m.cuda_targets.push_back(t);
       }
     } else if (key == "cuda-kernel") {
-      m.cuda_kernels.push_back(parse_cuda_kernel(
-          l.tokens, [&](const std::string &expected) { malformed(l, expected); }));
-      const CudaKernel &kn = m.cuda_kernels.back();
-      for (size_t i = 0; i + 1 < m.cuda_kernels.size(); ++i) {
-        const CudaKernel &other = m.cuda_kernels[i];
-        if (other.role == kn.role && other.dtype == kn.dtype && other.head_dim == kn.head_dim)
-          malformed(l, "one cuda-kernel line per (role, dtype, headdim), found a second '" +
-                           kn.role + " " + kn.dtype + " " + std::to_string(kn.head_dim) + "'");
-      }
+      malformed(l, "no 'cuda-kernel' line (the hand-built GPU kernels of older artifacts are "
+                   "gone: recompile with attn-compile --cuda-targets)");
     } else if (key == "gpu-backend") {
-      single(m.gpu_backend, "mlir|triton");
-      if (m.gpu_backend != "mlir" && m.gpu_backend != "triton")
-        malformed(l, "'gpu-backend mlir' or 'gpu-backend triton', found '" + m.gpu_backend + "'");
+      std::string backend;
+      single(backend, "triton");
+      if (backend != "triton")
+        malformed(l, "'gpu-backend triton' (the only GPU backend; the hand-built kernels of "
+                     "older artifacts are gone: recompile with attn-compile --cuda-targets), "
+                     "found '" + backend + "'");
+      m.triton = true;
     } else if (key == "triton-kernel") {
       const char *form = "'triton-kernel <dtype> <headdim>' (e.g. 'triton-kernel bf16 64')";
       if (nvalues != 2)
@@ -424,30 +383,22 @@ Manifest parse_manifest(const std::string &path, const std::string &text) {
                 text);
 
   const bool cuda = std::find(m.devices.begin(), m.devices.end(), "cuda") != m.devices.end();
-  const bool triton = m.gpu_backend == "triton";
-  if (cuda && triton) {
-    TORCH_CHECK(!m.cuda_targets.empty() && !m.triton_kernels.empty() && m.cuda_kernels.empty(),
-                "attn: artifact ", path, ": manifest lists device cuda with gpu-backend triton but ",
-                m.cuda_targets.empty()     ? "has no 'cuda-targets' line"
-                : m.triton_kernels.empty() ? "has no 'triton-kernel' line"
-                                           : "has 'cuda-kernel' lines (the mlir backend's)",
-                " (expected 'cuda-targets sm_XY ...' and one 'triton-kernel <dtype> <headdim>' "
-                "line per compiled pair); manifest was:\n",
-                text);
-  } else if (cuda) {
-    TORCH_CHECK(!m.cuda_targets.empty() && !m.cuda_kernels.empty(), "attn: artifact ", path,
-                ": manifest lists device cuda but has ",
-                m.cuda_targets.empty() ? "no 'cuda-targets' line" : "no 'cuda-kernel' line",
-                " (expected 'cuda-targets sm_XY ...' and one 'cuda-kernel ...' line per "
-                "generated kernel); manifest was:\n",
+  if (cuda) {
+    TORCH_CHECK(!m.cuda_targets.empty() && m.triton && !m.triton_kernels.empty(),
+                "attn: artifact ", path, ": manifest lists device cuda but has ",
+                m.cuda_targets.empty() ? "no 'cuda-targets' line"
+                : !m.triton       ? "no 'gpu-backend triton' line"
+                                  : "no 'triton-kernel' line",
+                " (expected 'cuda-targets sm_XY ...', 'gpu-backend triton' and one "
+                "'triton-kernel <dtype> <headdim>' line per compiled pair); manifest was:\n",
                 text);
   } else {
-    TORCH_CHECK(m.cuda_targets.empty() && m.cuda_kernels.empty() && m.triton_kernels.empty(),
+    TORCH_CHECK(m.cuda_targets.empty() && !m.triton && m.triton_kernels.empty(),
                 "attn: artifact ", path,
                 ": manifest has '",
-                !m.cuda_targets.empty()  ? "cuda-targets"
-                : !m.cuda_kernels.empty() ? "cuda-kernel"
-                                          : "triton-kernel",
+                !m.cuda_targets.empty() ? "cuda-targets"
+                : m.triton              ? "gpu-backend"
+                                        : "triton-kernel",
                 "' lines but its devices line (", join(m.devices),
                 ") does not list cuda; manifest was:\n", text);
   }
@@ -682,53 +633,44 @@ struct LibraryLoader {
       }
     }
     if (lib->has_device("cuda")) {
-      auto image = [&](const std::string &name, bool required) {
-        Library::CudaImage img;
+      // An exported byte array `name` and its int64 size `name`_size.
+      struct EmbeddedImage {
+        const void *data = nullptr;
+        int64_t size = 0;
+      };
+      auto image = [&](const std::string &name) {
+        EmbeddedImage img;
         void *data = own(name, STT_OBJECT);
         void *size = own(name + "_size", STT_OBJECT);
-        TORCH_CHECK((data && size) || (!required && !data && !size), "attn: artifact ",
+        TORCH_CHECK(data && size, "attn: artifact ",
                     canonical, ": manifest lists cuda but the GPU image symbols ", name, " and ",
                     name, "_size are ", data || size ? "not both" : "not", " exported");
-        if (data) {
-          TORCH_CHECK(symbols.at(name + "_size").size == sizeof(int64_t), "attn: artifact ",
-                      canonical, ": ", name, "_size is ", symbols.at(name + "_size").size,
-                      " bytes, expected an int64");
-          img.data = data;
-          img.size = *static_cast<const int64_t *>(size);
-          const uint64_t extent = symbols.at(name).size;
-          TORCH_CHECK(img.size > 0 && static_cast<uint64_t>(img.size) <= extent,
-                      "attn: artifact ", canonical, ": ", name, "_size is ", img.size,
-                      ", expected a positive size in bytes of at most the ", extent,
-                      " bytes of symbol ", name);
-        }
+        TORCH_CHECK(symbols.at(name + "_size").size == sizeof(int64_t), "attn: artifact ",
+                    canonical, ": ", name, "_size is ", symbols.at(name + "_size").size,
+                    " bytes, expected an int64");
+        img.data = data;
+        img.size = *static_cast<const int64_t *>(size);
+        const uint64_t extent = symbols.at(name).size;
+        TORCH_CHECK(img.size > 0 && static_cast<uint64_t>(img.size) <= extent,
+                    "attn: artifact ", canonical, ": ", name, "_size is ", img.size,
+                    ", expected a positive size in bytes of at most the ", extent,
+                    " bytes of symbol ", name);
         return img;
       };
-      if (lib->manifest_.gpu_backend == "triton") {
-        const Library::CudaImage text = image("attn_triton_launch", true);
+      {
+        const EmbeddedImage text = image("attn_triton_launch");
         const char *chars = static_cast<const char *>(text.data);
         TORCH_CHECK(chars[text.size - 1] == 0, "attn: artifact ", canonical,
                     ": attn_triton_launch is not NUL-terminated within attn_triton_launch_size = ",
                     text.size, " bytes");
         lib->triton_ = detail::parse_triton_launch(canonical, std::string(chars, text.size - 1));
         for (TritonImage &cubin : lib->triton_->images) {
-          const Library::CudaImage bytes = image(cubin.symbol, true);
+          const EmbeddedImage bytes = image(cubin.symbol);
           cubin.data = bytes.data;
           cubin.size = bytes.size;
         }
         check_triton_images(canonical, lib->manifest_, *lib->triton_);
       }
-      for (const auto &target : lib->manifest_.cuda_targets) {
-        if (lib->manifest_.gpu_backend == "triton")
-          break; // the Triton backend's cubins are per kernel, above
-        lib->cuda_cubins_.push_back(image("attn_cuda_cubin_" + target, true));
-        lib->cuda_cubins_.back().target = target;
-      }
-      lib->cuda_ptx_ = image("attn_cuda_ptx", false);
-      lib->cuda_ptx_.target = "ptx";
-      if (lib->cuda_ptx_.data)
-        TORCH_CHECK(static_cast<const char *>(lib->cuda_ptx_.data)[lib->cuda_ptx_.size - 1] == 0,
-                    "attn: artifact ", canonical, ": attn_cuda_ptx is not NUL-terminated "
-                    "within attn_cuda_ptx_size = ", lib->cuda_ptx_.size, " bytes");
     }
     lib->handle_ = handle;
     guard.handle = nullptr; // loaded for good
@@ -845,15 +787,6 @@ attn_backward_fn Library::backward_fn(torch::ScalarType dtype) const {
   return fn;
 }
 
-const CudaKernel *Library::cuda_kernel(const std::string &role, torch::ScalarType dtype,
-                                       int64_t head_dim) const {
-  const char *tag = detail::cuda_dtype_tag(dtype);
-  for (const auto &k : manifest_.cuda_kernels)
-    if (tag && k.role == role && k.dtype == tag && k.head_dim == head_dim)
-      return &k;
-  return nullptr;
-}
-
 namespace detail {
 
 c10::optional<CudaArch> parse_cuda_target(const std::string &target) {
@@ -873,11 +806,9 @@ c10::optional<CudaArch> parse_cuda_target(const std::string &target) {
   return a;
 }
 
-std::string choose_cuda_image(const std::vector<std::string> &targets, bool has_ptx, int major,
-                              int minor) {
+std::string choose_cuda_image(const std::vector<std::string> &targets, int major, int minor) {
   // Exact match first (a plain sm_XY before an arch-specific sm_XYa: both run); then the
-  // newest plain cubin of the same major with a lower minor (binary compatible); then
-  // the PTX, which the driver JIT-compiles for any newer GPU.
+  // newest plain cubin of the same major with a lower minor (binary compatible).
   std::string exact, compatible;
   int compatible_minor = -1;
   for (const auto &t : targets) {
@@ -893,9 +824,7 @@ std::string choose_cuda_image(const std::vector<std::string> &targets, bool has_
   }
   if (!exact.empty())
     return exact;
-  if (!compatible.empty())
-    return compatible;
-  return has_ptx ? "ptx" : "";
+  return compatible;
 }
 
 const char *cuda_dtype_tag(torch::ScalarType t) {

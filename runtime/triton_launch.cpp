@@ -224,8 +224,6 @@ TritonLaunch parse_triton_launch(const std::string &path, const std::string &tex
   const Json doc = JsonReader(text, where).document();
   const Fields top(doc, where);
   TritonLaunch launch;
-  launch.block_m = top.integer("block_m", 1);
-  launch.block_n = top.integer("block_n", 1);
   launch.ptxas_version = top.str("ptxas_version");
   const auto &inputs = top.array("inputs");
   for (size_t n = 0; n < inputs.size(); ++n) {
@@ -258,6 +256,8 @@ TritonLaunch parse_triton_launch(const std::string &path, const std::string &tex
                   f.where(), ".parameters[", i, "] must be [name, Triton type]");
       image.parameters.emplace_back(p.items[0].string, p.items[1].string);
     }
+    image.block_m = f.integer("block_m", 1);
+    image.block_n = f.integer("block_n", 1);
     image.num_warps = f.integer("num_warps", 1);
     image.shared_bytes = f.integer("shared_bytes", 0);
     image.global_scratch_size = f.integer("global_scratch_size", 0);

@@ -1,30 +1,36 @@
 #!/usr/bin/env bash
-# Compiles the artifacts scripts/gpu-check.sh needs on a GPU machine (which has no
-# MLIR, hence no attn-compile): every example normalizer with CUDA code for the given
-# targets (f32, f16, bf16; head dims 32, 64, 128) as <dir>/<name>.so, and CPU-only
-# as <dir>/<name>-cpu.so.
+# Prepares, on a development machine (attn-compile, no GPU needed), everything
+# scripts/gpu-check.sh needs on a GPU machine that has torch and Triton but no MLIR and
+# no compiler:
+#   DIR/cache/triton/   the emitted Triton modules (attn.triton_backend's cache, by
+#                       content) of the numerics cases (test/python/
+#                       triton_interpreter_cases.py, run here under the interpreter,
+#                       which checks them too) and of bench/gpu_bench.py;
+#   DIR/<name>.so       softmax, tanhmax and sigmoid with cubins for TARGETS (bf16 and f16,
+#                       d = 64), for the C++ runtime path and compute-sanitizer.
 #
 #   bash scripts/gpu-artifacts.sh [DIR] [TARGETS]     # default gpu-artifacts/ and sm_90
 #
-# Run after scripts/setup.sh. DIR is ignored by git; the device tool carries it
-# (carry: ["gpu-artifacts"]). Compiles two artifacts at a time.
+# DIR is ignored by git; the device tool carries it (carry: ["gpu-artifacts"]).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build="${ATTN_BUILD_DIR:-$root/build}"
 out="${1:-$root/gpu-artifacts}"
 targets="${2:-sm_90}"
+python="${ATTN_PYTHON:-$root/.venv/bin/python}"
 compiler="$build/bin/attn-compile"
 [[ -x "$compiler" ]] || { echo "gpu-artifacts: $compiler not found: run scripts/setup.sh first" >&2; exit 1; }
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
+export ATTN_BUILD_DIR="$build" ATTN_CACHE_DIR="$out/cache" ATTN_PYTHON="$python"
+export PYTHONPATH="$root/runtime/python${PYTHONPATH:+:$PYTHONPATH}"
 
-compile_one() {
-  local src=$1 name
-  name=$(basename "$src" .mlir)
-  "$compiler" "$src" -o "$out/$name.so" --cuda-targets="$targets"
-  "$compiler" "$src" -o "$out/$name-cpu.so"
-  echo "gpu-artifacts: $name"
-}
-export -f compile_one
-export compiler out targets
-printf '%s\n' "$root"/examples/normalizers/*.mlir | xargs -P 2 -I{} bash -c 'compile_one "$@"' _ {}
+(cd "$root/test/python" && TRITON_INTERPRET=1 "$python" -m pytest -q -p no:cacheprovider \
+  -W ignore::RuntimeWarning triton_interpreter_cases.py)
+"$python" "$root/bench/gpu_bench.py" --prepare
+for name in softmax tanhmax sigmoid; do
+  "$compiler" "$root/examples/normalizers/$name.mlir" -o "$out/$name.so" --dtypes=f32,f64 \
+    --cuda-targets="$targets" --cuda-dtypes=bf16,f16 --cuda-head-dims=64
+  echo "gpu-artifacts: $name.so"
+done
 du -sh "$out"

@@ -17,12 +17,3 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(["attn-opt", "attn-compile", "attn-seal", "attn-parser-fuzz-replay", "attn-pipeline-fuzz-replay"],
                                   [config.attn_tools_dir])
 
-# Tests that serialise CUDA kernels need ptxas (and libdevice): the toolkit found
-# at configure time, or $CUDA_HOME. Without one they are reported UNSUPPORTED.
-cuda_toolkit = os.environ.get("CUDA_HOME") or config.cuda_toolkit_dir
-if cuda_toolkit and os.path.exists(os.path.join(cuda_toolkit, "bin", "ptxas")):
-    config.available_features.add("ptxas")
-    config.substitutions.append(("%ptxas", os.path.join(cuda_toolkit, "bin", "ptxas")))
-    config.substitutions.append(("%cuda_toolkit", cuda_toolkit))
-else:
-    lit_config.note("no CUDA toolkit (ptxas): tests that need it are UNSUPPORTED")

@@ -62,18 +62,31 @@ SmallVector<Attribute> mlir::attn::defaultCpuSchedules(KernelOp kernel, Algorith
   return schedules;
 }
 
-SmallVector<Attribute> mlir::attn::defaultGpuSchedules(Algorithm algorithm,
-                                                       ArrayRef<FloatType> types,
-                                                       ArrayRef<int64_t> headDims) {
-  SmallVector<Attribute> schedules;
-  for (FloatType type : types) {
-    bool tensorCores = type.isBF16() || (type.isF16() && algorithm == Algorithm::Online);
-    for (int64_t headDim : headDims)
-      schedules.push_back(
-          GpuScheduleAttr::get(type.getContext(), type, headDim,
-                               tensorCores ? GpuVariant::TensorCore : GpuVariant::Simt));
+std::optional<int> mlir::attn::cudaChipVersion(StringRef chip) {
+  int version = 0;
+  if (!chip.consume_front("sm_") || chip.getAsInteger(10, version))
+    return std::nullopt;
+  return version;
+}
+
+GpuScheduleAttr mlir::attn::defaultGpuSchedule(StringRef chip, FloatType type, int64_t headDim) {
+  const int version = cudaChipVersion(chip).value_or(80);
+  // A100 (sm_80) and Hopper have 164 / 228 KB of shared memory per block; sm_86 and
+  // sm_89 about 100 KB.
+  const bool largeSharedMemory = version == 80 || version >= 90;
+  struct Tiles {
+    int64_t blockM, blockN, warps, stages;
+  } forward{64, 32, 4, 2}, backward{32, 32, 4, 1};
+  if (!type.isF32() && headDim <= 128) {
+    if (headDim <= 64)
+      forward = {128, 64, 4, 3};
+    else
+      forward = largeSharedMemory ? Tiles{128, 64, 8, version >= 90 ? 3 : 2} : Tiles{64, 64, 4, 2};
+    backward = {64, 64, headDim <= 64 ? 4 : 8, 2};
   }
-  return schedules;
+  return GpuScheduleAttr::get(type.getContext(), chip, type, headDim, forward.blockM,
+                              forward.blockN, forward.warps, forward.stages, backward.blockM,
+                              backward.blockN, backward.warps, backward.stages);
 }
 
 FailureOr<KernelOp> mlir::attn::scheduledKernel(ModuleOp module, bool gpu) {

@@ -1,7 +1,7 @@
 //===- Schedules.h - which loop schedules a kernel gets ----------*- C++ -*-===//
 //
 // The default choices of attn-select-schedule (CPU) and attn-select-gpu-schedule
-// (CUDA), recorded on the kernel as #attn.cpu_schedule / #attn.gpu_schedule
+// (the Triton kernels on CUDA), recorded on the kernel as #attn.cpu_schedule / #attn.gpu_schedule
 // attributes that the lowerings read. A test or a tuner may write its own
 // attributes instead; the lowerings check what they are given.
 //
@@ -12,6 +12,8 @@
 #include "dialect/AttnOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include <optional>
+
 namespace mlir::attn {
 
 /// Head dims that get a register-blocked CPU schedule by default.
@@ -21,8 +23,12 @@ constexpr int64_t kTiledHeadDims[] = {32, 64, 128};
 /// tiled schedule takes calls of more).
 constexpr int64_t kDecodeRows = 16;
 
-/// Head dims the GPU kernels support (one lane owns head_dim/32 columns).
-constexpr int64_t kGpuHeadDims[] = {32, 64, 128};
+/// Head dims the GPU (Triton) kernels are compiled for: a tile's head-dim axis is the
+/// next power of two, and beyond 256 the accumulators no longer fit in registers.
+constexpr int64_t kGpuHeadDims[] = {32, 64, 96, 128, 256};
+
+/// The CUDA chips the GPU kernels are compiled for when none are named.
+constexpr const char *kDefaultCudaTargets[] = {"sm_80", "sm_90"};
 
 /// Per element type of `types`: `linear` for a kernelised kernel, else
 /// `generic`; then, unless kernelised, a `tiled` schedule for each head dim of
@@ -34,12 +40,16 @@ constexpr int64_t kGpuHeadDims[] = {32, 64, 128};
 SmallVector<Attribute> defaultCpuSchedules(KernelOp kernel, Algorithm algorithm,
                                            ArrayRef<FloatType> types, int64_t vectorBits);
 
-/// Per storage type and head dim: tensor cores for bf16, and for f16 when the
-/// algorithm is online (its weights are bounded by 1; a plain normalizer's could
-/// overflow f16), SIMT otherwise.
-SmallVector<Attribute> defaultGpuSchedules(Algorithm algorithm, ArrayRef<FloatType> types,
-                                           ArrayRef<int64_t> headDims);
+/// The Triton schedule of storage `type` and `headDim` on CUDA `chip` (sm_XY):
+/// tiles, warps and stages sized so that the forward's Q tile and `num_stages` K/V
+/// tiles fit the chip's shared memory (A100 and Hopper: 128 × 64 tiles for 16-bit
+/// storage up to d = 128, eight warps beyond d = 64; sm_86/89: 64 × 64) and the
+/// backward's five live tiles fit the registers (64 × 64, 32 × 32 from d = 256);
+/// f32 storage, whose dots run on FMA units, gets 64 × 32 forward tiles.
+GpuScheduleAttr defaultGpuSchedule(StringRef chip, FloatType type, int64_t headDim);
 
+/// XY of a CUDA chip name sm_XY, else std::nullopt.
+std::optional<int> cudaChipVersion(StringRef chip);
 /// The kernel of `module` that carries a `cpu_schedule` (`gpu`: a
 /// `gpu_schedule`): the one the artifact is built from. A diagnostic naming the
 /// pass to run when none does, or the candidates when several do.

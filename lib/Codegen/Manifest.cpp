@@ -4,14 +4,11 @@
 #include "lib/Analysis/KernelSignature.h"
 #include "lib/Analysis/NormalizerAnalysis.h"
 #include "lib/Analysis/Schedules.h"
-#include "lib/Codegen/GPU/GPULowering.h"
 
 #include "attn/abi.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
@@ -24,65 +21,29 @@ using namespace mlir::attn;
 /// The LLVM global holding the text (NUL-terminated) that attn_manifest() returns.
 static constexpr const char *kManifestTextSymbol = "attn_manifest_text";
 
-/// "cuda-targets ..." then one "cuda-kernel ..." line per kernel of the module's
-/// gpu.module @attn_cuda, or "" without one.
-static std::string cudaManifestLines(ModuleOp module) {
-  auto gpuModule = module.lookupSymbol<gpu::GPUModuleOp>(kCudaModuleName);
-  if (!gpuModule)
+/// "cuda-targets ...", "gpu-backend triton" and one "triton-kernel <dtype> <head dim>"
+/// line per pair of the kernel's gpu_schedule, or "" without one.
+static std::string tritonManifestLines(KernelOp kernel) {
+  ArrayAttr schedules = kernel.getGpuScheduleAttr();
+  if (!schedules)
     return "";
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << "cuda-targets";
-  if (ArrayAttr targets = gpuModule.getTargetsAttr())
-    for (Attribute target : targets)
-      if (auto nvvm = dyn_cast<NVVM::NVVMTargetAttr>(target))
-        os << " " << nvvm.getChip();
-  os << "\n";
-  for (auto function : gpuModule.getOps<gpu::GPUFuncOp>()) {
-    auto role = function->getAttrOfType<StringAttr>("attn.role");
-    if (!role)
-      continue;
-    os << "cuda-kernel " << role.getValue() << " "
-       << function->getAttrOfType<StringAttr>("attn.dtype").getValue() << " "
-       << function->getAttrOfType<IntegerAttr>("attn.head_dim").getInt() << " "
-       << function.getName() << " tile "
-       << function->getAttrOfType<IntegerAttr>("attn.tile").getInt() << " threads "
-       << (*function.getKnownBlockSize())[0] << " smem 0\n";
+  SmallVector<std::string> chips, pairs;
+  for (auto schedule : schedules.getAsRange<GpuScheduleAttr>()) {
+    std::string chip = schedule.getChip().str();
+    std::string pair = elementTypeName(schedule.getType()) + " " +
+                       std::to_string(schedule.getHeadDim());
+    if (!llvm::is_contained(chips, chip))
+      chips.push_back(chip);
+    if (!llvm::is_contained(pairs, pair))
+      pairs.push_back(pair);
   }
-  return text;
-}
-
-/// recordTritonKernels' module attributes.
-static constexpr const char *kTritonTargetsAttr = "attn.triton_targets";
-static constexpr const char *kTritonKernelsAttr = "attn.triton_kernels";
-
-void mlir::attn::recordTritonKernels(ModuleOp module, ArrayRef<std::string> targets,
-                                     ArrayRef<std::string> dtypes, ArrayRef<int64_t> headDims) {
-  Builder b(module.getContext());
-  SmallVector<Attribute> chips, pairs;
-  for (const std::string &target : targets)
-    chips.push_back(b.getStringAttr(target));
-  for (const std::string &dtype : dtypes)
-    for (int64_t headDim : headDims)
-      pairs.push_back(b.getStringAttr(dtype + " " + std::to_string(headDim)));
-  module->setAttr(kTritonTargetsAttr, b.getArrayAttr(chips));
-  module->setAttr(kTritonKernelsAttr, b.getArrayAttr(pairs));
-}
-
-/// "cuda-targets ...", "gpu-backend triton" and the "triton-kernel" lines that
-/// recordTritonKernels asked for, or "" without them.
-static std::string tritonManifestLines(ModuleOp module) {
-  auto targets = module->getAttrOfType<ArrayAttr>(kTritonTargetsAttr);
-  auto pairs = module->getAttrOfType<ArrayAttr>(kTritonKernelsAttr);
-  if (!targets || !pairs)
-    return "";
   std::string text;
   llvm::raw_string_ostream os(text);
   os << "cuda-targets";
-  for (auto target : targets.getAsValueRange<StringAttr>())
-    os << " " << target;
+  for (const std::string &chip : chips)
+    os << " " << chip;
   os << "\ngpu-backend triton\n";
-  for (auto pair : pairs.getAsValueRange<StringAttr>())
+  for (const std::string &pair : pairs)
     os << "triton-kernel " << pair << "\n";
   return text;
 }
@@ -101,9 +62,6 @@ FailureOr<std::string> mlir::attn::buildManifest(KernelOp kernel) {
         return kernel.emitOpError()
                << "has no CPU entry point " << entry << "; run attn-lower-to-loops first";
     }
-  if (kernel.getGpuSchedule() && !module.lookupSymbol(kCudaModuleName))
-    return kernel.emitOpError() << "has a gpu_schedule but the module has no gpu.module @"
-                                << kCudaModuleName << "; run attn-lower-to-gpu first";
   std::string text;
   llvm::raw_string_ostream os(text);
   os << "attn-abi " << ATTN_ABI_VERSION << "\n";
@@ -166,7 +124,7 @@ FailureOr<std::string> mlir::attn::buildManifest(KernelOp kernel) {
   for (FloatType type : elementTypes)
     os << " " << elementTypeName(type);
   os << "\n";
-  std::string cuda = cudaManifestLines(module) + tritonManifestLines(module);
+  std::string cuda = tritonManifestLines(kernel);
   os << (cuda.empty() ? "devices cpu\n" : "devices cpu cuda\n") << cuda;
   return text;
 }

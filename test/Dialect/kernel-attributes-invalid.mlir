@@ -55,13 +55,33 @@
 
 // -----
 
-// expected-error @+1 {{a GPU schedule is for a float storage type, got 'i32'}}
-#bad = #attn.gpu_schedule<type = i32, head_dim = 64, variant = simt>
+// expected-error @+1 {{a GPU schedule is for storage type f16, bf16 or f32, got 'f64'}}
+#bad = #attn.gpu_schedule<chip = "sm_90", type = f64, head_dim = 64, block_m = 128, block_n = 64, num_warps = 4, num_stages = 3, backward_block_m = 64, backward_block_n = 64, backward_num_warps = 4, backward_num_stages = 2>
 
 // -----
 
 // expected-error @+1 {{head_dim must be positive, got 0}}
-#bad = #attn.gpu_schedule<type = f16, head_dim = 0, variant = simt>
+#bad = #attn.gpu_schedule<chip = "sm_90", type = bf16, head_dim = 0, block_m = 128, block_n = 64, num_warps = 4, num_stages = 3, backward_block_m = 64, backward_block_n = 64, backward_num_warps = 4, backward_num_stages = 2>
+
+// -----
+
+// expected-error @+1 {{chip must be sm_XY with XY >= 80 (the Triton kernels' tensor cores), got 'sm_75'}}
+#bad = #attn.gpu_schedule<chip = "sm_75", type = bf16, head_dim = 64, block_m = 128, block_n = 64, num_warps = 4, num_stages = 3, backward_block_m = 64, backward_block_n = 64, backward_num_warps = 4, backward_num_stages = 2>
+
+// -----
+
+// expected-error @+1 {{backward_block_n must be a power of two from 16 to 256 (a tl.dot operand), got 48}}
+#bad = #attn.gpu_schedule<chip = "sm_90", type = bf16, head_dim = 64, block_m = 128, block_n = 64, num_warps = 4, num_stages = 3, backward_block_m = 64, backward_block_n = 48, backward_num_warps = 4, backward_num_stages = 2>
+
+// -----
+
+// expected-error @+1 {{num_warps must be a power of two from 1 to 16, got 3}}
+#bad = #attn.gpu_schedule<chip = "sm_90", type = bf16, head_dim = 64, block_m = 128, block_n = 64, num_warps = 3, num_stages = 3, backward_block_m = 64, backward_block_n = 64, backward_num_warps = 4, backward_num_stages = 2>
+
+// -----
+
+// expected-error @+1 {{backward_num_stages must be from 1 to 8, got 0}}
+#bad = #attn.gpu_schedule<chip = "sm_90", type = bf16, head_dim = 64, block_m = 128, block_n = 64, num_warps = 4, num_stages = 3, backward_block_m = 64, backward_block_n = 64, backward_num_warps = 4, backward_num_stages = 0>
 
 // -----
 

@@ -19,9 +19,9 @@ attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>,
   cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>,
                   #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 2, forward_keys = 16, backward_keys = 8, backward_rows = 2>,
                   #attn.cpu_schedule<type = f32, variant = decode, head_dim = 32, lanes = 8, rows = 16, forward_keys = 32>],
-  gpu_schedule = [#attn.gpu_schedule<type = bf16, head_dim = 64, variant = tensor_core>]}
+  gpu_schedule = [#attn.gpu_schedule<chip = "sm_90", type = bf16, head_dim = 64, block_m = 128, block_n = 64, num_warps = 4, num_stages = 3, backward_block_m = 64, backward_block_n = 64, backward_num_warps = 4, backward_num_stages = 2>]}
 func.func private @g(%s: f32, %m: f32, %b: f32) -> f32 {
   return %s : f32
 }
 
-// CHECK: attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 2, forward_keys = 16, backward_keys = 8, backward_rows = 2>, #attn.cpu_schedule<type = f32, variant = decode, head_dim = 32, lanes = 8, rows = 16, forward_keys = 32>], functions = [#attn.functions<type = f32, numerator = @g, numerator_ds = @g, numerator_dp = [@g]>, #attn.functions<type = f32, lanes = 8, numerator = @g, numerator_ds = @g>], gpu_schedule = [#attn.gpu_schedule<type = bf16, head_dim = 64, variant = tensor_core>]}
+// CHECK: attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 2, forward_keys = 16, backward_keys = 8, backward_rows = 2>, #attn.cpu_schedule<type = f32, variant = decode, head_dim = 32, lanes = 8, rows = 16, forward_keys = 32>], functions = [#attn.functions<type = f32, numerator = @g, numerator_ds = @g, numerator_dp = [@g]>, #attn.functions<type = f32, lanes = 8, numerator = @g, numerator_ds = @g>], gpu_schedule = [#attn.gpu_schedule<chip = "sm_90", type = bf16, head_dim = 64, block_m = 128, block_n = 64, num_warps = 4, num_stages = 3, backward_block_m = 64, backward_block_n = 64, backward_num_warps = 4, backward_num_stages = 2>]}

@@ -15,9 +15,9 @@
 // RUN: not attn-compile %s -o %t.so --cuda-targets=sm_90 --cuda-head-dims=64,064 2>&1 | FileCheck %s --check-prefix=HEADDIMZERO
 // RUN: not attn-compile %s -o %t.so --cuda-targets=sm_90 --cuda-head-dims=-64 2>&1 | FileCheck %s --check-prefix=HEADDIMNEGATIVE
 // RUN: not ls %t.so
-// Target names themselves are checked by attn-lower-to-gpu (lower-to-gpu-invalid-target.mlir).
+// Target names themselves are checked by attn-select-gpu-schedule (select-gpu-schedule-invalid.mlir),
 // RUN: not attn-compile %s -o %t.so --cuda-targets=sm_75 2>&1 | FileCheck %s --check-prefix=OLDTARGET
-// So is each head dim (by attn-select-gpu-schedule, as each --cuda-dtypes type).
+// as is each head dim and each --cuda-dtypes type.
 // RUN: not attn-compile %s -o %t.so --cuda-targets=sm_90 --cuda-head-dims=64,48 2>&1 | FileCheck %s --check-prefix=HEADDIM48
 // RUN: not ls %t.so
 
@@ -44,10 +44,10 @@ attn.kernel @softmax_attention normalizer(@softmax)
 // TARGETTWICE: attn-compile: error: --cuda-targets='sm_90,sm_90' names 'sm_90' twice
 // NOCUDADTYPES: attn-compile: error: --cuda-dtypes='' names an empty entry; expected a comma-separated list of distinct entries, e.g. --cuda-dtypes=f16,bf16,f32
 // CUDADTYPETWICE: attn-compile: error: --cuda-dtypes='f16,f16' names 'f16' twice
-// NOHEADDIMS: attn-compile: error: --cuda-head-dims='' names an empty entry; expected a comma-separated list of distinct entries, e.g. --cuda-head-dims=32,64,128
+// NOHEADDIMS: attn-compile: error: --cuda-head-dims='' names an empty entry; expected a comma-separated list of distinct entries, e.g. --cuda-head-dims=32,64,96,128,256
 // HEADDIMTWICE: attn-compile: error: --cuda-head-dims='64,64' names '64' twice
-// HEADDIMWORD: attn-compile: error: --cuda-head-dims='64,sixty' names 'sixty', which is not a head dim; expected positive integers, e.g. --cuda-head-dims=32,64,128
+// HEADDIMWORD: attn-compile: error: --cuda-head-dims='64,sixty' names 'sixty', which is not a head dim; expected positive integers, e.g. --cuda-head-dims=32,64,96,128,256
 // HEADDIMZERO: attn-compile: error: --cuda-head-dims='64,064' names '064', which is not a head dim
 // HEADDIMNEGATIVE: attn-compile: error: --cuda-head-dims='-64' names '-64', which is not a head dim
 // OLDTARGET: error: 'attn.kernel' op CUDA target 'sm_75' is not supported; expected sm_XY with XY >= 80
-// HEADDIM48: error: 'attn.kernel' op head dim 48 is not supported on GPU; supported: 32, 64, 128
+// HEADDIM48: error: 'attn.kernel' op head dim 48 is not supported on GPU; supported: 32, 64, 96, 128, 256

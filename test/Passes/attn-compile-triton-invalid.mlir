@@ -1,9 +1,12 @@
-// attn-compile --gpu-backend=triton refuses what it cannot do, naming what it expected.
-// RUN: not attn-compile %s -o %t.ptx --emit=ptx --cuda-targets=sm_90 --gpu-backend=triton 2>&1 | FileCheck %s --check-prefix=PTX
-// RUN: not attn-compile %s -o %t.so --cuda-targets=sm_90 --gpu-backend=triton --triton-python=%t.missing-python 2>&1 | FileCheck %s --check-prefix=PYTHON
+// attn-compile --cuda-targets refuses what it cannot do, naming what it expected: the
+// removed options of the hand-built backend, a Python that cannot run attn.triton_aot.
+// RUN: not attn-compile %s -o %t.ptx --emit=ptx --cuda-targets=sm_90 2>&1 | FileCheck %s --check-prefix=PTX
+// RUN: not attn-compile %s -o %t.so --cuda-targets=sm_90 --gpu-backend=mlir 2>&1 | FileCheck %s --check-prefix=BACKEND
+// RUN: not attn-compile %s -o %t.so --cuda-targets=sm_90 --triton-python=%t.missing-python 2>&1 | FileCheck %s --check-prefix=PYTHON
 // RUN: not ls %t.so
 
-// PTX: attn-compile: error: --emit=ptx needs --cuda-targets with --gpu-backend=mlir (the Triton backend's kernels: --emit=triton)
+// PTX: attn-compile: for the --emit option: Cannot find option named 'ptx'!
+// BACKEND: attn-compile: Unknown command line argument '--gpu-backend=mlir'
 // PYTHON: attn-compile: {{.*}}missing-python -m attn.triton_aot failed: {{.*}} (exit status -1)
 
 attn.normalizer @softmax {

@@ -1,7 +1,11 @@
 // RUN: attn-opt %s --split-input-file --attn-select-gpu-schedule="head-dims=64,48" -verify-diagnostics
 // RUN: not attn-opt %s --split-input-file --attn-select-gpu-schedule="element-types=f16,f64" 2>&1 | FileCheck %s --check-prefix=TYPE
+// RUN: not attn-opt %s --split-input-file --attn-select-gpu-schedule="targets=sm_90,sm_75" 2>&1 | FileCheck %s --check-prefix=TARGET
+// RUN: not attn-opt %s --split-input-file --attn-select-gpu-schedule="targets=compute_90" 2>&1 | FileCheck %s --check-prefix=NAME
 
 // TYPE: error: unsupported GPU element type 'f64'; expected f32, f16 or bf16
+// TARGET: error: 'attn.kernel' op CUDA target 'sm_75' is not supported; expected sm_XY with XY >= 80 (sm_80, sm_90, ...)
+// NAME: error: 'attn.kernel' op CUDA target 'compute_90' is not supported
 
 attn.normalizer @relu {
   numerator {
@@ -12,7 +16,7 @@ attn.normalizer @relu {
   }
   denominator count
 }
-// expected-error @+1 {{'attn.kernel' op head dim 48 is not supported on GPU; supported: 32, 64, 128}}
+// expected-error @+1 {{'attn.kernel' op head dim 48 is not supported on GPU; supported: 32, 64, 96, 128, 256}}
 attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>}
 
 // -----

@@ -1,6 +1,9 @@
-// RUN: attn-opt %s --split-input-file --attn-select-gpu-schedule="head-dims=64" | FileCheck %s
+// RUN: attn-opt %s --attn-select-gpu-schedule="targets=sm_80,sm_86,sm_90 element-types=bf16,f32 head-dims=64,128,256" | FileCheck %s
+// RUN: attn-opt %s --attn-select-gpu-schedule | FileCheck %s --check-prefix=DEFAULT
 
-// Tensor cores for bf16, and for f16 when the weights are bounded (online).
+// One Triton schedule per chip, storage type and head dim: 16-bit storage gets 128 × 64
+// forward tiles up to d = 128 (eight warps beyond d = 64; three stages on Hopper, two
+// on A100, 64 × 64 where sm_86's shared memory is smaller), f32 and d = 256 smaller ones.
 attn.normalizer @softmax {
   numerator {
   ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
@@ -15,20 +18,14 @@ attn.normalizer @softmax {
 }
 attn.kernel @k normalizer(@softmax) {algorithm = #attn<algorithm online>}
 
-// CHECK: gpu_schedule = [#attn.gpu_schedule<type = f16, head_dim = 64, variant = tensor_core>, #attn.gpu_schedule<type = bf16, head_dim = 64, variant = tensor_core>, #attn.gpu_schedule<type = f32, head_dim = 64, variant = simt>]
+// CHECK: gpu_schedule = [
+// CHECK-SAME: #attn.gpu_schedule<chip = "sm_80", type = bf16, head_dim = 64, block_m = 128, block_n = 64, num_warps = 4, num_stages = 3, backward_block_m = 64, backward_block_n = 64, backward_num_warps = 4, backward_num_stages = 2>
+// CHECK-SAME: #attn.gpu_schedule<chip = "sm_80", type = bf16, head_dim = 128, block_m = 128, block_n = 64, num_warps = 8, num_stages = 2, backward_block_m = 64, backward_block_n = 64, backward_num_warps = 8, backward_num_stages = 2>
+// CHECK-SAME: #attn.gpu_schedule<chip = "sm_80", type = bf16, head_dim = 256, block_m = 64, block_n = 32, num_warps = 4, num_stages = 2, backward_block_m = 32, backward_block_n = 32, backward_num_warps = 4, backward_num_stages = 1>
+// CHECK-SAME: #attn.gpu_schedule<chip = "sm_80", type = f32, head_dim = 64, block_m = 64, block_n = 32, num_warps = 4, num_stages = 2, backward_block_m = 32, backward_block_n = 32, backward_num_warps = 4, backward_num_stages = 1>
+// CHECK-SAME: #attn.gpu_schedule<chip = "sm_86", type = bf16, head_dim = 128, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2,
+// CHECK-SAME: #attn.gpu_schedule<chip = "sm_90", type = bf16, head_dim = 128, block_m = 128, block_n = 64, num_warps = 8, num_stages = 3,
+// CHECK-SAME: #attn.gpu_schedule<chip = "sm_90", type = f32, head_dim = 256,
 
-// -----
-
-// A plain normalizer's f16 weights could overflow: SIMT.
-attn.normalizer @relu {
-  numerator {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    %zero = arith.constant 0.0 : f32
-    %g = arith.maximumf %s, %zero : f32
-    attn.yield %g : f32
-  }
-  denominator count
-}
-attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>}
-
-// CHECK: gpu_schedule = [#attn.gpu_schedule<type = f16, head_dim = 64, variant = simt>, #attn.gpu_schedule<type = bf16, head_dim = 64, variant = tensor_core>, #attn.gpu_schedule<type = f32, head_dim = 64, variant = simt>]
+// Default: sm_80 and sm_90, bf16, d = 64.
+// DEFAULT: gpu_schedule = [#attn.gpu_schedule<chip = "sm_80", type = bf16, head_dim = 64, {{[^>]*}}>, #attn.gpu_schedule<chip = "sm_90", type = bf16, head_dim = 64, {{[^>]*}}>]}

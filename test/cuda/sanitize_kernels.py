@@ -1,44 +1,53 @@
-"""One forward and one backward of every GPU kernel kind, for compute-sanitizer.
+"""One forward and one backward of the GPU (Triton) kernels, for compute-sanitizer.
 
     compute-sanitizer --tool memcheck python3 test/cuda/sanitize_kernels.py ARTIFACT_DIR
-    compute-sanitizer --tool racecheck python3 test/cuda/sanitize_kernels.py ARTIFACT_DIR
+    compute-sanitizer --tool memcheck python3 test/cuda/sanitize_kernels.py --python
 
-The kinds (lib/LowerToGPU: one kernel set per storage type and head dim): tensor-core
-kernels (bf16 and f16 with an online normalizer: softmax), SIMT kernels (f32 softmax;
-f16 with a plain normalizer: sigmoid), and the plain bf16 tensor-core path (sigmoid),
-each at a shape whose N is not a multiple of the tile and with a fully masked row (a
-key length of 0), causal. ARTIFACT_DIR holds <name>.so from scripts/gpu-artifacts.sh.
-Exits non-zero if a result is not finite; the sanitizer reports memory errors and races.
+ARTIFACT_DIR: the cubins of <name>.so from scripts/gpu-artifacts.sh, launched by the C++
+runtime ($ATTN_RUNTIME_LIB); --python: the emitted modules as bench/gpu_bench.py runs them
+(attn.triton_backend, from $ATTN_CACHE_DIR where attn-compile is absent: gpu_bench.py
+--prepare fills it), compiled by this machine's Triton. Cases: an
+online normalizer (softmax) in bf16 and f16 and a plain one (sigmoid) in bf16, at a shape
+whose N is not a multiple of any tile, causal, with a fully masked batch entry (key length
+0). Exits non-zero if a result is not finite; the sanitizer reports memory errors.
 """
 import os
 import sys
 
 import torch
 
-import attn
-
-CASES = [("softmax", torch.bfloat16), ("softmax", torch.float16), ("softmax", torch.float32),
-         ("sigmoid", torch.float16), ("sigmoid", torch.bfloat16)]
+CASES = [("softmax", torch.bfloat16), ("softmax", torch.float16), ("sigmoid", torch.bfloat16)]
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def main(artifact_dir):
+def kernel_of(name, artifact_dir):
+    if artifact_dir is None:
+        sys.path.insert(0, os.path.join(REPO, "bench"))
+        import gpu_bench
+        return gpu_bench.ours(name)
+    import attn
+    return attn.load(os.path.join(artifact_dir, f"{name}.so"))
+
+
+def main(argv):
+    artifact_dir = None if argv[1:] == ["--python"] else argv[1]
     torch.manual_seed(0)
     for name, dtype in CASES:
-        kernel = attn.load(os.path.join(artifact_dir, f"{name}.so"))
-        for d in kernel.cuda_head_dims(dtype):
-            q, k, v = (torch.randn(2, 2, 77, d, device="cuda", dtype=dtype, requires_grad=True)
-                       for _ in range(3))
-            params = kernel.initial_params(torch.float32, "cuda").requires_grad_()
-            lengths = torch.tensor([77, 0], device="cuda")
-            out = kernel(q, k, v, params, is_causal=True, key_lengths=lengths)
-            out.backward(torch.randn_like(out))
-            torch.cuda.synchronize()
-            finite = all(torch.isfinite(t).all() for t in (out, q.grad, k.grad, v.grad, params.grad))
-            print(f"{name} {dtype} d={d}: fwd+bwd {'finite' if finite else 'NOT FINITE'}", flush=True)
-            if not finite:
-                return 1
+        kernel = kernel_of(name, artifact_dir)
+        q, k, v = (torch.randn(2, 2, 77, 64, device="cuda", dtype=dtype, requires_grad=True)
+                   for _ in range(3))
+        params = kernel.initial_params(torch.float32, "cuda").requires_grad_()
+        lengths = torch.tensor([77, 0], device="cuda")
+        out = kernel(q, k, v, params, is_causal=True, key_lengths=lengths)
+        out.backward(torch.randn_like(out))
+        torch.cuda.synchronize()
+        grads = [q.grad, k.grad, v.grad] + ([params.grad] if params.numel() else [])
+        finite = all(torch.isfinite(t).all() for t in [out, *grads])
+        print(f"{name} {dtype}: fwd+bwd {'finite' if finite else 'NOT FINITE'}", flush=True)
+        if not finite:
+            return 1
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv))

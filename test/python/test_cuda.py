@@ -1,10 +1,9 @@
 """GPU kernels (attn-compile --cuda-targets) vs the eager float64 reference.
 
 Runs only where torch.cuda.is_available(); everywhere else every test here is skipped
-with the reason "SKIP: no CUDA device" (and "SKIP: ptxas not found" without the CUDA
-toolkit's ptxas, which attn-compile needs for cubins). The artifacts are compiled for the
-compute capability of cuda:0, or taken from $ATTN_PREBUILT_ARTIFACTS on a GPU machine
-without the compiler (scripts/gpu-check.sh).
+with the reason "SKIP: no CUDA device" (and "SKIP: no Triton with a CUDA backend", which
+attn-compile needs for the cubins). The artifacts are compiled for the compute capability
+of cuda:0 (f32, f16 and bf16, d = 64), or taken from $ATTN_PREBUILT_ARTIFACTS.
 
 Every example normalizer, float32 / float16 / bfloat16, with and without causal mask and
 key_lengths: O, dq, dk, dv and dparams (the normalizer's learnable params). The inputs are
@@ -17,8 +16,8 @@ values, so the error measured is the kernel's. Allowed max abs error per tensor:
 score within rounding of a relu / multimax kink taking the other branch).
 """
 import os
-import shutil
 import subprocess
+import sys
 
 import pytest
 import torch
@@ -37,9 +36,12 @@ MASKS = {"none": (False, False), "causal": (True, False), "pad": (False, True),
 SHAPE = (2, 3, 77, 131)
 
 
-def _ptxas():
-    return shutil.which("ptxas") or next(
-        (p for p in ("/usr/local/cuda/bin/ptxas",) if os.path.exists(p)), None)
+def _triton_cuda():
+    try:
+        from triton.backends import backends
+    except ImportError:
+        return False
+    return "nvidia" in backends
 
 
 class _CudaArtifacts:
@@ -59,8 +61,10 @@ class _CudaArtifacts:
             out = self.outdir / (f"{name}{'-cpu' if cpu_only else ''}.so")
             cmd = [str(ATTN_COMPILE), str(EXAMPLES / f"{name}.mlir"), "-o", str(out)]
             if not cpu_only:
-                cmd.append(f"--cuda-targets={self.target}")
-            r = subprocess.run(cmd, capture_output=True, text=True)
+                cmd += [f"--cuda-targets={self.target}", "--cuda-dtypes=f32,f16,bf16",
+                        "--cuda-head-dims=64"]
+            r = subprocess.run(cmd, capture_output=True, text=True,
+                               env=dict(os.environ, ATTN_PYTHON=sys.executable))
             if r.returncode != 0 or not out.exists():
                 pytest.fail(f"{' '.join(cmd)} failed (rc={r.returncode}):\n{r.stderr[-4000:]}",
                             pytrace=False)
@@ -70,8 +74,8 @@ class _CudaArtifacts:
 
 @pytest.fixture(scope="module")
 def cuda_artifacts(tmp_path_factory, attn_mod):
-    if PREBUILT is None and _ptxas() is None:
-        pytest.skip("SKIP: ptxas not found (attn-compile --cuda-targets needs the CUDA toolkit)")
+    if PREBUILT is None and not _triton_cuda():
+        pytest.skip("SKIP: no Triton with a CUDA backend (attn-compile --cuda-targets needs it)")
     return _CudaArtifacts(tmp_path_factory.mktemp("cuda_artifacts"))
 
 

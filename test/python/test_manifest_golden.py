@@ -24,7 +24,7 @@ def test_scalar_params():
                                          ("tb2", 1.0), ("td2", 1.0), ("b2", -2.0), ("d2", 2.0)]
     assert m["dtypes"] == ["f32", "f64"]
     assert m["devices"] == ["cpu"]
-    assert m["cuda-targets"] == [] and m["cuda-kernel"] == []
+    assert m["cuda-targets"] == [] and m["triton-kernel"] == []
     assert "head-dim" not in m
 
 
@@ -63,24 +63,10 @@ def test_contract():
     assert contract("cosine") == {"kind": "cosine", "scale": 5.0, "feature": False}
 
 
-def test_cuda_kernels():
-    m = parse("softmax-cuda")
-    assert m["devices"] == ["cpu", "cuda"]
-    assert m["cuda-targets"] == ["sm_80", "sm_90"]
-    kernels = m["cuda-kernel"]
-    assert len(kernels) == 24  # 4 roles x (bf16, f32) x (32, 64, 128)
-    assert kernels[0] == {"role": "forward", "dtype": "bf16", "head_dim": 32,
-                          "symbol": "attn_forward_bf16_d32", "tile_rows": 64, "threads": 128,
-                          "smem_bytes": 0}
-    assert (kernels[-1]["role"], kernels[-1]["dtype"], kernels[-1]["head_dim"],
-            kernels[-1]["tile_rows"], kernels[-1]["threads"]) == ("backward_dq", "f32", 128, 8, 256)
-
-
 def test_triton_kernels():
     m = parse("softmax-triton")
     assert m["devices"] == ["cpu", "cuda"]
     assert m["cuda-targets"] == ["sm_80", "sm_90"]
     assert m["gpu-backend"] == "triton"
-    assert m["cuda-kernel"] == []
     assert m["triton-kernel"] == [{"dtype": dtype, "head_dim": d}
                                   for dtype in ("bf16", "f16") for d in (64, 128)]

@@ -1,8 +1,10 @@
-"""attn-compile --cuda-targets=sm_80,sm_90 --gpu-backend=triton: the emitted Triton kernels
-compiled ahead of time (python -m attn.triton_aot, no GPU) and embedded in the artifact with
-their source and launch description. The sm_90 cubins use wgmma (HGMMA in their SASS), the
-sm_80 ones mma (HMMA); a kernel reading tensor inputs (sinks + document mask + a learnable
-table) compiles for both targets too."""
+"""attn-compile --cuda-targets=sm_80,sm_90: the emitted Triton kernels compiled ahead of
+time (python -m attn.triton_aot, no GPU) and embedded in the artifact with their source and
+launch description. One artifact, compiled once for the file (about a minute of Triton
+on CI): a kernel reading tensor inputs (sinks + document mask + a learnable table), whose
+sm_90 cubins use wgmma (HGMMA in their SASS) and sm_80 ones mma (HMMA), each with the
+tiles, warps and stages of its gpu_schedule; the runtime loads it; on a GPU none of its
+cubins runs on, the Python package compiles its embedded source instead."""
 import ctypes
 import json
 import os
@@ -17,6 +19,7 @@ from triton_table_kernels import ALL_TABLES
 
 triton = pytest.importorskip("triton")
 
+from attn import triton_backend  # noqa: E402
 from attn.paths import compiler_path  # noqa: E402
 
 KERNELS = ("attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq")
@@ -33,27 +36,32 @@ def _cuobjdump():
     return path
 
 
-def compile_artifact(source, path):
-    env = dict(os.environ, ATTN_PYTHON=sys.executable)
-    result = subprocess.run([compiler_path(), str(source), "-o", str(path),
-                             "--cuda-targets=sm_80,sm_90", "--gpu-backend=triton"],
-                            capture_output=True, text=True, env=env)
-    assert result.returncode == 0, result.stderr[-4000:]
-    return ctypes.CDLL(str(path))
-
-
 def embedded(library, symbol):
     size = ctypes.c_uint64.in_dll(library, symbol + "_size").value
     return ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(library, symbol)), size)
 
 
-def test_tanhmax_artifact_embeds_wgmma_cubins(tmp_path):
+@pytest.fixture(scope="module")
+def artifact(tmp_path_factory):
+    """(path, ctypes library, launch description) of the tables kernel for both targets."""
+    _cuobjdump()
+    directory = tmp_path_factory.mktemp("artifact")
+    mlir = directory / "k.mlir"
+    mlir.write_text(ALL_TABLES)
+    path = directory / "k.so"
+    env = dict(os.environ, ATTN_PYTHON=sys.executable)
+    result = subprocess.run([compiler_path(), str(mlir), "-o", str(path), "--dtypes=f32",
+                             "--cuda-targets=sm_80,sm_90"], capture_output=True, text=True,
+                            env=env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    library = ctypes.CDLL(str(path))
+    return str(path), library, json.loads(embedded(library, "attn_triton_launch").rstrip(b"\0"))
+
+
+def test_cubins_use_each_targets_tensor_cores(artifact, tmp_path):
     cuobjdump = _cuobjdump()
-    library = compile_artifact(EXAMPLES / "tanhmax.mlir", tmp_path / "t.so")
-    launch = json.loads(embedded(library, "attn_triton_launch").rstrip(b"\0"))
-    source = embedded(library, "attn_triton_source").decode()
-    assert source.startswith('"""Triton kernels of attn.kernel @tanhmax_attention')
-    assert launch["kernel"] == "tanhmax_attention" and launch["ptxas_version"]
+    _, library, launch = artifact
+    assert launch["ptxas_version"]
     images = {image["symbol"]: image for image in launch["images"]}
     for chip, instruction, absent in (("sm_90", "HGMMA", None), ("sm_80", "HMMA", "HGMMA")):
         for variant in ("full", "causal"):
@@ -70,37 +78,70 @@ def test_tanhmax_artifact_embeds_wgmma_cubins(tmp_path):
                 assert absent is None or absent not in sass, f"{symbol} uses {absent}"
 
 
-def test_tensor_input_kernel_compiles_for_both_targets(tmp_path):
-    """A learnable sink per head, document ids in the mask and a learnable bias table in
-    the score, in one kernel (GQA is the same code at the call)."""
-    _cuobjdump()
-    mlir = tmp_path / "k.mlir"
-    mlir.write_text(ALL_TABLES)
-    library = compile_artifact(mlir, tmp_path / "k.so")
-    launch = json.loads(embedded(library, "attn_triton_launch").rstrip(b"\0"))
+def test_launch_description_records_the_schedule(artifact):
+    """Each cubin carries the tiles, warps and stages of its chip's #attn.gpu_schedule, as
+    the embedded source's SCHEDULES states them (forward for attn_fwd, backward else)."""
+    _, library, launch = artifact
+    source = embedded(library, "attn_triton_source").decode().rstrip("\0")
+    assert source.startswith('"""Triton kernels of attn.kernel @')
+    schedules = triton_backend.load_triton(source).module.SCHEDULES
+    assert set(schedules) == {("sm_80", "bf16", 64), ("sm_90", "bf16", 64)}
+    for image in launch["images"]:
+        tiles = schedules[(image["chip"], image["dtype"], image["head_dim"])][
+            "forward" if image["kernel"] == "attn_fwd" else "backward"]
+        assert (image["block_m"], image["block_n"], image["num_warps"],
+                image["num_stages"]) == tiles, image["symbol"]
+
+
+def test_tensor_input_kernel_loads_in_the_runtime(artifact):
+    path, library, launch = artifact
     assert [entry[0] for entry in launch["inputs"]] == ["sinks", "doc", "bias"]
     for chip in ("sm_80", "sm_90"):
         for name in KERNELS:
             image = next(i for i in launch["images"] if i["chip"] == chip and i["kernel"] == name)
             assert {"t_sinks", "t_doc", "t_bias"} <= {p[0] for p in image["parameters"]}
             assert len(embedded(library, image["symbol"])) > 0
-    # The runtime loads it: the manifest's GPU lines agree with the launch description
-    # (inputs, one cubin per target, kernel and causal variant), which it parses.
+    # The manifest's GPU lines agree with the launch description (inputs, one cubin per
+    # target, kernel and causal variant), which the runtime parses.
     import attn
-    kernel = attn.load(str(tmp_path / "k.so"))
+    kernel = attn.load(path)
     assert kernel.manifest["devices"] == ["cpu", "cuda"]
     assert kernel.manifest["gpu-backend"] == "triton"
     assert kernel.cuda_targets == ["sm_80", "sm_90"]
     assert kernel.cuda_head_dims(torch.bfloat16) == [64]
 
 
+def test_jit_fallback_compiles_the_embedded_source_on_other_gpus(artifact):
+    """The selection a CUDA call makes (no GPU needed): an H100 (9.0) or an RTX 3090
+    (8.6, the sm_80 cubins) run the cubins; a Blackwell (10.0) gets the embedded Triton
+    module, or, without Triton, an error naming its chip and the targets."""
+    path, _, _ = artifact
+    targets = ["sm_80", "sm_90"]
+    assert triton_backend.jit_kernel_for(path, targets, (9, 0)) is None
+    assert triton_backend.jit_kernel_for(path, targets, (8, 6)) is None
+
+    def no_triton():
+        raise ImportError("No module named 'triton'")
+
+    with pytest.raises(RuntimeError, match=r"has no GPU code for this GPU \(sm_100\): its cubins "
+                       r"are for sm_80, sm_90, and compiling its embedded Triton source needs "
+                       r"Triton, which is not importable"):
+        triton_backend.jit_kernel_for(path + ".other", targets, (10, 0), import_triton=no_triton)
+    jit = triton_backend.jit_kernel_for(path, targets, (10, 0))
+    assert jit.name == "all_tables" and [n for n, *_ in jit.inputs] == ["sinks", "doc", "bias"]
+    # Its schedule there: the newest older chip's (sm_90), as the cubins would have had.
+    assert triton_backend.select_schedule(jit.module.SCHEDULES, jit.module.DEFAULT_SCHEDULE,
+                                          "sm_100", "bf16", 64) == \
+        jit.module.SCHEDULES[("sm_90", "bf16", 64)]
+
+
 def test_aot_helper_refuses_old_targets(tmp_path):
     module = tmp_path / "k.py"
-    module.write_text(subprocess.run([compiler_path(), str(EXAMPLES / "softmax.mlir"), "-o", "-",
-                                      "--emit=triton"], capture_output=True, text=True,
-                                     check=True).stdout)
-    result = subprocess.run([sys.executable, "-m", "attn.triton_aot", str(module), "--targets",
-                             "sm_75", "--out", str(tmp_path / "out")], capture_output=True,
-                            text=True)
+    text = subprocess.run([compiler_path(), str(EXAMPLES / "softmax.mlir"), "-o", "-",
+                           "--emit=triton", "--cuda-targets=sm_80"], capture_output=True,
+                          text=True, check=True).stdout
+    module.write_text(text.replace('("sm_80", "bf16", 64)', '("sm_75", "bf16", 64)'))
+    result = subprocess.run([sys.executable, "-m", "attn.triton_aot", str(module), "--out",
+                             str(tmp_path / "out")], capture_output=True, text=True)
     assert result.returncode == 1
     assert "targets are sm_XY with XY >= 80, got 'sm_75'" in result.stderr

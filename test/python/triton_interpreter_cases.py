@@ -8,6 +8,9 @@ N <= 40 keep the interpreter quick.
 Triton decides when it is imported whether its own library runs interpreted, so these
 cases run in a process that sets TRITON_INTERPRET=1 first: test_triton_interpreter.py
 starts one (or, by hand: TRITON_INTERPRET=1 pytest test/python/triton_interpreter_cases.py).
+On a GPU the same cases run natively: ATTN_TRITON_DEVICE=cuda pytest
+test/python/triton_interpreter_cases.py (scripts/gpu-check.sh) moves q, k and v to the
+GPU and the results back.
 """
 import os
 
@@ -20,9 +23,13 @@ import reference as ref
 from conftest import EXAMPLES, NORMALIZER_NAMES, REPO
 from triton_table_kernels import BIAS_TABLE, SINKS_DOCUMENTS
 
-if os.environ.get("TRITON_INTERPRET") != "1":
+DEVICE = os.environ.get("ATTN_TRITON_DEVICE", "cpu")
+if DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
     pytest.skip("needs TRITON_INTERPRET=1 before triton is imported (test_triton_interpreter.py "
-                "runs this file so)", allow_module_level=True)
+                "runs this file so), or ATTN_TRITON_DEVICE=cuda on a GPU",
+                allow_module_level=True)
+if DEVICE != "cpu" and not torch.cuda.is_available():
+    pytest.skip(f"ATTN_TRITON_DEVICE={DEVICE} but no CUDA device", allow_module_level=True)
 triton = pytest.importorskip("triton")
 
 from attn import triton_backend  # noqa: E402
@@ -35,10 +42,25 @@ D = 16
 _KERNELS = {}
 
 
+class _OnDevice:
+    """A TritonKernel whose calls run on DEVICE: q, k and v go there, O comes back (both
+    differentiable, so the gradients reach the CPU leaves)."""
+
+    def __init__(self, kern):
+        self.kern = kern
+
+    def __getattr__(self, name):
+        return getattr(self.kern, name)
+
+    def __call__(self, q, k, v, *args, **kwargs):
+        return self.kern(q.to(DEVICE), k.to(DEVICE), v.to(DEVICE), *args, **kwargs).cpu()
+
+
 def kernel(path):
     """The kernel of an .mlir file (or IR text), compiled once per session."""
     if path not in _KERNELS:
-        _KERNELS[path] = triton_backend.compile_triton(str(path), block_m=TILE, block_n=TILE)
+        kern = triton_backend.compile_triton(str(path), block_m=TILE, block_n=TILE)
+        _KERNELS[path] = kern if DEVICE == "cpu" else _OnDevice(kern)
     return _KERNELS[path]
 
 
@@ -165,23 +187,26 @@ def test_alibi_score_mod_and_its_learnable_slope():
     assert_close(got, want, context="alibi")
 
 
-# 16-bit storage: float16. Triton 3.9's interpreter keeps bfloat16 as its uint16 bits and
-# multiplies those in tl.dot, so bf16 kernels are checked by compiling them (sm_80, sm_90).
-STORAGE = torch.float16
+# 16-bit storage: float16, and bfloat16 natively on a GPU (Triton 3.9's interpreter keeps
+# bfloat16 as its uint16 bits and multiplies those in tl.dot, so there bf16 kernels are
+# checked by compiling them for sm_80 and sm_90).
+STORAGE = [torch.float16] + ([torch.bfloat16] if DEVICE != "cpu" else [])
 
 
-def test_16_bit_storage():
-    """f16 q, k, v (fp32 accumulation, P and dS rounded to f16 for the dots): within
-    f16's rounding of the reference."""
+@pytest.mark.parametrize("storage", STORAGE, ids=str)
+def test_16_bit_storage(storage):
+    """16-bit q, k, v (fp32 accumulation, P and dS rounded to the storage type for the
+    dots): within that type's rounding of the reference."""
     q, k, v, dout, _ = helpers.make_inputs("softmax", 1, 2, 20, 20, D, D,
                                            helpers.seed_of("triton-bf16"))
     params = torch.zeros(0)
     got = run(kernel(EXAMPLES / "softmax.mlir"), q, k, v, params, dout, is_causal=True,
-              dtype=STORAGE)
-    as_stored = lambda t: t.to(STORAGE).double()
+              dtype=storage)
+    as_stored = lambda t: t.to(storage).double()
     want = helpers.reference_grads("softmax", as_stored(q), as_stored(k), as_stored(v), params,
                                    as_stored(dout), is_causal=True)
-    assert_close(got, want, tolerance=3e-2, context="f16")
+    assert_close(got, want, tolerance=3e-2 if storage == torch.float16 else 6e-2,
+                 context=str(storage))
 
 
 def test_param_gradients_are_deterministic():

@@ -1,5 +1,5 @@
-// The runtime's driver-API side of a GPU launch, for the mlir backend's kernels
-// (fixtures/gpu_only.c) and the Triton backend's (fixtures/triton_gpu.c), against a fake libcuda.so.1
+// The runtime's driver-API side of a GPU launch of the Triton kernels
+// (fixtures/triton_gpu.c), against a fake libcuda.so.1
 // (fake_cuda/fake_libcuda.c, found through LD_LIBRARY_PATH): no GPU and no CUDA
 // tensors are needed, so this runs everywhere. It checks which image each device gets,
 // that modules are loaded once per (artifact, device), the launch configuration and
@@ -27,9 +27,6 @@ aoti_torch_get_current_cuda_stream(int32_t device_index, void **stream) {
 namespace {
 
 using attn::Library;
-using attn::detail::cuda_launch;
-using attn::detail::int_arg;
-using attn::detail::KernelArg;
 using attn::detail::triton_float;
 using attn::detail::triton_int;
 using attn::detail::triton_launch;
@@ -53,128 +50,13 @@ std::string error_of(const std::function<void()> &f) {
   return "(no error)";
 }
 
-class FakeDriver : public ::testing::Test {
-protected:
-  void SetUp() override {
-    const auto &driver = attn::detail::CudaDriver::get(); // loads the fake
-    (void)driver;
-    ASSERT_NE(fake<int (*)()>("fake_module_loads"), nullptr)
-        << "libcuda.so.1 is not the fake (run through ctest)";
-    lib = Library::load(ATTN_FX_GPU_ONLY);
-    fake<void (*)(int)>("fake_expect_args")(0);
-  }
-  const attn::CudaKernel &kernel(const char *role, torch::ScalarType t, int64_t d) {
-    const attn::CudaKernel *k = lib->cuda_kernel(role, t, d);
-    EXPECT_NE(k, nullptr);
-    return *k;
-  }
-  std::shared_ptr<const Library> lib;
-};
-
-TEST_F(FakeDriver, LaunchConfigurationArgumentsAndStream) {
-  const auto &fwd = kernel("forward", torch::kFloat, 64); // tile 64, 128 threads, smem 0
-  std::vector<KernelArg> args;
-  for (int i = 0; i < 12; ++i)
-    args.push_back(int_arg(1000 + i));
-  fake<void (*)(int)>("fake_expect_args")(12);
-  cuda_launch(*lib, fwd, torch::Device(torch::kCUDA, 0), {3, 8, 2}, args);
-  EXPECT_STREQ(fake<const char *(*)()>("fake_last_kernel")(), "attn_fwd_f32_d64");
-  const unsigned *grid = fake<const unsigned *(*)()>("fake_last_grid")();
-  const unsigned *block = fake<const unsigned *(*)()>("fake_last_block")();
-  EXPECT_EQ(grid[0], 3u);
-  EXPECT_EQ(grid[1], 8u);
-  EXPECT_EQ(grid[2], 2u);
-  EXPECT_EQ(block[0], 128u);
-  EXPECT_EQ(block[1], 1u);
-  EXPECT_EQ(block[2], 1u);
-  EXPECT_EQ(fake<unsigned (*)()>("fake_last_smem")(), 0u);
-  EXPECT_EQ(fake<void *(*)()>("fake_last_stream")(), reinterpret_cast<void *>(0x5000));
-  const uint64_t *got = fake<const uint64_t *(*)()>("fake_last_args")();
-  for (int i = 0; i < 12; ++i)
-    EXPECT_EQ(got[i], uint64_t(1000 + i)) << "argument " << i;
-  EXPECT_EQ(fake<int (*)()>("fake_ctx_depth")(), 0) << "context push/pop unbalanced";
-}
-
-TEST_F(FakeDriver, ImagePerDeviceLoadedOnce) {
-  const auto &fwd = kernel("forward", torch::kFloat, 64);
-  auto loads = fake<int (*)()>("fake_module_loads");
-  auto image = fake<const void *(*)()>("fake_last_image");
-  const int before = loads();
-  // device 0 is sm_86: the sm_80 cubin (same major, lower minor) — unless an earlier
-  // test loaded it already, in which case nothing is loaded again.
-  cuda_launch(*lib, fwd, torch::Device(torch::kCUDA, 0), {1, 1, 1}, {});
-  cuda_launch(*lib, fwd, torch::Device(torch::kCUDA, 0), {1, 1, 1}, {});
-  EXPECT_LE(loads() - before, 1);
-  if (loads() > before) {
-    EXPECT_EQ(image(), lib->cuda_cubins()[0].data);
-  }
-  const int after0 = loads();
-  cuda_launch(*lib, fwd, torch::Device(torch::kCUDA, 1), {1, 1, 1}, {}); // sm_90: exact
-  EXPECT_EQ(loads(), after0 + 1);
-  EXPECT_EQ(image(), lib->cuda_cubins()[1].data);
-  EXPECT_EQ(fake<void *(*)()>("fake_last_stream")(), reinterpret_cast<void *>(0x5001));
-  cuda_launch(*lib, fwd, torch::Device(torch::kCUDA, 1), {1, 1, 1}, {});
-  EXPECT_EQ(loads(), after0 + 1);
-}
-
-TEST_F(FakeDriver, LargeDynamicSharedMemoryIsOptedIn) {
-  cuda_launch(*lib, kernel("forward", torch::kHalf, 64), torch::Device(torch::kCUDA, 0),
-              {1, 1, 1}, {});
-  EXPECT_EQ(fake<int (*)()>("fake_last_attr")(), attn::detail::cu::kFuncAttrMaxDynamicSharedSizeBytes);
-  EXPECT_EQ(fake<int (*)()>("fake_last_attr_value")(), 65536);
-  EXPECT_EQ(fake<unsigned (*)()>("fake_last_smem")(), 65536u);
-  std::string msg = error_of([&] {
-    cuda_launch(*lib, kernel("backward_dq", torch::kHalf, 64), torch::Device(torch::kCUDA, 0),
-                {1, 1, 1}, {});
-  });
-  EXPECT_NE(msg.find("needs 200000 bytes of dynamic shared memory"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("at most 101376"), std::string::npos) << msg;
-}
-
-TEST_F(FakeDriver, DriverErrorsAreReportedWithTheirNames) {
-  std::string msg = error_of([&] {
-    cuda_launch(*lib, kernel("backward_prep", torch::kHalf, 64), torch::Device(torch::kCUDA, 0),
-                {2, 3, 4}, {});
-  });
-  EXPECT_NE(msg.find("launching GPU kernel fail_launch (backward_prep f16 d=64, grid 2x3x4"),
-            std::string::npos) << msg;
-  EXPECT_NE(msg.find("CUDA_ERROR_LAUNCH_FAILED: unspecified launch failure"), std::string::npos)
-      << msg;
-  msg = error_of([&] {
-    cuda_launch(*lib, kernel("backward_dkdv", torch::kHalf, 64), torch::Device(torch::kCUDA, 0),
-                {1, 1, 1}, {});
-  });
-  EXPECT_NE(msg.find("kernel missing (cuda-kernel backward_dkdv f16 64) not found"),
-            std::string::npos) << msg;
-  EXPECT_NE(msg.find("CUDA_ERROR_NOT_FOUND"), std::string::npos) << msg;
-  msg = error_of([&] {
-    cuda_launch(*lib, kernel("forward", torch::kFloat, 64), torch::Device(torch::kCUDA, 5),
-                {1, 1, 1}, {});
-  });
-  EXPECT_NE(msg.find("cuDeviceGet failed: CUDA_ERROR_INVALID_DEVICE"), std::string::npos) << msg;
-  msg = error_of([&] {
-    cuda_launch(*lib, kernel("forward", torch::kFloat, 64), torch::Device(torch::kCUDA, 0),
-                {1, 70000, 1}, {});
-  });
-  EXPECT_NE(msg.find("heads (H) = 70000 exceeds the CUDA grid limit 65535"), std::string::npos)
-      << msg;
-  EXPECT_EQ(fake<int (*)()>("fake_ctx_depth")(), 0) << "context push/pop unbalanced";
-}
-
-TEST_F(FakeDriver, EmptyGridLaunchesNothing) {
-  cuda_launch(*lib, kernel("forward", torch::kBFloat16, 128), torch::Device(torch::kCUDA, 0),
-              {1, 1, 1}, {});
-  cuda_launch(*lib, kernel("forward", torch::kHalf, 128), torch::Device(torch::kCUDA, 0),
-              {4, 0, 2}, {});
-  EXPECT_STREQ(fake<const char *(*)()>("fake_last_kernel")(), "attn_fwd_bf16_d128");
-}
-
-// ---- the Triton backend: attn_triton_launch describes one cubin per kernel ----
-
+// attn_triton_launch describes one cubin per kernel.
 class TritonFakeDriver : public ::testing::Test {
 protected:
   void SetUp() override {
-    (void)attn::detail::CudaDriver::get();
+    (void)attn::detail::CudaDriver::get(); // loads the fake
+    ASSERT_NE(fake<int (*)()>("fake_module_loads"), nullptr)
+        << "libcuda.so.1 is not the fake (run through ctest)";
     lib = Library::load(ATTN_FX_TRITON_GPU);
     ASSERT_NE(lib->triton(), nullptr);
   }
@@ -194,18 +76,18 @@ protected:
 
 TEST_F(TritonFakeDriver, ReadsTheLaunchDescription) {
   const auto &launch = *lib->triton();
-  EXPECT_EQ(launch.block_m, 64);
-  EXPECT_EQ(launch.block_n, 32);
   EXPECT_EQ(launch.ptxas_version, "Cuda compilation tools, release 13.0, V13.0.88");
   ASSERT_EQ(launch.images.size(), 14u);
   const auto &fwd = image("attn_triton_sm_90_bf16_d64_causal_attn_fwd");
+  EXPECT_EQ(fwd.block_m, 128);
+  EXPECT_EQ(fwd.block_n, 32);
   EXPECT_EQ(fwd.num_warps, 8);
   EXPECT_EQ(fwd.shared_bytes, 65536);
   EXPECT_EQ(fwd.parameters.size(), 5u);
   EXPECT_EQ(fwd.parameters[4], std::make_pair(std::string("scale"), std::string("fp32")));
   EXPECT_DOUBLE_EQ(fwd.scale, 0.125);
   EXPECT_STREQ(static_cast<const char *>(fwd.data), "sm_90 causal attn_fwd");
-  EXPECT_EQ(lib->manifest().gpu_backend, "triton");
+  EXPECT_TRUE(lib->manifest().triton);
   ASSERT_EQ(lib->manifest().triton_kernels.size(), 1u);
   EXPECT_EQ(lib->manifest().triton_kernels[0].first, "bf16");
 }
@@ -236,7 +118,7 @@ TEST_F(TritonFakeDriver, CubinPerChipArgumentsInDescribedOrderGridAndStream) {
   EXPECT_EQ(scale, 0.125f);
   EXPECT_EQ(args()[5], 0u); // global scratch: none asked for
   EXPECT_EQ(args()[6], 0u); // profile scratch
-  EXPECT_EQ(grid()[0], 3u);  // cdiv(130, BLOCK_M = 64)
+  EXPECT_EQ(grid()[0], 2u);  // cdiv(130, BLOCK_M = 128)
   EXPECT_EQ(grid()[1], 16u); // B * H
   EXPECT_EQ(grid()[2], 1u);
   EXPECT_EQ(block()[0], 256u); // 8 warps
@@ -259,6 +141,57 @@ TEST_F(TritonFakeDriver, CubinPerChipArgumentsInDescribedOrderGridAndStream) {
   triton_launch(*lib, torch::Device(torch::kCUDA, 0), "attn_bwd_preprocess", torch::kBFloat16,
                 64, /*causal=*/true, sizes, {{"DOut", address(0xD000)}, {"NK", triton_int(96)}});
   EXPECT_EQ(last_image(), image("attn_triton_sm_80_bf16_d64_any_attn_bwd_preprocess").data);
+  EXPECT_EQ(grid()[0], 3u); // cdiv(130, BLOCK_M = 64): the backward's tiles
+  EXPECT_EQ(fake<int (*)()>("fake_ctx_depth")(), 0) << "context push/pop unbalanced";
+}
+
+TEST_F(TritonFakeDriver, CubinLoadedOncePerDevice) {
+  auto loads = fake<int (*)()>("fake_module_loads");
+  const TritonSizes sizes{1, 1, 1, 16, 16};
+  const TritonArgs args{{"DOut", address(1)}, {"NK", triton_int(16)}};
+  fake<void (*)(int)>("fake_expect_args")(4);
+  triton_launch(*lib, torch::Device(torch::kCUDA, 0), "attn_bwd_dq", torch::kBFloat16, 64,
+                false, sizes, args);
+  const int after = loads();
+  triton_launch(*lib, torch::Device(torch::kCUDA, 0), "attn_bwd_dq", torch::kBFloat16, 64,
+                false, sizes, args);
+  EXPECT_EQ(loads(), after);
+  triton_launch(*lib, torch::Device(torch::kCUDA, 1), "attn_bwd_dq", torch::kBFloat16, 64,
+                false, sizes, args);
+  EXPECT_EQ(loads(), after + 1); // sm_90's own cubin
+  EXPECT_EQ(fake<const void *(*)()>("fake_last_image")(),
+            image("attn_triton_sm_90_bf16_d64_full_attn_bwd_dq").data);
+}
+
+TEST_F(TritonFakeDriver, DriverErrorsAndSharedMemoryLimitsAreNamed) {
+  const TritonSizes sizes{1, 1, 1, 16, 16};
+  const TritonArgs args{{"DOut", address(1)}, {"NK", triton_int(16)}};
+  fake<void (*)(int)>("fake_expect_args")(4);
+  std::string msg = error_of([&] {
+    triton_launch(*lib, torch::Device(torch::kCUDA, 1), "attn_bwd_dkdv", torch::kBFloat16, 64,
+                  false, sizes, args);
+  });
+  EXPECT_NE(msg.find("launching GPU kernel fail_launch"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("CUDA_ERROR_LAUNCH_FAILED: unspecified launch failure"), std::string::npos)
+      << msg;
+  msg = error_of([&] {
+    triton_launch(*lib, torch::Device(torch::kCUDA, 1), "attn_bwd_dkdv", torch::kBFloat16, 64,
+                  true, sizes, args);
+  });
+  EXPECT_NE(msg.find("kernel missing (attn_triton_sm_90_bf16_d64_causal_attn_bwd_dkdv) not "
+                     "found"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("CUDA_ERROR_NOT_FOUND"), std::string::npos) << msg;
+  msg = error_of([&] {
+    triton_launch(*lib, torch::Device(torch::kCUDA, 1), "attn_bwd_dq", torch::kBFloat16, 64,
+                  true, sizes, args);
+  });
+  EXPECT_NE(msg.find("needs 300000 bytes of dynamic shared memory, the device allows at most "
+                     "232448"), std::string::npos) << msg;
+  msg = error_of([&] {
+    triton_launch(*lib, torch::Device(torch::kCUDA, 5), "attn_bwd_dq", torch::kBFloat16, 64,
+                  false, sizes, args);
+  });
+  EXPECT_NE(msg.find("cuDeviceGet failed: CUDA_ERROR_INVALID_DEVICE"), std::string::npos) << msg;
   EXPECT_EQ(fake<int (*)()>("fake_ctx_depth")(), 0) << "context push/pop unbalanced";
 }
 
@@ -285,7 +218,8 @@ TEST_F(TritonFakeDriver, MissingCubinsAndArgumentsAreNamed) {
     triton_launch(*lib, torch::Device(torch::kCUDA, 2), "attn_fwd", torch::kBFloat16, 64, false,
                   sizes, fwd);
   });
-  EXPECT_NE(msg.find("for device cuda:2 (sm_120)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("has no GPU code for device cuda:2 (sm_120, compute capability 12.0): its "
+                     "cubins are for sm_80 sm_90"), std::string::npos) << msg;
   EXPECT_NE(msg.find("--cuda-targets=sm_120"), std::string::npos) << msg;
   fwd.erase("stride_qm");
   msg = error_of([&] {

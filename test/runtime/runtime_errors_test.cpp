@@ -134,7 +134,7 @@ TEST(ManifestGolden, ScalarParams) {
   EXPECT_EQ(m.dtypes, (std::vector<std::string>{"f32", "f64"}));
   EXPECT_EQ(m.devices, std::vector<std::string>{"cpu"});
   EXPECT_TRUE(m.cuda_targets.empty());
-  EXPECT_TRUE(m.cuda_kernels.empty());
+  EXPECT_TRUE(m.triton_kernels.empty());
 }
 
 TEST(ManifestGolden, KernelisedWithoutParams) {
@@ -181,37 +181,14 @@ TEST(ManifestGolden, ContractSkipped) {
   EXPECT_EQ(m.devices, std::vector<std::string>{"cpu"});
 }
 
-TEST(ManifestGolden, CudaKernels) {
-  attn::Manifest m = parse_golden("softmax-cuda");
-  EXPECT_EQ(m.devices, (std::vector<std::string>{"cpu", "cuda"}));
-  EXPECT_EQ(m.cuda_targets, (std::vector<std::string>{"sm_80", "sm_90"}));
-  ASSERT_EQ(m.cuda_kernels.size(), 24u); // 4 roles × (bf16, f32) × (32, 64, 128)
-  const attn::CudaKernel &first = m.cuda_kernels.front();
-  EXPECT_EQ(first.role, "forward");
-  EXPECT_EQ(first.dtype, "bf16");
-  EXPECT_EQ(first.head_dim, 32);
-  EXPECT_EQ(first.symbol, "attn_forward_bf16_d32");
-  EXPECT_EQ(first.tile_rows, 64);
-  EXPECT_EQ(first.threads, 128);
-  EXPECT_EQ(first.smem_bytes, 0);
-  const attn::CudaKernel &last = m.cuda_kernels.back();
-  EXPECT_EQ(last.role, "backward_dq");
-  EXPECT_EQ(last.dtype, "f32");
-  EXPECT_EQ(last.head_dim, 128);
-  EXPECT_EQ(last.tile_rows, 8);
-  EXPECT_EQ(last.threads, 256);
-}
-
 TEST(ManifestGolden, TritonKernels) {
   attn::Manifest m = parse_golden("softmax-triton");
   EXPECT_EQ(m.devices, (std::vector<std::string>{"cpu", "cuda"}));
   EXPECT_EQ(m.cuda_targets, (std::vector<std::string>{"sm_80", "sm_90"}));
-  EXPECT_EQ(m.gpu_backend, "triton");
-  EXPECT_TRUE(m.cuda_kernels.empty());
+  EXPECT_TRUE(m.triton);
   const std::vector<std::pair<std::string, int64_t>> pairs{
       {"bf16", 64}, {"bf16", 128}, {"f16", 64}, {"f16", 128}};
   EXPECT_EQ(m.triton_kernels, pairs);
-  EXPECT_EQ(parse_golden("softmax-cuda").gpu_backend, "mlir");
 }
 
 TEST(LibraryLoad, MissingFile) {
@@ -532,11 +509,10 @@ TEST(LibraryLoad, ManifestParsed) {
   EXPECT_ATTN_ERROR(lib->initial_params(torch::kInt), "float32 or float64");
 
   EXPECT_TRUE(m.cuda_targets.empty());
-  EXPECT_TRUE(m.cuda_kernels.empty());
-  EXPECT_TRUE(lib->cuda_cubins().empty());
-  EXPECT_EQ(lib->cuda_ptx().data, nullptr);
+  EXPECT_FALSE(m.triton);
+  EXPECT_EQ(lib->triton(), nullptr);
 
-  auto gpu = Library::load(ATTN_FX_GPU_ONLY);
+  auto gpu = Library::load(ATTN_FX_TRITON_GPU);
   EXPECT_EQ(gpu->num_params(), 0);
   EXPECT_EQ(gpu->initial_params().sizes(), c10::IntArrayRef({0}));
   EXPECT_ATTN_ERROR(gpu->forward_fn(torch::kFloat), "no CPU forward entry point",
@@ -544,77 +520,43 @@ TEST(LibraryLoad, ManifestParsed) {
 }
 
 TEST(LibraryLoad, CudaManifestAndImages) {
-  auto lib = Library::load(ATTN_FX_GPU_ONLY);
+  auto lib = Library::load(ATTN_FX_TRITON_GPU);
   const auto &m = lib->manifest();
   EXPECT_EQ(m.devices, (std::vector<std::string>{"cuda"}));
   EXPECT_EQ(m.cuda_targets, (std::vector<std::string>{"sm_80", "sm_90"}));
-  ASSERT_EQ(m.cuda_kernels.size(), 8u);
-  const attn::CudaKernel &k = m.cuda_kernels[3];
-  EXPECT_EQ(k.role, "forward");
-  EXPECT_EQ(k.dtype, "f16");
-  EXPECT_EQ(k.head_dim, 128);
-  EXPECT_EQ(k.symbol, "attn_fwd_f16_d128");
-  EXPECT_EQ(k.tile_rows, 64);
-  EXPECT_EQ(k.threads, 128);
-  EXPECT_EQ(k.smem_bytes, 98304);
-
-  EXPECT_EQ(lib->cuda_kernel("forward", torch::kHalf, 128), &k);
-  EXPECT_EQ(lib->cuda_kernel("forward", torch::kBFloat16, 128)->symbol, "attn_fwd_bf16_d128");
-  EXPECT_EQ(lib->cuda_kernel("backward_prep", torch::kFloat, 64)->threads, 64);
-  EXPECT_EQ(lib->cuda_kernel("forward", torch::kFloat, 128), nullptr);
-  EXPECT_EQ(lib->cuda_kernel("backward_dq", torch::kFloat, 64), nullptr);
-  EXPECT_EQ(lib->cuda_kernel("forward", torch::kDouble, 64), nullptr);
-
-  // The exported images, found by the contract's symbol names.
-  ASSERT_EQ(lib->cuda_cubins().size(), 2u);
-  EXPECT_EQ(lib->cuda_cubins()[0].target, "sm_80");
-  EXPECT_STREQ(static_cast<const char *>(lib->cuda_cubins()[0].data), "placeholder cubin for sm_80");
-  EXPECT_EQ(lib->cuda_cubins()[0].size, int64_t(sizeof("placeholder cubin for sm_80")));
-  EXPECT_EQ(lib->cuda_cubins()[1].size, int64_t(sizeof("placeholder cubin for sm_90 (longer)")));
-  EXPECT_EQ(lib->cuda_ptx().target, "ptx");
-  EXPECT_STREQ(static_cast<const char *>(lib->cuda_ptx().data), "// placeholder PTX");
+  EXPECT_TRUE(m.triton);
+  ASSERT_EQ(m.triton_kernels.size(), 1u);
+  EXPECT_EQ(m.triton_kernels[0], std::make_pair(std::string("bf16"), int64_t{64}));
+  // The exported cubins, found by the launch description's symbol names.
+  ASSERT_NE(lib->triton(), nullptr);
+  ASSERT_EQ(lib->triton()->images.size(), 14u);
+  const attn::TritonImage &first = lib->triton()->images.front();
+  EXPECT_EQ(first.symbol, "attn_triton_sm_80_bf16_d64_full_attn_fwd");
+  EXPECT_STREQ(static_cast<const char *>(first.data), "sm_80 full attn_fwd");
+  EXPECT_EQ(first.size, int64_t(sizeof("sm_80 full attn_fwd")));
 }
 
 TEST(LibraryLoad, MalformedCudaManifest) {
   const std::string head = "attn-abi 7\nkernel k\nnormalizer n\nalgorithm online\n"
                            "denominator sum\nmask none\nparams\ndtypes f32\n";
-  const std::string fwd = "cuda-kernel forward f32 64 fwd tile 64 threads 128 smem 0\n";
+  const std::string triton = "gpu-backend triton\ntriton-kernel f32 64\n";
   const ManifestCase cases[] = {
       {head + "devices cpu gpu\n", {"line 9", "devices among cpu cuda", "found 'gpu'"}},
       {head + "devices cpu cpu\n", {"line 9", "'cpu' twice"}},
-      {head + "devices cpu cuda\ncuda-targets compute_80\n" + fwd,
+      {head + "devices cpu cuda\ncuda-targets compute_80\n" + triton,
        {"line 10", "sm_<major><minor>", "found 'compute_80'"}},
-      {head + "devices cpu cuda\ncuda-targets sm_8\n" + fwd, {"found 'sm_8'"}},
-      {head + "devices cpu cuda\ncuda-targets sm_80 sm_80\n" + fwd, {"'sm_80' twice"}},
-      {head + "devices cpu cuda\ncuda-targets\n" + fwd, {"line 10", "at least one target"}},
-      {head + "devices cuda\ncuda-targets sm_80\ncuda-kernel forward f32 64 fwd tile 64\n",
-       {"line 11", "11 fields", "found 7 fields"}},
-      {head + "devices cuda\ncuda-targets sm_80\ncuda-kernel fwd f32 64 s tile 1 threads 1 smem 0\n",
-       {"line 11", "role among forward backward_prep backward_dkdv backward_dq", "found 'fwd'"}},
-      {head + "devices cuda\ncuda-targets sm_80\ncuda-kernel forward f64 64 s tile 1 threads 1 smem 0\n",
-       {"line 11", "dtype among f32 f16 bf16", "found 'f64'"}},
-      {head + "devices cuda\ncuda-targets sm_80\ncuda-kernel forward f16 0 s tile 1 threads 1 smem 0\n",
-       {"<headdim> as an integer >= 1", "found '0'"}},
-      {head + "devices cuda\ncuda-targets sm_80\ncuda-kernel forward f16 64 9s tile 1 threads 1 smem 0\n",
-       {"kernel symbol", "found '9s'"}},
-      {head + "devices cuda\ncuda-targets sm_80\ncuda-kernel forward f16 64 s tiles 1 threads 1 smem 0\n",
-       {"found 'tiles' where 'tile' belongs"}},
-      {head + "devices cuda\ncuda-targets sm_80\ncuda-kernel forward f16 64 s tile 1 threads x smem 0\n",
-       {"threads <n> as an integer >= 1", "found 'x'"}},
-      {head + "devices cuda\ncuda-targets sm_80\ncuda-kernel forward f16 64 s tile 1 threads 1 smem -1\n",
-       {"smem <bytes> as an integer >= 0", "found '-1'"}},
-      {head + "devices cuda\ncuda-targets sm_80\n" + fwd + fwd,
-       {"line 12", "one cuda-kernel line per (role, dtype, headdim)", "'forward f32 64'"}},
+      {head + "devices cpu cuda\ncuda-targets sm_8\n" + triton, {"found 'sm_8'"}},
+      {head + "devices cpu cuda\ncuda-targets sm_80 sm_80\n" + triton, {"'sm_80' twice"}},
+      {head + "devices cpu cuda\ncuda-targets\n" + triton, {"line 10", "at least one target"}},
       {head + "devices cpu\ncuda-targets sm_80\n", {"'cuda-targets' lines", "does not list cuda"}},
-      {head + "devices cpu\n" + fwd, {"'cuda-kernel' lines", "does not list cuda"}},
-      {head + "devices cpu cuda\n" + fwd, {"lists device cuda", "no 'cuda-targets' line"}},
-      {head + "devices cpu cuda\ncuda-targets sm_80\n", {"no 'cuda-kernel' line"}},
-      // Parses, but the fixture exports no GPU images.
-      {head + "devices cpu cuda\ncuda-targets sm_80\n" + fwd,
-       {"attn_cuda_cubin_sm_80", "attn_cuda_cubin_sm_80_size", "not exported"}},
-      // The Triton backend's lines.
-      {head + "devices cuda\ncuda-targets sm_80\ngpu-backend cuda\n",
-       {"line 11", "'gpu-backend mlir' or 'gpu-backend triton'", "found 'cuda'"}},
+      {head + "devices cpu\ngpu-backend triton\n", {"'gpu-backend' lines", "does not list cuda"}},
+      {head + "devices cpu cuda\n" + triton, {"lists device cuda", "no 'cuda-targets' line"}},
+      {head + "devices cuda\ncuda-targets sm_80\ncuda-kernel forward f32 64 f tile 64 threads "
+              "128 smem 0\n",
+       {"line 11", "no 'cuda-kernel' line (the hand-built GPU kernels", "recompile"}},
+      {head + "devices cuda\ncuda-targets sm_80\ngpu-backend mlir\n",
+       {"line 11", "'gpu-backend triton' (the only GPU backend", "recompile with attn-compile "
+        "--cuda-targets", "found 'mlir'"}},
       {head + "devices cuda\ncuda-targets sm_80\ngpu-backend triton\ntriton-kernel bf16\n",
        {"line 12", "'triton-kernel <dtype> <headdim>'", "found 1 values"}},
       {head + "devices cuda\ncuda-targets sm_80\ngpu-backend triton\ntriton-kernel f64 64\n",
@@ -625,9 +567,9 @@ TEST(LibraryLoad, MalformedCudaManifest) {
               "triton-kernel f16 64\n",
        {"line 13", "one triton-kernel line per (dtype, headdim)", "'f16 64'"}},
       {head + "devices cuda\ncuda-targets sm_80\ngpu-backend triton\n",
-       {"gpu-backend triton but has no 'triton-kernel' line"}},
-      {head + "devices cuda\ncuda-targets sm_80\ngpu-backend triton\ntriton-kernel f16 64\n" + fwd,
-       {"has 'cuda-kernel' lines (the mlir backend's)"}},
+       {"lists device cuda but has no 'triton-kernel' line"}},
+      {head + "devices cuda\ncuda-targets sm_80\ntriton-kernel f16 64\n",
+       {"lists device cuda but has no 'gpu-backend triton' line"}},
       {head + "devices cpu\ntriton-kernel f16 64\n", {"'triton-kernel' lines", "does not list cuda"}},
       // Parses, but the fixture exports no launch description.
       {head + "devices cuda\ncuda-targets sm_80\ngpu-backend triton\ntriton-kernel f16 64\n",
@@ -656,17 +598,16 @@ TEST(CudaImages, TargetSyntax) {
 TEST(CudaImages, Choice) {
   using attn::detail::choose_cuda_image;
   const std::vector<std::string> t = {"sm_80", "sm_86", "sm_90"};
-  EXPECT_EQ(choose_cuda_image(t, true, 9, 0), "sm_90");  // exact
-  EXPECT_EQ(choose_cuda_image(t, true, 8, 6), "sm_86");  // exact
-  EXPECT_EQ(choose_cuda_image(t, true, 8, 9), "sm_86");  // newest same major, lower minor
-  EXPECT_EQ(choose_cuda_image({"sm_80"}, true, 8, 6), "sm_80");
-  EXPECT_EQ(choose_cuda_image(t, true, 10, 0), "ptx");   // newer major: JIT
-  EXPECT_EQ(choose_cuda_image(t, true, 7, 5), "ptx");    // older: only the PTX could fit
-  EXPECT_EQ(choose_cuda_image(t, false, 10, 0), "");     // nothing fits
-  EXPECT_EQ(choose_cuda_image({"sm_86"}, false, 8, 0), ""); // a higher minor never runs
-  EXPECT_EQ(choose_cuda_image({"sm_90a"}, true, 9, 0), "sm_90a");
-  EXPECT_EQ(choose_cuda_image({"sm_90a", "sm_90"}, true, 9, 0), "sm_90");
-  EXPECT_EQ(choose_cuda_image({"sm_90a"}, true, 9, 1), "ptx"); // arch-specific: exact only
+  EXPECT_EQ(choose_cuda_image(t, 9, 0), "sm_90");  // exact
+  EXPECT_EQ(choose_cuda_image(t, 8, 6), "sm_86");  // exact
+  EXPECT_EQ(choose_cuda_image(t, 8, 9), "sm_86");  // newest same major, lower minor
+  EXPECT_EQ(choose_cuda_image({"sm_80"}, 8, 6), "sm_80");
+  EXPECT_EQ(choose_cuda_image(t, 10, 0), "");      // newer major: nothing fits
+  EXPECT_EQ(choose_cuda_image(t, 7, 5), "");       // older: nothing fits
+  EXPECT_EQ(choose_cuda_image({"sm_86"}, 8, 0), ""); // a higher minor never runs
+  EXPECT_EQ(choose_cuda_image({"sm_90a"}, 9, 0), "sm_90a");
+  EXPECT_EQ(choose_cuda_image({"sm_90a", "sm_90"}, 9, 0), "sm_90");
+  EXPECT_EQ(choose_cuda_image({"sm_90a"}, 9, 1), ""); // arch-specific: exact only
 }
 
 TEST(CudaDriver, MissingDriverIsAClearError) {
@@ -826,9 +767,9 @@ TEST_F(Validation, Devices) {
   auto meta = torch::empty({B, H, Nq, d}, torch::TensorOptions().device(torch::kMeta));
   EXPECT_ATTN_ERROR(attn::attention_forward(lib, meta, k, v, params), "q is on device meta",
                     "expected a CPU tensor", "devices: cpu");
-  auto gpu = Library::load(ATTN_FX_GPU_ONLY);
+  auto gpu = Library::load(ATTN_FX_TRITON_GPU);
   EXPECT_ATTN_ERROR(attn::attention_forward(gpu, q, k, v, Tensor()), "q is a CPU tensor",
-                    "fx_gpu_only.so has no CPU code (devices: cuda)");
+                    "fx_triton_gpu.so has no CPU code (devices: cuda)");
   EXPECT_ATTN_ERROR(attn::attention_forward(nullptr, q, k, v, params), "lib is null");
   EXPECT_ATTN_ERROR(attn::attention_forward(lib, Tensor(), k, v, params),
                     "q is None (an undefined tensor)");

@@ -66,21 +66,17 @@ class RuntimePythonTest(unittest.TestCase):
         self.assertIn("probe_attention", repr(k))
 
     def test_cuda_manifest(self):
-        k = attn.load(fixture("gpu_only"))
+        k = attn.load(fixture("triton_gpu"))
         self.assertEqual(k.manifest["devices"], ["cuda"])
         self.assertEqual(k.cuda_targets, ["sm_80", "sm_90"])
-        self.assertEqual(k.cuda_head_dims(torch.float16), [64, 128])
-        self.assertEqual(k.cuda_head_dims(torch.bfloat16), [128])
-        self.assertEqual(k.cuda_head_dims(torch.float32), [64])
+        self.assertEqual(k.cuda_head_dims(torch.bfloat16), [64])
+        self.assertEqual(k.cuda_head_dims(torch.float16), [])
         self.assertEqual(k.cuda_head_dims(torch.float64), [])
-        self.assertEqual(k.manifest["cuda-kernel"][3],
-                         {"role": "forward", "dtype": "f16", "head_dim": 128,
-                          "symbol": "attn_fwd_f16_d128", "tile_rows": 64, "threads": 128,
-                          "smem_bytes": 98304})
+        self.assertEqual(k.manifest["triton-kernel"], [{"dtype": "bf16", "head_dim": 64}])
         self.assertIn("cuda_targets=['sm_80', 'sm_90']", repr(k))
         self.assertEqual(attn.load(fixture("probe")).cuda_targets, [])
         q = torch.randn(1, 1, 4, 64)
-        with self.assertRaisesRegex(RuntimeError, r"q is a CPU tensor but artifact .*fx_gpu_only.so "
+        with self.assertRaisesRegex(RuntimeError, r"q is a CPU tensor but artifact .*fx_triton_gpu.so "
                                                   r"has no CPU code \(devices: cuda\)"):
             k(q, q, q)
 

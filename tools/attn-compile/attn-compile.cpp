@@ -1,23 +1,23 @@
 //===- attn-compile.cpp - one-shot driver: attn IR -> artifact .so --------===//
 //
 //   attn-compile tanhmax.mlir -o tanhmax.so [--kernel=name] [--dtypes=f32,f64]
-//                [--cpu=native|<llvm cpu name>] [--emit=so|obj|llvm|mlir|ptx|manifest|triton]
+//                [--cpu=native|<llvm cpu name>] [--emit=so|obj|llvm|mlir|manifest|triton]
 //                [--jobs=N]
 //                [--attn-mask=bool|additive|learnable-additive]
 //                [--cuda-targets=sm_80,sm_90 [--cuda-dtypes=f16,bf16,f32]
-//                 [--cuda-head-dims=32,64,128] [--cuda-toolkit=DIR]]
+//                 [--cuda-head-dims=32,64,128] [--triton-python=PYTHON]]
 //
 // With --attn-mask, attn-add-mask-input first gives the kernel torch's attn_mask as
 // the tensor input @attn_mask. Then runs the registered attn pipeline (attn-cpu-pipeline, or attn-cuda-pipeline
-// when CUDA targets are requested; passes/Passes.h), the upstream lowering to
+// when CUDA targets are requested: the same plus the GPU schedule; passes/Passes.h), the upstream lowering to
 // the LLVM dialect (attn-host-to-llvm), LLVM's O3 pipeline for the target CPU,
 // emits object files and links them into a shared object with `cc`. The entry
 // points share no code, so for a shared object the LLVM module is split into
 // groups of definitions that share no internal symbol, each optimised and compiled
-// on one of --jobs threads in its own LLVMContext, largest first. The CUDA
-// kernels go through MLIR's NVVM target in-process (attn-gpu-to-nvvm, then
-// gpu-module-to-binary: LLVM's NVPTX backend, libdevice and the toolkit's
-// ptxas) and are embedded in the same object as the globals of the CUDA ABI
+// on one of --jobs threads in its own LLVMContext, largest first. The GPU
+// kernels are the emitted Triton module's (lib/Codegen/Triton), compiled ahead of
+// time per entry of the kernel's gpu_schedule by `python -m attn.triton_aot` and
+// embedded in the same object as the globals of the CUDA ABI
 // (runtime/include/attn/abi.h).
 //
 //===----------------------------------------------------------------------===//
@@ -26,7 +26,6 @@
 
 #include "lib/Analysis/KernelSignature.h"
 #include "lib/Analysis/Schedules.h"
-#include "lib/Codegen/GPU/GPULowering.h"
 #include "lib/Codegen/Manifest.h"
 #include "lib/Codegen/Triton/TritonEmitter.h"
 #include "passes/PassOptions.h"
@@ -34,18 +33,13 @@
 #include "tools/ParserGuards.h"
 
 #include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
-#include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/Dialect/GPU/Transforms/Passes.h"
-#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/IR/Threading.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
-#include "mlir/Target/LLVM/NVVM/Target.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Target/LLVMIR/Export.h"
 
@@ -105,14 +99,13 @@ static cl::opt<std::string> dtypes("dtypes", cl::desc("Element types to instanti
                                    cl::init("f32,f64"));
 static cl::opt<std::string> cpu("cpu", cl::desc("Target CPU (LLVM name) or 'native'"),
                                 cl::init("native"));
-enum class Emit { SharedObject, Object, LLVMIR, MLIR, PTX, Manifest, Triton };
+enum class Emit { SharedObject, Object, LLVMIR, MLIR, Manifest, Triton };
 static cl::opt<Emit> emit(
     "emit", cl::desc("What to write"), cl::init(Emit::SharedObject),
     cl::values(clEnumValN(Emit::SharedObject, "so", "linked shared object (default)"),
                clEnumValN(Emit::Object, "obj", "object file"),
                clEnumValN(Emit::LLVMIR, "llvm", "optimised LLVM IR"),
-               clEnumValN(Emit::MLIR, "mlir", "MLIR after the attn passes (loops, gpu.module)"),
-               clEnumValN(Emit::PTX, "ptx", "PTX of the CUDA kernels for the lowest --cuda-targets"),
+               clEnumValN(Emit::MLIR, "mlir", "MLIR after the attn passes (loops)"),
                clEnumValN(Emit::Manifest, "manifest",
                           "the artifact's manifest text (runtime/include/attn/abi.h)"),
                clEnumValN(Emit::Triton, "triton",
@@ -133,41 +126,36 @@ static cl::opt<MaskInput> attnMask(
                clEnumValN(MaskInput::LearnableAdditive, "learnable-additive",
                           "a score bias that gets a gradient")));
 static cl::list<std::string> cudaTargets(
-    "cuda-targets", cl::desc("CUDA chips to build kernels for (sm_80,sm_90,...); default none: "
-                             "a CPU-only artifact"),
+    "cuda-targets", cl::desc("CUDA chips to build the Triton kernels for (sm_80,sm_90,...); "
+                             "default none: a CPU-only artifact (--emit=triton: sm_80,sm_90)"),
     cl::CommaSeparated);
-static cl::opt<std::string> cudaDtypes("cuda-dtypes",
-                                       cl::desc("Storage types of the CUDA kernels"),
-                                       cl::init("f16,bf16,f32"));
+static cl::opt<std::string> cudaDtypes(
+    "cuda-dtypes", cl::desc("Storage types of the GPU kernels (f16,bf16,f32); default bf16"),
+    cl::init(""));
 /// Every head dim the GPU kernels support, as --cuda-head-dims spells it.
 static std::string allGpuHeadDims() {
   return llvm::join(llvm::map_range(attn::kGpuHeadDims,
                                     [](int64_t dim) { return std::to_string(dim); }),
                     ",");
 }
-// One (dtype, head dim) alone compiles in a few seconds where every one takes tens:
-// the Python package builds the one a CUDA call needs on first use.
-static cl::opt<std::string> cudaHeadDims("cuda-head-dims",
-                                         cl::desc("Head dims of the CUDA kernels"),
-                                         cl::init(allGpuHeadDims()));
-enum class GpuBackend { Mlir, Triton };
-static cl::opt<GpuBackend> gpuBackend(
-    "gpu-backend", cl::desc("How --cuda-targets' kernels are built"), cl::init(GpuBackend::Mlir),
-    cl::values(clEnumValN(GpuBackend::Mlir, "mlir",
-                          "the hand-built NVVM kernels (lib/Codegen/GPU; default)"),
-               clEnumValN(GpuBackend::Triton, "triton",
-                          "the emitted Triton kernels, compiled ahead of time by "
-                          "`python -m attn.triton_aot` with the environment's Triton")));
+// Each (dtype, head dim) is a set of cubins per target, about 10 s of Triton each: the
+// Python package builds the one a CUDA call needs on first use.
+static cl::opt<std::string> cudaHeadDims(
+    "cuda-head-dims", cl::desc("Head dims of the GPU kernels (32,64,96,128,256); default 64"),
+    cl::init(""));
 static cl::opt<std::string> tritonPython(
     "triton-python",
     cl::desc("The Python (with torch and Triton) that runs attn.triton_aot; default "
              "$ATTN_PYTHON, else python3 on PATH"),
     cl::init(""));
-static cl::opt<std::string> cudaToolkit(
-    "cuda-toolkit",
-    cl::desc("CUDA toolkit directory (bin/ptxas, nvvm/libdevice); default $CUDA_HOME, else "
-             "the one found at build time, else /usr/local/cuda"),
-    cl::init(""));
+/// --cuda-dtypes as a list (empty when not given: attn-select-gpu-schedule's default).
+static SmallVector<std::string> cudaDtypeList() {
+  SmallVector<std::string> types;
+  if (cudaDtypes.getNumOccurrences())
+    for (StringRef type : llvm::split(cudaDtypes, ','))
+      types.push_back(type.trim().str());
+  return types;
+}
 
 /// The attn pipeline of this invocation (attn-cpu-pipeline or attn-cuda-pipeline).
 static void buildAttnPipeline(OpPassManager &pm, int64_t vectorBits,
@@ -175,7 +163,7 @@ static void buildAttnPipeline(OpPassManager &pm, int64_t vectorBits,
   SmallVector<std::string> types;
   for (StringRef type : llvm::split(dtypes, ','))
     types.push_back(type.str());
-  if (cudaTargets.empty() || gpuBackend == GpuBackend::Triton) {
+  if (cudaTargets.empty()) {
     attn::CpuPipelineOptions options;
     options.kernel = kernelName;
     options.elementTypes = types;
@@ -187,11 +175,18 @@ static void buildAttnPipeline(OpPassManager &pm, int64_t vectorBits,
   options.kernel = kernelName;
   options.elementTypes = types;
   options.vectorBits = vectorBits;
-  for (StringRef type : llvm::split(cudaDtypes, ','))
-    options.cudaElementTypes.push_back(type.str());
+  options.gpuElementTypes = cudaDtypeList();
   options.headDims = SmallVector<int64_t>(headDims);
   options.targets = SmallVector<std::string>(cudaTargets.begin(), cudaTargets.end());
   attn::buildCudaPipeline(pm, options);
+}
+
+/// Sets the Triton pipeline's options: the kernel and what its GPU schedule covers.
+static void setTritonOptions(attn::TritonPipelineOptions &options, ArrayRef<int64_t> headDims) {
+  options.kernel = kernelName;
+  options.targets = SmallVector<std::string>(cudaTargets.begin(), cudaTargets.end());
+  options.gpuElementTypes = cudaDtypeList();
+  options.headDims = SmallVector<int64_t>(headDims);
 }
 
 /// Runs the passes `build` adds to a pass manager on `module`.
@@ -201,53 +196,22 @@ static LogicalResult runPipeline(ModuleOp module, function_ref<void(OpPassManage
   return pm.run(module);
 }
 
-/// The CUDA toolkit that serialises the kernels, checked for what it must hold.
-static FailureOr<std::string> findCudaToolkit() {
-  std::string dir = cudaToolkit;
-  if (dir.empty())
-    if (const char *home = std::getenv("CUDA_HOME"))
-      dir = home;
-#ifdef ATTN_CUDA_TOOLKIT_DIR
-  if (dir.empty())
-    dir = ATTN_CUDA_TOOLKIT_DIR;
-#endif
-  if (dir.empty())
-    dir = "/usr/local/cuda";
-  for (const char *part : {"bin/ptxas", "nvvm/libdevice/libdevice.10.bc"}) {
-    SmallString<128> path(dir);
-    llvm::sys::path::append(path, part);
-    if (!llvm::sys::fs::exists(path)) {
-      llvm::WithColor::error(llvm::errs(), "attn-compile") << "--cuda-targets needs the CUDA toolkit (ptxas, libdevice), "
-                      "but "
-                   << path << " does not exist; install the toolkit or point --cuda-toolkit "
-                              "(or CUDA_HOME) at it\n";
-      return failure();
-    }
-  }
-  return dir;
-}
-
-/// The storage types and head dims the Triton backend compiles: --cuda-dtypes and
-/// --cuda-head-dims when given, else bf16 and 64 (each pair is a set of cubins per target).
-static std::string tritonDtypes() {
-  return cudaDtypes.getNumOccurrences() ? std::string(cudaDtypes) : "bf16";
-}
-static std::string tritonHeadDims() {
-  return cudaHeadDims.getNumOccurrences() ? std::string(cudaHeadDims) : "64";
-}
-
-/// The Triton kernels of an artifact (--gpu-backend=triton): the emitted module, the
+/// The Triton kernels of an artifact (--cuda-targets): the emitted module, the
 /// launch description attn.triton_aot wrote (launch.json) and its cubins by symbol.
 struct TritonImages {
   std::string source, launch;
   SmallVector<std::pair<std::string, std::string>> cubins; // (symbol, bytes)
 };
 
-/// Emits the Triton module of the kernel and compiles it for --cuda-targets with
-/// `python -m attn.triton_aot` (the attn package of this source tree first on its path).
-static FailureOr<TritonImages> compileTritonImages(ModuleOp module) {
+/// Emits the Triton module of the kernel and compiles every entry of its SCHEDULES
+/// (the kernel's gpu_schedule for --cuda-targets) with `python -m attn.triton_aot`
+/// (the attn package of this source tree first on its path).
+static FailureOr<TritonImages> compileTritonImages(ModuleOp module,
+                                                   const attn::TritonPipelineOptions &options) {
   OwningOpRef<ModuleOp> copy = module.clone();
-  if (failed(runPipeline(*copy, attn::buildTritonAnalysisPipeline)))
+  if (failed(runPipeline(*copy, [&](OpPassManager &pm) {
+        attn::buildTritonAnalysisPipeline(pm, options);
+      })))
     return failure();
   FailureOr<attn::KernelOp> kernel = attn::selectKernel(*copy, kernelName);
   TritonImages images;
@@ -278,7 +242,7 @@ static FailureOr<TritonImages> compileTritonImages(ModuleOp module) {
   if (python.empty()) {
     llvm::ErrorOr<std::string> found = llvm::sys::findProgramByName("python3");
     if (!found) {
-      llvm::WithColor::error(llvm::errs(), "attn-compile") << "--gpu-backend=triton needs a Python with torch and Triton: "
+      llvm::WithColor::error(llvm::errs(), "attn-compile") << "--cuda-targets needs a Python with torch and Triton: "
                       "none on PATH; give --triton-python or ATTN_PYTHON\n";
       return failure();
     }
@@ -292,12 +256,7 @@ static FailureOr<TritonImages> compileTritonImages(ModuleOp module) {
   for (char **entry = environ; *entry; ++entry)
     if (!StringRef(*entry).starts_with("PYTHONPATH="))
       environment.push_back(*entry);
-  std::string targets = llvm::join(cudaTargets, ",");
-  std::string types = tritonDtypes();
-  std::string heads = tritonHeadDims();
-  SmallVector<StringRef> args{python,  "-m",         "attn.triton_aot", modulePath, "--targets",
-                              targets, "--out",      dir,               "--dtypes", types,
-                              "--head-dims", heads};
+  SmallVector<StringRef> args{python, "-m", "attn.triton_aot", modulePath, "--out", dir};
   SmallVector<StringRef> env(environment.begin(), environment.end());
   std::string error;
   int status = llvm::sys::ExecuteAndWait(python, args, ArrayRef<StringRef>(env), {}, 0, 0, &error);
@@ -328,100 +287,6 @@ static FailureOr<TritonImages> compileTritonImages(ModuleOp module) {
     images.cubins.push_back({symbol.str(), *cubin});
   }
   return images;
-}
-
-/// The CUDA images of an artifact: a cubin per target and PTX for the lowest.
-struct CudaImages {
-  SmallVector<std::pair<std::string, std::string>> cubins; // (chip, bytes)
-  std::string ptx;
-};
-
-/// The lowest chip of `targets` (sm_XY with the smallest XY).
-static std::string lowestChip(ArrayAttr targets) {
-  std::string lowest;
-  int lowestVersion = 0;
-  for (Attribute target : targets) {
-    StringRef chip = cast<NVVM::NVVMTargetAttr>(target).getChip();
-    int version = attn::cudaChipVersion(chip).value_or(0);
-    if (lowest.empty() || version < lowestVersion) {
-      lowest = chip.str();
-      lowestVersion = version;
-    }
-  }
-  return lowest;
-}
-
-/// Moves gpu.module @attn_cuda out of `module` and serialises it: NVVM lowering,
-/// then gpu-module-to-binary for the PTX of the lowest target and, with `cubins`,
-/// for every target's cubin. Each image is an LLVM NVPTX compile (a cubin then a
-/// ptxas run too) of its own copy of the module, so they run side by side: with two
-/// targets that is most of the compile time, on as many cores as there are images.
-static FailureOr<CudaImages> serializeCudaModule(ModuleOp module, StringRef toolkit,
-                                                 bool cubins) {
-  auto gpuModule = module.lookupSymbol<gpu::GPUModuleOp>(attn::kCudaModuleName);
-  if (!gpuModule) {
-    llvm::WithColor::error(llvm::errs(), "attn-compile") << "the pipeline built no gpu.module @" << attn::kCudaModuleName
-                 << "\n";
-    return failure();
-  }
-  MLIRContext *context = module.getContext();
-  OpBuilder builder(context);
-  OwningOpRef<ModuleOp> lowered = ModuleOp::create(module.getLoc());
-  builder.setInsertionPointToEnd(lowered->getBody());
-  builder.clone(*gpuModule);
-  gpuModule.erase();
-  if (failed(runPipeline(*lowered, attn::buildGpuToNVVMPipeline)))
-    return failure();
-
-  // One image: the module for one target, serialised to `format` ("isa": PTX, "bin":
-  // a cubin). The copies are made here, before the threads start.
-  struct Image {
-    OwningOpRef<ModuleOp> container;
-    std::string format;
-    std::string chip;
-    std::string bytes;
-  };
-  ArrayAttr targets = lowered->lookupSymbol<gpu::GPUModuleOp>(attn::kCudaModuleName)
-                          .getTargetsAttr();
-  std::string lowest = lowestChip(targets);
-  SmallVector<Image> images;
-  auto addImage = [&](Attribute target, StringRef format) {
-    Image &image = images.emplace_back();
-    image.container = cast<ModuleOp>((*lowered)->clone());
-    image.container->lookupSymbol<gpu::GPUModuleOp>(attn::kCudaModuleName)
-        .setTargetsAttr(builder.getArrayAttr({target}));
-    image.format = format.str();
-    image.chip = cast<NVVM::NVVMTargetAttr>(target).getChip().str();
-  };
-  for (Attribute target : targets)
-    if (cast<NVVM::NVVMTargetAttr>(target).getChip() == lowest) {
-      addImage(target, "isa");
-      break;
-    }
-  if (cubins)
-    for (Attribute target : targets)
-      addImage(target, "bin");
-
-  if (failed(failableParallelForEach(context, images, [&](Image &image) -> LogicalResult {
-        GpuModuleToBinaryPassOptions options;
-        options.compilationTarget = image.format;
-        options.toolkitPath = toolkit.str();
-        if (failed(runPipeline(*image.container, [&](OpPassManager &pm) {
-              pm.addPass(createGpuModuleToBinaryPass(options));
-            })))
-          return failure();
-        auto binary = image.container->lookupSymbol<gpu::BinaryOp>(attn::kCudaModuleName);
-        auto object = cast<gpu::ObjectAttr>(binary.getObjectsAttr()[0]);
-        image.bytes = object.getObject().getValue().str();
-        return success();
-      })))
-    return failure();
-
-  CudaImages serialized;
-  serialized.ptx = std::move(images.front().bytes);
-  for (Image &image : llvm::drop_begin(images))
-    serialized.cubins.emplace_back(image.chip, std::move(image.bytes));
-  return serialized;
 }
 
 /// Adds `name` (a constant i8 array holding `bytes`, plus a NUL when
@@ -463,8 +328,9 @@ static LogicalResult checkListOptions() {
     return success();
   };
   if (failed(check("dtypes", dtypes, "f32,f64")) ||
-      failed(check("cuda-dtypes", cudaDtypes, "f16,bf16,f32")) ||
-      failed(check("cuda-head-dims", cudaHeadDims, allGpuHeadDims())))
+      (cudaDtypes.getNumOccurrences() && failed(check("cuda-dtypes", cudaDtypes, "f16,bf16,f32"))) ||
+      (cudaHeadDims.getNumOccurrences() &&
+       failed(check("cuda-head-dims", cudaHeadDims, allGpuHeadDims()))))
     return failure();
   if (!cudaTargets.empty() && failed(check("cuda-targets", llvm::join(cudaTargets, ","),
                                            "sm_80,sm_90")))
@@ -477,6 +343,8 @@ static LogicalResult checkListOptions() {
 /// is attn-select-gpu-schedule's to say, as it is for --cuda-dtypes' types.
 static FailureOr<SmallVector<int64_t>> parseCudaHeadDims() {
   SmallVector<int64_t> dims;
+  if (!cudaHeadDims.getNumOccurrences())
+    return dims;
   for (StringRef item : llvm::split(cudaHeadDims, ',')) {
     item = item.trim();
     int64_t dim;
@@ -974,7 +842,6 @@ int main(int argc, char **argv) {
   registerAllExtensions(registry);
   registry.insert<attn::AttnDialect>();
   registerAllToLLVMIRTranslations(registry);
-  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
   MLIRContext context(registry);
   // Diagnostics name the offending op; a dump of the whole module would bury them.
   context.printOpOnDiagnostic(false);
@@ -995,25 +862,9 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
-  bool tritonKernels = !cudaTargets.empty() && gpuBackend == GpuBackend::Triton;
-  bool cuda = !cudaTargets.empty() && !tritonKernels;
-  if (emit == Emit::PTX && !cuda) {
-    llvm::WithColor::error(llvm::errs(), "attn-compile")
-        << "--emit=ptx needs --cuda-targets"
-        << (tritonKernels ? " with --gpu-backend=mlir (the Triton backend's kernels: "
-                            "--emit=triton)"
-                          : "")
-        << "\n";
-    return 1;
-  }
-  std::string toolkit;
-  // The manifest describes the CUDA kernels without compiling them.
-  if (cuda && emit != Emit::Manifest) {
-    FailureOr<std::string> found = findCudaToolkit();
-    if (failed(found))
-      return 1;
-    toolkit = *found;
-  }
+  const bool cuda = !cudaTargets.empty();
+  attn::TritonPipelineOptions triton;
+  setTritonOptions(triton, *headDims);
 
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
@@ -1035,7 +886,9 @@ int main(int argc, char **argv) {
       })))
     return 1;
   if (emit == Emit::Triton) {
-    if (failed(runPipeline(*module, attn::buildTritonAnalysisPipeline)))
+    if (failed(runPipeline(*module, [&](OpPassManager &pm) {
+          attn::buildTritonAnalysisPipeline(pm, triton);
+        })))
       return 1;
     FailureOr<attn::KernelOp> kernel = attn::selectKernel(*module, kernelName);
     std::string text;
@@ -1045,24 +898,11 @@ int main(int argc, char **argv) {
     return failed(writeOutput([&](llvm::raw_ostream &os) { os << text; })) ? 1 : 0;
   }
   TritonImages tritonImages;
-  if (tritonKernels && (emit == Emit::SharedObject || emit == Emit::Object ||
-                        emit == Emit::LLVMIR)) {
-    FailureOr<TritonImages> images = compileTritonImages(*module);
+  if (cuda && (emit == Emit::SharedObject || emit == Emit::Object || emit == Emit::LLVMIR)) {
+    FailureOr<TritonImages> images = compileTritonImages(*module, triton);
     if (failed(images))
       return 1;
     tritonImages = std::move(*images);
-  }
-  if (tritonKernels) {
-    std::string typeList = tritonDtypes(), dimList = tritonHeadDims();
-    SmallVector<std::string> types;
-    for (StringRef type : llvm::split(typeList, ','))
-      types.push_back(type.trim().str());
-    SmallVector<int64_t> dims; // checked by parseCudaHeadDims when given
-    for (StringRef dim : llvm::split(dimList, ','))
-      dims.push_back(std::stoll(dim.trim().str()));
-    attn::recordTritonKernels(*module, SmallVector<std::string>(cudaTargets.begin(),
-                                                                cudaTargets.end()),
-                              types, dims);
   }
   OwningOpRef<ModuleOp> source = module->clone(); // the attn ops, for attn_signature
   if (failed(runPipeline(*module,
@@ -1078,15 +918,6 @@ int main(int argc, char **argv) {
     return failed(writeOutput([&](llvm::raw_ostream &os) { os << attn::manifestText(*module); }))
                ? 1
                : 0;
-  CudaImages cudaImages;
-  if (cuda) {
-    FailureOr<CudaImages> images = serializeCudaModule(*module, toolkit, emit != Emit::PTX);
-    if (failed(images))
-      return 1;
-    cudaImages = std::move(*images);
-    if (emit == Emit::PTX)
-      return failed(writeOutput([&](llvm::raw_ostream &os) { os << cudaImages.ptx; })) ? 1 : 0;
-  }
   if (failed(runPipeline(*module, attn::buildHostToLLVMPipeline)))
     return 1;
   llvm::LLVMContext llvmContext;
@@ -1095,11 +926,7 @@ int main(int argc, char **argv) {
     llvm::WithColor::error(llvm::errs(), "attn-compile") << "translation to LLVM IR failed\n";
     return 1;
   }
-  for (const auto &[chip, cubin] : cudaImages.cubins)
-    embedImage(*llvmModule, "attn_cuda_cubin_" + chip, cubin, /*nulTerminated=*/false);
-  if (cuda)
-    embedImage(*llvmModule, "attn_cuda_ptx", cudaImages.ptx, /*nulTerminated=*/true);
-  if (tritonKernels) {
+  if (cuda) {
     embedImage(*llvmModule, "attn_triton_source", tritonImages.source, /*nulTerminated=*/true);
     embedImage(*llvmModule, "attn_triton_launch", tritonImages.launch, /*nulTerminated=*/true);
     for (const auto &[symbol, cubin] : tritonImages.cubins)

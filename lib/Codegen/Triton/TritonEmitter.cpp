@@ -409,6 +409,7 @@ private:
   void skipTiles(int indent, StringRef rowStart, StringRef keyStart);
   void printHeader();
   std::string inputsText();
+  std::string schedulesText();
   void printForward();
   void printPreprocess();
   void printDkDv();
@@ -759,6 +760,23 @@ void KernelPrinter::loadRowStatistics(int indent) {
   line(indent, "delta = tl.load(Delta + bh * NQ + offs_m, mask=row_in, other=0.0)");
 }
 
+std::string KernelPrinter::schedulesText() {
+  std::string text;
+  ArrayAttr schedules = kernel.getGpuScheduleAttr();
+  if (!schedules)
+    return text;
+  for (auto schedule : schedules.getAsRange<GpuScheduleAttr>())
+    text += llvm::formatv("    (\"{0}\", \"{1}\", {2}): dict(forward=({3}, {4}, {5}, {6}), "
+                          "backward=({7}, {8}, {9}, {10})),\n",
+                          schedule.getChip(), elementTypeName(schedule.getType()),
+                          schedule.getHeadDim(), schedule.getBlockM(), schedule.getBlockN(),
+                          schedule.getNumWarps(), schedule.getNumStages(),
+                          schedule.getBackwardBlockM(), schedule.getBackwardBlockN(),
+                          schedule.getBackwardNumWarps(), schedule.getBackwardNumStages())
+                .str();
+  return text;
+}
+
 std::string KernelPrinter::inputsText() {
   std::string text;
   for (auto [input, table] : llvm::zip(inputs, tables)) {
@@ -797,8 +815,12 @@ void KernelPrinter::printHeader() {
      << "# Tensor inputs: (name, kernel argument, element type, extents (-1: the caller's),\n"
      << "# learnable). Float inputs are read as float32.\n"
      << "INPUTS = (" << inputsText() << ")\n"
-     << "# Tiles and launch configuration the launcher uses unless told otherwise.\n"
-     << "DEFAULT_BLOCK_M = 64\nDEFAULT_BLOCK_N = 64\nNUM_WARPS = 4\nNUM_STAGES = 2\n"
+     << "# Per (chip, storage type, head dim), attn-select-gpu-schedule's choice "
+        "(#attn.gpu_schedule):\n"
+     << "# (BLOCK_M, BLOCK_N, num_warps, num_stages) of attn_fwd and of the backward kernels.\n"
+     << "SCHEDULES = {\n" << schedulesText() << "}\n"
+     << "# Under the interpreter, and on a GPU without an entry above of its chip or an older one.\n"
+     << "DEFAULT_SCHEDULE = dict(forward=(64, 64, 4, 2), backward=(64, 64, 4, 2))\n"
      << "LOG2E = tl.constexpr(1.4426950408889634)\n\n\n"
      << "def score_scale(head_dim):\n"
      << "    \"\"\"The factor of the contraction q·k.\"\"\"\n";

@@ -23,7 +23,8 @@
 // a learnable one's gradient goes to one slot of its size per program (each tile
 // adding one sum per element it read, in order), summed by the launcher in a
 // fixed order.
-// Module constants describe the launch (KERNEL, PARAM_NAMES, BLOCK_M, ...);
+// Module constants describe the launch (KERNEL, PARAM_NAMES, SCHEDULES: the
+// kernel's gpu_schedule, the tiles, warps and stages per chip, dtype, head dim);
 // runtime/python/attn/triton_backend.py launches it and holds no math.
 //
 // Not covered yet, refused with a diagnostic naming the feature: the kernelised

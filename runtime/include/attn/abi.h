@@ -153,72 +153,45 @@
  * (the manifest and the entry points are unchanged): recompile older artifacts.
  *
  * ---- CUDA -------------------------------------------------------------------
- * With `attn-compile --cuda-targets=sm_80,sm_90` the artifact also holds CUDA
- * kernels (lib/Codegen/GPU/), and the manifest says so:
- *
- *   devices cpu cuda
- *   cuda-targets sm_80 sm_90     one cubin per target, all kernels in one module
- *   cuda-kernel <role> <dtype> <headdim> <symbol> tile <rows> threads <n> smem <bytes>
- *       role: forward | backward_prep | backward_dkdv | backward_dq
- *       dtype: f32 | f16 | bf16 (storage; accumulation is f32)
- *       one line per generated (role, dtype, headdim); a head dim without a line is
- *       unsupported on GPU. symbol: the kernel's name in the cubin. tile: rows
- *       (queries; keys for backward_dkdv) per block, for the grid; it differs
- *       between kernels (64 for tensor-core kernels, 8 for SIMT ones). threads:
- *       blockDim.x (blockDim.y = blockDim.z = 1). smem: dynamic shared memory bytes
- *       for cuLaunchKernel (0: the kernels use static shared memory only).
- *
- * Images (exported constants of the shared object):
- *   const uint8_t attn_cuda_cubin_<target>[];    e.g. attn_cuda_cubin_sm_90
- *   const int64_t attn_cuda_cubin_<target>_size;  bytes
- *   const char    attn_cuda_ptx[];               NUL-terminated PTX for the lowest
- *                                                target (JIT on newer GPUs)
- *   const int64_t attn_cuda_ptx_size;            bytes, NUL included
- * Choice: the device's exact sm_XY cubin, else the highest cubin of the same major
- * with minor <= the device's, else the PTX, else an error.
- *
- * Tensors: q, k, v, o, dout, dq, dk, dv are CONTIGUOUS [B, H, N, D] of the dtype
- * (D == Dv == head dim); row_max, row_sum, delta are f32 [B, H, Nq]; params and
- * dparams f32 [P] (dparams zeroed by the caller, accumulated with atomics);
- * key_lengths int64 [B] on the device, always passed (Nk when the user gave none):
- * keys j >= key_lengths[b] are masked; causal (0/1): keys j > i are masked.
- * Every pointer argument is one bare device pointer, every scalar an int64, in
- * this order:
- *   forward:       (q, k, v, o, row_max, row_sum, params, key_lengths,
- *                   heads, nq, nk, causal)                grid (ceil(nq/tile), heads, batch)
- *   backward_prep: (o, dout, delta, heads, nq)            grid (ceil(nq/tile), heads, batch)
- *                  delta_i = dout_i · o_i
- *   backward_dkdv: (q, k, v, dout, row_max, row_sum, delta, params, key_lengths,
- *                   dk, dv, dparams, heads, nq, nk, causal)
- *                                                         grid (ceil(nk/tile), heads, batch)
- *   backward_dq:   (q, k, v, dout, row_max, row_sum, delta, params, key_lengths,
- *                   dq, heads, nq, nk, causal)            grid (ceil(nq/tile), heads, batch)
- * backward_prep runs first; dkdv and dq then read delta. Statistics mean what they
- * mean on the CPU (row_max = m_i, 0 for plain; row_sum = C_i·e^(-m_i)); fully
- * masked rows get o = 0, row_sum = 0 and contribute no gradient.
- *
- * ---- CUDA, Triton backend ----------------------------------------------------
- * With `attn-compile --cuda-targets=... --gpu-backend=triton` the kernels are the
- * emitted Triton module's (lib/Codegen/Triton), compiled ahead of time per target,
- * dtype, head dim and causal variant by `python -m attn.triton_aot`; the manifest says
+ * With `attn-compile --cuda-targets=sm_80,sm_90` the artifact also holds GPU kernels:
+ * the emitted Triton module's (lib/Codegen/Triton), compiled ahead of time by
+ * `python -m attn.triton_aot` for every entry of the kernel's gpu_schedule (chip ×
+ * --cuda-dtypes × --cuda-head-dims; each with its tiles, warps and stages) and both
+ * causal variants. The manifest says
  *
  *   devices cpu cuda
  *   cuda-targets sm_80 sm_90
- *   gpu-backend triton
- *   triton-kernel <dtype> <headdim>     one line per compiled (dtype, head dim)
+ *   gpu-backend triton                  the only GPU backend (older artifacts' other
+ *                                       backend is refused: recompile them)
+ *   triton-kernel <dtype> <headdim>     one line per compiled (dtype, head dim);
+ *                                       dtype: f32 | f16 | bf16 (storage; accumulation f32)
  *
- * and has no cuda-kernel lines. Images (exported constants, each with <name>_size):
- *   attn_triton_source   the Triton module (Python text, NUL-terminated)
- *   attn_triton_launch   the launch description (JSON, NUL-terminated): block_m,
- *                        block_n, inputs [name, argument, element, extents, learnable],
- *                        and per cubin its symbol, chip, dtype, head_dim, variant
- *                        (full | causal | any), kernel, function, parameters [name,
- *                        Triton type] in order, num_warps, shared_bytes, the scratch
- *                        sizes, the grid rule and the score scale
+ * Images (exported constants, each with an int64 <name>_size in bytes):
+ *   attn_triton_source   the Triton module (Python text, NUL-terminated): what a
+ *                        Python caller with Triton compiles for a GPU none of the
+ *                        cubins runs on
+ *   attn_triton_launch   the launch description (JSON, NUL-terminated): inputs [name,
+ *                        argument, element, extents, learnable], the ptxas version, and
+ *                        per cubin its symbol, chip, dtype, head_dim, variant (full |
+ *                        causal | any), kernel (attn_fwd | attn_bwd_preprocess |
+ *                        attn_bwd_dkdv | attn_bwd_dq), function, parameters [name,
+ *                        Triton type] in order, block_m and block_n (its tiles),
+ *                        num_warps, num_stages, shared_bytes, the scratch sizes, the
+ *                        grid rule and the score scale
  *   attn_triton_<chip>_<dtype>_d<hd>_<variant>_<kernel>   one cubin per kernel
- * The runtime passes the parameters by name in the described order, then Triton's
- * global and profile scratch pointers, with num_warps · 32 threads and shared_bytes
- * of dynamic shared memory; the chip is chosen as for cuda-targets above.
+ * Choice of chip: the device's exact sm_XY, else the highest target of the same major
+ * with minor <= the device's, else an error naming the device and the targets.
+ * The runtime passes the parameters by name in the described order (tensors with
+ * their strides; i32 and fp32 scalars in their width), then Triton's global and
+ * profile scratch pointers, with num_warps · 32 threads and shared_bytes of dynamic
+ * shared memory, over the grid of the rule with the cubin's tiles:
+ *   attn_fwd, attn_bwd_preprocess, attn_bwd_dq   (cdiv(NQ, BLOCK_M), B * H)
+ *   attn_bwd_dkdv                                (cdiv(NK, BLOCK_N), B * H_KV)
+ * attn_bwd_preprocess runs first (delta_i = dout_i · o_i); dkdv and dq then read it.
+ * Parameter and learnable-table gradients go to one slot per program, summed by the
+ * caller in a fixed order. Statistics mean what they mean on the CPU (row_max = m_i, 0
+ * for plain; row_sum = C_i·e^(-m_i)); fully masked rows get o = 0, row_sum = 0 and
+ * contribute no gradient.
  *===----------------------------------------------------------------------===*/
 #ifndef ATTN_ABI_H
 #define ATTN_ABI_H
@@ -232,8 +205,6 @@
 #define ATTN_INPUT_FLOAT 0
 #define ATTN_MANIFEST_SYMBOL "attn_manifest"
 #define ATTN_SIGNATURE_SYMBOL "attn_signature"
-#define ATTN_CUDA_CUBIN_PREFIX "attn_cuda_cubin_" /* + target, e.g. sm_90; + "_size" */
-#define ATTN_CUDA_PTX_SYMBOL "attn_cuda_ptx"      /* + "_size" */
 
 #ifdef __cplusplus
 extern "C" {
@@ -287,33 +258,6 @@ enum attn_backward_arg {
   ATTN_BACKWARD_DTABLES, ATTN_BACKWARD_BATCH, ATTN_BACKWARD_HEAD, ATTN_BACKWARD_Q_BEGIN,
   ATTN_BACKWARD_Q_END, ATTN_BACKWARD_KV_BEGIN, ATTN_BACKWARD_KV_LEN, ATTN_BACKWARD_CAUSAL,
   ATTN_BACKWARD_NUM_ARGS
-};
-
-/* Argument positions of the CUDA kernels (see "CUDA" above): device pointers,
- * then int64 scalars from *_HEADS on. The compiler declares the kernels and the
- * runtime fills cuLaunchKernel's argument array with them. */
-enum attn_cuda_forward_arg {
-  ATTN_CUDA_FORWARD_Q, ATTN_CUDA_FORWARD_K, ATTN_CUDA_FORWARD_V, ATTN_CUDA_FORWARD_O,
-  ATTN_CUDA_FORWARD_ROW_MAX, ATTN_CUDA_FORWARD_ROW_SUM, ATTN_CUDA_FORWARD_PARAMS,
-  ATTN_CUDA_FORWARD_KEY_LENGTHS, ATTN_CUDA_FORWARD_HEADS, ATTN_CUDA_FORWARD_NQ,
-  ATTN_CUDA_FORWARD_NK, ATTN_CUDA_FORWARD_CAUSAL, ATTN_CUDA_FORWARD_NUM_ARGS
-};
-enum attn_cuda_backward_prep_arg {
-  ATTN_CUDA_PREP_O, ATTN_CUDA_PREP_DOUT, ATTN_CUDA_PREP_DELTA, ATTN_CUDA_PREP_HEADS,
-  ATTN_CUDA_PREP_NQ, ATTN_CUDA_PREP_NUM_ARGS
-};
-enum attn_cuda_backward_dkdv_arg {
-  ATTN_CUDA_DKDV_Q, ATTN_CUDA_DKDV_K, ATTN_CUDA_DKDV_V, ATTN_CUDA_DKDV_DOUT,
-  ATTN_CUDA_DKDV_ROW_MAX, ATTN_CUDA_DKDV_ROW_SUM, ATTN_CUDA_DKDV_DELTA, ATTN_CUDA_DKDV_PARAMS,
-  ATTN_CUDA_DKDV_KEY_LENGTHS, ATTN_CUDA_DKDV_DK, ATTN_CUDA_DKDV_DV, ATTN_CUDA_DKDV_DPARAMS,
-  ATTN_CUDA_DKDV_HEADS, ATTN_CUDA_DKDV_NQ, ATTN_CUDA_DKDV_NK, ATTN_CUDA_DKDV_CAUSAL,
-  ATTN_CUDA_DKDV_NUM_ARGS
-};
-enum attn_cuda_backward_dq_arg {
-  ATTN_CUDA_DQ_Q, ATTN_CUDA_DQ_K, ATTN_CUDA_DQ_V, ATTN_CUDA_DQ_DOUT, ATTN_CUDA_DQ_ROW_MAX,
-  ATTN_CUDA_DQ_ROW_SUM, ATTN_CUDA_DQ_DELTA, ATTN_CUDA_DQ_PARAMS, ATTN_CUDA_DQ_KEY_LENGTHS,
-  ATTN_CUDA_DQ_DQ, ATTN_CUDA_DQ_HEADS, ATTN_CUDA_DQ_NQ, ATTN_CUDA_DQ_NK, ATTN_CUDA_DQ_CAUSAL,
-  ATTN_CUDA_DQ_NUM_ARGS
 };
 
 typedef const char *(*attn_manifest_fn)(void);

@@ -33,11 +33,9 @@
 // CUDA tensors (artifacts compiled with `attn-compile --cuda-targets=sm_80,...`): the
 // runtime loads the CUDA driver at first use (dlopen "libcuda.so.1", no CUDA headers or
 // libraries at build time, so it builds against any LibTorch, CPU-only included), loads
-// the artifact's cubin for the device (exact sm_XY, else the highest same-major cubin
-// with a lower minor, else the embedded PTX, JIT-compiled by the driver) once per
-// (artifact, device), and launches the compiler-generated kernels of the manifest's
-// `cuda-kernel` lines (or, with `gpu-backend triton`, the Triton cubins its
-// attn_triton_launch describes, abi.h) on PyTorch's current CUDA stream (obtained through the stable C
+// the artifact's Triton cubin for the device (exact sm_XY, else the highest same-major
+// cubin with a lower minor) once per (artifact, device, cubin), and launches it as the
+// artifact's attn_triton_launch describes (abi.h) on PyTorch's current CUDA stream (obtained through the stable C
 // shim aoti_torch_get_current_cuda_stream of libtorch_cuda, PyTorch >= 2.3). On the GPU:
 // dtypes float32/float16/bfloat16 (as compiled), dv == d, the head dims compiled for;
 // params may be q's dtype or float32; row_max/row_sum are float32; key_lengths may be a
@@ -62,19 +60,7 @@
 
 namespace attn {
 
-/// One `cuda-kernel <role> <dtype> <headdim> <symbol> tile <rows> threads <n> smem <bytes>`
-/// manifest line: a compiler-generated GPU kernel and its launch configuration.
-struct CudaKernel {
-  std::string role;      // forward | backward_prep | backward_dkdv | backward_dq
-  std::string dtype;     // f32 | f16 | bf16
-  int64_t head_dim = 0;  // d (== dv)
-  std::string symbol;    // the kernel's name in the cubin / PTX
-  int64_t tile_rows = 0; // rows per block: grid.x = ceil(rows / tile_rows)
-  int64_t threads = 0;   // blockDim.x
-  int64_t smem_bytes = 0; // dynamic shared memory per block
-};
-
-/// One cubin of the Triton GPU backend (attn-compile --gpu-backend=triton), as the
+/// One cubin of the GPU kernels (attn-compile --cuda-targets: the Triton backend), as the
 /// artifact's launch description attn_triton_launch (JSON, written by python -m
 /// attn.triton_aot) states it.
 struct TritonImage {
@@ -88,6 +74,7 @@ struct TritonImage {
   /// (name, Triton type: *bf16, *fp32, *i32, i32, fp32, ...) in launch order; Triton's
   /// global and profile scratch pointers follow them.
   std::vector<std::pair<std::string, std::string>> parameters;
+  int64_t block_m = 0, block_n = 0; // its tiles: the grid rules' BLOCK_M / BLOCK_N
   int64_t num_warps = 0, shared_bytes = 0;
   int64_t global_scratch_size = 0, global_scratch_align = 1, profile_scratch_size = 0;
   std::string grid;  // the grid rule, e.g. "(cdiv(NQ, BLOCK_M), B * H)"
@@ -107,7 +94,6 @@ struct TritonInput {
 
 /// The artifact's attn_triton_launch.
 struct TritonLaunch {
-  int64_t block_m = 0, block_n = 0; // the grid rules' BLOCK_M / BLOCK_N
   std::string ptxas_version;
   std::vector<TritonInput> inputs;
   std::vector<TritonImage> images;
@@ -138,8 +124,7 @@ struct Manifest {
   std::vector<TensorInput> inputs;           // the kernel's tensor inputs, in argument order
   std::vector<std::string> dtypes, devices; // e.g. {"f32", "f64"}, {"cpu"}
   std::vector<std::string> cuda_targets;     // e.g. {"sm_80", "sm_90"}; empty: no GPU code
-  std::vector<CudaKernel> cuda_kernels;      // in manifest order
-  std::string gpu_backend = "mlir";          // mlir (cuda-kernel lines) | triton
+  bool triton = false;                       // a `gpu-backend triton` line
   /// `triton-kernel <dtype> <headdim>` lines: the (dtype, d) pairs with Triton cubins.
   std::vector<std::pair<std::string, int64_t>> triton_kernels;
 };
@@ -189,23 +174,8 @@ public:
   /// attn_merge_T of split-K forwards, or nullptr where the artifact has none.
   attn_merge_fn merge_fn(torch::ScalarType dtype) const;
 
-  /// The `cuda-kernel` line for (role, dtype, head_dim), or nullptr.
-  const CudaKernel *cuda_kernel(const std::string &role, torch::ScalarType dtype,
-                                int64_t head_dim) const;
-
-  /// An embedded GPU image (attn_cuda_cubin_<target> or attn_cuda_ptx).
-  struct CudaImage {
-    std::string target; // "sm_90", or "ptx"
-    const void *data = nullptr;
-    int64_t size = 0;
-  };
-  /// The cubins of the manifest's cuda-targets, in manifest order.
-  const std::vector<CudaImage> &cuda_cubins() const { return cuda_cubins_; }
-  /// The PTX (NUL-terminated; data == nullptr when the artifact has none).
-  const CudaImage &cuda_ptx() const { return cuda_ptx_; }
-
-  /// The Triton backend's launch description and cubins; nullptr unless the manifest
-  /// says `gpu-backend triton`.
+  /// The GPU kernels' launch description and cubins; nullptr unless the manifest lists
+  /// device cuda.
   const TritonLaunch *triton() const { return triton_ ? &*triton_ : nullptr; }
 
   Library(const Library &) = delete;
@@ -228,8 +198,6 @@ private:
   attn_forward_fn fwd_f32_ = nullptr, fwd_f64_ = nullptr;
   attn_merge_fn merge_f32_ = nullptr, merge_f64_ = nullptr;
   attn_backward_fn bwd_f32_ = nullptr, bwd_f64_ = nullptr;
-  std::vector<CudaImage> cuda_cubins_;
-  CudaImage cuda_ptx_;
   std::optional<TritonLaunch> triton_;
 };
 

@@ -79,23 +79,19 @@ def _ensure_runtime():
 # The dtypes of the GPU kernels, as the manifest and attn-compile --cuda-dtypes name them.
 _CUDA_DTYPE_TAGS = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
 
-_CUDA_KERNEL_FIELDS = ("role", "dtype", "head_dim", "symbol", "tile", "tile_rows", "threads_kw",
-                       "threads", "smem_kw", "smem_bytes")
 
 
 def parse_manifest(text):
     """Parse manifest text into a dict: strings for kernel/normalizer/algorithm/denominator/
     mask, an int for 'attn-abi', an OrderedDict name -> initial value for 'params' (a float
     for a scalar, a float64 tensor of the weight's shape for a weight 'W[64x64]=identity'),
-    lists for 'dtypes', 'devices' and 'cuda-targets', a list of dicts (role, dtype, head_dim,
-    symbol, tile_rows, threads, smem_bytes) for the 'cuda-kernel' lines and of dicts (dtype,
-    head_dim) for the 'triton-kernel' lines (the Triton backend's), a dict (kind, scale: a
+    lists for 'dtypes', 'devices' and 'cuda-targets', a list of dicts (dtype, head_dim) for the
+    'triton-kernel' lines (the GPU kernels compiled), a dict (kind, scale: a
     float, or None for 1/sqrt(d); feature: bool) for 'contract', a list of dicts (name,
     element, shape with None for '?' and the name for a call dimension (CALL_DIMS), learnable,
     init: a float or None) for the 'input' lines, one per tensor input in argument order; other (informational) keys map to their value string. The runtime
     validated the text when it loaded the artifact."""
-    m = {"params": OrderedDict(), "cuda-targets": [], "cuda-kernel": [], "triton-kernel": [],
-         "input": []}
+    m = {"params": OrderedDict(), "cuda-targets": [], "triton-kernel": [], "input": []}
     for line in text.splitlines():
         tokens = line.split()
         if not tokens or tokens[0].startswith("#"):
@@ -119,12 +115,6 @@ def parse_manifest(text):
                       "feature": feature == ["feature"]}
         elif key == "triton-kernel":
             m[key].append({"dtype": values[0], "head_dim": int(values[1])})
-        elif key == "cuda-kernel":
-            fields = dict(zip(_CUDA_KERNEL_FIELDS, values))
-            m[key].append({"role": fields["role"], "dtype": fields["dtype"],
-                           "head_dim": int(fields["head_dim"]), "symbol": fields["symbol"],
-                           "tile_rows": int(fields["tile_rows"]), "threads": int(fields["threads"]),
-                           "smem_bytes": int(fields["smem_bytes"])})
         else:
             m[key] = " ".join(values)
     return m
@@ -190,10 +180,7 @@ class Kernel:
         if self.lazy_cuda is not None:
             with _cuda_build_lock:
                 return sorted(d for t, d in self._cuda_kernels if t == tag)
-        return sorted([k["head_dim"] for k in self.manifest["cuda-kernel"]
-                       if k["role"] == "forward" and k["dtype"] == tag]
-                      + [k["head_dim"] for k in self.manifest["triton-kernel"]
-                         if k["dtype"] == tag])
+        return sorted(k["head_dim"] for k in self.manifest["triton-kernel"] if k["dtype"] == tag)
 
     def artifact_for(self, q):
         """The artifact a call with query q runs: this kernel's, or with lazy GPU code and
@@ -265,8 +252,22 @@ class Kernel:
         """O [B,H,Nq,dv]. params=None uses the initial values (no gradient for them).
         inputs: the kernel's tensor inputs (see input_names), a dict name -> tensor or a
         list in that order; learnable ones get gradients."""
+        jit = self._jit_kernel(q)
+        if jit is not None:
+            return jit(q, k, v, self._params(params, q), is_causal, key_lengths,
+                       dict(zip(self.input_names, self._inputs(inputs))))
         return torch.ops.attn.attention(self.artifact_for(q), q, k, v, self._params(params, q),
                                         is_causal, key_lengths, self._inputs(inputs))
+
+    def _jit_kernel(self, q):
+        """On a GPU none of the artifact's cubins runs on: its embedded Triton source as a
+        triton_backend.TritonKernel (compiled by the user's Triton), else None."""
+        if (q.device.type != "cuda" or self.lazy_cuda is not None
+                or "cuda" not in self.manifest.get("devices", [])):
+            return None
+        from . import triton_backend
+        return triton_backend.jit_kernel_for(self.path, self.manifest["cuda-targets"],
+                                             torch.cuda.get_device_capability(q.device))
 
     def attention_weights(self, q, k, params=None, is_causal=False, key_lengths=None,
                           inputs=None):

@@ -27,6 +27,7 @@ import json
 import os
 import platform
 import subprocess
+import sys
 import tempfile
 import zlib
 from contextlib import contextmanager, suppress
@@ -112,7 +113,11 @@ def _build(compiler, text, options, artifact):
         with open(src, "w", encoding="utf-8") as f:
             f.write(text)
         out = os.path.join(scratch, "kernel.so")
-        result = subprocess.run([compiler, src, "-o", out, *options], capture_output=True, text=True)
+        # --cuda-targets compiles the Triton kernels with a Python that has torch and
+        # Triton: this one, unless ATTN_PYTHON names another.
+        env = dict(os.environ, ATTN_PYTHON=os.environ.get("ATTN_PYTHON", sys.executable))
+        result = subprocess.run([compiler, src, "-o", out, *options], capture_output=True,
+                                text=True, env=env)
         if result.returncode != 0 or not os.path.exists(out):
             diagnostics = (result.stderr or result.stdout).replace(src, "<attn IR>")
             raise RuntimeError(f"attn.compile: attn-compile failed:\n{diagnostics}")
@@ -316,9 +321,9 @@ def compile(source, kernel=None, dtypes=("f32", "f64"), cpu="native", cuda_targe
     string) of "f32" / "f64". `cuda_targets` adds GPU code: "auto" (the visible GPUs),
     "sm_80,sm_90" or a list. With `lazy_cuda` (the default) only the CPU code is compiled
     now, and the GPU code of a (dtype, head dim) the first time a CUDA call needs it (a
-    few seconds, then cached: see LazyCuda); lazy_cuda=False compiles the GPU code of every
-    dtype and head dim (float32, float16, bfloat16 × 32, 64, 128) into the one artifact
-    now, as attn-compile --cuda-targets does (tens of seconds). `attn_mask` gives the
+    few seconds, then cached: see LazyCuda); lazy_cuda=False compiles the GPU code of
+    attn-compile --cuda-targets' default (bfloat16, head dim 64) into the one artifact now
+    (tens of seconds). `attn_mask` gives the
     kernel torch's attn_mask as its tensor
     input `attn_mask` [B, H, Nq, Nk] (attn-compile --attn-mask, the pass
     attn-add-mask-input), which attn.attention and attn.MultiheadAttention fill from their

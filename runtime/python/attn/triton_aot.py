@@ -1,17 +1,18 @@
 """Ahead-of-time compilation of an emitted Triton module (attn-compile --emit=triton) for
-CUDA targets, without a GPU: what `attn-compile --cuda-targets=... --gpu-backend=triton`
-runs to put cubins in an artifact.
+CUDA targets, without a GPU: what `attn-compile --cuda-targets=...` runs to put cubins in
+an artifact.
 
-    python -m attn.triton_aot kernel.py --targets sm_80,sm_90 --out DIR
-        [--dtypes bf16] [--head-dims 64]
+    python -m attn.triton_aot kernel.py --out DIR
 
-writes DIR/<chip>.<dtype>.d<head dim>.<causal|full>.<kernel>.cubin, DIR/images.txt (one
-line per cubin: the symbol attn-compile embeds it as, a tab, its file name) and
+compiles every entry (chip, dtype, head dim) of the module's SCHEDULES (the kernel's
+#attn.gpu_schedule: tiles, warps and stages per entry) and writes
+DIR/attn_triton_<chip>_<dtype>_d<head dim>_<causal|full|any>_<kernel>.cubin, DIR/images.txt
+(one line per cubin: the symbol attn-compile embeds it as, a tab, its file name) and
 DIR/launch.json: per image the kernel's name in the cubin, its parameters in order (each
 with its Triton type; Triton 3.x kernels take two more pointers after them, the global
-and the profile scratch, null when their sizes are 0), num_warps, shared memory, the
-scratch sizes, the grid rule and the score scale for its head dim (the `scale` argument); and
-the ptxas that assembled them. Key padding is always
+and the profile scratch, null when their sizes are 0), its tiles (block_m, block_n),
+num_warps, num_stages, shared memory, the scratch sizes, the grid rule and the score scale
+for its head dim (the `scale` argument); and the ptxas that assembled them. Key padding is always
 compiled in (HAS_KEY_LENGTHS: the launcher passes Nk per batch entry when none is given);
 is_causal gives two variants.
 """
@@ -44,15 +45,19 @@ _TOOLKIT_PTXAS = "/usr/local/cuda/bin/ptxas"
 
 
 def _ptxas():
-    """The ptxas to assemble with and its version line."""
+    """The ptxas to assemble every target with and its version line. Triton takes sm_90+
+    code to another ptxas of its own (TRITON_PTXAS_BLACKWELL_PATH), so both are pointed at
+    the same one: the version the manifest records is the one that assembled each cubin."""
     path = os.environ.get("TRITON_PTXAS_PATH")
     if not path and os.path.exists(_TOOLKIT_PTXAS):
         path = _TOOLKIT_PTXAS
     if path:
         os.environ["TRITON_PTXAS_PATH"] = path
+        os.environ["TRITON_PTXAS_BLACKWELL_PATH"] = path
     else:
         from triton.backends.nvidia.compiler import get_ptxas
         path = get_ptxas(80).path
+        os.environ["TRITON_PTXAS_BLACKWELL_PATH"] = path
     version = subprocess.run([path, "--version"], capture_output=True, text=True).stdout
     release = [line for line in version.splitlines() if "release" in line]
     return path, release[0].strip() if release else version.strip() or "unknown"
@@ -64,9 +69,9 @@ def _chip_arch(chip):
     return int(chip[3:])
 
 
-def compile_module(module_path, targets, out_dir, dtypes=("bf16",), head_dims=(64,)):
-    """Compiles the module's kernels for every target × dtype × head dim × causality into
-    out_dir; returns the launch description (also written as launch.json)."""
+def compile_module(module_path, out_dir):
+    """Compiles the module's kernels for every SCHEDULES entry × causality into out_dir;
+    returns the launch description (also written as launch.json)."""
     from triton.backends.compiler import GPUTarget
 
     from .triton_backend import KERNEL_NAMES, TritonKernel
@@ -78,46 +83,48 @@ def compile_module(module_path, targets, out_dir, dtypes=("bf16",), head_dims=(6
     ptxas, ptxas_version = _ptxas()
     os.makedirs(out_dir, exist_ok=True)
     images, lines = [], []
-    for chip in targets:
+    if not module.SCHEDULES:
+        raise ValueError(f"attn.triton_aot: {module_path} has no SCHEDULES entry to compile")
+    for (chip, dtype, head_dim), schedule in module.SCHEDULES.items():
         arch = _chip_arch(chip)
-        for dtype in dtypes:
-            if dtype not in _DTYPES:
-                raise ValueError(f"attn.triton_aot: dtypes are {', '.join(_DTYPES)}, got {dtype!r}")
-            for head_dim in head_dims:
-                for causal in (False, True):
-                    names = KERNEL_NAMES if not causal else tuple(
-                        n for n in KERNEL_NAMES if n != "attn_bwd_preprocess")
-                    compiled = kernel.compile_ahead(
-                        GPUTarget("cuda", arch, 32), dtype=_DTYPES[dtype], head_dim=head_dim,
-                        is_causal=causal, has_key_lengths=True, names=names)
-                    for name, binary in compiled.items():
-                        variant = "any" if name == "attn_bwd_preprocess" else (
-                            "causal" if causal else "full")
-                        symbol = f"attn_triton_{chip}_{dtype}_d{head_dim}_{variant}_{name}"
-                        file = f"{symbol}.cubin"
-                        with open(os.path.join(out_dir, file), "wb") as f:
-                            f.write(binary.asm["cubin"])
-                        meta = binary.metadata
-                        images.append({
-                            "symbol": symbol, "chip": chip, "dtype": dtype,
-                            "head_dim": head_dim, "variant": variant, "kernel": name,
-                            "function": meta.name,
-                            "parameters": [[a, t] for a, t in binary.src.signature.items()
-                                           if t != "constexpr"],
-                            "constants": {binary.src.fn.arg_names[key[0]]: value
-                                          for key, value in binary.src.constants.items()},
-                            "trailing_scratch": ["global_scratch", "profile_scratch"],
-                            "num_warps": meta.num_warps, "num_stages": meta.num_stages,
-                            "shared_bytes": meta.shared,
-                            "global_scratch_size": meta.global_scratch_size,
-                            "global_scratch_align": meta.global_scratch_align,
-                            "profile_scratch_size": meta.profile_scratch_size,
-                            "grid": GRID_RULES[name],
-                            "scale": float(module.score_scale(head_dim)),
-                        })
-                        lines.append(f"{symbol}\t{file}")
+        if dtype not in _DTYPES:
+            raise ValueError(f"attn.triton_aot: dtypes are {', '.join(_DTYPES)}, got {dtype!r}")
+        for causal in (False, True):
+            names = KERNEL_NAMES if not causal else tuple(
+                n for n in KERNEL_NAMES if n != "attn_bwd_preprocess")
+            compiled = kernel.compile_ahead(
+                GPUTarget("cuda", arch, 32), dtype=_DTYPES[dtype], head_dim=head_dim,
+                is_causal=causal, has_key_lengths=True, names=names, schedule=schedule)
+            for name, binary in compiled.items():
+                variant = "any" if name == "attn_bwd_preprocess" else (
+                    "causal" if causal else "full")
+                direction = "forward" if name == "attn_fwd" else "backward"
+                symbol = f"attn_triton_{chip}_{dtype}_d{head_dim}_{variant}_{name}"
+                file = f"{symbol}.cubin"
+                with open(os.path.join(out_dir, file), "wb") as f:
+                    f.write(binary.asm["cubin"])
+                meta = binary.metadata
+                images.append({
+                    "symbol": symbol, "chip": chip, "dtype": dtype,
+                    "head_dim": head_dim, "variant": variant, "kernel": name,
+                    "function": meta.name,
+                    "parameters": [[a, t] for a, t in binary.src.signature.items()
+                                   if t != "constexpr"],
+                    "constants": {binary.src.fn.arg_names[key[0]]: value
+                                  for key, value in binary.src.constants.items()},
+                    "trailing_scratch": ["global_scratch", "profile_scratch"],
+                    "block_m": schedule[direction][0],
+                    "block_n": schedule[direction][1],
+                    "num_warps": meta.num_warps, "num_stages": meta.num_stages,
+                    "shared_bytes": meta.shared,
+                    "global_scratch_size": meta.global_scratch_size,
+                    "global_scratch_align": meta.global_scratch_align,
+                    "profile_scratch_size": meta.profile_scratch_size,
+                    "grid": GRID_RULES[name],
+                    "scale": float(module.score_scale(head_dim)),
+                })
+                lines.append(f"{symbol}\t{file}")
     launch = {"kernel": module.KERNEL, "ptxas": ptxas, "ptxas_version": ptxas_version,
-              "block_m": kernel.block_m, "block_n": kernel.block_n,
               "param_names": list(module.PARAM_NAMES),
               "inputs": [list(entry) for entry in module.INPUTS], "images": images}
     with open(os.path.join(out_dir, "launch.json"), "w", encoding="utf-8") as f:
@@ -131,10 +138,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m attn.triton_aot", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("module", help="the module attn-compile --emit=triton wrote")
-    parser.add_argument("--targets", required=True, help="sm_80,sm_90,...")
     parser.add_argument("--out", required=True, help="the directory to write")
-    parser.add_argument("--dtypes", default="bf16", help="storage types: bf16,f16,f32")
-    parser.add_argument("--head-dims", default="64", help="head dims, e.g. 64,128")
     args = parser.parse_args(argv)
     try:
         import triton  # noqa: F401
@@ -148,9 +152,7 @@ def main(argv=None):
               file=sys.stderr)
         return 1
     try:
-        head_dims = [int(d) for d in args.head_dims.split(",")]
-        compile_module(args.module, args.targets.split(","), args.out,
-                       args.dtypes.split(","), head_dims)
+        compile_module(args.module, args.out)
     except ValueError as error:
         print(error, file=sys.stderr)
         return 1

@@ -23,7 +23,8 @@ import torch
 from .compiler import _source_text, cache_dir
 from .paths import compiler_path
 
-__all__ = ["emit_triton", "load_triton", "compile_triton", "TritonKernel", "KERNEL_NAMES"]
+__all__ = ["emit_triton", "load_triton", "compile_triton", "TritonKernel", "KERNEL_NAMES",
+           "select_schedule", "choose_cuda_target", "jit_kernel_for"]
 
 #: The kernels of every emitted module, in launch order.
 KERNEL_NAMES = ("attn_fwd", "attn_bwd_preprocess", "attn_bwd_dkdv", "attn_bwd_dq")
@@ -38,23 +39,54 @@ _INPUT_TYPES = {"fp32": torch.float32, "i8": torch.int8, "i32": torch.int32, "i6
 _STORAGE_TYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def emit_triton(source, kernel=None):
+def emit_triton(source, kernel=None, options=()):
     """The Python module text attn-compile --emit=triton writes for `source` (IR text, a
-    .mlir path or traced IR, as attn.compile takes it). RuntimeError with attn-compile's
-    diagnostics when it refuses the kernel."""
+    .mlir path or traced IR, as attn.compile takes it); `options` are more attn-compile
+    options (--cuda-targets, --cuda-dtypes, --cuda-head-dims: what SCHEDULES covers).
+    Cached by content under the cache directory (triton/<key>.py, the compiler that wrote
+    it in <key>.stamp): rewritten when another attn-compile is found, and used as it is
+    where there is none (a GPU machine without the compiler, given the cache of a machine
+    that has one). RuntimeError with attn-compile's diagnostics when it refuses the
+    kernel."""
+    text = _source_text(source)
+    options = ["--emit=triton", *options] + ([f"--kernel={kernel}"] if kernel else [])
+    key = hashlib.sha256("\0".join([text, *options]).encode()).hexdigest()[:32]
+    directory = os.path.join(cache_dir(), "triton")
+    cached, stamp_path = (os.path.join(directory, f"emitted_{key}{ext}")
+                          for ext in (".py", ".stamp"))
+    try:
+        compiler = compiler_path()
+    except RuntimeError:
+        if os.path.exists(cached):
+            with open(cached, encoding="utf-8") as f:
+                return f.read()
+        raise
+    stat = os.stat(compiler)
+    stamp = f"{compiler}:{stat.st_size}:{stat.st_mtime_ns}"
+    if os.path.exists(cached) and os.path.exists(stamp_path):
+        with open(stamp_path, encoding="utf-8") as f:
+            if f.read() == stamp:
+                with open(cached, encoding="utf-8") as g:
+                    return g.read()
     with tempfile.TemporaryDirectory() as scratch:
         src = os.path.join(scratch, "kernel.mlir")
         with open(src, "w", encoding="utf-8") as f:
-            f.write(_source_text(source))
+            f.write(text)
         out = os.path.join(scratch, "kernel.py")
-        options = ["--emit=triton"] + ([f"--kernel={kernel}"] if kernel else [])
-        result = subprocess.run([compiler_path(), src, "-o", out, *options],
+        result = subprocess.run([compiler, src, "-o", out, *options],
                                 capture_output=True, text=True)
         if result.returncode != 0:
             diagnostics = (result.stderr or result.stdout).replace(src, "<attn IR>")
             raise RuntimeError(f"attn: attn-compile --emit=triton failed:\n{diagnostics}")
         with open(out, encoding="utf-8") as f:
-            return f.read()
+            module = f.read()
+    os.makedirs(directory, exist_ok=True)
+    for path, content in ((cached, module), (stamp_path, stamp)):
+        fd, temporary = tempfile.mkstemp(dir=directory, suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(content)
+        os.replace(temporary, path)
+    return module
 
 
 def _import_text(text):
@@ -86,13 +118,84 @@ def load_triton(text, block_m=None, block_n=None):
     return TritonKernel(_import_text(text), block_m, block_n)
 
 
-def compile_triton(source, kernel=None, block_m=None, block_n=None):
+def compile_triton(source, kernel=None, block_m=None, block_n=None, options=()):
     """emit_triton, then load_triton."""
-    return load_triton(emit_triton(source, kernel), block_m, block_n)
+    return load_triton(emit_triton(source, kernel, options), block_m, block_n)
+
+
+def choose_cuda_target(targets, major, minor):
+    """The target among `targets` (sm_XY) whose cubins run on a GPU of compute capability
+    major.minor, as the runtime chooses (runtime/library.cpp, choose_cuda_image): the
+    exact one, else the newest of the same major with a lower minor; None if none."""
+    exact, compatible = None, None
+    for target in targets:
+        digits = target[3:].rstrip("abcdefghijklmnopqrstuvwxyz")
+        if not target.startswith("sm_") or len(digits) < 2 or not digits.isdigit():
+            continue
+        t_major, t_minor = int(digits[:-1]), int(digits[-1])
+        specific = digits != target[3:]
+        if t_major != major:
+            continue
+        if t_minor == minor and (exact is None or not specific):
+            exact = target
+        elif not specific and t_minor < minor and (compatible is None
+                                                    or t_minor > int(compatible[-1])):
+            compatible = target
+    return exact or compatible
+
+
+def embedded_source(path):
+    """The Triton module an artifact embeds (attn_triton_source, abi.h)."""
+    import ctypes
+    library = ctypes.CDLL(path)
+    size = ctypes.c_int64.in_dll(library, "attn_triton_source_size").value
+    data = ctypes.addressof(ctypes.c_char.in_dll(library, "attn_triton_source"))
+    return ctypes.string_at(data, size).rstrip(b"\0").decode()
+
+
+_jit_kernels = {}  # artifact path -> TritonKernel of its embedded source
+
+
+def jit_kernel_for(path, targets, capability, import_triton=None):
+    """For a call on a GPU of `capability` (major, minor) with the artifact at `path`
+    whose cubins are for `targets`: None when a cubin runs there (the runtime launches
+    it), else the TritonKernel of its embedded Triton source, compiled by the user's
+    Triton on first launch. RuntimeError naming the chip and the targets when Triton is
+    not importable. `import_triton` (tests) stands in for importing triton."""
+    major, minor = capability
+    if choose_cuda_target(targets, major, minor) is not None:
+        return None
+    if path not in _jit_kernels:
+        try:
+            (import_triton or (lambda: __import__("triton")))()
+        except ImportError as error:
+            raise RuntimeError(
+                f"attn: artifact {path} has no GPU code for this GPU (sm_{major}{minor}): its "
+                f"cubins are for {', '.join(targets)}, and compiling its embedded Triton source "
+                f"needs Triton, which is not importable ({error}); install triton or recompile "
+                f"with attn-compile --cuda-targets=sm_{major}{minor}") from error
+        _jit_kernels[path] = load_triton(embedded_source(path))
+    return _jit_kernels[path]
 
 
 def _next_power_of_2(n):
     return 1 << max(0, (n - 1).bit_length())
+
+
+def _chip_version(chip):
+    return int(chip[3:]) if chip.startswith("sm_") and chip[3:].isdigit() else None
+
+
+def select_schedule(schedules, default, chip, dtype, head_dim):
+    """The schedule (dict: forward and backward (BLOCK_M, BLOCK_N, num_warps, num_stages))
+    of an emitted module's SCHEDULES for `chip` (sm_XY), `dtype` (bf16, f16, f32) and
+    `head_dim`: its own entry, else that of the newest older chip (a newer GPU than the
+    artifact was compiled for), else `default`."""
+    version = _chip_version(chip)
+    candidates = [(_chip_version(c), entry) for (c, t, d), entry in schedules.items()
+                  if t == dtype and d == head_dim and _chip_version(c) is not None
+                  and version is not None and _chip_version(c) <= version]
+    return max(candidates, key=lambda c: c[0])[1] if candidates else default
 
 
 class TritonKernel:
@@ -104,8 +207,24 @@ class TritonKernel:
         self.param_names = tuple(module.PARAM_NAMES)
         # (name, kernel argument, element type, extents, learnable) per tensor input.
         self.inputs = tuple(module.INPUTS)
-        self.block_m = block_m or module.DEFAULT_BLOCK_M
-        self.block_n = block_n or module.DEFAULT_BLOCK_N
+        # Tiles a test asks for (both directions; the default schedule's warps and stages).
+        self.block_m, self.block_n = block_m, block_n
+
+    def schedule(self, device, dtype, head_dim):
+        """{"forward": (BLOCK_M, BLOCK_N, num_warps, num_stages), "backward": (...)} on
+        `device` for storage `dtype` and `head_dim`: the module's SCHEDULES entry of the
+        device's chip (select_schedule), DEFAULT_SCHEDULE under the interpreter, the
+        tiles given to the constructor where it was given some."""
+        schedule = self.module.DEFAULT_SCHEDULE
+        if torch.device(device).type == "cuda":
+            major, minor = torch.cuda.get_device_capability(device)
+            schedule = select_schedule(self.module.SCHEDULES, schedule, f"sm_{major}{minor}",
+                                       _TRITON_TYPES[dtype].replace("fp", "f"), head_dim)
+        if self.block_m or self.block_n:
+            schedule = {direction: (self.block_m or tiles[0], self.block_n or tiles[1],
+                                    *tiles[2:])
+                        for direction, tiles in schedule.items()}
+        return schedule
 
     def initial_params(self, dtype=torch.float32, device="cpu"):
         return torch.tensor(self.module.PARAM_INITS, dtype=dtype, device=device)
@@ -192,7 +311,7 @@ class TritonKernel:
                 args[f"{arg}_s{axis}"] = stride
         return args
 
-    def _launch_arguments(self, q, k, v, params, key_lengths):
+    def _launch_arguments(self, q, k, v, params, key_lengths, tiles):
         device = q.device
         flat_params = params.detach().to(device=device, dtype=torch.float32).contiguous()
         if flat_params.numel() == 0:
@@ -203,24 +322,28 @@ class TritonKernel:
         H_KV, NK, dv = k.shape[1], k.shape[2], v.shape[3]
         sizes = dict(H=H, H_KV=H_KV, NQ=NQ, NK=NK, HEAD_DIM=d, HEAD_DIM_V=dv,
                      scale=float(self.module.score_scale(d)))
-        blocks = dict(BLOCK_M=self.block_m, BLOCK_N=self.block_n,
+        blocks = dict(BLOCK_M=tiles[0], BLOCK_N=tiles[1],
                       BLOCK_D=max(16, _next_power_of_2(d)), BLOCK_DV=max(16, _next_power_of_2(dv)),
                       DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32")
         return flat_params, lengths, sizes, blocks
 
     # --- ahead of time ---------------------------------------------------------------
     def compile_ahead(self, target, dtype=torch.bfloat16, head_dim=64, is_causal=False,
-                      has_key_lengths=False, names=KERNEL_NAMES):
+                      has_key_lengths=False, names=KERNEL_NAMES, schedule=None):
         """{kernel name: triton.compile's result} for `target` (a triton GPUTarget, e.g.
-        GPUTarget("cuda", 90, 32)), storage `dtype` and `head_dim`; no GPU needed."""
+        GPUTarget("cuda", 90, 32)), storage `dtype` and `head_dim`, with `schedule` (the
+        module's SCHEDULES entry for the target's chip by default); no GPU needed."""
         from triton.compiler import ASTSource
         from triton import compile as triton_compile
 
+        if schedule is None:
+            schedule = select_schedule(self.module.SCHEDULES, self.module.DEFAULT_SCHEDULE,
+                                       f"sm_{target.arch}", _TRITON_TYPES[dtype].replace("fp", "f"),
+                                       head_dim)
         block_d = max(16, _next_power_of_2(head_dim))
         constants = dict(IS_CAUSAL=is_causal, HAS_KEY_LENGTHS=has_key_lengths,
                          DOT_PRECISION="ieee" if dtype == torch.float32 else "tf32",
-                         BLOCK_M=self.block_m, BLOCK_N=self.block_n, BLOCK_D=block_d,
-                         BLOCK_DV=block_d)
+                         BLOCK_D=block_d, BLOCK_DV=block_d)
         table_pointers = {}
         for _, arg, element, _, _ in self.inputs:
             table_pointers[arg] = "*" + element
@@ -228,10 +351,13 @@ class TritonKernel:
         compiled = {}
         for name in names:
             fn = getattr(self.module, name)
+            block_m, block_n, num_warps, num_stages = schedule[
+                "forward" if name == "attn_fwd" else "backward"]
+            tiles = dict(constants, BLOCK_M=block_m, BLOCK_N=block_n)
             signature, constexprs = {}, {}
             for arg in fn.arg_names:
-                if arg in constants:
-                    signature[arg], constexprs[arg] = "constexpr", constants[arg]
+                if arg in tiles:
+                    signature[arg], constexprs[arg] = "constexpr", tiles[arg]
                 elif arg in _STORED:
                     signature[arg] = "*" + _TRITON_TYPES[dtype]
                 elif arg in _POINTER_TYPES:
@@ -242,25 +368,28 @@ class TritonKernel:
                     signature[arg] = "fp32" if arg == "scale" else "i32"
             source = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
             compiled[name] = triton_compile(source, target=target, options=dict(
-                num_warps=self.module.NUM_WARPS, num_stages=self.module.NUM_STAGES))
+                num_warps=num_warps, num_stages=num_stages))
         return compiled
 
     # --- launches -----------------------------------------------------------------
     def forward(self, q, k, v, params, is_causal=False, key_lengths=None, tables=()):
         """O [B, H, Nq, dv], row_max and row_sum [B, H, Nq] (float32)."""
         m = self.module
-        flat_params, lengths, sizes, blocks = self._launch_arguments(q, k, v, params, key_lengths)
+        block_m, block_n, num_warps, num_stages = self.schedule(q.device, q.dtype,
+                                                                q.shape[3])["forward"]
+        flat_params, lengths, sizes, blocks = self._launch_arguments(
+            q, k, v, params, key_lengths, (block_m, block_n))
         table_args = self._table_arguments(tables, q.device)
         B, H, NQ, _ = q.shape
         out = torch.empty(B, H, NQ, v.shape[3], dtype=q.dtype, device=q.device)
         row_max = torch.empty(B, H, NQ, dtype=torch.float32, device=q.device)
         row_sum = torch.empty_like(row_max)
         if out.numel():
-            m.attn_fwd[(-(-NQ // self.block_m), B * H)](
+            m.attn_fwd[(-(-NQ // block_m), B * H)](
                 q, k, v, out, row_max, row_sum, flat_params, lengths,
                 *q.stride(), *k.stride(), *v.stride(), *out.stride(), **table_args, **sizes,
                 IS_CAUSAL=is_causal, HAS_KEY_LENGTHS=key_lengths is not None, **blocks,
-                num_warps=m.NUM_WARPS, num_stages=m.NUM_STAGES)
+                num_warps=num_warps, num_stages=num_stages)
         return out, row_max, row_sum
 
     def backward(self, q, k, v, out, dout, row_max, row_sum, params, is_causal=False,
@@ -268,12 +397,15 @@ class TritonKernel:
         """dq, dk, dv (the dtypes of q, k, v), dparams (float32) and the learnable tables'
         gradients (float32, None for the others)."""
         m = self.module
-        flat_params, lengths, sizes, blocks = self._launch_arguments(q, k, v, params, key_lengths)
+        block_m, block_n, num_warps, num_stages = self.schedule(q.device, q.dtype,
+                                                                q.shape[3])["backward"]
+        flat_params, lengths, sizes, blocks = self._launch_arguments(
+            q, k, v, params, key_lengths, (block_m, block_n))
         table_args = self._table_arguments(tables, q.device)
         B, H, NQ, _ = q.shape
         H_KV, NK = k.shape[1], k.shape[2]
         P = len(self.param_names)
-        row_blocks, key_blocks = -(-NQ // self.block_m), -(-NK // self.block_n)
+        row_blocks, key_blocks = -(-NQ // block_m), -(-NK // block_n)
         dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
         delta = torch.empty(B, H, NQ, dtype=torch.float32, device=q.device)
         # One slot per program and param: summed below in a fixed order.
@@ -291,14 +423,14 @@ class TritonKernel:
                                 device=q.device))
         row_table_slots = {name: slots[0] for name, slots in table_slots.items()}
         key_table_slots = {name: slots[1] for name, slots in table_slots.items()}
-        launch = dict(num_warps=m.NUM_WARPS, num_stages=m.NUM_STAGES)
+        launch = dict(num_warps=num_warps, num_stages=num_stages)
         flags = dict(IS_CAUSAL=is_causal, HAS_KEY_LENGTHS=key_lengths is not None)
         if NQ and NK and B and H:
             m.attn_bwd_preprocess[(row_blocks, B * H)](
                 out, dout, delta, row_max, row_sum, flat_params, row_slots,
                 *out.stride(), *dout.stride(), **table_args, **row_table_slots, H=H, NQ=NQ,
                 HEAD_DIM_V=v.shape[3],
-                BLOCK_M=self.block_m, BLOCK_DV=blocks["BLOCK_DV"], **launch)
+                BLOCK_M=block_m, BLOCK_DV=blocks["BLOCK_DV"], **launch)
             m.attn_bwd_dkdv[(key_blocks, B * H_KV)](
                 q, k, v, dout, dk, dv, row_max, row_sum, delta, flat_params, lengths, key_slots,
                 *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dk.stride(), *dv.stride(),
@@ -332,5 +464,8 @@ class _TritonAttention(torch.autograd.Function):
         q, k, v, params, out, row_max, row_sum, *tables = ctx.saved_tensors
         dq, dk, dv, dparams, dtables = ctx.kernel.backward(
             q, k, v, out, dout, row_max, row_sum, params, ctx.is_causal, ctx.key_lengths, tables)
-        dtables = [None if d is None else d.to(t.dtype) for d, t in zip(dtables, tables)]
-        return (None, dq, dk, dv, dparams.to(params.dtype), None, None, *dtables)
+        # Params and tables may live on another device than q (the kernels read copies).
+        dtables = [None if d is None else d.to(device=t.device, dtype=t.dtype)
+                   for d, t in zip(dtables, tables)]
+        return (None, dq, dk, dv, dparams.to(device=params.device, dtype=params.dtype), None,
+                None, *dtables)
