@@ -22,7 +22,8 @@ using AttentionSig = torch::Tensor(c10::string_view, const torch::Tensor &,
                                    const torch::Tensor &, const torch::Tensor &,
                                    const torch::Tensor &, bool,
                                    const std::optional<torch::Tensor> &,
-                                   const std::optional<at::TensorList> &);
+                                   const std::optional<at::TensorList> &,
+                                   const std::optional<torch::Tensor> &, int64_t);
 /// The op attn::attention (autograd-aware), called through the dispatcher.
 const c10::TypedOperatorHandle<AttentionSig> &attention_op();
 

@@ -69,14 +69,15 @@ def _learnable_inputs(artifact):
 
 
 @torch.library.register_fake("attn::attention")
-def _attention(artifact, q, k, v, params, is_causal=False, key_lengths=None, inputs=None):
+def _attention(artifact, q, k, v, params, is_causal=False, key_lengths=None, inputs=None,
+               query_start=None, key_start=0):
     _one_device("attention", key_lengths, inputs, q=q, k=k, v=v, params=params)
     return _output(q, v)
 
 
 @torch.library.register_fake("attn::attention_forward")
 def _attention_forward(artifact, q, k, v, params, is_causal=False, key_lengths=None,
-                       inputs=None):
+                       inputs=None, query_start=None, key_start=0):
     _one_device("attention_forward", key_lengths, inputs, q=q, k=k, v=v, params=params)
     stats = q.shape[:-1]
     return (_output(q, v), _new(q, stats, _stats_dtype(q)), _new(q, stats, _stats_dtype(q)))
@@ -84,7 +85,8 @@ def _attention_forward(artifact, q, k, v, params, is_causal=False, key_lengths=N
 
 @torch.library.register_fake("attn::attention_backward")
 def _attention_backward(artifact, q, k, v, params, out, row_max, row_sum, grad_out,
-                        is_causal=False, key_lengths=None, inputs=None):
+                        is_causal=False, key_lengths=None, inputs=None, query_start=None,
+                        key_start=0):
     _one_device("attention_backward", key_lengths, inputs, q=q, k=k, v=v, params=params,
                 out=out, row_max=row_max, row_sum=row_sum, grad_out=grad_out)
     dinputs = [_new(q, t.shape) if learnable else _new(q, (0,))
@@ -95,7 +97,7 @@ def _attention_backward(artifact, q, k, v, params, out, row_max, row_sum, grad_o
 
 @torch.library.register_fake("attn::attention_weights")
 def _attention_weights(artifact, q, k, params, is_causal=False, key_lengths=None,
-                       inputs=None):
+                       inputs=None, query_start=None, key_start=0):
     _one_device("attention_weights", key_lengths, inputs, q=q, k=k, params=params)
     return _new(q, (*q.shape[:-1], k.shape[-2]))
 
