@@ -6,10 +6,11 @@ with query_start = N - Nq (an int, or one start per batch entry with key_lengths
 each entry's sequence), give the rows of the float64 reference of the whole sequence:
 O, dq, dk, dv and every learnable table's gradient (the reference's gradients with the
 earlier rows' dO zero), float64 and float32, on the generic loops (dv != d) and the
-tiled kernels (d = dv = 32). The same suffix called at position 0 differs (the test
-could fail). Then: a key chunk at key_start, chunked training (the suffix's gradients
-added to the prefix's equal the whole sequence's), extents of tables named Nq/Nk, and
-the errors for bad starts.
+tiled kernels (d = dv = 32). The same rows called at position 0 differ (the test could
+fail). Since dk, dv and the tables' gradients are those of the whole sequence with dO on
+the queried rows, a sequence trained in chunks of queries gets the whole sequence's
+gradients. Then: keys from key_start (a chunk of the keys), the extents of tables named
+Nq, and the errors for bad starts.
 """
 import math
 
@@ -106,9 +107,11 @@ def whole_sequence_reference(ref, q, k, v, dout, tables, first, Nq):
     return want
 
 
-@pytest.mark.parametrize("dt", list(DTYPES))
-@pytest.mark.parametrize("shape", list(SHAPES))
-@pytest.mark.parametrize("starts", ["int", "per_batch"])
+# (starts, schedule, dtype): both schedules, both dtypes and both kinds of starts.
+CASES = [("per_batch", "generic", "f64"), ("per_batch", "tiled", "f32"), ("int", "tiled", "f64")]
+
+
+@pytest.mark.parametrize("starts,shape,dt", CASES)
 @pytest.mark.parametrize("name", FAMILIES)
 def test_rows_at_their_positions_are_the_whole_sequences(compiled, name, starts, shape, dt):
     """query_start = N - Nq (int), or a [B] tensor of starts (entry b's rows end 3·b
@@ -134,3 +137,71 @@ def test_rows_at_their_positions_are_the_whole_sequences(compiled, name, starts,
     if name != "fox":  # FoX's c spans the positions: position 0 needs a shorter one
         at_zero = run(kernel, rows, k, v, dout, tables, is_causal, dtype)
         assert (at_zero["O"] - want["O"].to(dtype)).abs().max() > 1e-3, context
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_keys_from_key_start(compiled, shape):
+    """ALiBi (its mask region keeps j <= i) with only the keys from position 8 on, given
+    as k[8:] with key_start = 8, and the last Nq queries: the reference keeps j >= 8."""
+    kernel = compiled("alibi_heads")
+    B, H, N, Nq, d, dv = SHAPES[shape]
+    gen = torch.Generator().manual_seed(seed_of("key_start", shape))
+    q, k = (torch.randn(B, H, N, d, generator=gen, dtype=torch.float64) for _ in range(2))
+    v = torch.randn(B, H, N, dv, generator=gen, dtype=torch.float64)
+    dout = torch.randn(B, H, Nq, dv, generator=gen, dtype=torch.float64)
+    slopes = attn_slopes(H)
+    first, key_start = N - Nq, 8
+
+    def ref(q, k, v):
+        score = lambda q, k, ix: scaled_dot(q, k) - slopes[ix.h] * (ix.i - ix.j).to(q.dtype)
+        keep = lambda ix: (ix.j <= ix.i) & (ix.j >= key_start)
+        return general.attention(q, k, v, score, softmax_g, softmax_g, keep=keep)
+    want = whole_sequence_reference(ref, q, k, v, dout, {}, [first] * B, Nq)
+    want["dk"], want["dv"] = want["dk"][:, :, key_start:], want["dv"][:, :, key_start:]
+    got = run(kernel, q[:, :, first:], k[:, :, key_start:], v[:, :, key_start:], dout,
+              {"slopes": slopes}, False, torch.float64, query_start=first, key_start=key_start)
+    check_close(got, want, torch.float64, context=f"key_start {shape}", names=list(got))
+
+
+def attn_slopes(H):
+    import attn
+    return attn.alibi_slopes(H, torch.float64)
+
+
+def test_tables_named_nq_span_the_positions(compiled):
+    """FoX's c [B, H, Nq] is read at i and j: with query_start its extent must reach the
+    last query's position; the runtime names what it expected."""
+    kernel = compiled("fox")
+    q = torch.randn(1, 2, 3, 8, dtype=torch.float64)
+    k = torch.randn(1, 2, 10, 8, dtype=torch.float64)
+    with pytest.raises(RuntimeError, match=r"input c has extent 3 in dim 2, expected Nq = 10 "
+                                           r"\(the positions up to q's last query"):
+        kernel(q, k, k, inputs={"c": torch.zeros(1, 2, 3, dtype=torch.float64)}, query_start=7)
+    kernel(q, k, k, inputs={"c": torch.zeros(1, 2, 10, dtype=torch.float64)}, query_start=7)
+
+
+def test_bad_starts_are_refused(compiled):
+    kernel = compiled("causal")
+    q = torch.randn(2, 1, 3, 8, dtype=torch.float64)
+    cases = [
+        (-1, 0, r"query_start\[0\] = -1, expected a position >= 0"),
+        (torch.tensor([0, -2]), 0, r"query_start\[1\] = -2, expected a position >= 0"),
+        (torch.tensor([1, 2, 3]), 0, r"query_start must be 0-d or have shape \[B\] = \[2\], "
+                                     r"got shape \[3\]"),
+        (torch.tensor([1.0, 2.0]), 0, "query_start has dtype float32, expected int64"),
+        (None, -3, "key_start = -3, expected a position >= 0"),
+    ]
+    for query_start, key_start, message in cases:
+        with pytest.raises(RuntimeError, match=message):
+            kernel(q, q, q, query_start=query_start, key_start=key_start)
+    with pytest.raises(TypeError, match="query_start must be an int or an int64 tensor"):
+        kernel(q, q, q, query_start=1.5)
+
+
+def test_kernelised_kernels_refuse_positions(attn_mod, tmp_path):
+    from conftest import compile_source
+    kernel = attn_mod.load(compile_source(REPO / "examples" / "normalizers" / "linear.mlir",
+                                          tmp_path, "linear"))
+    q = torch.rand(1, 1, 4, 8, dtype=torch.float64)
+    with pytest.raises(RuntimeError, match="is kernelised .* takes no query_start or key_start"):
+        kernel(q, q, q, query_start=2)
