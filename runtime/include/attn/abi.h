@@ -230,6 +230,8 @@
  *                        Triton type] in order, num_warps, shared_bytes, the scratch
  *                        sizes, the grid rule and the score scale
  *   attn_triton_<chip>_<dtype>_d<hd>_<variant>_<kernel>   one cubin per kernel
+ * Absolute positions go as QueryStarts (int32 [B] on the device) and KEY_START (as
+ * query_start and key_start of the CPU entry points).
  * The runtime passes the parameters by name in the described order, then Triton's
  * global and profile scratch pointers, with num_warps · 32 threads and shared_bytes
  * of dynamic shared memory; the chip is chosen as for cuda-targets above.
