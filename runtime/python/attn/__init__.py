@@ -36,7 +36,7 @@ from .tables import CALL_DIMS
 
 __all__ = ["load", "compile", "opt", "kernel_of", "Kernel", "Attention", "MultiheadAttention",
            "attention", "alibi_slopes", "runtime_library_path", "parse_manifest", "training",
-           "KVCache"]
+           "KVCache", "hf"]
 
 _lock = threading.Lock()
 _loaded_from = None
@@ -361,5 +361,6 @@ from .functional import attention  # noqa: E402
 from .modules import MultiheadAttention  # noqa: E402
 from .tables import alibi_slopes  # noqa: E402
 from . import training  # noqa: E402
+from . import hf  # noqa: E402  (transformers is imported by hf.register only)
 
 __all__ += frontend.__all__

@@ -1,5 +1,8 @@
 """attn.attention: a compiled attn kernel called like F.scaled_dot_product_attention."""
 
+import torch
+
+from .decoding import query_start_tensor
 from .masks import kernel_masks, needs_kernel_support, with_mask_input
 
 __all__ = ["attention"]
@@ -11,7 +14,8 @@ def _heads(t):
 
 
 def attention(query, key, value, kernel, attn_mask=None, dropout_p=0.0, is_causal=False,
-              scale=None, enable_gqa=False, *, params=None, key_lengths=None, inputs=None):
+              scale=None, enable_gqa=False, *, params=None, key_lengths=None, inputs=None,
+              query_start=None, key_start=0, kv_cache=None, layer=0):
     """Attention with a compiled attn kernel, with the arguments and shapes of
     torch.nn.functional.scaled_dot_product_attention:
 
