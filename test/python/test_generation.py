@@ -2,8 +2,8 @@
 causal LM trained a few steps with each position-dependent family generates 64 tokens
 greedily with the cache, and every step's logits equal those of the whole causal forward
 over the prefix (float64, 1e-12). Also: chunked prefill against the whole forward with
-prompts of different lengths in one batch, the cache's errors, and docs/decoding.md's
-code, run as written."""
+prompts of different lengths in one batch, attn.attention with the cache, the cache's
+errors, and docs/decoding.md's code, run as written."""
 import re
 import sys
 
@@ -118,3 +118,23 @@ def test_decoding_doc_runs_as_written(attn_mod, monkeypatch):
     assert blocks
     for block in blocks:
         exec(compile(block, "docs/decoding.md", "exec"), {})
+
+
+def test_functional_attention_with_the_cache(kernels, attn_mod):
+    """attn.attention(..., kv_cache=, layer=): a chunked prefill and single steps of ALiBi
+    over [*batch, H, L, E] tensors (two batch dims) equal the whole call's rows."""
+    gen = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(2, 1, 4, 10, 8, generator=gen, dtype=torch.float64)
+               for _ in range(3))
+    inputs = {"slopes": attn_mod.alibi_slopes(4, torch.float64)}
+    kernel = kernels("alibi")
+    whole = attn_mod.attention(q, k, v, kernel, inputs=inputs)
+    cache = attn_mod.KVCache(layers=1, batch=2, heads=4, head_dim=8, capacity=10,
+                             dtype=torch.float64)
+    rows = []
+    for begin, end in ((0, 6), (6, 7), (7, 8), (8, 10)):
+        rows.append(attn_mod.attention(q[..., begin:end, :], k[..., begin:end, :],
+                                       v[..., begin:end, :], kernel, inputs=inputs,
+                                       kv_cache=cache, layer=0))
+        cache.advance()
+    assert (torch.cat(rows, dim=-2) - whole).abs().max().item() <= 1e-12
