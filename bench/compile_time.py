@@ -12,7 +12,7 @@ expand, verify, classify, derive; with the size limits lifted, to time them on e
 size) and `attn-compile` as `attn.compile` does (f32 and
 f64, --cpu=native, one process, no cache), and reports the wall time and peak RSS of
 each, the artifact's size, and the diagnostic when the compiler refuses the kernel (a
-region past max-region-ops, or its functions past max-function-ops, README "Compile
+region past max-region-ops, or its functions past max-function-ops, docs/architecture.md "Compile
 time"). Default rows: chains and DAGs of 100, 1,000 and 3,000 ops, and 100-op chains
 with 100 and 200 params. Prints markdown.
 """

@@ -11,7 +11,7 @@
 #include "mlir/Pass/PassOptions.h"
 
 namespace mlir::attn {
-/// The default size limits of attn-verify and attn-derive-backward (README,
+/// The default size limits of attn-verify and attn-derive-backward (docs/architecture.md,
 /// Compile time): ops in a kernel's scalar functions and derivatives in all, ops in
 /// one region.
 inline constexpr int64_t kDefaultMaxFunctionOps = 20000;

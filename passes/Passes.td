@@ -77,7 +77,7 @@ def AttnVerify : Pass<"attn-verify", "::mlir::ModuleOp"> {
   let description = [{
     The op verifiers check each op; this pass checks the module as a compile unit:
     it must hold at least one attn.kernel, and every kernel must be small enough to
-    compile in reasonable time (README, Compile time), before any analysis reads it:
+    compile in reasonable time (docs/architecture.md, Compile time), before any analysis reads it:
     no region of more than `max-region-ops` ops, and no more than
     `max-function-ops` ops in the scalar functions and derivatives
     attn-derive-backward would make (a lower bound: each region's size times the
@@ -144,11 +144,11 @@ def AttnDeriveBackward : Pass<"attn-derive-backward", "::mlir::ModuleOp"> {
     Option<"maxFunctionOps", "max-function-ops", "int64_t",
            /*default=*/"::mlir::attn::kDefaultMaxFunctionOps",
            "The most ops a kernel's functions and derivatives may hold together "
-           "(README, Compile time); past it the pass stops with a diagnostic "
+           "(docs/architecture.md, Compile time); past it the pass stops with a diagnostic "
            "instead of a compile of many minutes">,
     Option<"maxRegionOps", "max-region-ops", "int64_t",
            /*default=*/"::mlir::attn::kDefaultMaxRegionOps",
-           "The most ops one region of a kernel may hold (README, Compile time); "
+           "The most ops one region of a kernel may hold (docs/architecture.md, Compile time); "
            "checked with the lower bound of the total before any function is made">
   ];
   let dependentDialects = ["::mlir::func::FuncDialect"];

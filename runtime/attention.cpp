@@ -4,6 +4,7 @@
 // from tensor views, and the artifact's entry points are called in parallel.
 //
 //===----------------------------------------------------------------------===//
+#include "attn/partial.h"
 #include "attn/runtime.h"
 #include "cuda_driver.h"
 #include "internal.h"
@@ -91,6 +92,10 @@ struct Problem {
     return Nq + *std::max_element(query_start.begin(), query_start.end());
   }
   int64_t key_positions() const { return Nk + key_start; }
+  /// 1: the backward sees every key one index later, at [1, kv_len + 1), so that no
+  /// call has kv_begin = 0 and none takes the row offset's share (abi.h): a key block
+  /// of context parallelism other than the one that takes it (attention_partial_backward).
+  int64_t key_shift = 0;
 
   bool cuda() const { return device.is_cuda(); }
   /// The dtype of row_max / row_sum: q's on the CPU, float32 on the GPU (the GPU
@@ -470,6 +475,14 @@ char *slice_ptr(const Tensor &t, int64_t b, int64_t h) {
 attn_memref2d memref2d(const Tensor &t, int64_t b, int64_t h) {
   void *ptr = slice_ptr(t, b, h);
   return attn_memref2d{ptr, ptr, 0, {t.size(2), t.size(3)}, {t.stride(2), t.stride(3)}};
+}
+
+/// `m` with its rows seen `shift` indices later: row r at index r + shift. The
+/// descriptor's offset moves back (never read: the caller starts at index `shift`).
+attn_memref2d shifted(attn_memref2d m, int64_t shift) {
+  m.offset -= shift * m.strides[0];
+  m.sizes[0] += shift;
+  return m;
 }
 
 /// The [dim2] vector of a [B, H, *] tensor at (b, h).
@@ -885,6 +898,79 @@ std::vector<attn_table> tables_of(const std::vector<Tensor> &inputs) {
   return tables;
 }
 
+// With Problem::key_shift the backward sees key j at index j + shift: so do the tables
+// over the keys (a dim named Nk), read at j + shift, and their gradients' buffers.
+
+std::vector<int64_t> key_shifted_sizes(const Tensor &input, const TensorInput &declared,
+                                       int64_t shift) {
+  std::vector<int64_t> sizes = input.sizes().vec();
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (declared.dims[d] == "Nk")
+      sizes[d] += shift;
+  return sizes;
+}
+
+std::vector<attn_table> key_shifted(std::vector<attn_table> tables,
+                                    const std::vector<Tensor> &inputs, const Library &lib,
+                                    int64_t shift) {
+  const auto &declared = lib.manifest().inputs;
+  for (size_t n = 0; n < tables.size(); ++n)
+    for (size_t d = 0; d < declared[n].dims.size(); ++d)
+      if (declared[n].dims[d] == "Nk") {
+        // Index `shift` is the first read (the keys start there): never before the data.
+        tables[n].data = static_cast<char *>(tables[n].data) -
+                         shift * tables[n].strides[d] * inputs[n].element_size();
+        tables[n].sizes[d] += shift;
+      }
+  return tables;
+}
+
+Tensor key_unshifted(const Tensor &gradient, const TensorInput &declared, int64_t shift) {
+  Tensor out = gradient;
+  for (size_t d = 0; d < declared.dims.size(); ++d)
+    if (declared.dims[d] == "Nk")
+      out = out.narrow(static_cast<int64_t>(d), shift, out.size(static_cast<int64_t>(d)) - shift);
+  return out;
+}
+
+/// f(b, h, q_begin, q_end) for every block of forward_rows_per_call rows of every
+/// (batch, head) slice, in parallel.
+template <class F> void for_each_query_block(const Problem &p, const F &f) {
+  const int64_t rows = forward_rows_per_call(p.B * p.H, p.Nq, at::get_num_threads());
+  const int64_t blocks = (p.Nq + rows - 1) / rows;
+  parallel_items(p.B * p.H * blocks, [&](int64_t item) {
+    const int64_t bh = item / blocks, q_begin = item % blocks * rows;
+    f(bh / p.H, bh % p.H, q_begin, std::min(p.Nq, q_begin + rows));
+  });
+}
+
+/// The S partial states [B, H, S·Nq(, dv)] folded and finished by the artifact's merge
+/// (abi.h, attn_merge_T): split-K within one call, and context parallelism.
+std::tuple<Tensor, Tensor, Tensor>
+run_merge(const Library &lib, const Problem &p, const Tensor &params_in,
+          const std::vector<Tensor> &inputs, const Tensor &o_parts_in, const Tensor &max_parts_in,
+          const Tensor &sum_parts_in, const Tensor &count_parts_in) {
+  attn_merge_fn merge = lib.merge_fn(p.dtype);
+  const Tensor params = unit_inner_stride(params_in), o_parts = unit_inner_stride(o_parts_in),
+               max_parts = unit_inner_stride(max_parts_in),
+               sum_parts = unit_inner_stride(sum_parts_in),
+               count_parts = unit_inner_stride(count_parts_in);
+  const std::vector<attn_table> tables = tables_of(inputs);
+  auto opts = torch::TensorOptions().dtype(p.dtype).device(p.device);
+  Tensor out = torch::empty({p.B, p.H, p.Nq, p.dv}, opts);
+  Tensor row_max = torch::empty({p.B, p.H, p.Nq}, opts), row_sum = torch::empty_like(row_max);
+  const attn_memref1d pm = memref_params(params);
+  for_each_query_block(p, [&](int64_t b, int64_t h, int64_t q_begin, int64_t q_end) {
+    attn_memref2d opm = memref2d(o_parts, b, h), om = memref2d(out, b, h);
+    attn_memref1d mpm = memref1d(max_parts, b, h), spm = memref1d(sum_parts, b, h),
+                  cpm = memref1d(count_parts, b, h), mm = memref1d(row_max, b, h),
+                  sm = memref1d(row_sum, b, h), prm = pm;
+    merge(&opm, &mpm, &spm, &cpm, &om, &mm, &sm, &prm, tables.empty() ? nullptr : tables.data(),
+          b, h, q_begin, q_end, p.query_start[static_cast<size_t>(b)]);
+  });
+  return {out, row_max, row_sum};
+}
+
 std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem &p,
                                                const Tensor &q_in, const Tensor &k_in,
                                                const Tensor &v_in, const Tensor &params_in,
@@ -960,16 +1046,7 @@ std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem
        kv_end, p.causal ? 1 : 0, 1, p.query_start[static_cast<size_t>(b)], p.key_start);
   });
   if (kv_splits > 1)
-    parallel_items(BH * nqb, [&](int64_t call) {
-      const int64_t bh = call / nqb, qb = call % nqb, b = bh / p.H, h = bh % p.H;
-      attn_memref2d opm = memref2d(o_parts, b, h), om = memref2d(out, b, h);
-      attn_memref1d mpm = memref1d(max_parts, b, h), spm = memref1d(sum_parts, b, h),
-                    cpm = memref1d(count_parts, b, h), mm = memref1d(row_max, b, h),
-                    sm = memref1d(row_sum, b, h), prm = pm;
-      const int64_t q_begin = qb * rows_per_item;
-      merge(&opm, &mpm, &spm, &cpm, &om, &mm, &sm, &prm, table_ptr, b, h, q_begin,
-            std::min(p.Nq, q_begin + rows_per_item), p.query_start[static_cast<size_t>(b)]);
-    });
+    return run_merge(lib, p, params, inputs, o_parts, max_parts, sum_parts, count_parts);
   return {out, row_max, row_sum};
 }
 
@@ -1014,7 +1091,7 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
                out = unit_inner_stride(out_in), row_max = unit_inner_stride(row_max_in),
                row_sum = unit_inner_stride(row_sum_in),
                grad_out = unit_inner_stride(grad_out_in);
-  const std::vector<attn_table> tables = tables_of(inputs);
+  const std::vector<attn_table> tables = key_shifted(tables_of(inputs), inputs, lib, p.key_shift);
   auto opts = torch::TensorOptions().dtype(p.dtype).device(q.device());
   // A slice's queries are split into `splits` calls when B·H alone would leave
   // threads idle; each split adds its share to its own dk, dv and dparams buffers
@@ -1061,7 +1138,9 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
   for (auto [part, dtable] = std::pair(parts.begin(), dtables.begin()); part != parts.end();
        ++part, ++dtable)
     for (size_t n = 0; n < inputs.size(); ++n) {
-      part->push_back(declared[n].learnable ? torch::zeros(inputs[n].sizes(), opts) : Tensor());
+      part->push_back(declared[n].learnable
+                          ? torch::zeros(key_shifted_sizes(inputs[n], declared[n], p.key_shift), opts)
+                          : Tensor());
       dtable->push_back(part->back().defined() ? table_of(part->back()) : attn_table{});
     }
 
@@ -1075,10 +1154,12 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
     const int64_t q_end = query_split_begin(split + 1, splits, p.Nq, kv_len, p.causal);
     const auto [kv_begin, kv_end] = key_chunk(kv_split, kv_splits, kv_len);
     const Tensor dk_part = dk_parts[split], dv_part = dv_parts[split];
-    attn_memref2d qm = memref2d(q, b, h), km = memref2d(k, b, p.kv_head(h)),
-                  vm = memref2d(v, b, p.kv_head(h)), om = memref2d(out, b, h),
-                  dom = memref2d(grad_out, b, h), dqm = memref2d(dq_parts[kv_split], b, h),
-                  dkm = memref2d(dk_part, b, h), dvm = memref2d(dv_part, b, h);
+    attn_memref2d qm = memref2d(q, b, h), km = shifted(memref2d(k, b, p.kv_head(h)), p.key_shift),
+                  vm = shifted(memref2d(v, b, p.kv_head(h)), p.key_shift),
+                  om = memref2d(out, b, h), dom = memref2d(grad_out, b, h),
+                  dqm = memref2d(dq_parts[kv_split], b, h),
+                  dkm = shifted(memref2d(dk_part, b, h), p.key_shift),
+                  dvm = shifted(memref2d(dv_part, b, h), p.key_shift);
     attn_memref1d mm = memref1d(row_max, b, h), sm = memref1d(row_sum, b, h), prm = pm;
     attn_memref1d dpm{nullptr, nullptr, 0, {p.P}, {1}};
     if (p.P > 0) {
@@ -1087,8 +1168,9 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
       dpm.allocated = dpm.aligned = ptr;
     }
     fn(&qm, &km, &vm, &om, &dom, &mm, &sm, &prm, tables.empty() ? nullptr : tables.data(), &dqm,
-       &dkm, &dvm, &dpm, chunk_dtables, b, h, q_begin, q_end, kv_begin, kv_end,
-       p.causal ? 1 : 0, p.query_start[static_cast<size_t>(b)], p.key_start);
+       &dkm, &dvm, &dpm, chunk_dtables, b, h, q_begin, q_end, kv_begin + p.key_shift,
+       kv_end + p.key_shift, p.causal ? 1 : 0, p.query_start[static_cast<size_t>(b)],
+       p.key_start - p.key_shift);  // key row r is seen at index r + key_shift
   };
   at::parallel_for(0, chunks, 1, [&](int64_t first, int64_t last) {
     for (int64_t c = first; c < last; ++c) {
@@ -1106,12 +1188,69 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
     Tensor total = parts[0][n];
     for (int64_t c = 1; c < chunks && total.defined(); ++c)
       total.add_(parts[static_cast<size_t>(c)][n]);
-    dinputs.push_back(total.defined() ? total : torch::empty({0}, opts));
+    dinputs.push_back(total.defined() ? key_unshifted(total, declared[n], p.key_shift)
+                                      : torch::empty({0}, opts));
   }
   Tensor dparams = dparams_parts.sum(0);
   return {sum_splits(dq_parts), sum_groups(sum_splits(dk_parts), p),
           sum_groups(sum_splits(dv_parts), p), dparams, dinputs};
 }
+
+// --- one key block of context parallelism (attn/partial.h) ---------------------
+
+/// The checks of a key block's call: CPU code with split-K entry points, and the
+/// block's positions within what ABI 7 lets the regions see.
+void check_block(const Library &lib, const char *fn, const Problem &p,
+                 const BlockPositions &at, bool row_offset) {
+  TORCH_CHECK(!p.cuda(), fn, ": the GPU kernels have no partial (split-K) mode; run "
+              "context parallelism on CPU tensors");
+  TORCH_CHECK(lib.manifest().algorithm != "kernelised", fn, ": kernel ", lib.manifest().kernel,
+              " is kernelised (linear attention): its forward has no partial state to merge "
+              "(abi.h), and context parallelism for it needs prefix sums of psi(k) v^T across "
+              "ranks, which attn does not implement; run it on the whole sequence");
+  TORCH_CHECK(at.q_start >= 0 && at.k_start >= 0, fn, ": q_start = ", at.q_start,
+              " and k_start = ", at.k_start, " must be >= 0 (the block's first query and key "
+              "positions in the sequence)");
+  // ABI 7's entry points see block-local indices i, j: a causal flag is exact on a
+  // diagonal block, a baked-in mask only on the block at the sequence's start.
+  TORCH_CHECK(!p.causal || at.q_start == at.k_start, fn, ": is_causal on a block with q_start = ",
+              at.q_start, " and k_start = ", at.k_start,
+              ": the kernels see block-local positions (attn-abi ", ATTN_ABI_VERSION,
+              "), so a causal call must be a diagonal block (q_start == k_start); pass keys "
+              "wholly before the queries without is_causal and skip those after them");
+  TORCH_CHECK(lib.manifest().mask == "none" || (at.q_start == 0 && at.k_start == 0), fn,
+              ": kernel ", lib.manifest().kernel, " has the mask ", lib.manifest().mask,
+              ", which reads positions, and the block starts at q_start = ", at.q_start,
+              ", k_start = ", at.k_start, ": the kernels see block-local positions (attn-abi ",
+              ATTN_ABI_VERSION, "); shard it once they take absolute positions");
+  TORCH_CHECK(row_offset || !p.causal, fn, ": a causal block must take the row offset's "
+              "share (row_offset=True): without it the keys are seen one index later");
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor>
+run_partial_forward(const Library &lib, const Problem &p, const Tensor &q_in, const Tensor &k_in,
+                    const Tensor &v_in, const Tensor &params_in, const std::vector<Tensor> &inputs) {
+  attn_forward_fn fn = lib.forward_fn(p.dtype);
+  const Tensor q = unit_inner_stride(q_in), k = unit_inner_stride(k_in),
+               v = unit_inner_stride(v_in), params = unit_inner_stride(params_in);
+  const std::vector<attn_table> tables = tables_of(inputs);
+  auto opts = torch::TensorOptions().dtype(p.dtype).device(q.device());
+  Tensor out = torch::empty({p.B, p.H, p.Nq, p.dv}, opts);
+  Tensor row_max = torch::empty({p.B, p.H, p.Nq}, opts);
+  Tensor row_sum = torch::empty_like(row_max), row_count = torch::empty_like(row_max);
+  const attn_memref1d pm = memref_params(params);
+  for_each_query_block(p, [&](int64_t b, int64_t h, int64_t q_begin, int64_t q_end) {
+    attn_memref2d qm = memref2d(q, b, h), km = memref2d(k, b, p.kv_head(h)),
+                  vm = memref2d(v, b, p.kv_head(h)), om = memref2d(out, b, h);
+    attn_memref1d mm = memref1d(row_max, b, h), sm = memref1d(row_sum, b, h),
+                  cm = memref1d(row_count, b, h), prm = pm;
+    fn(&qm, &km, &vm, &om, &mm, &sm, &cm, &prm, tables.empty() ? nullptr : tables.data(), b, h,
+       q_begin, q_end, 0, p.kv_len[static_cast<size_t>(b)], p.causal ? 1 : 0, 1,
+       p.query_start[static_cast<size_t>(b)], p.key_start);
+  });
+  return {out, row_max, row_sum, row_count};
+}
+
 
 Tensor empty_params(const Tensor &params, const Tensor &q) {
   if (params.defined())
@@ -1163,6 +1302,63 @@ attention_backward(const std::shared_ptr<const Library> &lib, const Tensor &q, c
   check_aux(*lib, fn, "row_max", row_max, p, {p.B, p.H, p.Nq}, "[B, H, Nq]", true);
   check_aux(*lib, fn, "row_sum", row_sum, p, {p.B, p.H, p.Nq}, "[B, H, Nq]", true);
   check_aux(*lib, fn, "grad_out", grad_out, p, {p.B, p.H, p.Nq, p.dv}, "[B, H, Nq, dv]");
+  torch::NoGradGuard no_grad;
+  return run_backward(*lib, p, q, k, v, empty_params(params, q), opts.inputs, out, row_max,
+                      row_sum, grad_out);
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor>
+attention_partial_forward(const std::shared_ptr<const Library> &lib, const Tensor &q,
+                          const Tensor &k, const Tensor &v, const Tensor &params,
+                          const Options &opts, const BlockPositions &at) {
+  const char *fn = "attn::attention_partial_forward";
+  TORCH_CHECK(lib, fn, ": lib is null, expected a Library from attn::Library::load");
+  Problem p = validate(*lib, fn, q, k, v, params, opts);
+  check_block(*lib, fn, p, at, true);
+  torch::NoGradGuard no_grad;
+  return run_partial_forward(*lib, p, q, k, v, empty_params(params, q), opts.inputs);
+}
+
+std::tuple<Tensor, Tensor, Tensor>
+attention_merge(const std::shared_ptr<const Library> &lib, const Tensor &q, const Tensor &k,
+                const Tensor &v, const Tensor &params, const Tensor &o_parts,
+                const Tensor &max_parts, const Tensor &sum_parts, const Tensor &count_parts,
+                const Options &opts, const BlockPositions &at) {
+  const char *fn = "attn::attention_merge";
+  TORCH_CHECK(lib, fn, ": lib is null, expected a Library from attn::Library::load");
+  Problem p = validate(*lib, fn, q, k, v, params, opts);
+  check_block(*lib, fn, p, at, true);
+  check_tensor(*lib, fn, "o_parts", o_parts, "[B, H, S*Nq, dv]");
+  const int64_t splits = o_parts.dim() == 4 && p.Nq > 0 ? o_parts.size(2) / p.Nq : 0;
+  TORCH_CHECK(splits >= 1 && o_parts.size(2) == splits * p.Nq, fn,
+              ": o_parts must have shape [B, H, S*Nq, dv] with S >= 1 (the S partial states "
+              "of q's ", p.Nq, " rows, state s in rows [s*Nq, (s+1)*Nq)), got ",
+              shape_str(o_parts));
+  check_aux(*lib, fn, "o_parts", o_parts, p, {p.B, p.H, splits * p.Nq, p.dv}, "[B, H, S*Nq, dv]");
+  for (const auto &[name, t] : {std::pair<const char *, const Tensor &>{"max_parts", max_parts},
+                                {"sum_parts", sum_parts},
+                                {"count_parts", count_parts}})
+    check_aux(*lib, fn, name, t, p, {p.B, p.H, splits * p.Nq}, "[B, H, S*Nq]");
+  torch::NoGradGuard no_grad;
+  return run_merge(*lib, p, empty_params(params, q), opts.inputs, o_parts, max_parts, sum_parts,
+                   count_parts);
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, std::vector<Tensor>>
+attention_partial_backward(const std::shared_ptr<const Library> &lib, const Tensor &q,
+                           const Tensor &k, const Tensor &v, const Tensor &params,
+                           const Tensor &out, const Tensor &row_max, const Tensor &row_sum,
+                           const Tensor &grad_out, const Options &opts, const BlockPositions &at,
+                           bool row_offset) {
+  const char *fn = "attn::attention_partial_backward";
+  TORCH_CHECK(lib, fn, ": lib is null, expected a Library from attn::Library::load");
+  Problem p = validate(*lib, fn, q, k, v, params, opts);
+  check_block(*lib, fn, p, at, row_offset);
+  check_aux(*lib, fn, "out", out, p, {p.B, p.H, p.Nq, p.dv}, "[B, H, Nq, dv]");
+  check_aux(*lib, fn, "row_max", row_max, p, {p.B, p.H, p.Nq}, "[B, H, Nq]", true);
+  check_aux(*lib, fn, "row_sum", row_sum, p, {p.B, p.H, p.Nq}, "[B, H, Nq]", true);
+  check_aux(*lib, fn, "grad_out", grad_out, p, {p.B, p.H, p.Nq, p.dv}, "[B, H, Nq, dv]");
+  p.key_shift = row_offset ? 0 : 1;
   torch::NoGradGuard no_grad;
   return run_backward(*lib, p, q, k, v, empty_params(params, q), opts.inputs, out, row_max,
                       row_sum, grad_out);

@@ -27,6 +27,16 @@ using AttentionSig = torch::Tensor(c10::string_view, const torch::Tensor &,
 /// The op attn::attention (autograd-aware), called through the dispatcher.
 const c10::TypedOperatorHandle<AttentionSig> &attention_op();
 
+/// The Options of an op's (is_causal, key_lengths, inputs) arguments.
+Options make_options(bool is_causal, const std::optional<torch::Tensor> &key_lengths,
+                     const std::optional<at::TensorList> &inputs,
+                     const std::optional<torch::Tensor> &query_start = std::nullopt,
+                     int64_t key_start = 0);
+
+/// The Autograd kernel of a non-differentiable op: the op itself, below autograd, so
+/// its outputs never require grad.
+void not_differentiable(const c10::OperatorHandle &op, torch::jit::Stack *stack);
+
 /// `params`, or for None (an undefined tensor) an empty one on q's device, after
 /// attention_forward's checks when any of q, k, v and params is None: its autograd
 /// function records the device of every tensor argument, which an undefined one has
@@ -84,6 +94,11 @@ bool mapped_from(const void *address, const struct stat &file);
 
 /// "a function", "a data object", ... for an ELF symbol type.
 std::string elf_symbol_kind(unsigned char type);
+/// Whether `artifact` is a portable reference (ATTN_ARTIFACT_REFERENCE_PREFIX), not a path.
+bool is_artifact_reference(const std::string &artifact);
+/// The path the registered resolver gives `reference` (once per process); a c10::Error
+/// naming the reference when there is no resolver or it fails.
+std::string resolve_artifact_reference(const std::string &reference);
 } // namespace detail
 } // namespace attn
 

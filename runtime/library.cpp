@@ -737,6 +737,8 @@ struct LibraryLoader {
 };
 
 std::shared_ptr<const Library> Library::load(const std::string &path) {
+  if (detail::is_artifact_reference(path))
+    return load(detail::resolve_artifact_reference(path));
   TORCH_CHECK(!path.empty(), "attn: artifact path is empty, expected the path of a .so "
                              "produced by attn-compile");
   char resolved[PATH_MAX];

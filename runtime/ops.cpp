@@ -57,18 +57,7 @@ std::shared_ptr<const Library> load(c10::string_view artifact) {
   return Library::load(std::string(artifact));
 }
 
-Options make_options(bool is_causal, const OptionalTensor &key_lengths,
-                     const OptionalInputs &inputs, const OptionalTensor &query_start,
-                     int64_t key_start) {
-  Options o;
-  o.is_causal = is_causal;
-  o.key_lengths = key_lengths;
-  o.query_start = query_start;
-  o.key_start = key_start;
-  if (inputs)
-    o.inputs = inputs->vec();
-  return o;
-}
+using detail::make_options;
 
 // --- CPU and CUDA kernels ----------------------------------------------------
 
@@ -195,15 +184,27 @@ Tensor attention_autograd(c10::string_view artifact, const Tensor &q, const Tens
                                   key_start, tables);
 }
 
-/// The Autograd kernel of a non-differentiable op: the op itself, below autograd.
+} // namespace
+
+namespace detail {
+Options make_options(bool is_causal, const std::optional<torch::Tensor> &key_lengths,
+                     const std::optional<at::TensorList> &inputs,
+                     const std::optional<torch::Tensor> &query_start, int64_t key_start) {
+  Options o;
+  o.is_causal = is_causal;
+  o.key_lengths = key_lengths;
+  o.query_start = query_start;
+  o.key_start = key_start;
+  if (inputs)
+    o.inputs = inputs->vec();
+  return o;
+}
+
 void not_differentiable(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
   at::AutoDispatchBelowADInplaceOrView guard;
   op.callBoxed(stack);
 }
 
-} // namespace
-
-namespace detail {
 const c10::TypedOperatorHandle<AttentionSig> &attention_op() {
   static const auto op = typed_op<AttentionSig>("attn::attention");
   return op;
@@ -250,5 +251,5 @@ TORCH_LIBRARY_IMPL(attn, Autograd, m) {
   for (const char *op :
        {"attention_forward", "attention_backward", "attention_weights", "key_lengths_from_padding",
         "keep_from_bias"})
-    m.impl(op, torch::CppFunction::makeFromBoxedFunction<&attn::not_differentiable>());
+    m.impl(op, torch::CppFunction::makeFromBoxedFunction<&attn::detail::not_differentiable>());
 }

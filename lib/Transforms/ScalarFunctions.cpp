@@ -222,7 +222,7 @@ static InFlightDiagnostic tooManyFunctionOps(KernelOp kernel, StringRef needs, i
   return kernel.emitOpError()
          << "needs " << needs << ops << " ops in its scalar functions and their derivatives, "
          << "over the limit of " << limit
-         << " (README, Compile time); shorten the regions, share subexpressions "
+         << " (docs/architecture.md, Compile time); shorten the regions, share subexpressions "
             "between them, or declare fewer params";
 }
 
@@ -252,7 +252,7 @@ LogicalResult mlir::attn::checkKernelSize(KernelOp kernel, const FunctionSizeLim
     return owner->emitOpError()
            << "has " << ops << " ops in its " << role << " region, over the limit of "
            << limits.regionOps
-           << " per region (README, Compile time); shorten the region or share "
+           << " per region (docs/architecture.md, Compile time); shorten the region or share "
               "subexpressions";
   };
   int64_t total = 0;

@@ -23,7 +23,7 @@ attn.normalizer @tanhmax {
     attn.yield %sum : f32
   }
 }
-// expected-error @+1 {{'attn.kernel' op needs 53 ops in its scalar functions and their derivatives, over the limit of 40 (README, Compile time); shorten the regions, share subexpressions between them, or declare fewer params}}
+// expected-error @+1 {{'attn.kernel' op needs 53 ops in its scalar functions and their derivatives, over the limit of 40 (docs/architecture.md, Compile time); shorten the regions, share subexpressions between them, or declare fewer params}}
 attn.kernel @k normalizer(@tanhmax)
 
 // Of 9 ops with the func: inlined.

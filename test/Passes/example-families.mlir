@@ -1,4 +1,4 @@
-// The examples/families/ kernels round-trip and get the algorithm their README
+// The examples/families/ kernels round-trip and get the algorithm their docs/language.md
 // entry promises; the kernelised ones lower without the quadratic tiles.
 // RUN: attn-opt %examples/families/linear_causal.mlir --verify-roundtrip > /dev/null
 // RUN: attn-opt %examples/families/relu_kernel.mlir --verify-roundtrip > /dev/null

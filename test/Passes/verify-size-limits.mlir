@@ -1,11 +1,11 @@
 // RUN: attn-opt %s --split-input-file --attn-verify="max-region-ops=3 max-function-ops=50" -verify-diagnostics
 // RUN: attn-opt %s --split-input-file --attn-derive-backward="max-region-ops=3 max-function-ops=50" -verify-diagnostics
 
-// Size limits are checked before any analysis reads a kernel (README, Compile time):
+// Size limits are checked before any analysis reads a kernel (docs/architecture.md, Compile time):
 // attn-verify and, for a pipeline without it, attn-derive-backward before it makes
 // a function. A region of more than max-region-ops ops is refused, naming its owner
 // and the region.
-// expected-error @+1 {{'attn.score' op has 4 ops in its mod region, over the limit of 3 per region (README, Compile time); shorten the region or share subexpressions}}
+// expected-error @+1 {{'attn.score' op has 4 ops in its mod region, over the limit of 3 per region (docs/architecture.md, Compile time); shorten the region or share subexpressions}}
 attn.score @deep contract dot mod {
 ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
   %a0 = math.tanh %s : f32
@@ -39,7 +39,7 @@ attn.normalizer @many params(t0 = 0.0, t1 = 0.0, t2 = 0.0, t3 = 0.0, t4 = 0.0, t
   }
   denominator sum
 }
-// expected-error @+1 {{'attn.kernel' op needs at least 72 ops in its scalar functions and their derivatives, over the limit of 50 (README, Compile time); shorten the regions, share subexpressions between them, or declare fewer params}}
+// expected-error @+1 {{'attn.kernel' op needs at least 72 ops in its scalar functions and their derivatives, over the limit of 50 (docs/architecture.md, Compile time); shorten the regions, share subexpressions between them, or declare fewer params}}
 attn.kernel @k normalizer(@many)
 
 // -----

@@ -222,3 +222,30 @@ def memref_of(t):
     for n, (size, stride) in enumerate(zip(t.shape, t.stride())):
         m.sizes[n], m.strides[n] = size, stride
     return m
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on now (for MASTER_PORT)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_workers(worker, args, nprocs, deadline_s, what):
+    """worker(rank, *args) in nprocs spawned processes; fails the test naming `what` when
+    they are not done within deadline_s (killed: a test never hangs) or one raises."""
+    import time
+
+    import pytest
+    import torch.multiprocessing as mp
+
+    context = mp.start_processes(worker, args=args, nprocs=nprocs, join=False,
+                                 start_method="spawn")
+    deadline = time.monotonic() + deadline_s
+    while not context.join(timeout=1):
+        if time.monotonic() > deadline:
+            for process in context.processes:
+                process.kill()
+            pytest.fail(f"{what}: the {nprocs} workers did not finish within {deadline_s} s")

@@ -252,7 +252,7 @@ def elf_edits(rng, data):
     """(offset, byte) edits of the ELF structures the runtime checks before dlopen: the
     identification, type and machine; the section headers, by which it finds the dynamic
     symbols; the types of the attn symbols. (Other structures, which only the dynamic
-    loader reads, are trusted once sealed: see the README's trust model.)"""
+    loader reads, are trusted once sealed: see the trust model in docs/artifacts.md.)"""
     where = rng.choice(["ident", "sections", "symbol"])
     if where == "ident":
         return [(rng.choice([4, 5, 16, 17, 18, 19]), rng.randrange(256))]

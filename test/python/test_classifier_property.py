@@ -26,7 +26,7 @@ and:
   plain kernels compiles and is finite there. Sampled are kernels whose exact O is a
   real number within float32's range and whose C_i is well-conditioned at those
   inputs: (ε + Σ_j |h|) / |C_i| <= 10 (a summand of both signs is accepted with ε as the
-  user's statement that the sum stays away from 0, README "Denominators that can
+  user's statement that the sum stays away from 0, docs/language.md "Denominators that can
   vanish").
 
 The counts are printed (`pytest -s`) and the test fails listing every offending

@@ -7,17 +7,14 @@ scalars are passed as ignored_params and their gradients all-reduced by hand). A
 kills the workers, so the test can never hang."""
 import datetime
 import os
-import socket
-import time
-
 import attn
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
 
 from conftest import EXAMPLES
+from helpers import free_port, run_workers
 
 WORLD = 2
 BATCH = 4            # split 2 + 2 over the workers
@@ -97,21 +94,8 @@ def _worker(rank, port, artifact, mode, outdir):
     os._exit(0)
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _distributed_grads(artifact, mode, outdir):
-    context = mp.start_processes(_worker, args=(_free_port(), artifact, mode, str(outdir)),
-                                 nprocs=WORLD, join=False, start_method="spawn")
-    deadline = time.monotonic() + DEADLINE_S
-    while not context.join(timeout=1):
-        if time.monotonic() > deadline:
-            for process in context.processes:
-                process.kill()
-            pytest.fail(f"{mode}: the {WORLD} workers did not finish within {DEADLINE_S} s")
+    run_workers(_worker, (free_port(), artifact, mode, str(outdir)), WORLD, DEADLINE_S, mode)
     return torch.load(outdir / "grads.pt")
 
 

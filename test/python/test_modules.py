@@ -79,7 +79,8 @@ def _close(a, b, dtype):
 
 def test_signature_matches_torch():
     """Constructor and forward take torch's parameters, in torch's order, with its defaults;
-    the constructor adds the keywords normalizer, cuda_targets and input_inits."""
+    the constructor adds the keywords normalizer, cuda_targets, input_inits and
+    context_parallel."""
     import inspect
 
     import attn
@@ -92,7 +93,8 @@ def test_signature_matches_torch():
     assert params(attn.MultiheadAttention.forward) == params(torch.nn.MultiheadAttention.forward)
     extra = [p for p in inspect.signature(attn.MultiheadAttention.__init__).parameters.values()
              if p.kind is p.KEYWORD_ONLY]
-    assert [p.name for p in extra] == ["normalizer", "cuda_targets", "input_inits"]
+    assert [p.name for p in extra] == ["normalizer", "cuda_targets", "input_inits",
+                                       "context_parallel"]
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])

@@ -357,7 +357,7 @@ def test_gradcheck_small(artifacts):
 
 
 def test_nan_param_makes_every_row_nan(artifacts):
-    """A NaN param value is computed with, not refused (README, Non-finite values): every
+    """A NaN param value is computed with, not refused (docs/language.md, Non-finite values): every
     score passes through multimax's params, so each one NaN makes every output NaN,
     never a finite value that silently dropped it."""
     q, k, v = (torch.randn(1, 2, 5, 8, generator=torch.Generator().manual_seed(n),

@@ -197,7 +197,7 @@ def test_offsets_stay_finite_for_extreme_scores(compiled, dt):
 
 @pytest.mark.parametrize("dt", list(DTYPES))
 def test_infinite_sinks_follow_ieee_arithmetic(compiled, dt):
-    """A non-finite tensor input is computed with, not refused (README, Non-finite
+    """A non-finite tensor input is computed with, not refused (docs/language.md, Non-finite
     values): a sink logit of -inf is β = e^-inf = 0, no sink (the sliding window's
     softmax); one of +inf is β = ∞ and its head's rows are ∞/∞ = NaN, as torch.softmax
     of a row holding +inf (gpt-oss's eager sinks) gives; the other head is untouched."""

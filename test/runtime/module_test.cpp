@@ -1,11 +1,13 @@
 // attn::MultiheadAttention (runtime/include/attn/modules.h) against
 // torch::nn::MultiheadAttention, with a softmax artifact compiled from
 // examples/normalizers/softmax.mlir, and its normalizer params with MultiMax's; the
-// named extents of a tensor input (examples/families/fox.mlir) through attn::attention.
+// named extents of a tensor input (examples/families/fox.mlir) through attn::attention;
+// and the C++ snippets of docs/usage.md and docs/tools.md as written.
 #include "attn/modules.h"
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 
 namespace {
@@ -222,6 +224,37 @@ TEST(KeyLengthsFromPadding, BoolAndAdditiveFloatMasks) {
                          "a float mask with values other than 0 and -inf");
   EXPECT_THROW(attn::key_lengths_from_padding(padded.to(torch::kLong), 5), c10::Error);
   EXPECT_THROW(attn::key_lengths_from_padding(padded, 6), c10::Error);
+}
+
+// The C++ snippets of docs/usage.md and docs/tools.md, verbatim (test_docs.py checks that
+// they are), run in the artifacts' directory, as the pages' relative paths assume.
+TEST(DocsSnippets, CallAnArtifactAndTheModule) {
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(ATTN_TEST_ARTIFACT_DIR);
+  torch::manual_seed(3);
+  auto q = torch::randn({2, 4, 16, 64}, torch::requires_grad());
+  auto k = torch::randn({2, 4, 16, 64}, torch::requires_grad());
+  auto v = torch::randn({2, 4, 16, 64}, torch::requires_grad());
+  {
+    auto lib = attn::Library::load("tanhmax.so");
+    attn::Options opts;
+    opts.is_causal = true;
+    torch::Tensor out = attn::attention(lib, q, k, v, lib->initial_params(), opts);  // autograd-aware
+    out.sum().backward();
+    EXPECT_EQ(out.sizes(), q.sizes());
+    ASSERT_TRUE(q.grad().defined());
+    EXPECT_GT(q.grad().abs().sum().item<double>(), 0);
+  }
+  auto x = torch::randn({2, 10, 64});
+  {
+    attn::MultiheadAttention mha(attn::MultiheadAttentionOptions(64, 4, "multimax.so").batch_first(true));
+    auto [out, weights] = mha->forward(x, x, x, /*key_padding_mask=*/{}, /*need_weights=*/true,
+                                       /*is_causal=*/true);
+    EXPECT_EQ(out.sizes(), x.sizes());
+    EXPECT_EQ(weights.sizes(), (std::vector<int64_t>{2, 10, 10}));
+    EXPECT_EQ(weights[0][0][1].item<double>(), 0);   // causal: the first query sees one key
+  }
+  std::filesystem::current_path(cwd);
 }
 
 } // namespace

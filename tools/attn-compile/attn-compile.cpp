@@ -742,6 +742,9 @@ namespace {
 /// The pid of the `cc` that links the artifact while it runs, else 0; `cc` leads its
 /// own process group, which holds the programs it runs (collect2, ld).
 std::atomic<pid_t> runningLinker{0};
+/// True from just before `cc` is spawned until runningLinker holds its pid (or the
+/// spawn failed).
+std::atomic<bool> spawningLinker{false};
 /// The handlers stopLinker hands each signal to: LLVM's (RemoveFileOnSignal's).
 struct sigaction chainedHandlers[NSIG];
 /// The signals on which LLVM's handler removes the temporary files.
@@ -751,10 +754,17 @@ constexpr int kCleanupSignals[] = {SIGHUP, SIGINT, SIGTERM, SIGQUIT, SIGUSR2};
 /// still running survives it and would write its output after that cleanup. So while
 /// `cc` runs this handler goes first: it kills the linker's process group, waits (at
 /// most a second) until no process of it is left, then hands the signal on.
-/// Async-signal-safe calls only. (A signal in the moment between the spawn and
-/// runningLinker's store still misses the linker.)
+/// Async-signal-safe calls only. A signal that arrives while `cc` is being spawned
+/// must not miss it (under load `cc` may run, and write, before the spawning thread
+/// stores its pid): the spawning thread blocks these signals until the pid is stored,
+/// so a signal meant for the process waits for it there, and another thread that
+/// takes one meanwhile waits (at most a second) for the store here.
 void stopLinker(int sig, siginfo_t *info, void *context) {
   const int savedErrno = errno;
+  for (int wait = 0; wait < 1000 && spawningLinker.load() && runningLinker.load() == 0; ++wait) {
+    struct timespec millisecond {0, 1000000};
+    ::nanosleep(&millisecond, nullptr);
+  }
   if (pid_t pid = runningLinker.exchange(0); pid > 0) {
     ::kill(-pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
@@ -812,20 +822,31 @@ static int runLinker(StringRef linker, ArrayRef<StringRef> args, std::string &er
   for (std::string &arg : strings)
     argv.push_back(arg.data());
   argv.push_back(nullptr);
+  LinkerGuard guard;
+  sigset_t cleanupSignals, unblocked;
+  sigemptyset(&cleanupSignals);
+  for (int sig : kCleanupSignals)
+    sigaddset(&cleanupSignals, sig);
+  ::pthread_sigmask(SIG_BLOCK, &cleanupSignals, &unblocked);
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
   posix_spawnattr_setpgroup(&attributes, 0);
-  LinkerGuard guard;
+  posix_spawnattr_setsigmask(&attributes, &unblocked); // `cc` takes signals as we did
   pid_t pid = 0;
   const std::string program = linker.str();
+  spawningLinker.store(true);
   int spawned = ::posix_spawn(&pid, program.c_str(), nullptr, &attributes, argv.data(), environ);
   posix_spawnattr_destroy(&attributes);
+  if (spawned == 0)
+    runningLinker.store(pid);
+  spawningLinker.store(false);
+  // A signal blocked meanwhile is handled now, with the pid known.
+  ::pthread_sigmask(SIG_SETMASK, &unblocked, nullptr);
   if (spawned != 0) {
     error = std::strerror(spawned);
     return -1;
   }
-  runningLinker.store(pid);
   // Waits for the exit without reaping: until runningLinker is cleared, the pid
   // stopLinker may kill stays the linker's (a zombie), never a reused one.
   siginfo_t exited;

@@ -12,7 +12,7 @@
 // dlopen()s anything, and refuses a file without one, with another length (truncated,
 // appended to) or another digest (edited, corrupted). It is an integrity check, not an
 // authentication: anyone can seal a file (attn-seal), and loading an artifact runs its
-// code (README, "Trust model").
+// code (docs/artifacts.md, "Trust model").
 //
 // Header-only and dependency-free: attn-compile (the writer), the runtime (the reader)
 // and attn-seal share it.

@@ -162,6 +162,8 @@ public:
   /// naming the artifact and what was expected. A path whose file was replaced after
   /// it was loaded in this process is reloaded only when the new contents are the
   /// same (same SHA-256); other contents are refused ("changed on disk").
+  /// `path` may also be a portable artifact reference (ATTN_ARTIFACT_REFERENCE_PREFIX,
+  /// below): it is resolved to a path once per process by the registered resolver.
   static std::shared_ptr<const Library> load(const std::string &path);
 
   const Manifest &manifest() const { return manifest_; }
@@ -334,5 +336,24 @@ int64_t query_split_begin(int64_t split, int64_t splits, int64_t queries, int64_
                           bool causal);
 
 } // namespace attn
+
+/* Portable artifact references. An exported program (torch.export) must load on
+ * another machine, where the artifact's absolute cache path means nothing, so the
+ * Python package names the artifact there by a reference: this prefix, then its IR and
+ * compile options, encoded (runtime/python/attn/compiler.py, artifact_reference). The
+ * runtime does not decode it: Library::load hands it to the resolver, which returns the
+ * path of an artifact compiled from it on this machine (the cache's, compiled if
+ * missing), so no machine code travels with a program. `import attn` registers the
+ * Python package's resolver; a LibTorch-only program may register its own. */
+#define ATTN_ARTIFACT_REFERENCE_PREFIX "attn-artifact:"
+
+extern "C" {
+/* Writes the NUL-terminated path of the artifact `reference` names into `path`
+ * (capacity bytes) and returns 0; else writes why into `error` and returns nonzero. */
+typedef int (*attn_artifact_resolver_fn)(const char *reference, char *path, size_t capacity,
+                                         char *error, size_t error_capacity);
+/* Sets the process's resolver (NULL: none); references resolved before stay resolved. */
+void attn_set_artifact_resolver(attn_artifact_resolver_fn resolver);
+}
 
 #endif // ATTN_RUNTIME_H

@@ -36,7 +36,7 @@ from .tables import CALL_DIMS
 
 __all__ = ["load", "compile", "opt", "kernel_of", "Kernel", "Attention", "MultiheadAttention",
            "attention", "alibi_slopes", "runtime_library_path", "parse_manifest", "training",
-           "KVCache", "hf"]
+           "KVCache"]
 
 _lock = threading.Lock()
 _loaded_from = None
@@ -51,18 +51,24 @@ def _ops_registered():
 
 
 def _load_library():
-    """Load libattn_runtime.so once (it registers torch.ops.attn.*), unless it is loaded."""
+    """Load libattn_runtime.so once (it registers torch.ops.attn.*), unless it is loaded,
+    and register the package's resolver of portable artifact references with it (exported
+    programs name their artifacts so: attn.compiler.artifact_reference)."""
     global _loaded_from
     if _loaded_from is not None:
         return
     with _lock:
         if _loaded_from is not None:
             return
+        from .compiler import register_artifact_resolver
+
+        path = runtime_library_path()
         if _ops_registered():  # loaded by someone else (e.g. torch.ops.load_library)
+            register_artifact_resolver(path)
             _loaded_from = "<already registered>"
             return
-        path = runtime_library_path()
         torch.ops.load_library(path)
+        register_artifact_resolver(path)
         _loaded_from = path
 
 
@@ -141,9 +147,13 @@ class Kernel:
     """A loaded attn artifact. Call it like an attention op; autograd works.
 
     `lazy_cuda` (attn.compile with cuda_targets; an attn.compiler.LazyCuda): CUDA calls
-    run the artifact of their dtype and head dim, built on first use and kept here."""
+    run the artifact of their dtype and head dim, built on first use and kept here.
+    `reference` (attn.compile sets it; attn.compiler.artifact_reference): what a
+    torch.export of a call records instead of the path, so that the exported program
+    loads on another machine; None (attn.load of a .so): the path is recorded, and the
+    program needs that file at that path."""
 
-    def __init__(self, path, lazy_cuda=None):
+    def __init__(self, path, lazy_cuda=None, reference=None):
         _ensure_runtime()
         path = os.fspath(path)
         # abspath("") is the working directory: the runtime names the empty path instead.
@@ -160,6 +170,7 @@ class Kernel:
             (n, tuple(v.shape) if isinstance(v, torch.Tensor) else ())
             for n, v in self.manifest["params"].items())
         self.lazy_cuda = lazy_cuda
+        self.reference = reference
         self._cuda_kernels = {}  # (dtype tag, head dim) -> Kernel, with lazy_cuda
 
     @property
@@ -187,13 +198,15 @@ class Kernel:
                          if k["dtype"] == tag])
 
     def artifact_for(self, q):
-        """The path of the artifact a call with query q runs: this kernel's, or with lazy
-        GPU code and q on a GPU, the one of q's dtype and head dim (built now if needed)."""
+        """The artifact a call with query q runs: this kernel's, or with lazy GPU code and
+        q on a GPU, the one of q's dtype and head dim (built now if needed); its path, or
+        while torch.export traces, its portable reference where it has one."""
+        exporting = torch.compiler.is_exporting()
         if self.lazy_cuda is None or q.device.type != "cuda":
-            return self.path
+            return self.reference if exporting and self.reference else self.path
         # operator.index: under torch.compile a head dim that became dynamic is
         # specialised here (one artifact per head dim) instead of reaching the build.
-        return _cuda_artifact(self, q.dtype, operator.index(q.shape[-1]))
+        return _cuda_artifact(self, q.dtype, operator.index(q.shape[-1]), exporting)
 
     def initial_params(self, dtype=torch.float32, device=None):
         """[P] tensor of the manifest's initial parameter values (no grad); weights are
@@ -293,11 +306,11 @@ _cuda_build_lock = threading.Lock()
 
 
 @torch.compiler.assume_constant_result
-def _cuda_artifact(kernel, dtype, head_dim):
+def _cuda_artifact(kernel, dtype, head_dim, portable):
     """Kernel.artifact_for on a GPU with lazy GPU code: the artifact of (dtype, head_dim),
-    built and loaded on first use. torch.compile runs this while it traces and keeps the
-    path as a constant of the graph, as it keeps Kernel.path: the build never becomes
-    part of the graph."""
+    built and loaded on first use; its path, or with `portable` its reference.
+    torch.compile runs this while it traces and keeps the result as a constant of the
+    graph, as it keeps Kernel.path: the build never becomes part of the graph."""
     tag = _CUDA_DTYPE_TAGS.get(dtype)
     if tag is None:
         raise RuntimeError(
@@ -307,14 +320,15 @@ def _cuda_artifact(kernel, dtype, head_dim):
         built = kernel._cuda_kernels.get((tag, head_dim))
         if built is None:
             try:
-                built = load(kernel.lazy_cuda.build(tag, head_dim))
+                built = Kernel(kernel.lazy_cuda.build(tag, head_dim),
+                               reference=kernel.lazy_cuda.reference(tag, head_dim))
             except RuntimeError as e:
                 raise RuntimeError(
                     f"attn: kernel {kernel.name} has no GPU code for {dtype} and head dim "
                     f"{head_dim}, and cannot build it (attn-compile "
                     f"{' '.join(kernel.lazy_cuda.options_for(tag, head_dim))}):\n{e}") from e
             kernel._cuda_kernels[(tag, head_dim)] = built
-    return built.path
+    return built.reference if portable else built.path
 
 
 def load(path):
@@ -361,6 +375,5 @@ from .functional import attention  # noqa: E402
 from .modules import MultiheadAttention  # noqa: E402
 from .tables import alibi_slopes  # noqa: E402
 from . import training  # noqa: E402
-from . import hf  # noqa: E402  (transformers is imported by hf.register only)
 
 __all__ += frontend.__all__

@@ -19,18 +19,22 @@ never rewritten. GPU code requested with cuda_targets is built per (dtype, head 
 first CUDA call by default (LazyCuda), into entries of the same cache.
 """
 
+import base64
+import ctypes
 import fcntl
 import hashlib
+import json
 import os
 import platform
 import subprocess
 import tempfile
+import zlib
 from contextlib import contextmanager, suppress
 
 from .paths import compiler_path, opt_path
 
 __all__ = ["compile", "opt", "compiler_path", "cache_dir", "cuda_targets_of", "LazyCuda",
-           "kernel_key_text"]
+           "kernel_key_text", "artifact_reference", "resolve_artifact_reference"]
 
 
 def cache_dir():
@@ -215,6 +219,67 @@ def _cached_artifact(compiler, text, options, host):
     return artifact
 
 
+#: attn/runtime.h's ATTN_ARTIFACT_REFERENCE_PREFIX, then the encoding's version.
+REFERENCE_PREFIX = "attn-artifact:"
+_REFERENCE_VERSION = "1:"
+
+
+def artifact_reference(text, options, native):
+    """The portable name of the artifact that `text` compiled with attn-compile `options`
+    is (`native`: for the host CPU): what an exported program records instead of a cache
+    path, so that it loads on another machine, where the runtime resolves it
+    (resolve_artifact_reference) to that machine's cache entry, compiled if missing. The
+    same arguments give the same string (a constant of the graph)."""
+    payload = json.dumps({"ir": text, "options": list(options), "native": bool(native)},
+                         sort_keys=True).encode()
+    encoded = base64.urlsafe_b64encode(zlib.compress(payload, 9)).decode("ascii")
+    return REFERENCE_PREFIX + _REFERENCE_VERSION + encoded
+
+
+def resolve_artifact_reference(reference):
+    """The path of the artifact `reference` (artifact_reference) names, in this machine's
+    cache, compiled with this machine's attn-compile unless it is there. Raises ValueError
+    for a string that is no reference of this version, RuntimeError when it cannot
+    compile."""
+    if not reference.startswith(REFERENCE_PREFIX + _REFERENCE_VERSION):
+        raise ValueError(f"{reference[:40]!r} is not an attn artifact reference; expected "
+                         f"'{REFERENCE_PREFIX}{_REFERENCE_VERSION}<encoded IR>', as written by "
+                         f"attn {_REFERENCE_VERSION[:-1]}-format exports")
+    try:
+        encoded = reference[len(REFERENCE_PREFIX) + len(_REFERENCE_VERSION):]
+        payload = json.loads(zlib.decompress(base64.urlsafe_b64decode(encoded)))
+        text, options, native = payload["ir"], payload["options"], payload["native"]
+    except (ValueError, KeyError, TypeError, zlib.error) as e:
+        raise ValueError(f"attn artifact reference {reference[:40]!r}... is damaged: {e}") from e
+    return _cached_artifact(compiler_path(), text, options, _host_cpu() if native else "")
+
+
+def _resolve_for_runtime(reference, path, capacity, error, error_capacity):
+    """attn_artifact_resolver_fn (attn/runtime.h), called by the runtime from any thread."""
+    try:
+        result, status = os.fsencode(resolve_artifact_reference(reference.decode())), 0
+        target, room = path, capacity
+    except Exception as e:  # noqa: BLE001 - every failure goes back to the runtime as text
+        result, status = str(e).encode(errors="replace"), 1
+        target, room = error, error_capacity
+    if status == 0 and len(result) >= room:
+        result, status = f"the path is longer than {room - 1} bytes".encode(), 1
+        target, room = error, error_capacity
+    result = result[:room - 1]
+    ctypes.memmove(target, result + b"\0", len(result) + 1)
+    return status
+
+
+_RESOLVER_TYPE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t,
+                                  ctypes.c_void_p, ctypes.c_size_t)
+_resolver = _RESOLVER_TYPE(_resolve_for_runtime)  # kept alive: the runtime holds its address
+
+
+def register_artifact_resolver(runtime_library):
+    """Registers the package's resolver with the runtime library at `runtime_library`."""
+    ctypes.CDLL(runtime_library).attn_set_artifact_resolver(_resolver)
+
+
 class LazyCuda:
     """The GPU code of a kernel compiled with attn.compile(..., cuda_targets=...,
     lazy_cuda=True): one artifact per (dtype, head dim), built the first time a CUDA call
@@ -237,6 +302,10 @@ class LazyCuda:
         """The path of the artifact of `dtype` and `head_dim`, compiled unless cached."""
         return _cached_artifact(self.compiler, self.text, self.options_for(dtype, head_dim),
                                 self.host)
+
+    def reference(self, dtype, head_dim):
+        """The portable reference of that artifact (artifact_reference)."""
+        return artifact_reference(self.text, self.options_for(dtype, head_dim), bool(self.host))
 
 
 def compile(source, kernel=None, dtypes=("f32", "f64"), cpu="native", cuda_targets=None,  # noqa: A001
@@ -274,8 +343,8 @@ def compile(source, kernel=None, dtypes=("f32", "f64"), cpu="native", cuda_targe
     mask = [f"--attn-mask={attn_mask}"] if attn_mask else []
     eager_cuda = [f"--cuda-targets={','.join(targets)}"] if targets and not lazy_cuda else []
     host = _host_cpu() if cpu == "native" else ""
-    artifact = _cached_artifact(compiler, text,
-                                [f"--dtypes={','.join(dtypes)}", *shared, *eager_cuda, *mask],
-                                host)
+    options = [f"--dtypes={','.join(dtypes)}", *shared, *eager_cuda, *mask]
+    artifact = _cached_artifact(compiler, text, options, host)
     lazy = LazyCuda(compiler, text, shared + mask, host, targets) if targets and lazy_cuda else None
-    return Kernel(artifact, lazy_cuda=lazy)
+    return Kernel(artifact, lazy_cuda=lazy,
+                  reference=artifact_reference(text, options, native=cpu == "native"))

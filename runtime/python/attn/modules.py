@@ -50,11 +50,18 @@ class MultiheadAttention(nn.Module):
     this call's projected keys and values to the cache's layer n and attends to every
     cached key, the queries at the positions that continue the cache: prefill, chunked
     prefill and token-by-token steps (call kv_cache.advance() after the last layer).
+
+    `context_parallel` (an attn.context_parallel.ContextParallel): query, key and value
+    are this rank's shard of a sequence sharded over a torch.distributed group (self-
+    attention), and the output is that shard, computed by ring attention
+    (docs/context-parallel.md); attn_mask, key_padding_mask and need_weights=True are
+    refused then (they would span the ranks).
     """
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
                  add_zero_attn=False, kdim=None, vdim=None, batch_first=False, device=None,
-                 dtype=None, *, normalizer, cuda_targets="auto", input_inits=None):
+                 dtype=None, *, normalizer, cuda_targets="auto", input_inits=None,
+                 context_parallel=None):
         super().__init__()
         from . import kernel_of
 
@@ -85,6 +92,7 @@ class MultiheadAttention(nn.Module):
             {name: nn.Parameter(value.clone())
              for name, value in self.kernel.split_params(initial).items()})
         self.inputs = nn.ParameterDict(self._input_parameters(input_inits or {}, factory))
+        self.context_parallel = context_parallel
 
     def _input_parameters(self, inits, factory):
         """name -> Parameter for the learnable inputs whose shape the module knows: numbers,
@@ -147,6 +155,8 @@ class MultiheadAttention(nn.Module):
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))
         batch, queries, _ = query.shape
         keys = key.size(1)
+        if self.context_parallel is not None:
+            self.context_parallel.check_module_call(attn_mask, key_padding_mask, need_weights)
         is_causal, lengths, mask_table = kernel_masks(
             self.kernel, (batch, self.num_heads, queries, self.head_dim), keys, attn_mask,
             key_padding_mask, is_causal, mha=True, dtype=query.dtype, device=query.device)
@@ -172,7 +182,14 @@ class MultiheadAttention(nn.Module):
         params = self.normalizer_params()
         if self.kernel.inputs:
             inputs = with_mask_input({**self.inputs, **(inputs or {})}, mask_table)
-        o = self.kernel(q, k, v, params, is_causal, lengths, inputs, **positions)
+        if self.context_parallel is None:
+            o = self.kernel(q, k, v, params, is_causal, lengths, inputs, **positions)
+        elif positions["query_start"] is not None or key_start:
+            raise RuntimeError("attn.MultiheadAttention: context_parallel takes no "
+                               "query_start, key_start or kv_cache (the ring sets the positions)")
+        else:
+            o = self.context_parallel(q, k, v, self.kernel, params, is_causal=is_causal,
+                                      inputs=inputs)
         out = self.out_proj(o.transpose(1, 2).reshape(batch, queries, self.embed_dim))
         if not is_batched:
             out = out.squeeze(0)

@@ -18,6 +18,9 @@ contiguous tensors of these shapes and dtypes (runtime/attention.cpp):
     attention_weights  [B, H, Nq, Nk]                            q's dtype
     key_lengths_from_padding  int64 [B] on the CPU
     keep_from_bias     bool, the bias's shape and device
+    attention_partial_forward  o like O, row_max, row_sum, row_count [B, H, Nq] (q's dtype)
+    attention_merge    O, row_max, row_sum as attention_forward
+    attention_partial_backward  as attention_backward
 
 Inputs the kernels refuse get their errors from the kernels themselves, at run time. One
 exception: an eager call with some tensors on the meta device dispatches to these fakes
@@ -104,6 +107,32 @@ def _attention_weights(artifact, q, k, params, is_causal=False, key_lengths=None
     _one_device("attention_weights", key_lengths, inputs, query_start, q=q, k=k,
                 params=params)
     return _new(q, (*q.shape[:-1], k.shape[-2]))
+
+
+@torch.library.register_fake("attn::attention_partial_forward")
+def _attention_partial_forward(artifact, q, k, v, params, is_causal=False, key_lengths=None,
+                               inputs=None, q_start=0, k_start=0):
+    _one_device("attention_partial_forward", key_lengths, inputs, q=q, k=k, v=v, params=params)
+    stats = q.shape[:-1]
+    return (_output(q, v), *[_new(q, stats) for _ in range(3)])
+
+
+@torch.library.register_fake("attn::attention_merge")
+def _attention_merge(artifact, q, k, v, params, o_parts, max_parts, sum_parts, count_parts,
+                     key_lengths=None, inputs=None, q_start=0, k_start=0):
+    _one_device("attention_merge", key_lengths, inputs, q=q, k=k, v=v, params=params,
+                o_parts=o_parts, max_parts=max_parts, sum_parts=sum_parts,
+                count_parts=count_parts)
+    stats = q.shape[:-1]
+    return (_output(q, v), _new(q, stats), _new(q, stats))
+
+
+@torch.library.register_fake("attn::attention_partial_backward")
+def _attention_partial_backward(artifact, q, k, v, params, out, row_max, row_sum, grad_out,
+                                row_offset, is_causal=False, key_lengths=None, inputs=None,
+                                q_start=0, k_start=0):
+    return _attention_backward(artifact, q, k, v, params, out, row_max, row_sum, grad_out,
+                               is_causal, key_lengths, inputs)
 
 
 @torch.library.register_fake("attn::keep_from_bias")

@@ -1,0 +1,158 @@
+"""attn kernels as Hugging Face transformers attention implementations
+(attn.huggingface.register): models built from a config (random weights; no hub access)
+run, train and generate with them.
+
+- softmax through attn equals transformers' SDPA implementation (Llama with grouped-query
+  attention and left padding; Mistral with a sliding window), forward and generate();
+- a custom normalizer (TanhMax): generate() with transformers' own cache gives the tokens
+  and every step's logits of greedy decoding by full forwards without a cache;
+- a few training steps lower the loss; what the integration cannot run is an error."""
+import copy
+
+import pytest
+import torch
+
+from conftest import EXAMPLES
+
+transformers = pytest.importorskip("transformers")
+from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM  # noqa: E402
+
+VOCAB = 50
+
+
+@pytest.fixture(scope="module")
+def registered(attn_mod):
+    import attn.huggingface
+
+    for name, source in (("attn_softmax", "softmax.mlir"), ("attn_tanhmax", "tanhmax.mlir")):
+        attn.huggingface.register(name, EXAMPLES / source, dtypes=("f64",))
+    return attn.huggingface
+
+
+def llama_config(**overrides):
+    return LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                       max_position_embeddings=128, **overrides)
+
+
+def pair(model_class, config, implementation, seed=0):
+    """The same random weights with SDPA and with `implementation`."""
+    torch.manual_seed(seed)
+    reference = model_class._from_config(copy.deepcopy(config), attn_implementation="sdpa",
+                                         dtype=torch.float64)
+    ours = model_class._from_config(copy.deepcopy(config), attn_implementation=implementation,
+                                    dtype=torch.float64)
+    ours.load_state_dict(reference.state_dict())
+    return reference.eval(), ours.eval()
+
+
+def prompts(batch=2, length=9, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, VOCAB, (batch, length), generator=g)
+    mask = torch.ones(batch, length, dtype=torch.long)
+    if batch > 1:
+        mask[1, :3] = 0  # left padding, as generate() batches prompts
+    return ids, mask
+
+
+def calls_of(implementation):
+    """A list that grows with each call of the registered `implementation`."""
+    from transformers import AttentionInterface
+
+    calls, original = [], AttentionInterface._global_mapping[implementation]
+
+    def counted(*args, **kwargs):
+        calls.append(args[1].shape)
+        return original(*args, **kwargs)
+
+    AttentionInterface.register(implementation, counted)
+    return calls, lambda: AttentionInterface.register(implementation, original)
+
+
+def test_softmax_through_attn_equals_sdpa_with_gqa_padding_and_cache(registered):
+    reference, ours = pair(LlamaForCausalLM, llama_config(), "attn_softmax")
+    ids, mask = prompts()
+    calls, restore = calls_of("attn_softmax")
+    try:
+        with torch.no_grad():
+            want, got = reference(ids, attention_mask=mask).logits, ours(ids, attention_mask=mask).logits
+            kept = mask.bool()
+            torch.testing.assert_close(got[kept], want[kept], rtol=0, atol=1e-12)
+            options = dict(attention_mask=mask, max_new_tokens=12, do_sample=False,
+                           output_logits=True, return_dict_in_generate=True)
+            a, b = reference.generate(ids, **options), ours.generate(ids, **options)
+    finally:
+        restore()
+    assert torch.equal(a.sequences, b.sequences)
+    for x, y in zip(a.logits, b.logits):
+        torch.testing.assert_close(y, x, rtol=0, atol=1e-12)
+    layers, forwards = 2, 1 + 1 + 11  # the forward above, generate's prefill, 11 steps
+    assert len(calls) == layers * forwards and sum(s[2] == 1 for s in calls) == 2 * 11, \
+        "every layer of the forward, the prefill and each decoding step ran attn"
+
+
+def test_sliding_window_masks_come_from_transformers(registered):
+    config = MistralConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+                           num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                           sliding_window=4, max_position_embeddings=128)
+    reference, ours = pair(MistralForCausalLM, config, "attn_softmax", seed=2)
+    ids, _ = prompts(length=14, seed=3)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(ids).logits, reference(ids).logits, rtol=0, atol=1e-12)
+        full = MistralForCausalLM._from_config(copy.deepcopy(config).__class__(
+            **{**config.to_dict(), "sliding_window": None}), attn_implementation="sdpa",
+            dtype=torch.float64)
+        full.load_state_dict(reference.state_dict())
+        assert (full(ids).logits - reference(ids).logits).abs().max() > 1e-6, \
+            "the window changes the logits, or this test would not see it ignored"
+
+
+def test_tanhmax_generate_with_cache_equals_full_forwards(registered):
+    """transformers' DynamicCache step by step (float64 logits, 1e-12) and generate()
+    (which returns float32 logits) against full forwards over the prefix."""
+    from transformers import DynamicCache
+
+    torch.manual_seed(4)
+    model = LlamaForCausalLM._from_config(llama_config(), attn_implementation="attn_tanhmax",
+                                          dtype=torch.float64).eval()
+    ids, _ = prompts(batch=1, length=7, seed=5)
+    steps = 10
+    with torch.no_grad():
+        out = model.generate(ids, max_new_tokens=steps, do_sample=False, output_logits=True,
+                             return_dict_in_generate=True)
+        cache, sequence = DynamicCache(config=model.config), ids
+        cached = model(ids, past_key_values=cache, use_cache=True).logits[:, -1]
+        for step in range(steps):
+            logits = model(sequence, use_cache=False).logits[:, -1]
+            torch.testing.assert_close(cached, logits, rtol=0, atol=1e-12)
+            torch.testing.assert_close(out.logits[step], logits.float(), rtol=1e-6, atol=1e-6)
+            token = logits.argmax(-1, keepdim=True)
+            sequence = torch.cat([sequence, token], dim=1)
+            cached = model(token, past_key_values=cache, use_cache=True).logits[:, -1]
+    assert torch.equal(out.sequences, sequence)
+
+
+def test_a_few_training_steps_lower_the_loss(registered):
+    torch.manual_seed(6)
+    model = LlamaForCausalLM._from_config(llama_config(), attn_implementation="attn_tanhmax",
+                                          dtype=torch.float64).train()
+    ids, mask = prompts(batch=4, length=12, seed=7)
+    labels = ids.masked_fill(mask == 0, -100)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(5):
+        loss = model(ids, attention_mask=mask, labels=labels).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0] - 0.1, losses
+
+
+def test_attention_dropout_in_training_is_an_error(registered):
+    model = LlamaForCausalLM._from_config(llama_config(attention_dropout=0.1),
+                                          attn_implementation="attn_softmax",
+                                          dtype=torch.float64).train()
+    ids, _ = prompts()
+    with pytest.raises(NotImplementedError, match="attention dropout 0.1"):
+        model(ids)
