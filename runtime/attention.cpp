@@ -1170,7 +1170,7 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
     fn(&qm, &km, &vm, &om, &dom, &mm, &sm, &prm, tables.empty() ? nullptr : tables.data(), &dqm,
        &dkm, &dvm, &dpm, chunk_dtables, b, h, q_begin, q_end, kv_begin + p.key_shift,
        kv_end + p.key_shift, p.causal ? 1 : 0, p.query_start[static_cast<size_t>(b)],
-       p.key_start - p.key_shift);  // key row r is seen at index r + key_shift
+       p.key_start);  // key row r at index r + key_shift, as key_shifted lays out the tables
   };
   at::parallel_for(0, chunks, 1, [&](int64_t first, int64_t last) {
     for (int64_t c = first; c < last; ++c) {
