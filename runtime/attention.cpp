@@ -86,6 +86,16 @@ struct Problem {
   bool causal = false;
   std::vector<int64_t> kv_len; // [B]
   Tensor key_lengths;          // GPU only: kv_len as int64 [B] on the device
+  /// The absolute positions of q's row 0 per batch entry ([B]) and of k's row 0.
+  std::vector<int64_t> query_start;
+  int64_t key_start = 0;
+  Tensor query_starts; // GPU only: query_start as int64 [B] on the device
+
+  /// The positions a tensor input's dim named Nq (Nk) spans: up to the call's last query (key).
+  int64_t query_positions() const {
+    return Nq + *std::max_element(query_start.begin(), query_start.end());
+  }
+  int64_t key_positions() const { return Nk + key_start; }
   /// 1: the backward sees every key one index later, at [1, kv_len + 1), so that no
   /// call has kv_begin = 0 and none takes the row offset's share (abi.h): a key block
   /// of context parallelism other than the one that takes it (attention_partial_backward).
@@ -198,8 +208,9 @@ std::pair<int64_t, const char *> call_dim(const Problem &p, const std::string &n
   if (name == "Hkv")
     return {p.H / p.group, "the heads of k and v"};
   if (name == "Nq")
-    return {p.Nq, "the queries of q"};
-  return {p.Nk, "the keys of k"};
+    return {p.query_positions(), "the positions up to q's last query: the largest query_start + "
+                                 "Nq"};
+  return {p.key_positions(), "the positions up to k's last key: key_start + Nk"};
 }
 
 /// The tensor inputs against the manifest's `input` lines: count, device (q's),
@@ -246,6 +257,43 @@ void check_inputs(const Library &lib, const char *fn, const std::vector<Tensor> 
                                                      : "the manifest's " + want.element;
     check_dtype(fn, name.c_str(), t, element, why.c_str());
   }
+}
+
+/// query_start (an int64 0-d or [B] tensor, default 0) and key_start (>= 0) into p;
+/// the backends that take no positions (kernelised, the hand-built CUDA kernels) need 0.
+void check_positions(const Library &lib, const char *fn, const Options &opts, const Tensor &q,
+                     Problem &p) {
+  p.query_start.assign(static_cast<size_t>(p.B), 0);
+  if (opts.query_start.has_value() && opts.query_start->defined()) {
+    const Tensor &qs = *opts.query_start;
+    TORCH_CHECK(qs.layout() == torch::kStrided &&
+                    (qs.device().is_cpu() || qs.device() == q.device()),
+                fn, ": query_start must be a dense int64 tensor (0-d or [B]) on the CPU or the "
+                "device of q, got a tensor on ", qs.device());
+    TORCH_CHECK(qs.scalar_type() == torch::kLong, fn, ": query_start has dtype ",
+                dtype_name(qs.scalar_type()), ", expected int64");
+    TORCH_CHECK(qs.dim() == 0 || (qs.dim() == 1 && qs.size(0) == p.B), fn,
+                ": query_start must be 0-d or have shape [B] = [", p.B, "], got shape ",
+                shape_str(qs));
+    const Tensor values = qs.to(torch::kCPU).reshape({-1}).expand({p.B}).contiguous();
+    const int64_t *data = values.data_ptr<int64_t>();
+    for (int64_t b = 0; b < p.B; ++b) {
+      TORCH_CHECK(data[b] >= 0, fn, ": query_start[", b, "] = ", data[b],
+                  ", expected a position >= 0");
+      p.query_start[static_cast<size_t>(b)] = data[b];
+    }
+  }
+  TORCH_CHECK(opts.key_start >= 0, fn, ": key_start = ", opts.key_start,
+              ", expected a position >= 0");
+  p.key_start = opts.key_start;
+  const bool shifted = p.key_start != 0 || std::any_of(p.query_start.begin(), p.query_start.end(),
+                                                       [](int64_t s) { return s != 0; });
+  TORCH_CHECK(!shifted || lib.manifest().algorithm != "kernelised", fn, ": kernel ",
+              lib.manifest().kernel, " is kernelised (the linear-time form), which takes no "
+              "query_start or key_start: call it with the whole sequence");
+  TORCH_CHECK(!shifted || !p.cuda() || lib.triton(), fn, ": the hand-built GPU kernels of ",
+              lib.path(), " take no query_start or key_start: compile with "
+              "--gpu-backend=triton, or run on the CPU");
 }
 
 /// The kernels always take key_lengths: Nk for every batch entry when none was given.
@@ -341,6 +389,7 @@ Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tens
                 "; Library::initial_params() gives their initial values)");
   }
 
+  check_positions(lib, fn, opts, q, p);
   check_inputs(lib, fn, opts.inputs, q, p);
 
   p.causal = opts.is_causal;
@@ -363,8 +412,11 @@ Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tens
       p.kv_len[static_cast<size_t>(b)] = data[b];
     }
   }
-  if (cuda)
+  if (cuda) {
     p.key_lengths = device_key_lengths(p);
+    p.query_starts =
+        torch::tensor(p.query_start, torch::TensorOptions().dtype(torch::kLong)).to(p.device);
+  }
   return p;
 }
 
@@ -576,9 +628,10 @@ void add_strides(detail::TritonArgs &args, const char *prefix, const char *last,
 }
 
 /// What every kernel of a problem reads: q, k, v and their strides, params (float32,
-/// at least one element), key lengths (int32), the sizes and the score scale.
+/// at least one element), key lengths and query starts (int32), the key start, the
+/// sizes and the score scale.
 struct TritonProblem {
-  Tensor params32, lengths32;
+  Tensor params32, lengths32, query_starts32;
   std::vector<Tensor> tables; // as the kernels read them (float tables in float32)
   detail::TritonSizes sizes;
   detail::TritonArgs common;
@@ -591,6 +644,7 @@ TritonProblem triton_problem(const Library &lib, const Problem &p, const Tensor 
   auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(p.device);
   t.params32 = p.P ? params.to(f32).contiguous() : torch::zeros({1}, f32);
   t.lengths32 = p.key_lengths.to(torch::kInt);
+  t.query_starts32 = p.query_starts.to(torch::kInt);
   t.sizes = {p.B, p.H, p.H / p.group, p.Nq, p.Nk};
   auto &a = t.common;
   a["Q"] = triton_ptr(q);
@@ -598,6 +652,8 @@ TritonProblem triton_problem(const Library &lib, const Problem &p, const Tensor 
   a["V"] = triton_ptr(v);
   a["Params"] = triton_ptr(t.params32);
   a["KeyLengths"] = triton_ptr(t.lengths32);
+  a["QueryStarts"] = triton_ptr(t.query_starts32);
+  a["KEY_START"] = triton_int(p.key_start);
   add_strides(a, "q", "m", q);
   add_strides(a, "k", "n", k);
   add_strides(a, "v", "n", v);
@@ -828,7 +884,7 @@ run_merge(const Library &lib, const Problem &p, const Tensor &params_in,
                   cpm = memref1d(count_parts, b, h), mm = memref1d(row_max, b, h),
                   sm = memref1d(row_sum, b, h), prm = pm;
     merge(&opm, &mpm, &spm, &cpm, &om, &mm, &sm, &prm, tables.empty() ? nullptr : tables.data(),
-          b, h, q_begin, q_end);
+          b, h, q_begin, q_end, p.query_start[static_cast<size_t>(b)]);
   });
   return {out, row_max, row_sum};
 }
@@ -893,7 +949,7 @@ std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem
       attn_memref1d mm = memref1d(row_max, b, h), sm = memref1d(row_sum, b, h);
       attn_memref1d unused{nullptr, nullptr, 0, {0}, {1}};
       fn(&qm, &km, &vm, &om, &mm, &sm, &unused, &prm, table_ptr, b, h, q_begin, q_end, 0,
-         kv_len, p.causal ? 1 : 0, 0);
+         kv_len, p.causal ? 1 : 0, 0, p.query_start[static_cast<size_t>(b)], p.key_start);
       return;
     }
     const auto [kv_begin, kv_end] = key_chunk(split, kv_splits, kv_len);
@@ -903,7 +959,7 @@ std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem
     attn_memref1d mm = memref1d(chunk(max_parts), b, h), sm = memref1d(chunk(sum_parts), b, h),
                   cm = memref1d(chunk(count_parts), b, h);
     fn(&qm, &km, &vm, &om, &mm, &sm, &cm, &prm, table_ptr, b, h, q_begin, q_end, kv_begin,
-       kv_end, p.causal ? 1 : 0, 1);
+       kv_end, p.causal ? 1 : 0, 1, p.query_start[static_cast<size_t>(b)], p.key_start);
   });
   if (kv_splits > 1)
     return run_merge(lib, p, params, inputs, o_parts, max_parts, sum_parts, count_parts);
@@ -1025,7 +1081,8 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
     }
     fn(&qm, &km, &vm, &om, &dom, &mm, &sm, &prm, tables.empty() ? nullptr : tables.data(), &dqm,
        &dkm, &dvm, &dpm, chunk_dtables, b, h, q_begin, q_end, kv_begin + p.key_shift,
-       kv_end + p.key_shift, p.causal ? 1 : 0);
+       kv_end + p.key_shift, p.causal ? 1 : 0, p.query_start[static_cast<size_t>(b)],
+       p.key_start);  // key row r at index r + key_shift, as key_shifted lays out the tables
   };
   parallel_items(chunks, [&](int64_t c) {
     const std::vector<attn_table> &chunk = dtables[static_cast<size_t>(c)];
@@ -1098,7 +1155,8 @@ run_partial_forward(const Library &lib, const Problem &p, const Tensor &q_in, co
     attn_memref1d mm = memref1d(row_max, b, h), sm = memref1d(row_sum, b, h),
                   cm = memref1d(row_count, b, h), prm = pm;
     fn(&qm, &km, &vm, &om, &mm, &sm, &cm, &prm, tables.empty() ? nullptr : tables.data(), b, h,
-       q_begin, q_end, 0, p.kv_len[static_cast<size_t>(b)], p.causal ? 1 : 0, 1);
+       q_begin, q_end, 0, p.kv_len[static_cast<size_t>(b)], p.causal ? 1 : 0, 1,
+       p.query_start[static_cast<size_t>(b)], p.key_start);
   });
   return {out, row_max, row_sum, row_count};
 }
@@ -1127,7 +1185,8 @@ Tensor attention(const std::shared_ptr<const Library> &lib, const Tensor &q, con
                  const Tensor &v, const Tensor &params, const Options &opts) {
   TORCH_CHECK(lib, "attn::attention: lib is null, expected a Library from attn::Library::load");
   return detail::attention_op().call(lib->path(), q, k, v, params, opts.is_causal,
-                                     opts.key_lengths, std::optional<at::TensorList>(opts.inputs));
+                                     opts.key_lengths, std::optional<at::TensorList>(opts.inputs),
+                                     opts.query_start, opts.key_start);
 }
 
 std::tuple<Tensor, Tensor, Tensor> attention_forward(const std::shared_ptr<const Library> &lib,

@@ -22,13 +22,16 @@ using AttentionSig = torch::Tensor(c10::string_view, const torch::Tensor &,
                                    const torch::Tensor &, const torch::Tensor &,
                                    const torch::Tensor &, bool,
                                    const std::optional<torch::Tensor> &,
-                                   const std::optional<at::TensorList> &);
+                                   const std::optional<at::TensorList> &,
+                                   const std::optional<torch::Tensor> &, int64_t);
 /// The op attn::attention (autograd-aware), called through the dispatcher.
 const c10::TypedOperatorHandle<AttentionSig> &attention_op();
 
 /// The Options of an op's (is_causal, key_lengths, inputs) arguments.
 Options make_options(bool is_causal, const std::optional<torch::Tensor> &key_lengths,
-                     const std::optional<at::TensorList> &inputs);
+                     const std::optional<at::TensorList> &inputs,
+                     const std::optional<torch::Tensor> &query_start = std::nullopt,
+                     int64_t key_start = 0);
 
 /// The Autograd kernel of a non-differentiable op: the op itself, below autograd, so
 /// its outputs never require grad.

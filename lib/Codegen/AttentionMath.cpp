@@ -21,9 +21,17 @@ static Value constantLike(ImplicitLocOpBuilder &b, Value like, double value) {
   return vector ? vector::BroadcastOp::create(b, vector, scalar).getResult() : scalar;
 }
 
+/// Row i's last causal key row plus one: i + 1 + positionShift.
+static Value causalLimit(ImplicitLocOpBuilder &b, Value i, Value positionShift) {
+  Value next = arith::AddIOp::create(b, i, arith::ConstantIndexOp::create(b, 1));
+  return positionShift ? arith::AddIOp::create(b, next, positionShift).getResult() : next;
+}
+
 Value KeyBounds::causalEnd(ImplicitLocOpBuilder &b, Value i) const {
-  return arith::MinSIOp::create(b, kvEnd,
-                                arith::AddIOp::create(b, i, arith::ConstantIndexOp::create(b, 1)));
+  Value limit = causalLimit(b, i, positionShift);
+  if (positionShift)
+    limit = arith::MaxSIOp::create(b, limit, arith::ConstantIndexOp::create(b, 0));
+  return arith::MinSIOp::create(b, kvEnd, limit);
 }
 
 Value KeyBounds::end(ImplicitLocOpBuilder &b, Value i) const {
@@ -33,7 +41,9 @@ Value KeyBounds::end(ImplicitLocOpBuilder &b, Value i) const {
 Value KeyBounds::causalKeeps(ImplicitLocOpBuilder &b, Value i, Value j) const {
   return arith::OrIOp::create(
       b, arith::XOrIOp::create(b, isCausal, arith::ConstantIntOp::create(b, 1, 1)),
-      arith::CmpIOp::create(b, arith::CmpIPredicate::sle, j, i));
+      arith::CmpIOp::create(
+          b, arith::CmpIPredicate::sle, j,
+          positionShift ? arith::AddIOp::create(b, i, positionShift).getResult() : i));
 }
 
 AttentionMath::AttentionMath(ImplicitLocOpBuilder &b, const MathSetup &setup, ValueRange params,

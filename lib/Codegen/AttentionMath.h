@@ -85,14 +85,16 @@ struct RowIndices {
 };
 
 /// Which keys a query row sees before the mask region is asked: j < kvEnd, and
-/// j <= i when causal (an i1 value).
+/// when causal (an i1 value) those at positions up to the row's: key row j sits at
+/// position keyStart + j and query row i at queryStart + i, so causal keeps
+/// j <= i + positionShift with positionShift = queryStart - keyStart (null: 0).
 struct KeyBounds {
-  Value kvEnd, isCausal;
+  Value kvEnd, isCausal, positionShift;
   /// The end of row i's keys.
   Value end(ImplicitLocOpBuilder &b, Value i) const;
-  /// min(kvEnd, i + 1): the end when causal.
+  /// min(kvEnd, max(0, i + 1 + positionShift)): the end when causal.
   Value causalEnd(ImplicitLocOpBuilder &b, Value i) const;
-  /// Whether the causal rule keeps (i, j): !causal || j <= i.
+  /// Whether the causal rule keeps (i, j): !causal || j <= i + positionShift.
   Value causalKeeps(ImplicitLocOpBuilder &b, Value i, Value j) const;
 };
 

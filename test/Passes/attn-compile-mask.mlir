@@ -29,5 +29,5 @@ attn.kernel @softmax_attention normalizer(@softmax)
 // ADDITIVE: mask softmax_attention_mask
 // ADDITIVE: input attn_mask float ?x?x?x?{{$}}
 // ADDITIVE: contract scaled_dot 1/sqrt(d)
-// SIGNATURE: @attn_signature = {{.*}}constant [11 x i64] [i64 7, i64 1, i64 0, i64 0, i64 4, i64 0, i64 1, i64 -1, i64 -1, i64 -1, i64 -1], align 8
+// SIGNATURE: @attn_signature = {{.*}}constant [11 x i64] [i64 8, i64 1, i64 0, i64 0, i64 4, i64 0, i64 1, i64 -1, i64 -1, i64 -1, i64 -1], align 8
 // UNKNOWN: for the --attn-mask option: Cannot find option named 'causal'!

@@ -25,6 +25,6 @@ func.func @attn_backward_f32() {
 }
 
 // CHECK: attn.kernel @k
-// CHECK: llvm.mlir.global internal constant @attn_manifest_text("attn-abi 7\0Akernel k\0Anormalizer sig\0Aalgorithm plain\0Adenominator constant\0Amask none\0Aparams bias=-2\0Acontract scaled_dot 1/sqrt(d)\0Adtypes f64 f32\0Adevices cpu\0A\00")
+// CHECK: llvm.mlir.global internal constant @attn_manifest_text("attn-abi 8\0Akernel k\0Anormalizer sig\0Aalgorithm plain\0Adenominator constant\0Amask none\0Aparams bias=-2\0Acontract scaled_dot 1/sqrt(d)\0Adtypes f64 f32\0Adevices cpu\0A\00")
 // CHECK: llvm.func @attn_manifest() -> !llvm.ptr {
 // CHECK: llvm.mlir.addressof @attn_manifest_text

@@ -40,11 +40,17 @@ attn.kernel @softmax_attention normalizer(@softmax)
 // CHECK: def numerator_ds(s, m, b, h, i, j):
 // CHECK: def denominator_ds(s, m, b, h, i, j):
 // CHECK: def attn_fwd(
+// CHECK: q_start = tl.load(QueryStarts + b).to(tl.int32)
+// CHECK: pos_m = offs_m + q_start
+// CHECK-NEXT: i = pos_m[:, None]
+// CHECK: key_stop = tl.minimum(kv_end, tl.maximum((start_m + 1) * BLOCK_M + q_start - KEY_START, 0))
 // CHECK: m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
 // CHECK: for start_n in range(0, key_stop, BLOCK_N):
+// CHECK-NEXT: offs_n = start_n + tl.arange(0, BLOCK_N)
+// CHECK-NEXT: j = (offs_n + KEY_START)[None, :]
 // CHECK: raw = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale
 // CHECK-NEXT: s = raw
-// CHECK-NEXT: keep = row_in[:, None] & (j < kv_end)
+// CHECK-NEXT: keep = row_in[:, None] & (offs_n[None, :] < kv_end)
 // CHECK-NEXT: if IS_CAUSAL:
 // CHECK-NEXT: keep = keep & (j <= i)
 // CHECK-NEXT: m_new = tl.maximum(m_i, tl.max(tl.where(keep, stabilizer(s, b, h, i, j), float("-inf")), 1))
@@ -294,20 +300,21 @@ attn.kernel @window_attention normalizer(@softmax) mask(@window)
 // CHECK: return [[ANY:t[0-9]+]], [[ALL:t[0-9]+]]
 // CHECK: def attn_fwd(
 // CHECK: for start_n in range(0, key_stop, BLOCK_N):
-// CHECK: any_kept, all_kept = tile_class(b, h, start_m * BLOCK_M, start_m * BLOCK_M + BLOCK_M - 1, start_n, start_n + BLOCK_N - 1)
+// CHECK: any_kept, all_kept = tile_class(b, h, start_m * BLOCK_M + q_start, start_m * BLOCK_M + q_start + BLOCK_M - 1, start_n + KEY_START, start_n + KEY_START + BLOCK_N - 1)
 // CHECK-NEXT: if any_kept:
 // CHECK-NEXT: k = tl.load(
 // CHECK: if not all_kept:
 // CHECK-NEXT: keep = keep & mask(b, h, i, j)
 // CHECK: def attn_bwd_dkdv(
-// CHECK: for start_m in range(query_start, NQ, BLOCK_M):
+// CHECK: first_m = (tl.maximum(start_n * BLOCK_N + KEY_START - q_start, 0) // BLOCK_M) * BLOCK_M
+// CHECK: for start_m in range(first_m, NQ, BLOCK_M):
 // CHECK-NEXT: # Block sparsity
-// CHECK-NEXT: any_kept, all_kept = tile_class(b, h, start_m, start_m + BLOCK_M - 1, start_n * BLOCK_N, start_n * BLOCK_N + BLOCK_N - 1)
+// CHECK-NEXT: any_kept, all_kept = tile_class(b, h, start_m + q_start, start_m + q_start + BLOCK_M - 1, start_n * BLOCK_N + KEY_START, start_n * BLOCK_N + KEY_START + BLOCK_N - 1)
 // CHECK-NEXT: if any_kept:
 // CHECK: if not all_kept:
 // CHECK-NEXT: keep = keep & mask(b, h, i, j)
 // CHECK: def attn_bwd_dq(
-// CHECK: any_kept, all_kept = tile_class(b, h, start_m * BLOCK_M, start_m * BLOCK_M + BLOCK_M - 1, start_n, start_n + BLOCK_N - 1)
+// CHECK: any_kept, all_kept = tile_class(b, h, start_m * BLOCK_M + q_start, start_m * BLOCK_M + q_start + BLOCK_M - 1, start_n + KEY_START, start_n + KEY_START + BLOCK_N - 1)
 // CHECK-NEXT: if any_kept:
 // CHECK: if not all_kept:
 // CHECK-NEXT: keep = keep & mask(b, h, i, j)

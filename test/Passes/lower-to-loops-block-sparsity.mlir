@@ -1,8 +1,8 @@
 // RUN: attn-opt %s --attn-classify-normalizer --attn-derive-backward --attn-analyze-block-sparsity "--attn-select-schedule=element-types=f32 vector-bits=256" --attn-instantiate-functions --attn-lower-to-loops | FileCheck %s
 
 // A causal attn.mask on the tiled schedule: per (row block, key tile) the interval
-// code asks whether the mask may keep a pair (jLo <= iHi) and whether it may drop
-// one (jHi > iLo); a tile it keeps nothing of yields its carried values untouched
+// code asks, at the tile's positions (rows + query_start, keys + key_start), whether
+// the mask may keep a pair (jLo <= iHi) and whether it may drop one (jHi > iLo); a tile it keeps nothing of yields its carried values untouched
 // (the forward's zeroes its weights), one it keeps whole runs without calling the
 // mask, the others call it per lane.
 attn.mask @causal {
@@ -27,8 +27,10 @@ attn.kernel @k normalizer(@softmax) mask(@causal)
 // CHECK: attn.kernel @k {{.*}}block_sparsity = #attn<block_sparsity indices>
 // The generic loops classify each row's blocks of 64 keys the same way.
 // CHECK-LABEL: func.func private @attn_forward_f32.generic(
+// CHECK: %[[GKS:.*]] = arith.index_cast %arg18 : i64 to index
 // CHECK: scf.for %[[GJ0:.*]] = %{{.*}} to %{{.*}} step %c64{{.*}} iter_args(%[[GACC:[^ ]*]] =
-// CHECK: arith.cmpi sle, %[[GJ0]], %{{.*}} : index
+// CHECK: %[[GJP:.*]] = arith.addi %[[GJ0]], %[[GKS]] : index
+// CHECK: arith.cmpi sle, %[[GJP]], %{{.*}} : index
 // CHECK: scf.if %{{.*}} -> (f32, f32, f32, index)
 // CHECK-NEXT: scf.if %{{.*}} -> (f32, f32, f32, index)
 // CHECK-NOT: @k.mask(
@@ -37,8 +39,10 @@ attn.kernel @k normalizer(@softmax) mask(@causal)
 // CHECK: } else {
 // CHECK: scf.yield %[[GACC]],
 // CHECK-LABEL: func.func private @attn_forward_f32.d32(
+// CHECK: %[[KS:.*]] = arith.index_cast %arg18 : i64 to index
 // CHECK: scf.for %[[J0:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[ACC:[^ ]*]] =
-// CHECK: %[[MAY_KEEP:.*]] = arith.cmpi sle, %[[J0]], %[[ROW_HI:.*]] : index
+// CHECK: %[[JP:.*]] = arith.addi %[[J0]], %[[KS]] : index
+// CHECK: %[[MAY_KEEP:.*]] = arith.cmpi sle, %[[JP]], %[[ROW_HI:.*]] : index
 // CHECK: %[[MAY_DROP:.*]] = arith.cmpi sgt, %{{.*}}, %{{.*}} : index
 // CHECK: scf.if %[[ANY:.*]] -> (f32, f32
 // CHECK-NEXT: scf.if %[[ALL:.*]] -> (f32, f32
@@ -50,8 +54,10 @@ attn.kernel @k normalizer(@softmax) mask(@causal)
 // CHECK-NOT: scf.if
 // CHECK: scf.yield %[[ACC]],
 // CHECK-LABEL: func.func private @attn_backward_f32.generic(
+// CHECK: %[[GBKS:.*]] = arith.index_cast %arg22 : i64 to index
 // CHECK: scf.for %[[GBJ0:.*]] = %{{.*}} to %{{.*}} step %c64
-// CHECK: arith.cmpi sle, %[[GBJ0]], %{{.*}} : index
+// CHECK: %[[GBJP:.*]] = arith.addi %[[GBJ0]], %[[GBKS]] : index
+// CHECK: arith.cmpi sle, %[[GBJP]], %{{.*}} : index
 // CHECK: scf.if %{{.*}} {
 // CHECK-NEXT: scf.if %{{.*}} {
 // CHECK-NOT: @k.mask(
@@ -61,17 +67,24 @@ attn.kernel @k normalizer(@softmax) mask(@causal)
 // its keys, skips a row block's setup on a key block it keeps nothing of, then
 // classifies each key tile. A row block is 4 register tiles of 4 rows (8 lanes).
 // CHECK-LABEL: func.func private @attn_backward_f32.d32(
+// CHECK: %[[BQS:.*]] = arith.index_cast %arg21 : i64 to index
+// CHECK: %[[BKS:.*]] = arith.index_cast %arg22 : i64 to index
 // CHECK: scf.for %[[KB:.*]] = %{{.*}} to %{{.*}} step %c1024{{(_[0-9]+)?}} {
-// CHECK: arith.cmpi sle, %[[KB]], %{{.*}} : index
+// CHECK: %[[KBP:.*]] = arith.addi %[[KB]], %[[BKS]] : index
+// CHECK: arith.cmpi sle, %[[KBP]], %{{.*}} : index
 // CHECK: scf.if %{{.*}} {
 // CHECK: scf.for %{{.*}} = %c0{{(_[0-9]+)?}} to %{{.*}} step %c8 {
 // CHECK: scf.for %[[I0:.*]] = %{{.*}} to %{{.*}} step %c16{{(_[0-9]+)?}} {
-// CHECK: arith.cmpi sle, %[[KB]], %{{.*}} : index
-// CHECK-NEXT: arith.cmpi sgt, %{{.*}}, %[[I0]] : index
+// CHECK: %[[I0P:.*]] = arith.addi %[[I0]], %[[BQS]] : index
+// CHECK: %[[KBP2:.*]] = arith.addi %[[KB]], %[[BKS]] : index
+// CHECK: arith.cmpi sle, %[[KBP2]], %{{.*}} : index
+// CHECK-NEXT: arith.cmpi sgt, %{{.*}}, %[[I0P]] : index
 // CHECK: scf.if %{{.*}} {
 // CHECK: scf.for %[[J0:.*]] = %[[KB]] to %{{.*}} step %c16
-// CHECK: arith.cmpi sle, %[[J0]], %{{.*}} : index
-// CHECK-NEXT: arith.cmpi sgt, %{{.*}}, %[[I0]] : index
+// CHECK: %[[I0P2:.*]] = arith.addi %[[I0]], %[[BQS]] : index
+// CHECK: %[[J0P:.*]] = arith.addi %[[J0]], %[[BKS]] : index
+// CHECK: arith.cmpi sle, %[[J0P]], %{{.*}} : index
+// CHECK-NEXT: arith.cmpi sgt, %{{.*}}, %[[I0P2]] : index
 // CHECK: scf.if %{{.*}} {
 // CHECK-NEXT: scf.if %{{.*}} {
 // CHECK-NOT: @k.mask.x8

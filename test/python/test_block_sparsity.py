@@ -187,7 +187,7 @@ def test_backward_writes_exactly_the_rows_it_owns(compiled, name, d, is_causal, 
         args.insert(8, ctypes.c_void_p(None))  # no tensor inputs
         args += [ctypes.byref(memref_of(t)) for t in (dq, dk, dv, no_params)]
         entry(*args, ctypes.c_void_p(None), *(ctypes.c_int64(x) for x in (
-            0, 0, q_begin, q_end, kv_begin, kv_end, int(is_causal))))
+            0, 0, q_begin, q_end, kv_begin, kv_end, int(is_causal), 0, 0)))
 
     def nans(rows):
         return torch.full((rows, d), math.nan, dtype=dtype)

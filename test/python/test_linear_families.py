@@ -217,7 +217,7 @@ def test_kernelised_forward_of_a_query_block(family, name, is_causal):
     kv_begin, partial = ctypes.c_int64(0), ctypes.c_int64(0)          # whole rows
     fn(*[ctypes.byref(a) for a in args], no_tables, batch, head, ctypes.c_int64(begin),
        ctypes.c_int64(end), kv_begin, ctypes.c_int64(kv_len), ctypes.c_int64(int(is_causal)),
-       partial)
+       partial, ctypes.c_int64(0), ctypes.c_int64(0))                 # ABI 8: positions
     want = ref.attention(name, q, k, v, params, is_causal, torch.tensor([kv_len]))[0, 0]
     assert (o[begin:end] - want[begin:end]).abs().max().item() <= 1e-9
     assert torch.isnan(o[:begin]).all() and torch.isnan(o[end:]).all(), "rows outside the block written"

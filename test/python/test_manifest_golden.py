@@ -17,7 +17,7 @@ def parse(name):
 
 def test_scalar_params():
     m = parse("multimax")
-    assert m["attn-abi"] == 7
+    assert m["attn-abi"] == 8
     assert (m["kernel"], m["normalizer"], m["algorithm"], m["denominator"], m["mask"]) == (
         "multimax_attention", "multimax", "online", "sum", "none")
     assert list(m["params"].items()) == [("tb1", 1.0), ("td1", 1.0), ("b1", -1.0), ("d1", 1.0),

@@ -306,7 +306,7 @@ def test_manifest_and_initial_params(attn_mod, artifacts, name):
     nz = ref.NORMALIZERS[name]
     path = artifacts(name)
     man = torch.ops.attn.manifest(path)
-    assert "attn-abi 7" in man and nz.kernel in man, man
+    assert "attn-abi 8" in man and nz.kernel in man, man
     kern = attn_mod.load(path)
     assert list(kern.param_names) == nz.param_names
     for dtype in (torch.float32, torch.float64):

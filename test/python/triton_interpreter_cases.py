@@ -374,3 +374,39 @@ def test_sliding_window_with_sinks():
     want = general.attention_and_grads(reference, q, k, v, dout, leaves=(sinks,))
     want["dsinks"] = want.pop("d0")
     assert_close(got, want, context="window + sinks")
+
+
+# --- absolute positions (docs/decoding.md) ------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["causal", "alibi_heads", "ssmax", "sliding_window_sinks",
+                                  "document_mask"])
+def test_rows_at_their_positions(name):
+    """The last rows of each batch entry's sequence (query_start a [B] tensor: 27 and 24 of
+    37 positions) give the whole sequence's rows and gradients: the regions, causal, the
+    skipped tiles (window, causal masks) and the row offsets see absolute positions."""
+    from test_positions import family, rows_of, whole_sequence_reference
+
+    gen = torch.Generator().manual_seed(helpers.seed_of("triton-positions", name))
+    B, H, N, Nq = 2, 4, 37, 10
+    q, k, v = (torch.randn(B, H, N, D, generator=gen, dtype=torch.float64) for _ in range(3))
+    dout = torch.randn(B, H, Nq, D, generator=gen, dtype=torch.float64)
+    tables, reference, is_causal = family(name, B, H, N, D, D, gen)
+    first = [N - Nq, N - Nq - 3]
+    want = whole_sequence_reference(reference, q, k, v, dout, tables, first, Nq)
+    path = EXAMPLES / "softmax.mlir" if name == "causal" else FAMILIES / f"{name}.mlir"
+    kern = kernel(path)
+    learnable = [n for n, arg, _, _, is_learnable in kern.inputs if is_learnable]
+    got = run_tables(kern, rows_of(q, first, Nq), k, v, dout, tables, learnable,
+                     is_causal=is_causal, query_start=torch.tensor(first))
+    want = {n: t for n, t in want.items() if n in got}
+    assert_close(got, want, context=f"{name} at positions {first}")
+
+
+def test_bad_positions_are_refused():
+    kern = kernel(EXAMPLES / "softmax.mlir")
+    q = torch.zeros(2, 1, 4, D)
+    with pytest.raises(ValueError, match="query_start must be an int or an integer tensor \\[2\\]"):
+        kern(q, q, q, query_start=torch.tensor([1, 2, 3]))
+    with pytest.raises(ValueError, match="positions >= 0"):
+        kern(q, q, q, query_start=-1)

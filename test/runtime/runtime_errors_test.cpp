@@ -199,7 +199,7 @@ TEST(LibraryLoad, MissingFile) {
 
 TEST(LibraryLoad, NotASharedObject) {
   std::string path = tmpdir() + "/text.so";
-  std::ofstream(path) << "attn-abi 7\nthis is not an ELF file\n";
+  std::ofstream(path) << "attn-abi 8\nthis is not an ELF file\n";
   EXPECT_ATTN_ERROR(Library::load(path), "text.so", "is not a shared object", "ELF");
   EXPECT_ATTN_ERROR(Library::load(tmpdir()), "is not a shared object", "directory");
 
@@ -389,7 +389,7 @@ TEST(ArtifactChecks, SymbolTypes) {
 TEST(ArtifactChecks, ManifestAgainstSignature) {
   // The env_manifest fixture's entry points were "compiled for" no params, no tensor
   // inputs and any head dim (its attn_signature).
-  const std::string head = "attn-abi 7\nkernel k\nnormalizer n\nalgorithm online\n"
+  const std::string head = "attn-abi 8\nkernel k\nnormalizer n\nalgorithm online\n"
                            "denominator sum\nmask none\n";
   const std::string tail = "dtypes f32\ndevices cpu\n";
   const ManifestCase cases[] = {
@@ -411,7 +411,7 @@ TEST(LibraryLoad, NoManifestSymbol) {
 
 TEST(LibraryLoad, WrongAbiVersion) {
   EXPECT_ATTN_ERROR(Library::load(ATTN_FX_WRONG_ABI), "fx_wrong_abi.so",
-                    "ABI version mismatch", "expected attn-abi 7", "found attn-abi 1");
+                    "ABI version mismatch", "expected attn-abi 8", "found attn-abi 1");
 }
 
 TEST(LibraryLoad, MalformedManifestLine) {
@@ -432,49 +432,49 @@ TEST(LibraryLoad, MalformedManifestVariants) {
       {"kernel k\n" + rest + "params\ndtypes f32\ndevices cpu\n", {"no 'attn-abi' line"}},
       {"attn-abi one\nkernel k\n", {"malformed manifest line 1", "attn-abi <integer>"}},
       {"attn-abi 0\nkernel k\n", {"ABI version mismatch", "found attn-abi 0"}},
-      {"attn-abi 7\nattn-abi 1\n", {"malformed manifest line 2", "duplicate 'attn-abi'"}},
-      {"attn-abi 7\nkernel a b\n", {"malformed manifest line 2", "exactly one value, found 2"}},
-      {"attn-abi 7\nkernel a\nkernel b\n", {"line 3", "at most once", "already appeared on line 2"}},
-      {"attn-abi 7\nkernel k\n" + rest + "params a=1 a=2\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 8\nattn-abi 1\n", {"malformed manifest line 2", "duplicate 'attn-abi'"}},
+      {"attn-abi 8\nkernel a b\n", {"malformed manifest line 2", "exactly one value, found 2"}},
+      {"attn-abi 8\nkernel a\nkernel b\n", {"line 3", "at most once", "already appeared on line 2"}},
+      {"attn-abi 8\nkernel k\n" + rest + "params a=1 a=2\ndtypes f32\ndevices cpu\n",
        {"'a' twice"}},
-      {"attn-abi 7\nkernel k\n" + rest + "params a=one\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 8\nkernel k\n" + rest + "params a=one\ndtypes f32\ndevices cpu\n",
        {"a finite number after 'a='", "found 'one'"}},
-      {"attn-abi 7\nkernel k\n" + rest + "params 1a=1\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 8\nkernel k\n" + rest + "params 1a=1\ndtypes f32\ndevices cpu\n",
        {"parameter name", "'1a'"}},
-      {"attn-abi 7\nkernel k\n" + rest + "params\ndtypes f16\ndevices cpu\n",
+      {"attn-abi 8\nkernel k\n" + rest + "params\ndtypes f16\ndevices cpu\n",
        {"dtypes among f32 f64", "found 'f16'"}},
-      {"attn-abi 7\nkernel k\n" + rest + "params\ndtypes\ndevices cpu\n", {"at least one"}},
-      {"attn-abi 7\nkernel k\n" + rest + "params\ndtypes f32\n", {"no 'devices' line"}},
-      {"attn-abi 7\nkernel k\n" + rest + "dtypes f32\ndevices cpu\n", {"no 'params' line"}},
-      {"attn-abi 7\nkernel k\n" + rest + "params W[4x0]=1\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 8\nkernel k\n" + rest + "params\ndtypes\ndevices cpu\n", {"at least one"}},
+      {"attn-abi 8\nkernel k\n" + rest + "params\ndtypes f32\n", {"no 'devices' line"}},
+      {"attn-abi 8\nkernel k\n" + rest + "dtypes f32\ndevices cpu\n", {"no 'params' line"}},
+      {"attn-abi 8\nkernel k\n" + rest + "params W[4x0]=1\ndtypes f32\ndevices cpu\n",
        {"positive extents in weight 'W[4x0]=1'"}},
-      {"attn-abi 7\nkernel k\n" + rest + "params W[4x4=1\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 8\nkernel k\n" + rest + "params W[4x4=1\ndtypes f32\ndevices cpu\n",
        {"a weight 'name[AxB]=init'"}},
-      {"attn-abi 7\nkernel k\n" + rest + "params v[4]=identity\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 8\nkernel k\n" + rest + "params v[4]=identity\ndtypes f32\ndevices cpu\n",
        {"'identity' for a 2-D weight only"}},
-      {"attn-abi 7\nkernel k\n" + rest + "params\nhead-dim -3\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 8\nkernel k\n" + rest + "params\nhead-dim -3\ndtypes f32\ndevices cpu\n",
        {"'head-dim <positive integer>'"}},
-      {"attn-abi 7\nkernel k\n" + rest + "params\ninput 1p float ?\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 8\nkernel k\n" + rest + "params\ninput 1p float ?\ndtypes f32\ndevices cpu\n",
        {"an input name (identifier) after 'input', found '1p'"}},
-      {"attn-abi 7\nkernel k\n" + rest + "params\ninput p f16 ?\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 8\nkernel k\n" + rest + "params\ninput p f16 ?\ndtypes f32\ndevices cpu\n",
        {"an input element among float i8 i32 i64, found 'f16'"}},
-      {"attn-abi 7\nkernel k\n" + rest + "params\ninput p float ?x0\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 8\nkernel k\n" + rest + "params\ninput p float ?x0\ndtypes f32\ndevices cpu\n",
        {"extents '?', B, H, Hkv, Nq, Nk or positive integers", "found '?x0'"}},
-      {"attn-abi 7\nkernel k\n" + rest + "params\ninput p float BxN\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 8\nkernel k\n" + rest + "params\ninput p float BxN\ndtypes f32\ndevices cpu\n",
        {"extents '?', B, H, Hkv, Nq, Nk or positive integers", "found 'BxN'"}},
-      {"attn-abi 7\nkernel k\n" + rest + "params\ninput p float H learnable 0.5\ndtypes f32\n"
+      {"attn-abi 8\nkernel k\n" + rest + "params\ninput p float H learnable 0.5\ndtypes f32\n"
                                         "devices cpu\n",
        {"'init=<finite number>' after 'learnable', found '0.5'"}},
-      {"attn-abi 7\nkernel k\n" + rest + "params\ninput p float H learnable init=x\ndtypes f32\n"
+      {"attn-abi 8\nkernel k\n" + rest + "params\ninput p float H learnable init=x\ndtypes f32\n"
                                         "devices cpu\n",
        {"'init=<finite number>' after 'learnable', found 'init=x'"}},
-      {"attn-abi 7\nkernel k\n" + rest + "params\ninput p float ?x?x?x?x?\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 8\nkernel k\n" + rest + "params\ninput p float ?x?x?x?x?\ndtypes f32\ndevices cpu\n",
        {"an input of rank 1 to 4"}},
-      {"attn-abi 7\nkernel k\n" + rest + "params\ninput p i64 ? learnable\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 8\nkernel k\n" + rest + "params\ninput p i64 ? learnable\ndtypes f32\ndevices cpu\n",
        {"'learnable' on float inputs only"}},
-      {"attn-abi 7\nkernel k\n" + rest + "params\ninput p float ? trainable\ndtypes f32\ndevices cpu\n",
+      {"attn-abi 8\nkernel k\n" + rest + "params\ninput p float ? trainable\ndtypes f32\ndevices cpu\n",
        {"found 'trainable' where 'learnable' belongs"}},
-      {"attn-abi 7\nkernel k\n" + rest +
+      {"attn-abi 8\nkernel k\n" + rest +
            "params\ninput p float ?\ninput p i32 ?\ndtypes f32\ndevices cpu\n",
        {"distinct input names, found 'p' twice"}},
   };
@@ -537,7 +537,7 @@ TEST(LibraryLoad, CudaManifestAndImages) {
 }
 
 TEST(LibraryLoad, MalformedCudaManifest) {
-  const std::string head = "attn-abi 7\nkernel k\nnormalizer n\nalgorithm online\n"
+  const std::string head = "attn-abi 8\nkernel k\nnormalizer n\nalgorithm online\n"
                            "denominator sum\nmask none\nparams\ndtypes f32\n";
   const std::string triton = "gpu-backend triton\ntriton-kernel f32 64\n";
   const ManifestCase cases[] = {

@@ -93,7 +93,7 @@ class RuntimePythonTest(unittest.TestCase):
             self.assertEqual(auto, [])
 
     def test_load_errors_are_runtime_errors(self):
-        with self.assertRaisesRegex(RuntimeError, "ABI version mismatch.*expected attn-abi 7.*found attn-abi 1"):
+        with self.assertRaisesRegex(RuntimeError, "ABI version mismatch.*expected attn-abi 8.*found attn-abi 1"):
             attn.load(fixture("wrong_abi"))
         with self.assertRaisesRegex(RuntimeError, "not found"):
             attn.load("/nonexistent/softmax.so")

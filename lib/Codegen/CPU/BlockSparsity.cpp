@@ -1,9 +1,10 @@
 //===- BlockSparsity.cpp - tiles the mask skips or keeps whole ------------===//
 //
 // The tiled schedules classify each (row block, key tile) by the interval
-// arithmetic of lib/Analysis/MaskIntervals.h: a tile the mask keeps no pair of
-// is skipped (no score, no exp, no W·V or gradient), one it keeps whole runs
-// without evaluating the mask. A `tables` mask's reads indexed by i or j take
+// arithmetic of lib/Analysis/MaskIntervals.h over the tile's absolute positions
+// (its rows and keys shifted by the call's query_start and key_start): a tile the
+// mask keeps no pair of is skipped (no score, no exp, no W·V or gradient), one it
+// keeps whole runs without evaluating the mask. A `tables` mask's reads indexed by i or j take
 // their value range on a tile from per-block minima and maxima that each call
 // computes once, in O(N) reads (document ids: tiles of different documents are
 // skipped, tiles inside one document are kept whole).
@@ -42,6 +43,10 @@ void CPUKernelBuilder::prepareBlockSparsity(int64_t blockKeys, Value positions) 
   if (*sparsity == BlockSparsity::Tables)
     prepared.reads = maskReads(mask);
   Value blockSize = index(blockKeys);
+  // Rows and keys sit at their absolute positions: past `positions` by up to the
+  // larger start (reads there clamp to the table like the regions' reads).
+  positions = arith::AddIOp::create(b, positions,
+                                    arith::MaxSIOp::create(b, queryPosition, keyPosition));
   Value blocks = arith::CeilDivSIOp::create(b, positions, blockSize);
   for (const MaskRead &read : prepared.reads) {
     if (!read.rangeDim) {
@@ -81,6 +86,8 @@ void CPUKernelBuilder::freeBlockSparsity() {
 std::optional<TileClass> CPUKernelBuilder::classifyTile(IntRange rows, IntRange keys) {
   if (!classifier)
     return std::nullopt;
+  rows = {queryAt(rows.lo), queryAt(rows.hi)};
+  keys = {keyAt(keys.lo), keyAt(keys.hi)};
   auto readRange = [&](const MaskRead &read, const TileRanges &tile) -> IntRange {
     if (!read.rangeDim) {
       Value element = readAt(read, Value());

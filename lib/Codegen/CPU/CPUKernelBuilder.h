@@ -72,13 +72,14 @@ private:
   void buildDispatch(StringRef entryName, ArrayRef<Type> inputs, bool isPublic, bool forward);
   /// The name of `tile`'s function under `entryName`.
   static std::string tiledName(StringRef entryName, CpuScheduleAttr tile);
-  /// Loads the params and sets up the scalar math for the slice (batch, head):
-  /// what every entry needs, the merge's too.
-  void setUpRowMath(Value params, Value batch, Value head);
+  /// Loads the params and sets up the scalar math for the slice (batch, head)
+  /// whose row 0 of q (k) is at position queryStart (keyStart): what every entry
+  /// needs, the merge's too.
+  void setUpRowMath(Value params, Value batch, Value head, Value queryStart, Value keyStart);
   /// Loads params, scale, bounds shared by forward and backward, and sets up the
   /// scalar math (and, with `lanewiseMath`, the math on vector<lanes x T>).
   void prologue(Value q, Value k, Value params, Value batch, Value head, Value kvLen,
-                Value causal, bool lanewiseMath);
+                Value causal, Value queryStart, Value keyStart, bool lanewiseMath);
   /// The linear-time form (LinearAttention.h) as `name`.
   void buildKernelised(StringRef name, bool forward);
 
@@ -164,10 +165,21 @@ private:
   bool isAdditive() { return score && score.getContract() == ContractKind::Additive; }
   /// Where the additive contraction's weight v_c lives in the params buffer.
   Value additiveWeightIndex(Value c);
-  /// The indices of pair (i, j) of this call's (batch, head) slice.
-  PairIndices indicesAt(Value i, Value j) { return {batchIndex, headIndex, i, j}; }
+  /// The indices the regions see for query row i and key row j of this call's
+  /// (batch, head) slice: their absolute positions (abi.h: query_start, key_start).
+  PairIndices indicesAt(Value i, Value j) {
+    return {batchIndex, headIndex, queryAt(i), keyAt(j)};
+  }
   /// The indices of query row i of this call's (batch, head) slice.
-  RowIndices rowAt(Value i) { return {batchIndex, headIndex, i}; }
+  RowIndices rowAt(Value i) { return {batchIndex, headIndex, queryAt(i)}; }
+  /// The positions of query row i and key row j (scalars or index lanes).
+  Value queryAt(Value i) { return atPosition(i, queryPosition); }
+  Value keyAt(Value j) { return atPosition(j, keyPosition); }
+  Value atPosition(Value row, Value start) {
+    if (isa<VectorType>(row.getType()))
+      start = splat(start);
+    return arith::AddIOp::create(b, row, start);
+  }
   /// The pair (i, j) of the generic loops, whose keep is a branch.
   PairValues pairAt(Value raw, Value i, Value j);
   /// The generic loops' keys [begin, end) of row i carrying `acc`, in blocks of
@@ -366,6 +378,7 @@ private:
   SmallVector<Value> paramValues;
   Value scale, headDim, paramsBuffer;
   Value batchIndex, headIndex; // the call's (batch, head) slice
+  Value queryPosition, keyPosition; // the positions of q's and k's row 0
   KeyBounds keys;
   /// The tensor inputs as memrefs (tableType) and, in backward, the flat
   /// gradient buffer of each learnable one (null for the others).

@@ -15,11 +15,11 @@
 
 namespace mlir::attn::cpu {
 
-/// A forward entry's arguments; batch, head, qBegin, qEnd and kvBegin as index,
-/// partial as i1; tables the !llvm.ptr to the attn_table descriptors.
+/// A forward entry's arguments; batch, head, qBegin, qEnd, kvBegin, queryStart and
+/// keyStart as index, partial as i1; tables the !llvm.ptr to the attn_table descriptors.
 struct ForwardArgs {
   Value q, k, v, o, rowMax, rowSum, rowCount, params, tables, batch, head, qBegin, qEnd, kvBegin,
-      kvLen, causal, partial;
+      kvLen, causal, partial, queryStart, keyStart;
 };
 
 inline ForwardArgs forwardArguments(ImplicitLocOpBuilder &b, ValueRange args) {
@@ -43,14 +43,16 @@ inline ForwardArgs forwardArguments(ImplicitLocOpBuilder &b, ValueRange args) {
           args[ATTN_FORWARD_KV_LEN],
           args[ATTN_FORWARD_CAUSAL],
           arith::CmpIOp::create(b, arith::CmpIPredicate::ne, args[ATTN_FORWARD_PARTIAL],
-                                arith::ConstantIntOp::create(b, 0, 64))};
+                                arith::ConstantIntOp::create(b, 0, 64)),
+          toIndex(args[ATTN_FORWARD_QUERY_START]),
+          toIndex(args[ATTN_FORWARD_KEY_START])};
 }
 
-/// A backward entry's arguments; batch, head, qBegin, qEnd and kvBegin as index; tables and dTables
-/// the !llvm.ptr to attn_table descriptors.
+/// A backward entry's arguments; batch, head, qBegin, qEnd, kvBegin, queryStart and keyStart as
+/// index; tables and dTables the !llvm.ptr to attn_table descriptors.
 struct BackwardArgs {
   Value q, k, v, o, dOut, rowMax, rowSum, params, tables, dq, dk, dv, dParams, dTables, batch,
-      head, qBegin, qEnd, kvBegin, kvLen, causal;
+      head, qBegin, qEnd, kvBegin, kvLen, causal, queryStart, keyStart;
 };
 
 inline BackwardArgs backwardArguments(ImplicitLocOpBuilder &b, ValueRange args) {
@@ -67,7 +69,8 @@ inline BackwardArgs backwardArguments(ImplicitLocOpBuilder &b, ValueRange args) 
           toIndex(args[ATTN_BACKWARD_BATCH]), toIndex(args[ATTN_BACKWARD_HEAD]),
           toIndex(args[ATTN_BACKWARD_Q_BEGIN]), toIndex(args[ATTN_BACKWARD_Q_END]),
           toIndex(args[ATTN_BACKWARD_KV_BEGIN]), args[ATTN_BACKWARD_KV_LEN],
-          args[ATTN_BACKWARD_CAUSAL]};
+          args[ATTN_BACKWARD_CAUSAL],      toIndex(args[ATTN_BACKWARD_QUERY_START]),
+          toIndex(args[ATTN_BACKWARD_KEY_START])};
 }
 
 } // namespace mlir::attn::cpu

@@ -69,7 +69,8 @@ SmallVector<Type> CPUKernelBuilder::forwardInputs(MemRefType matrix) {
   inputs[ATTN_FORWARD_TABLES] = LLVM::LLVMPointerType::get(b.getContext());
   for (int scalar : {ATTN_FORWARD_BATCH, ATTN_FORWARD_HEAD, ATTN_FORWARD_Q_BEGIN,
                      ATTN_FORWARD_Q_END, ATTN_FORWARD_KV_BEGIN, ATTN_FORWARD_KV_LEN,
-                     ATTN_FORWARD_CAUSAL, ATTN_FORWARD_PARTIAL})
+                     ATTN_FORWARD_CAUSAL, ATTN_FORWARD_PARTIAL, ATTN_FORWARD_QUERY_START,
+                     ATTN_FORWARD_KEY_START})
     inputs[scalar] = b.getI64Type();
   return inputs;
 }
@@ -83,7 +84,8 @@ SmallVector<Type> CPUKernelBuilder::backwardInputs(MemRefType matrix) {
     inputs[pointer] = LLVM::LLVMPointerType::get(b.getContext());
   for (int scalar :
        {ATTN_BACKWARD_BATCH, ATTN_BACKWARD_HEAD, ATTN_BACKWARD_Q_BEGIN, ATTN_BACKWARD_Q_END,
-        ATTN_BACKWARD_KV_BEGIN, ATTN_BACKWARD_KV_LEN, ATTN_BACKWARD_CAUSAL})
+        ATTN_BACKWARD_KV_BEGIN, ATTN_BACKWARD_KV_LEN, ATTN_BACKWARD_CAUSAL,
+        ATTN_BACKWARD_QUERY_START, ATTN_BACKWARD_KEY_START})
     inputs[scalar] = b.getI64Type();
   return inputs;
 }
@@ -106,7 +108,7 @@ ForwardArgs CPUKernelBuilder::beginForward(StringRef name, MemRefType matrix, bo
   ForwardArgs args = forwardArguments(b, entry->getArguments());
   loadTables(args.tables);
   prologue(args.q, args.k, args.params, args.batch, args.head, args.kvLen, args.causal,
-           lanewiseMath);
+           args.queryStart, args.keyStart, lanewiseMath);
   return args;
 }
 
@@ -117,7 +119,7 @@ BackwardArgs CPUKernelBuilder::beginBackward(StringRef name, MemRefType matrix, 
   loadTables(args.tables);
   loadTableGrads(args.dTables);
   prologue(args.q, args.k, args.params, args.batch, args.head, args.kvLen, args.causal,
-           lanewiseMath);
+           args.queryStart, args.keyStart, lanewiseMath);
   return args;
 }
 
@@ -146,10 +148,13 @@ void CPUKernelBuilder::finalizeRow(Value i, Value m, Value sum, Value count, Val
   store(scalarMath->rowSum(result), rowSum, {i});
 }
 
-void CPUKernelBuilder::setUpRowMath(Value params, Value batch, Value head) {
+void CPUKernelBuilder::setUpRowMath(Value params, Value batch, Value head, Value queryStart,
+                                    Value keyStart) {
   paramsBuffer = params;
   batchIndex = batch;
   headIndex = head;
+  queryPosition = queryStart;
+  keyPosition = keyStart;
   paramValues.clear();
   for (unsigned p = 0, e = kernelParamNames(kernel).size(); p < e; ++p)
     paramValues.push_back(load(params, {index(p)}));
@@ -157,8 +162,9 @@ void CPUKernelBuilder::setUpRowMath(Value params, Value batch, Value head) {
 }
 
 void CPUKernelBuilder::prologue(Value q, Value k, Value params, Value batch, Value head,
-                                Value kvLen, Value causal, bool lanewiseMath) {
-  setUpRowMath(params, batch, head);
+                                Value kvLen, Value causal, Value queryStart, Value keyStart,
+                                bool lanewiseMath) {
+  setUpRowMath(params, batch, head, queryStart, keyStart);
   headDim = dim(q, 1);
   if (std::optional<double> fixed = fixedScoreScale(kernel))
     scale = constant(*fixed);
@@ -170,6 +176,7 @@ void CPUKernelBuilder::prologue(Value q, Value k, Value params, Value batch, Val
   keys.kvEnd = arith::MinSIOp::create(b, kv, dim(k, 0));
   keys.isCausal = arith::CmpIOp::create(b, arith::CmpIPredicate::ne, causal,
                                         arith::ConstantIntOp::create(b, 0, 64));
+  keys.positionShift = arith::SubIOp::create(b, queryStart, keyStart);
   laneMath.reset();
   if (lanewiseMath) {
     SmallVector<Value> paramLanes =
@@ -241,7 +248,8 @@ void CPUKernelBuilder::buildMergeEntry() {
   for (int matrix : {ATTN_MERGE_O_PARTS, ATTN_MERGE_O})
     inputs[matrix] = matrixType;
   inputs[ATTN_MERGE_TABLES] = LLVM::LLVMPointerType::get(b.getContext());
-  for (int scalar : {ATTN_MERGE_BATCH, ATTN_MERGE_HEAD, ATTN_MERGE_Q_BEGIN, ATTN_MERGE_Q_END})
+  for (int scalar : {ATTN_MERGE_BATCH, ATTN_MERGE_HEAD, ATTN_MERGE_Q_BEGIN, ATTN_MERGE_Q_END,
+                     ATTN_MERGE_QUERY_START})
     inputs[scalar] = b.getI64Type();
   Block *entry = entryPoint("attn_merge_" + elementTypeName(type), inputs);
   OpBuilder::InsertionGuard guard(b);
@@ -252,7 +260,9 @@ void CPUKernelBuilder::buildMergeEntry() {
   };
   Value oParts = args[ATTN_MERGE_O_PARTS], o = args[ATTN_MERGE_O];
   loadTables(args[ATTN_MERGE_TABLES]);
-  setUpRowMath(args[ATTN_MERGE_PARAMS], toIndex(ATTN_MERGE_BATCH), toIndex(ATTN_MERGE_HEAD));
+  // The merge reads rows only: no key position.
+  setUpRowMath(args[ATTN_MERGE_PARAMS], toIndex(ATTN_MERGE_BATCH), toIndex(ATTN_MERGE_HEAD),
+               toIndex(ATTN_MERGE_QUERY_START), Value());
 
   Value zero = constant(0.0), queries = dim(o, 0), valueDim = dim(o, 1);
   Value splits = arith::DivUIOp::create(b, dim(oParts, 0), queries);

@@ -96,7 +96,7 @@ CPUKernelBuilder::KeyLanes CPUKernelBuilder::keyLanesAt(const RowKeys &row, int6
 }
 
 PairIndices CPUKernelBuilder::indexLanes(Value i, Value jLanes) {
-  return {splat(batchIndex), splat(headIndex), splat(i), jLanes};
+  return {splat(batchIndex), splat(headIndex), splat(queryAt(i)), keyAt(jLanes)};
 }
 
 PairValues CPUKernelBuilder::pairLanes(Value raw, Value i, const KeyLanes &keyLanes, Value keep) {
@@ -561,8 +561,7 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
   // blocks are packed as the panel reaches them, into one block's panels, which
   // stay in L2 (packing them all first had written and read the whole of φ(k)ᵀ
   // through fresh memory, 2.5× the DRAM traffic of a decoder step).
-  Value keyLimit = arith::SelectOp::create(b, keys.isCausal,
-                                           arith::MinSIOp::create(b, keys.kvEnd, qEnd), keys.kvEnd);
+  Value keyLimit = keys.end(b, arith::SubIOp::create(b, qEnd, index(1)));
   Value kvBegin = args.kvBegin;
   Value callRows = arith::SubIOp::create(b, qEnd, qBegin);
   Value onePanel =
@@ -1012,8 +1011,7 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
   });
   // Packed operands: φ(k)ᵀ and vᵀ panels for the score and dP tiles, φ(k) rows
   // for dQ when there is a feature map.
-  Value keyLimit = arith::SelectOp::create(b, keys.isCausal,
-                                           arith::MinSIOp::create(b, keys.kvEnd, qEnd), keys.kvEnd);
+  Value keyLimit = keys.end(b, arith::SubIOp::create(b, qEnd, index(1)));
   // Key blocks of `keyBlock` keys outermost (below): each is packed as the rows
   // reach it, only those the call's rows may see, into one block's panels, where
   // position j - kb holds key j (panels for every key had been fresh memory each

@@ -657,6 +657,8 @@ void KernelPrinter::loadParams(int indent) {
 }
 
 void KernelPrinter::keyEnd(int indent) {
+  line(indent, "# Absolute positions (abi.h): query row r of batch b is at q_start + r.");
+  line(indent, "q_start = tl.load(QueryStarts + b).to(tl.int32)");
   line(indent, "kv_end = NK");
   line(indent, "if HAS_KEY_LENGTHS:");
   line(indent + 4, "kv_end = tl.minimum(NK, tl.load(KeyLengths + b).to(tl.int32))");
@@ -668,7 +670,7 @@ void KernelPrinter::scoreTile(int indent, StringRef live) {
     line(indent, "s = score_mod(" + withParams("raw, b, h, i, j") + ")");
   else
     line(indent, "s = raw");
-  line(indent, "keep = " + live + " & (j < kv_end)");
+  line(indent, "keep = " + live + " & (offs_n[None, :] < kv_end)");
   line(indent, "if IS_CAUSAL:");
   line(indent + 4, "keep = keep & (j <= i)");
   if (!functions.getMask())
@@ -706,7 +708,7 @@ void KernelPrinter::signature(StringRef name, StringRef pointers, ArrayRef<Strin
   }
   if (!tables.empty())
     os << "    " << tableParameters(gradients) << "\n";
-  os << R"(    H, H_KV, NQ, NK, HEAD_DIM, HEAD_DIM_V, scale,
+  os << R"(    H, H_KV, NQ, NK, HEAD_DIM, HEAD_DIM_V, scale, KEY_START,
     IS_CAUSAL: tl.constexpr, HAS_KEY_LENGTHS: tl.constexpr, DOT_PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
 ):
@@ -722,15 +724,17 @@ void KernelPrinter::rowProgram() {
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     offs_dv = tl.arange(0, BLOCK_DV)
-    i = offs_m[:, None]
     row_in = offs_m < NQ
 )";
   line(4, "q = " + tileLoad("Q", "b * stride_qb + h * stride_qh", "offs_m", "stride_qm", "NQ",
                             "offs_d", "stride_qd", "HEAD_DIM"));
   keyEnd(4);
+  line(4, "pos_m = offs_m + q_start");
+  line(4, "i = pos_m[:, None]");
   line(4, "key_stop = kv_end");
-  line(4, "if IS_CAUSAL:");
-  line(8, "key_stop = tl.minimum(kv_end, (start_m + 1) * BLOCK_M)");
+  line(4, "if IS_CAUSAL:  # key rows at positions up to the block's last query");
+  line(8, "key_stop = tl.minimum(kv_end, tl.maximum((start_m + 1) * BLOCK_M + q_start - "
+          "KEY_START, 0))");
 }
 
 void KernelPrinter::loadKeysAndValues(int indent) {
@@ -743,10 +747,10 @@ void KernelPrinter::loadKeysAndValues(int indent) {
 int KernelPrinter::openKeyTiles() {
   line(4, "for start_n in range(0, key_stop, BLOCK_N):");
   line(8, "offs_n = start_n + tl.arange(0, BLOCK_N)");
-  line(8, "j = offs_n[None, :]");
+  line(8, "j = (offs_n + KEY_START)[None, :]");
   int tileIndent = 8;
   if (blockSparse) {
-    skipTiles(8, "start_m * BLOCK_M", "start_n");
+    skipTiles(8, "start_m * BLOCK_M + q_start", "start_n + KEY_START");
     line(8, "if any_kept:");
     tileIndent = 12;
   }
@@ -831,14 +835,15 @@ void KernelPrinter::printHeader() {
 }
 
 void KernelPrinter::printForward() {
-  signature("attn_fwd", "Q, K, V, Out, RowMax, RowSum, Params, KeyLengths", {"q", "k", "v", "o"});
+  signature("attn_fwd", "Q, K, V, Out, RowMax, RowSum, Params, KeyLengths, QueryStarts",
+            {"q", "k", "v", "o"});
   rowProgram();
   loadParams(4);
   if (online) {
     // The running max starts at the row offset's exponent (β = e^x; ε = e^(log ε)).
     if (functions.getOffsetStab())
       line(4, "m_i = tl.zeros([BLOCK_M], tl.float32) + offset_stabilizer(" +
-                  withParams("b, h, offs_m") + ")");
+                  withParams("b, h, pos_m") + ")");
     else if (auto eps = normalizer.getEpsilon(); eps && eps->convertToDouble() > 0.0)
       line(4, "m_i = tl.full([BLOCK_M], " + floatLiteral(std::log(eps->convertToDouble())) +
                   ", tl.float32)");
@@ -874,7 +879,7 @@ void KernelPrinter::printForward() {
   switch (normalizer.getDenominatorKind()) {
   case DenominatorKind::Sum:
     if (functions.getOffset())
-      line(4, "c = l_i + offset(" + withParams(online ? "m_i, b, h, offs_m" : "0.0, b, h, offs_m") +
+      line(4, "c = l_i + offset(" + withParams(online ? "m_i, b, h, pos_m" : "0.0, b, h, pos_m") +
                   ")");
     else if (auto eps = normalizer.getEpsilon())
       line(4, "c = l_i + " + floatLiteral(eps->convertToDouble()) +
@@ -892,7 +897,8 @@ void KernelPrinter::printForward() {
     break;
   }
   line(4, "out_scale = tl.where(any_key, 1.0 / tl.where(any_key, c, 1.0), 0.0)");
-  line(4, "tl.store(Out + b * stride_ob + h * stride_oh + i * stride_om + offs_dv[None, :] * "
+  line(4, "tl.store(Out + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + "
+          "offs_dv[None, :] * "
           "stride_od, (acc * out_scale[:, None]).to(Out.dtype.element_ty), "
           "mask=row_in[:, None] & (offs_dv[None, :] < HEAD_DIM_V))");
   line(4, std::string("tl.store(RowMax + bh * NQ + offs_m, ") +
@@ -905,7 +911,7 @@ void KernelPrinter::printForward() {
 void KernelPrinter::printPreprocess() {
   os << R"(@triton.jit
 def attn_bwd_preprocess(
-    Out, DOut, Delta, RowMax, RowSum, Params, DParamsRows,
+    Out, DOut, Delta, RowMax, RowSum, Params, DParamsRows, QueryStarts,
     stride_ob, stride_oh, stride_om, stride_od,
     stride_dob, stride_doh, stride_dom, stride_dod,
     )";
@@ -940,6 +946,7 @@ def attn_bwd_preprocess(
     line(4, "live = row_sum != 0.0");
     line(4, "inv_c = tl.where(live, 1.0 / tl.where(live, row_sum, 1.0), 0.0)");
     line(4, "program = bh * tl.num_programs(0) + start_m");
+    line(4, "pos_m = offs_m + tl.load(QueryStarts + b).to(tl.int32)");
     loadParams(4);
   }
   if (paramGrads) {
@@ -947,12 +954,12 @@ def attn_bwd_preprocess(
     for (unsigned p = 0; p < offsetDp.size(); ++p)
       line(4, "tl.store(DParamsRows + slot + " + Twine(p) +
                   ", tl.sum(tl.where(live, -offset_d_" + paramSuffixes[p] + "(" +
-                  withParams("row_max, b, h, offs_m") + ") * delta * inv_c, 0.0), 0))");
+                  withParams("row_max, b, h, pos_m") + ") * delta * inv_c, 0.0), 0))");
   }
   for (auto [site, read] : llvm::enumerate(tableGrads())) {
     if (read.getRole() != TableGradRole::Offset)
       continue;
-    std::string args = withParams("row_max, b, h, offs_m");
+    std::string args = withParams("row_max, b, h, pos_m");
     addTableGradient(4, site, "program",
                      "-" + tableGradName(site, "d") + "(" + args + ") * delta * inv_c",
                      tableGradName(site, "at") + "(" + args + ")", "live & row_in", "[BLOCK_M]");
@@ -962,7 +969,8 @@ def attn_bwd_preprocess(
 
 void KernelPrinter::printDkDv() {
   signature("attn_bwd_dkdv",
-            "Q, K, V, DOut, DK, DV, RowMax, RowSum, Delta, Params, KeyLengths, DParamsKeys",
+            "Q, K, V, DOut, DK, DV, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts, "
+            "DParamsKeys",
             {"q", "k", "v", "do", "dk", "dv"}, /*gradients=*/true);
   os << R"(    # One program per key block of one (b, kv head): it visits every query head of
     # the GQA group in turn, so dK, dV and dθ are reduced without atomics.
@@ -974,7 +982,7 @@ void KernelPrinter::printDkDv() {
     offs_n = start_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     offs_dv = tl.arange(0, BLOCK_DV)
-    j = offs_n[None, :]
+    j = (offs_n + KEY_START)[None, :]
 )";
   keyEnd(4);
   loadKeysAndValues(4);
@@ -983,21 +991,22 @@ void KernelPrinter::printDkDv() {
   loadParams(4);
   for (const std::string &param : params)
     line(4, "d_" + param + " = tl.zeros([BLOCK_N], tl.float32)");
-  line(4, "query_start = 0");
-  line(4, "if IS_CAUSAL:");
-  line(8, "query_start = (start_n * BLOCK_N // BLOCK_M) * BLOCK_M");
+  line(4, "first_m = 0");
+  line(4, "if IS_CAUSAL:  # the query block holding the first row at or after the keys");
+  line(8, "first_m = (tl.maximum(start_n * BLOCK_N + KEY_START - q_start, 0) // BLOCK_M) * "
+          "BLOCK_M");
   line(4, "for member in range(0, group):");
   line(8, "h = h_kv * group + member");
   line(8, "bh = b * H + h");
-  line(8, "for start_m in range(query_start, NQ, BLOCK_M):");
+  line(8, "for start_m in range(first_m, NQ, BLOCK_M):");
   int body = 12;
   if (blockSparse) {
-    skipTiles(12, "start_m", "start_n * BLOCK_N");
+    skipTiles(12, "start_m + q_start", "start_n * BLOCK_N + KEY_START");
     line(12, "if any_kept:");
     body = 16;
   }
   line(body, "offs_m = start_m + tl.arange(0, BLOCK_M)");
-  line(body, "i = offs_m[:, None]");
+  line(body, "i = (offs_m + q_start)[:, None]");
   line(body, "row_in = offs_m < NQ");
   line(body, "q = " + tileLoad("Q", "b * stride_qb + h * stride_qh", "offs_m", "stride_qm", "NQ",
                                "offs_d", "stride_qd", "HEAD_DIM"));
@@ -1080,7 +1089,8 @@ void KernelPrinter::pairTableGradients(int indent, StringRef slot) {
 }
 
 void KernelPrinter::printDq() {
-  signature("attn_bwd_dq", "Q, K, V, DOut, DQ, RowMax, RowSum, Delta, Params, KeyLengths",
+  signature("attn_bwd_dq",
+            "Q, K, V, DOut, DQ, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts",
             {"q", "k", "v", "do", "dq"});
   rowProgram();
   line(4, "do = " + tileLoad("DOut", "b * stride_dob + h * stride_doh", "offs_m", "stride_dom",
@@ -1092,7 +1102,8 @@ void KernelPrinter::printDq() {
   scoreTile(tileIndent, "(row_sum != 0.0)[:, None]");
   scoreGrad(tileIndent);
   line(tileIndent, "dq += tl.dot(draw.to(k.dtype), k, input_precision=DOT_PRECISION)");
-  line(4, "tl.store(DQ + b * stride_dqb + h * stride_dqh + i * stride_dqm + offs_d[None, :] * "
+  line(4, "tl.store(DQ + b * stride_dqb + h * stride_dqh + offs_m[:, None] * stride_dqm + "
+          "offs_d[None, :] * "
           "stride_dqd, (dq * scale).to(DQ.dtype.element_ty), "
           "mask=row_in[:, None] & (offs_d[None, :] < HEAD_DIM))");
   os << "\n";

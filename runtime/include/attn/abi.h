@@ -4,7 +4,7 @@
  *
  *   const char *attn_manifest(void);
  *     Text manifest, one "key value..." line each:
- *       attn-abi 7
+ *       attn-abi 8
  *       kernel tanhmax_attention
  *       normalizer tanhmax
  *       algorithm online            (online | plain | kernelised)
@@ -58,7 +58,7 @@
  *       int64_t kv_begin,        keys j < kv_begin are not visited (split-K)
  *       int64_t kv_len,          keys j >= kv_len are masked (padding)
  *       int64_t causal,          nonzero: keys j > i are masked
- *       int64_t partial);        nonzero: the rows are not finished; the call writes
+ *       int64_t partial,         nonzero: the rows are not finished; the call writes
  *                                its running state over its keys instead, for
  *                                attn_merge_T: o = Σ_j g(s_ij, m)·v_j (unnormalised),
  *                                row_max = m (its shift: the running max online, 0
@@ -67,6 +67,13 @@
  *                                the row offset β is left to the merge. A
  *                                kernelised artifact requires kv_begin = 0 and
  *                                partial = 0 (it has no attn_merge_T)
+ *       int64_t query_start,     the absolute position of q's row 0 and of k's
+ *       int64_t key_start);      row 0: every region sees i = query_start + row
+ *                                and j = key_start + key row, and `causal` keeps
+ *                                j <= i in these positions (query_start = Nk - Nq,
+ *                                key_start = 0: bottom-right alignment). kv_begin,
+ *                                kv_len, q_begin, q_end stay rows. A kernelised
+ *                                artifact requires both 0
  *
  *   void _mlir_ciface_attn_merge_T(
  *       attn_memref2d *o_parts,  [S·Nq, dv] the S partial forwards' o, split s in
@@ -76,7 +83,8 @@
  *                                written for rows [q_begin, q_end) as the forward
  *                                writes them over all the splits' keys
  *       attn_memref1d *params, const attn_table *tables,
- *       int64_t batch, int64_t head, int64_t q_begin, int64_t q_end);
+ *       int64_t batch, int64_t head, int64_t q_begin, int64_t q_end,
+ *       int64_t query_start);    as the forward's (the row offset sees i)
  *     Folds the splits' states in split order with the online step's rescale, then
  *     finishes the rows like the forward (row offset, C, O/C).
  *
@@ -105,7 +113,8 @@
  *                                summed; each chunk's dk, dv rows its own). A
  *                                kernelised artifact requires [0, Nq) and
  *                                kv_begin = 0
- *       int64_t causal);
+ *       int64_t causal,
+ *       int64_t query_start, int64_t key_start);  as the forward's
  *
  *   const int64_t attn_signature[];
  *     What the entry points (CPU and GPU) were compiled for, written by attn-compile
@@ -140,7 +149,10 @@
  * element (0, ..., 0) and, for the input's rank r, r extents (each >= 1) and r
  * strides in elements (0 broadcasts a dimension). A region reads element
  * (i_0, ..., i_{r-1}) with every index clamped to [0, extent): reads are always
- * in bounds. A learnable input's gradient element (i_0, ...) is at row-major
+ * in bounds. Regions index by absolute position, so a dimension named Nq spans
+ * the positions up to the call's last query: its extent must be
+ * max_b query_start + Nq (Nk: key_start + Nk); with starts 0 that is Nq (Nk).
+ * A learnable input's gradient element (i_0, ...) is at row-major
  * position Σ_d i_d·Π_{e>d} extent_e of its dtables buffer.
  *
  * ABI history: 2 added row_inputs / drow_inputs and weights in params; 3 added
@@ -148,7 +160,9 @@
  * drow_inputs by tables / dtables (tensor inputs of any rank and element type);
  * 5 added q_begin / q_end to the backward (one slice's queries split over threads)
  * and split-K to the forward (kv_begin, partial, row_count, attn_merge_T); 6 added
- * kv_begin to the backward (split-K for few queries).
+ * kv_begin to the backward (split-K for few queries); 8 added query_start and
+ * key_start (absolute positions: KV-cache decoding, chunked training) to the
+ * forward, backward and merge.
  * Within 2, the runtime came to require attn_signature and the checksum trailer
  * (the manifest and the entry points are unchanged): recompile older artifacts.
  *
@@ -181,6 +195,8 @@
  *   attn_triton_<chip>_<dtype>_d<hd>_<variant>_<kernel>   one cubin per kernel
  * Choice of chip: the device's exact sm_XY, else the highest target of the same major
  * with minor <= the device's, else an error naming the device and the targets.
+ * Absolute positions go as QueryStarts (int32 [B] on the device) and KEY_START (as
+ * query_start and key_start of the CPU entry points).
  * The runtime passes the parameters by name in the described order (tensors with
  * their strides; i32 and fp32 scalars in their width), then Triton's global and
  * profile scratch pointers, with num_warps · 32 threads and shared_bytes of dynamic
@@ -198,7 +214,7 @@
 
 #include <stdint.h>
 
-#define ATTN_ABI_VERSION 7
+#define ATTN_ABI_VERSION 8
 /* The highest rank of a tensor input (attn.input). */
 #define ATTN_MAX_TABLE_RANK 4
 /* attn_signature's element code of a float tensor input (q's dtype). */
@@ -242,14 +258,14 @@ enum attn_forward_arg {
   ATTN_FORWARD_ROW_MAX, ATTN_FORWARD_ROW_SUM, ATTN_FORWARD_ROW_COUNT, ATTN_FORWARD_PARAMS,
   ATTN_FORWARD_TABLES, ATTN_FORWARD_BATCH, ATTN_FORWARD_HEAD, ATTN_FORWARD_Q_BEGIN,
   ATTN_FORWARD_Q_END, ATTN_FORWARD_KV_BEGIN, ATTN_FORWARD_KV_LEN, ATTN_FORWARD_CAUSAL,
-  ATTN_FORWARD_PARTIAL,
+  ATTN_FORWARD_PARTIAL, ATTN_FORWARD_QUERY_START, ATTN_FORWARD_KEY_START,
   ATTN_FORWARD_NUM_ARGS
 };
 enum attn_merge_arg {
   ATTN_MERGE_O_PARTS, ATTN_MERGE_MAX_PARTS, ATTN_MERGE_SUM_PARTS, ATTN_MERGE_COUNT_PARTS,
   ATTN_MERGE_O, ATTN_MERGE_ROW_MAX, ATTN_MERGE_ROW_SUM, ATTN_MERGE_PARAMS, ATTN_MERGE_TABLES,
   ATTN_MERGE_BATCH, ATTN_MERGE_HEAD, ATTN_MERGE_Q_BEGIN, ATTN_MERGE_Q_END,
-  ATTN_MERGE_NUM_ARGS
+  ATTN_MERGE_QUERY_START, ATTN_MERGE_NUM_ARGS
 };
 enum attn_backward_arg {
   ATTN_BACKWARD_Q, ATTN_BACKWARD_K, ATTN_BACKWARD_V, ATTN_BACKWARD_O, ATTN_BACKWARD_DOUT,
@@ -257,6 +273,7 @@ enum attn_backward_arg {
   ATTN_BACKWARD_DQ, ATTN_BACKWARD_DK, ATTN_BACKWARD_DV, ATTN_BACKWARD_DPARAMS,
   ATTN_BACKWARD_DTABLES, ATTN_BACKWARD_BATCH, ATTN_BACKWARD_HEAD, ATTN_BACKWARD_Q_BEGIN,
   ATTN_BACKWARD_Q_END, ATTN_BACKWARD_KV_BEGIN, ATTN_BACKWARD_KV_LEN, ATTN_BACKWARD_CAUSAL,
+  ATTN_BACKWARD_QUERY_START, ATTN_BACKWARD_KEY_START,
   ATTN_BACKWARD_NUM_ARGS
 };
 
@@ -268,13 +285,14 @@ typedef void (*attn_forward_fn)(attn_memref2d *q, attn_memref2d *k, attn_memref2
                                 attn_memref1d *params, const attn_table *tables,
                                 int64_t batch, int64_t head, int64_t q_begin, int64_t q_end,
                                 int64_t kv_begin, int64_t kv_len, int64_t causal,
-                                int64_t partial);
+                                int64_t partial, int64_t query_start, int64_t key_start);
 
 typedef void (*attn_merge_fn)(attn_memref2d *o_parts, attn_memref1d *max_parts,
                               attn_memref1d *sum_parts, attn_memref1d *count_parts,
                               attn_memref2d *o, attn_memref1d *row_max, attn_memref1d *row_sum,
                               attn_memref1d *params, const attn_table *tables, int64_t batch,
-                              int64_t head, int64_t q_begin, int64_t q_end);
+                              int64_t head, int64_t q_begin, int64_t q_end,
+                              int64_t query_start);
 
 typedef void (*attn_backward_fn)(attn_memref2d *q, attn_memref2d *k, attn_memref2d *v,
                                  attn_memref2d *o, attn_memref2d *dout,
@@ -284,7 +302,7 @@ typedef void (*attn_backward_fn)(attn_memref2d *q, attn_memref2d *k, attn_memref
                                  attn_memref1d *dparams, const attn_table *dtables,
                                  int64_t batch, int64_t head, int64_t q_begin,
                                  int64_t q_end, int64_t kv_begin, int64_t kv_len,
-                                 int64_t causal);
+                                 int64_t causal, int64_t query_start, int64_t key_start);
 
 #ifdef __cplusplus
 }

@@ -30,11 +30,13 @@ from collections import OrderedDict
 
 import torch
 
+from .decoding import KVCache, query_start_tensor
 from .paths import runtime_library_path
 from .tables import CALL_DIMS
 
 __all__ = ["load", "compile", "opt", "kernel_of", "Kernel", "Attention", "MultiheadAttention",
-           "attention", "alibi_slopes", "runtime_library_path", "parse_manifest", "training"]
+           "attention", "alibi_slopes", "runtime_library_path", "parse_manifest", "training",
+           "KVCache"]
 
 _lock = threading.Lock()
 _loaded_from = None
@@ -248,16 +250,21 @@ class Kernel:
                 + (f"; missing: {missing}" if missing else ""))
         return [inputs[n] for n in self.input_names]
 
-    def __call__(self, q, k, v, params=None, is_causal=False, key_lengths=None, inputs=None):
+    def __call__(self, q, k, v, params=None, is_causal=False, key_lengths=None, inputs=None,
+                 query_start=None, key_start=0):
         """O [B,H,Nq,dv]. params=None uses the initial values (no gradient for them).
         inputs: the kernel's tensor inputs (see input_names), a dict name -> tensor or a
-        list in that order; learnable ones get gradients."""
+        list in that order; learnable ones get gradients. query_start (an int or an int64
+        [B] tensor) and key_start (an int) are the absolute positions of q's and k's first
+        rows, which every region's i and j count from (docs/decoding.md)."""
         jit = self._jit_kernel(q)
         if jit is not None:
             return jit(q, k, v, self._params(params, q), is_causal, key_lengths,
-                       dict(zip(self.input_names, self._inputs(inputs))))
+                       dict(zip(self.input_names, self._inputs(inputs))),
+                       query_start=query_start, key_start=key_start)
         return torch.ops.attn.attention(self.artifact_for(q), q, k, v, self._params(params, q),
-                                        is_causal, key_lengths, self._inputs(inputs))
+                                        is_causal, key_lengths, self._inputs(inputs),
+                                        query_start_tensor(query_start), key_start)
 
     def _jit_kernel(self, q):
         """On a GPU none of the artifact's cubins runs on: its embedded Triton source as a
@@ -270,20 +277,22 @@ class Kernel:
                                              torch.cuda.get_device_capability(q.device))
 
     def attention_weights(self, q, k, params=None, is_causal=False, key_lengths=None,
-                          inputs=None):
+                          inputs=None, query_start=None, key_start=0):
         """[B,H,Nq,Nk] weights w_ij = g(s_ij) / C_i, for inspection only (no autograd;
         refused above 2**26 elements). Computed by this kernel's own forward, so they are
         exactly the weights it applies (masks, params and tensor inputs included)."""
         return torch.ops.attn.attention_weights(self.artifact_for(q), q, k,
                                                 self._params(params, q), is_causal, key_lengths,
-                                                self._inputs(inputs))
+                                                self._inputs(inputs),
+                                                query_start_tensor(query_start), key_start)
 
     def forward_with_stats(self, q, k, v, params=None, is_causal=False, key_lengths=None,
-                           inputs=None):
+                           inputs=None, query_start=None, key_start=0):
         """Forward only, no autograd: (O, row_max, row_sum)."""
         return torch.ops.attn.attention_forward(self.artifact_for(q), q, k, v,
                                                 self._params(params, q), is_causal, key_lengths,
-                                                self._inputs(inputs))
+                                                self._inputs(inputs),
+                                                query_start_tensor(query_start), key_start)
 
     def __repr__(self):
         return (f"attn.Kernel({self.name!r}, params={self.param_names}, "
@@ -353,8 +362,9 @@ class Attention(torch.nn.Module):
         self.params = torch.nn.Parameter(self.kernel.initial_params(dtype),
                                          requires_grad=len(self.kernel.param_names) > 0)
 
-    def forward(self, q, k, v, key_lengths=None):
-        return self.kernel(q, k, v, self.params, self.is_causal, key_lengths)
+    def forward(self, q, k, v, key_lengths=None, query_start=None, key_start=0):
+        return self.kernel(q, k, v, self.params, self.is_causal, key_lengths,
+                           query_start=query_start, key_start=key_start)
 
     def extra_repr(self):
         return f"{self.kernel.name}, params={self.kernel.param_names}, is_causal={self.is_causal}"

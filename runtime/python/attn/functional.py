@@ -1,5 +1,8 @@
 """attn.attention: a compiled attn kernel called like F.scaled_dot_product_attention."""
 
+import torch
+
+from .decoding import query_start_tensor
 from .masks import kernel_masks, needs_kernel_support, with_mask_input
 
 __all__ = ["attention"]
@@ -11,7 +14,8 @@ def _heads(t):
 
 
 def attention(query, key, value, kernel, attn_mask=None, dropout_p=0.0, is_causal=False,
-              scale=None, enable_gqa=False, *, params=None, key_lengths=None, inputs=None):
+              scale=None, enable_gqa=False, *, params=None, key_lengths=None, inputs=None,
+              query_start=None, key_start=0, kv_cache=None, layer=0):
     """Attention with a compiled attn kernel, with the arguments and shapes of
     torch.nn.functional.scaled_dot_product_attention:
 
@@ -20,8 +24,8 @@ def attention(query, key, value, kernel, attn_mask=None, dropout_p=0.0, is_causa
 
     kernel: an attn.Kernel, a compiled .so, or IR text / a .mlir path (compiled by
     attn.compile and cached, with GPU code for the visible GPUs built on the first CUDA
-    call of each dtype and head dim; pass a Kernel inside torch.compile). is_causal: keys after
-    the query are masked (top-left aligned, as SDPA). scale: None uses the kernel's own
+    call of each dtype and head dim; pass a Kernel inside torch.compile). is_causal: keys at
+    positions after the query's are masked (query_start 0: top-left aligned, as SDPA). scale: None uses the kernel's own
     score; otherwise q·k is scaled by `scale` instead (exact for the dot and scaled_dot
     contractions without a feature map; other kernels raise, naming their contract).
     enable_gqa=True: grouped-query attention, as in SDPA: H a multiple of H_kv, query
@@ -34,6 +38,14 @@ def attention(query, key, value, kernel, attn_mask=None, dropout_p=0.0, is_causa
     Kernel.input_names), whose batch index b counts the batch dims flattened. Autograd
     reaches query, key, value, params and the learnable inputs.
 
+    Positions (docs/decoding.md): query_start (an int, or an int64 tensor [*batch]) and
+    key_start (an int) are the absolute positions of the first query and key; the
+    kernel's i and j count from them, and is_causal keeps j <= i in positions
+    (query_start = S - L: bottom-right aligned, as FlashAttention's causal).
+    kv_cache: an attn.KVCache; key and value are then this step's new keys and values,
+    appended to the cache's layer `layer`, and the queries attend to all the cached keys
+    at positions continuing the cache (query_start and key_lengths come from the cache).
+
     attn_mask (bool: True takes part; float: added to the score; broadcast to
     [*batch, H, L, S]) runs in a kernel with the attn_mask input, compiled by
     attn.compile(source, attn_mask="bool" | "additive" | "learnable-additive"); a kernel
@@ -44,6 +56,18 @@ def attention(query, key, value, kernel, attn_mask=None, dropout_p=0.0, is_causa
     from . import kernel_of
 
     kernel = kernel_of(kernel, cuda_targets="auto")
+    if kv_cache is not None:
+        if query_start is not None or key_start or key_lengths is not None:
+            raise RuntimeError("attn.attention: kv_cache gives the positions and key lengths; "
+                               "pass no query_start, key_start or key_lengths with it")
+        if query.dim() < 3:
+            raise RuntimeError("attn.attention: kv_cache needs query [*batch, H, L, E]")
+        new_keys, new_values = _heads(key), _heads(value)
+        key, value, query_start, key_lengths = kv_cache.append(layer, new_keys, new_values)
+        key = key.reshape(*query.shape[:-3], *key.shape[1:])
+        value = value.reshape(*query.shape[:-3], *value.shape[1:])
+        key_lengths = key_lengths.reshape(query.shape[:-3])
+        query_start = query_start.reshape(query.shape[:-3])
     if dropout_p:
         raise needs_kernel_support(f"dropout_p={dropout_p}",
                                    "dropout of the attention weights inside the kernel")
@@ -70,10 +94,20 @@ def attention(query, key, value, kernel, attn_mask=None, dropout_p=0.0, is_causa
         factor = kernel.query_factor(scale, query.shape[-1])
         if factor != 1.0:
             q = q * factor
+    if isinstance(query_start, torch.Tensor) and query_start.dim() > 0:
+        if query_start.shape != batch:
+            raise RuntimeError(f"attn.attention: query_start must be an int or have the batch "
+                               f"shape {tuple(batch)} of query, got {tuple(query_start.shape)}")
+        query_start = query_start.reshape(-1)
+    if mask_table is not None and (query_start is not None or key_start):
+        raise RuntimeError("attn.attention: attn_mask with query_start, key_start or kv_cache "
+                           "is not supported (the mask input is indexed by absolute position); "
+                           "use is_causal, key_lengths or a mask compiled into the kernel")
     if key_lengths is not None:
         if key_lengths.shape != batch:
             raise RuntimeError(f"attn.attention: key_lengths must have the batch shape "
                                f"{tuple(batch)} of query, got {tuple(key_lengths.shape)}")
         key_lengths = key_lengths.reshape(-1)
-    out = kernel(q, k, v, params, is_causal, key_lengths, with_mask_input(inputs, mask_table))
+    out = kernel(q, k, v, params, is_causal, key_lengths, with_mask_input(inputs, mask_table),
+                 query_start=query_start_tensor(query_start), key_start=key_start)
     return out.reshape(*query.shape[:-1], value.shape[-1])

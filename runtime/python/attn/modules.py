@@ -4,6 +4,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .decoding import query_start_tensor
 from .masks import kernel_masks, needs_kernel_support, with_mask_input
 
 __all__ = ["MultiheadAttention"]
@@ -41,6 +42,14 @@ class MultiheadAttention(nn.Module):
     weights ([B, Nq, Nk] averaged over heads, or [B, H, Nq, Nk]) computed by a second,
     weights-only run of the kernel: no gradient flows through them, they cost an N×N
     tensor and are refused above 2**26 elements; pass need_weights=False when training.
+
+    Positions and generation (docs/decoding.md): forward's query_start (an int or an
+    int64 [B] tensor) and key_start (an int) are the absolute positions of the first query
+    and key, which the kernel's i and j count from (is_causal keeps j <= i in positions).
+    kv_cache=attn.KVCache(layers, B, num_heads, head_dim, capacity) with layer=n appends
+    this call's projected keys and values to the cache's layer n and attends to every
+    cached key, the queries at the positions that continue the cache: prefill, chunked
+    prefill and token-by-token steps (call kv_cache.advance() after the last layer).
 
     `context_parallel` (an attn.context_parallel.ContextParallel): query, key and value
     are this rank's shard of a sequence sharded over a torch.distributed group (self-
@@ -134,7 +143,8 @@ class MultiheadAttention(nn.Module):
         return torch.cat([self.normalizer[name].reshape(-1) for name in self.kernel.param_names])
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
-                attn_mask=None, average_attn_weights=True, is_causal=False, *, inputs=None):
+                attn_mask=None, average_attn_weights=True, is_causal=False, *, inputs=None,
+                query_start=None, key_start=0, kv_cache=None, layer=0):
         is_batched = F._mha_shape_check(query, key, value, key_padding_mask, attn_mask,
                                         self.num_heads)
         if not is_batched:
@@ -157,11 +167,26 @@ class MultiheadAttention(nn.Module):
         q = heads(self.q_proj(query), queries)
         k = heads(self.k_proj(key), keys)
         v = heads(self.v_proj(value), keys)
+        if kv_cache is not None:
+            if query_start is not None or key_start or lengths is not None:
+                raise RuntimeError(
+                    "attn.MultiheadAttention: kv_cache gives the positions and key lengths; "
+                    "pass no query_start, key_start or key_padding_mask with it")
+            k, v, query_start, lengths = kv_cache.append(layer, k, v)
+        if mask_table is not None and (query_start is not None or key_start):
+            raise RuntimeError(
+                "attn.MultiheadAttention: attn_mask with query_start, key_start or kv_cache is "
+                "not supported (the mask input is indexed by absolute position); use "
+                "is_causal or a mask compiled into the kernel")
+        positions = {"query_start": query_start_tensor(query_start), "key_start": key_start}
         params = self.normalizer_params()
         if self.kernel.inputs:
             inputs = with_mask_input({**self.inputs, **(inputs or {})}, mask_table)
         if self.context_parallel is None:
-            o = self.kernel(q, k, v, params, is_causal, lengths, inputs)
+            o = self.kernel(q, k, v, params, is_causal, lengths, inputs, **positions)
+        elif positions["query_start"] is not None or key_start:
+            raise RuntimeError("attn.MultiheadAttention: context_parallel takes no "
+                               "query_start, key_start or kv_cache (the ring sets the positions)")
         else:
             o = self.context_parallel(q, k, v, self.kernel, params, is_causal=is_causal,
                                       inputs=inputs)
@@ -172,7 +197,8 @@ class MultiheadAttention(nn.Module):
             out = out.transpose(0, 1)
         if not need_weights:
             return out, None
-        weights = self.kernel.attention_weights(q, k, params, is_causal, lengths, inputs)
+        weights = self.kernel.attention_weights(q, k, params, is_causal, lengths, inputs,
+                                                **positions)
         if average_attn_weights:
             weights = weights.mean(1)
         return out, weights if is_batched else weights.squeeze(0)

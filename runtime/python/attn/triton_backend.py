@@ -30,7 +30,8 @@ __all__ = ["emit_triton", "load_triton", "compile_triton", "TritonKernel", "KERN
 KERNEL_NAMES = ("attn_fwd", "attn_bwd_preprocess", "attn_bwd_dkdv", "attn_bwd_dq")
 # Pointer arguments that are not q, k, v or their like (which have the storage type).
 _POINTER_TYPES = {"RowMax": "*fp32", "RowSum": "*fp32", "Delta": "*fp32", "Params": "*fp32",
-                  "DParamsRows": "*fp32", "DParamsKeys": "*fp32", "KeyLengths": "*i32"}
+                  "DParamsRows": "*fp32", "DParamsKeys": "*fp32", "KeyLengths": "*i32",
+                  "QueryStarts": "*i32"}
 _STORED = ("Q", "K", "V", "Out", "DOut", "DQ", "DK", "DV")
 _TRITON_TYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 # Element types of tensor inputs in the emitted INPUTS, as torch dtypes.
@@ -229,13 +230,30 @@ class TritonKernel:
     def initial_params(self, dtype=torch.float32, device="cpu"):
         return torch.tensor(self.module.PARAM_INITS, dtype=dtype, device=device)
 
-    def __call__(self, q, k, v, params=None, is_causal=False, key_lengths=None, inputs=None):
+    def __call__(self, q, k, v, params=None, is_causal=False, key_lengths=None, inputs=None,
+                 query_start=None, key_start=0):
+        """O; query_start (an int or an integer [B] tensor) and key_start (an int) are the
+        absolute positions of q's and k's first rows (docs/decoding.md)."""
         if params is None:
             params = self.initial_params(device=q.device)
         self._check(q, k, v, params, key_lengths)
+        starts = self._query_starts(query_start, q.shape[0], key_start)
         tables = self._check_inputs(inputs)
         return _TritonAttention.apply(self, q, k, v, params, bool(is_causal), key_lengths,
-                                      *tables)
+                                      (starts, key_start), *tables)
+
+    def _query_starts(self, query_start, B, key_start):
+        """query_start as int32 [B] on the CPU, checked like the runtime checks it."""
+        where = f"attn kernel {self.name} (Triton)"
+        starts = torch.as_tensor(0 if query_start is None else query_start)
+        if starts.is_floating_point() or starts.dim() > 1 or (starts.dim() == 1
+                                                               and starts.shape != (B,)):
+            raise ValueError(f"{where}: query_start must be an int or an integer tensor [{B}], "
+                             f"got {query_start!r}")
+        if bool((starts < 0).any()) or not isinstance(key_start, int) or key_start < 0:
+            raise ValueError(f"{where}: query_start and key_start must be positions >= 0, got "
+                             f"{starts.tolist()} and {key_start!r}")
+        return starts.to(torch.int32).expand(B).contiguous()
 
     # --- arguments ----------------------------------------------------------------
     def _check(self, q, k, v, params, key_lengths):
@@ -311,7 +329,7 @@ class TritonKernel:
                 args[f"{arg}_s{axis}"] = stride
         return args
 
-    def _launch_arguments(self, q, k, v, params, key_lengths, tiles):
+    def _launch_arguments(self, q, k, v, params, key_lengths, tiles, positions=None):
         device = q.device
         flat_params = params.detach().to(device=device, dtype=torch.float32).contiguous()
         if flat_params.numel() == 0:
@@ -320,12 +338,14 @@ class TritonKernel:
                    if key_lengths is not None else torch.zeros(1, dtype=torch.int32, device=device))
         B, H, NQ, d = q.shape
         H_KV, NK, dv = k.shape[1], k.shape[2], v.shape[3]
+        starts, key_start = positions or (torch.zeros(B, dtype=torch.int32), 0)
+        starts = starts.to(device=device, dtype=torch.int32).contiguous()
         sizes = dict(H=H, H_KV=H_KV, NQ=NQ, NK=NK, HEAD_DIM=d, HEAD_DIM_V=dv,
-                     scale=float(self.module.score_scale(d)))
+                     scale=float(self.module.score_scale(d)), KEY_START=key_start)
         blocks = dict(BLOCK_M=tiles[0], BLOCK_N=tiles[1],
                       BLOCK_D=max(16, _next_power_of_2(d)), BLOCK_DV=max(16, _next_power_of_2(dv)),
                       DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32")
-        return flat_params, lengths, sizes, blocks
+        return flat_params, lengths, starts, sizes, blocks
 
     # --- ahead of time ---------------------------------------------------------------
     def compile_ahead(self, target, dtype=torch.bfloat16, head_dim=64, is_causal=False,
@@ -372,13 +392,15 @@ class TritonKernel:
         return compiled
 
     # --- launches -----------------------------------------------------------------
-    def forward(self, q, k, v, params, is_causal=False, key_lengths=None, tables=()):
-        """O [B, H, Nq, dv], row_max and row_sum [B, H, Nq] (float32)."""
+    def forward(self, q, k, v, params, is_causal=False, key_lengths=None, tables=(),
+                positions=None):
+        """O [B, H, Nq, dv], row_max and row_sum [B, H, Nq] (float32); positions: (query
+        starts [B], key start), default 0."""
         m = self.module
         block_m, block_n, num_warps, num_stages = self.schedule(q.device, q.dtype,
                                                                 q.shape[3])["forward"]
-        flat_params, lengths, sizes, blocks = self._launch_arguments(
-            q, k, v, params, key_lengths, (block_m, block_n))
+        flat_params, lengths, starts, sizes, blocks = self._launch_arguments(
+            q, k, v, params, key_lengths, (block_m, block_n), positions)
         table_args = self._table_arguments(tables, q.device)
         B, H, NQ, _ = q.shape
         out = torch.empty(B, H, NQ, v.shape[3], dtype=q.dtype, device=q.device)
@@ -386,21 +408,21 @@ class TritonKernel:
         row_sum = torch.empty_like(row_max)
         if out.numel():
             m.attn_fwd[(-(-NQ // block_m), B * H)](
-                q, k, v, out, row_max, row_sum, flat_params, lengths,
+                q, k, v, out, row_max, row_sum, flat_params, lengths, starts,
                 *q.stride(), *k.stride(), *v.stride(), *out.stride(), **table_args, **sizes,
                 IS_CAUSAL=is_causal, HAS_KEY_LENGTHS=key_lengths is not None, **blocks,
                 num_warps=num_warps, num_stages=num_stages)
         return out, row_max, row_sum
 
     def backward(self, q, k, v, out, dout, row_max, row_sum, params, is_causal=False,
-                 key_lengths=None, tables=()):
+                 key_lengths=None, tables=(), positions=None):
         """dq, dk, dv (the dtypes of q, k, v), dparams (float32) and the learnable tables'
         gradients (float32, None for the others)."""
         m = self.module
         block_m, block_n, num_warps, num_stages = self.schedule(q.device, q.dtype,
                                                                 q.shape[3])["backward"]
-        flat_params, lengths, sizes, blocks = self._launch_arguments(
-            q, k, v, params, key_lengths, (block_m, block_n))
+        flat_params, lengths, starts, sizes, blocks = self._launch_arguments(
+            q, k, v, params, key_lengths, (block_m, block_n), positions)
         table_args = self._table_arguments(tables, q.device)
         B, H, NQ, _ = q.shape
         H_KV, NK = k.shape[1], k.shape[2]
@@ -427,16 +449,17 @@ class TritonKernel:
         flags = dict(IS_CAUSAL=is_causal, HAS_KEY_LENGTHS=key_lengths is not None)
         if NQ and NK and B and H:
             m.attn_bwd_preprocess[(row_blocks, B * H)](
-                out, dout, delta, row_max, row_sum, flat_params, row_slots,
+                out, dout, delta, row_max, row_sum, flat_params, row_slots, starts,
                 *out.stride(), *dout.stride(), **table_args, **row_table_slots, H=H, NQ=NQ,
                 HEAD_DIM_V=v.shape[3],
                 BLOCK_M=block_m, BLOCK_DV=blocks["BLOCK_DV"], **launch)
             m.attn_bwd_dkdv[(key_blocks, B * H_KV)](
-                q, k, v, dout, dk, dv, row_max, row_sum, delta, flat_params, lengths, key_slots,
+                q, k, v, dout, dk, dv, row_max, row_sum, delta, flat_params, lengths, starts,
+                key_slots,
                 *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dk.stride(), *dv.stride(),
                 **table_args, **key_table_slots, **sizes, **flags, **blocks, **launch)
             m.attn_bwd_dq[(row_blocks, B * H)](
-                q, k, v, dout, dq, row_max, row_sum, delta, flat_params, lengths,
+                q, k, v, dout, dq, row_max, row_sum, delta, flat_params, lengths, starts,
                 *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dq.stride(),
                 **table_args, **sizes, **flags, **blocks, **launch)
         dparams = (row_slots.double().sum(dim=(0, 1)) + key_slots.double().sum(dim=(0, 1)))[:P]
@@ -453,9 +476,11 @@ class TritonKernel:
 
 class _TritonAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, kernel, q, k, v, params, is_causal, key_lengths, *tables):
-        out, row_max, row_sum = kernel.forward(q, k, v, params, is_causal, key_lengths, tables)
+    def forward(ctx, kernel, q, k, v, params, is_causal, key_lengths, positions, *tables):
+        out, row_max, row_sum = kernel.forward(q, k, v, params, is_causal, key_lengths, tables,
+                                               positions)
         ctx.kernel, ctx.is_causal, ctx.key_lengths = kernel, is_causal, key_lengths
+        ctx.positions = positions
         ctx.save_for_backward(q, k, v, params, out, row_max, row_sum, *tables)
         return out
 
@@ -463,9 +488,10 @@ class _TritonAttention(torch.autograd.Function):
     def backward(ctx, dout):
         q, k, v, params, out, row_max, row_sum, *tables = ctx.saved_tensors
         dq, dk, dv, dparams, dtables = ctx.kernel.backward(
-            q, k, v, out, dout, row_max, row_sum, params, ctx.is_causal, ctx.key_lengths, tables)
+            q, k, v, out, dout, row_max, row_sum, params, ctx.is_causal, ctx.key_lengths, tables,
+            ctx.positions)
         # Params and tables may live on another device than q (the kernels read copies).
         dtables = [None if d is None else d.to(device=t.device, dtype=t.dtype)
                    for d, t in zip(dtables, tables)]
         return (None, dq, dk, dv, dparams.to(device=params.device, dtype=params.dtype), None,
-                None, *dtables)
+                None, None, *dtables)
