@@ -53,7 +53,7 @@ class RuntimePythonTest(unittest.TestCase):
     def test_load_and_manifest(self):
         k = attn.load(fixture("probe"))
         self.assertEqual(k.param_names, ["scale", "shift"])
-        self.assertEqual(k.manifest["attn-abi"], 7)
+        self.assertEqual(k.manifest["attn-abi"], 8)
         self.assertEqual(k.manifest["kernel"], "probe_attention")
         self.assertEqual(k.manifest["dtypes"], ["f32", "f64"])
         self.assertEqual(k.manifest["devices"], ["cpu"])
