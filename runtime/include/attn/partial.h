@@ -16,7 +16,8 @@
 namespace attn {
 
 /// Where a block lies in the whole sequence: its first query's and first key's
-/// positions. The entry points of attn-abi 7 see block-local indices, so the calls
+/// positions. These calls do not yet pass them as the entry points' query_start /
+/// key_start (attn-abi 8), so the entry points see block-local indices and the calls
 /// refuse what that would get wrong: is_causal is allowed on a diagonal block only
 /// (q_start == k_start; keys wholly before the queries go without it, keys wholly
 /// after are skipped by the caller), and a kernel with a mask only at (0, 0). A

@@ -19,9 +19,9 @@ Layouts (`layout=`): "contiguous" gives rank r positions [r·N/P, (r+1)·N/P);
 mask every rank has the same work. A rank's shard is a list of pieces (one, or two),
 each with its start position; a query piece runs against a key piece in full (keys
 before it), on the diagonal (same start: is_causal inside) or not at all (keys after
-it, causal). Those positions go to the ops as q_start / k_start, which the entry points
-of attn-abi 7 do not yet take: masks baked into a kernel (sliding window, documents)
-and scores that read i or j are not shardable until they do.
+it, causal). Those positions go to the ops as q_start / k_start, which do not yet pass them to the
+entry points as their query_start / key_start (attn-abi 8): masks baked into a kernel
+(sliding window, documents) and scores that read i or j are not shardable until they do.
 """
 
 import torch
