@@ -5,7 +5,7 @@ A fence's info string is the block's language, then options (`/```sh slow/`):
 
 - `python` and `sh`: run in the order of the page, in one subprocess per page (this file
   run as a script). The python blocks share one namespace; the sh blocks run under
-  `bash -e -o pipefail` with build/bin first on PATH. Both run in a temporary directory
+  `bash -e -o pipefail` with build/bin, then the environment's bin, first on PATH. Both run in a temporary directory
   that mirrors the repository root (a symbolic link per top-level entry, `build` and
   `.venv` to the build and environment under test), so a block written "from the
   repository root" runs as written, and what it writes (`tanhmax.so`) stays there for the
@@ -101,7 +101,10 @@ def run_page(page, results_path):
     """Runs `page`'s python and sh blocks in order here (the subprocess of one page) and
     writes {block id: [status, message, seconds]}."""
     namespace = {"__name__": "__docs__"}
-    env = dict(os.environ, PATH=f"{BUILD / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    # As in an activated environment (`source .venv/bin/activate`): its python3 first,
+    # which attn-compile --cuda-targets runs for attn.triton_aot.
+    env = dict(os.environ, PATH=os.pathsep.join([str(BUILD / "bin"), str(Path(sys.executable).parent),
+                                                 os.environ["PATH"]]))
     results = {}
     for block in blocks_of(REPO / page):
         if (block.language not in ("python", "sh") or block.text == RUN_BY_CI
