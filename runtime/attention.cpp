@@ -8,17 +8,13 @@
 #include "attn/runtime.h"
 #include "cuda_driver.h"
 #include "internal.h"
+#include "work_sharing.h"
 
 #include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <array>
-#include <atomic>
-#include <condition_variable>
-#include <exception>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <sstream>
 
 namespace attn {
@@ -483,67 +479,6 @@ attn_memref1d memref_params(const Tensor &t) {
   return attn_memref1d{ptr, ptr, 0, {t.size(0)}, {t.stride(0)}};
 }
 
-/// Run f(i) for i in [0, n) on the calling thread and up to at::get_num_threads() - 1
-/// helpers from LibTorch's inter-op pool (at::launch), each taking the next item as it
-/// finishes one, so uneven items (causal masks, padding) and a thread slowed by a busy
-/// core balance. The call returns once every item is done, without waiting for a
-/// helper that has not started: at::parallel_for's OpenMP region ends in a barrier
-/// that waits for every thread of the team, so one thread whose core another process
-/// held had held up the whole call (2 threads slower than 1). Items are the same
-/// whichever thread runs them: what a caller sums per item stays deterministic.
-template <class F> void parallel_items(int64_t n, const F &f) {
-  if (n <= 0)
-    return;
-  const int64_t workers = std::min<int64_t>(at::get_num_threads(), n);
-  if (workers <= 1 || at::in_parallel_region()) {
-    for (int64_t i = 0; i < n; ++i)
-      f(i);
-    return;
-  }
-  // Shared with the helpers, which may start after the call returned: they then find
-  // no item left and never touch `item` (which refers to the caller's f).
-  struct Items {
-    std::atomic<int64_t> next{0};
-    int64_t count = 0;
-    std::function<void(int64_t)> item;
-    std::mutex mutex;
-    std::condition_variable finished;
-    int64_t done = 0;
-    std::exception_ptr error;
-  };
-  auto items = std::make_shared<Items>();
-  items->count = n;
-  items->item = [&f](int64_t i) { f(i); };
-  auto take = [](Items &shared) {
-    int64_t ran = 0;
-    std::exception_ptr error;
-    for (int64_t i = shared.next.fetch_add(1, std::memory_order_relaxed); i < shared.count;
-         i = shared.next.fetch_add(1, std::memory_order_relaxed), ++ran) {
-      try {
-        shared.item(i);
-      } catch (...) {
-        if (!error)
-          error = std::current_exception();
-      }
-    }
-    if (ran == 0)
-      return;
-    std::lock_guard<std::mutex> lock(shared.mutex);
-    shared.done += ran;
-    if (error && !shared.error)
-      shared.error = error;
-    if (shared.done == shared.count)
-      shared.finished.notify_all();
-  };
-  for (int64_t w = 1; w < workers; ++w)
-    at::launch([items, take] { take(*items); });
-  take(*items);
-  std::unique_lock<std::mutex> lock(items->mutex);
-  items->finished.wait(lock, [&] { return items->done == items->count; });
-  if (items->error)
-    std::rethrow_exception(items->error);
-}
-
 } // namespace
 
 int64_t forward_rows_per_call(int64_t heads, int64_t queries, int64_t threads) {
@@ -856,7 +791,7 @@ Tensor key_unshifted(const Tensor &gradient, const TensorInput &declared, int64_
 template <class F> void for_each_query_block(const Problem &p, const F &f) {
   const int64_t rows = forward_rows_per_call(p.B * p.H, p.Nq, at::get_num_threads());
   const int64_t blocks = (p.Nq + rows - 1) / rows;
-  parallel_items(p.B * p.H * blocks, [&](int64_t item) {
+  detail::parallel_items(p.B * p.H * blocks, [&](int64_t item) {
     const int64_t bh = item / blocks, q_begin = item % blocks * rows;
     f(bh / p.H, bh % p.H, q_begin, std::min(p.Nq, q_begin + rows));
   });
@@ -927,7 +862,7 @@ std::tuple<Tensor, Tensor, Tensor> run_forward(const Library &lib, const Problem
   }
   const attn_memref1d pm = memref_params(params);
   const attn_table *table_ptr = tables.empty() ? nullptr : tables.data();
-  parallel_items(BH * nqb * kv_splits, [&](int64_t item) {
+  detail::parallel_items(BH * nqb * kv_splits, [&](int64_t item) {
     const int64_t split = item % kv_splits, call = item / kv_splits;
     int64_t bh, qb;
     if (p.causal) { // heaviest query blocks (most unmasked keys) first
@@ -1084,7 +1019,7 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
        kv_end + p.key_shift, p.causal ? 1 : 0, p.query_start[static_cast<size_t>(b)],
        p.key_start);  // key row r at index r + key_shift, as key_shifted lays out the tables
   };
-  parallel_items(chunks, [&](int64_t c) {
+  detail::parallel_items(chunks, [&](int64_t c) {
     const std::vector<attn_table> &chunk = dtables[static_cast<size_t>(c)];
     for (int64_t round = 0; round * chunks < calls; ++round) {
       const int64_t item = round * chunks + (round % 2 == 0 ? c : chunks - 1 - c);

@@ -1,0 +1,157 @@
+//===- work_sharing.cpp - items taken by threads as they finish -----------===//
+//
+// The helpers are the runtime's own threads, not LibTorch's inter-op pool: a task given
+// to at::launch carries a copy of the caller's thread-local state, Python objects
+// included (dispatch modes, saved-tensor hooks), and a helper that starts after the
+// call returned destroys that copy on its own thread, taking the GIL; during the
+// interpreter's shutdown that thread exits inside a destructor and the process aborts
+// ("terminate called without an active exception"). Here only the caller owns its
+// state: a helper installs it while it runs an item, which the caller is still waiting
+// for, and a helper that finds no item left never touches it.
+//
+//===----------------------------------------------------------------------===//
+#include "work_sharing.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/ThreadLocalState.h>
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace attn {
+namespace detail {
+namespace {
+
+/// Threads that run posted tasks, created as callers ask for more. Never destroyed:
+/// at exit its threads are parked waiting for a task and hold nothing, whereas joining
+/// them from a static destructor would race the other libraries' teardown.
+class HelperThreads {
+public:
+  void post(std::function<void()> task, size_t threads_wanted) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    while (threads_.size() < threads_wanted)
+      threads_.emplace_back([this] { serve(); });
+    tasks_.push_back(std::move(task));
+    wake_.notify_one();
+  }
+
+  /// The process's helpers; after a fork the child (whose helpers did not survive it)
+  /// gets new ones, leaving the parent's copy, whose mutex a helper may have held, alone.
+  static HelperThreads &instance() {
+    static const bool fork_handler = [] {
+      pthread_atfork(nullptr, nullptr, [] { current_.store(nullptr); });
+      return true;
+    }();
+    (void)fork_handler;
+    HelperThreads *helpers = current_.load();
+    if (helpers)
+      return *helpers;
+    auto *fresh = new HelperThreads;
+    if (current_.compare_exchange_strong(helpers, fresh))
+      return *fresh;
+    delete fresh; // another caller made them first (it has no threads yet)
+    return *helpers;
+  }
+
+private:
+  void serve() {
+    at::init_num_threads(); // an item's own ATen calls use the caller's thread count
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [this] { return !tasks_.empty(); });
+      std::function<void()> task = std::move(tasks_.front());
+      tasks_.pop_front();
+      lock.unlock();
+      task();
+      lock.lock();
+    }
+  }
+
+  static std::atomic<HelperThreads *> current_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> tasks_;
+  std::vector<std::thread> threads_;
+};
+
+std::atomic<HelperThreads *> HelperThreads::current_{nullptr};
+
+/// What the caller shares with its helpers, who may outlive the call: `item` and
+/// `caller_state` are read only by a thread that claimed an item, while the caller
+/// still waits for that item.
+struct Items {
+  std::atomic<int64_t> next{0};
+  int64_t count = 0;
+  const std::function<void(int64_t)> *item = nullptr;
+  const at::ThreadLocalState *caller_state = nullptr;
+  std::mutex mutex;
+  std::condition_variable finished;
+  int64_t done = 0;
+  std::exception_ptr error;
+};
+
+void take_items(Items &shared, bool on_caller) {
+  int64_t ran = 0;
+  std::exception_ptr error;
+  {
+    std::unique_ptr<at::ThreadLocalStateGuard> state;
+    for (int64_t i = shared.next.fetch_add(1, std::memory_order_relaxed); i < shared.count;
+         i = shared.next.fetch_add(1, std::memory_order_relaxed), ++ran) {
+      if (!on_caller && !state)
+        state = std::make_unique<at::ThreadLocalStateGuard>(*shared.caller_state);
+      try {
+        (*shared.item)(i);
+      } catch (...) {
+        if (!error)
+          error = std::current_exception();
+      }
+    }
+  } // the caller's state leaves this thread before the caller can return
+  if (ran == 0)
+    return;
+  std::lock_guard<std::mutex> lock(shared.mutex);
+  shared.done += ran;
+  if (error && !shared.error)
+    shared.error = error;
+  if (shared.done == shared.count)
+    shared.finished.notify_all();
+}
+
+} // namespace
+
+void parallel_items(int64_t n, const std::function<void(int64_t)> &item) {
+  if (n <= 0)
+    return;
+  const int64_t workers = std::min<int64_t>(at::get_num_threads(), n);
+  if (workers <= 1 || at::in_parallel_region()) {
+    for (int64_t i = 0; i < n; ++i)
+      item(i);
+    return;
+  }
+  const at::ThreadLocalState caller_state;
+  auto items = std::make_shared<Items>();
+  items->count = n;
+  items->item = &item;
+  items->caller_state = &caller_state;
+  HelperThreads &helpers = HelperThreads::instance();
+  for (int64_t w = 1; w < workers; ++w)
+    helpers.post([items] { take_items(*items, /*on_caller=*/false); },
+                 static_cast<size_t>(workers - 1));
+  take_items(*items, /*on_caller=*/true);
+  std::unique_lock<std::mutex> lock(items->mutex);
+  items->finished.wait(lock, [&] { return items->done == items->count; });
+  if (items->error)
+    std::rethrow_exception(items->error);
+}
+
+} // namespace detail
+} // namespace attn

@@ -1,0 +1,100 @@
+// detail::parallel_items (runtime/work_sharing.h): every item once, under the caller's
+// thread-local state, the first exception rethrown after every item ran, serial inside
+// a parallel region.
+#include "work_sharing.h"
+
+#include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using attn::detail::parallel_items;
+
+class WorkSharing : public ::testing::Test {
+protected:
+  void SetUp() override {
+    threads_before_ = at::get_num_threads();
+    at::set_num_threads(4);
+  }
+  void TearDown() override { at::set_num_threads(threads_before_); }
+  int threads_before_ = 1;
+};
+
+TEST_F(WorkSharing, RunsEveryItemOnceAcrossThreads) {
+  constexpr int64_t n = 400;
+  std::vector<std::atomic<int>> runs(n);
+  std::mutex mutex;
+  std::set<std::thread::id> threads;
+  parallel_items(n, [&](int64_t i) {
+    runs[static_cast<size_t>(i)].fetch_add(1);
+    std::this_thread::yield();
+    std::lock_guard<std::mutex> lock(mutex);
+    threads.insert(std::this_thread::get_id());
+  });
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(runs[static_cast<size_t>(i)].load(), 1) << "item " << i;
+  EXPECT_LE(threads.size(), 4u);
+}
+
+TEST_F(WorkSharing, ItemsSeeTheCallersGradMode) {
+  std::atomic<int> grad_enabled{0}, on_helpers{0};
+  const auto caller = std::this_thread::get_id();
+  {
+    c10::NoGradGuard no_grad;
+    parallel_items(64, [&](int64_t) {
+      if (c10::GradMode::is_enabled())
+        grad_enabled.fetch_add(1);
+      if (std::this_thread::get_id() != caller)
+        on_helpers.fetch_add(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    });
+  }
+  EXPECT_TRUE(c10::GradMode::is_enabled());
+  EXPECT_EQ(grad_enabled.load(), 0);
+  if (on_helpers.load() == 0)
+    GTEST_SKIP() << "no helper thread started within 128 ms (a loaded machine)";
+}
+
+TEST_F(WorkSharing, RethrowsTheFirstErrorAfterEveryItemRan) {
+  std::atomic<int> ran{0};
+  EXPECT_THROW(parallel_items(100,
+                              [&](int64_t i) {
+                                ran.fetch_add(1);
+                                if (i % 10 == 3)
+                                  throw std::runtime_error("item failed");
+                              }),
+               std::runtime_error);
+  EXPECT_EQ(ran.load(), 100);
+}
+
+TEST_F(WorkSharing, SerialInsideAParallelRegionAndForNoItems) {
+  parallel_items(0, [](int64_t) { FAIL() << "no item to run"; });
+  at::parallel_for(0, 2, 1, [](int64_t begin, int64_t end) {
+    const auto outer = std::this_thread::get_id();
+    parallel_items(8, [&](int64_t) { EXPECT_EQ(std::this_thread::get_id(), outer); });
+  });
+}
+
+TEST_F(WorkSharing, ManyCallersShareTheHelpers) {
+  std::vector<std::thread> callers;
+  std::atomic<int64_t> total{0};
+  for (int c = 0; c < 4; ++c)
+    callers.emplace_back([&] {
+      for (int call = 0; call < 50; ++call)
+        parallel_items(16, [&](int64_t i) { total.fetch_add(i); });
+    });
+  for (auto &caller : callers)
+    caller.join();
+  EXPECT_EQ(total.load(), 4 * 50 * (15 * 16 / 2));
+}
+
+} // namespace
