@@ -214,6 +214,7 @@ def _worker(rank, world, port, artifacts, outdir):
                    for name, case in CASES.items()}
         results["ddp_step"] = _ddp_step(kernels["multimax"], world, rank)
         results["module"] = _module_case(kernels["multimax"], world)
+        results["whole_table_refused"] = _refuses_whole_table(kernels["fox"])
         with open(os.path.join(outdir, f"rank{rank}.json"), "w") as f:
             json.dump(results, f)
     finally:
@@ -269,6 +270,20 @@ def _ddp_step(kernel, world, rank):
         assert moved > 0, n
         worst = max(worst, ((got - want).abs() / (1 + want.abs())).max().item() / 1e-12)
     return worst
+
+
+def _refuses_whole_table(kernel):
+    """A table over the positions passed whole instead of as the rank's shard is refused
+    on every rank before any message, naming the input: 0; otherwise pytest.raises ends
+    the worker, and the spawn fails the test."""
+    from attn.context_parallel import context_parallel_attention
+
+    q = torch.randn(1, 2, 4, 8)
+    world = dist.get_world_size()
+    with pytest.raises(RuntimeError, match=r"input c has %d positions in dim 2 \(declared Nq\), "
+                                           r"expected this rank's shard of 4" % (4 * world)):
+        context_parallel_attention(q, q, q, kernel, inputs={"c": torch.zeros(1, 2, 4 * world)})
+    return 0.0
 
 
 def _module_case(kernel, world):
@@ -333,7 +348,7 @@ def results(request, artifacts, tmp_path_factory):
     return [json.loads((outdir / f"rank{r}.json").read_text()) for r in range(world)]
 
 
-@pytest.mark.parametrize("case", [*CASES, "ddp_step", "module"])
+@pytest.mark.parametrize("case", [*CASES, "ddp_step", "module", "whole_table_refused"])
 def test_context_parallel_matches_one_process(results, case):
     """Error over tolerance (|got − want| / (1 + |want|) against 1e-12 in float64, 2e-4
     in float32), worst over O and every gradient, on every rank."""

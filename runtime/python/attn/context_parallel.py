@@ -352,6 +352,15 @@ def context_parallel_attention(q, k, v, kernel, params=None, *, is_causal=False,
     if key_lengths is not None:
         key_lengths = key_lengths.to(device="cpu", dtype=torch.int64)
     tensors = kernel._inputs(inputs)
+    roles = _Inputs(kernel, tensors)
+    for n in roles.of("position"):
+        declared, dim = kernel.inputs[n], roles.dims[n]
+        if tensors[n].shape[dim] != q.shape[2]:
+            raise RuntimeError(
+                f"attn.context_parallel: input {declared['name']} has {tensors[n].shape[dim]} "
+                f"positions in dim {dim} (declared {declared['shape'][dim]}), expected this "
+                f"rank's shard of {q.shape[2]}: pass shard(t, {dim}) of the whole sequence's "
+                "table")
     params = kernel._params(params, q)
     setup = (group, layout, bool(is_causal), key_lengths, bool(reduce_params))
     return _RingAttention.apply(kernel.artifact_for(q), kernel, setup, q, k, v, params, *tensors)
