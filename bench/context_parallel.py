@@ -3,6 +3,13 @@ P threads on the whole sequence, forward + backward of one attention call.
 
     python bench/context_parallel.py [--positions 16384] [--heads 2] [--dim 64]
         [--kernel examples/normalizers/softmax.mlir] [--causal] [--ranks 2] [--json out.json]
+    python bench/context_parallel.py --unreachable-blocks [--block 4096]
+
+--unreachable-blocks: instead, one process, one thread: what one block's call costs
+(forward, backward) when it must be computed (softmax, and the 16-key window of
+examples/families/sliding_window_sinks.mlir on its own block) against a block the
+window cannot reach and a block after the queries under is_causal (the ring skips only
+the latter): whether skipping the blocks a mask cannot reach would pay.
 
 Reports per rank: seconds (median of --repeats fwd+bwd after a first call), the resident
 memory before the first call (torch, the artifact, the inputs) and what that call adds at
@@ -136,6 +143,37 @@ def _rank(rank, args, port, outdir):
     os._exit(0)
 
 
+def _block_costs(args):
+    """Median ms of one block's partial forward and backward, one thread."""
+    import attn
+
+    torch.set_num_threads(1)
+    families = os.path.join(os.path.dirname(__file__), "..", "examples", "families")
+    kernels = (("softmax", attn.compile(args.kernel), []),
+               ("window 16 + sinks",
+                attn.compile(os.path.join(families, "sliding_window_sinks.mlir")),
+                [torch.zeros(args.heads)]))
+    n = args.block
+    g = torch.Generator().manual_seed(0)
+    q, k, v, dout = (torch.randn(1, args.heads, n, args.dim, generator=g) for _ in range(4))
+    ms = lambda call: _timed(call, args.repeats)[1] * 1e3
+    for name, kernel, inputs in kernels:
+        path, params = kernel.path, kernel.initial_params()
+        out, row_max, row_sum = torch.ops.attn.attention_forward(path, q, k, v, params, False,
+                                                                 None, inputs)
+        for label, query_start, key_start, causal in (
+                ("its own block", 0, 0, False),
+                (f"keys {n} positions before the queries", 2 * n, n, False),
+                ("keys after the queries, is_causal", 0, n, True)):
+            forward = lambda: torch.ops.attn.attention_partial_forward(
+                path, q, k, v, params, causal, None, inputs, query_start, key_start)
+            backward = lambda: torch.ops.attn.attention_partial_backward(
+                path, q, k, v, params, out, row_max, row_sum, dout, key_start == 0, causal,
+                None, inputs, query_start, key_start)
+            print(f"{name}, {label}: forward {ms(forward):.1f} ms, backward "
+                  f"{ms(backward):.1f} ms", flush=True)
+
+
 def _port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -152,7 +190,11 @@ def main():
     parser.add_argument("--causal", action="store_true")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json")
+    parser.add_argument("--unreachable-blocks", action="store_true")
+    parser.add_argument("--block", type=int, default=4096)
     args = parser.parse_args()
+    if args.unreachable_blocks:
+        return _block_costs(args)
 
     import tempfile
 

@@ -95,7 +95,13 @@ struct Problem {
   /// 1: the backward sees every key one index later, at [1, kv_len + 1), so that no
   /// call has kv_begin = 0 and none takes the row offset's share (abi.h): a key block
   /// of context parallelism other than the one that takes it (attention_partial_backward).
+  /// The entry points get key_start - key_shift: the regions still see key row r at
+  /// position key_start + r.
   int64_t key_shift = 0;
+  /// Context parallelism's blocks: a tensor input's dim named Nq or Nk may span more
+  /// positions than the call's (the whole sequence's table), since a block's regions
+  /// read it at both i and j.
+  bool whole_sequence_tables = false;
 
   bool cuda() const { return device.is_cuda(); }
   /// The dtype of row_max / row_sum: q's on the CPU, float32 on the GPU (the GPU
@@ -240,9 +246,12 @@ void check_inputs(const Library &lib, const char *fn, const std::vector<Tensor> 
                   shape_str(t));
       if (!want.dims[d].empty()) {
         const auto [size, what] = call_dim(p, want.dims[d]);
-        TORCH_CHECK(t.size(d) == size, fn, ": ", name, " has extent ", t.size(d), " in dim ", d,
-                    ", expected ", want.dims[d], " = ", size, " (", what, "; declared ", doc,
-                    "), got shape ", shape_str(t));
+        const bool at_least =
+            p.whole_sequence_tables && (want.dims[d] == "Nq" || want.dims[d] == "Nk");
+        TORCH_CHECK(at_least ? t.size(d) >= size : t.size(d) == size, fn, ": ", name,
+                    " has extent ", t.size(d), " in dim ", d, ", expected ",
+                    at_least ? "at least " : "", want.dims[d], " = ", size, " (", what,
+                    "; declared ", doc, "), got shape ", shape_str(t));
       }
     }
     const torch::ScalarType element = want.element == "float" ? q.scalar_type()
@@ -298,7 +307,8 @@ Tensor device_key_lengths(const Problem &p) {
 }
 
 Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tensor &k,
-                 const Tensor &v, const Tensor &params, const Options &opts) {
+                 const Tensor &v, const Tensor &params, const Options &opts,
+                 bool whole_sequence_tables = false) {
   check_tensor(lib, fn, "q", q, "[B, H, Nq, d]");
   check_tensor(lib, fn, "k", k, "[B, H_kv, Nk, d]");
   check_tensor(lib, fn, "v", v, "[B, H_kv, Nk, dv]");
@@ -386,6 +396,7 @@ Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tens
   }
 
   check_positions(lib, fn, opts, q, p);
+  p.whole_sequence_tables = whole_sequence_tables;
   check_inputs(lib, fn, opts.inputs, q, p);
 
   p.causal = opts.is_causal;
@@ -751,41 +762,6 @@ std::vector<attn_table> tables_of(const std::vector<Tensor> &inputs) {
   return tables;
 }
 
-// With Problem::key_shift the backward sees key j at index j + shift: so do the tables
-// over the keys (a dim named Nk), read at j + shift, and their gradients' buffers.
-
-std::vector<int64_t> key_shifted_sizes(const Tensor &input, const TensorInput &declared,
-                                       int64_t shift) {
-  std::vector<int64_t> sizes = input.sizes().vec();
-  for (size_t d = 0; d < sizes.size(); ++d)
-    if (declared.dims[d] == "Nk")
-      sizes[d] += shift;
-  return sizes;
-}
-
-std::vector<attn_table> key_shifted(std::vector<attn_table> tables,
-                                    const std::vector<Tensor> &inputs, const Library &lib,
-                                    int64_t shift) {
-  const auto &declared = lib.manifest().inputs;
-  for (size_t n = 0; n < tables.size(); ++n)
-    for (size_t d = 0; d < declared[n].dims.size(); ++d)
-      if (declared[n].dims[d] == "Nk") {
-        // Index `shift` is the first read (the keys start there): never before the data.
-        tables[n].data = static_cast<char *>(tables[n].data) -
-                         shift * tables[n].strides[d] * inputs[n].element_size();
-        tables[n].sizes[d] += shift;
-      }
-  return tables;
-}
-
-Tensor key_unshifted(const Tensor &gradient, const TensorInput &declared, int64_t shift) {
-  Tensor out = gradient;
-  for (size_t d = 0; d < declared.dims.size(); ++d)
-    if (declared.dims[d] == "Nk")
-      out = out.narrow(static_cast<int64_t>(d), shift, out.size(static_cast<int64_t>(d)) - shift);
-  return out;
-}
-
 /// f(b, h, q_begin, q_end) for every block of forward_rows_per_call rows of every
 /// (batch, head) slice, in parallel.
 template <class F> void for_each_query_block(const Problem &p, const F &f) {
@@ -937,7 +913,7 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
                out = unit_inner_stride(out_in), row_max = unit_inner_stride(row_max_in),
                row_sum = unit_inner_stride(row_sum_in),
                grad_out = unit_inner_stride(grad_out_in);
-  const std::vector<attn_table> tables = key_shifted(tables_of(inputs), inputs, lib, p.key_shift);
+  const std::vector<attn_table> tables = tables_of(inputs);
   auto opts = torch::TensorOptions().dtype(p.dtype).device(q.device());
   // A slice's queries are split into `splits` calls when B·H alone would leave
   // threads idle; each split adds its share to its own dk, dv and dparams buffers
@@ -986,7 +962,7 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
        ++part, ++dtable)
     for (size_t n = 0; n < inputs.size(); ++n) {
       part->push_back(declared[n].learnable
-                          ? torch::zeros(key_shifted_sizes(inputs[n], declared[n], p.key_shift), opts)
+                          ? torch::zeros(inputs[n].sizes(), opts)
                           : Tensor());
       dtable->push_back(part->back().defined() ? table_of(part->back()) : attn_table{});
     }
@@ -1017,7 +993,7 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
     fn(&qm, &km, &vm, &om, &dom, &mm, &sm, &prm, tables.empty() ? nullptr : tables.data(), &dqm,
        &dkm, &dvm, &dpm, chunk_dtables, b, h, q_begin, q_end, kv_begin + p.key_shift,
        kv_end + p.key_shift, p.causal ? 1 : 0, p.query_start[static_cast<size_t>(b)],
-       p.key_start);  // key row r at index r + key_shift, as key_shifted lays out the tables
+       p.key_start - p.key_shift);
   };
   detail::parallel_items(chunks, [&](int64_t c) {
     const std::vector<attn_table> &chunk = dtables[static_cast<size_t>(c)];
@@ -1033,8 +1009,7 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
     Tensor total = parts[0][n];
     for (int64_t c = 1; c < chunks && total.defined(); ++c)
       total.add_(parts[static_cast<size_t>(c)][n]);
-    dinputs.push_back(total.defined() ? key_unshifted(total, declared[n], p.key_shift)
-                                      : torch::empty({0}, opts));
+    dinputs.push_back(total.defined() ? total : torch::empty({0}, opts));
   }
   Tensor dparams = dparams_parts.sum(0);
   return {sum_splits(dq_parts), sum_groups(sum_splits(dk_parts), p),
@@ -1043,33 +1018,19 @@ run_backward(const Library &lib, const Problem &p, const Tensor &q_in, const Ten
 
 // --- one key block of context parallelism (attn/partial.h) ---------------------
 
-/// The checks of a key block's call: CPU code with split-K entry points, and the
-/// block's positions within what ABI 7 lets the regions see.
-void check_block(const Library &lib, const char *fn, const Problem &p,
-                 const BlockPositions &at, bool row_offset) {
+/// The checks of a key block's call: CPU code with split-K entry points, and a block
+/// that leaves the row offset's share to another one not at key position 0 (its keys
+/// are seen one index later, so the entry points get key_start - 1).
+void check_block(const Library &lib, const char *fn, const Problem &p, bool row_offset) {
   TORCH_CHECK(!p.cuda(), fn, ": the GPU kernels have no partial (split-K) mode; run "
               "context parallelism on CPU tensors");
   TORCH_CHECK(lib.manifest().algorithm != "kernelised", fn, ": kernel ", lib.manifest().kernel,
               " is kernelised (linear attention): its forward has no partial state to merge "
               "(abi.h), and context parallelism for it needs prefix sums of psi(k) v^T across "
               "ranks, which attn does not implement; run it on the whole sequence");
-  TORCH_CHECK(at.q_start >= 0 && at.k_start >= 0, fn, ": q_start = ", at.q_start,
-              " and k_start = ", at.k_start, " must be >= 0 (the block's first query and key "
-              "positions in the sequence)");
-  // ABI 7's entry points see block-local indices i, j: a causal flag is exact on a
-  // diagonal block, a baked-in mask only on the block at the sequence's start.
-  TORCH_CHECK(!p.causal || at.q_start == at.k_start, fn, ": is_causal on a block with q_start = ",
-              at.q_start, " and k_start = ", at.k_start,
-              ": the kernels see block-local positions (attn-abi ", ATTN_ABI_VERSION,
-              "), so a causal call must be a diagonal block (q_start == k_start); pass keys "
-              "wholly before the queries without is_causal and skip those after them");
-  TORCH_CHECK(lib.manifest().mask == "none" || (at.q_start == 0 && at.k_start == 0), fn,
-              ": kernel ", lib.manifest().kernel, " has the mask ", lib.manifest().mask,
-              ", which reads positions, and the block starts at q_start = ", at.q_start,
-              ", k_start = ", at.k_start, ": the kernels see block-local positions (attn-abi ",
-              ATTN_ABI_VERSION, "); shard it once they take absolute positions");
-  TORCH_CHECK(row_offset || !p.causal, fn, ": a causal block must take the row offset's "
-              "share (row_offset=True): without it the keys are seen one index later");
+  TORCH_CHECK(row_offset || p.key_start > 0, fn, ": a block at key_start = 0 must take the "
+              "row offset's share (row_offset=True): give it to each query row's block with "
+              "the smallest key_start");
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor>
@@ -1155,11 +1116,11 @@ attention_backward(const std::shared_ptr<const Library> &lib, const Tensor &q, c
 std::tuple<Tensor, Tensor, Tensor, Tensor>
 attention_partial_forward(const std::shared_ptr<const Library> &lib, const Tensor &q,
                           const Tensor &k, const Tensor &v, const Tensor &params,
-                          const Options &opts, const BlockPositions &at) {
+                          const Options &opts) {
   const char *fn = "attn::attention_partial_forward";
   TORCH_CHECK(lib, fn, ": lib is null, expected a Library from attn::Library::load");
-  Problem p = validate(*lib, fn, q, k, v, params, opts);
-  check_block(*lib, fn, p, at, true);
+  Problem p = validate(*lib, fn, q, k, v, params, opts, true);
+  check_block(*lib, fn, p, true);
   torch::NoGradGuard no_grad;
   return run_partial_forward(*lib, p, q, k, v, empty_params(params, q), opts.inputs);
 }
@@ -1168,11 +1129,11 @@ std::tuple<Tensor, Tensor, Tensor>
 attention_merge(const std::shared_ptr<const Library> &lib, const Tensor &q, const Tensor &k,
                 const Tensor &v, const Tensor &params, const Tensor &o_parts,
                 const Tensor &max_parts, const Tensor &sum_parts, const Tensor &count_parts,
-                const Options &opts, const BlockPositions &at) {
+                const Options &opts) {
   const char *fn = "attn::attention_merge";
   TORCH_CHECK(lib, fn, ": lib is null, expected a Library from attn::Library::load");
-  Problem p = validate(*lib, fn, q, k, v, params, opts);
-  check_block(*lib, fn, p, at, true);
+  Problem p = validate(*lib, fn, q, k, v, params, opts, true);
+  check_block(*lib, fn, p, true);
   check_tensor(*lib, fn, "o_parts", o_parts, "[B, H, S*Nq, dv]");
   const int64_t splits = o_parts.dim() == 4 && p.Nq > 0 ? o_parts.size(2) / p.Nq : 0;
   TORCH_CHECK(splits >= 1 && o_parts.size(2) == splits * p.Nq, fn,
@@ -1193,12 +1154,11 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, std::vector<Tensor>>
 attention_partial_backward(const std::shared_ptr<const Library> &lib, const Tensor &q,
                            const Tensor &k, const Tensor &v, const Tensor &params,
                            const Tensor &out, const Tensor &row_max, const Tensor &row_sum,
-                           const Tensor &grad_out, const Options &opts, const BlockPositions &at,
-                           bool row_offset) {
+                           const Tensor &grad_out, const Options &opts, bool row_offset) {
   const char *fn = "attn::attention_partial_backward";
   TORCH_CHECK(lib, fn, ": lib is null, expected a Library from attn::Library::load");
-  Problem p = validate(*lib, fn, q, k, v, params, opts);
-  check_block(*lib, fn, p, at, row_offset);
+  Problem p = validate(*lib, fn, q, k, v, params, opts, true);
+  check_block(*lib, fn, p, row_offset);
   check_aux(*lib, fn, "out", out, p, {p.B, p.H, p.Nq, p.dv}, "[B, H, Nq, dv]");
   check_aux(*lib, fn, "row_max", row_max, p, {p.B, p.H, p.Nq}, "[B, H, Nq]", true);
   check_aux(*lib, fn, "row_sum", row_sum, p, {p.B, p.H, p.Nq}, "[B, H, Nq]", true);

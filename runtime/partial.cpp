@@ -22,24 +22,31 @@ std::shared_ptr<const Library> load(c10::string_view artifact) {
   return Library::load(std::string(artifact));
 }
 
+/// The Options of a block's call: its first query's and first key's absolute positions.
+Options block_options(bool is_causal, const OptionalTensor &key_lengths,
+                      const OptionalInputs &inputs, int64_t query_start, int64_t key_start) {
+  return detail::make_options(is_causal, key_lengths, inputs,
+                              torch::tensor(query_start, torch::dtype(torch::kLong)), key_start);
+}
+
 std::tuple<Tensor, Tensor, Tensor, Tensor>
 partial_forward_kernel(c10::string_view artifact, const Tensor &q, const Tensor &k,
                        const Tensor &v, const Tensor &params, bool is_causal,
                        const OptionalTensor &key_lengths, const OptionalInputs &inputs,
-                       int64_t q_start, int64_t k_start) {
-  return attention_partial_forward(load(artifact), q, k, v, params,
-                                   detail::make_options(is_causal, key_lengths, inputs),
-                                   {q_start, k_start});
+                       int64_t query_start, int64_t key_start) {
+  return attention_partial_forward(
+      load(artifact), q, k, v, params,
+      block_options(is_causal, key_lengths, inputs, query_start, key_start));
 }
 
 std::tuple<Tensor, Tensor, Tensor>
 merge_kernel(c10::string_view artifact, const Tensor &q, const Tensor &k, const Tensor &v,
              const Tensor &params, const Tensor &o_parts, const Tensor &max_parts,
              const Tensor &sum_parts, const Tensor &count_parts, const OptionalTensor &key_lengths,
-             const OptionalInputs &inputs, int64_t q_start, int64_t k_start) {
+             const OptionalInputs &inputs, int64_t query_start, int64_t key_start) {
   return attention_merge(load(artifact), q, k, v, params, o_parts, max_parts, sum_parts,
-                         count_parts, detail::make_options(false, key_lengths, inputs),
-                         {q_start, k_start});
+                         count_parts,
+                         block_options(false, key_lengths, inputs, query_start, key_start));
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, std::vector<Tensor>>
@@ -47,10 +54,10 @@ partial_backward_kernel(c10::string_view artifact, const Tensor &q, const Tensor
                         const Tensor &v, const Tensor &params, const Tensor &out,
                         const Tensor &row_max, const Tensor &row_sum, const Tensor &grad_out,
                         bool row_offset, bool is_causal, const OptionalTensor &key_lengths,
-                        const OptionalInputs &inputs, int64_t q_start, int64_t k_start) {
-  return attention_partial_backward(load(artifact), q, k, v, params, out, row_max, row_sum,
-                                    grad_out, detail::make_options(is_causal, key_lengths, inputs),
-                                    {q_start, k_start}, row_offset);
+                        const OptionalInputs &inputs, int64_t query_start, int64_t key_start) {
+  return attention_partial_backward(
+      load(artifact), q, k, v, params, out, row_max, row_sum, grad_out,
+      block_options(is_causal, key_lengths, inputs, query_start, key_start), row_offset);
 }
 
 } // namespace
@@ -59,15 +66,15 @@ partial_backward_kernel(c10::string_view artifact, const Tensor &q, const Tensor
 TORCH_LIBRARY_FRAGMENT(attn, m) {
   m.def("attention_partial_forward(str artifact, Tensor q, Tensor k, Tensor v, Tensor params, "
         "bool is_causal=False, Tensor? key_lengths=None, Tensor[]? inputs=None, "
-        "int q_start=0, int k_start=0) -> (Tensor, Tensor, Tensor, Tensor)");
+        "int query_start=0, int key_start=0) -> (Tensor, Tensor, Tensor, Tensor)");
   m.def("attention_merge(str artifact, Tensor q, Tensor k, Tensor v, Tensor params, "
         "Tensor o_parts, Tensor max_parts, Tensor sum_parts, Tensor count_parts, "
-        "Tensor? key_lengths=None, Tensor[]? inputs=None, int q_start=0, int k_start=0) "
+        "Tensor? key_lengths=None, Tensor[]? inputs=None, int query_start=0, int key_start=0) "
         "-> (Tensor, Tensor, Tensor)");
   m.def("attention_partial_backward(str artifact, Tensor q, Tensor k, Tensor v, "
         "Tensor params, Tensor out, Tensor row_max, Tensor row_sum, Tensor grad_out, "
         "bool row_offset, bool is_causal=False, Tensor? key_lengths=None, "
-        "Tensor[]? inputs=None, int q_start=0, int k_start=0) "
+        "Tensor[]? inputs=None, int query_start=0, int key_start=0) "
         "-> (Tensor, Tensor, Tensor, Tensor, Tensor[])");
 }
 

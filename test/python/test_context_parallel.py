@@ -4,7 +4,10 @@ tables sharded with the queries, with the keys, or whole) equals that shard of o
 process's call on the whole sequence, float64 to 1e-12 and float32 to 2e-4, for softmax,
 TanhMax, sinks with learnable tables (online with a row offset), sigmoid (plain), ReLU
 (count denominator) and MultiMax's learnable params, causal (contiguous and load-
-balanced layouts), with GQA and key padding. Then one training step of a small model
+balanced layouts), with GQA and key padding; and what reads positions: sliding window with
+sinks, documents (ids passed whole, or sharded with the keys and read at i and j),
+prefix-LM, ALiBi (a score of i − j, causal and not), FoX's learnable table over the
+queries read at i and j. Then one training step of a small model
 under DDP with context parallelism against one process on the whole sequence. One
 spawn per world size runs every case; a deadline kills the workers, so nothing hangs."""
 import datetime
@@ -54,6 +57,52 @@ attn.normalizer @softmax_sinks {
 attn.kernel @tables_attention normalizer(@softmax_sinks) score(@s)
 """
 
+SOFTMAX = """
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator sum
+}
+"""
+
+# ALiBi without a mask: every (query, key) pair reads i − j, keys after the queries too.
+ALIBI_IR = """
+attn.input @slopes learnable : tensor<?xf32> dims(H)
+
+attn.score @alibi contract scaled_dot mod {
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+  %slope = attn.read @slopes[%h] : f32
+  %delta = arith.subi %i, %j : index
+  %delta64 = arith.index_cast %delta : index to i64
+  %distance = arith.sitofp %delta64 : i64 to f32
+  %penalty = arith.mulf %slope, %distance : f32
+  %biased = arith.subf %s, %penalty : f32
+  attn.yield %biased : f32
+}
+
+{SOFTMAX}
+attn.kernel @alibi_both_ways normalizer(@softmax) score(@alibi)
+""".replace("{SOFTMAX}", SOFTMAX)
+
+# Document ids over the keys (a dim named Nk, sharded with the sequence), read at i too.
+DOC_KEYS_IR = """
+attn.input @doc : tensor<?x?xi64> dims(B, Nk)
+
+attn.mask @same_document {
+^bb0(%b: index, %h: index, %i: index, %j: index):
+  %di = attn.read @doc[%b, %i] : i64
+  %dj = attn.read @doc[%b, %j] : i64
+  %keep = arith.cmpi eq, %di, %dj : i64
+  attn.yield %keep : i1
+}
+
+{SOFTMAX}
+attn.kernel @documents_over_keys normalizer(@softmax) mask(@same_document)
+""".replace("{SOFTMAX}", SOFTMAX)
+
 # name: (kernel, dtype, is_causal, layout, heads of k/v, key padding, learnable params)
 CASES = {
     "softmax": ("softmax", torch.float64, False, "contiguous", 2, False, False),
@@ -66,6 +115,17 @@ CASES = {
     "relu_count": ("relu", torch.float64, True, "contiguous", 2, False, False),
     "multimax_params": ("multimax", torch.float64, True, "load_balanced", 2, False, True),
     "softmax_gqa_padding": ("softmax", torch.float64, False, "load_balanced", 1, True, False),
+    "window_sinks": ("window_sinks", torch.float64, False, "load_balanced", 2, False, False),
+    "window_sinks_f32_causal": ("window_sinks", torch.float32, True, "contiguous", 2, True,
+                                False),
+    "documents": ("documents", torch.float64, False, "contiguous", 2, True, False),
+    "documents_over_keys": ("doc_keys", torch.float64, True, "load_balanced", 1, False, False),
+    "prefix_lm": ("prefix_lm", torch.float64, False, "load_balanced", 2, False, False),
+    "alibi_both_ways": ("alibi_both_ways", torch.float64, False, "load_balanced", 2, True,
+                        False),
+    "alibi_f32": ("alibi_both_ways", torch.float32, False, "contiguous", 2, False, False),
+    "alibi_causal_param": ("alibi", torch.float64, True, "load_balanced", 2, False, True),
+    "fox_table": ("fox", torch.float64, False, "contiguous", 2, False, False),
 }
 TOLERANCE = {torch.float64: 1e-12, torch.float32: 2e-4}
 B, H, D = 2, 2, 8
@@ -81,8 +141,15 @@ def _full_problem(kernel, dtype, positions, kv_heads, padding, learn_params):
         t["params"] = kernel.initial_params(dtype) + 0.1 * rand(len(kernel.initial_params()))
     tables = {}
     for declared in kernel.inputs:
-        sizes = {"B": B, "H": H, "Hkv": kv_heads, "Nq": positions, "Nk": positions}
-        tables[declared["name"]] = 0.5 * rand(*[sizes[e] for e in declared["shape"]])
+        sizes = {"B": B, "H": H, "Hkv": kv_heads, "Nq": positions, "Nk": positions,
+                 None: positions}
+        shape = [sizes[e] for e in declared["shape"]]
+        if declared["name"] == "doc":  # documents of a few positions, across the pieces
+            tables["doc"] = (torch.rand(*shape, generator=g) < 0.3).cumsum(-1)
+        elif declared["name"] == "prefix":
+            tables["prefix"] = torch.tensor([positions // 3, positions - 5])
+        else:
+            tables[declared["name"]] = 0.5 * rand(*shape)
     t["key_lengths"] = (torch.tensor([positions - 3, positions // 2]) if padding else None)
     return t, tables
 
@@ -101,11 +168,12 @@ def _check_case(kernel, case, group, world, rank):
     leaves = {n: full[n].clone().requires_grad_() for n in ("q", "k", "v")}
     if learn_params:
         leaves["params"] = full["params"].clone().requires_grad_()
-    leaves.update({n: t.clone().requires_grad_() for n, t in tables.items()})
+    learnable = {d["name"] for d in kernel.inputs if d["learnable"]}
+    leaves.update({n: t.clone().requires_grad_(n in learnable) for n, t in tables.items()})
     out = kernel(leaves["q"], leaves["k"], leaves["v"], leaves.get("params"), causal,
                  full["key_lengths"], {n: leaves[n] for n in tables})
     (out * full["weight"]).sum().backward()
-    want = {"out": out.detach(), **{n: t.grad for n, t in leaves.items()}}
+    want = {"out": out.detach(), **{n: t.grad for n, t in leaves.items() if t.requires_grad}}
 
     local = lambda t, dim=2: cp.shard(t, dim, group, layout)
     mine = {n: local(full[n]).requires_grad_() for n in ("q", "k", "v")}
@@ -113,13 +181,14 @@ def _check_case(kernel, case, group, world, rank):
         mine["params"] = full["params"].clone().requires_grad_()
     dims = {d["name"]: _sequence_dim(d) for d in kernel.inputs}
     for n, t in tables.items():
-        mine[n] = (t.clone() if dims[n] is None else local(t, dims[n])).requires_grad_()
+        mine[n] = (t.clone() if dims[n] is None else local(t, dims[n])).requires_grad_(
+            n in learnable)
     got_out = cp.context_parallel_attention(
         mine["q"], mine["k"], mine["v"], kernel, mine.get("params"), is_causal=causal,
         key_lengths=full["key_lengths"], inputs={n: mine[n] for n in tables}, group=group,
         layout=layout)
     (got_out * local(full["weight"])).sum().backward()
-    got = {"out": got_out.detach(), **{n: t.grad for n, t in mine.items()}}
+    got = {"out": got_out.detach(), **{n: t.grad for n, t in mine.items() if t.requires_grad}}
     worst = 0.0
     for n, w in want.items():
         if n in ("q", "k", "v", "out"):
@@ -145,7 +214,7 @@ def _worker(rank, world, port, artifacts, outdir):
                    for name, case in CASES.items()}
         results["ddp_step"] = _ddp_step(kernels["multimax"], world, rank)
         results["module"] = _module_case(kernels["multimax"], world)
-        results["masked_kernel_refused"] = _refuses_masked_kernel(kernels["window"])
+        results["whole_table_refused"] = _refuses_whole_table(kernels["fox"])
         with open(os.path.join(outdir, f"rank{rank}.json"), "w") as f:
             json.dump(results, f)
     finally:
@@ -203,15 +272,17 @@ def _ddp_step(kernel, world, rank):
     return worst
 
 
-def _refuses_masked_kernel(kernel):
-    """A kernel with a compiled-in mask is refused on every rank before any message (no
-    rank left waiting), naming the mask: 0; otherwise pytest.raises ends the worker,
-    and the spawn fails the test."""
+def _refuses_whole_table(kernel):
+    """A table over the positions passed whole instead of as the rank's shard is refused
+    on every rank before any message, naming the input: 0; otherwise pytest.raises ends
+    the worker, and the spawn fails the test."""
     from attn.context_parallel import context_parallel_attention
 
-    q = torch.randn(1, 1, 4, 8)
-    with pytest.raises(RuntimeError, match=r"has the mask window, which reads positions"):
-        context_parallel_attention(q, q, q, kernel)
+    q = torch.randn(1, 2, 4, 8)
+    world = dist.get_world_size()
+    with pytest.raises(RuntimeError, match=r"input c has %d positions in dim 2 \(declared Nq\), "
+                                           r"expected this rank's shard of 4" % (4 * world)):
+        context_parallel_attention(q, q, q, kernel, inputs={"c": torch.zeros(1, 2, 4 * world)})
     return 0.0
 
 
@@ -259,7 +330,12 @@ def artifacts(attn_mod, tmp_path_factory):
     paths = {n: str(attn_mod.compile(EXAMPLES / f"{n}.mlir").path)
              for n in ("softmax", "tanhmax", "sigmoid", "relu", "multimax")}
     paths["tables"] = str(compile_source(TABLES_IR, out, "tables"))
-    paths["window"] = str(attn_mod.compile(EXAMPLES.parent / "families" / "sliding_window.mlir").path)
+    paths["alibi_both_ways"] = str(compile_source(ALIBI_IR, out, "alibi_both_ways"))
+    paths["doc_keys"] = str(compile_source(DOC_KEYS_IR, out, "doc_keys"))
+    families = EXAMPLES.parent / "families"
+    for name, source in (("window_sinks", "sliding_window_sinks"), ("documents", "document_mask"),
+                         ("prefix_lm", "prefix_lm"), ("alibi", "alibi"), ("fox", "fox")):
+        paths[name] = str(attn_mod.compile(families / f"{source}.mlir").path)
     return paths
 
 
@@ -272,7 +348,7 @@ def results(request, artifacts, tmp_path_factory):
     return [json.loads((outdir / f"rank{r}.json").read_text()) for r in range(world)]
 
 
-@pytest.mark.parametrize("case", [*CASES, "ddp_step", "module", "masked_kernel_refused"])
+@pytest.mark.parametrize("case", [*CASES, "ddp_step", "module", "whole_table_refused"])
 def test_context_parallel_matches_one_process(results, case):
     """Error over tolerance (|got − want| / (1 + |want|) against 1e-12 in float64, 2e-4
     in float32), worst over O and every gradient, on every rank."""
@@ -294,23 +370,28 @@ def test_layouts_give_each_rank_its_pieces():
         sequence_pieces(16, 4, 0, "striped")
 
 
-def test_causal_blocks_are_skipped_full_or_diagonal():
+def test_causal_plans_skip_later_keys_and_give_the_row_offset_once():
     """Causal, load-balanced over 4 ranks: rank 0 (chunks 0 and 7) computes 1 + 8 chunk
-    pairs of the 36 below the diagonal, as every rank does: the layout balances the work."""
+    pairs of the 36 on or below the diagonal, as every rank does: the layout balances the
+    work. Each query piece takes the row offset's share in exactly one call, the one with
+    the first key piece."""
     from attn.context_parallel import _plan
 
     work = []
     for rank in range(4):
-        _, steps = _plan(64, 4, rank, "load_balanced", True)
-        calls = [rel for step in steps for _, _, rel in step]
-        assert calls.count("diagonal") == 2
+        mine, steps = _plan(64, 4, rank, "load_balanced", True)
+        calls = [call for step in steps for call in step]
+        assert all(kp[0] <= qp[0] for qp, kp, _ in calls)
+        for piece in mine:
+            assert [kp[0] for qp, kp, offset in calls if qp == piece and offset] == [0]
         work.append(len(calls))
     assert work == [9, 9, 9, 9]
     _, steps = _plan(64, 4, 3, "contiguous", True)
-    assert [[rel for _, _, rel in step] for step in steps] == [["diagonal"], ["full"], ["full"],
-                                                               ["full"]]
+    assert [len(step) for step in steps] == [1, 1, 1, 1]
     _, steps = _plan(64, 4, 0, "contiguous", True)
     assert [len(step) for step in steps] == [1, 0, 0, 0]
+    _, steps = _plan(64, 4, 0, "contiguous", False)
+    assert [len(step) for step in steps] == [1, 1, 1, 1]
 
 
 @pytest.fixture(scope="module")
@@ -343,25 +424,76 @@ def test_key_blocks_merge_and_differentiate_like_one_call(softmax1):
     torch.testing.assert_close(torch.cat([p[2] for p in parts], 2), want[2], rtol=1e-13, atol=1e-13)
 
 
-def test_blocks_refuse_what_block_local_positions_get_wrong(attn_mod, softmax1):
+def test_blocks_at_positions_merge_and_differentiate_like_one_call(attn_mod):
+    """A sliding-window kernel (16 keys) with a row offset (sinks), one query block at
+    positions [20, 30) of a 30-position sequence against three key blocks at their
+    positions (the first one out of the window for most rows),
+    is_causal: the merged states are those rows of the whole call, and the blocks'
+    backward (the row offset's share to the block at key position 0) adds up to its
+    gradients, the sinks' included."""
+    kernel = attn_mod.compile(EXAMPLES.parent / "families" / "sliding_window_sinks.mlir")
+    g = torch.Generator().manual_seed(2)
+    q, k, v, dout = (torch.randn(1, 2, 30, 8, generator=g, dtype=torch.float64)
+                     for _ in range(4))
+    sinks = [torch.randn(2, generator=g, dtype=torch.float64)]
+    path, params = kernel.path, kernel.initial_params(torch.float64)
+    out, row_max, row_sum = torch.ops.attn.attention_forward(path, q, k, v, params, True, None,
+                                                             sinks)
+    want = torch.ops.attn.attention_backward(path, q, k, v, params, out, row_max, row_sum, dout,
+                                             True, None, sinks)
+    rows = lambda t: t[:, :, 20:30]
+    blocks = [(0, 10), (10, 10), (20, 10)]
+    states = [torch.ops.attn.attention_partial_forward(
+        path, rows(q), k[:, :, a:a + n], v[:, :, a:a + n], params, True, None, sinks, 20, a)
+        for a, n in blocks]
+    merged = torch.ops.attn.attention_merge(path, rows(q), rows(k), rows(v), params,
+                                            *[torch.cat(s, 2) for s in zip(*states)], None,
+                                            sinks, 20, 20)
+    for got, whole in zip(merged, (out, row_max, row_sum)):
+        torch.testing.assert_close(got, rows(whole), rtol=1e-13, atol=1e-13)
+    # The rows' share of the whole call's gradients: their own backward on all the keys.
+    share = torch.ops.attn.attention_backward(path, rows(q), k, v, params, rows(out),
+                                              rows(row_max), rows(row_sum), rows(dout), True,
+                                              None, sinks, torch.tensor(20), 0)
+    torch.testing.assert_close(share[0], rows(want[0]), rtol=1e-13, atol=1e-13)
+    parts = [torch.ops.attn.attention_partial_backward(
+        path, rows(q), k[:, :, a:a + n], v[:, :, a:a + n], params, rows(out), rows(row_max),
+        rows(row_sum), rows(dout), a == 0, True, None, sinks, 20, a) for a, n in blocks]
+    torch.testing.assert_close(sum(p[0] for p in parts), share[0], rtol=1e-13, atol=1e-13)
+    for n in (1, 2):
+        torch.testing.assert_close(torch.cat([p[n] for p in parts], 2), share[n], rtol=1e-13,
+                                   atol=1e-13)
+    torch.testing.assert_close(sum(p[4][0] for p in parts), share[4][0], rtol=1e-13, atol=1e-13)
+    assert share[4][0].abs().max() > 0
+
+
+def test_block_calls_refuse_bad_positions_and_shapes(softmax1):
     q = torch.randn(1, 2, 4, 8, dtype=torch.float64)
     path, params = softmax1.path, softmax1.initial_params(torch.float64)
-    with pytest.raises(RuntimeError, match=r"is_causal on a block with q_start = 8 and "
-                                           r"k_start = 4: .* must be a diagonal block"):
-        torch.ops.attn.attention_partial_forward(path, q, q, q, params, True, None, [], 8, 4)
-    with pytest.raises(RuntimeError, match=r"a causal block must take the row offset's share"):
+    with pytest.raises(RuntimeError, match=r"a block at key_start = 0 must take the row "
+                                           r"offset's share"):
         torch.ops.attn.attention_partial_backward(path, q, q, q, params, q, q[..., 0], q[..., 0],
-                                                  q, False, True, None, [], 4, 4)
+                                                  q, False, True, None, [], 4, 0)
+    with pytest.raises(RuntimeError, match=r"key_start = -4, expected a position >= 0"):
+        torch.ops.attn.attention_partial_forward(path, q, q, q, params, False, None, [], 0, -4)
     with pytest.raises(RuntimeError, match=r"o_parts must have shape \[B, H, S\*Nq, dv\] with "
                                            r"S >= 1 .* got \[1, 2, 6, 8\]"):
         torch.ops.attn.attention_merge(path, q, q, q, params, torch.zeros(1, 2, 6, 8,
                                        dtype=torch.float64), *[torch.zeros(1, 2, 6,
                                        dtype=torch.float64)] * 3)
-    window = attn_mod.compile(EXAMPLES.parent / "families" / "sliding_window.mlir")
-    with pytest.raises(RuntimeError, match=r"has the mask .* which reads positions, and the "
-                                           r"block starts at q_start = 4, k_start = 0"):
-        torch.ops.attn.attention_partial_forward(window.path, q.float(), q.float(), q.float(),
-                                                 window.initial_params(), False, None, [], 4, 0)
+
+
+def test_block_tables_span_at_least_the_block(attn_mod):
+    """A block's table over the queries may be the whole sequence's (longer than the
+    block's positions), not shorter."""
+    fox = attn_mod.compile(EXAMPLES.parent / "families" / "fox.mlir")
+    q = torch.randn(1, 2, 4, 8)
+    with pytest.raises(RuntimeError, match=r"input c has extent 10 in dim 2, expected at least "
+                                           r"Nq = 12"):
+        torch.ops.attn.attention_partial_forward(fox.path, q, q, q, fox.initial_params(), False,
+                                                 None, [torch.zeros(1, 2, 10)], 8, 0)
+    torch.ops.attn.attention_partial_forward(fox.path, q, q, q, fox.initial_params(), False,
+                                             None, [torch.zeros(1, 2, 16)], 8, 0)
 
 
 def test_kernelised_normalizers_are_refused(attn_mod):

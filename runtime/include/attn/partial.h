@@ -15,19 +15,11 @@
 
 namespace attn {
 
-/// Where a block lies in the whole sequence: its first query's and first key's
-/// positions. These calls do not yet pass them as the entry points' query_start /
-/// key_start (attn-abi 8), so the entry points see block-local indices and the calls
-/// refuse what that would get wrong: is_causal is allowed on a diagonal block only
-/// (q_start == k_start; keys wholly before the queries go without it, keys wholly
-/// after are skipped by the caller), and a kernel with a mask only at (0, 0). A
-/// score or normalizer that reads the indices i, j itself (ALiBi, relative bias) sees
-/// them block-local: not position-free, it is not shardable until the entry points
-/// take absolute positions, which these calls will then pass through.
-struct BlockPositions {
-  int64_t q_start = 0;
-  int64_t k_start = 0;
-};
+// Where a block lies in the sequence is the Options' query_start and key_start
+// (absolute positions, docs/decoding.md): every region sees the whole sequence's i and
+// j, is_causal keeps j <= i there, and a tensor input's dims named Nq and Nk may span
+// more positions than the block's (the whole sequence's table; at least the positions
+// up to the block's last query and key), since a block's regions read it at both.
 
 /// The forward's partial state of q's rows over the block's keys (abi.h, `partial`):
 /// (o [B,H,Nq,dv] unnormalised Σ g·v, row_max [B,H,Nq] the shift, row_sum Σ h,
@@ -36,8 +28,7 @@ struct BlockPositions {
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor, torch::Tensor>
 attention_partial_forward(const std::shared_ptr<const Library> &lib, const torch::Tensor &q,
                           const torch::Tensor &k, const torch::Tensor &v,
-                          const torch::Tensor &params, const Options &opts = {},
-                          const BlockPositions &at = {});
+                          const torch::Tensor &params, const Options &opts = {});
 
 /// The S partial states of q's rows folded in state order and finished like the
 /// forward (the row offset once, C, O/C): (O, row_max, row_sum) as attention_forward
@@ -50,12 +41,12 @@ attention_merge(const std::shared_ptr<const Library> &lib, const torch::Tensor &
                 const torch::Tensor &k, const torch::Tensor &v, const torch::Tensor &params,
                 const torch::Tensor &o_parts, const torch::Tensor &max_parts,
                 const torch::Tensor &sum_parts, const torch::Tensor &count_parts,
-                const Options &opts = {}, const BlockPositions &at = {});
+                const Options &opts = {});
 
 /// The backward over the key block given the merged O and row statistics: (dq, the
 /// block's share; dk, dv of the block's keys; dparams and dinputs, its share). The
 /// row offset's share goes to the call with row_offset = true: exactly one block per
-/// query row must take it (a causal call must be that block).
+/// query row must take it, and a block at key_start = 0 must be that one.
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor, torch::Tensor,
            std::vector<torch::Tensor>>
 attention_partial_backward(const std::shared_ptr<const Library> &lib, const torch::Tensor &q,
@@ -63,7 +54,7 @@ attention_partial_backward(const std::shared_ptr<const Library> &lib, const torc
                            const torch::Tensor &params, const torch::Tensor &out,
                            const torch::Tensor &row_max, const torch::Tensor &row_sum,
                            const torch::Tensor &grad_out, const Options &opts,
-                           const BlockPositions &at, bool row_offset);
+                           bool row_offset);
 
 } // namespace attn
 

@@ -10,18 +10,24 @@ unnormalised Σ g·v, the shift, Σ h, the kept keys' count) and merges them wit
 artifact's own merge (attn_merge_T: the online rescale, the row offset β once, C,
 O/C), exactly as split-K does on one machine. Backward: the blocks travel again with
 their dK/dV accumulators, each rank adding its queries' share; dq stays local; the
-row offset's share goes to the diagonal block (the rank's own keys) only; learnable
-params and replicated tables are all-gathered and summed in rank order, so the
-gradients are the same bits run to run for a given world size.
+row offset's share goes to each query piece's call with the sequence's first key
+piece only; learnable params and replicated tables are all-gathered and summed in rank
+order, so the gradients are the same bits run to run for a given world size.
+
+Positions: every call gets its query piece's and key piece's first positions as the
+ops' query_start / key_start (attn-abi 8), so every region sees the whole sequence's
+i and j: masks compiled into the kernel (sliding window, documents, prefix-LM),
+scores that read i or j (ALiBi, relative biases) and is_causal (j <= i, applied in
+every pair) are exact on any shard. With is_causal, key pieces wholly after a query
+piece are skipped. A tensor input with a dim named Nq or Nk is passed as the rank's
+shard along that dim; the ring gathers the whole sequence's table once per pass,
+because a region may read it at i and at j (the ops take tables longer than a block),
+and its gradient is summed over the ranks before each keeps its shard.
 
 Layouts (`layout=`): "contiguous" gives rank r positions [r·N/P, (r+1)·N/P);
 "load_balanced" gives it chunks r and 2P−1−r of 2P equal chunks, so that with a causal
 mask every rank has the same work. A rank's shard is a list of pieces (one, or two),
-each with its start position; a query piece runs against a key piece in full (keys
-before it), on the diagonal (same start: is_causal inside) or not at all (keys after
-it, causal). Those positions go to the ops as q_start / k_start, which do not yet pass them to the
-entry points as their query_start / key_start (attn-abi 8): masks baked into a kernel
-(sliding window, documents) and scores that read i or j are not shardable until they do.
+each with its start position.
 """
 
 import torch
@@ -85,52 +91,35 @@ class _Pieces:
             at += size
 
 
-def _relation(q_piece, k_piece, causal):
-    """How a query piece sees a key piece: 'full', 'diagonal' (same start: the mask
-    inside, and the row offset's share) or None (after the queries, causal)."""
-    # The pieces are chunks of one size: a key piece before a query piece ends before it.
-    if k_piece[0] == q_piece[0]:
-        return "diagonal"
-    return "full" if not causal or k_piece[0] < q_piece[0] else None
-
-
 class _Inputs:
-    """The kernel's tensor inputs by role: 'query' (a dim named Nq: sharded with the
-    queries), 'key' (a dim named Nk: travels with the key/value blocks) or 'replicated'
-    (every rank passes the whole tensor)."""
+    """The kernel's tensor inputs by role: 'position' (a dim named Nq or Nk: each rank
+    passes its shard along that dim, and the ring gathers the whole sequence's table,
+    which the blocks read at absolute positions i and j alike) or 'replicated' (every
+    rank passes the whole tensor)."""
 
     def __init__(self, kernel, tensors):
         self.roles, self.dims = [], []
         for declared, t in zip(kernel.inputs, tensors):
             shape = declared["shape"]
-            nq = [d for d, e in enumerate(shape) if e == "Nq"]
-            nk = [d for d, e in enumerate(shape) if e == "Nk"]
-            if nq and nk or len(nq) > 1 or len(nk) > 1:
+            sequence = [d for d, e in enumerate(shape) if e in ("Nq", "Nk")]
+            if len(sequence) > 1:
                 raise RuntimeError(
                     f"attn.context_parallel: input {declared['name']} of kernel {kernel.name} has "
                     f"extents {shape}: a table over both queries and keys (or one sequence dim "
                     "twice) cannot be sharded with the sequence; pass it per query and per key "
                     "instead")
-            self.roles.append("query" if nq else "key" if nk else "replicated")
-            self.dims.append(nq[0] if nq else nk[0] if nk else None)
+            self.roles.append("position" if sequence else "replicated")
+            self.dims.append(sequence[0] if sequence else None)
         self.learnable = [i["learnable"] for i in kernel.inputs]
 
     def of(self, kind):
         return [n for n, role in enumerate(self.roles) if role == kind]
 
-    def for_pair(self, tensors, key_tensors, q_piece, k_piece):
-        """The inputs of one (query piece, key piece) call: query tables narrowed to the
-        query piece, key tables (`key_tensors`, those of the travelling block) to the
-        key piece, replicated ones whole."""
-        out, keys = [], iter(key_tensors)
-        for t, role, dim in zip(tensors, self.roles, self.dims):
-            if role == "query":
-                out.append(t.narrow(dim, q_piece[1], q_piece[2]))
-            elif role == "key":
-                out.append(next(keys).narrow(dim, k_piece[1], k_piece[2]))
-            else:
-                out.append(t)
-        return out
+    def whole(self, tensors, group, layout):
+        """The inputs as every block's call takes them: the position tables gathered
+        into the whole sequence's (in position order), the others as they are."""
+        return [unshard(t, dim, group, layout) if role == "position" else t
+                for t, role, dim in zip(tensors, self.roles, self.dims)]
 
 
 def _key_lengths(key_lengths, k_piece):
@@ -191,31 +180,35 @@ class _Ring:
 
 def _plan(length, world, rank, layout, causal):
     """The calls of each ring step: step t runs this rank's query pieces against the
-    pieces of rank (rank − t) mod P; a list per step of (q piece, k piece, relation)."""
+    pieces of rank (rank − t) mod P, but for key pieces wholly after the query piece
+    when causal (the pieces are chunks of one size: a later start is wholly after). A
+    list per step of (q piece, k piece, row offset): the row offset's share of the
+    backward goes to each query piece's call with the first key piece (position 0,
+    which no causal mask hides)."""
     mine = _Pieces(length, world, rank, layout).items
     steps = []
     for step in range(world):
         theirs = _Pieces(length, world, (rank - step) % world, layout).items
-        steps.append([(qp, kp, rel) for qp in mine for kp in theirs
-                      if (rel := _relation(qp, kp, causal)) is not None])
+        steps.append([(qp, kp, kp[0] == 0) for qp in mine for kp in theirs
+                      if not causal or kp[0] <= qp[0]])
     return mine, steps
 
 
 def _ring_of(setup, kernel, q, inputs):
     """(ring, this rank's query pieces, the steps' calls, the inputs' roles, the inputs
-    that travel with the keys) of a call."""
+    as the blocks' calls take them) of a call."""
     group, layout, causal, _, _ = setup
     ring = _Ring(group)
     mine, steps = _plan(q.shape[2] * ring.world, ring.world, ring.rank, layout, causal)
     roles = _Inputs(kernel, inputs)
-    return ring, mine, steps, roles, [inputs[n] for n in roles.of("key")]
+    return ring, mine, steps, roles, roles.whole(inputs, group, layout)
 
 
 class _RingAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, artifact, kernel, setup, q, k, v, params, *inputs):
         _, _, causal, key_lengths, _ = setup
-        ring, mine, steps, roles, key_inputs = _ring_of(setup, kernel, q, inputs)
+        ring, mine, steps, _, whole = _ring_of(setup, kernel, q, inputs)
         # Each query piece's partial states, one per block it sees, in the layout the
         # merge takes: state s in rows [s·n, (s+1)·n) of [B, H, S·n(, dv)].
         states = {}
@@ -224,13 +217,12 @@ class _RingAttention(torch.autograd.Function):
             states[qp] = [q.new_empty((*q.shape[:2], count, v.shape[3])),
                           *[q.new_empty((*q.shape[:2], count)) for _ in range(3)]]
         filled = dict.fromkeys(mine, 0)
-        for calls, (bk, bv, *bkey) in ring.around(steps, [k, v, *key_inputs]):
-            for qp, kp, rel in calls:
+        for calls, (bk, bv) in ring.around(steps, [k, v]):
+            for qp, kp, _ in calls:
                 state = torch.ops.attn.attention_partial_forward(
                     artifact, q.narrow(2, qp[1], qp[2]), bk.narrow(2, kp[1], kp[2]),
-                    bv.narrow(2, kp[1], kp[2]), params, causal and rel == "diagonal",
-                    _key_lengths(key_lengths, kp), roles.for_pair(inputs, bkey, qp, kp),
-                    qp[0], kp[0])
+                    bv.narrow(2, kp[1], kp[2]), params, causal, _key_lengths(key_lengths, kp),
+                    whole, qp[0], kp[0])
                 for part, t in zip(states[qp], state):
                     part.narrow(2, filled[qp], qp[2]).copy_(t)
                 filled[qp] += qp[2]
@@ -240,8 +232,8 @@ class _RingAttention(torch.autograd.Function):
         for qp in mine:
             rows = lambda t: t.narrow(2, qp[1], qp[2])
             o, m, s = torch.ops.attn.attention_merge(
-                artifact, rows(q), rows(k), rows(v), params, *states.pop(qp), None,
-                roles.for_pair(inputs, key_inputs, qp, qp), qp[0], qp[0])
+                artifact, rows(q), rows(k), rows(v), params, *states.pop(qp), None, whole,
+                qp[0], qp[0])
             rows(out).copy_(o)
             rows(row_max).copy_(m)
             rows(row_sum).copy_(s)
@@ -252,49 +244,48 @@ class _RingAttention(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out):
         q, k, v, params, out, row_max, row_sum, *inputs = ctx.saved_tensors
-        group, _, causal, key_lengths, reduce_params = ctx.setup
+        group, layout, causal, key_lengths, reduce_params = ctx.setup
         artifact, kernel = ctx.artifact, ctx.kernel
-        ring, _, steps, roles, key_inputs = _ring_of(ctx.setup, kernel, q, inputs)
-        key_learnable = [n for n in roles.of("key") if roles.learnable[n]]
+        ring, _, steps, roles, whole = _ring_of(ctx.setup, kernel, q, inputs)
         grad_out = grad_out.contiguous()
         dq = torch.zeros_like(q)
         dparams = torch.zeros_like(params)
-        dinputs = [torch.zeros_like(t) if learnable else None
-                   for t, learnable in zip(inputs, roles.learnable)]
-        # The accumulators of the block in hand: dk, dv, the learnable key tables'.
-        acc = [torch.zeros_like(k), torch.zeros_like(v),
-               *[torch.zeros_like(inputs[n]) for n in key_learnable]]
-        for calls, (bk, bv, *bkey) in ring.around(steps, [k, v, *key_inputs], acc):
-            for qp, kp, rel in calls:
+        # The learnable inputs' gradients over the whole tables the calls read.
+        dwhole = [torch.zeros_like(t) if learnable else None
+                  for t, learnable in zip(whole, roles.learnable)]
+        # dk, dv of the block in hand, travelling with it.
+        acc = [torch.zeros_like(k), torch.zeros_like(v)]
+        for calls, (bk, bv) in ring.around(steps, [k, v], acc):
+            for qp, kp, row_offset in calls:
                 rows = lambda t: t.narrow(2, qp[1], qp[2])
                 keys = lambda t: t.narrow(2, kp[1], kp[2])
                 gq, gk, gv, gp, gi = torch.ops.attn.attention_partial_backward(
                     artifact, rows(q), keys(bk), keys(bv), params, rows(out), rows(row_max),
-                    rows(row_sum), rows(grad_out), rel == "diagonal", causal and rel == "diagonal",
-                    _key_lengths(key_lengths, kp), roles.for_pair(inputs, bkey, qp, kp),
-                    qp[0], kp[0])
+                    rows(row_sum), rows(grad_out), row_offset, causal,
+                    _key_lengths(key_lengths, kp), whole, qp[0], kp[0])
                 rows(dq).add_(gq)
                 keys(acc[0]).add_(gk)
                 keys(acc[1]).add_(gv)
                 dparams.add_(gp)
-                for n, g in enumerate(gi):
-                    if not roles.learnable[n]:
-                        continue
-                    if roles.roles[n] == "query":
-                        dinputs[n].narrow(roles.dims[n], qp[1], qp[2]).add_(g)
-                    elif roles.roles[n] == "key":
-                        acc[2 + key_learnable.index(n)].narrow(roles.dims[n], kp[1], kp[2]).add_(g)
-                    else:
-                        dinputs[n].add_(g)
-        dk, dv, *dkey = acc
-        for n, g in zip(key_learnable, dkey):
-            dinputs[n] = g
+                for total, g in zip(dwhole, gi):
+                    if total is not None:
+                        total.add_(g)
+        dk, dv = acc
+        # A position table's gradient comes from every rank's queries (they read it at
+        # i and j): summed over the ranks, each keeps its shard. Params and replicated
+        # tables only when reduce_params.
+        positions = [n for n in roles.of("position") if roles.learnable[n]]
+        replicated = ([n for n in roles.of("replicated") if roles.learnable[n]]
+                      if reduce_params else [])
         if reduce_params:
-            replicated = [n for n in roles.of("replicated") if roles.learnable[n]]
-            dparams, *summed = _sum_in_rank_order([dparams, *[dinputs[n] for n in replicated]],
-                                                  group)
-            for n, g in zip(replicated, summed):
-                dinputs[n] = g
+            dparams, *summed = _sum_in_rank_order(
+                [dparams, *[dwhole[n] for n in positions + replicated]], group)
+        else:
+            summed = _sum_in_rank_order([dwhole[n] for n in positions], group)
+        for n, g in zip(positions + replicated, summed):
+            dwhole[n] = g
+        dinputs = [shard(g, roles.dims[n], group, layout) if n in positions else g
+                   for n, g in enumerate(dwhole)]
         return (None, None, None, dq, dk, dv, dparams if ctx.needs_input_grad[6] else None,
                 *[g if ctx.needs_input_grad[7 + n] else None for n, g in enumerate(dinputs)])
 
@@ -350,11 +341,6 @@ def context_parallel_attention(q, k, v, kernel, params=None, *, is_causal=False,
             "needs prefix sums of psi(k) v^T across ranks, which attn does not implement. Run it "
             "unsharded, or compile a non-kernelised normalizer")
     world, _ = _group_size_rank(group)
-    if kernel.manifest.get("mask", "none") != "none" and world > 1:
-        raise RuntimeError(
-            f"attn.context_parallel: kernel {kernel.name} has the mask {kernel.manifest['mask']}, "
-            "which reads positions; the kernels of this attn-abi see block-local positions, so "
-            "it cannot be sharded yet (is_causal=True can: it is applied block by block)")
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         raise RuntimeError("attn.context_parallel: q, k and v must be [B, H, N/P, d] shards, got "
                            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
@@ -366,6 +352,15 @@ def context_parallel_attention(q, k, v, kernel, params=None, *, is_causal=False,
     if key_lengths is not None:
         key_lengths = key_lengths.to(device="cpu", dtype=torch.int64)
     tensors = kernel._inputs(inputs)
+    roles = _Inputs(kernel, tensors)
+    for n in roles.of("position"):
+        declared, dim = kernel.inputs[n], roles.dims[n]
+        if tensors[n].shape[dim] != q.shape[2]:
+            raise RuntimeError(
+                f"attn.context_parallel: input {declared['name']} has {tensors[n].shape[dim]} "
+                f"positions in dim {dim} (declared {declared['shape'][dim]}), expected this "
+                f"rank's shard of {q.shape[2]}: pass shard(t, {dim}) of the whole sequence's "
+                "table")
     params = kernel._params(params, q)
     setup = (group, layout, bool(is_causal), key_lengths, bool(reduce_params))
     return _RingAttention.apply(kernel.artifact_for(q), kernel, setup, q, k, v, params, *tensors)

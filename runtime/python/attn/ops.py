@@ -111,7 +111,7 @@ def _attention_weights(artifact, q, k, params, is_causal=False, key_lengths=None
 
 @torch.library.register_fake("attn::attention_partial_forward")
 def _attention_partial_forward(artifact, q, k, v, params, is_causal=False, key_lengths=None,
-                               inputs=None, q_start=0, k_start=0):
+                               inputs=None, query_start=0, key_start=0):
     _one_device("attention_partial_forward", key_lengths, inputs, q=q, k=k, v=v, params=params)
     stats = q.shape[:-1]
     return (_output(q, v), *[_new(q, stats) for _ in range(3)])
@@ -119,7 +119,7 @@ def _attention_partial_forward(artifact, q, k, v, params, is_causal=False, key_l
 
 @torch.library.register_fake("attn::attention_merge")
 def _attention_merge(artifact, q, k, v, params, o_parts, max_parts, sum_parts, count_parts,
-                     key_lengths=None, inputs=None, q_start=0, k_start=0):
+                     key_lengths=None, inputs=None, query_start=0, key_start=0):
     _one_device("attention_merge", key_lengths, inputs, q=q, k=k, v=v, params=params,
                 o_parts=o_parts, max_parts=max_parts, sum_parts=sum_parts,
                 count_parts=count_parts)
@@ -130,7 +130,7 @@ def _attention_merge(artifact, q, k, v, params, o_parts, max_parts, sum_parts, c
 @torch.library.register_fake("attn::attention_partial_backward")
 def _attention_partial_backward(artifact, q, k, v, params, out, row_max, row_sum, grad_out,
                                 row_offset, is_causal=False, key_lengths=None, inputs=None,
-                                q_start=0, k_start=0):
+                                query_start=0, key_start=0):
     return _attention_backward(artifact, q, k, v, params, out, row_max, row_sum, grad_out,
                                is_causal, key_lengths, inputs)
 
