@@ -249,6 +249,20 @@ def test_a_few_training_steps_lower_the_loss(registered):
     assert losses[-1] < losses[0] - 0.1, losses
 
 
+def test_gradients_with_left_padding_equal_sdpa(registered):
+    """generate()'s positions with left padding: one kernel call per padding length, whose
+    outputs are put together again; the gradients of every weight equal SDPA's."""
+    reference, ours = pair(LlamaForCausalLM, llama_config(), "attn_softmax", seed=12)
+    ids, mask = prompts(batch=4, length=8, seed=13)
+    mask[3, :5] = 0  # calls: entries 0 and 2, entry 1 (3 padding tokens), entry 3 (5)
+    labels = ids.masked_fill(mask == 0, -100)
+    for model in (reference.train(), ours.train()):
+        model(ids, attention_mask=mask, position_ids=generate_positions(mask),
+              labels=labels).loss.backward()
+    for (name, want), got in zip(reference.named_parameters(), ours.parameters()):
+        torch.testing.assert_close(got.grad, want.grad, rtol=0, atol=1e-12, msg=name)
+
+
 def test_attention_dropout_in_training_is_an_error(registered):
     model = LlamaForCausalLM._from_config(llama_config(attention_dropout=0.1),
                                           attn_implementation="attn_softmax",
