@@ -102,6 +102,26 @@ def test_softmax_through_attn_equals_sdpa_with_gqa_padding_and_cache(registered)
         "every layer of the forward, the prefill and each decoding step ran attn"
 
 
+def test_a_masked_token_between_unmasked_ones_runs_as_a_table(registered):
+    reference, ours = pair(LlamaForCausalLM, llama_config(), "attn_softmax", seed=14)
+    ids, mask = prompts(length=8, seed=15)
+    mask[0, 4] = 0
+    with torch.no_grad():
+        torch.testing.assert_close(ours(ids, attention_mask=mask).logits,
+                                   reference(ids, attention_mask=mask).logits, rtol=0, atol=1e-12)
+
+
+def test_a_static_cache_is_an_error(registered):
+    from transformers import StaticCache
+
+    model = LlamaForCausalLM._from_config(llama_config(), attn_implementation="attn_alibi",
+                                          dtype=torch.float64).eval()
+    ids, mask = prompts(length=5)
+    cache = StaticCache(config=model.config, max_cache_len=16)
+    with torch.no_grad(), pytest.raises(NotImplementedError, match="static cache"):
+        model(ids, attention_mask=mask, past_key_values=cache, use_cache=True)
+
+
 def test_sliding_window_masks_come_from_transformers(registered):
     config = MistralConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
                            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,

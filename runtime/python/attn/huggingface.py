@@ -82,13 +82,13 @@ def _plan(name, positions, mask, queries, keys, causal):
                 "per batch entry")
         key_start = start - (keys - queries)  # the queries are the last Nq keys
         first_row, first_key = max(0, -start), max(0, -key_start)
-        if mask is not None:
-            own_key = mask[b, :, real, keys - queries + real].all()
-            if not own_key:
-                raise NotImplementedError(
-                    f"attn implementation {name!r}: the mask does not let each query see its "
-                    "own key: the keys are not the cache's positions up to the queries (a "
-                    "static cache?), which this integration does not derive positions for")
+        # A masked token between unmasked ones does not see its own key; when no query
+        # does, the queries are not the last keys (a static cache's unfilled slots follow).
+        if mask is not None and not mask[b, :, real, keys - queries + real].any():
+            raise NotImplementedError(
+                f"attn implementation {name!r}: no query of batch entry {b} sees its own key: "
+                "the keys are not the cache's positions up to the queries (a static cache?), "
+                "which this integration does not derive positions for")
         if first_key and (mask is None or mask[b, :, :, :first_key].any()):
             raise NotImplementedError(
                 f"attn implementation {name!r}: batch entry {b}'s queries at positions "
