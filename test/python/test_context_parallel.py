@@ -57,16 +57,8 @@ attn.normalizer @softmax_sinks {
 attn.kernel @tables_attention normalizer(@softmax_sinks) score(@s)
 """
 
-SOFTMAX = """
-attn.normalizer @softmax {
-  numerator {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    %e = math.exp %s : f32
-    attn.yield %e : f32
-  }
-  denominator sum
-}
-"""
+# The softmax normalizer of examples/normalizers/softmax.mlir, without its kernel.
+SOFTMAX = (EXAMPLES / "softmax.mlir").read_text().split("attn.kernel")[0]
 
 # ALiBi without a mask: every (query, key) pair reads i − j, keys after the queries too.
 ALIBI_IR = """
