@@ -1,0 +1,80 @@
+//===- work_split.cpp - how a call's work is divided into kernel calls ---===//
+//
+// The split policy: how many query rows a forward call takes, and into how many
+// query splits or key chunks a (batch, head) slice is divided so that every thread
+// gets several calls. Pure functions of the sizes and the thread count.
+//
+//===----------------------------------------------------------------------===//
+#include "work_split.h"
+
+#include <algorithm>
+
+namespace attn {
+
+int64_t forward_rows_per_call(int64_t heads, int64_t queries, int64_t threads) {
+  const int64_t items_per_head = std::max<int64_t>(
+      1, (kItemsPerThread * threads + heads - 1) / std::max<int64_t>(heads, 1));
+  const int64_t blocks = (queries + items_per_head * kQueryBlock - 1) / (items_per_head * kQueryBlock);
+  return std::max<int64_t>(1, blocks) * kQueryBlock;
+}
+
+namespace {
+/// Splits per item for `items` items on `threads` threads, at most `most`: 1 when
+/// there are kItemsPerThread items per thread already, else enough for that many.
+/// Threads take the calls as they finish, so a thread on a busy core (or with the
+/// costlier rows of a mask) takes fewer: halves, one per thread, had waited for it.
+int64_t balanced_splits(int64_t items, int64_t most, int64_t threads) {
+  if (items <= 0 || threads <= 1 || items >= kItemsPerThread * threads)
+    return 1;
+  return std::max<int64_t>(1, std::min((kItemsPerThread * threads + items - 1) / items, most));
+}
+} // namespace
+
+int64_t backward_query_splits(int64_t heads, int64_t queries, int64_t threads) {
+  return balanced_splits(heads, queries / kQueryBlock, threads);
+}
+
+int64_t key_splits(int64_t items, int64_t keys, int64_t threads) {
+  return balanced_splits(items, keys / kKeyBlock, threads);
+}
+
+int64_t query_split_begin(int64_t split, int64_t splits, int64_t queries, int64_t kv_len,
+                          bool causal) {
+  if (split <= 0)
+    return 0;
+  if (split >= splits)
+    return queries;
+  // Keys row i visits: kv_len, or min(i + 1, kv_len) when causal. Rows [0, r) cost
+  // work(r); the split starts at the first r with work(r) >= split/splits of the whole.
+  auto work = [&](int64_t r) -> double {
+    if (!causal)
+      return static_cast<double>(r) * static_cast<double>(kv_len);
+    const double ramp = static_cast<double>(std::min(r, kv_len));
+    return ramp * (ramp + 1) / 2 + static_cast<double>(r - std::min(r, kv_len)) * kv_len;
+  };
+  if (kv_len <= 0)
+    return split * queries / splits;
+  const double target = work(queries) * static_cast<double>(split) / static_cast<double>(splits);
+  int64_t lo = 0, hi = queries;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (work(mid) >= target)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
+namespace detail {
+
+/// Keys [begin, end) of chunk `split` of `splits` over kv_len keys: boundaries on
+/// kKeyBlock multiples, the last chunk ending at kv_len.
+std::pair<int64_t, int64_t> key_chunk(int64_t split, int64_t splits, int64_t kv_len) {
+  const int64_t blocks = (kv_len + kKeyBlock - 1) / kKeyBlock;
+  return {std::min(kv_len, split * blocks / splits * kKeyBlock),
+          std::min(kv_len, (split + 1) * blocks / splits * kKeyBlock)};
+}
+
+} // namespace detail
+} // namespace attn
