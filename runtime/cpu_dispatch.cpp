@@ -161,19 +161,11 @@ std::tuple<Tensor, Tensor, Tensor> run_forward_cpu(const Library &lib, const Pro
   Tensor row_sum = torch::empty({p.B, p.H, p.Nq}, opts);
 
   const int64_t BH = p.B * p.H;
-  // A kernelised artifact builds the key state Σ φ(k) vᵀ in every call (O(Nk·d·dv)):
-  // one call per head keeps the whole forward linear in N.
-  const int64_t rows_per_item = lib.manifest().algorithm == "kernelised"
-                                    ? std::max<int64_t>(p.Nq, 1)
-                                    : forward_rows_per_call(BH, p.Nq, at::get_num_threads());
+  const ForwardSplit plan = forward_split(slice_calls(lib.manifest()),
+                                          lib.merge_fn(p.dtype) != nullptr, BH, p.Nq, p.Nk,
+                                          at::get_num_threads());
+  const int64_t rows_per_item = plan.rows_per_call, kv_splits = plan.key_chunks;
   const int64_t nqb = (p.Nq + rows_per_item - 1) / rows_per_item;
-  // Few calls for the threads (one long decoder step, Nq = 1): each call's keys in
-  // `kv_splits` chunks, whose states the artifact's merge entry folds (abi.h).
-  attn_merge_fn merge = lib.merge_fn(p.dtype);
-  const int64_t kv_splits =
-      merge && lib.manifest().algorithm != "kernelised"
-          ? key_splits(BH * nqb, p.Nk, at::get_num_threads())
-          : 1;
   Tensor o_parts, max_parts, sum_parts, count_parts; // [B, H, kv_splits·Nq(, dv)]
   if (kv_splits > 1) {
     o_parts = torch::empty({p.B, p.H, kv_splits * p.Nq, p.dv}, opts);
@@ -240,12 +232,11 @@ run_backward_cpu(const Library &lib, const Problem &p, const Tensor &q_in, const
   // (abi.h, q_begin), summed below in split order. Too few queries for that (a
   // decoder step): each call's keys are split into `kv_splits` chunks instead, each
   // writing its keys' dk, dv rows and its share of dq to its own dq buffer (abi.h,
-  // kv_begin), summed in chunk order. A kernelised backward takes whole slices.
+  // kv_begin), summed in chunk order. SliceCalls::Whole: one call per slice.
   const int64_t BH = p.B * p.H;
   const int64_t threads = at::get_num_threads();
-  const bool kernelised = lib.manifest().algorithm == "kernelised";
-  const int64_t splits = kernelised ? 1 : backward_query_splits(BH, p.Nq, threads);
-  const int64_t kv_splits = kernelised || splits > 1 ? 1 : key_splits(BH, p.Nk, threads);
+  const BackwardSplit plan = backward_split(slice_calls(lib.manifest()), BH, p.Nq, p.Nk, threads);
+  const int64_t splits = plan.query_splits, kv_splits = plan.key_chunks;
   // The calls overwrite dq's rows [q_begin, q_end) and dk's and dv's rows
   // [kv_begin, kv_len) (abi.h), which together cover every row but the keys past
   // a batch entry's kv_len: only those are zeroed here (zeroing the whole buffers

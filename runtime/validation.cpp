@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "validation.h"
 #include "internal.h"
+#include "work_split.h"
 
 #include <sstream>
 
@@ -197,7 +198,7 @@ void check_positions(const Library &lib, const char *fn, const Options &opts, co
   p.key_start = opts.key_start;
   const bool shifted = p.key_start != 0 || std::any_of(p.query_start.begin(), p.query_start.end(),
                                                        [](int64_t s) { return s != 0; });
-  TORCH_CHECK(!shifted || lib.manifest().algorithm != "kernelised", fn, ": kernel ",
+  TORCH_CHECK(!shifted || slice_calls(lib.manifest()) != SliceCalls::Whole, fn, ": kernel ",
               lib.manifest().kernel, " is kernelised (the linear-time form), which takes no "
               "query_start or key_start: call it with the whole sequence");
   TORCH_CHECK(!shifted || !p.cuda() || lib.triton(), fn, ": the hand-built GPU kernels of ",
@@ -387,7 +388,8 @@ void check_aux(const Library &lib, const char *fn, const char *name, const Tenso
 void check_block(const Library &lib, const char *fn, const Problem &p, bool row_offset) {
   TORCH_CHECK(!p.cuda(), fn, ": the GPU kernels have no partial (split-K) mode; run "
               "context parallelism on CPU tensors");
-  TORCH_CHECK(lib.manifest().algorithm != "kernelised", fn, ": kernel ", lib.manifest().kernel,
+  TORCH_CHECK(slice_calls(lib.manifest()) != SliceCalls::Whole, fn, ": kernel ",
+              lib.manifest().kernel,
               " is kernelised (linear attention): its forward has no partial state to merge "
               "(abi.h), and context parallelism for it needs prefix sums of psi(k) v^T across "
               "ranks, which attn does not implement; run it on the whole sequence");

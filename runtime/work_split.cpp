@@ -68,6 +68,37 @@ int64_t query_split_begin(int64_t split, int64_t splits, int64_t queries, int64_
 
 namespace detail {
 
+SliceCalls slice_calls(const Manifest &manifest) {
+  return manifest.algorithm == "kernelised" ? SliceCalls::Whole : SliceCalls::Divisible;
+}
+
+ForwardSplit forward_split(SliceCalls calls, bool has_merge, int64_t heads, int64_t queries,
+                           int64_t keys, int64_t threads) {
+  // A Whole call builds the key state Σ φ(k) vᵀ (O(Nk·d·dv)) before its rows: one call
+  // per slice keeps the whole forward linear in N.
+  if (calls == SliceCalls::Whole)
+    return {std::max<int64_t>(queries, 1), 1};
+  ForwardSplit split;
+  split.rows_per_call = forward_rows_per_call(heads, queries, threads);
+  const int64_t query_blocks = (queries + split.rows_per_call - 1) / split.rows_per_call;
+  // Few calls for the threads (one long decoder step, Nq = 1): each call's keys in
+  // chunks, whose states the artifact's merge entry folds (abi.h).
+  if (has_merge)
+    split.key_chunks = key_splits(heads * query_blocks, keys, threads);
+  return split;
+}
+
+BackwardSplit backward_split(SliceCalls calls, int64_t heads, int64_t queries, int64_t keys,
+                             int64_t threads) {
+  if (calls == SliceCalls::Whole)
+    return {1, 1};
+  BackwardSplit split;
+  split.query_splits = backward_query_splits(heads, queries, threads);
+  if (split.query_splits == 1)
+    split.key_chunks = key_splits(heads, keys, threads);
+  return split;
+}
+
 /// Keys [begin, end) of chunk `split` of `splits` over kv_len keys: boundaries on
 /// kKeyBlock multiples, the last chunk ending at kv_len.
 std::pair<int64_t, int64_t> key_chunk(int64_t split, int64_t splits, int64_t kv_len) {

@@ -15,6 +15,47 @@
 namespace attn {
 namespace detail {
 
+/// How an artifact's entry points may divide a (batch, head) slice into calls (abi.h).
+enum class SliceCalls {
+  /// Any query rows [q_begin, q_end), key chunks [kv_begin, kv_len) whose partial state
+  /// the merge entry folds, and any query_start / key_start.
+  Divisible,
+  /// One call per slice: rows [0, Nq), keys from kv_begin = 0, no partial state, and
+  /// query_start = key_start = 0. A call first builds its key state (kernelised:
+  /// Σ φ(k) vᵀ over every key), which a part of the slice could not.
+  Whole,
+};
+
+/// The SliceCalls of an artifact, from its manifest (the one place that reads its
+/// algorithm).
+SliceCalls slice_calls(const Manifest &manifest);
+
+/// A forward's calls per (batch, head) slice: query rows per call, and key chunks per
+/// call (1: no split-K).
+struct ForwardSplit {
+  int64_t rows_per_call = 1;
+  int64_t key_chunks = 1;
+};
+
+/// The forward's split for `heads` = B·H slices of `queries` rows over `keys` keys on
+/// `threads` threads: forward_rows_per_call rows per call, and key_splits chunks per
+/// call where the artifact has a merge entry (`has_merge`); a Whole artifact gets one
+/// call per slice.
+ForwardSplit forward_split(SliceCalls calls, bool has_merge, int64_t heads, int64_t queries,
+                           int64_t keys, int64_t threads);
+
+/// A backward's calls per (batch, head) slice: query splits (each its own dk, dv
+/// buffer) and key chunks per split (each its own dq buffer); one of them is 1.
+struct BackwardSplit {
+  int64_t query_splits = 1;
+  int64_t key_chunks = 1;
+};
+
+/// The backward's split: backward_query_splits where the queries allow it, else
+/// key_splits chunks (a decoder step); a Whole artifact gets one call per slice.
+BackwardSplit backward_split(SliceCalls calls, int64_t heads, int64_t queries, int64_t keys,
+                             int64_t threads);
+
 /// Keys [begin, end) of chunk `split` of `splits` over kv_len keys: boundaries on
 /// kKeyBlock multiples, the last chunk ending at kv_len.
 std::pair<int64_t, int64_t> key_chunk(int64_t split, int64_t splits, int64_t kv_len);

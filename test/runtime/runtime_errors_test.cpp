@@ -1012,51 +1012,6 @@ TEST(DispatchThreads, KernelisedForwardTakesWholeHeads) {
   EXPECT_EQ(probe_count("probe_errors", ATTN_FX_PROBE_KERNELISED), 0);
 }
 
-TEST(DispatchThreads, BackwardSplitsGiveEveryThreadSeveralCalls) {
-  // B·H >= kItemsPerThread per thread: whole slices; fewer: that many calls per
-  // thread, which threads take as they finish.
-  static_assert(attn::kItemsPerThread == 4, "the expectations below count 4 per thread");
-  EXPECT_EQ(attn::backward_query_splits(8, 4096, 2), 1);
-  EXPECT_EQ(attn::backward_query_splits(1, 4096, 2), 8);
-  EXPECT_EQ(attn::backward_query_splits(3, 4096, 2), 3);
-  EXPECT_EQ(attn::backward_query_splits(6, 4096, 16), 11);
-  EXPECT_EQ(attn::backward_query_splits(1, 4096, 1), 1);
-  // At least kQueryBlock rows per call.
-  EXPECT_EQ(attn::backward_query_splits(1, 100, 2), 1);
-  EXPECT_EQ(attn::backward_query_splits(1, 3 * attn::kQueryBlock, 16), 3);
-  EXPECT_EQ(attn::backward_query_splits(1, 0, 2), 1);
-}
-
-TEST(DispatchThreads, KeySplitsGiveEveryThreadSeveralChunks) {
-  // One decoder step (one call) on 2 threads: eight key chunks of >= kKeyBlock keys.
-  EXPECT_EQ(attn::key_splits(1, 65536, 2), 8);
-  EXPECT_EQ(attn::key_splits(1, 65536, 16), 64);
-  EXPECT_EQ(attn::key_splits(3, 65536, 2), 3);
-  EXPECT_EQ(attn::key_splits(8, 65536, 2), 1);
-  EXPECT_EQ(attn::key_splits(1, attn::kKeyBlock, 2), 1);
-  EXPECT_EQ(attn::key_splits(1, 3 * attn::kKeyBlock, 16), 3);
-  EXPECT_EQ(attn::key_splits(1, 65536, 1), 1);
-}
-
-TEST(DispatchThreads, QuerySplitsBalanceVisitedPairs) {
-  EXPECT_EQ(attn::query_split_begin(0, 2, 1000, 1000, false), 0);
-  EXPECT_EQ(attn::query_split_begin(1, 2, 1000, 1000, false), 500);
-  EXPECT_EQ(attn::query_split_begin(2, 2, 1000, 1000, false), 1000);
-  // Causal: row i visits i + 1 keys; half the pairs lie in the first ~1000/sqrt(2) rows.
-  EXPECT_EQ(attn::query_split_begin(1, 2, 1000, 1000, true), 707);
-  // Causal with 10 keys: from row 10 on every row visits 10 keys.
-  const int64_t begin = attn::query_split_begin(1, 2, 1000, 10, true);
-  EXPECT_GE(begin, 500);
-  EXPECT_LE(begin, 506);
-  // No keys: rows split evenly.
-  EXPECT_EQ(attn::query_split_begin(1, 4, 1000, 0, true), 250);
-  for (bool causal : {false, true})
-    for (int64_t splits : {1, 2, 3, 7, 16})
-      for (int64_t s = 0; s < splits; ++s)
-        EXPECT_LE(attn::query_split_begin(s, splits, 517, 300, causal),
-                  attn::query_split_begin(s + 1, splits, 517, 300, causal));
-}
-
 /// One slice's backward on 2 threads through the probe (B = H = 1, d = 8): `calls`
 /// calls, whose shares the runtime sums to the unsplit gradients.
 void expect_split_backward(int64_t Nq, int64_t Nk, bool causal, int64_t calls) {
