@@ -96,6 +96,32 @@ template <class F> void for_each_query_block(const Problem &p, const F &f) {
   });
 }
 
+/// A forward's entry point, operands as it takes them (unit inner stride, tables) and
+/// outputs: out [B, H, Nq, dv], row_max and row_sum [B, H, Nq], not yet written.
+struct ForwardCall {
+  attn_forward_fn fn;
+  Tensor q, k, v, params;
+  std::vector<attn_table> tables;
+  Tensor out, row_max, row_sum;
+
+  const attn_table *table_data() const { return tables.empty() ? nullptr : tables.data(); }
+};
+
+ForwardCall forward_call(const Library &lib, const Problem &p, const Tensor &q,
+                         const Tensor &k, const Tensor &v, const Tensor &params,
+                         const std::vector<Tensor> &inputs) {
+  auto opts = torch::TensorOptions().dtype(p.dtype).device(p.device);
+  return {lib.forward_fn(p.dtype),
+          unit_inner_stride(q),
+          unit_inner_stride(k),
+          unit_inner_stride(v),
+          unit_inner_stride(params),
+          tables_of(inputs),
+          torch::empty({p.B, p.H, p.Nq, p.dv}, opts),
+          torch::empty({p.B, p.H, p.Nq}, opts),
+          torch::empty({p.B, p.H, p.Nq}, opts)};
+}
+
 /// [B, H, N, E] per query head -> [B, H / group, N, E]: the gradient of a key/value head
 /// is the sum over the query heads that read it, added in head order (the same bits
 /// every run).
@@ -151,14 +177,8 @@ std::tuple<Tensor, Tensor, Tensor> run_forward_cpu(const Library &lib, const Pro
                                                    const Tensor &q_in, const Tensor &k_in,
                                                    const Tensor &v_in, const Tensor &params_in,
                                                    const std::vector<Tensor> &inputs) {
-  attn_forward_fn fn = lib.forward_fn(p.dtype);
-  const Tensor q = unit_inner_stride(q_in), k = unit_inner_stride(k_in),
-               v = unit_inner_stride(v_in), params = unit_inner_stride(params_in);
-  const std::vector<attn_table> tables = tables_of(inputs);
-  auto opts = torch::TensorOptions().dtype(p.dtype).device(q.device());
-  Tensor out = torch::empty({p.B, p.H, p.Nq, p.dv}, opts);
-  Tensor row_max = torch::empty({p.B, p.H, p.Nq}, opts);
-  Tensor row_sum = torch::empty({p.B, p.H, p.Nq}, opts);
+  const ForwardCall fwd = forward_call(lib, p, q_in, k_in, v_in, params_in, inputs);
+  const auto opts = fwd.out.options();
 
   const int64_t BH = p.B * p.H;
   const ForwardSplit plan = forward_split(slice_calls(lib.manifest()),
@@ -173,8 +193,7 @@ std::tuple<Tensor, Tensor, Tensor> run_forward_cpu(const Library &lib, const Pro
     sum_parts = torch::empty_like(max_parts);
     count_parts = torch::empty_like(max_parts);
   }
-  const attn_memref1d pm = memref_params(params);
-  const attn_table *table_ptr = tables.empty() ? nullptr : tables.data();
+  const attn_memref1d pm = memref_params(fwd.params);
   parallel_items(BH * nqb * kv_splits, [&](int64_t item) {
     const int64_t split = item % kv_splits, call = item / kv_splits;
     int64_t bh, qb;
@@ -186,18 +205,18 @@ std::tuple<Tensor, Tensor, Tensor> run_forward_cpu(const Library &lib, const Pro
       qb = call % nqb;
     }
     const int64_t b = bh / p.H, h = bh % p.H;
-    attn_memref2d qm = memref2d(q, b, h), km = memref2d(k, b, p.kv_head(h)),
-                  vm = memref2d(v, b, p.kv_head(h));
+    attn_memref2d qm = memref2d(fwd.q, b, h), km = memref2d(fwd.k, b, p.kv_head(h)),
+                  vm = memref2d(fwd.v, b, p.kv_head(h));
     attn_memref1d prm = pm;
     const int64_t q_begin = qb * rows_per_item;
     const int64_t q_end = std::min(p.Nq, q_begin + rows_per_item);
     const int64_t kv_len = p.kv_len[static_cast<size_t>(b)];
     if (kv_splits == 1) {
-      attn_memref2d om = memref2d(out, b, h);
-      attn_memref1d mm = memref1d(row_max, b, h), sm = memref1d(row_sum, b, h);
+      attn_memref2d om = memref2d(fwd.out, b, h);
+      attn_memref1d mm = memref1d(fwd.row_max, b, h), sm = memref1d(fwd.row_sum, b, h);
       attn_memref1d unused{nullptr, nullptr, 0, {0}, {1}};
-      fn(&qm, &km, &vm, &om, &mm, &sm, &unused, &prm, table_ptr, b, h, q_begin, q_end, 0,
-         kv_len, p.causal ? 1 : 0, 0, p.query_start[static_cast<size_t>(b)], p.key_start);
+      fwd.fn(&qm, &km, &vm, &om, &mm, &sm, &unused, &prm, fwd.table_data(), b, h, q_begin, q_end, 0,
+             kv_len, p.causal ? 1 : 0, 0, p.query_start[static_cast<size_t>(b)], p.key_start);
       return;
     }
     const auto [kv_begin, kv_end] = key_chunk(split, kv_splits, kv_len);
@@ -206,12 +225,13 @@ std::tuple<Tensor, Tensor, Tensor> run_forward_cpu(const Library &lib, const Pro
     attn_memref2d om = memref2d(chunk(o_parts), b, h);
     attn_memref1d mm = memref1d(chunk(max_parts), b, h), sm = memref1d(chunk(sum_parts), b, h),
                   cm = memref1d(chunk(count_parts), b, h);
-    fn(&qm, &km, &vm, &om, &mm, &sm, &cm, &prm, table_ptr, b, h, q_begin, q_end, kv_begin,
-       kv_end, p.causal ? 1 : 0, 1, p.query_start[static_cast<size_t>(b)], p.key_start);
+    fwd.fn(&qm, &km, &vm, &om, &mm, &sm, &cm, &prm, fwd.table_data(), b, h, q_begin, q_end,
+           kv_begin, kv_end, p.causal ? 1 : 0, 1, p.query_start[static_cast<size_t>(b)],
+           p.key_start);
   });
   if (kv_splits > 1)
-    return run_merge(lib, p, params, inputs, o_parts, max_parts, sum_parts, count_parts);
-  return {out, row_max, row_sum};
+    return run_merge(lib, p, fwd.params, inputs, o_parts, max_parts, sum_parts, count_parts);
+  return {fwd.out, fwd.row_max, fwd.row_sum};
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, std::vector<Tensor>>
@@ -329,26 +349,21 @@ run_backward_cpu(const Library &lib, const Problem &p, const Tensor &q_in, const
 
 std::tuple<Tensor, Tensor, Tensor, Tensor>
 run_partial_forward(const Library &lib, const Problem &p, const Tensor &q_in, const Tensor &k_in,
-                    const Tensor &v_in, const Tensor &params_in, const std::vector<Tensor> &inputs) {
-  attn_forward_fn fn = lib.forward_fn(p.dtype);
-  const Tensor q = unit_inner_stride(q_in), k = unit_inner_stride(k_in),
-               v = unit_inner_stride(v_in), params = unit_inner_stride(params_in);
-  const std::vector<attn_table> tables = tables_of(inputs);
-  auto opts = torch::TensorOptions().dtype(p.dtype).device(q.device());
-  Tensor out = torch::empty({p.B, p.H, p.Nq, p.dv}, opts);
-  Tensor row_max = torch::empty({p.B, p.H, p.Nq}, opts);
-  Tensor row_sum = torch::empty_like(row_max), row_count = torch::empty_like(row_max);
-  const attn_memref1d pm = memref_params(params);
+                    const Tensor &v_in, const Tensor &params_in,
+                    const std::vector<Tensor> &inputs) {
+  const ForwardCall fwd = forward_call(lib, p, q_in, k_in, v_in, params_in, inputs);
+  Tensor row_count = torch::empty_like(fwd.row_max);
+  const attn_memref1d pm = memref_params(fwd.params);
   for_each_query_block(p, [&](int64_t b, int64_t h, int64_t q_begin, int64_t q_end) {
-    attn_memref2d qm = memref2d(q, b, h), km = memref2d(k, b, p.kv_head(h)),
-                  vm = memref2d(v, b, p.kv_head(h)), om = memref2d(out, b, h);
-    attn_memref1d mm = memref1d(row_max, b, h), sm = memref1d(row_sum, b, h),
+    attn_memref2d qm = memref2d(fwd.q, b, h), km = memref2d(fwd.k, b, p.kv_head(h)),
+                  vm = memref2d(fwd.v, b, p.kv_head(h)), om = memref2d(fwd.out, b, h);
+    attn_memref1d mm = memref1d(fwd.row_max, b, h), sm = memref1d(fwd.row_sum, b, h),
                   cm = memref1d(row_count, b, h), prm = pm;
-    fn(&qm, &km, &vm, &om, &mm, &sm, &cm, &prm, tables.empty() ? nullptr : tables.data(), b, h,
-       q_begin, q_end, 0, p.kv_len[static_cast<size_t>(b)], p.causal ? 1 : 0, 1,
-       p.query_start[static_cast<size_t>(b)], p.key_start);
+    fwd.fn(&qm, &km, &vm, &om, &mm, &sm, &cm, &prm, fwd.table_data(), b, h, q_begin, q_end, 0,
+           p.kv_len[static_cast<size_t>(b)], p.causal ? 1 : 0, 1,
+           p.query_start[static_cast<size_t>(b)], p.key_start);
   });
-  return {out, row_max, row_sum, row_count};
+  return {fwd.out, fwd.row_max, fwd.row_sum, row_count};
 }
 
 } // namespace detail
