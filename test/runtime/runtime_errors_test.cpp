@@ -3,6 +3,7 @@
 // `abort` fixture's kernels abort), and dispatch plumbing checked with the `probe`
 // fixture, whose entry points copy inputs around instead of computing attention.
 #include "attn/checksum.h"
+#include "attn/partial.h"
 #include "attn/runtime.h"
 #include "cuda_driver.h"
 #include "internal.h"
@@ -1064,6 +1065,22 @@ TEST(DispatchThreads, BackwardSplitsFewQueriesOverKeys) {
   ASSERT_EQ(attn::key_splits(1, 2100, 2), 4);
   for (bool causal : {false, true})
     expect_split_backward(1, 2100, causal, 4);
+}
+
+TEST(DispatchThreads, WholeSliceCallsRefuseBlocksAndPositions) {
+  // A kernelised call takes its whole slice from position 0 (abi.h): no key block of
+  // context parallelism, no query_start or key_start.
+  auto lib = Library::load(ATTN_FX_PROBE_KERNELISED);
+  Tensor q = torch::randn({1, 1, 4, 8});
+  EXPECT_ATTN_ERROR(attn::attention_partial_forward(lib, q, q, q, lib->initial_params()),
+                    "attn::attention_partial_forward: kernel ",
+                    " is kernelised (linear attention): its forward has no partial state");
+  Options shifted;
+  shifted.key_start = 4;
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, q, q, lib->initial_params(), shifted),
+                    "attn::attention_forward: kernel ",
+                    " is kernelised (the linear-time form), which takes no query_start or "
+                    "key_start");
 }
 
 TEST(DispatchThreads, KernelisedBackwardTakesWholeHeads) {
