@@ -276,19 +276,15 @@ run_backward_cpu(const Library &lib, const Problem &p, const Tensor &q_in, const
   const int64_t calls = BH * splits * kv_splits;
   Tensor dparams_parts = torch::zeros({calls, p.P}, opts);
 
-  // The calls run in `chunks` fixed sets, each in order, kItemsPerThread per thread,
-  // that threads take as they finish (a thread on a busy core takes fewer): in
-  // rounds of `chunks` calls, chunk c takes the c-th call of even rounds and the
-  // c-th from the end of odd ones, so a ramp of work (a causal mask) evens out. A
-  // learnable input's gradient gets one zeroed buffer per chunk that its calls add
-  // to (abi.h: dtables), summed in chunk order: the same bits every run with the
-  // same thread count, whichever thread ran a chunk, and chunks × the input's size
-  // of memory, never B·H·N².
-  const int64_t chunks =
-      std::max<int64_t>(1, std::min<int64_t>(kItemsPerThread * threads, calls));
+  // The calls run in fixed sets (backward_call_sets, call_in_set) that threads take as
+  // they finish. A learnable input's gradient gets one zeroed buffer per set that its
+  // calls add to (abi.h: dtables), summed in set order: the same bits every run with
+  // the same thread count, whichever thread ran a set, and sets × the input's size of
+  // memory, never B·H·N².
+  const int64_t sets = backward_call_sets(calls, threads);
   const auto &declared = lib.manifest().inputs;
-  std::vector<std::vector<Tensor>> parts(static_cast<size_t>(chunks));
-  std::vector<std::vector<attn_table>> dtables(static_cast<size_t>(chunks));
+  std::vector<std::vector<Tensor>> parts(static_cast<size_t>(sets));
+  std::vector<std::vector<attn_table>> dtables(static_cast<size_t>(sets));
   for (auto [part, dtable] = std::pair(parts.begin(), dtables.begin()); part != parts.end();
        ++part, ++dtable)
     for (size_t n = 0; n < inputs.size(); ++n) {
@@ -299,7 +295,7 @@ run_backward_cpu(const Library &lib, const Problem &p, const Tensor &q_in, const
     }
 
   const attn_memref1d pm = memref_params(params);
-  auto call = [&](int64_t item, const attn_table *chunk_dtables) {
+  auto call = [&](int64_t item, const attn_table *set_dtables) {
     const int64_t bh = item / (splits * kv_splits), split = item / kv_splits % splits,
                   kv_split = item % kv_splits;
     const int64_t b = bh / p.H, h = bh % p.H;
@@ -322,24 +318,24 @@ run_backward_cpu(const Library &lib, const Problem &p, const Tensor &q_in, const
       dpm.allocated = dpm.aligned = ptr;
     }
     fn(&qm, &km, &vm, &om, &dom, &mm, &sm, &prm, tables.empty() ? nullptr : tables.data(), &dqm,
-       &dkm, &dvm, &dpm, chunk_dtables, b, h, q_begin, q_end, kv_begin + p.key_shift,
+       &dkm, &dvm, &dpm, set_dtables, b, h, q_begin, q_end, kv_begin + p.key_shift,
        kv_end + p.key_shift, p.causal ? 1 : 0, p.query_start[static_cast<size_t>(b)],
        p.key_start - p.key_shift);
   };
-  parallel_items(chunks, [&](int64_t c) {
-    const std::vector<attn_table> &chunk = dtables[static_cast<size_t>(c)];
-    for (int64_t round = 0; round * chunks < calls; ++round) {
-      const int64_t item = round * chunks + (round % 2 == 0 ? c : chunks - 1 - c);
+  parallel_items(sets, [&](int64_t set) {
+    const std::vector<attn_table> &set_dtables = dtables[static_cast<size_t>(set)];
+    for (int64_t round = 0; round * sets < calls; ++round) {
+      const int64_t item = call_in_set(set, sets, round);
       if (item < calls)
-        call(item, chunk.empty() ? nullptr : chunk.data());
+        call(item, set_dtables.empty() ? nullptr : set_dtables.data());
     }
   });
   // A learnable input's gradient; an empty [0] tensor for the others.
   std::vector<Tensor> dinputs;
   for (size_t n = 0; n < inputs.size(); ++n) {
     Tensor total = parts[0][n];
-    for (int64_t c = 1; c < chunks && total.defined(); ++c)
-      total.add_(parts[static_cast<size_t>(c)][n]);
+    for (int64_t set = 1; set < sets && total.defined(); ++set)
+      total.add_(parts[static_cast<size_t>(set)][n]);
     dinputs.push_back(total.defined() ? total : torch::empty({0}, opts));
   }
   Tensor dparams = dparams_parts.sum(0);

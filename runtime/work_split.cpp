@@ -99,8 +99,14 @@ BackwardSplit backward_split(SliceCalls calls, int64_t heads, int64_t queries, i
   return split;
 }
 
-/// Keys [begin, end) of chunk `split` of `splits` over kv_len keys: boundaries on
-/// kKeyBlock multiples, the last chunk ending at kv_len.
+int64_t backward_call_sets(int64_t calls, int64_t threads) {
+  return std::max<int64_t>(1, std::min<int64_t>(kItemsPerThread * threads, calls));
+}
+
+int64_t call_in_set(int64_t set, int64_t sets, int64_t round) {
+  return round * sets + (round % 2 == 0 ? set : sets - 1 - set);
+}
+
 std::pair<int64_t, int64_t> key_chunk(int64_t split, int64_t splits, int64_t kv_len) {
   const int64_t blocks = (kv_len + kKeyBlock - 1) / kKeyBlock;
   return {std::min(kv_len, split * blocks / splits * kKeyBlock),

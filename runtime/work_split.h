@@ -56,6 +56,17 @@ struct BackwardSplit {
 BackwardSplit backward_split(SliceCalls calls, int64_t heads, int64_t queries, int64_t keys,
                              int64_t threads);
 
+/// How many fixed sets the backward's `calls` run in on `threads` threads: kItemsPerThread
+/// per thread, at most one per call. Threads take the sets as they finish, so a thread
+/// on a busy core takes fewer.
+int64_t backward_call_sets(int64_t calls, int64_t threads);
+
+/// The call that set `set` of `sets` runs in round `round` (each set runs its calls in
+/// round order; a result >= the number of calls is none): in rounds of `sets` calls,
+/// set s takes the s-th call of even rounds and the s-th from the end of odd ones, so
+/// a ramp of work over the calls (a causal mask) evens out across sets.
+int64_t call_in_set(int64_t set, int64_t sets, int64_t round);
+
 /// Keys [begin, end) of chunk `split` of `splits` over kv_len keys: boundaries on
 /// kKeyBlock multiples, the last chunk ending at kv_len.
 std::pair<int64_t, int64_t> key_chunk(int64_t split, int64_t splits, int64_t kv_len);

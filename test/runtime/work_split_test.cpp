@@ -7,13 +7,16 @@
 #include <gtest/gtest.h>
 
 #include <utility>
+#include <vector>
 
 namespace {
 
 using attn::kItemsPerThread;
 using attn::kKeyBlock;
 using attn::kQueryBlock;
+using attn::detail::backward_call_sets;
 using attn::detail::backward_split;
+using attn::detail::call_in_set;
 using attn::detail::forward_split;
 using attn::detail::key_chunk;
 using attn::detail::SliceCalls;
@@ -163,6 +166,43 @@ TEST(WorkSplit, BackwardSplitsQueriesElseKeys) {
   split = backward_split(SliceCalls::Divisible, 8, 1, 65536, 2);
   EXPECT_EQ(split.query_splits, 1);
   EXPECT_EQ(split.key_chunks, 1);
+}
+
+TEST(WorkSplit, BackwardCallSets) {
+  // 4 sets per thread, never more sets than calls.
+  EXPECT_EQ(backward_call_sets(100, 2), 8);
+  EXPECT_EQ(backward_call_sets(1000, 16), 64);
+  EXPECT_EQ(backward_call_sets(3, 2), 3);
+  EXPECT_EQ(backward_call_sets(0, 4), 1);
+}
+
+TEST(WorkSplit, CallSetsAlternateDirectionEachRound) {
+  // 16 calls in 4 sets: set 0 takes calls 0, 7, 8, 15 (forward, backward, ...), set 3
+  // takes 3, 4, 11, 12; on a ramp of work (call i costs i) every set costs 30.
+  EXPECT_EQ(std::vector<int64_t>({call_in_set(0, 4, 0), call_in_set(0, 4, 1),
+                                  call_in_set(0, 4, 2), call_in_set(0, 4, 3)}),
+            std::vector<int64_t>({0, 7, 8, 15}));
+  EXPECT_EQ(std::vector<int64_t>({call_in_set(3, 4, 0), call_in_set(3, 4, 1),
+                                  call_in_set(3, 4, 2), call_in_set(3, 4, 3)}),
+            std::vector<int64_t>({3, 4, 11, 12}));
+  for (int64_t set = 0; set < 4; ++set) {
+    int64_t cost = 0;
+    for (int64_t round = 0; round < 4; ++round)
+      cost += call_in_set(set, 4, round);
+    EXPECT_EQ(cost, 30) << "set " << set;
+  }
+  // Every call runs once, whatever the count: rounds go on while round * sets < calls,
+  // and a set skips a result >= calls.
+  for (int64_t calls : {1, 5, 10, 17, 64})
+    for (int64_t sets : {1, 3, 4, 8}) {
+      std::vector<int> runs(static_cast<size_t>(calls), 0);
+      for (int64_t set = 0; set < sets; ++set)
+        for (int64_t round = 0; round * sets < calls; ++round)
+          if (const int64_t call = call_in_set(set, sets, round); call < calls)
+            ++runs[static_cast<size_t>(call)];
+      EXPECT_EQ(runs, std::vector<int>(static_cast<size_t>(calls), 1))
+          << calls << " calls in " << sets << " sets";
+    }
 }
 
 } // namespace
