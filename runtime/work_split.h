@@ -21,8 +21,8 @@ enum class SliceCalls {
   /// the merge entry folds, and any query_start / key_start.
   Divisible,
   /// One call per slice: rows [0, Nq), keys from kv_begin = 0, no partial state, and
-  /// query_start = key_start = 0. A call first builds its key state (kernelised:
-  /// Σ φ(k) vᵀ over every key), which a part of the slice could not.
+  /// query_start = key_start = 0: a call first builds its key state over every key of
+  /// the slice (kernelised: Σ φ(k) vᵀ), which a call over part of it could not.
   Whole,
 };
 
