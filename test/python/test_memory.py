@@ -3,7 +3,7 @@ less than 128 MiB of memory beyond its inputs (an N×N float32 matrix is 1 GiB).
 scratch fits under it: the backward splits one slice's queries into kItemsPerThread
 (4) fixed call sets per thread, each adding to dK and dV buffers of its own (8 MiB
 here), so that threads take sets as they finish and the sum stays in a fixed order
-(runtime/attention.cpp): 64 MiB of the ~88 measured on 2 threads.
+(runtime/work_split.h, backward_call_sets): 64 MiB of the ~88 measured on 2 threads.
 
 Runs in a fresh subprocess. The peak RSS is measured from a point after the inputs are
 allocated and the kernel has been warmed up: the kernel's peak (VmHWM) is reset through

@@ -3,6 +3,7 @@
 // `abort` fixture's kernels abort), and dispatch plumbing checked with the `probe`
 // fixture, whose entry points copy inputs around instead of computing attention.
 #include "attn/checksum.h"
+#include "attn/partial.h"
 #include "attn/runtime.h"
 #include "cuda_driver.h"
 #include "internal.h"
@@ -1012,51 +1013,6 @@ TEST(DispatchThreads, KernelisedForwardTakesWholeHeads) {
   EXPECT_EQ(probe_count("probe_errors", ATTN_FX_PROBE_KERNELISED), 0);
 }
 
-TEST(DispatchThreads, BackwardSplitsGiveEveryThreadSeveralCalls) {
-  // B·H >= kItemsPerThread per thread: whole slices; fewer: that many calls per
-  // thread, which threads take as they finish.
-  static_assert(attn::kItemsPerThread == 4, "the expectations below count 4 per thread");
-  EXPECT_EQ(attn::backward_query_splits(8, 4096, 2), 1);
-  EXPECT_EQ(attn::backward_query_splits(1, 4096, 2), 8);
-  EXPECT_EQ(attn::backward_query_splits(3, 4096, 2), 3);
-  EXPECT_EQ(attn::backward_query_splits(6, 4096, 16), 11);
-  EXPECT_EQ(attn::backward_query_splits(1, 4096, 1), 1);
-  // At least kQueryBlock rows per call.
-  EXPECT_EQ(attn::backward_query_splits(1, 100, 2), 1);
-  EXPECT_EQ(attn::backward_query_splits(1, 3 * attn::kQueryBlock, 16), 3);
-  EXPECT_EQ(attn::backward_query_splits(1, 0, 2), 1);
-}
-
-TEST(DispatchThreads, KeySplitsGiveEveryThreadSeveralChunks) {
-  // One decoder step (one call) on 2 threads: eight key chunks of >= kKeyBlock keys.
-  EXPECT_EQ(attn::key_splits(1, 65536, 2), 8);
-  EXPECT_EQ(attn::key_splits(1, 65536, 16), 64);
-  EXPECT_EQ(attn::key_splits(3, 65536, 2), 3);
-  EXPECT_EQ(attn::key_splits(8, 65536, 2), 1);
-  EXPECT_EQ(attn::key_splits(1, attn::kKeyBlock, 2), 1);
-  EXPECT_EQ(attn::key_splits(1, 3 * attn::kKeyBlock, 16), 3);
-  EXPECT_EQ(attn::key_splits(1, 65536, 1), 1);
-}
-
-TEST(DispatchThreads, QuerySplitsBalanceVisitedPairs) {
-  EXPECT_EQ(attn::query_split_begin(0, 2, 1000, 1000, false), 0);
-  EXPECT_EQ(attn::query_split_begin(1, 2, 1000, 1000, false), 500);
-  EXPECT_EQ(attn::query_split_begin(2, 2, 1000, 1000, false), 1000);
-  // Causal: row i visits i + 1 keys; half the pairs lie in the first ~1000/sqrt(2) rows.
-  EXPECT_EQ(attn::query_split_begin(1, 2, 1000, 1000, true), 707);
-  // Causal with 10 keys: from row 10 on every row visits 10 keys.
-  const int64_t begin = attn::query_split_begin(1, 2, 1000, 10, true);
-  EXPECT_GE(begin, 500);
-  EXPECT_LE(begin, 506);
-  // No keys: rows split evenly.
-  EXPECT_EQ(attn::query_split_begin(1, 4, 1000, 0, true), 250);
-  for (bool causal : {false, true})
-    for (int64_t splits : {1, 2, 3, 7, 16})
-      for (int64_t s = 0; s < splits; ++s)
-        EXPECT_LE(attn::query_split_begin(s, splits, 517, 300, causal),
-                  attn::query_split_begin(s + 1, splits, 517, 300, causal));
-}
-
 /// One slice's backward on 2 threads through the probe (B = H = 1, d = 8): `calls`
 /// calls, whose shares the runtime sums to the unsplit gradients.
 void expect_split_backward(int64_t Nq, int64_t Nk, bool causal, int64_t calls) {
@@ -1109,6 +1065,22 @@ TEST(DispatchThreads, BackwardSplitsFewQueriesOverKeys) {
   ASSERT_EQ(attn::key_splits(1, 2100, 2), 4);
   for (bool causal : {false, true})
     expect_split_backward(1, 2100, causal, 4);
+}
+
+TEST(DispatchThreads, WholeSliceCallsRefuseBlocksAndPositions) {
+  // A kernelised call takes its whole slice from position 0 (abi.h): no key block of
+  // context parallelism, no query_start or key_start.
+  auto lib = Library::load(ATTN_FX_PROBE_KERNELISED);
+  Tensor q = torch::randn({1, 1, 4, 8});
+  EXPECT_ATTN_ERROR(attn::attention_partial_forward(lib, q, q, q, lib->initial_params()),
+                    "attn::attention_partial_forward: kernel ",
+                    " is kernelised (linear attention): its forward has no partial state");
+  Options shifted;
+  shifted.key_start = 4;
+  EXPECT_ATTN_ERROR(attn::attention_forward(lib, q, q, q, lib->initial_params(), shifted),
+                    "attn::attention_forward: kernel ",
+                    " is kernelised (the linear-time form), which takes no query_start or "
+                    "key_start");
 }
 
 TEST(DispatchThreads, KernelisedBackwardTakesWholeHeads) {

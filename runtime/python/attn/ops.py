@@ -6,7 +6,7 @@ The ops are defined in C++ (runtime/ops.cpp), whose TORCH_LIBRARY block names th
 attn.load / attn.compile import it; so does `import attn.ops`, which also loads the runtime
 library if nobody has (do that before compiling code that calls torch.ops.attn.* directly).
 Each fake returns what the CPU/CUDA kernels return, symbolic sizes included: fresh
-contiguous tensors of these shapes and dtypes (runtime/attention.cpp):
+contiguous tensors of these shapes and dtypes (runtime/cpu_dispatch.cpp, gpu_launch.cpp):
 
     attention          O [B, H, Nq, dv]                          q's dtype
     attention_forward  O, row_max [B, H, Nq], row_sum [B, H, Nq]  stats: q's dtype on the

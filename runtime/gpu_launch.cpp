@@ -1,0 +1,197 @@
+//===- gpu_launch.cpp - a call's GPU kernels (the Triton backend) ---------===//
+//
+// The kernels and their parameters are the artifact's attn_triton_launch
+// (triton_launch orders the arguments by name); tensors go with their strides.
+//
+//===----------------------------------------------------------------------===//
+#include "gpu_launch.h"
+#include "cuda_driver.h"
+#include "internal.h"
+
+#include <algorithm>
+
+namespace attn {
+namespace detail {
+namespace {
+
+using torch::Tensor;
+
+void add_strides(TritonArgs &args, const char *prefix, const char *last,
+                 const Tensor &t) {
+  const char *axes[4] = {"b", "h", nullptr, "d"};
+  for (int64_t d = 0; d < 4; ++d)
+    args[std::string("stride_") + prefix + (d == 2 ? last : axes[d])] = triton_int(t.stride(d));
+}
+
+/// What every kernel of a problem reads: q, k, v and their strides, params (float32,
+/// at least one element), key lengths and query starts (int32), the key start, the
+/// sizes and the score scale.
+struct TritonProblem {
+  Tensor params32, lengths32, query_starts32;
+  std::vector<Tensor> tables; // as the kernels read them (float tables in float32)
+  TritonSizes sizes;
+  TritonArgs common;
+};
+
+TritonProblem triton_problem(const Library &lib, const Problem &p, const Tensor &q,
+                             const Tensor &k, const Tensor &v, const Tensor &params,
+                             const std::vector<Tensor> &inputs) {
+  TritonProblem t;
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(p.device);
+  t.params32 = p.P ? params.to(f32).contiguous() : torch::zeros({1}, f32);
+  t.lengths32 = p.key_lengths.to(torch::kInt);
+  t.query_starts32 = p.query_starts.to(torch::kInt);
+  t.sizes = {p.B, p.H, p.H / p.group, p.Nq, p.Nk};
+  auto &a = t.common;
+  a["Q"] = triton_ptr(q);
+  a["K"] = triton_ptr(k);
+  a["V"] = triton_ptr(v);
+  a["Params"] = triton_ptr(t.params32);
+  a["KeyLengths"] = triton_ptr(t.lengths32);
+  a["QueryStarts"] = triton_ptr(t.query_starts32);
+  a["KEY_START"] = triton_int(p.key_start);
+  add_strides(a, "q", "m", q);
+  add_strides(a, "k", "n", k);
+  add_strides(a, "v", "n", v);
+  a["H"] = triton_int(p.H);
+  a["H_KV"] = triton_int(p.H / p.group);
+  a["NQ"] = triton_int(p.Nq);
+  a["NK"] = triton_int(p.Nk);
+  a["HEAD_DIM"] = triton_int(p.d);
+  a["HEAD_DIM_V"] = triton_int(p.dv);
+  const auto &images = lib.triton()->images;
+  const char *tag = cuda_dtype_tag(p.dtype);
+  for (const TritonImage &image : images)
+    if (image.dtype == tag && image.head_dim == p.d)
+      a["scale"] = triton_float(image.scale); // one scale per head dim
+  // The tables: pointer, extents and strides (a broadcast view goes as it is).
+  for (const TritonInput &declared : lib.triton()->inputs) {
+    const auto &manifest_inputs = lib.manifest().inputs;
+    const auto it = std::find_if(manifest_inputs.begin(), manifest_inputs.end(),
+                                 [&](const TensorInput &m) { return m.name == declared.name; });
+    TORCH_CHECK(it != manifest_inputs.end(), "attn: artifact ", lib.path(),
+                ": attn_triton_launch names the input ", declared.name,
+                ", which its manifest does not declare");
+    const Tensor &given = inputs[static_cast<size_t>(it - manifest_inputs.begin())];
+    const torch::ScalarType element = declared.element == "fp32" ? torch::kFloat
+                                      : declared.element == "i8"  ? torch::kChar
+                                      : declared.element == "i32" ? torch::kInt
+                                                                  : torch::kLong;
+    const Tensor table = given.to(element);
+    t.tables.push_back(table);
+    a[declared.arg] = triton_ptr(table);
+    for (int64_t d = 0; d < table.dim(); ++d) {
+      a[declared.arg + "_n" + std::to_string(d)] = triton_int(table.size(d));
+      a[declared.arg + "_s" + std::to_string(d)] = triton_int(table.stride(d));
+    }
+  }
+  return t;
+}
+
+void launch_triton(const Library &lib, const Problem &p, const char *kernel,
+                   const TritonProblem &t, const TritonArgs &own) {
+  TritonArgs args = t.common;
+  for (const auto &[name, value] : own)
+    args[name] = value;
+  triton_launch(lib, p.device, kernel, p.dtype, p.d, p.causal, t.sizes, args);
+}
+
+} // namespace
+
+std::tuple<Tensor, Tensor, Tensor> run_forward_triton(const Library &lib, const Problem &p,
+                                                      const Tensor &q, const Tensor &k,
+                                                      const Tensor &v, const Tensor &params,
+                                                      const std::vector<Tensor> &inputs) {
+  const TritonProblem t = triton_problem(lib, p, q, k, v, params, inputs);
+  auto stats = torch::TensorOptions().dtype(torch::kFloat).device(p.device);
+  Tensor out = torch::empty({p.B, p.H, p.Nq, p.dv}, q.options());
+  Tensor row_max = torch::empty({p.B, p.H, p.Nq}, stats);
+  Tensor row_sum = torch::empty({p.B, p.H, p.Nq}, stats);
+  TritonArgs args{{"Out", triton_ptr(out)},
+                          {"RowMax", triton_ptr(row_max)},
+                          {"RowSum", triton_ptr(row_sum)}};
+  add_strides(args, "o", "m", out);
+  launch_triton(lib, p, "attn_fwd", t, args);
+  return {out, row_max, row_sum};
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, std::vector<Tensor>>
+run_backward_triton(const Library &lib, const Problem &p, const Tensor &q, const Tensor &k,
+                    const Tensor &v, const Tensor &params, const std::vector<Tensor> &inputs,
+                    const Tensor &out, const Tensor &row_max_in, const Tensor &row_sum_in,
+                    const Tensor &grad_out) {
+  const TritonProblem t = triton_problem(lib, p, q, k, v, params, inputs);
+  const TritonLaunch &launch = *lib.triton();
+  const Tensor row_max = row_max_in.contiguous(), row_sum = row_sum_in.contiguous();
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(p.device);
+  const int64_t H_KV = p.H / p.group, P = std::max<int64_t>(p.P, 1);
+  // One slot per program of the kernels that write them: their grids' tile counts.
+  const int64_t row_blocks =
+      triton_grid(lib, triton_image(lib, p.device, "attn_bwd_preprocess",
+                                                    p.dtype, p.d, p.causal),
+                          t.sizes)[0];
+  const int64_t key_blocks =
+      triton_grid(lib, triton_image(lib, p.device, "attn_bwd_dkdv", p.dtype,
+                                                    p.d, p.causal),
+                          t.sizes)[0];
+  Tensor delta = torch::empty({p.B, p.H, p.Nq}, f32);
+  Tensor dq = torch::zeros_like(q), dk = torch::zeros_like(k), dv = torch::zeros_like(v);
+  // One slot per program (and param, or table element): each program writes its own,
+  // summed below in a fixed order, so the gradients are the same bits run to run.
+  Tensor row_slots = torch::zeros({p.B * p.H, row_blocks, P}, f32);
+  Tensor key_slots = torch::zeros({p.B * H_KV, key_blocks, P}, f32);
+  TritonArgs shared{{"RowMax", triton_ptr(row_max)},
+                            {"RowSum", triton_ptr(row_sum)},
+                            {"Delta", triton_ptr(delta)},
+                            {"DOut", triton_ptr(grad_out)}};
+  add_strides(shared, "do", "m", grad_out);
+  TritonArgs prep = shared, dkdv = shared, dqk = shared;
+  prep["Out"] = triton_ptr(out);
+  add_strides(prep, "o", "m", out);
+  prep["DParamsRows"] = triton_ptr(row_slots);
+  dkdv["DK"] = triton_ptr(dk);
+  dkdv["DV"] = triton_ptr(dv);
+  add_strides(dkdv, "dk", "n", dk);
+  add_strides(dkdv, "dv", "n", dv);
+  dkdv["DParamsKeys"] = triton_ptr(key_slots);
+  dqk["DQ"] = triton_ptr(dq);
+  add_strides(dqk, "dq", "m", dq);
+  std::vector<std::pair<Tensor, Tensor>> table_slots; // (rows, keys) per learnable input
+  for (size_t n = 0; n < launch.inputs.size(); ++n) {
+    const TritonInput &declared = launch.inputs[n];
+    if (!declared.learnable) {
+      table_slots.emplace_back();
+      continue;
+    }
+    const int64_t numel = t.tables[n].numel();
+    table_slots.emplace_back(torch::zeros({p.B * p.H * row_blocks, numel}, f32),
+                             torch::zeros({p.B * H_KV * key_blocks, numel}, f32));
+    prep["d" + declared.arg] = triton_ptr(table_slots.back().first);
+    dkdv["d" + declared.arg] = triton_ptr(table_slots.back().second);
+  }
+  launch_triton(lib, p, "attn_bwd_preprocess", t, prep);
+  launch_triton(lib, p, "attn_bwd_dkdv", t, dkdv);
+  launch_triton(lib, p, "attn_bwd_dq", t, dqk);
+  // Sums in float64 over a fixed shape: deterministic reductions.
+  Tensor dparams = (row_slots.to(torch::kDouble).sum({0, 1}) +
+                    key_slots.to(torch::kDouble).sum({0, 1}))
+                       .narrow(0, 0, p.P)
+                       .to(params.scalar_type());
+  std::vector<Tensor> dinputs;
+  const auto &manifest_inputs = lib.manifest().inputs;
+  for (size_t n = 0; n < manifest_inputs.size(); ++n) {
+    const auto it = std::find_if(launch.inputs.begin(), launch.inputs.end(),
+                                 [&](const TritonInput &d) { return d.name == manifest_inputs[n].name; });
+    const auto &[rows, keys] = table_slots[static_cast<size_t>(it - launch.inputs.begin())];
+    dinputs.push_back(
+        rows.defined()
+            ? (rows.to(torch::kDouble).sum(0) + keys.to(torch::kDouble).sum(0))
+                  .view(inputs[n].sizes())
+                  .to(inputs[n].scalar_type())
+            : torch::empty({0}, q.options()));
+  }
+  return {dq, dk, dv, dparams, dinputs};
+}
+
+} // namespace detail
+} // namespace attn

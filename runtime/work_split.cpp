@@ -1,0 +1,117 @@
+//===- work_split.cpp - how a call's work is divided into kernel calls ---===//
+//
+// The split policy: how many query rows a forward call takes, and into how many
+// query splits or key chunks a (batch, head) slice is divided so that every thread
+// gets several calls. Pure functions of the sizes and the thread count.
+//
+//===----------------------------------------------------------------------===//
+#include "work_split.h"
+
+#include <algorithm>
+
+namespace attn {
+
+int64_t forward_rows_per_call(int64_t heads, int64_t queries, int64_t threads) {
+  const int64_t items_per_head = std::max<int64_t>(
+      1, (kItemsPerThread * threads + heads - 1) / std::max<int64_t>(heads, 1));
+  const int64_t blocks = (queries + items_per_head * kQueryBlock - 1) / (items_per_head * kQueryBlock);
+  return std::max<int64_t>(1, blocks) * kQueryBlock;
+}
+
+namespace {
+/// Splits per item for `items` items on `threads` threads, at most `most`: 1 when
+/// there are kItemsPerThread items per thread already, else enough for that many.
+/// Threads take the calls as they finish, so a thread on a busy core (or with the
+/// costlier rows of a mask) takes fewer: halves, one per thread, had waited for it.
+int64_t balanced_splits(int64_t items, int64_t most, int64_t threads) {
+  if (items <= 0 || threads <= 1 || items >= kItemsPerThread * threads)
+    return 1;
+  return std::max<int64_t>(1, std::min((kItemsPerThread * threads + items - 1) / items, most));
+}
+} // namespace
+
+int64_t backward_query_splits(int64_t heads, int64_t queries, int64_t threads) {
+  return balanced_splits(heads, queries / kQueryBlock, threads);
+}
+
+int64_t key_splits(int64_t items, int64_t keys, int64_t threads) {
+  return balanced_splits(items, keys / kKeyBlock, threads);
+}
+
+int64_t query_split_begin(int64_t split, int64_t splits, int64_t queries, int64_t kv_len,
+                          bool causal) {
+  if (split <= 0)
+    return 0;
+  if (split >= splits)
+    return queries;
+  // Keys row i visits: kv_len, or min(i + 1, kv_len) when causal. Rows [0, r) cost
+  // work(r); the split starts at the first r with work(r) >= split/splits of the whole.
+  auto work = [&](int64_t r) -> double {
+    if (!causal)
+      return static_cast<double>(r) * static_cast<double>(kv_len);
+    const double ramp = static_cast<double>(std::min(r, kv_len));
+    return ramp * (ramp + 1) / 2 + static_cast<double>(r - std::min(r, kv_len)) * kv_len;
+  };
+  if (kv_len <= 0)
+    return split * queries / splits;
+  const double target = work(queries) * static_cast<double>(split) / static_cast<double>(splits);
+  int64_t lo = 0, hi = queries;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (work(mid) >= target)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
+namespace detail {
+
+SliceCalls slice_calls(const Manifest &manifest) {
+  return manifest.algorithm == "kernelised" ? SliceCalls::Whole : SliceCalls::Divisible;
+}
+
+ForwardSplit forward_split(SliceCalls calls, bool has_merge, int64_t heads, int64_t queries,
+                           int64_t keys, int64_t threads) {
+  // A Whole call builds the key state Σ φ(k) vᵀ (O(Nk·d·dv)) before its rows: one call
+  // per slice keeps the whole forward linear in N.
+  if (calls == SliceCalls::Whole)
+    return {std::max<int64_t>(queries, 1), 1};
+  ForwardSplit split;
+  split.rows_per_call = forward_rows_per_call(heads, queries, threads);
+  const int64_t query_blocks = (queries + split.rows_per_call - 1) / split.rows_per_call;
+  // Few calls for the threads (one long decoder step, Nq = 1): each call's keys in
+  // chunks, whose states the artifact's merge entry folds (abi.h).
+  if (has_merge)
+    split.key_chunks = key_splits(heads * query_blocks, keys, threads);
+  return split;
+}
+
+BackwardSplit backward_split(SliceCalls calls, int64_t heads, int64_t queries, int64_t keys,
+                             int64_t threads) {
+  if (calls == SliceCalls::Whole)
+    return {1, 1};
+  BackwardSplit split;
+  split.query_splits = backward_query_splits(heads, queries, threads);
+  if (split.query_splits == 1)
+    split.key_chunks = key_splits(heads, keys, threads);
+  return split;
+}
+
+int64_t backward_call_sets(int64_t calls, int64_t threads) {
+  return std::max<int64_t>(1, std::min<int64_t>(kItemsPerThread * threads, calls));
+}
+
+int64_t call_in_set(int64_t set, int64_t sets, int64_t round) {
+  return round * sets + (round % 2 == 0 ? set : sets - 1 - set);
+}
+
+std::pair<int64_t, int64_t> key_chunk(int64_t split, int64_t splits, int64_t kv_len) {
+  const int64_t blocks = (kv_len + kKeyBlock - 1) / kKeyBlock;
+  return {std::min(kv_len, split * blocks / splits * kKeyBlock),
+          std::min(kv_len, (split + 1) * blocks / splits * kKeyBlock)};
+}
+
+} // namespace detail
+} // namespace attn

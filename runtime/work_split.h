@@ -1,0 +1,77 @@
+//===- work_split.h - how a call's work is divided into kernel calls -----===//
+//
+// The public half (forward_rows_per_call, backward_query_splits, key_splits,
+// query_split_begin) is declared in attn/runtime.h.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_RUNTIME_WORK_SPLIT_H
+#define ATTN_RUNTIME_WORK_SPLIT_H
+
+#include "attn/runtime.h"
+
+#include <cstdint>
+#include <utility>
+
+namespace attn {
+namespace detail {
+
+/// How an artifact's entry points may divide a (batch, head) slice into calls (abi.h).
+enum class SliceCalls {
+  /// Any query rows [q_begin, q_end), key chunks [kv_begin, kv_len) whose partial state
+  /// the merge entry folds, and any query_start / key_start.
+  Divisible,
+  /// One call per slice: rows [0, Nq), keys from kv_begin = 0, no partial state, and
+  /// query_start = key_start = 0: a call first builds its key state over every key of
+  /// the slice (kernelised: Σ φ(k) vᵀ), which a call over part of it could not.
+  Whole,
+};
+
+/// The SliceCalls of an artifact, from its manifest (the one place that reads its
+/// algorithm).
+SliceCalls slice_calls(const Manifest &manifest);
+
+/// A forward's calls per (batch, head) slice: query rows per call, and key chunks per
+/// call (1: no split-K).
+struct ForwardSplit {
+  int64_t rows_per_call = 1;
+  int64_t key_chunks = 1;
+};
+
+/// The forward's split for `heads` = B·H slices of `queries` rows over `keys` keys on
+/// `threads` threads: forward_rows_per_call rows per call, and key_splits chunks per
+/// call where the artifact has a merge entry (`has_merge`); a Whole artifact gets one
+/// call per slice.
+ForwardSplit forward_split(SliceCalls calls, bool has_merge, int64_t heads, int64_t queries,
+                           int64_t keys, int64_t threads);
+
+/// A backward's calls per (batch, head) slice: query splits (each its own dk, dv
+/// buffer) and key chunks per split (each its own dq buffer); one of them is 1.
+struct BackwardSplit {
+  int64_t query_splits = 1;
+  int64_t key_chunks = 1;
+};
+
+/// The backward's split: backward_query_splits where the queries allow it, else
+/// key_splits chunks (a decoder step); a Whole artifact gets one call per slice.
+BackwardSplit backward_split(SliceCalls calls, int64_t heads, int64_t queries, int64_t keys,
+                             int64_t threads);
+
+/// How many fixed sets the backward's `calls` run in on `threads` threads: kItemsPerThread
+/// per thread, at most one per call. Threads take the sets as they finish, so a thread
+/// on a busy core takes fewer.
+int64_t backward_call_sets(int64_t calls, int64_t threads);
+
+/// The call that set `set` of `sets` runs in round `round` (each set runs its calls in
+/// round order; a result >= the number of calls is none): in rounds of `sets` calls,
+/// set s takes the s-th call of even rounds and the s-th from the end of odd ones, so
+/// a ramp of work over the calls (a causal mask) evens out across sets.
+int64_t call_in_set(int64_t set, int64_t sets, int64_t round);
+
+/// Keys [begin, end) of chunk `split` of `splits` over kv_len keys: boundaries on
+/// kKeyBlock multiples, the last chunk ending at kv_len.
+std::pair<int64_t, int64_t> key_chunk(int64_t split, int64_t splits, int64_t kv_len);
+
+} // namespace detail
+} // namespace attn
+
+#endif // ATTN_RUNTIME_WORK_SPLIT_H

@@ -1,0 +1,208 @@
+// The split policy (runtime/work_split.h, attn/runtime.h): pure functions of the sizes
+// and the thread count. Each expectation is worked out from the documented rule in its
+// comment: about kItemsPerThread calls per thread, calls of whole kQueryBlock rows or
+// kKeyBlock keys, and one call per slice for an artifact whose calls take whole slices.
+#include "work_split.h"
+
+#include <gtest/gtest.h>
+
+#include <utility>
+#include <vector>
+
+namespace {
+
+using attn::kItemsPerThread;
+using attn::kKeyBlock;
+using attn::kQueryBlock;
+using attn::detail::backward_call_sets;
+using attn::detail::backward_split;
+using attn::detail::call_in_set;
+using attn::detail::forward_split;
+using attn::detail::key_chunk;
+using attn::detail::SliceCalls;
+
+static_assert(kItemsPerThread == 4 && kQueryBlock == 64 && kKeyBlock == 512,
+              "the expectations below are worked out for these constants");
+
+TEST(WorkSplit, ForwardRowsPerCall) {
+  // Rows per call: the fewest multiple of 64 that leaves at most ceil(4 * threads /
+  // heads) calls per slice.
+  // 8 slices on 2 threads already give 4 per thread: one call per slice.
+  EXPECT_EQ(attn::forward_rows_per_call(8, 128, 2), 128);
+  EXPECT_EQ(attn::forward_rows_per_call(64, 4096, 2), 4096);
+  // One slice on 2 threads: 8 calls of 4096 / 8 rows.
+  EXPECT_EQ(attn::forward_rows_per_call(1, 4096, 2), 512);
+  // 3 slices on 4 threads: 6 calls per slice; 1000 / 6 = 166.7 rows, rounded up to 192.
+  EXPECT_EQ(attn::forward_rows_per_call(3, 1000, 4), 192);
+  // Never fewer than 64 rows: 100 rows are 2 calls, not 8; a decoder step is one.
+  EXPECT_EQ(attn::forward_rows_per_call(1, 100, 2), 64);
+  EXPECT_EQ(attn::forward_rows_per_call(1, 1, 16), 64);
+}
+
+TEST(WorkSplit, BackwardQuerySplits) {
+  // B·H >= 4 per thread: whole slices; fewer: that many calls per thread, which threads
+  // take as they finish.
+  EXPECT_EQ(attn::backward_query_splits(8, 4096, 2), 1);
+  EXPECT_EQ(attn::backward_query_splits(1, 4096, 2), 8);
+  EXPECT_EQ(attn::backward_query_splits(3, 4096, 2), 3);
+  EXPECT_EQ(attn::backward_query_splits(6, 4096, 16), 11);
+  EXPECT_EQ(attn::backward_query_splits(1, 4096, 1), 1);
+  // At least kQueryBlock rows per call.
+  EXPECT_EQ(attn::backward_query_splits(1, 100, 2), 1);
+  EXPECT_EQ(attn::backward_query_splits(1, 3 * kQueryBlock, 16), 3);
+  EXPECT_EQ(attn::backward_query_splits(1, 0, 2), 1);
+}
+
+TEST(WorkSplit, KeySplits) {
+  // One decoder step (one call) on 2 threads: eight key chunks of >= kKeyBlock keys.
+  EXPECT_EQ(attn::key_splits(1, 65536, 2), 8);
+  EXPECT_EQ(attn::key_splits(1, 65536, 16), 64);
+  EXPECT_EQ(attn::key_splits(3, 65536, 2), 3);
+  EXPECT_EQ(attn::key_splits(8, 65536, 2), 1);
+  EXPECT_EQ(attn::key_splits(1, kKeyBlock, 2), 1);
+  EXPECT_EQ(attn::key_splits(1, 3 * kKeyBlock, 16), 3);
+  EXPECT_EQ(attn::key_splits(1, 65536, 1), 1);
+}
+
+TEST(WorkSplit, QuerySplitsBalanceVisitedPairs) {
+  EXPECT_EQ(attn::query_split_begin(0, 2, 1000, 1000, false), 0);
+  EXPECT_EQ(attn::query_split_begin(1, 2, 1000, 1000, false), 500);
+  EXPECT_EQ(attn::query_split_begin(2, 2, 1000, 1000, false), 1000);
+  // Causal: row i visits i + 1 keys; half the pairs lie in the first ~1000/sqrt(2) rows.
+  EXPECT_EQ(attn::query_split_begin(1, 2, 1000, 1000, true), 707);
+  // Causal with 10 keys: from row 10 on every row visits 10 keys.
+  const int64_t begin = attn::query_split_begin(1, 2, 1000, 10, true);
+  EXPECT_GE(begin, 500);
+  EXPECT_LE(begin, 506);
+  // No keys: rows split evenly.
+  EXPECT_EQ(attn::query_split_begin(1, 4, 1000, 0, true), 250);
+  for (bool causal : {false, true})
+    for (int64_t splits : {1, 2, 3, 7, 16})
+      for (int64_t s = 0; s < splits; ++s)
+        EXPECT_LE(attn::query_split_begin(s, splits, 517, 300, causal),
+                  attn::query_split_begin(s + 1, splits, 517, 300, causal));
+}
+
+TEST(WorkSplit, KeyChunksOnKeyBlocks) {
+  using Range = std::pair<int64_t, int64_t>;
+  // 2100 keys are 5 blocks of 512 (the last short); 4 chunks end at blocks
+  // floor((s + 1) * 5 / 4) = 1, 2, 3, 5, the last at kv_len.
+  EXPECT_EQ(key_chunk(0, 4, 2100), Range(0, 512));
+  EXPECT_EQ(key_chunk(1, 4, 2100), Range(512, 1024));
+  EXPECT_EQ(key_chunk(2, 4, 2100), Range(1024, 1536));
+  EXPECT_EQ(key_chunk(3, 4, 2100), Range(1536, 2100));
+  EXPECT_EQ(key_chunk(1, 2, 600), Range(512, 600));
+  EXPECT_EQ(key_chunk(0, 1, 600), Range(0, 600));
+  // Every kv_len and chunk count: the chunks tile [0, kv_len) in order, each boundary
+  // inside it on a multiple of kKeyBlock.
+  for (int64_t kv_len : {0, 1, 511, 512, 513, 2100, 65536})
+    for (int64_t splits : {1, 2, 3, 8}) {
+      int64_t end = 0;
+      for (int64_t s = 0; s < splits; ++s) {
+        const auto [begin, chunk_end] = key_chunk(s, splits, kv_len);
+        EXPECT_EQ(begin, end) << "kv_len " << kv_len << ", chunk " << s << " of " << splits;
+        EXPECT_LE(begin, chunk_end);
+        EXPECT_TRUE(chunk_end == kv_len || chunk_end % kKeyBlock == 0)
+            << "kv_len " << kv_len << ", chunk " << s << " of " << splits << " ends at "
+            << chunk_end;
+        end = chunk_end;
+      }
+      EXPECT_EQ(end, kv_len) << "kv_len " << kv_len << ", " << splits << " chunks";
+    }
+}
+
+TEST(WorkSplit, SliceCallsFromTheManifest) {
+  attn::Manifest manifest;
+  for (const char *divisible : {"online", "plain"}) {
+    manifest.algorithm = divisible;
+    EXPECT_EQ(attn::detail::slice_calls(manifest), SliceCalls::Divisible) << divisible;
+  }
+  manifest.algorithm = "kernelised";
+  EXPECT_EQ(attn::detail::slice_calls(manifest), SliceCalls::Whole);
+}
+
+TEST(WorkSplit, ForwardSplitsKeysOnlyForFewCallsWithAMerge) {
+  // A decoder step (one slice, one query) against 65536 keys on 2 threads: one call of
+  // 64 rows, its keys in 8 chunks (4 per thread) merged afterwards.
+  auto split = forward_split(SliceCalls::Divisible, true, 1, 1, 65536, 2);
+  EXPECT_EQ(split.rows_per_call, 64);
+  EXPECT_EQ(split.key_chunks, 8);
+  // Two slices: 2 calls, 4 chunks each.
+  EXPECT_EQ(forward_split(SliceCalls::Divisible, true, 2, 1, 65536, 2).key_chunks, 4);
+  // 8 slices, or one slice of 4096 queries (8 calls of 512 rows): already 4 calls per
+  // thread, no key chunks.
+  EXPECT_EQ(forward_split(SliceCalls::Divisible, true, 8, 1, 65536, 2).key_chunks, 1);
+  split = forward_split(SliceCalls::Divisible, true, 1, 4096, 65536, 2);
+  EXPECT_EQ(split.rows_per_call, 512);
+  EXPECT_EQ(split.key_chunks, 1);
+  // No merge entry: no partial states to fold, so no key chunks.
+  split = forward_split(SliceCalls::Divisible, false, 1, 1, 65536, 2);
+  EXPECT_EQ(split.rows_per_call, 64);
+  EXPECT_EQ(split.key_chunks, 1);
+}
+
+TEST(WorkSplit, WholeSliceCallsAreNeverSplit) {
+  // One call per slice, all its rows and keys, however few slices for the threads.
+  auto forward = forward_split(SliceCalls::Whole, true, 1, 1000, 65536, 16);
+  EXPECT_EQ(forward.rows_per_call, 1000);
+  EXPECT_EQ(forward.key_chunks, 1);
+  auto backward = backward_split(SliceCalls::Whole, 1, 4096, 65536, 16);
+  EXPECT_EQ(backward.query_splits, 1);
+  EXPECT_EQ(backward.key_chunks, 1);
+}
+
+TEST(WorkSplit, BackwardSplitsQueriesElseKeys) {
+  // One slice of 4096 queries on 2 threads: 8 query splits (each its own dk, dv buffer),
+  // no key chunks.
+  auto split = backward_split(SliceCalls::Divisible, 1, 4096, 65536, 2);
+  EXPECT_EQ(split.query_splits, 8);
+  EXPECT_EQ(split.key_chunks, 1);
+  // A decoder step against 2100 keys: too few queries for a split, so the keys go in
+  // chunks, at most 2100 / 512 = 4 of them (8 would be 4 per thread).
+  split = backward_split(SliceCalls::Divisible, 1, 1, 2100, 2);
+  EXPECT_EQ(split.query_splits, 1);
+  EXPECT_EQ(split.key_chunks, 4);
+  // 8 slices on 2 threads: whole slices.
+  split = backward_split(SliceCalls::Divisible, 8, 1, 65536, 2);
+  EXPECT_EQ(split.query_splits, 1);
+  EXPECT_EQ(split.key_chunks, 1);
+}
+
+TEST(WorkSplit, BackwardCallSets) {
+  // 4 sets per thread, never more sets than calls.
+  EXPECT_EQ(backward_call_sets(100, 2), 8);
+  EXPECT_EQ(backward_call_sets(1000, 16), 64);
+  EXPECT_EQ(backward_call_sets(3, 2), 3);
+  EXPECT_EQ(backward_call_sets(0, 4), 1);
+}
+
+TEST(WorkSplit, CallSetsAlternateDirectionEachRound) {
+  // 16 calls in 4 sets: set 0 takes calls 0, 7, 8, 15 (forward, backward, ...), set 3
+  // takes 3, 4, 11, 12; on a ramp of work (call i costs i) every set costs 30.
+  EXPECT_EQ(std::vector<int64_t>({call_in_set(0, 4, 0), call_in_set(0, 4, 1),
+                                  call_in_set(0, 4, 2), call_in_set(0, 4, 3)}),
+            std::vector<int64_t>({0, 7, 8, 15}));
+  EXPECT_EQ(std::vector<int64_t>({call_in_set(3, 4, 0), call_in_set(3, 4, 1),
+                                  call_in_set(3, 4, 2), call_in_set(3, 4, 3)}),
+            std::vector<int64_t>({3, 4, 11, 12}));
+  for (int64_t set = 0; set < 4; ++set) {
+    int64_t cost = 0;
+    for (int64_t round = 0; round < 4; ++round)
+      cost += call_in_set(set, 4, round);
+    EXPECT_EQ(cost, 30) << "set " << set;
+  }
+  // Every call runs once, whatever the count: rounds go on while round * sets < calls,
+  // and a set skips a result >= calls.
+  for (int64_t calls : {1, 5, 10, 17, 64})
+    for (int64_t sets : {1, 3, 4, 8}) {
+      std::vector<int> runs(static_cast<size_t>(calls), 0);
+      for (int64_t set = 0; set < sets; ++set)
+        for (int64_t round = 0; round * sets < calls; ++round)
+          if (const int64_t call = call_in_set(set, sets, round); call < calls)
+            ++runs[static_cast<size_t>(call)];
+      EXPECT_EQ(runs, std::vector<int>(static_cast<size_t>(calls), 1))
+          << calls << " calls in " << sets << " sets";
+    }
+}
+
+} // namespace
