@@ -318,3 +318,39 @@ attn.kernel @window_attention normalizer(@softmax) mask(@window)
 // CHECK-NEXT: if any_kept:
 // CHECK: if not all_kept:
 // CHECK-NEXT: keep = keep & mask(b, h, i, j)
+
+// -----
+
+// Integer ops without a Triton operator call the module's helpers: math.ctlz counts
+// the zeros of its operand's width (T5's buckets take it of an i64), floordivsi
+// rounds toward -inf, and the unsigned ops work on the bits.
+attn.score @buckets contract dot mod {
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+  %n = arith.subi %i, %j : index
+  %n64 = arith.index_cast %n : index to i64
+  %zeros = math.ctlz %n64 : i64
+  %three = arith.constant 3 : i64
+  %floor = arith.floordivsi %zeros, %three : i64
+  %half = arith.shrui %floor, %three : i64
+  %f = arith.sitofp %half : i64 to f32
+  %t = arith.addf %s, %f : f32
+  attn.yield %t : f32
+}
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator sum
+}
+attn.kernel @bucket_attention normalizer(@softmax) score(@buckets)
+
+// CHECK: KERNEL = "bucket_attention"
+// CHECK: def ctlz_(x, WIDTH: tl.constexpr):
+// CHECK: def floordiv_(x, y):
+// CHECK: def score_mod(raw, b, h, i, j):
+// CHECK-NEXT: t0 = (i - j)
+// CHECK-NEXT: t1 = ctlz_(t0, 64)
+// CHECK-NEXT: t2 = floordiv_(t1, 3)
+// CHECK-NEXT: t3 = tl.cast((tl.cast(t2, tl.uint32, bitcast=True) >> 3), tl.int32, bitcast=True)

@@ -49,3 +49,17 @@ def test_block_sparse_kernels_compile_with_wgmma(cuda_target):
                                     names=("attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq"))
     for name, binary in compiled.items():
         assert "wgmma.mma_async" in binary.asm["ptx"], f"{name} has no wgmma"
+
+
+@pytest.mark.parametrize("source", ["t5_bias", "integer_ops"])
+def test_integer_helpers_compile(cuda_target, source):
+    """The emitter's integer helpers (ctlz_ on 64 bits for T5's buckets, and the others of
+    triton_interpreter_cases.INTEGER_OPS) compile for sm_90, not only interpreted."""
+    if source == "t5_bias":
+        ir = str(EXAMPLES.parent / "families" / "t5_bias.mlir")
+    else:
+        from triton_table_kernels import INTEGER_OPS
+        ir = INTEGER_OPS
+    compiled = triton_backend.compile_triton(ir).compile_ahead(
+        cuda_target(90), dtype=torch.bfloat16, head_dim=64, names=("attn_fwd",))
+    assert "wgmma.mma_async" in compiled["attn_fwd"].asm["ptx"]

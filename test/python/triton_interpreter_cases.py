@@ -21,7 +21,7 @@ import general
 import helpers
 import reference as ref
 from conftest import EXAMPLES, NORMALIZER_NAMES, REPO
-from triton_table_kernels import BIAS_TABLE, SINKS_DOCUMENTS
+from triton_table_kernels import BIAS_TABLE, INTEGER_OPS, SINKS_DOCUMENTS
 
 DEVICE = os.environ.get("ATTN_TRITON_DEVICE", "cpu")
 if DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
@@ -327,6 +327,54 @@ def test_learnable_table_gradient_with_clamped_reads():
     want = general.attention_and_grads(fn, q, k, v, dout, leaves=(bias,))
     want["dbias"] = want.pop("d0")
     assert_close(got, want, context="bias table")
+
+
+def test_t5_relative_buckets_and_their_learnable_bias():
+    """examples/families/t5_bias.mlir: T5's bidirectional buckets, logarithmic past a
+    distance of 8 (⌊log2 n²⌋ + 2 through math.ctlz on i64; 40 keys cross the bucket
+    boundaries at 16 and 32 on both sides), and dbias [H, 32] against T5's own bucket
+    function in float64 (test_table_families.t5_bucket)."""
+    from test_table_families import make
+
+    gen = torch.Generator().manual_seed(helpers.seed_of("triton-t5"))
+    B, H, Nq, Nk = 1, 2, 37, 40
+    q = 0.5 * torch.randn(B, H, Nq, D, generator=gen, dtype=torch.float64)
+    k = 0.5 * torch.randn(B, H, Nk, D, generator=gen, dtype=torch.float64)
+    v = torch.randn(B, H, Nk, D, generator=gen, dtype=torch.float64)
+    dout = torch.randn(B, H, Nq, D, generator=gen, dtype=torch.float64)
+    tables, reference, _ = make("t5_bias", (B, H, Nq, Nk, D, D), gen)
+    got = run_tables(kernel(FAMILIES / "t5_bias.mlir"), q, k, v, dout, tables, ["bias"])
+    want = general.attention_and_grads(reference, q, k, v, dout, leaves=(tables["bias"],))
+    want["dbias"] = want.pop("d0")
+    assert_close(got, want, context="t5 buckets")
+
+
+def _integer_ops_reference(i, j):
+    """f(i, j) of INTEGER_OPS in int64 torch ops (i, j >= 0)."""
+    def bits(x):
+        return torch.stack([(x >> b) & 1 for b in range(32)]).sum(0)
+
+    n = i - j
+    floor, ceil = torch.div(n, 3, rounding_mode="floor"), -torch.div(-n, 4, rounding_mode="floor")
+    j1, i1 = j + 1, i + 1
+    trailing = bits((j1 & -j1) - 1)
+    leading = 32 - torch.floor(torch.log2(i1.double())).long() - 1
+    return (floor + ceil + bits(i * 7 + j) + trailing + leading + (i + 5) // 3 + (j + 7) % 5
+            + (i * j >> 2) + torch.maximum(i, j) - torch.minimum(i, j))
+
+
+def test_integer_ops_without_a_triton_operator():
+    """floordivsi, ceildivsi (negative quotients), ctpop, cttz, ctlz and the unsigned
+    divui, remui, shrui, maxui, minui against int64 torch."""
+    q, k, v, dout, _ = helpers.make_inputs("softmax", 1, 1, 37, 37, D, D,
+                                           helpers.seed_of("triton-integer-ops"))
+    got = run(kernel(INTEGER_OPS), q, k, v, torch.zeros(0), dout)
+    fn = lambda q_, k_, v_: general.attention(
+        q_, k_, v_, lambda a, b, ix: _scaled_dot(a, b, ix)
+        + 0.01 * _integer_ops_reference(ix.i, ix.j).to(a.dtype),
+        lambda s, ix: torch.exp(s), lambda s, ix: torch.exp(s))
+    want = general.attention_and_grads(fn, q, k, v, dout)
+    assert_close(got, {n: want[n] for n in ("O", "dq", "dk", "dv")}, context="integer ops")
 
 
 def test_tensor_inputs_are_checked():

@@ -292,6 +292,9 @@ private:
                           .Default("");
     if (!infix.empty())
       return binary(op, infix);
+    FailureOr<std::string> integer = translateInteger(op);
+    if (succeeded(integer))
+      return integer;
     StringRef function =
         llvm::StringSwitch<StringRef>(name)
             .Case("math.exp", "tl.exp")
@@ -340,6 +343,42 @@ private:
     return unsupported(op);
   }
 
+  /// The integer ops Triton has no operator or function for: bit counts,
+  /// rounding divisions and the unsigned ops (on the operands' bits, as int32).
+  FailureOr<std::string> translateInteger(Operation &op) {
+    StringRef name = op.getName().getStringRef();
+    if (name == "math.ctlz" || name == "math.cttz" || name == "math.ctpop") {
+      // The count depends on the operand's width (an i64 value computes as int32
+      // here, but its leading zeros are those of 64 bits).
+      StringRef helper = name == "math.ctlz" ? "ctlz_" : name == "math.cttz" ? "cttz_" : "ctpop_";
+      helpers.insert(helper);
+      if (helper == "cttz_")
+        helpers.insert("ctlz_");
+      unsigned width = op.getOperand(0).getType().getIntOrFloatBitWidth();
+      return (helper + "(" + operand(op, 0) + ", " + Twine(width) + ")").str();
+    }
+    if (name == "arith.floordivsi" || name == "arith.ceildivsi") {
+      StringRef helper = name == "arith.floordivsi" ? "floordiv_" : "ceildiv_";
+      helpers.insert(helper);
+      return call(helper, op);
+    }
+    StringRef infix = llvm::StringSwitch<StringRef>(name)
+                          .Case("arith.divui", "//")
+                          .Case("arith.remui", "%")
+                          .Case("arith.shrui", ">>")
+                          .Default("");
+    auto asInt32 = [](const std::string &value) {
+      return "tl.cast(" + value + ", tl.int32, bitcast=True)";
+    };
+    if (!infix.empty())
+      return asInt32("(" + unsignedOperand(op, 0) + " " + infix.str() + " " +
+                     unsignedOperand(op, 1) + ")");
+    if (name == "arith.maxui" || name == "arith.minui")
+      return asInt32((name == "arith.maxui" ? "tl.maximum(" : "tl.minimum(") +
+                     unsignedOperand(op, 0) + ", " + unsignedOperand(op, 1) + ")");
+    return failure();
+  }
+
   LogicalResult unsupported(Operation &op) {
     return op.emitOpError("is not supported by the Triton emitter yet");
   }
@@ -370,6 +409,68 @@ def log1p_(x):
     # log(1 + x) with the rounding of 1 + x compensated (Goldberg).
     u = 1.0 + x
     return tl.where(u == 1.0, x, tl.log(u) * x / (u - 1.0))
+
+
+)";
+  if (helpers.contains("ctlz_"))
+    os << R"(@triton.jit
+def ctlz_(x, WIDTH: tl.constexpr):
+    # The leading zeros of x as a WIDTH-bit integer (math.ctlz), by halving: Triton has
+    # no clz that its interpreter runs too. The bits are moved to the top of 64 first.
+    u = x.to(tl.int64).to(tl.uint64, bitcast=True)
+    if WIDTH < 64:
+        u = (u & ((1 << WIDTH) - 1)) << (64 - WIDTH)
+    n = tl.zeros(u.shape, tl.int32)
+    for step in tl.static_range(6):  # halves of 32, 16, ..., 1 bits
+        empty = (u >> (64 - (32 >> step))) == 0
+        n += tl.where(empty, 32 >> step, 0)
+        u = tl.where(empty, u << (32 >> step), u)
+    n += (u == 0).to(tl.int32)
+    return tl.minimum(n, WIDTH)
+
+
+)";
+  if (helpers.contains("cttz_"))
+    os << R"(@triton.jit
+def cttz_(x, WIDTH: tl.constexpr):
+    # The trailing zeros of x (math.cttz): the ones below its lowest set bit.
+    below = (~x.to(tl.int64)) & (x.to(tl.int64) - 1)
+    return WIDTH - ctlz_(below, WIDTH)
+
+
+)";
+  if (helpers.contains("ctpop_"))
+    os << R"(@triton.jit
+def ctpop_(x, WIDTH: tl.constexpr):
+    # The set bits of x as a WIDTH-bit integer (math.ctpop), summed in ever wider fields.
+    u = x.to(tl.int64).to(tl.uint64, bitcast=True)
+    if WIDTH < 64:
+        u = u & ((1 << WIDTH) - 1)
+    u = u - ((u >> 1) & 0x5555555555555555)
+    u = (u & 0x3333333333333333) + ((u >> 2) & 0x3333333333333333)
+    u = (u + (u >> 4)) & 0x0F0F0F0F0F0F0F0F
+    u = u + (u >> 8)
+    u = u + (u >> 16)
+    u = u + (u >> 32)
+    return (u & 0x7F).to(tl.int32)
+
+
+)";
+  if (helpers.contains("floordiv_"))
+    os << R"(@triton.jit
+def floordiv_(x, y):
+    # Rounded toward -inf (arith.floordivsi); Triton's // truncates.
+    q = x // y
+    return tl.where((q * y != x) & ((x < 0) != (y < 0)), q - 1, q)
+
+
+)";
+  if (helpers.contains("ceildiv_"))
+    os << R"(@triton.jit
+def ceildiv_(x, y):
+    # Rounded toward +inf (arith.ceildivsi); Triton's // truncates.
+    q = x // y
+    return tl.where((q * y != x) & ((x < 0) == (y < 0)), q + 1, q)
 
 
 )";
