@@ -46,7 +46,7 @@ attn.kernel @k normalizer(@softmax) score(@feature_softmax)
 
 // -----
 
-// Learnable weights (bilinear and additive contractions).
+// The bilinear contraction (learnable W), named before its weights.
 attn.score @general contract bilinear weights(W: 16x16 = identity)
 attn.normalizer @softmax {
   numerator {
@@ -56,13 +56,13 @@ attn.normalizer @softmax {
   }
   denominator sum
 }
-// expected-error @+1 {{uses learnable weights (W), which the Triton emitter does not cover yet}}
+// expected-error @+1 {{uses the bilinear contraction, which the Triton emitter does not cover yet}}
 attn.kernel @k normalizer(@softmax) score(@general)
 
 // -----
 
-// The cosine contraction.
-attn.score @cosine contract cosine scale 5.0
+// The additive contraction.
+attn.score @concat contract additive hidden 8 weights(W_q: 8x16 = identity, W_k: 8x16 = identity, v: 8 = 0.25)
 attn.normalizer @softmax {
   numerator {
   ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
@@ -71,8 +71,28 @@ attn.normalizer @softmax {
   }
   denominator sum
 }
-// expected-error @+1 {{uses the cosine contraction, which the Triton emitter does not cover yet}}
-attn.kernel @k normalizer(@softmax) score(@cosine)
+// expected-error @+1 {{uses the additive contraction, which the Triton emitter does not cover yet}}
+attn.kernel @k normalizer(@softmax) score(@concat)
+
+// -----
+
+// Learnable weights of a dot contraction (projected features).
+// expected-remark @+1 {{keeps the quadratic form (not kernelised): the score has learnable weights}}
+attn.score @nested contract dot weights(W: 8x16 = identity) feature {
+^bb0(%x: f32):
+  %t = math.tanh %x : f32
+  attn.yield %t : f32
+}
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator sum
+}
+// expected-error @+1 {{uses learnable weights (W), which the Triton emitter does not cover yet}}
+attn.kernel @k normalizer(@softmax) score(@nested)
 
 // -----
 

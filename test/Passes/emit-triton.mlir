@@ -354,3 +354,36 @@ attn.kernel @bucket_attention normalizer(@softmax) score(@buckets)
 // CHECK-NEXT: t1 = ctlz_(t0, 64)
 // CHECK-NEXT: t2 = floordiv_(t1, 3)
 // CHECK-NEXT: t3 = tl.cast((tl.cast(t2, tl.uint32, bitcast=True) >> 3), tl.int32, bitcast=True)
+
+// -----
+
+// The cosine contraction: q and k contract as unit rows (ε² = 1e-12 under the square
+// root), dq and dk go back through the norms, and the score's scale is the factor.
+attn.score @cosine contract cosine scale 5.0
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator sum
+}
+attn.kernel @cosine_attention normalizer(@softmax) score(@cosine)
+
+// CHECK: KERNEL = "cosine_attention"
+// CHECK: def score_scale(head_dim):
+// CHECK-NEXT: """The factor of the contraction q·k."""
+// CHECK-NEXT: return 5.0
+// CHECK: def unit_rows(x):
+// CHECK: inverse_norm = 1.0 / tl.sqrt(tl.sum(rows * rows, 1) + 9.9999999999999998e-13)
+// CHECK: def through_unit_rows(x, d_unit):
+// CHECK: return (d_unit - unit * along[:, None]) * inverse_norm[:, None]
+// CHECK: def attn_fwd(
+// CHECK: q = unit_rows(q_rows)
+// CHECK: k = unit_rows(k_rows)
+// CHECK: def attn_bwd_dkdv(
+// CHECK: k = unit_rows(k_rows)
+// CHECK: q = unit_rows(q_rows)
+// CHECK: through_unit_rows(k_rows, dk * scale).to(DK.dtype.element_ty)
+// CHECK: def attn_bwd_dq(
+// CHECK: through_unit_rows(q_rows, dq * scale).to(DQ.dtype.element_ty)

@@ -51,15 +51,18 @@ def test_block_sparse_kernels_compile_with_wgmma(cuda_target):
         assert "wgmma.mma_async" in binary.asm["ptx"], f"{name} has no wgmma"
 
 
-@pytest.mark.parametrize("source", ["t5_bias", "integer_ops"])
-def test_integer_helpers_compile(cuda_target, source):
-    """The emitter's integer helpers (ctlz_ on 64 bits for T5's buckets, and the others of
-    triton_interpreter_cases.INTEGER_OPS) compile for sm_90, not only interpreted."""
-    if source == "t5_bias":
-        ir = str(EXAMPLES.parent / "families" / "t5_bias.mlir")
-    else:
-        from triton_table_kernels import INTEGER_OPS
-        ir = INTEGER_OPS
+@pytest.mark.parametrize("source,names", [
+    ("t5_bias", ("attn_fwd",)), ("integer_ops", ("attn_fwd",)),
+    ("cosine", ("attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq"))])
+def test_new_scalar_forms_compile(cuda_target, source, names):
+    """What the interpreter cases check numerically also compiles for sm_90: the integer
+    helpers (ctlz_ on 64 bits for T5's buckets, and the others of INTEGER_OPS) and the
+    cosine contraction's unit rows and their chain rule."""
+    from triton_table_kernels import INTEGER_OPS
+
+    ir = INTEGER_OPS if source == "integer_ops" else str(EXAMPLES.parent / "families" /
+                                                         f"{source}.mlir")
     compiled = triton_backend.compile_triton(ir).compile_ahead(
-        cuda_target(90), dtype=torch.bfloat16, head_dim=64, names=("attn_fwd",))
-    assert "wgmma.mma_async" in compiled["attn_fwd"].asm["ptx"]
+        cuda_target(90), dtype=torch.bfloat16, head_dim=64, names=names)
+    for name, binary in compiled.items():
+        assert "wgmma.mma_async" in binary.asm["ptx"], f"{source} {name} has no wgmma"

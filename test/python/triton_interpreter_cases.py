@@ -187,6 +187,25 @@ def test_alibi_score_mod_and_its_learnable_slope():
     assert_close(got, want, context="alibi")
 
 
+def test_cosine_contraction_through_the_norms():
+    """examples/families/cosine.mlir: s = 5·q̂·k̂ with x̂ = x/sqrt(x·x + ε²), the kernels
+    contracting unit rows and chaining dq and dk back through the norms; a zero q row and
+    a zero k row (cos = 0, finite gradients), Nq != Nk, padded keys."""
+    import families as fam
+
+    q, k, v, dout, _ = helpers.make_inputs("softmax", 2, 2, 21, 37, D, D,
+                                           helpers.seed_of("triton-cosine"))
+    q[0, 1, 3], k[1, 0, 5] = 0.0, 0.0
+    lengths = torch.tensor([37, 30])
+    got = run(kernel(FAMILIES / "cosine.mlir"), q, k, v, torch.zeros(0), dout,
+              key_lengths=lengths)
+    fn = lambda q_, k_, v_: general.attention(
+        q_, k_, v_, lambda a, b, ix: fam.cosine_score(5.0)(a, b, None),
+        lambda s, ix: torch.exp(s), lambda s, ix: torch.exp(s), key_lengths=lengths)
+    want = general.attention_and_grads(fn, q, k, v, dout)
+    assert_close(got, {n: want[n] for n in ("O", "dq", "dk", "dv")}, context="cosine")
+
+
 # 16-bit storage: float16, and bfloat16 natively on a GPU (Triton 3.9's interpreter keeps
 # bfloat16 as its uint16 bits and multiplies those in tl.dot, so there bf16 kernels are
 # checked by compiling them for sm_80 and sm_90).

@@ -563,6 +563,12 @@ private:
   /// A program of one query block of one (b, h): indices, q, and the keys it visits.
   void rowProgram();
   void loadKeysAndValues(int indent);
+  /// `name` = the tile `load` (cosine: its unit rows, the rows as loaded in
+  /// `name`_rows, which chainRows needs).
+  void loadContracted(int indent, StringRef name, const std::string &load);
+  /// The gradient of the rows as loaded from `gradient`, that of the contracted rows.
+  std::string chainRows(StringRef name, StringRef gradient) const;
+  void printRowHelpers();
   /// A row program's loop over key tiles (skipping those the mask keeps nothing of),
   /// with the tile's keys and values loaded; returns the tile body's indent.
   int openKeyTiles();
@@ -604,6 +610,9 @@ private:
   /// How derivative functions name each param: numerator_d_<suffix>.
   SmallVector<std::string> paramSuffixes;
   unsigned numNormalizerParams = 0;
+  /// The cosine contraction: the templates contract unit rows q/|q|_ε and k/|k|_ε
+  /// and chain dq and dk back through the norms.
+  bool cosine = false;
   /// The mask's tiles are classified (block_sparsity `indices`): the loops skip
   /// the tiles it keeps no pair of and evaluate it only on the partial ones.
   bool blockSparse = false;
@@ -622,14 +631,16 @@ LogicalResult KernelPrinter::checkCovered() {
   if (*algorithm == Algorithm::Kernelised)
     return refuse("the kernelised (linear-time) form");
   if (ScoreOp score = kernel.getScoreOp()) {
+    ContractKind contract = score.getContract();
+    if (contract != ContractKind::Dot && contract != ContractKind::ScaledDot &&
+        contract != ContractKind::Cosine)
+      return refuse("the " + stringifyContractKind(contract) + " contraction");
     if (score.getNumWeights())
       return refuse("learnable weights (" +
                     cast<StringAttr>((*score.getWeightNames())[0]).getValue() + ")");
     if (score.hasFeatureMap())
       return refuse("a feature map");
-    ContractKind contract = score.getContract();
-    if (contract != ContractKind::Dot && contract != ContractKind::ScaledDot)
-      return refuse("the " + stringifyContractKind(contract) + " contraction");
+    cosine = contract == ContractKind::Cosine;
   }
   online = *algorithm == Algorithm::Online;
   normalizer = kernel.getNormalizerOp();
@@ -827,8 +838,8 @@ void KernelPrinter::rowProgram() {
     offs_dv = tl.arange(0, BLOCK_DV)
     row_in = offs_m < NQ
 )";
-  line(4, "q = " + tileLoad("Q", "b * stride_qb + h * stride_qh", "offs_m", "stride_qm", "NQ",
-                            "offs_d", "stride_qd", "HEAD_DIM"));
+  loadContracted(4, "q", tileLoad("Q", "b * stride_qb + h * stride_qh", "offs_m", "stride_qm",
+                                   "NQ", "offs_d", "stride_qd", "HEAD_DIM"));
   keyEnd(4);
   line(4, "pos_m = offs_m + q_start");
   line(4, "i = pos_m[:, None]");
@@ -838,9 +849,44 @@ void KernelPrinter::rowProgram() {
           "KEY_START, 0))");
 }
 
+void KernelPrinter::loadContracted(int indent, StringRef name, const std::string &load) {
+  if (!cosine) {
+    line(indent, name + " = " + load);
+    return;
+  }
+  line(indent, name + "_rows = " + load);
+  line(indent, name + " = unit_rows(" + name + "_rows)");
+}
+
+std::string KernelPrinter::chainRows(StringRef name, StringRef gradient) const {
+  if (!cosine)
+    return ("(" + gradient + ")").str();
+  return ("through_unit_rows(" + name + "_rows, " + gradient + ")").str();
+}
+
+void KernelPrinter::printRowHelpers() {
+  if (!cosine)
+    return;
+  os << "# The cosine contraction: q and k contract as unit rows x/|x|_eps,\n"
+     << "# |x|_eps = sqrt(x.x + eps^2), in float32, stored back in x's type.\n"
+     << "@triton.jit\ndef unit_rows(x):\n"
+     << "    rows = x.to(tl.float32)\n"
+     << "    inverse_norm = 1.0 / tl.sqrt(tl.sum(rows * rows, 1) + "
+     << floatLiteral(kCosineEpsilon * kCosineEpsilon) << ")\n"
+     << "    return (rows * inverse_norm[:, None]).to(x.dtype)\n\n\n"
+     << "@triton.jit\ndef through_unit_rows(x, d_unit):\n"
+     << "    # u = x/n, n = |x|_eps: dx = (du - u (u.du)) / n.\n"
+     << "    rows = x.to(tl.float32)\n"
+     << "    inverse_norm = 1.0 / tl.sqrt(tl.sum(rows * rows, 1) + "
+     << floatLiteral(kCosineEpsilon * kCosineEpsilon) << ")\n"
+     << "    unit = rows * inverse_norm[:, None]\n"
+     << "    along = tl.sum(unit * d_unit, 1)\n"
+     << "    return (d_unit - unit * along[:, None]) * inverse_norm[:, None]\n\n\n";
+}
+
 void KernelPrinter::loadKeysAndValues(int indent) {
-  line(indent, "k = " + tileLoad("K", "b * stride_kb + h_kv * stride_kh", "offs_n", "stride_kn",
-                                 "kv_end", "offs_d", "stride_kd", "HEAD_DIM"));
+  loadContracted(indent, "k", tileLoad("K", "b * stride_kb + h_kv * stride_kh", "offs_n",
+                                       "stride_kn", "kv_end", "offs_d", "stride_kd", "HEAD_DIM"));
   line(indent, "v = " + tileLoad("V", "b * stride_vb + h_kv * stride_vh", "offs_n", "stride_vn",
                                  "kv_end", "offs_dv", "stride_vd", "HEAD_DIM_V"));
 }
@@ -1109,8 +1155,8 @@ void KernelPrinter::printDkDv() {
   line(body, "offs_m = start_m + tl.arange(0, BLOCK_M)");
   line(body, "i = (offs_m + q_start)[:, None]");
   line(body, "row_in = offs_m < NQ");
-  line(body, "q = " + tileLoad("Q", "b * stride_qb + h * stride_qh", "offs_m", "stride_qm", "NQ",
-                               "offs_d", "stride_qd", "HEAD_DIM"));
+  loadContracted(body, "q", tileLoad("Q", "b * stride_qb + h * stride_qh", "offs_m", "stride_qm",
+                                      "NQ", "offs_d", "stride_qd", "HEAD_DIM"));
   line(body, "do = " + tileLoad("DOut", "b * stride_dob + h * stride_doh", "offs_m",
                                 "stride_dom", "NQ", "offs_dv", "stride_dod", "HEAD_DIM_V"));
   loadRowStatistics(body);
@@ -1136,8 +1182,8 @@ void KernelPrinter::printDkDv() {
   pairTableGradients(body, "bhk * tl.num_programs(0) + start_n");
   line(4, "key_in = offs_n < NK");
   line(4, "tl.store(DK + b * stride_dkb + h_kv * stride_dkh + offs_n[:, None] * stride_dkn + "
-          "offs_d[None, :] * stride_dkd, (dk * scale).to(DK.dtype.element_ty), "
-          "mask=key_in[:, None] & (offs_d[None, :] < HEAD_DIM))");
+          "offs_d[None, :] * stride_dkd, " + chainRows("k", "dk * scale") +
+          ".to(DK.dtype.element_ty), mask=key_in[:, None] & (offs_d[None, :] < HEAD_DIM))");
   line(4, "tl.store(DV + b * stride_dvb + h_kv * stride_dvh + offs_n[:, None] * stride_dvn + "
           "offs_dv[None, :] * stride_dvd, dv.to(DV.dtype.element_ty), "
           "mask=key_in[:, None] & (offs_dv[None, :] < HEAD_DIM_V))");
@@ -1205,7 +1251,7 @@ void KernelPrinter::printDq() {
   line(tileIndent, "dq += tl.dot(draw.to(k.dtype), k, input_precision=DOT_PRECISION)");
   line(4, "tl.store(DQ + b * stride_dqb + h * stride_dqh + offs_m[:, None] * stride_dqm + "
           "offs_d[None, :] * "
-          "stride_dqd, (dq * scale).to(DQ.dtype.element_ty), "
+          "stride_dqd, " + chainRows("q", "dq * scale") + ".to(DQ.dtype.element_ty), "
           "mask=row_in[:, None] & (offs_d[None, :] < HEAD_DIM))");
   os << "\n";
 }
@@ -1217,6 +1263,7 @@ LogicalResult KernelPrinter::print() {
   if (failed(printFunctions()))
     return failure();
   os << "# --- the kernels (the compiler's templates) ---\n\n";
+  printRowHelpers();
   printForward();
   printPreprocess();
   printDkDv();

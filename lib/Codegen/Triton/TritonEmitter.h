@@ -27,9 +27,11 @@
 // kernel's gpu_schedule, the tiles, warps and stages per chip, dtype, head dim);
 // runtime/python/attn/triton_backend.py launches it and holds no math.
 //
+// The cosine contraction contracts unit rows, normalised as each tile is loaded;
+// dq and dk are chained back through the norms where they are stored.
 // Not covered yet, refused with a diagnostic naming the feature: the kernelised
-// (linear-time) form, learnable weights, feature maps and the
-// bilinear, additive and cosine contractions.
+// (linear-time) form, the bilinear and additive contractions, learnable weights
+// and feature maps.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_LIB_CODEGEN_TRITON_TRITONEMITTER_H
