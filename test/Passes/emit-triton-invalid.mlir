@@ -46,22 +46,7 @@ attn.kernel @k normalizer(@softmax) score(@feature_softmax)
 
 // -----
 
-// The bilinear contraction (learnable W), named before its weights.
-attn.score @general contract bilinear weights(W: 16x16 = identity)
-attn.normalizer @softmax {
-  numerator {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    %e = math.exp %s : f32
-    attn.yield %e : f32
-  }
-  denominator sum
-}
-// expected-error @+1 {{uses the bilinear contraction, which the Triton emitter does not cover yet}}
-attn.kernel @k normalizer(@softmax) score(@general)
-
-// -----
-
-// The additive contraction.
+// The additive contraction, named before its weights.
 attn.score @concat contract additive hidden 8 weights(W_q: 8x16 = identity, W_k: 8x16 = identity, v: 8 = 0.25)
 attn.normalizer @softmax {
   numerator {

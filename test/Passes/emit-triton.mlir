@@ -387,3 +387,37 @@ attn.kernel @cosine_attention normalizer(@softmax) score(@cosine)
 // CHECK: through_unit_rows(k_rows, dk * scale).to(DK.dtype.element_ty)
 // CHECK: def attn_bwd_dq(
 // CHECK: through_unit_rows(q_rows, dq * scale).to(DQ.dtype.element_ty)
+
+// -----
+
+// The bilinear contraction: W [d, d] follows the params in Params (WEIGHTS says
+// where); q' = q·W as q is loaded, dq = dq'·Wᵀ, and the dQ programs write dW = Σ qᵀ·dq'
+// into their row slots, whose stride counts the weight's elements.
+attn.score @general contract bilinear weights(W: 16x16 = identity)
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator sum
+}
+attn.kernel @general_attention normalizer(@softmax) score(@general)
+
+// CHECK: KERNEL = "general_attention"
+// CHECK: PARAM_NAMES = ()
+// CHECK: WEIGHTS = (("W", (16, 16,), 0, "identity"), )
+// CHECK: def attn_fwd(
+// CHECK: weight = tl.load(Params + 0 + offs_d[:, None] * HEAD_DIM + offs_d[None, :], mask=(offs_d[:, None] < HEAD_DIM) & (offs_d[None, :] < HEAD_DIM), other=0.0)
+// CHECK-NEXT: q_rows = tl.load(Q
+// CHECK-NEXT: q = tl.dot(q_rows, weight.to(q_rows.dtype), input_precision=DOT_PRECISION).to(q_rows.dtype)
+// CHECK: def attn_bwd_dkdv(
+// CHECK: weight = tl.load(Params
+// CHECK: q = tl.dot(q_rows, weight.to(q_rows.dtype)
+// CHECK: (dk * scale).to(DK.dtype.element_ty)
+// CHECK: def attn_bwd_dq(
+// CHECK-NEXT: Q, K, V, DOut, DQ, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts, DParamsRows,
+// CHECK: tl.dot(dq * scale, tl.trans(weight), input_precision=DOT_PRECISION).to(DQ.dtype.element_ty)
+// CHECK: dw = tl.dot(tl.trans(q_rows.to(tl.float32)), dq * scale, input_precision=DOT_PRECISION)
+// CHECK-NEXT: slot = (bh * tl.num_programs(0) + start_m) * 256
+// CHECK-NEXT: tl.store(DParamsRows + slot + 0 + offs_d[:, None] * HEAD_DIM + offs_d[None, :], dw,

@@ -53,16 +53,19 @@ def test_block_sparse_kernels_compile_with_wgmma(cuda_target):
 
 @pytest.mark.parametrize("source,names", [
     ("t5_bias", ("attn_fwd",)), ("integer_ops", ("attn_fwd",)),
-    ("cosine", ("attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq"))])
+    ("cosine", ("attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq")),
+    ("luong_general", ("attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq"))])
 def test_new_scalar_forms_compile(cuda_target, source, names):
     """What the interpreter cases check numerically also compiles for sm_90: the integer
-    helpers (ctlz_ on 64 bits for T5's buckets, and the others of INTEGER_OPS) and the
-    cosine contraction's unit rows and their chain rule."""
+    helpers (ctlz_ on 64 bits for T5's buckets, and the others of INTEGER_OPS), the
+    cosine contraction's unit rows and their chain rule, and the bilinear one's q·W,
+    dq'·Wᵀ and dW slots (W 32 x 32: head dim 32)."""
     from triton_table_kernels import INTEGER_OPS
 
     ir = INTEGER_OPS if source == "integer_ops" else str(EXAMPLES.parent / "families" /
                                                          f"{source}.mlir")
     compiled = triton_backend.compile_triton(ir).compile_ahead(
-        cuda_target(90), dtype=torch.bfloat16, head_dim=64, names=names)
+        cuda_target(90), dtype=torch.bfloat16, head_dim=32 if source == "luong_general" else 64,
+        names=names)
     for name, binary in compiled.items():
         assert "wgmma.mma_async" in binary.asm["ptx"], f"{source} {name} has no wgmma"

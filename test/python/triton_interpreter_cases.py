@@ -3,7 +3,7 @@ Triton's interpreter on CPU tensors against the float64 references, forward and 
 gradient: every example normalizer, causal, key padding, fully masked rows, Nq != Nk,
 Nq = 1, N not a multiple of the tile, GQA, an index mask, a score mod with a learnable
 param, offset regions with learnable params, T5's buckets (integer helpers), the cosine
-contraction, and f16 and bf16 storage. Tiles of 16 and
+and bilinear contractions (dW too), and f16 and bf16 storage. Tiles of 16 and
 N <= 40 keep the interpreter quick.
 
 Triton decides when it is imported whether its own library runs interpreted, so these
@@ -22,7 +22,7 @@ import general
 import helpers
 import reference as ref
 from conftest import EXAMPLES, NORMALIZER_NAMES, REPO
-from triton_table_kernels import BIAS_TABLE, INTEGER_OPS, SINKS_DOCUMENTS
+from triton_table_kernels import BIAS_TABLE, BILINEAR, INTEGER_OPS, SINKS_DOCUMENTS
 
 DEVICE = os.environ.get("ATTN_TRITON_DEVICE", "cpu")
 if DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
@@ -205,6 +205,37 @@ def test_cosine_contraction_through_the_norms():
         lambda s, ix: torch.exp(s), lambda s, ix: torch.exp(s), key_lengths=lengths)
     want = general.attention_and_grads(fn, q, k, v, dout)
     assert_close(got, {n: want[n] for n in ("O", "dq", "dk", "dv")}, context="cosine")
+
+
+def test_bilinear_contraction_and_its_weight_gradient():
+    """s = 0.5·q·W·k with a learnable W [d, d] (Luong's general score), W not the identity:
+    q' = q·W in the kernels, dq = dq'·Wᵀ, and dW = Σ qᵀ·dq' from the dQ programs' slots
+    (the same bits twice); causal, Nq != Nk, GQA."""
+    import families as fam
+
+    gen = torch.Generator().manual_seed(helpers.seed_of("triton-bilinear"))
+    q = torch.randn(1, 4, 21, D, generator=gen, dtype=torch.float64)
+    k = torch.randn(1, 2, 30, D, generator=gen, dtype=torch.float64)
+    v = torch.randn(1, 2, 30, D, generator=gen, dtype=torch.float64)
+    dout = torch.randn(1, 4, 21, D, generator=gen, dtype=torch.float64)
+    W = torch.eye(D, dtype=torch.float64) + 0.3 * torch.randn(D, D, generator=gen,
+                                                               dtype=torch.float64)
+    kern = kernel(BILINEAR)
+    assert torch.equal(kern.initial_params(), torch.eye(D).flatten())
+    got = run(kern, q, k, v, W.flatten(), dout, is_causal=True)
+    again = run(kern, q, k, v, W.flatten(), dout, is_causal=True)
+    assert torch.equal(got["dparams"], again["dparams"])
+    fn = lambda q_, k_, v_, W_: general.attention(
+        q_, k_.repeat_interleave(2, 1), v_.repeat_interleave(2, 1),
+        lambda a, b, ix: fam.bilinear_score(0.5)(a, b, {"W": W_}),
+        lambda s, ix: torch.exp(s), lambda s, ix: torch.exp(s), is_causal=True)
+    want = general.attention_and_grads(fn, q, k, v, dout, leaves=(W,))
+    want["dparams"] = want.pop("d0").flatten()
+    assert_close(got, want, context="bilinear")
+    with pytest.raises(ValueError, match="weight W is 16x16, so q and k need head dim 16, got 8"):
+        kern(q[..., :8].float(), k[..., :8].float(), v.float(), W.flatten().float())
+    with pytest.raises(ValueError, match="params must be a 1-D tensor of 256 \\(W\\[16x16\\]\\)"):
+        kern(q.float(), k.float(), v.float(), torch.zeros(16))
 
 
 def _interpreter_dot_multiplies_bfloat16_values():

@@ -1,6 +1,18 @@
 """Kernels that the Triton tests share (IR text): the interpreter cases run them against
 float64 references, test_triton_aot.py compiles them."""
 
+# Softmax over the score, for the kernels below that differ in their score and mask.
+SOFTMAX = """
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator sum
+}
+"""
+
 # A learnable sink logit per head (an offset region reading sinks [H]) and document ids
 # doc [B, N] (int64) in the mask.
 SINKS_DOCUMENTS = """
@@ -42,15 +54,7 @@ attn.score @relative contract scaled_dot mod {
   %biased = arith.addf %s, %bias : f32
   attn.yield %biased : f32
 }
-attn.normalizer @softmax {
-  numerator {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    %e = math.exp %s : f32
-    attn.yield %e : f32
-  }
-  denominator sum
-}
-attn.kernel @relative_table normalizer(@softmax) score(@relative)
+""" + SOFTMAX + """attn.kernel @relative_table normalizer(@softmax) score(@relative)
 """
 
 # Both of the above in one kernel: a learnable sink per head, document ids in the mask and
@@ -111,13 +115,11 @@ attn.score @integer_bias contract scaled_dot mod {
   %t = arith.addf %s, %bias : f32
   attn.yield %t : f32
 }
-attn.normalizer @softmax {
-  numerator {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    %e = math.exp %s : f32
-    attn.yield %e : f32
-  }
-  denominator sum
-}
-attn.kernel @integer_ops normalizer(@softmax) score(@integer_bias)
+""" + SOFTMAX + """attn.kernel @integer_ops normalizer(@softmax) score(@integer_bias)
+"""
+
+# The bilinear contraction with a learnable W (Luong's general score), d = 16.
+BILINEAR = """
+attn.score @general contract bilinear scale 0.5 weights(W: 16x16 = identity)
+""" + SOFTMAX + """attn.kernel @general_attention normalizer(@softmax) score(@general)
 """

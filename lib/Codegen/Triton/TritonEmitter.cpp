@@ -569,6 +569,9 @@ private:
   /// The gradient of the rows as loaded from `gradient`, that of the contracted rows.
   std::string chainRows(StringRef name, StringRef gradient) const;
   void printRowHelpers();
+  /// weight: the bilinear contraction's W as a [BLOCK_D, BLOCK_D] tile (float32).
+  void loadWeight(int indent);
+  std::string weightsText();
   /// A row program's loop over key tiles (skipping those the mask keeps nothing of),
   /// with the tile's keys and values loaded; returns the tile body's indent.
   int openKeyTiles();
@@ -610,6 +613,12 @@ private:
   /// How derivative functions name each param: numerator_d_<suffix>.
   SmallVector<std::string> paramSuffixes;
   unsigned numNormalizerParams = 0;
+  /// The bilinear contraction: q' = q·W with W [d, d] after the params in Params
+  /// (kernelWeights); dq = dq'·Wᵀ and dW = Σ qᵀ dq' (the dQ programs' slots).
+  bool bilinear = false;
+  SmallVector<KernelWeight> weights;
+  /// Params and weight elements: each program's dθ slot.
+  int64_t slotCount = 0;
   /// The cosine contraction: the templates contract unit rows q/|q|_ε and k/|k|_ε
   /// and chain dq and dk back through the norms.
   bool cosine = false;
@@ -632,10 +641,10 @@ LogicalResult KernelPrinter::checkCovered() {
     return refuse("the kernelised (linear-time) form");
   if (ScoreOp score = kernel.getScoreOp()) {
     ContractKind contract = score.getContract();
-    if (contract != ContractKind::Dot && contract != ContractKind::ScaledDot &&
-        contract != ContractKind::Cosine)
+    if (contract == ContractKind::Additive)
       return refuse("the " + stringifyContractKind(contract) + " contraction");
-    if (score.getNumWeights())
+    bilinear = contract == ContractKind::Bilinear;
+    if (score.getNumWeights() && !bilinear)
       return refuse("learnable weights (" +
                     cast<StringAttr>((*score.getWeightNames())[0]).getValue() + ")");
     if (score.hasFeatureMap())
@@ -651,6 +660,10 @@ LogicalResult KernelPrinter::checkCovered() {
     paramSuffixes.push_back(StringRef(params.back()).starts_with("p_") ? name.str()
                                                                         : params.back());
   }
+  weights = kernelWeights(kernel);
+  slotCount = params.size();
+  for (const KernelWeight &weight : weights)
+    slotCount += weight.size;
   blockSparse = kernel.getMaskOp() && kernel.getBlockSparsity() == BlockSparsity::Indices;
   inputs = kernelInputs(kernel);
   for (auto [index, input] : llvm::enumerate(inputs)) {
@@ -838,6 +851,7 @@ void KernelPrinter::rowProgram() {
     offs_dv = tl.arange(0, BLOCK_DV)
     row_in = offs_m < NQ
 )";
+  loadWeight(4);
   loadContracted(4, "q", tileLoad("Q", "b * stride_qb + h * stride_qh", "offs_m", "stride_qm",
                                    "NQ", "offs_d", "stride_qd", "HEAD_DIM"));
   keyEnd(4);
@@ -850,18 +864,49 @@ void KernelPrinter::rowProgram() {
 }
 
 void KernelPrinter::loadContracted(int indent, StringRef name, const std::string &load) {
-  if (!cosine) {
+  if (cosine) {
+    line(indent, name + "_rows = " + load);
+    line(indent, name + " = unit_rows(" + name + "_rows)");
+  } else if (bilinear && name == "q") {
+    line(indent, "q_rows = " + load);
+    line(indent, "q = tl.dot(q_rows, weight.to(q_rows.dtype), input_precision=DOT_PRECISION)"
+                 ".to(q_rows.dtype)  # q·W");
+  } else {
     line(indent, name + " = " + load);
-    return;
   }
-  line(indent, name + "_rows = " + load);
-  line(indent, name + " = unit_rows(" + name + "_rows)");
 }
 
 std::string KernelPrinter::chainRows(StringRef name, StringRef gradient) const {
-  if (!cosine)
-    return ("(" + gradient + ")").str();
-  return ("through_unit_rows(" + name + "_rows, " + gradient + ")").str();
+  if (cosine)
+    return ("through_unit_rows(" + name + "_rows, " + gradient + ")").str();
+  if (bilinear && name == "q")
+    return ("tl.dot(" + gradient + ", tl.trans(weight), input_precision=DOT_PRECISION)").str();
+  return ("(" + gradient + ")").str();
+}
+
+void KernelPrinter::loadWeight(int indent) {
+  if (!bilinear)
+    return;
+  line(indent, llvm::formatv("weight = tl.load(Params + {0} + offs_d[:, None] * HEAD_DIM + "
+                             "offs_d[None, :], mask=(offs_d[:, None] < HEAD_DIM) & "
+                             "(offs_d[None, :] < HEAD_DIM), other=0.0)",
+                             weights[0].offset)
+                   .str());
+}
+
+std::string KernelPrinter::weightsText() {
+  std::string text;
+  for (const KernelWeight &weight : weights) {
+    SmallVector<std::string> extents;
+    for (int64_t extent : weight.shape)
+      extents.push_back(std::to_string(extent));
+    std::string init = isa<StringAttr>(weight.init)
+                           ? "\"" + cast<StringAttr>(weight.init).getValue().str() + "\""
+                           : floatLiteral(cast<FloatAttr>(weight.init).getValueAsDouble());
+    text += "(\"" + weight.name.str() + "\", (" + llvm::join(extents, ", ") + ",), " +
+            std::to_string(weight.offset) + ", " + init + "), ";
+  }
+  return text;
 }
 
 void KernelPrinter::printRowHelpers() {
@@ -963,6 +1008,8 @@ void KernelPrinter::printHeader() {
      << "ALGORITHM = \"" << (online ? "online" : "plain") << "\"\n"
      << "PARAM_NAMES = (" << names << ")\n"
      << "PARAM_INITS = (" << inits << ")\n"
+     << "# Learnable weights after the params in Params: (name, shape, offset, init).\n"
+     << "WEIGHTS = (" << weightsText() << ")\n"
      << "# Tensor inputs: (name, kernel argument, element type, extents (-1: the caller's),\n"
      << "# learnable). Float inputs are read as float32.\n"
      << "INPUTS = (" << inputsText() << ")\n"
@@ -1097,7 +1144,7 @@ def attn_bwd_preprocess(
     loadParams(4);
   }
   if (paramGrads) {
-    line(4, "slot = program * " + Twine(params.size()));
+    line(4, "slot = program * " + Twine(slotCount));
     for (unsigned p = 0; p < offsetDp.size(); ++p)
       line(4, "tl.store(DParamsRows + slot + " + Twine(p) +
                   ", tl.sum(tl.where(live, -offset_d_" + paramSuffixes[p] + "(" +
@@ -1138,6 +1185,7 @@ void KernelPrinter::printDkDv() {
   loadParams(4);
   for (const std::string &param : params)
     line(4, "d_" + param + " = tl.zeros([BLOCK_N], tl.float32)");
+  loadWeight(4);
   line(4, "first_m = 0");
   line(4, "if IS_CAUSAL:  # the query block holding the first row at or after the keys");
   line(8, "first_m = (tl.maximum(start_n * BLOCK_N + KEY_START - q_start, 0) // BLOCK_M) * "
@@ -1189,7 +1237,7 @@ void KernelPrinter::printDkDv() {
           "mask=key_in[:, None] & (offs_dv[None, :] < HEAD_DIM_V))");
   if (!params.empty()) {
     line(4, "# This program's share of dθ in its own slot (summed in a fixed order).");
-    line(4, "slot = (bhk * tl.num_programs(0) + start_n) * " + Twine(params.size()));
+    line(4, "slot = (bhk * tl.num_programs(0) + start_n) * " + Twine(slotCount));
     for (auto [index, param] : llvm::enumerate(params))
       line(4, "tl.store(DParamsKeys + slot + " + Twine(index) + ", tl.sum(d_" + param + ", 0))");
   }
@@ -1237,7 +1285,9 @@ void KernelPrinter::pairTableGradients(int indent, StringRef slot) {
 
 void KernelPrinter::printDq() {
   signature("attn_bwd_dq",
-            "Q, K, V, DOut, DQ, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts",
+            bilinear ? "Q, K, V, DOut, DQ, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts, "
+                       "DParamsRows"
+                     : "Q, K, V, DOut, DQ, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts",
             {"q", "k", "v", "do", "dq"});
   rowProgram();
   line(4, "do = " + tileLoad("DOut", "b * stride_dob + h * stride_doh", "offs_m", "stride_dom",
@@ -1253,6 +1303,17 @@ void KernelPrinter::printDq() {
           "offs_d[None, :] * "
           "stride_dqd, " + chainRows("q", "dq * scale") + ".to(DQ.dtype.element_ty), "
           "mask=row_in[:, None] & (offs_d[None, :] < HEAD_DIM))");
+  if (bilinear) {
+    line(4, "# dW = Σ q_rowsᵀ·dq' of this program, in its own slot (summed in a fixed order).");
+    line(4, "dw = tl.dot(tl.trans(q_rows.to(tl.float32)), dq * scale, "
+            "input_precision=DOT_PRECISION)");
+    line(4, "slot = (bh * tl.num_programs(0) + start_m) * " + Twine(slotCount));
+    line(4, llvm::formatv("tl.store(DParamsRows + slot + {0} + offs_d[:, None] * HEAD_DIM + "
+                          "offs_d[None, :], dw, mask=(offs_d[:, None] < HEAD_DIM) & "
+                          "(offs_d[None, :] < HEAD_DIM))",
+                          weights[0].offset)
+                .str());
+  }
   os << "\n";
 }
 

@@ -29,9 +29,11 @@
 //
 // The cosine contraction contracts unit rows, normalised as each tile is loaded;
 // dq and dk are chained back through the norms where they are stored.
+// The bilinear contraction projects q' = q·W as q is loaded (W after the params in
+// Params); dq = dq'·Wᵀ, and the dQ programs write dW = Σ qᵀ·dq' into their slots.
 // Not covered yet, refused with a diagnostic naming the feature: the kernelised
-// (linear-time) form, the bilinear and additive contractions, learnable weights
-// and feature maps.
+// (linear-time) form, the additive contraction, learnable weights of a dot
+// contraction and feature maps.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_LIB_CODEGEN_TRITON_TRITONEMITTER_H
