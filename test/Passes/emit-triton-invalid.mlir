@@ -26,26 +26,6 @@ attn.kernel @linear_attention normalizer(@linear) score(@elu_feature)
 
 // -----
 
-// A feature map outside the kernelised form.
-attn.score @feature_softmax contract dot feature {
-^bb0(%x: f32):
-  %t = math.tanh %x : f32
-  attn.yield %t : f32
-}
-attn.normalizer @softmax {
-  numerator {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    // expected-remark @+1 {{keeps the quadratic form}}
-    %e = math.exp %s : f32
-    attn.yield %e : f32
-  }
-  denominator sum
-}
-// expected-error @+1 {{uses a feature map, which the Triton emitter does not cover yet}}
-attn.kernel @k normalizer(@softmax) score(@feature_softmax)
-
-// -----
-
 // The additive contraction, named before its weights.
 attn.score @concat contract additive hidden 8 weights(W_q: 8x16 = identity, W_k: 8x16 = identity, v: 8 = 0.25)
 attn.normalizer @softmax {

@@ -421,3 +421,35 @@ attn.kernel @general_attention normalizer(@softmax) score(@general)
 // CHECK: dw = tl.dot(tl.trans(q_rows.to(tl.float32)), dq * scale, input_precision=DOT_PRECISION)
 // CHECK-NEXT: slot = (bh * tl.num_programs(0) + start_m) * 256
 // CHECK-NEXT: tl.store(DParamsRows + slot + 0 + offs_d[:, None] * HEAD_DIM + offs_d[None, :], dw,
+
+// -----
+
+// A feature map in the quadratic form: φ and φ' as functions of the element, φ of
+// the head dim's columns of each tile as loaded, and dq, dk chained through φ'.
+attn.score @feature_softmax contract dot feature {
+^bb0(%x: f32):
+  %t = math.tanh %x : f32
+  attn.yield %t : f32
+}
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator sum
+}
+attn.kernel @feature_attention normalizer(@softmax) score(@feature_softmax)
+
+// CHECK: KERNEL = "feature_attention"
+// CHECK: def feature(x):
+// CHECK-NEXT: t0 = tanh_(x)
+// CHECK-NEXT: return t0
+// CHECK: def feature_dx(x):
+// CHECK: def attn_fwd(
+// CHECK: q = tl.where(offs_d[None, :] < HEAD_DIM, feature(q_rows.to(tl.float32)), 0.0).to(q_rows.dtype)
+// CHECK: k = tl.where(offs_d[None, :] < HEAD_DIM, feature(k_rows.to(tl.float32)), 0.0).to(k_rows.dtype)
+// CHECK: def attn_bwd_dkdv(
+// CHECK: (feature_dx(k_rows.to(tl.float32)) * dk * scale).to(DK.dtype.element_ty)
+// CHECK: def attn_bwd_dq(
+// CHECK: (feature_dx(q_rows.to(tl.float32)) * dq * scale).to(DQ.dtype.element_ty)

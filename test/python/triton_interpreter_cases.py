@@ -3,7 +3,7 @@ Triton's interpreter on CPU tensors against the float64 references, forward and 
 gradient: every example normalizer, causal, key padding, fully masked rows, Nq != Nk,
 Nq = 1, N not a multiple of the tile, GQA, an index mask, a score mod with a learnable
 param, offset regions with learnable params, T5's buckets (integer helpers), the cosine
-and bilinear contractions (dW too), and f16 and bf16 storage. Tiles of 16 and
+and bilinear contractions (dW too), a feature map, and f16 and bf16 storage. Tiles of 16 and
 N <= 40 keep the interpreter quick.
 
 Triton decides when it is imported whether its own library runs interpreted, so these
@@ -22,7 +22,7 @@ import general
 import helpers
 import reference as ref
 from conftest import EXAMPLES, NORMALIZER_NAMES, REPO
-from triton_table_kernels import BIAS_TABLE, BILINEAR, INTEGER_OPS, SINKS_DOCUMENTS
+from triton_table_kernels import BIAS_TABLE, BILINEAR, FEATURE_MAP, INTEGER_OPS, SINKS_DOCUMENTS
 
 DEVICE = os.environ.get("ATTN_TRITON_DEVICE", "cpu")
 if DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
@@ -236,6 +236,22 @@ def test_bilinear_contraction_and_its_weight_gradient():
         kern(q[..., :8].float(), k[..., :8].float(), v.float(), W.flatten().float())
     with pytest.raises(ValueError, match="params must be a 1-D tensor of 256 \\(W\\[16x16\\]\\)"):
         kern(q.float(), k.float(), v.float(), torch.zeros(16))
+
+
+def test_feature_map_in_the_quadratic_form():
+    """s = φ(q)·φ(k) with φ(x) = tanh(x) + 1 applied to the tiles as loaded, dq and dk
+    chained through φ'; d = 12 pads the head dim to 16 columns, where φ(0) = 1 must not
+    count (σ(s) with C = 1 sees a shift of the scores); padded keys."""
+    q, k, v, dout, _ = helpers.make_inputs("softmax", 2, 2, 19, 26, 12, D,
+                                           helpers.seed_of("triton-feature"))
+    lengths = torch.tensor([26, 11])
+    got = run(kernel(FEATURE_MAP), q, k, v, torch.zeros(0), dout, key_lengths=lengths)
+    phi = lambda x: torch.tanh(x) + 1
+    fn = lambda q_, k_, v_: general.attention(
+        q_, k_, v_, lambda a, b, ix: phi(a) @ phi(b).transpose(-1, -2),
+        lambda s, ix: torch.sigmoid(s), denominator="constant", key_lengths=lengths)
+    want = general.attention_and_grads(fn, q, k, v, dout)
+    assert_close(got, {n: want[n] for n in ("O", "dq", "dk", "dv")}, context="feature map")
 
 
 def _interpreter_dot_multiplies_bfloat16_values():

@@ -123,3 +123,29 @@ BILINEAR = """
 attn.score @general contract bilinear scale 0.5 weights(W: 16x16 = identity)
 """ + SOFTMAX + """attn.kernel @general_attention normalizer(@softmax) score(@general)
 """
+
+# A feature map in the quadratic form: s = φ(q)·φ(k), φ(x) = tanh(x) + 1 (φ(0) = 1, so
+# a padding column of the head dim would add to every score), under σ(s) summed with
+# C = 1, which a shift of every score changes (softmax would not see it).
+FEATURE_MAP = """
+attn.score @shifted_tanh contract dot feature {
+^bb0(%x: f32):
+  %t = math.tanh %x : f32
+  %one = arith.constant 1.0 : f32
+  %phi = arith.addf %t, %one : f32
+  attn.yield %phi : f32
+}
+attn.normalizer @sigmoid_sum {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %one = arith.constant 1.0 : f32
+    %n = arith.negf %s : f32
+    %e = math.exp %n : f32
+    %d = arith.addf %one, %e : f32
+    %g = arith.divf %one, %d : f32
+    attn.yield %g : f32
+  }
+  denominator constant 1.0
+}
+attn.kernel @feature_attention normalizer(@sigmoid_sum) score(@shifted_tanh)
+"""

@@ -619,6 +619,9 @@ private:
   SmallVector<KernelWeight> weights;
   /// Params and weight elements: each program's dθ slot.
   int64_t slotCount = 0;
+  /// A feature map φ (quadratic form): the templates contract φ(q) and φ(k), taken
+  /// elementwise as the tiles are loaded, and chain dq and dk through φ'.
+  bool featureMap = false;
   /// The cosine contraction: the templates contract unit rows q/|q|_ε and k/|k|_ε
   /// and chain dq and dk back through the norms.
   bool cosine = false;
@@ -647,9 +650,8 @@ LogicalResult KernelPrinter::checkCovered() {
     if (score.getNumWeights() && !bilinear)
       return refuse("learnable weights (" +
                     cast<StringAttr>((*score.getWeightNames())[0]).getValue() + ")");
-    if (score.hasFeatureMap())
-      return refuse("a feature map");
     cosine = contract == ContractKind::Cosine;
+    featureMap = score.hasFeatureMap();
   }
   online = *algorithm == Algorithm::Online;
   normalizer = kernel.getNormalizerOp();
@@ -705,6 +707,12 @@ LogicalResult KernelPrinter::printFunctions() {
   ArrayRef<std::string> normalizerParams =
       ArrayRef(paramSuffixes).take_front(numNormalizerParams);
   ArrayRef<std::string> scoreParams = ArrayRef(paramSuffixes).drop_front(numNormalizerParams);
+  // φ and φ' take the element alone (no params or tables: ScalarFunctions.h).
+  for (auto [symbol, name] : {std::pair(functions.getFeature(), "feature"),
+                              std::pair(functions.getFeatureDx(), "feature_dx")})
+    if (symbol && failed(FunctionPrinter(body, helpers, {})
+                             .print(module.lookupSymbol<func::FuncOp>(symbol), name, {"x"})))
+      return failure();
   if (failed(emit(functions.getScore(), "score_mod", scoreArgs)) ||
       failed(emit(functions.getMask(), "mask", {"b", "h", "i", "j"})) ||
       failed(emit(functions.getStabilizer(), "stabilizer", {"s", "b", "h", "i", "j"})) ||
@@ -864,7 +872,12 @@ void KernelPrinter::rowProgram() {
 }
 
 void KernelPrinter::loadContracted(int indent, StringRef name, const std::string &load) {
-  if (cosine) {
+  if (featureMap) {
+    line(indent, name + "_rows = " + load);
+    line(indent, "# φ of the head dim's columns only (φ(0) of a padding column may not be 0).");
+    line(indent, name + " = tl.where(offs_d[None, :] < HEAD_DIM, feature(" + name +
+                     "_rows.to(tl.float32)), 0.0).to(" + name + "_rows.dtype)");
+  } else if (cosine) {
     line(indent, name + "_rows = " + load);
     line(indent, name + " = unit_rows(" + name + "_rows)");
   } else if (bilinear && name == "q") {
@@ -877,6 +890,8 @@ void KernelPrinter::loadContracted(int indent, StringRef name, const std::string
 }
 
 std::string KernelPrinter::chainRows(StringRef name, StringRef gradient) const {
+  if (featureMap)
+    return ("(feature_dx(" + name + "_rows.to(tl.float32)) * " + gradient + ")").str();
   if (cosine)
     return ("through_unit_rows(" + name + "_rows, " + gradient + ")").str();
   if (bilinear && name == "q")

@@ -31,9 +31,11 @@
 // dq and dk are chained back through the norms where they are stored.
 // The bilinear contraction projects q' = q·W as q is loaded (W after the params in
 // Params); dq = dq'·Wᵀ, and the dQ programs write dW = Σ qᵀ·dq' into their slots.
+// A feature map (quadratic form) is applied to the tiles as loaded, and dq, dk
+// are multiplied by φ' where they are stored.
 // Not covered yet, refused with a diagnostic naming the feature: the kernelised
-// (linear-time) form, the additive contraction, learnable weights of a dot
-// contraction and feature maps.
+// (linear-time) form, the additive contraction and learnable weights of a dot
+// contraction.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_LIB_CODEGEN_TRITON_TRITONEMITTER_H
