@@ -34,6 +34,10 @@ SmallVector<KernelWeight> kernelWeights(KernelOp kernel);
 /// normalizer, score and mask read, in the order the module declares them.
 SmallVector<InputOp> kernelInputs(KernelOp kernel);
 
+/// ε of the cosine contraction's norms |x|_ε = sqrt(x·x + ε²), on every backend: a
+/// zero row gets cos = 0 and finite gradients instead of 0/0.
+constexpr double kCosineEpsilon = 1e-6;
+
 /// The factor applied to the contraction: the score's scale, else 1 for every
 /// contract but `scaled_dot`, whose default (std::nullopt) is 1/sqrt(head dim).
 std::optional<double> fixedScoreScale(KernelOp kernel);

@@ -26,28 +26,28 @@ attn.kernel @linear_attention normalizer(@linear) score(@elu_feature)
 
 // -----
 
-// A feature map outside the kernelised form.
-attn.score @feature_softmax contract dot feature {
-^bb0(%x: f32):
-  %t = math.tanh %x : f32
-  attn.yield %t : f32
-}
+// The additive contraction, named before its weights.
+attn.score @concat contract additive hidden 8 weights(W_q: 8x16 = identity, W_k: 8x16 = identity, v: 8 = 0.25)
 attn.normalizer @softmax {
   numerator {
   ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    // expected-remark @+1 {{keeps the quadratic form}}
     %e = math.exp %s : f32
     attn.yield %e : f32
   }
   denominator sum
 }
-// expected-error @+1 {{uses a feature map, which the Triton emitter does not cover yet}}
-attn.kernel @k normalizer(@softmax) score(@feature_softmax)
+// expected-error @+1 {{uses the additive contraction, which the Triton emitter does not cover yet}}
+attn.kernel @k normalizer(@softmax) score(@concat)
 
 // -----
 
-// Learnable weights (bilinear and additive contractions).
-attn.score @general contract bilinear weights(W: 16x16 = identity)
+// Learnable weights of a dot contraction (projected features).
+// expected-remark @+1 {{keeps the quadratic form (not kernelised): the score has learnable weights}}
+attn.score @nested contract dot weights(W: 8x16 = identity) feature {
+^bb0(%x: f32):
+  %t = math.tanh %x : f32
+  attn.yield %t : f32
+}
 attn.normalizer @softmax {
   numerator {
   ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
@@ -57,22 +57,7 @@ attn.normalizer @softmax {
   denominator sum
 }
 // expected-error @+1 {{uses learnable weights (W), which the Triton emitter does not cover yet}}
-attn.kernel @k normalizer(@softmax) score(@general)
-
-// -----
-
-// The cosine contraction.
-attn.score @cosine contract cosine scale 5.0
-attn.normalizer @softmax {
-  numerator {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    %e = math.exp %s : f32
-    attn.yield %e : f32
-  }
-  denominator sum
-}
-// expected-error @+1 {{uses the cosine contraction, which the Triton emitter does not cover yet}}
-attn.kernel @k normalizer(@softmax) score(@cosine)
+attn.kernel @k normalizer(@softmax) score(@nested)
 
 // -----
 

@@ -318,3 +318,138 @@ attn.kernel @window_attention normalizer(@softmax) mask(@window)
 // CHECK-NEXT: if any_kept:
 // CHECK: if not all_kept:
 // CHECK-NEXT: keep = keep & mask(b, h, i, j)
+
+// -----
+
+// Integer ops without a Triton operator call the module's helpers: math.ctlz counts
+// the zeros of its operand's width (T5's buckets take it of an i64), floordivsi
+// rounds toward -inf, and the unsigned ops work on the bits.
+attn.score @buckets contract dot mod {
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+  %n = arith.subi %i, %j : index
+  %n64 = arith.index_cast %n : index to i64
+  %zeros = math.ctlz %n64 : i64
+  %three = arith.constant 3 : i64
+  %floor = arith.floordivsi %zeros, %three : i64
+  %half = arith.shrui %floor, %three : i64
+  %f = arith.sitofp %half : i64 to f32
+  %t = arith.addf %s, %f : f32
+  attn.yield %t : f32
+}
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator sum
+}
+attn.kernel @bucket_attention normalizer(@softmax) score(@buckets)
+
+// CHECK: KERNEL = "bucket_attention"
+// CHECK: def ctlz_(x, WIDTH: tl.constexpr):
+// CHECK: def floordiv_(x, y):
+// CHECK: def score_mod(raw, b, h, i, j):
+// CHECK-NEXT: t0 = (i - j)
+// CHECK-NEXT: t1 = ctlz_(t0, 64)
+// CHECK-NEXT: t2 = floordiv_(t1, 3)
+// CHECK-NEXT: t3 = tl.cast((tl.cast(t2, tl.uint32, bitcast=True) >> 3), tl.int32, bitcast=True)
+
+// -----
+
+// The cosine contraction: q and k contract as unit rows (ε² = 1e-12 under the square
+// root), dq and dk go back through the norms, and the score's scale is the factor.
+attn.score @cosine contract cosine scale 5.0
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator sum
+}
+attn.kernel @cosine_attention normalizer(@softmax) score(@cosine)
+
+// CHECK: KERNEL = "cosine_attention"
+// CHECK: def score_scale(head_dim):
+// CHECK-NEXT: """The factor of the contraction q·k."""
+// CHECK-NEXT: return 5.0
+// CHECK: def unit_rows(x):
+// CHECK: inverse_norm = 1.0 / tl.sqrt(tl.sum(rows * rows, 1) + 9.9999999999999998e-13)
+// CHECK: def through_unit_rows(x, d_unit):
+// CHECK: return (d_unit - unit * along[:, None]) * inverse_norm[:, None]
+// CHECK: def attn_fwd(
+// CHECK: q = unit_rows(q_rows)
+// CHECK: k = unit_rows(k_rows)
+// CHECK: def attn_bwd_dkdv(
+// CHECK: k = unit_rows(k_rows)
+// CHECK: q = unit_rows(q_rows)
+// CHECK: through_unit_rows(k_rows, dk * scale).to(DK.dtype.element_ty)
+// CHECK: def attn_bwd_dq(
+// CHECK: through_unit_rows(q_rows, dq * scale).to(DQ.dtype.element_ty)
+
+// -----
+
+// The bilinear contraction: W [d, d] follows the params in Params (WEIGHTS says
+// where); q' = q·W as q is loaded, dq = dq'·Wᵀ, and the dQ programs write dW = Σ qᵀ·dq'
+// into their row slots, whose stride counts the weight's elements.
+attn.score @general contract bilinear weights(W: 16x16 = identity)
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator sum
+}
+attn.kernel @general_attention normalizer(@softmax) score(@general)
+
+// CHECK: KERNEL = "general_attention"
+// CHECK: PARAM_NAMES = ()
+// CHECK: WEIGHTS = (("W", (16, 16,), 0, "identity"), )
+// CHECK: def attn_fwd(
+// CHECK: weight = tl.load(Params + 0 + offs_d[:, None] * HEAD_DIM + offs_d[None, :], mask=(offs_d[:, None] < HEAD_DIM) & (offs_d[None, :] < HEAD_DIM), other=0.0)
+// CHECK-NEXT: q_rows = tl.load(Q
+// CHECK-NEXT: q = tl.dot(q_rows, weight.to(q_rows.dtype), input_precision=DOT_PRECISION).to(q_rows.dtype)
+// CHECK: def attn_bwd_dkdv(
+// CHECK: weight = tl.load(Params
+// CHECK: q = tl.dot(q_rows, weight.to(q_rows.dtype)
+// CHECK: (dk * scale).to(DK.dtype.element_ty)
+// CHECK: def attn_bwd_dq(
+// CHECK-NEXT: Q, K, V, DOut, DQ, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts, DParamsRows,
+// CHECK: tl.dot(dq * scale, tl.trans(weight), input_precision=DOT_PRECISION).to(DQ.dtype.element_ty)
+// CHECK: dw = tl.dot(tl.trans(q_rows.to(tl.float32)), dq * scale, input_precision=DOT_PRECISION)
+// CHECK-NEXT: slot = (bh * tl.num_programs(0) + start_m) * 256
+// CHECK-NEXT: tl.store(DParamsRows + slot + 0 + offs_d[:, None] * HEAD_DIM + offs_d[None, :], dw,
+
+// -----
+
+// A feature map in the quadratic form: φ and φ' as functions of the element, φ of
+// the head dim's columns of each tile as loaded, and dq, dk chained through φ'.
+attn.score @feature_softmax contract dot feature {
+^bb0(%x: f32):
+  %t = math.tanh %x : f32
+  attn.yield %t : f32
+}
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator sum
+}
+attn.kernel @feature_attention normalizer(@softmax) score(@feature_softmax)
+
+// CHECK: KERNEL = "feature_attention"
+// CHECK: def feature(x):
+// CHECK-NEXT: t0 = tanh_(x)
+// CHECK-NEXT: return t0
+// CHECK: def feature_dx(x):
+// CHECK: def attn_fwd(
+// CHECK: q = tl.where(offs_d[None, :] < HEAD_DIM, feature(q_rows.to(tl.float32)), 0.0).to(q_rows.dtype)
+// CHECK: k = tl.where(offs_d[None, :] < HEAD_DIM, feature(k_rows.to(tl.float32)), 0.0).to(k_rows.dtype)
+// CHECK: def attn_bwd_dkdv(
+// CHECK: (feature_dx(k_rows.to(tl.float32)) * dk * scale).to(DK.dtype.element_ty)
+// CHECK: def attn_bwd_dq(
+// CHECK: (feature_dx(q_rows.to(tl.float32)) * dq * scale).to(DQ.dtype.element_ty)

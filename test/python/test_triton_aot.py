@@ -49,3 +49,24 @@ def test_block_sparse_kernels_compile_with_wgmma(cuda_target):
                                     names=("attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq"))
     for name, binary in compiled.items():
         assert "wgmma.mma_async" in binary.asm["ptx"], f"{name} has no wgmma"
+
+
+@pytest.mark.parametrize("source,names", [
+    ("t5_bias", ("attn_fwd",)), ("integer_ops", ("attn_fwd",)),
+    ("cosine", ("attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq")),
+    ("luong_general", ("attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq")),
+    ("feature_map", ("attn_fwd", "attn_bwd_dq"))])
+def test_new_scalar_forms_compile(cuda_target, source, names):
+    """What the interpreter cases check numerically also compiles for sm_90: the integer
+    helpers (ctlz_ on 64 bits for T5's buckets, and the others of INTEGER_OPS), the
+    cosine contraction's unit rows and their chain rule, the bilinear one's q·W,
+    dq'·Wᵀ and dW slots (W 32 x 32: head dim 32), and a feature map's φ and φ'."""
+    from triton_table_kernels import FEATURE_MAP, INTEGER_OPS
+
+    shared = {"integer_ops": INTEGER_OPS, "feature_map": FEATURE_MAP}
+    ir = shared.get(source) or str(EXAMPLES.parent / "families" / f"{source}.mlir")
+    compiled = triton_backend.compile_triton(ir).compile_ahead(
+        cuda_target(90), dtype=torch.bfloat16, head_dim=32 if source == "luong_general" else 64,
+        names=names)
+    for name, binary in compiled.items():
+        assert "wgmma.mma_async" in binary.asm["ptx"], f"{source} {name} has no wgmma"

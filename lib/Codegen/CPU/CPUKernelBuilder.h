@@ -47,10 +47,6 @@ public:
   void buildMergeEntry();
   void buildBackwardEntry();
 
-  /// ε of the cosine contraction's norms |x|_ε = sqrt(x·x + ε²): a zero row gets
-  /// cos = 0 and finite gradients instead of 0/0.
-  static constexpr double kCosineEpsilon = 1e-6;
-
 private:
   // --- entry points (EntryPoints.cpp) ---------------------------------------------
   SmallVector<Type> forwardInputs(MemRefType matrix);

@@ -292,6 +292,9 @@ private:
                           .Default("");
     if (!infix.empty())
       return binary(op, infix);
+    FailureOr<std::string> integer = translateInteger(op);
+    if (succeeded(integer))
+      return integer;
     StringRef function =
         llvm::StringSwitch<StringRef>(name)
             .Case("math.exp", "tl.exp")
@@ -340,6 +343,42 @@ private:
     return unsupported(op);
   }
 
+  /// The integer ops Triton has no operator or function for: bit counts,
+  /// rounding divisions and the unsigned ops (on the operands' bits, as int32).
+  FailureOr<std::string> translateInteger(Operation &op) {
+    StringRef name = op.getName().getStringRef();
+    if (name == "math.ctlz" || name == "math.cttz" || name == "math.ctpop") {
+      // The count depends on the operand's width (an i64 value computes as int32
+      // here, but its leading zeros are those of 64 bits).
+      StringRef helper = name == "math.ctlz" ? "ctlz_" : name == "math.cttz" ? "cttz_" : "ctpop_";
+      helpers.insert(helper);
+      if (helper == "cttz_")
+        helpers.insert("ctlz_");
+      unsigned width = op.getOperand(0).getType().getIntOrFloatBitWidth();
+      return (helper + "(" + operand(op, 0) + ", " + Twine(width) + ")").str();
+    }
+    if (name == "arith.floordivsi" || name == "arith.ceildivsi") {
+      StringRef helper = name == "arith.floordivsi" ? "floordiv_" : "ceildiv_";
+      helpers.insert(helper);
+      return call(helper, op);
+    }
+    StringRef infix = llvm::StringSwitch<StringRef>(name)
+                          .Case("arith.divui", "//")
+                          .Case("arith.remui", "%")
+                          .Case("arith.shrui", ">>")
+                          .Default("");
+    auto asInt32 = [](const std::string &value) {
+      return "tl.cast(" + value + ", tl.int32, bitcast=True)";
+    };
+    if (!infix.empty())
+      return asInt32("(" + unsignedOperand(op, 0) + " " + infix.str() + " " +
+                     unsignedOperand(op, 1) + ")");
+    if (name == "arith.maxui" || name == "arith.minui")
+      return asInt32((name == "arith.maxui" ? "tl.maximum(" : "tl.minimum(") +
+                     unsignedOperand(op, 0) + ", " + unsignedOperand(op, 1) + ")");
+    return failure();
+  }
+
   LogicalResult unsupported(Operation &op) {
     return op.emitOpError("is not supported by the Triton emitter yet");
   }
@@ -370,6 +409,68 @@ def log1p_(x):
     # log(1 + x) with the rounding of 1 + x compensated (Goldberg).
     u = 1.0 + x
     return tl.where(u == 1.0, x, tl.log(u) * x / (u - 1.0))
+
+
+)";
+  if (helpers.contains("ctlz_"))
+    os << R"(@triton.jit
+def ctlz_(x, WIDTH: tl.constexpr):
+    # The leading zeros of x as a WIDTH-bit integer (math.ctlz), by halving: Triton has
+    # no clz that its interpreter runs too. The bits are moved to the top of 64 first.
+    u = x.to(tl.int64).to(tl.uint64, bitcast=True)
+    if WIDTH < 64:
+        u = (u & ((1 << WIDTH) - 1)) << (64 - WIDTH)
+    n = tl.zeros(u.shape, tl.int32)
+    for step in tl.static_range(6):  # halves of 32, 16, ..., 1 bits
+        empty = (u >> (64 - (32 >> step))) == 0
+        n += tl.where(empty, 32 >> step, 0)
+        u = tl.where(empty, u << (32 >> step), u)
+    n += (u == 0).to(tl.int32)
+    return tl.minimum(n, WIDTH)
+
+
+)";
+  if (helpers.contains("cttz_"))
+    os << R"(@triton.jit
+def cttz_(x, WIDTH: tl.constexpr):
+    # The trailing zeros of x (math.cttz): the ones below its lowest set bit.
+    below = (~x.to(tl.int64)) & (x.to(tl.int64) - 1)
+    return WIDTH - ctlz_(below, WIDTH)
+
+
+)";
+  if (helpers.contains("ctpop_"))
+    os << R"(@triton.jit
+def ctpop_(x, WIDTH: tl.constexpr):
+    # The set bits of x as a WIDTH-bit integer (math.ctpop), summed in ever wider fields.
+    u = x.to(tl.int64).to(tl.uint64, bitcast=True)
+    if WIDTH < 64:
+        u = u & ((1 << WIDTH) - 1)
+    u = u - ((u >> 1) & 0x5555555555555555)
+    u = (u & 0x3333333333333333) + ((u >> 2) & 0x3333333333333333)
+    u = (u + (u >> 4)) & 0x0F0F0F0F0F0F0F0F
+    u = u + (u >> 8)
+    u = u + (u >> 16)
+    u = u + (u >> 32)
+    return (u & 0x7F).to(tl.int32)
+
+
+)";
+  if (helpers.contains("floordiv_"))
+    os << R"(@triton.jit
+def floordiv_(x, y):
+    # Rounded toward -inf (arith.floordivsi); Triton's // truncates.
+    q = x // y
+    return tl.where((q * y != x) & ((x < 0) != (y < 0)), q - 1, q)
+
+
+)";
+  if (helpers.contains("ceildiv_"))
+    os << R"(@triton.jit
+def ceildiv_(x, y):
+    # Rounded toward +inf (arith.ceildivsi); Triton's // truncates.
+    q = x // y
+    return tl.where((q * y != x) & ((x < 0) == (y < 0)), q + 1, q)
 
 
 )";
@@ -462,6 +563,15 @@ private:
   /// A program of one query block of one (b, h): indices, q, and the keys it visits.
   void rowProgram();
   void loadKeysAndValues(int indent);
+  /// `name` = the tile `load` (cosine: its unit rows, the rows as loaded in
+  /// `name`_rows, which chainRows needs).
+  void loadContracted(int indent, StringRef name, const std::string &load);
+  /// The gradient of the rows as loaded from `gradient`, that of the contracted rows.
+  std::string chainRows(StringRef name, StringRef gradient) const;
+  void printRowHelpers();
+  /// weight: the bilinear contraction's W as a [BLOCK_D, BLOCK_D] tile (float32).
+  void loadWeight(int indent);
+  std::string weightsText();
   /// A row program's loop over key tiles (skipping those the mask keeps nothing of),
   /// with the tile's keys and values loaded; returns the tile body's indent.
   int openKeyTiles();
@@ -503,6 +613,18 @@ private:
   /// How derivative functions name each param: numerator_d_<suffix>.
   SmallVector<std::string> paramSuffixes;
   unsigned numNormalizerParams = 0;
+  /// The bilinear contraction: q' = q·W with W [d, d] after the params in Params
+  /// (kernelWeights); dq = dq'·Wᵀ and dW = Σ qᵀ dq' (the dQ programs' slots).
+  bool bilinear = false;
+  SmallVector<KernelWeight> weights;
+  /// Params and weight elements: each program's dθ slot.
+  int64_t slotCount = 0;
+  /// A feature map φ (quadratic form): the templates contract φ(q) and φ(k), taken
+  /// elementwise as the tiles are loaded, and chain dq and dk through φ'.
+  bool featureMap = false;
+  /// The cosine contraction: the templates contract unit rows q/|q|_ε and k/|k|_ε
+  /// and chain dq and dk back through the norms.
+  bool cosine = false;
   /// The mask's tiles are classified (block_sparsity `indices`): the loops skip
   /// the tiles it keeps no pair of and evaluate it only on the partial ones.
   bool blockSparse = false;
@@ -521,14 +643,15 @@ LogicalResult KernelPrinter::checkCovered() {
   if (*algorithm == Algorithm::Kernelised)
     return refuse("the kernelised (linear-time) form");
   if (ScoreOp score = kernel.getScoreOp()) {
-    if (score.getNumWeights())
+    ContractKind contract = score.getContract();
+    if (contract == ContractKind::Additive)
+      return refuse("the " + stringifyContractKind(contract) + " contraction");
+    bilinear = contract == ContractKind::Bilinear;
+    if (score.getNumWeights() && !bilinear)
       return refuse("learnable weights (" +
                     cast<StringAttr>((*score.getWeightNames())[0]).getValue() + ")");
-    if (score.hasFeatureMap())
-      return refuse("a feature map");
-    ContractKind contract = score.getContract();
-    if (contract != ContractKind::Dot && contract != ContractKind::ScaledDot)
-      return refuse("the " + stringifyContractKind(contract) + " contraction");
+    cosine = contract == ContractKind::Cosine;
+    featureMap = score.hasFeatureMap();
   }
   online = *algorithm == Algorithm::Online;
   normalizer = kernel.getNormalizerOp();
@@ -539,6 +662,10 @@ LogicalResult KernelPrinter::checkCovered() {
     paramSuffixes.push_back(StringRef(params.back()).starts_with("p_") ? name.str()
                                                                         : params.back());
   }
+  weights = kernelWeights(kernel);
+  slotCount = params.size();
+  for (const KernelWeight &weight : weights)
+    slotCount += weight.size;
   blockSparse = kernel.getMaskOp() && kernel.getBlockSparsity() == BlockSparsity::Indices;
   inputs = kernelInputs(kernel);
   for (auto [index, input] : llvm::enumerate(inputs)) {
@@ -580,6 +707,12 @@ LogicalResult KernelPrinter::printFunctions() {
   ArrayRef<std::string> normalizerParams =
       ArrayRef(paramSuffixes).take_front(numNormalizerParams);
   ArrayRef<std::string> scoreParams = ArrayRef(paramSuffixes).drop_front(numNormalizerParams);
+  // φ and φ' take the element alone (no params or tables: ScalarFunctions.h).
+  for (auto [symbol, name] : {std::pair(functions.getFeature(), "feature"),
+                              std::pair(functions.getFeatureDx(), "feature_dx")})
+    if (symbol && failed(FunctionPrinter(body, helpers, {})
+                             .print(module.lookupSymbol<func::FuncOp>(symbol), name, {"x"})))
+      return failure();
   if (failed(emit(functions.getScore(), "score_mod", scoreArgs)) ||
       failed(emit(functions.getMask(), "mask", {"b", "h", "i", "j"})) ||
       failed(emit(functions.getStabilizer(), "stabilizer", {"s", "b", "h", "i", "j"})) ||
@@ -726,8 +859,9 @@ void KernelPrinter::rowProgram() {
     offs_dv = tl.arange(0, BLOCK_DV)
     row_in = offs_m < NQ
 )";
-  line(4, "q = " + tileLoad("Q", "b * stride_qb + h * stride_qh", "offs_m", "stride_qm", "NQ",
-                            "offs_d", "stride_qd", "HEAD_DIM"));
+  loadWeight(4);
+  loadContracted(4, "q", tileLoad("Q", "b * stride_qb + h * stride_qh", "offs_m", "stride_qm",
+                                   "NQ", "offs_d", "stride_qd", "HEAD_DIM"));
   keyEnd(4);
   line(4, "pos_m = offs_m + q_start");
   line(4, "i = pos_m[:, None]");
@@ -737,9 +871,82 @@ void KernelPrinter::rowProgram() {
           "KEY_START, 0))");
 }
 
+void KernelPrinter::loadContracted(int indent, StringRef name, const std::string &load) {
+  if (featureMap) {
+    line(indent, name + "_rows = " + load);
+    line(indent, "# φ of the head dim's columns only (φ(0) of a padding column may not be 0).");
+    line(indent, name + " = tl.where(offs_d[None, :] < HEAD_DIM, feature(" + name +
+                     "_rows.to(tl.float32)), 0.0).to(" + name + "_rows.dtype)");
+  } else if (cosine) {
+    line(indent, name + "_rows = " + load);
+    line(indent, name + " = unit_rows(" + name + "_rows)");
+  } else if (bilinear && name == "q") {
+    line(indent, "q_rows = " + load);
+    line(indent, "q = tl.dot(q_rows, weight.to(q_rows.dtype), input_precision=DOT_PRECISION)"
+                 ".to(q_rows.dtype)  # q·W");
+  } else {
+    line(indent, name + " = " + load);
+  }
+}
+
+std::string KernelPrinter::chainRows(StringRef name, StringRef gradient) const {
+  if (featureMap)
+    return ("(feature_dx(" + name + "_rows.to(tl.float32)) * " + gradient + ")").str();
+  if (cosine)
+    return ("through_unit_rows(" + name + "_rows, " + gradient + ")").str();
+  if (bilinear && name == "q")
+    return ("tl.dot(" + gradient + ", tl.trans(weight), input_precision=DOT_PRECISION)").str();
+  return ("(" + gradient + ")").str();
+}
+
+void KernelPrinter::loadWeight(int indent) {
+  if (!bilinear)
+    return;
+  line(indent, llvm::formatv("weight = tl.load(Params + {0} + offs_d[:, None] * HEAD_DIM + "
+                             "offs_d[None, :], mask=(offs_d[:, None] < HEAD_DIM) & "
+                             "(offs_d[None, :] < HEAD_DIM), other=0.0)",
+                             weights[0].offset)
+                   .str());
+}
+
+std::string KernelPrinter::weightsText() {
+  std::string text;
+  for (const KernelWeight &weight : weights) {
+    SmallVector<std::string> extents;
+    for (int64_t extent : weight.shape)
+      extents.push_back(std::to_string(extent));
+    std::string init = isa<StringAttr>(weight.init)
+                           ? "\"" + cast<StringAttr>(weight.init).getValue().str() + "\""
+                           : floatLiteral(cast<FloatAttr>(weight.init).getValueAsDouble());
+    text += "(\"" + weight.name.str() + "\", (" + llvm::join(extents, ", ") + ",), " +
+            std::to_string(weight.offset) + ", " + init + "), ";
+  }
+  return text;
+}
+
+void KernelPrinter::printRowHelpers() {
+  if (!cosine)
+    return;
+  os << "# The cosine contraction: q and k contract as unit rows x/|x|_eps,\n"
+     << "# |x|_eps = sqrt(x.x + eps^2), in float32, stored back in x's type.\n"
+     << "@triton.jit\ndef unit_rows(x):\n"
+     << "    rows = x.to(tl.float32)\n"
+     << "    inverse_norm = 1.0 / tl.sqrt(tl.sum(rows * rows, 1) + "
+     << floatLiteral(kCosineEpsilon * kCosineEpsilon) << ")\n"
+     << "    return (rows * inverse_norm[:, None]).to(x.dtype)\n\n\n"
+     << "@triton.jit\ndef through_unit_rows(x, d_unit):\n"
+     << "    # u = x/n, n = |x|_eps: dx = (du - u (u.du)) / n.\n"
+     << "    rows = x.to(tl.float32)\n"
+     << "    inverse_norm = 1.0 / tl.sqrt(tl.sum(rows * rows, 1) + "
+     << floatLiteral(kCosineEpsilon * kCosineEpsilon) << ")\n"
+     << "    unit = rows * inverse_norm[:, None]\n"
+     << "    along = tl.sum(unit * d_unit, 1)\n"
+     << "    return (d_unit - unit * along[:, None]) * inverse_norm[:, None]\n\n\n";
+}
+
 void KernelPrinter::loadKeysAndValues(int indent) {
-  line(indent, "k = " + tileLoad("K", "b * stride_kb + h_kv * stride_kh", "offs_n", "stride_kn",
-                                 "kv_end", "offs_d", "stride_kd", "HEAD_DIM"));
+  loadContracted(indent, "k", tileLoad("K", "b * stride_kb + h_kv * stride_kh", "offs_n",
+                                       "stride_kn", "kv_end", "offs_d", "stride_kd", "HEAD_DIM"));
   line(indent, "v = " + tileLoad("V", "b * stride_vb + h_kv * stride_vh", "offs_n", "stride_vn",
                                  "kv_end", "offs_dv", "stride_vd", "HEAD_DIM_V"));
 }
@@ -816,6 +1023,8 @@ void KernelPrinter::printHeader() {
      << "ALGORITHM = \"" << (online ? "online" : "plain") << "\"\n"
      << "PARAM_NAMES = (" << names << ")\n"
      << "PARAM_INITS = (" << inits << ")\n"
+     << "# Learnable weights after the params in Params: (name, shape, offset, init).\n"
+     << "WEIGHTS = (" << weightsText() << ")\n"
      << "# Tensor inputs: (name, kernel argument, element type, extents (-1: the caller's),\n"
      << "# learnable). Float inputs are read as float32.\n"
      << "INPUTS = (" << inputsText() << ")\n"
@@ -950,7 +1159,7 @@ def attn_bwd_preprocess(
     loadParams(4);
   }
   if (paramGrads) {
-    line(4, "slot = program * " + Twine(params.size()));
+    line(4, "slot = program * " + Twine(slotCount));
     for (unsigned p = 0; p < offsetDp.size(); ++p)
       line(4, "tl.store(DParamsRows + slot + " + Twine(p) +
                   ", tl.sum(tl.where(live, -offset_d_" + paramSuffixes[p] + "(" +
@@ -991,6 +1200,7 @@ void KernelPrinter::printDkDv() {
   loadParams(4);
   for (const std::string &param : params)
     line(4, "d_" + param + " = tl.zeros([BLOCK_N], tl.float32)");
+  loadWeight(4);
   line(4, "first_m = 0");
   line(4, "if IS_CAUSAL:  # the query block holding the first row at or after the keys");
   line(8, "first_m = (tl.maximum(start_n * BLOCK_N + KEY_START - q_start, 0) // BLOCK_M) * "
@@ -1008,8 +1218,8 @@ void KernelPrinter::printDkDv() {
   line(body, "offs_m = start_m + tl.arange(0, BLOCK_M)");
   line(body, "i = (offs_m + q_start)[:, None]");
   line(body, "row_in = offs_m < NQ");
-  line(body, "q = " + tileLoad("Q", "b * stride_qb + h * stride_qh", "offs_m", "stride_qm", "NQ",
-                               "offs_d", "stride_qd", "HEAD_DIM"));
+  loadContracted(body, "q", tileLoad("Q", "b * stride_qb + h * stride_qh", "offs_m", "stride_qm",
+                                      "NQ", "offs_d", "stride_qd", "HEAD_DIM"));
   line(body, "do = " + tileLoad("DOut", "b * stride_dob + h * stride_doh", "offs_m",
                                 "stride_dom", "NQ", "offs_dv", "stride_dod", "HEAD_DIM_V"));
   loadRowStatistics(body);
@@ -1035,14 +1245,14 @@ void KernelPrinter::printDkDv() {
   pairTableGradients(body, "bhk * tl.num_programs(0) + start_n");
   line(4, "key_in = offs_n < NK");
   line(4, "tl.store(DK + b * stride_dkb + h_kv * stride_dkh + offs_n[:, None] * stride_dkn + "
-          "offs_d[None, :] * stride_dkd, (dk * scale).to(DK.dtype.element_ty), "
-          "mask=key_in[:, None] & (offs_d[None, :] < HEAD_DIM))");
+          "offs_d[None, :] * stride_dkd, " + chainRows("k", "dk * scale") +
+          ".to(DK.dtype.element_ty), mask=key_in[:, None] & (offs_d[None, :] < HEAD_DIM))");
   line(4, "tl.store(DV + b * stride_dvb + h_kv * stride_dvh + offs_n[:, None] * stride_dvn + "
           "offs_dv[None, :] * stride_dvd, dv.to(DV.dtype.element_ty), "
           "mask=key_in[:, None] & (offs_dv[None, :] < HEAD_DIM_V))");
   if (!params.empty()) {
     line(4, "# This program's share of dθ in its own slot (summed in a fixed order).");
-    line(4, "slot = (bhk * tl.num_programs(0) + start_n) * " + Twine(params.size()));
+    line(4, "slot = (bhk * tl.num_programs(0) + start_n) * " + Twine(slotCount));
     for (auto [index, param] : llvm::enumerate(params))
       line(4, "tl.store(DParamsKeys + slot + " + Twine(index) + ", tl.sum(d_" + param + ", 0))");
   }
@@ -1090,7 +1300,9 @@ void KernelPrinter::pairTableGradients(int indent, StringRef slot) {
 
 void KernelPrinter::printDq() {
   signature("attn_bwd_dq",
-            "Q, K, V, DOut, DQ, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts",
+            bilinear ? "Q, K, V, DOut, DQ, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts, "
+                       "DParamsRows"
+                     : "Q, K, V, DOut, DQ, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts",
             {"q", "k", "v", "do", "dq"});
   rowProgram();
   line(4, "do = " + tileLoad("DOut", "b * stride_dob + h * stride_doh", "offs_m", "stride_dom",
@@ -1104,8 +1316,19 @@ void KernelPrinter::printDq() {
   line(tileIndent, "dq += tl.dot(draw.to(k.dtype), k, input_precision=DOT_PRECISION)");
   line(4, "tl.store(DQ + b * stride_dqb + h * stride_dqh + offs_m[:, None] * stride_dqm + "
           "offs_d[None, :] * "
-          "stride_dqd, (dq * scale).to(DQ.dtype.element_ty), "
+          "stride_dqd, " + chainRows("q", "dq * scale") + ".to(DQ.dtype.element_ty), "
           "mask=row_in[:, None] & (offs_d[None, :] < HEAD_DIM))");
+  if (bilinear) {
+    line(4, "# dW = Σ q_rowsᵀ·dq' of this program, in its own slot (summed in a fixed order).");
+    line(4, "dw = tl.dot(tl.trans(q_rows.to(tl.float32)), dq * scale, "
+            "input_precision=DOT_PRECISION)");
+    line(4, "slot = (bh * tl.num_programs(0) + start_m) * " + Twine(slotCount));
+    line(4, llvm::formatv("tl.store(DParamsRows + slot + {0} + offs_d[:, None] * HEAD_DIM + "
+                          "offs_d[None, :], dw, mask=(offs_d[:, None] < HEAD_DIM) & "
+                          "(offs_d[None, :] < HEAD_DIM))",
+                          weights[0].offset)
+                .str());
+  }
   os << "\n";
 }
 
@@ -1116,6 +1339,7 @@ LogicalResult KernelPrinter::print() {
   if (failed(printFunctions()))
     return failure();
   os << "# --- the kernels (the compiler's templates) ---\n\n";
+  printRowHelpers();
   printForward();
   printPreprocess();
   printDkDv();

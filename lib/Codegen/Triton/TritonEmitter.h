@@ -27,9 +27,15 @@
 // kernel's gpu_schedule, the tiles, warps and stages per chip, dtype, head dim);
 // runtime/python/attn/triton_backend.py launches it and holds no math.
 //
+// The cosine contraction contracts unit rows, normalised as each tile is loaded;
+// dq and dk are chained back through the norms where they are stored.
+// The bilinear contraction projects q' = q·W as q is loaded (W after the params in
+// Params); dq = dq'·Wᵀ, and the dQ programs write dW = Σ qᵀ·dq' into their slots.
+// A feature map (quadratic form) is applied to the tiles as loaded, and dq, dk
+// are multiplied by φ' where they are stored.
 // Not covered yet, refused with a diagnostic naming the feature: the kernelised
-// (linear-time) form, learnable weights, feature maps and the
-// bilinear, additive and cosine contractions.
+// (linear-time) form, the additive contraction and learnable weights of a dot
+// contraction.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_LIB_CODEGEN_TRITON_TRITONEMITTER_H

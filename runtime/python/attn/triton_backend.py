@@ -12,6 +12,7 @@ sums the per-program parameter-gradient slots in a fixed order. With TRITON_INTE
 """
 
 import hashlib
+import math
 import importlib.util
 import os
 import subprocess
@@ -206,6 +207,10 @@ class TritonKernel:
         self.module = module
         self.name = module.KERNEL
         self.param_names = tuple(module.PARAM_NAMES)
+        # (name, shape, offset in params, init) per learnable weight, after the params.
+        self.weights = tuple(module.WEIGHTS)
+        self.param_count = len(self.param_names) + sum(
+            math.prod(shape) for _, shape, _, _ in self.weights)
         # (name, kernel argument, element type, extents, learnable) per tensor input.
         self.inputs = tuple(module.INPUTS)
         # Tiles a test asks for (both directions; the default schedule's warps and stages).
@@ -228,7 +233,12 @@ class TritonKernel:
         return schedule
 
     def initial_params(self, dtype=torch.float32, device="cpu"):
-        return torch.tensor(self.module.PARAM_INITS, dtype=dtype, device=device)
+        """The params, then each weight flattened (identity, or filled with its init)."""
+        parts = [torch.tensor(self.module.PARAM_INITS, dtype=dtype, device=device)]
+        for _, shape, _, init in self.weights:
+            parts.append((torch.eye(*shape, dtype=dtype, device=device) if init == "identity"
+                          else torch.full(shape, init, dtype=dtype, device=device)).flatten())
+        return torch.cat(parts)
 
     def __call__(self, q, k, v, params=None, is_causal=False, key_lengths=None, inputs=None,
                  query_start=None, key_start=0):
@@ -275,10 +285,16 @@ class TritonKernel:
         if k.shape[1] == 0 or H % k.shape[1] != 0:
             raise ValueError(f"{where}: q's {H} heads must be a multiple of k's {k.shape[1]} (GQA)")
         if not isinstance(params, torch.Tensor) or params.dim() != 1 \
-                or params.numel() != len(self.param_names):
-            raise ValueError(f"{where}: params must be a 1-D tensor of {len(self.param_names)} "
-                             f"({', '.join(self.param_names) or 'none'}), got "
+                or params.numel() != self.param_count:
+            names = list(self.param_names) + [f"{name}[{'x'.join(map(str, shape))}]"
+                                              for name, shape, _, _ in self.weights]
+            raise ValueError(f"{where}: params must be a 1-D tensor of {self.param_count} "
+                             f"({', '.join(names) or 'none'}), got "
                              f"{getattr(params, 'shape', type(params).__name__)}")
+        for name, shape, _, _ in self.weights:
+            if shape != (d, d):
+                raise ValueError(f"{where}: weight {name} is {'x'.join(map(str, shape))}, so "
+                                 f"q and k need head dim {shape[0]}, got {d}")
         if key_lengths is not None and (not isinstance(key_lengths, torch.Tensor)
                                         or key_lengths.shape != (B,)
                                         or key_lengths.is_floating_point()):
@@ -426,7 +442,7 @@ class TritonKernel:
         table_args = self._table_arguments(tables, q.device)
         B, H, NQ, _ = q.shape
         H_KV, NK = k.shape[1], k.shape[2]
-        P = len(self.param_names)
+        P = self.param_count
         row_blocks, key_blocks = -(-NQ // block_m), -(-NK // block_n)
         dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
         delta = torch.empty(B, H, NQ, dtype=torch.float32, device=q.device)
@@ -458,8 +474,11 @@ class TritonKernel:
                 key_slots,
                 *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dk.stride(), *dv.stride(),
                 **table_args, **key_table_slots, **sizes, **flags, **blocks, **launch)
+            # The bilinear contraction's dQ kernel also writes dW into the row slots.
+            weight_slots = (row_slots,) if self.weights else ()
             m.attn_bwd_dq[(row_blocks, B * H)](
                 q, k, v, dout, dq, row_max, row_sum, delta, flat_params, lengths, starts,
+                *weight_slots,
                 *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dq.stride(),
                 **table_args, **sizes, **flags, **blocks, **launch)
         dparams = (row_slots.double().sum(dim=(0, 1)) + key_slots.double().sum(dim=(0, 1)))[:P]
