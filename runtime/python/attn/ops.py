@@ -69,7 +69,7 @@ def _output(q, v):
 @functools.lru_cache(maxsize=None)
 def _learnable_inputs(artifact):
     """Whether each tensor input of the artifact gets a gradient (its manifest)."""
-    return tuple(i["learnable"] for i in parse_manifest(torch.ops.attn.manifest(artifact))["input"])
+    return tuple(i["learnable"] for i in parse_manifest(torch.ops.attn.manifest(artifact))["inputs"])
 
 
 @torch.library.register_fake("attn::attention")
