@@ -9,8 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "internal.h"
-
-#include <nlohmann/json.hpp>
+#include "manifest_json.h"
 
 #include <algorithm>
 #include <regex>
@@ -146,6 +145,9 @@ std::optional<Mismatch> check(const Json &value, const Json &schema, const std::
     if (schema.contains("maxItems") && value.size() > schema["maxItems"].get<size_t>())
       return mismatch("at most " + schema["maxItems"].dump() + " items");
     for (size_t i = 0; i < value.size(); ++i) {
+      if (schema.contains("prefixItems") && i < schema["prefixItems"].size())
+        if (auto m = check(value[i], schema["prefixItems"][i], item_field(field, i)))
+          return m;
       if (schema.contains("items"))
         if (auto m = check(value[i], schema["items"], item_field(field, i)))
           return m;
@@ -179,6 +181,14 @@ const Json &schema() {
 }
 
 } // namespace
+
+void check_against_schema(const nlohmann::json &document, const char *definition,
+                          const std::string &where) {
+  const Json &part = definition ? schema()["$defs"][definition] : schema();
+  if (auto m = check(document, part, ""))
+    TORCH_CHECK(false, where, " field '", m->field, "': expected ", m->expected, ", found ",
+                m->found, " (schema: attn/manifest.schema.json)");
+}
 
 int manifest_schema_abi() { return schema()["properties"]["abi"]["const"].get<int>(); }
 
@@ -215,8 +225,7 @@ Manifest parse_manifest(const std::string &path, const std::string &text) {
               "ABI version mismatch: manifest field 'abi': expected ", ATTN_ABI_VERSION,
               " (ATTN_ABI_VERSION of this runtime), found ", doc["abi"].dump(),
               "; recompile the artifact with an attn-compile matching this runtime");
-  if (auto m = check(doc, schema(), ""))
-    refuse(m->field, m->expected, m->found);
+  check_against_schema(doc, nullptr, artifact + "manifest");
 
   Manifest m;
   m.abi_version = doc["abi"].get<int>();

@@ -50,7 +50,7 @@ def _edited(artifact, tmp_path, old, new, reseal=True):
 
 def test_the_originals_load(attn_mod, artifacts):
     assert len(attn_mod.load(str(artifacts["multimax"])).param_names) == 8
-    assert attn_mod.load(str(artifacts["luong_general"])).manifest["params"]["W"].shape == (32, 32)
+    assert attn_mod.load(str(artifacts["luong_general"])).param_shapes["W"] == (32, 32)
 
 
 @pytest.mark.parametrize("name, old, new, needles", [

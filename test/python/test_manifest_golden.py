@@ -166,3 +166,20 @@ def test_readers_use_only_schema_fields_and_the_schema_is_read():
     assert py <= names, f"the Python reader reads fields the schema lacks: {py - names}"
     unread = names - cpp - {"contract", "kind", "scale", "feature", "backend"}
     assert not unread, f"schema fields the C++ reader never reads: {unread}"
+
+
+def test_triton_launch_fields_are_the_schemas():
+    """The launch description: every field triton_aot writes and triton_launch.cpp reads
+    is one of $defs.triton_launch's, and a damaged one is refused with the field named."""
+    launch = SCHEMA["$defs"]["triton_launch"]
+    names = {f.rsplit(".", 1)[-1].replace("[]", "") for f in _schema_fields(launch)}
+    cpp = _literals(ROOT / "runtime" / "triton_launch.cpp", r'(?:doc|f)\["([a-z_]+)"\]')
+    aot = (ROOT / "runtime" / "python" / "attn" / "triton_aot.py").read_text()
+    written = set(re.findall(r'"([a-z_]+)": ', aot[aot.index("def compile_module"):]))
+    assert cpp and written
+    assert cpp <= names, f"triton_launch.cpp reads fields the schema lacks: {cpp - names}"
+    assert written <= names, f"triton_aot writes fields the schema lacks: {written - names}"
+    from attn.manifest import check_triton_launch
+    with pytest.raises(ManifestError, match=re.escape(
+            "field 'images': expected an array, found nothing")):
+        check_triton_launch({"ptxas_version": "12.4", "inputs": []})

@@ -619,6 +619,48 @@ TEST(LibraryLoad, MalformedCudaManifest) {
   expect_manifests_refused(cases);
 }
 
+/// A launch description (attn/abi.h, attn_triton_launch) of one cubin.
+nlohmann::json valid_launch() {
+  return nlohmann::json::parse(R"json({"ptxas_version": "12.4", "inputs": [["p", "P", "fp32", ["?"], true]],
+    "images": [{"symbol": "attn_triton_sm_80_bf16_d64_full_attn_fwd", "chip": "sm_80",
+      "dtype": "bf16", "head_dim": 64, "variant": "full", "kernel": "attn_fwd",
+      "function": "attn_fwd", "parameters": [["Q", "*bf16"]], "block_m": 64, "block_n": 32,
+      "num_warps": 4, "shared_bytes": 0, "global_scratch_size": 0, "global_scratch_align": 1,
+      "profile_scratch_size": 0, "grid": "(cdiv(NQ, BLOCK_M), B * H)", "scale": 0.125}]})json");
+}
+
+TEST(TritonLaunch, ReadAgainstTheSchema) {
+  const attn::TritonLaunch launch = attn::detail::parse_triton_launch("a.so", valid_launch().dump());
+  ASSERT_EQ(launch.images.size(), 1u);
+  EXPECT_EQ(launch.images[0].block_m, 64);
+  EXPECT_EQ(launch.images[0].parameters[0], std::make_pair(std::string("Q"), std::string("*bf16")));
+  ASSERT_EQ(launch.inputs.size(), 1u);
+  EXPECT_TRUE(launch.inputs[0].learnable);
+  auto damaged_launch = [](const std::function<void(nlohmann::json &)> &edit) {
+    nlohmann::json d = valid_launch();
+    edit(d);
+    return d.dump();
+  };
+  EXPECT_ATTN_ERROR(attn::detail::parse_triton_launch("a.so", "{"), "a.so: attn_triton_launch",
+                    "not valid JSON");
+  EXPECT_ATTN_ERROR(
+      attn::detail::parse_triton_launch(
+          "a.so", damaged_launch([](auto &d) { d["images"][0].erase("shared_bytes"); })),
+      "attn_triton_launch field 'images[0].shared_bytes': expected an integer >= 0, found nothing");
+  EXPECT_ATTN_ERROR(
+      attn::detail::parse_triton_launch(
+          "a.so", damaged_launch([](auto &d) { d["images"][0]["block_m"] = "64"; })),
+      "field 'images[0].block_m': expected an integer >= 1, found \"64\"");
+  EXPECT_ATTN_ERROR(
+      attn::detail::parse_triton_launch(
+          "a.so", damaged_launch([](auto &d) { d["inputs"][0][4] = 1; })),
+      "field 'inputs[0][4]': expected a boolean, found 1");
+  EXPECT_ATTN_ERROR(
+      attn::detail::parse_triton_launch(
+          "a.so", damaged_launch([](auto &d) { d["images"][0]["variant"] = "half"; })),
+      "field 'images[0].variant': expected one of full, causal, any, found \"half\"");
+}
+
 TEST(CudaImages, TargetSyntax) {
   auto sm = attn::detail::parse_cuda_target("sm_86");
   ASSERT_TRUE(sm);

@@ -8,7 +8,8 @@ from importlib import resources
 
 import torch
 
-__all__ = ["ManifestError", "parse_manifest", "SCHEMA", "param_inits", "tensor_inputs"]
+__all__ = ["ManifestError", "parse_manifest", "SCHEMA", "param_inits", "tensor_inputs",
+           "check_triton_launch"]
 
 SCHEMA = json.loads(resources.files(__package__).joinpath("manifest.schema.json").read_text())
 
@@ -103,6 +104,8 @@ def _check(value, schema, field):
         if "maxItems" in schema and len(value) > schema["maxItems"]:
             raise ManifestError(field, f"at most {schema['maxItems']} items", _shown(value))
         for i, item in enumerate(value):
+            if i < len(schema.get("prefixItems", [])):
+                _check(item, schema["prefixItems"][i], f"{field}[{i}]")
             if "items" in schema:
                 _check(item, schema["items"], f"{field}[{i}]")
             if schema.get("uniqueItems") and item in value[:i]:
@@ -163,3 +166,9 @@ def tensor_inputs(manifest):
     return [{"name": i["name"], "element": i["element"],
              "shape": tuple(None if e == "?" else e for e in i["shape"]),
              "learnable": i["learnable"], "init": i.get("init")} for i in manifest["inputs"]]
+
+
+def check_triton_launch(launch):
+    """Raises ManifestError where the Triton launch description `launch` (a dict, as
+    python -m attn.triton_aot writes it) does not fit the schema's $defs.triton_launch."""
+    _check(launch, SCHEMA["$defs"]["triton_launch"], "")
