@@ -63,14 +63,22 @@ FailureOr<std::string> mlir::attn::buildManifest(KernelOp kernel) {
   if (failed(algorithm))
     return failure();
   ModuleOp module = kernel->getParentOfType<ModuleOp>();
+  // The entry points attn-lower-to-loops generated for this kernel, by their
+  // #attn.entry (role, element type).
+  SmallVector<std::pair<EntryRole, Type>> entries;
+  for (auto function : module.getOps<func::FuncOp>())
+    if (auto entry = function->getAttrOfType<EntryAttr>(AttnDialect::kEntryAttrName))
+      if (entry.getKernel().getValue() == kernel.getSymName())
+        entries.emplace_back(entry.getRole(), entry.getType());
   SmallVector<FloatType> elementTypes = cpuEntryTypes(kernel);
   for (FloatType type : elementTypes)
-    for (StringRef direction : {"forward", "backward"}) {
-      std::string entry = ("attn_" + direction + "_" + elementTypeName(type)).str();
-      if (!module.lookupSymbol<func::FuncOp>(entry))
-        return kernel.emitOpError()
-               << "has no CPU entry point " << entry << "; run attn-lower-to-loops first";
-    }
+    for (EntryRole role : {EntryRole::Forward, EntryRole::Backward})
+      if (!llvm::is_contained(entries, std::make_pair(role, Type(type))))
+        return kernel.emitOpError() << "has no CPU " << stringifyEntryRole(role)
+                                    << " entry point on " << type
+                                    << " (a func.func with #attn.entry<role = "
+                                    << stringifyEntryRole(role) << ", type = " << type
+                                    << ">); run attn-lower-to-loops first";
   json::Array params;
   for (auto [name, init] : llvm::zip(kernelParamNames(kernel), kernelParamInits(kernel)))
     params.push_back(json::Object{{"name", name}, {"shape", json::Array{}}, {"init", init}});
