@@ -1217,6 +1217,15 @@ LogicalResult TableGradAttr::verify(function_ref<InFlightDiagnostic()> emitError
   return success();
 }
 
+LogicalResult EntryAttr::verify(function_ref<InFlightDiagnostic()> emitError, EntryRole role,
+                                Type type, FlatSymbolRefAttr kernel) {
+  if (!type.isF32() && !type.isF64())
+    return emitError() << "an entry point's element type is f32 or f64 (the CPU entry points "
+                          "of abi.h), got "
+                       << type;
+  return success();
+}
+
 LogicalResult CpuScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError, Type type,
                                       CpuVariant variant, int64_t headDim, int64_t lanes,
                                       int64_t rows, int64_t forwardKeys, int64_t backwardKeys,

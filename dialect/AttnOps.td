@@ -27,6 +27,12 @@ def Attn_Dialect : Dialect {
     denominator regions of an `attn.normalizer`.
   }];
   let useDefaultAttributePrinterParser = 1;
+  // `attn.entry` on the generated entry points (Attn_EntryAttr).
+  let hasOperationAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// The discardable attribute naming a generated entry point (#attn.entry).
+    static constexpr ::llvm::StringLiteral kEntryAttrName = "attn.entry";
+  }];
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::math::MathDialect"];
 }
 
@@ -95,6 +101,14 @@ def Attn_TableGradRole : I32EnumAttr<"TableGradRole",
     I32EnumAttrCase<"Denominator", 1, "denominator">,
     I32EnumAttrCase<"Score", 2, "score">,
     I32EnumAttrCase<"Offset", 3, "offset">]> {
+  let cppNamespace = "::mlir::attn";
+  let genSpecializedAttr = 0;
+}
+
+def Attn_EntryRole : I32EnumAttr<"EntryRole", "what a generated entry point computes", [
+    I32EnumAttrCase<"Forward", 0, "forward">,
+    I32EnumAttrCase<"Backward", 1, "backward">,
+    I32EnumAttrCase<"Merge", 2, "merge">]> {
   let cppNamespace = "::mlir::attn";
   let genSpecializedAttr = 0;
 }
@@ -200,6 +214,24 @@ def Attn_CpuScheduleAttr : Attn_Attr<"CpuSchedule", "cpu_schedule"> {
     DefaultValuedParameter<"int64_t", "0">:$forward_keys,
     DefaultValuedParameter<"int64_t", "0">:$backward_keys,
     DefaultValuedParameter<"int64_t", "0">:$backward_rows
+  );
+}
+
+def Attn_EntryAttr : Attn_Attr<"Entry", "entry"> {
+  let summary = "what a generated CPU entry point is: role, element type, kernel";
+  let description = [{
+    attn-lower-to-loops sets `attn.entry` on each public function it generates
+    (the C interface of runtime/include/attn/abi.h): the `forward`, `backward`
+    or `merge` entry of attn.kernel `kernel` on element type `type` (f32 or
+    f64). attn-emit-manifest and every later step find the entry points by
+    this attribute, never by their symbol names. Verified on a func.func whose
+    first argument is a memref of `type`, in a module where `kernel` is an
+    attn.kernel.
+  }];
+  let parameters = (ins
+    EnumParameter<Attn_EntryRole>:$role,
+    "::mlir::Type":$type,
+    "::mlir::FlatSymbolRefAttr":$kernel
   );
 }
 

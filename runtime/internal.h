@@ -13,9 +13,16 @@
 
 namespace attn {
 namespace detail {
-/// The runtime's reader of the manifest text (format: attn/abi.h; golden files:
-/// test/manifest/). Throws c10::Error naming `path` (the artifact) and the line.
+/// The runtime's reader of the manifest (JSON, schema: attn/manifest.schema.json;
+/// golden files: test/manifest/), runtime/manifest.cpp. Throws c10::Error naming
+/// `path` (the artifact), the field and what the schema expected there.
 Manifest parse_manifest(const std::string &path, const std::string &text);
+
+/// The schema's text (generated from runtime/python/attn/manifest.schema.json).
+extern const char *const kManifestSchema;
+
+/// The ABI version the schema requires (its abi's const): ATTN_ABI_VERSION.
+int manifest_schema_abi();
 
 /// The signature of the dispatcher op attn::attention (runtime/ops.cpp).
 using AttentionSig = torch::Tensor(c10::string_view, const torch::Tensor &,

@@ -1,6 +1,6 @@
 //===- library.cpp - loading and validating attn-compile artifacts --------===//
 //
-// dlopen, manifest parsing and validation, entry-point lookup, per-path cache.
+// dlopen, manifest validation (parsing: manifest.cpp), entry-point lookup, per-path cache.
 //
 //===----------------------------------------------------------------------===//
 #include "attn/runtime.h"
@@ -14,15 +14,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <set>
-#include <sstream>
 
 namespace attn {
 
@@ -36,48 +33,6 @@ std::string join(const std::vector<std::string> &items, const char *sep = " ") {
     out += items[i];
   }
   return out;
-}
-
-std::vector<std::string> split_ws(const std::string &line) {
-  std::vector<std::string> tokens;
-  std::istringstream in(line);
-  std::string tok;
-  while (in >> tok)
-    tokens.push_back(tok);
-  return tokens;
-}
-
-bool parse_int(const std::string &s, long long &out) {
-  if (s.empty())
-    return false;
-  errno = 0;
-  char *end = nullptr;
-  long long v = std::strtoll(s.c_str(), &end, 10);
-  if (errno || end != s.c_str() + s.size())
-    return false;
-  out = v;
-  return true;
-}
-
-bool parse_double(const std::string &s, double &out) {
-  if (s.empty())
-    return false;
-  errno = 0;
-  char *end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  if (errno == ERANGE || end != s.c_str() + s.size() || std::isnan(v))
-    return false;
-  out = v;
-  return true;
-}
-
-bool is_identifier(const std::string &s) {
-  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_'))
-    return false;
-  for (char c : s)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '$'))
-      return false;
-  return true;
 }
 
 const char *dtype_tag(torch::ScalarType t) {
@@ -122,292 +77,6 @@ struct HandleGuard {
       dlclose(handle);
   }
 };
-
-bool is_one_of(const std::string &s, std::initializer_list<const char *> options) {
-  for (const char *o : options)
-    if (s == o)
-      return true;
-  return false;
-}
-
-// `input <name> <element> <extents> [learnable [init=<value>]]`; `malformed(expected)`
-// throws.
-template <class Malformed>
-TensorInput parse_input(const std::vector<std::string> &t, const Malformed &malformed) {
-  const char *form = "'input <name> <float|i8|i32|i64> <extents, e.g. Hx32> "
-                     "[learnable [init=<value>]]'";
-  if (t.size() < 4 || t.size() > 6)
-    malformed(std::string(form) + ", found " + std::to_string(t.size()) + " fields");
-  TensorInput input;
-  input.name = t[1];
-  if (!is_identifier(input.name))
-    malformed("an input name (identifier) after 'input', found '" + input.name + "'");
-  input.element = t[2];
-  if (!is_one_of(input.element, {"float", "i8", "i32", "i64"}))
-    malformed("an input element among float i8 i32 i64, found '" + input.element + "'");
-  std::string extents = t[3] + "x";
-  for (size_t start = 0, x; (x = extents.find('x', start)) != std::string::npos; start = x + 1) {
-    std::string extent = extents.substr(start, x - start);
-    long long value = -1;
-    const bool named = is_one_of(extent, {"B", "H", "Hkv", "Nq", "Nk"});
-    if (extent != "?" && !named && (!parse_int(extent, value) || value <= 0))
-      malformed("extents '?', B, H, Hkv, Nq, Nk or positive integers joined by 'x' (e.g. "
-                "Hx32), found '" + t[3] + "'");
-    input.shape.push_back(value);
-    input.dims.push_back(named ? extent : "");
-  }
-  if (input.shape.size() > ATTN_MAX_TABLE_RANK)
-    malformed("an input of rank 1 to " + std::to_string(ATTN_MAX_TABLE_RANK) + ", found '" +
-              t[3] + "'");
-  if (t.size() >= 5) {
-    if (t[4] != "learnable")
-      malformed(std::string(form) + ", found '" + t[4] + "' where 'learnable' belongs");
-    if (input.element != "float")
-      malformed("'learnable' on float inputs only, found it on a " + input.element + " input");
-    input.learnable = true;
-  }
-  if (t.size() == 6) {
-    double init = 0;
-    if (t[5].rfind("init=", 0) != 0 || !parse_double(t[5].substr(5), init))
-      malformed("'init=<finite number>' after 'learnable', found '" + t[5] + "'");
-    input.init = init;
-  }
-  return input;
-}
-
-} // namespace
-
-namespace detail {
-
-Manifest parse_manifest(const std::string &path, const std::string &text) {
-  struct Line {
-    int number;
-    std::string raw;
-    std::vector<std::string> tokens;
-  };
-  std::vector<Line> lines;
-  {
-    std::istringstream in(text);
-    std::string raw;
-    int number = 0;
-    while (std::getline(in, raw)) {
-      ++number;
-      if (!raw.empty() && raw.back() == '\r')
-        raw.pop_back();
-      auto tokens = split_ws(raw);
-      if (tokens.empty() || tokens[0][0] == '#')
-        continue;
-      lines.push_back({number, raw, std::move(tokens)});
-    }
-  }
-
-  auto malformed = [&](const Line &l, const std::string &expected) {
-    TORCH_CHECK(false, "attn: artifact ", path, ": malformed manifest line ", l.number, " '",
-                l.raw, "': expected ", expected);
-  };
-
-  Manifest m;
-  // The ABI version first, so that an artifact of another ABI is reported as such
-  // even if the rest of its manifest uses another syntax.
-  const Line *abi = nullptr;
-  for (const auto &l : lines)
-    if (l.tokens[0] == "attn-abi") {
-      TORCH_CHECK(!abi, "attn: artifact ", path, ": malformed manifest line ", l.number, " '",
-                  l.raw, "': duplicate 'attn-abi' line (first on line ", abi->number, ")");
-      abi = &l;
-    }
-  TORCH_CHECK(abi, "attn: artifact ", path,
-              ": manifest has no 'attn-abi' line (expected 'attn-abi ", ATTN_ABI_VERSION,
-              "' as the first line); manifest was:\n", text);
-  long long version = 0;
-  if (abi->tokens.size() != 2 || !parse_int(abi->tokens[1], version))
-    malformed(*abi, "'attn-abi <integer>'");
-  TORCH_CHECK(version == ATTN_ABI_VERSION, "attn: artifact ", path,
-              ": ABI version mismatch: expected attn-abi ", ATTN_ABI_VERSION,
-              " (ATTN_ABI_VERSION of this runtime), found attn-abi ", version,
-              "; recompile the artifact with an attn-compile matching this runtime");
-  m.abi_version = static_cast<int>(version);
-
-  std::map<std::string, int> seen;
-  for (const auto &l : lines) {
-    const std::string &key = l.tokens[0];
-    if (key == "attn-abi")
-      continue;
-    auto it = seen.find(key);
-    if (key == "input" || key == "triton-kernel")
-      seen.emplace(key, l.number); // one line per kernel, per input
-    else if (it != seen.end())
-      malformed(l, "each key at most once, but '" + key + "' already appeared on line " +
-                       std::to_string(it->second));
-    seen[key] = l.number;
-    const size_t nvalues = l.tokens.size() - 1;
-
-    auto single = [&](std::string &field, const char *what) {
-      if (nvalues != 1)
-        malformed(l, std::string("'") + key + " <" + what + ">' with exactly one value, found " +
-                         std::to_string(nvalues));
-      field = l.tokens[1];
-    };
-    if (key == "kernel") {
-      single(m.kernel, "name");
-    } else if (key == "normalizer") {
-      single(m.normalizer, "name");
-    } else if (key == "algorithm") {
-      single(m.algorithm, "online|plain|...");
-    } else if (key == "denominator") {
-      single(m.denominator, "sum|constant|count");
-    } else if (key == "mask") {
-      single(m.mask, "none|<mask symbol>");
-    } else if (key == "params") {
-      std::set<std::string> names;
-      for (size_t i = 1; i < l.tokens.size(); ++i) {
-        const std::string &tok = l.tokens[i];
-        auto eq = tok.find('=');
-        if (eq == std::string::npos)
-          malformed(l, "'params name=value ...' (e.g. 'params tb1=1 td1=1', or just 'params' "
-                       "when there are none), found '" +
-                           tok + "' without '='");
-        std::string name = tok.substr(0, eq), value = tok.substr(eq + 1);
-        // A weight: name[AxB]=fill or name[AxB]=identity.
-        std::vector<int64_t> shape;
-        if (auto open = name.find('['); open != std::string::npos) {
-          if (name.back() != ']')
-            malformed(l, "a weight 'name[AxB]=init', found '" + tok + "'");
-          std::string dims = name.substr(open + 1, name.size() - open - 2) + "x";
-          name = name.substr(0, open);
-          for (size_t start = 0, x; (x = dims.find('x', start)) != std::string::npos; start = x + 1) {
-            long long extent = 0;
-            if (!parse_int(dims.substr(start, x - start), extent) || extent <= 0)
-              malformed(l, "positive extents in weight '" + tok + "' (e.g. W[64x64])");
-            shape.push_back(extent);
-          }
-        }
-        double init = 0;
-        bool identity = !shape.empty() && value == "identity";
-        if (!is_identifier(name))
-          malformed(l, "a parameter name (identifier) before '=', found '" + name + "'");
-        if (identity && shape.size() != 2)
-          malformed(l, "'identity' for a 2-D weight only, found '" + tok + "'");
-        if (!identity && !parse_double(value, init))
-          malformed(l, "a finite number after '" + name + "=', found '" + value + "'");
-        if (!names.insert(name).second)
-          malformed(l, "distinct parameter names, found '" + name + "' twice");
-        m.param_names.push_back(name);
-        m.param_inits.push_back(init);
-        m.param_shapes.push_back(shape);
-        m.param_identity.push_back(identity);
-      }
-    } else if (key == "input") {
-      m.inputs.push_back(parse_input(
-          l.tokens, [&](const std::string &expected) { malformed(l, expected); }));
-      for (size_t i = 0; i + 1 < m.inputs.size(); ++i)
-        if (m.inputs[i].name == m.inputs.back().name)
-          malformed(l, "distinct input names, found '" + m.inputs.back().name + "' twice");
-    } else if (key == "head-dim") {
-      long long head_dim = 0;
-      if (nvalues != 1 || !parse_int(l.tokens[1], head_dim) || head_dim <= 0)
-        malformed(l, "'head-dim <positive integer>'");
-      m.head_dim = head_dim;
-    } else if (key == "dtypes") {
-      if (nvalues == 0)
-        malformed(l, "'dtypes' followed by at least one of f32 f64");
-      for (size_t i = 1; i < l.tokens.size(); ++i) {
-        const std::string &t = l.tokens[i];
-        if (t != "f32" && t != "f64")
-          malformed(l, "dtypes among f32 f64 (ABI version " + std::to_string(ATTN_ABI_VERSION) +
-                           "), found '" + t + "'");
-        for (const auto &prev : m.dtypes)
-          if (prev == t)
-            malformed(l, "distinct dtypes, found '" + t + "' twice");
-        m.dtypes.push_back(t);
-      }
-    } else if (key == "devices") {
-      if (nvalues == 0)
-        malformed(l, "'devices' followed by at least one device (e.g. 'devices cpu')");
-      for (size_t i = 1; i < l.tokens.size(); ++i) {
-        const std::string &d = l.tokens[i];
-        if (d != "cpu" && d != "cuda")
-          malformed(l, "devices among cpu cuda, found '" + d + "'");
-        if (std::find(m.devices.begin(), m.devices.end(), d) != m.devices.end())
-          malformed(l, "distinct devices, found '" + d + "' twice");
-        m.devices.push_back(d);
-      }
-    } else if (key == "cuda-targets") {
-      if (nvalues == 0)
-        malformed(l, "'cuda-targets' followed by at least one target (e.g. 'cuda-targets sm_80')");
-      for (size_t i = 1; i < l.tokens.size(); ++i) {
-        const std::string &t = l.tokens[i];
-        if (!detail::parse_cuda_target(t))
-          malformed(l, "cuda targets of the form sm_<major><minor> (e.g. sm_80, sm_90a), found '" +
-                           t + "'");
-        if (std::find(m.cuda_targets.begin(), m.cuda_targets.end(), t) != m.cuda_targets.end())
-          malformed(l, "distinct cuda targets, found '" + t + "' twice");
-        m.cuda_targets.push_back(t);
-      }
-    } else if (key == "cuda-kernel") {
-      malformed(l, "no 'cuda-kernel' line (the hand-built GPU kernels of older artifacts are "
-                   "gone: recompile with attn-compile --cuda-targets)");
-    } else if (key == "gpu-backend") {
-      std::string backend;
-      single(backend, "triton");
-      if (backend != "triton")
-        malformed(l, "'gpu-backend triton' (the only GPU backend; the hand-built kernels of "
-                     "older artifacts are gone: recompile with attn-compile --cuda-targets), "
-                     "found '" + backend + "'");
-      m.triton = true;
-    } else if (key == "triton-kernel") {
-      const char *form = "'triton-kernel <dtype> <headdim>' (e.g. 'triton-kernel bf16 64')";
-      if (nvalues != 2)
-        malformed(l, std::string(form) + ", found " + std::to_string(nvalues) + " values");
-      const std::string &dtype = l.tokens[1];
-      if (dtype != "f32" && dtype != "f16" && dtype != "bf16")
-        malformed(l, std::string(form) + " with a dtype among f32 f16 bf16, found '" + dtype + "'");
-      long long head_dim = 0;
-      if (!parse_int(l.tokens[2], head_dim) || head_dim < 1)
-        malformed(l, std::string(form) + " with a positive head dim, found '" + l.tokens[2] + "'");
-      for (const auto &pair : m.triton_kernels)
-        if (pair.first == dtype && pair.second == head_dim)
-          malformed(l, "one triton-kernel line per (dtype, headdim), found a second '" + dtype +
-                           " " + l.tokens[2] + "'");
-      m.triton_kernels.emplace_back(dtype, static_cast<int64_t>(head_dim));
-    }
-    // Unknown keys are ignored: later compilers may add informational lines
-    // without changing the ABI version.
-  }
-
-  for (const char *required :
-       {"kernel", "normalizer", "algorithm", "denominator", "mask", "params", "dtypes", "devices"})
-    TORCH_CHECK(seen.count(required), "attn: artifact ", path, ": manifest has no '", required,
-                "' line (expected all of attn-abi, kernel, normalizer, algorithm, denominator, "
-                "mask, params, dtypes, devices); manifest was:\n",
-                text);
-
-  const bool cuda = std::find(m.devices.begin(), m.devices.end(), "cuda") != m.devices.end();
-  if (cuda) {
-    TORCH_CHECK(!m.cuda_targets.empty() && m.triton && !m.triton_kernels.empty(),
-                "attn: artifact ", path, ": manifest lists device cuda but has ",
-                m.cuda_targets.empty() ? "no 'cuda-targets' line"
-                : !m.triton       ? "no 'gpu-backend triton' line"
-                                  : "no 'triton-kernel' line",
-                " (expected 'cuda-targets sm_XY ...', 'gpu-backend triton' and one "
-                "'triton-kernel <dtype> <headdim>' line per compiled pair); manifest was:\n",
-                text);
-  } else {
-    TORCH_CHECK(m.cuda_targets.empty() && !m.triton && m.triton_kernels.empty(),
-                "attn: artifact ", path,
-                ": manifest has '",
-                !m.cuda_targets.empty() ? "cuda-targets"
-                : m.triton              ? "gpu-backend"
-                                        : "triton-kernel",
-                "' lines but its devices line (", join(m.devices),
-                ") does not list cuda; manifest was:\n", text);
-  }
-  return m;
-}
-
-} // namespace detail
-
-namespace {
 
 // As the manifest writes shapes: 32x32, ?x8 (-1: any extent).
 std::string shape_text(const std::vector<int64_t> &shape) {
@@ -470,7 +139,7 @@ void check_signature(const std::string &path, const Manifest &m, const int64_t *
     refuse(std::to_string(words - at) + " values follow its " + std::to_string(sig[3]) +
            " params and " + std::to_string(sig[1]) + " tensor inputs");
   if (shapes.size() != m.param_names.size())
-    refuse("the manifest's params line declares " + std::to_string(m.param_names.size()) +
+    refuse("the manifest's params declare " + std::to_string(m.param_names.size()) +
            " params (" + join(m.param_names, ", ") + "), the entry points read " +
            std::to_string(shapes.size()));
   for (size_t p = 0; p < shapes.size(); ++p)
@@ -481,7 +150,7 @@ void check_signature(const std::string &path, const Manifest &m, const int64_t *
              (shapes[p].empty() ? "a scalar" : "[" + shape_text(shapes[p]) + "]"));
   if (inputs.size() != m.inputs.size())
     refuse("the manifest declares " + std::to_string(m.inputs.size()) +
-           " tensor inputs (input lines), the entry points read " + std::to_string(inputs.size()));
+           " tensor inputs (its inputs), the entry points read " + std::to_string(inputs.size()));
   for (size_t t = 0; t < inputs.size(); ++t) {
     const TensorInput &declared = m.inputs[t];
     const std::string element = input_element_name(inputs[t].element);
@@ -493,7 +162,7 @@ void check_signature(const std::string &path, const Manifest &m, const int64_t *
              shape_text(inputs[t].shape) + (inputs[t].learnable ? " learnable" : ""));
   }
   if (m.head_dim != sig[2])
-    refuse("the manifest's head-dim is " + std::to_string(m.head_dim) +
+    refuse("the manifest's head_dim is " + std::to_string(m.head_dim) +
            " (0: any), the entry points were compiled for " + std::to_string(sig[2]));
 }
 
@@ -545,7 +214,7 @@ static void check_triton_images(const std::string &path, const Manifest &m, cons
                 return image.chip == chip && image.dtype == dtype && image.head_dim == head_dim &&
                        image.kernel == kernel && image.variant == variant;
               });
-          TORCH_CHECK(found, "attn: artifact ", path, ": manifest lists triton-kernel ", dtype,
+          TORCH_CHECK(found, "attn: artifact ", path, ": manifest lists the Triton kernel (cuda.kernels) ", dtype,
                       " ", head_dim, " for ", chip, " but attn_triton_launch describes no ",
                       variant, " ", kernel, " cubin for it");
         }

@@ -22,6 +22,8 @@ packages=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   # build and test tools; python3-venv creates the project's environment
   g++ cmake ninja-build libgtest-dev python3-venv
+  # the runtime's manifest reader (header-only JSON)
+  nlohmann-json3-dev
   # the parser fuzzer: clang and its libFuzzer/AddressSanitizer runtimes (scripts/fuzz.sh)
   clang-22 libclang-rt-22-dev
 )

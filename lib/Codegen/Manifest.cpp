@@ -10,42 +10,51 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
-#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
-
-#include <charconv>
 
 using namespace mlir;
 using namespace mlir::attn;
+namespace json = llvm::json;
 
 /// The LLVM global holding the text (NUL-terminated) that attn_manifest() returns.
 static constexpr const char *kManifestTextSymbol = "attn_manifest_text";
 
-/// "cuda-targets ...", "gpu-backend triton" and one "triton-kernel <dtype> <head dim>"
-/// line per pair of the kernel's gpu_schedule, or "" without one.
-static std::string tritonManifestLines(KernelOp kernel) {
+/// {"targets", "backend", "kernels": [{"dtype", "head_dim"}]} of the kernel's
+/// gpu_schedule (each chip and each (dtype, head dim) pair once), or null without one.
+static json::Value cudaSection(KernelOp kernel) {
   ArrayAttr schedules = kernel.getGpuScheduleAttr();
   if (!schedules)
-    return "";
-  SmallVector<std::string> chips, pairs;
+    return nullptr;
+  SmallVector<std::string> chips;
+  SmallVector<std::pair<std::string, int64_t>> pairs;
   for (auto schedule : schedules.getAsRange<GpuScheduleAttr>()) {
     std::string chip = schedule.getChip().str();
-    std::string pair = elementTypeName(schedule.getType()) + " " +
-                       std::to_string(schedule.getHeadDim());
+    std::pair<std::string, int64_t> pair{elementTypeName(schedule.getType()),
+                                         schedule.getHeadDim()};
     if (!llvm::is_contained(chips, chip))
       chips.push_back(chip);
     if (!llvm::is_contained(pairs, pair))
       pairs.push_back(pair);
   }
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << "cuda-targets";
+  json::Array targets, kernels;
   for (const std::string &chip : chips)
-    os << " " << chip;
-  os << "\ngpu-backend triton\n";
-  for (const std::string &pair : pairs)
-    os << "triton-kernel " << pair << "\n";
-  return text;
+    targets.push_back(chip);
+  for (const auto &[dtype, headDim] : pairs)
+    kernels.push_back(json::Object{{"dtype", dtype}, {"head_dim", headDim}});
+  return json::Object{
+      {"targets", std::move(targets)}, {"backend", "triton"}, {"kernels", std::move(kernels)}};
+}
+
+/// One extent of an input's shape as the schema writes it: the call dimension's
+/// name, "?" (any) or the fixed extent.
+static json::Value inputExtent(InputOp input, unsigned dim, int64_t extent) {
+  if (std::optional<CallDim> named = input.getCallDim(dim))
+    return stringifyCallDim(*named).str();
+  if (ShapedType::isDynamic(extent))
+    return "?";
+  return extent;
 }
 
 FailureOr<std::string> mlir::attn::buildManifest(KernelOp kernel) {
@@ -54,78 +63,84 @@ FailureOr<std::string> mlir::attn::buildManifest(KernelOp kernel) {
   if (failed(algorithm))
     return failure();
   ModuleOp module = kernel->getParentOfType<ModuleOp>();
+  // The entry points attn-lower-to-loops generated for this kernel, by their
+  // #attn.entry (role, element type).
+  SmallVector<std::pair<EntryRole, Type>> entries;
+  for (auto function : module.getOps<func::FuncOp>())
+    if (auto entry = function->getAttrOfType<EntryAttr>(AttnDialect::kEntryAttrName))
+      if (entry.getKernel().getValue() == kernel.getSymName())
+        entries.emplace_back(entry.getRole(), entry.getType());
   SmallVector<FloatType> elementTypes = cpuEntryTypes(kernel);
   for (FloatType type : elementTypes)
-    for (StringRef direction : {"forward", "backward"}) {
-      std::string entry = ("attn_" + direction + "_" + elementTypeName(type)).str();
-      if (!module.lookupSymbol<func::FuncOp>(entry))
-        return kernel.emitOpError()
-               << "has no CPU entry point " << entry << "; run attn-lower-to-loops first";
-    }
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << "attn-abi " << ATTN_ABI_VERSION << "\n";
-  os << "kernel " << kernel.getSymName() << "\n";
-  os << "normalizer " << normalizer.getSymName() << "\n";
-  os << "algorithm " << stringifyAlgorithm(*algorithm) << "\n";
-  os << "denominator " << stringifyDenominatorKind(normalizer.getDenominatorKind()) << "\n";
-  os << "mask " << (kernel.getMask() ? *kernel.getMask() : StringRef("none")) << "\n";
-  os << "params";
+    for (EntryRole role : {EntryRole::Forward, EntryRole::Backward})
+      if (!llvm::is_contained(entries, std::make_pair(role, Type(type))))
+        return kernel.emitOpError() << "has no CPU " << stringifyEntryRole(role)
+                                    << " entry point on " << type
+                                    << " (a func.func with #attn.entry<role = "
+                                    << stringifyEntryRole(role) << ", type = " << type
+                                    << ">); run attn-lower-to-loops first";
+  json::Array params;
   for (auto [name, init] : llvm::zip(kernelParamNames(kernel), kernelParamInits(kernel)))
-    os << " " << name << "=" << llvm::format("%.17g", init);
+    params.push_back(json::Object{{"name", name}, {"shape", json::Array{}}, {"init", init}});
   for (const KernelWeight &weight : kernelWeights(kernel)) {
-    os << " " << weight.name << "[";
-    llvm::interleave(weight.shape, os, "x");
-    os << "]=";
+    json::Value init = nullptr;
     if (auto fill = dyn_cast<FloatAttr>(weight.init))
-      os << llvm::format("%.17g", fill.getValueAsDouble());
+      init = fill.getValueAsDouble();
     else
-      os << cast<StringAttr>(weight.init).getValue();
+      init = cast<StringAttr>(weight.init).getValue().str();
+    params.push_back(json::Object{{"name", weight.name},
+                                  {"shape", json::Array(weight.shape)},
+                                  {"init", std::move(init)}});
   }
-  os << "\n";
-  ScoreOp score = kernel.getScoreOp();
-  if (score && score.getRequiredHeadDim())
-    os << "head-dim " << score.getRequiredHeadDim() << "\n";
+  json::Array inputs;
   for (InputOp input : kernelInputs(kernel)) {
     Type element = input.getElementType();
-    os << "input " << input.getSymName() << " "
-       << (isa<FloatType>(element) ? std::string("float") : elementTypeName(element)) << " ";
-    llvm::interleave(
-        llvm::enumerate(input.getTensorType().getShape()), os,
-        [&](auto dim) {
-          auto [d, extent] = dim;
-          if (std::optional<CallDim> named = input.getCallDim(d))
-            os << stringifyCallDim(*named);
-          else if (ShapedType::isDynamic(extent))
-            os << "?";
-          else
-            os << extent;
-        },
-        "x");
-    if (input.getLearnable())
-      os << " learnable";
-    if (FloatAttr init = input.getInitAttr()) {
-      // The shortest text that reads back as the same double: init=0.43.
-      char buffer[32];
-      auto [end, error] = std::to_chars(buffer, buffer + sizeof(buffer), init.getValueAsDouble());
-      os << " init=" << StringRef(buffer, end - buffer);
-    }
-    os << "\n";
+    json::Array shape;
+    for (auto [d, extent] : llvm::enumerate(input.getTensorType().getShape()))
+      shape.push_back(inputExtent(input, d, extent));
+    json::Object entry{
+        {"name", input.getSymName()},
+        {"element", isa<FloatType>(element) ? std::string("float") : elementTypeName(element)},
+        {"shape", std::move(shape)},
+        {"learnable", input.getLearnable()}};
+    if (FloatAttr init = input.getInitAttr())
+      entry["init"] = init.getValueAsDouble();
+    inputs.push_back(std::move(entry));
   }
-  // The contraction: kind, its constant c (or 1/sqrt(d)) and "feature" with a feature
-  // map; where the score is c·q·k, a runtime can rescale q for another scale.
-  os << "contract " << (score ? stringifyContractKind(score.getContract()) : "scaled_dot") << " ";
+  // The contraction: kind, its constant c (null: 1/sqrt(d)) and whether a feature map
+  // applies; where the score is c·q·k, a runtime can rescale q for another scale.
+  ScoreOp score = kernel.getScoreOp();
+  json::Value scale = nullptr;
   if (std::optional<double> fixed = fixedScoreScale(kernel))
-    os << llvm::format("%.17g", *fixed);
-  else
-    os << "1/sqrt(d)";
-  os << (score && score.hasFeatureMap() ? " feature\n" : "\n");
-  os << "dtypes";
+    scale = *fixed;
+  json::Object contract{
+      {"kind", score ? stringifyContractKind(score.getContract()) : "scaled_dot"},
+      {"scale", std::move(scale)},
+      {"feature", score && score.hasFeatureMap()}};
+  json::Array dtypes;
   for (FloatType type : elementTypes)
-    os << " " << elementTypeName(type);
-  os << "\n";
-  std::string cuda = tritonManifestLines(kernel);
-  os << (cuda.empty() ? "devices cpu\n" : "devices cpu cuda\n") << cuda;
+    dtypes.push_back(elementTypeName(type));
+  json::Value cuda = cudaSection(kernel);
+  json::Object manifest{
+      {"abi", ATTN_ABI_VERSION},
+      {"kernel", kernel.getSymName()},
+      {"normalizer", normalizer.getSymName()},
+      {"algorithm", stringifyAlgorithm(*algorithm)},
+      {"denominator", stringifyDenominatorKind(normalizer.getDenominatorKind())},
+      {"mask", kernel.getMask() ? *kernel.getMask() : StringRef("none")},
+      {"params", std::move(params)},
+      {"inputs", std::move(inputs)},
+      {"contract", std::move(contract)},
+      {"dtypes", std::move(dtypes)},
+      {"devices", cuda.kind() == json::Value::Null ? json::Array{"cpu"}
+                                                    : json::Array{"cpu", "cuda"}}};
+  if (score && score.getRequiredHeadDim())
+    manifest["head_dim"] = score.getRequiredHeadDim();
+  if (cuda.kind() != json::Value::Null)
+    manifest["cuda"] = std::move(cuda);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}", json::Value(std::move(manifest))) << "\n";
   return text;
 }
 

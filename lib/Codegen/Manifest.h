@@ -1,10 +1,10 @@
 //===- Manifest.h - the artifact manifest's one writer -------------*- C++ -*-===//
 //
-// The manifest (format: runtime/include/attn/abi.h) is text the artifact returns
-// from attn_manifest(). This is the compiler's only writer of it; the runtime's
-// C++ reader (runtime/library.cpp) and the Python reader
-// (runtime/python/attn/__init__.py) are checked against the same golden files
-// (test/manifest/).
+// The manifest is the JSON text the artifact returns from attn_manifest(); its one
+// schema is runtime/python/attn/manifest.schema.json (docs/artifacts.md). This is
+// the compiler's only writer of it (llvm::json); the runtime's C++ reader
+// (runtime/manifest.cpp) and the Python reader (runtime/python/attn/manifest.py)
+// check it against that schema and read the same golden files (test/manifest/).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_LIB_CODEGEN_MANIFEST_H
@@ -17,7 +17,7 @@
 
 namespace mlir::attn {
 
-/// The manifest text of the artifact built from `kernel`: its classification
+/// The manifest (JSON) of the artifact built from `kernel`: its classification
 /// (algorithm), params and weights, the element types of its CPU entry points
 /// (its cpu_schedule) and the Triton kernels of its gpu_schedule.
 /// The kernel has a cpu_schedule (attn-select-schedule); fails with a diagnostic

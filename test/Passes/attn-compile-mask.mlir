@@ -23,11 +23,25 @@ attn.normalizer @softmax {
 }
 attn.kernel @softmax_attention normalizer(@softmax)
 
-// BOOL: mask softmax_attention_mask
-// BOOL: input attn_mask i8 ?x?x?x?{{$}}
-// BOOL: contract scaled_dot 1/sqrt(d)
-// ADDITIVE: mask softmax_attention_mask
-// ADDITIVE: input attn_mask float ?x?x?x?{{$}}
-// ADDITIVE: contract scaled_dot 1/sqrt(d)
-// SIGNATURE: @attn_signature = {{.*}}constant [11 x i64] [i64 8, i64 1, i64 0, i64 0, i64 4, i64 0, i64 1, i64 -1, i64 -1, i64 -1, i64 -1], align 8
+// BOOL: "inputs": [
+// BOOL-NEXT: {
+// BOOL-NEXT: "element": "i8",
+// BOOL-NEXT: "learnable": false,
+// BOOL-NEXT: "name": "attn_mask",
+// BOOL-NEXT: "shape": [
+// BOOL-NEXT: "?",
+// BOOL-NEXT: "?",
+// BOOL-NEXT: "?",
+// BOOL-NEXT: "?"
+// BOOL-NEXT: ]
+// BOOL-NEXT: }
+// BOOL-NEXT: ],
+// BOOL: "mask": "softmax_attention_mask",
+// ADDITIVE: "inputs": [
+// ADDITIVE-NEXT: {
+// ADDITIVE-NEXT: "element": "float",
+// ADDITIVE-NEXT: "learnable": false,
+// ADDITIVE-NEXT: "name": "attn_mask",
+// ADDITIVE: "mask": "softmax_attention_mask",
+// SIGNATURE: @attn_signature = {{.*}}constant [11 x i64] [i64 9, i64 1, i64 0, i64 0, i64 4, i64 0, i64 1, i64 -1, i64 -1, i64 -1, i64 -1], align 8
 // UNKNOWN: for the --attn-mask option: Cannot find option named 'causal'!

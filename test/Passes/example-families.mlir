@@ -21,4 +21,4 @@
 
 // LOWERED-NOT: attn_forward_f32.d64
 // LOWERED: func.func @attn_forward_f32(
-// LOWERED: algorithm kernelised
+// LOWERED: \22algorithm\22: \22kernelised\22

@@ -21,11 +21,11 @@ attn.kernel @k normalizer(@softmax)
 // CHECK-NOT: attn.normalizer
 // CHECK-NOT: attn.kernel
 // CHECK-DAG: func.func private @k.num.f64(%{{.*}}: f64, %{{.*}}: f64) -> f64
-// CHECK-DAG: func.func @attn_forward_f32(%{{.*}}: memref<?x?xf32, strided<[?, ?], offset: ?>>, {{.*}}, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64) attributes {llvm.emit_c_interface}
+// CHECK-DAG: func.func @attn_forward_f32(%{{.*}}: memref<?x?xf32, strided<[?, ?], offset: ?>>, {{.*}}, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64) attributes {attn.entry = #attn.entry<role = forward, type = f32, kernel = @k>, llvm.emit_c_interface}
 // CHECK-DAG: func.func @attn_backward_f32(
 // CHECK-DAG: func.func @attn_forward_f64(%{{.*}}: memref<?x?xf64, strided<[?, ?], offset: ?>>
 // CHECK-DAG: func.func @attn_backward_f64(
-// CHECK-DAG: llvm.mlir.global internal constant @attn_manifest_text("attn-abi 8\0Akernel k\0Anormalizer softmax\0Aalgorithm online\0Adenominator sum\0Amask none\0Aparams\0Acontract scaled_dot 1/sqrt(d)\0Adtypes f32 f64\0Adevices cpu\0A\00")
+// CHECK-DAG: llvm.mlir.global internal constant @attn_manifest_text("{\0A  \22abi\22: 9,\0A  \22algorithm\22: \22online\22,\0A  \22contract\22: {\0A    \22feature\22: false,\0A    \22kind\22: \22scaled_dot\22,\0A    \22scale\22: null\0A  },\0A  \22denominator\22: \22sum\22,\0A  \22devices\22: [\0A    \22cpu\22\0A  ],\0A  \22dtypes\22: [\0A    \22f32\22,\0A    \22f64\22\0A  ],\0A  \22inputs\22: [],\0A  \22kernel\22: \22k\22,\0A  \22mask\22: \22none\22,\0A  \22normalizer\22: \22softmax\22,\0A  \22params\22: []\0A}\0A\00")
 // CHECK-DAG: llvm.func @attn_manifest() -> !llvm.ptr
 
 // After inlining, the forward loop carries the running max, Σ h, Σ h's rounding
@@ -105,7 +105,7 @@ attn.kernel @k normalizer(@relu) mask(@window)
 // CHECK: func.func @attn_backward_f32(
 // CHECK: func.call @attn_backward_f32.d32(
 // CHECK: func.call @attn_backward_f32.generic(
-// CHECK: llvm.mlir.global internal constant @attn_manifest_text("{{.*}}algorithm plain\0Adenominator count\0Amask window\0Aparams shift=0.5\0A{{.*}}")
+// CHECK: llvm.mlir.global internal constant @attn_manifest_text("{{.*}}\22algorithm\22: \22plain\22,{{.*}}\22denominator\22: \22count\22,{{.*}}\22mask\22: \22window\22,{{.*}}\22params\22: [\0A    {\0A      \22init\22: 0.5,\0A      \22name\22: \22shift\22,\0A      \22shape\22: []{{.*}}")
 
 // -----
 
@@ -130,11 +130,11 @@ attn.kernel @k normalizer(@softmax) score(@cos)
 // CHECK: func.func private @attn_forward_f32.inner.generic(
 // CHECK: func.func private @attn_forward_f32.inner.d64(
 // CHECK: func.func private @attn_forward_f32.inner(
-// CHECK: func.func @attn_forward_f32({{.*}}attributes {llvm.emit_c_interface}
+// CHECK: func.func @attn_forward_f32({{.*}}attributes {attn.entry = #attn.entry<role = forward, type = f32, kernel = @{{.*}}>, llvm.emit_c_interface}
 // CHECK: math.rsqrt
 // CHECK: math.rsqrt
 // CHECK: call @attn_forward_f32.inner(
-// CHECK: func.func @attn_backward_f32({{.*}}attributes {llvm.emit_c_interface}
+// CHECK: func.func @attn_backward_f32({{.*}}attributes {attn.entry = #attn.entry<role = backward, type = f32, kernel = @{{.*}}>, llvm.emit_c_interface}
 // CHECK: call @attn_backward_f32.inner(
 // CHECK: math.rsqrt
 // CHECK: memref.dealloc
@@ -164,7 +164,7 @@ attn.kernel @k normalizer(@softmax) score(@concat)
 // CHECK: math.tanh
 // CHECK: func.func private @attn_backward_f32.inner.generic(
 // CHECK: math.tanh
-// CHECK: llvm.mlir.global internal constant @attn_manifest_text("{{.*}}params W_q[4x8]=identity W_k[4x8]=0.5 v[4]=0.25\0Ahead-dim 8\0Acontract additive 1\0A{{.*}}")
+// CHECK: llvm.mlir.global internal constant @attn_manifest_text("{{.*}}\22kind\22: \22additive\22,{{.*}}\22head_dim\22: 8,{{.*}}\22init\22: \22identity\22,\0A      \22name\22: \22W_q\22,\0A      \22shape\22: [\0A        4,\0A        8\0A      ]{{.*}}\22name\22: \22W_k\22,{{.*}}\22name\22: \22v\22,{{.*}}")
 
 // -----
 
@@ -223,4 +223,4 @@ attn.kernel @k normalizer(@softmax) score(@shifted) mask(@same_doc)
 // CHECK: func.func private @attn_backward_f32.d64(
 // CHECK: func.call @k.score.at.p.0.x16(
 // CHECK: vector.extract %{{.*}}[15] : index from vector<16xindex>
-// CHECK: llvm.mlir.global internal constant @attn_manifest_text("{{.*}}input p float ?x?x? learnable\0Ainput doc i32 ?x?\0A{{.*}}")
+// CHECK: llvm.mlir.global internal constant @attn_manifest_text("{{.*}}\22inputs\22: [\0A    {\0A      \22element\22: \22float\22,\0A      \22learnable\22: true,\0A      \22name\22: \22p\22,{{.*}}\22element\22: \22i32\22,\0A      \22learnable\22: false,\0A      \22name\22: \22doc\22,{{.*}}")

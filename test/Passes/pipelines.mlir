@@ -23,10 +23,10 @@ attn.kernel @k normalizer(@softmax)
 // CHECK-DAG: func.func @attn_forward_f32(
 // CHECK-DAG: func.func @attn_backward_f32(
 // CHECK-DAG: vector.fma {{.*}} : vector<8xf32>
-// CHECK-DAG: llvm.mlir.global internal constant @attn_manifest_text("{{.*}}algorithm online{{.*}}dtypes f32\0Adevices cpu\0A\00")
+// CHECK-DAG: llvm.mlir.global internal constant @attn_manifest_text("{{.*}}\22algorithm\22: \22online\22,{{.*}}\22devices\22: [\0A    \22cpu\22\0A  ],\0A  \22dtypes\22: [\0A    \22f32\22\0A  ],{{.*}}\00")
 // The CUDA pipeline is the CPU one plus the GPU schedule, which the manifest lists (the
 // Triton kernels themselves are compiled by attn-compile, not in this pipeline).
 // CUDA-NOT: gpu.module
 // CUDA-DAG: func.func @attn_forward_f32(
-// CUDA-DAG: llvm.mlir.global internal constant @attn_manifest_text("{{.*}}devices cpu cuda\0Acuda-targets sm_90\0Agpu-backend triton\0Atriton-kernel bf16 64\0Atriton-kernel bf16 128\0A\00")
+// CUDA-DAG: llvm.mlir.global internal constant @attn_manifest_text("{{.*}}\22cuda\22: {\0A    \22backend\22: \22triton\22,\0A    \22kernels\22: [\0A      {\0A        \22dtype\22: \22bf16\22,\0A        \22head_dim\22: 64\0A      },\0A      {\0A        \22dtype\22: \22bf16\22,\0A        \22head_dim\22: 128\0A      }\0A    ],\0A    \22targets\22: [\0A      \22sm_90\22\0A    ]\0A  },\0A{{.*}}\22devices\22: [\0A    \22cpu\22,\0A    \22cuda\22\0A  ],{{.*}}")
 // LLVM: llvm.func @_mlir_ciface_attn_forward_f32(

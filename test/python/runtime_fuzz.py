@@ -54,7 +54,7 @@ def valid_call(rng, kernel):
     the manifest names a dimension, any extent where it has '?' (reads are clamped to the
     extents)."""
     dtype = rng.choice([torch.float32, torch.float64])
-    head_dim = int(kernel.manifest.get("head-dim", 0)) or rng.choice([1, 3, 8, 16])
+    head_dim = kernel.manifest.get("head_dim", 0) or rng.choice([1, 3, 8, 16])
     B, H, Nq, Nk = rng.randint(1, 2), rng.randint(1, 2), rng.randint(1, 9), rng.randint(1, 9)
     dv = rng.randint(1, 8)
     gen = torch.Generator().manual_seed(rng.randrange(2**31))

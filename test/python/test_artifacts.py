@@ -4,7 +4,7 @@ disagree with what the entry points were compiled for (attn_signature). Also: ev
 the verifier accepts reaches the loaded kernel intact through the manifest.
 
 The artifacts are real ones, compiled from the examples; a manifest is edited in place,
-its length kept (a removed field becomes spaces). And an attn-compile stopped by a
+its length kept (removed text becomes spaces, JSON whitespace). And an attn-compile stopped by a
 signal while it compiles leaves neither its temporary objects nor a partial artifact."""
 import os
 import shutil
@@ -50,29 +50,42 @@ def _edited(artifact, tmp_path, old, new, reseal=True):
 
 def test_the_originals_load(attn_mod, artifacts):
     assert len(attn_mod.load(str(artifacts["multimax"])).param_names) == 8
-    assert attn_mod.load(str(artifacts["luong_general"])).manifest["params"]["W"].shape == (32, 32)
+    assert attn_mod.load(str(artifacts["luong_general"])).param_shapes["W"] == (32, 32)
+
+
+LAST_PARAM = ',\n    {\n      "init": 2,\n      "name": "d2",\n      "shape": []\n    }'
+INPUT = '''{
+      "element": "float",
+      "learnable": true,
+      "name": "p",
+      "shape": [
+        "B",
+        "H",
+        "Nq"
+      ]
+    }'''
 
 
 @pytest.mark.parametrize("name, old, new, needles", [
     # 7 params instead of 8 (the last one removed).
-    ("multimax", " d2=2", "",
-     ["params line declares 7 params (tb1, td1, b1, d1, tb2, td2, b2), the entry points read 8"]),
-    # The params line removed.
-    ("multimax", "params tb1=1 td1=1 b1=-1 d1=1 tb2=1 td2=1 b2=-2 d2=2", "",
-     ["manifest has no 'params' line"]),
+    ("multimax", LAST_PARAM, "",
+     ["params declare 7 params (tb1, td1, b1, d1, tb2, td2, b2), the entry points read 8"]),
+    # The params field renamed away.
+    ("multimax", '"params"', '"paramz"',
+     ["manifest field 'params': expected an array, found nothing"]),
     # A 99x99 weight on a kernel compiled for 32x32.
-    ("luong_general", "W[32x32]", "W[99x99]",
+    ("luong_general", '"shape": [\n        32,\n        32', '"shape": [\n        99,\n        99',
      ["param 'W' is [99x99] in the manifest, the entry points read [32x32]"]),
-    ("luong_general", "head-dim 32", "head-dim 64",
-     ["head-dim is 64 (0: any), the entry points were compiled for 32"]),
-    # The input line removed.
-    ("luong_local", "input p float BxHxNq learnable", "",
-     ["declares 0 tensor inputs (input lines), the entry points read 1"]),
+    ("luong_general", '"head_dim": 32', '"head_dim": 64',
+     ["head_dim is 64 (0: any), the entry points were compiled for 32"]),
+    # The input removed.
+    ("luong_local", INPUT, "",
+     ["declares 0 tensor inputs (its inputs), the entry points read 1"]),
     # The input made not learnable, then given a fixed extent.
-    ("luong_local", "input p float BxHxNq learnable", "input p float BxHxNq",
+    ("luong_local", '"learnable": true,', '"learnable":false,',
      ["tensor input 'p' is float ?x?x? in the manifest, the entry points read float ?x?x? "
       "learnable"]),
-    ("luong_local", "input p float BxHxNq", "input p float 9xHxNq",
+    ("luong_local", '"B",', '9,',
      ["tensor input 'p' is float 9x?x? learnable in the manifest, the entry points read "
       "float ?x?x? learnable"]),
 ])
@@ -86,7 +99,7 @@ def test_edited_manifest_is_refused(attn_mod, artifacts, tmp_path, name, old, ne
 
 
 def test_edit_without_reseal_is_refused(attn_mod, artifacts, tmp_path):
-    path = _edited(artifacts["multimax"], tmp_path, "d2=2", "d2=3", reseal=False)
+    path = _edited(artifacts["multimax"], tmp_path, '"name": "d2"', '"name": "d3"', reseal=False)
     with pytest.raises(RuntimeError, match="is corrupt or was modified after attn-compile wrote it"):
         attn_mod.load(path)
 

@@ -42,8 +42,8 @@ def _cuda_query(dtype, head_dim):
     return SimpleNamespace(device=torch.device("cuda"), dtype=dtype, shape=(1, 2, 16, head_dim))
 
 
-def _triton_kernel_lines(kernel):
-    return {(k["dtype"], k["head_dim"]) for k in kernel.manifest["triton-kernel"]}
+def _triton_kernels(kernel):
+    return {(k["dtype"], k["head_dim"]) for k in kernel.manifest["cuda"]["kernels"]}
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +77,7 @@ def test_a_cuda_query_builds_its_dtype_and_head_dim_only(attn_mod, cache):
     variant = attn_mod.load(path)
     assert variant.manifest["devices"] == ["cpu", "cuda"]
     assert variant.cuda_targets == ["sm_90"]
-    assert _triton_kernel_lines(variant) == {("bf16", 64)}
+    assert _triton_kernels(variant) == {("bf16", 64)}
     assert kernel.cuda_head_dims(torch.bfloat16) == [64]
     assert kernel.cuda_head_dims(torch.float16) == []
     # The same params and inputs as the kernel's own artifact: the calls' other
@@ -122,7 +122,7 @@ def test_threads_share_one_build(attn_mod, cache):
     assert not errors, errors
     assert len(set(paths)) == 1 and len(paths) == 4
     assert paths[0] != kernel.artifact_for(_cuda_query(torch.bfloat16, 64))
-    assert _triton_kernel_lines(attn_mod.load(paths[0])) == {("f32", 32)}
+    assert _triton_kernels(attn_mod.load(paths[0])) == {("f32", 32)}
     assert kernel.cuda_head_dims(torch.float32) == [32]
 
 
@@ -166,7 +166,7 @@ def test_eager_cuda_builds_the_default_variant_up_front(attn_mod, cache):
     kernel = attn_mod.compile(TANHMAX, dtypes=("f32",), cuda_targets="sm_80", lazy_cuda=False)
     assert kernel.lazy_cuda is None
     assert kernel.manifest["devices"] == ["cpu", "cuda"]
-    assert _triton_kernel_lines(kernel) == {("bf16", 64)}  # attn-compile's default
+    assert _triton_kernels(kernel) == {("bf16", 64)}  # attn-compile's default
     assert kernel.artifact_for(_cuda_query(torch.bfloat16, 64)) == kernel.path
 
 

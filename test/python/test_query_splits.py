@@ -83,7 +83,7 @@ FAMILIES = {
 def test_split_backward_matches_one_call(family, name, nq, nk, causal):
     kernel = family(name)
     inputs_of, d, *value_dim = FAMILIES[name]
-    d = d or int(kernel.manifest["head-dim"])
+    d = d or kernel.manifest["head_dim"]
     dv = value_dim[0] if value_dim else d
     g = torch.Generator().manual_seed(helpers.seed_of(name))
     q, k, v, dout = (torch.randn(1, 1, n, width, generator=g, dtype=torch.float64) * 0.5

@@ -106,7 +106,7 @@ def test_tensor_input_kernel_loads_in_the_runtime(artifact):
     import attn
     kernel = attn.load(path)
     assert kernel.manifest["devices"] == ["cpu", "cuda"]
-    assert kernel.manifest["gpu-backend"] == "triton"
+    assert kernel.manifest["cuda"]["backend"] == "triton"
     assert kernel.cuda_targets == ["sm_80", "sm_90"]
     assert kernel.cuda_head_dims(torch.bfloat16) == [64]
 

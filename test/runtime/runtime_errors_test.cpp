@@ -10,6 +10,7 @@
 
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <torch/autograd.h>
 #include <torch/cuda.h>
 
@@ -85,7 +86,7 @@ void probe_reset(const char *fixture = ATTN_FX_PROBE) {
 /// A manifest text the env_manifest fixture serves, and what its load error must say.
 struct ManifestCase {
   std::string text;
-  std::vector<const char *> needles;
+  std::vector<std::string> needles;
 };
 
 /// Every case's manifest is refused at load with an error naming the artifact and
@@ -100,7 +101,7 @@ template <size_t N> void expect_manifests_refused(const ManifestCase (&cases)[N]
     } catch (const c10::Error &e) {
       std::string msg = e.what_without_backtrace();
       EXPECT_NE(msg.find("fx_env_manifest.so"), std::string::npos) << msg;
-      for (const char *n : c.needles)
+      for (const std::string &n : c.needles)
         EXPECT_NE(msg.find(n), std::string::npos) << "lacks \"" << n << "\":\n" << msg;
     }
   }
@@ -112,7 +113,7 @@ template <size_t N> void expect_manifests_refused(const ManifestCase (&cases)[N]
 // reader parses them here and the Python reader in test_manifest_golden.py.
 
 attn::Manifest parse_golden(const std::string &name) {
-  std::string path = std::string(ATTN_MANIFEST_GOLDEN_DIR) + "/" + name + ".manifest";
+  std::string path = std::string(ATTN_MANIFEST_GOLDEN_DIR) + "/" + name + ".json";
   std::ifstream in(path);
   EXPECT_TRUE(in.good()) << path;
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -174,7 +175,7 @@ TEST(ManifestGolden, TensorInputs) {
 }
 
 TEST(ManifestGolden, ContractSkipped) {
-  // "contract cosine 5" is informational (attn/abi.h): read, and skipped, by this reader.
+  // The contract is informational (the schema): checked, and skipped, by this reader.
   attn::Manifest m = parse_golden("cosine");
   EXPECT_EQ(m.kernel, "cosine_attention");
   EXPECT_TRUE(m.param_names.empty());
@@ -259,9 +260,9 @@ TEST(ArtifactChecks, ChecksumTrailer) {
 
   // One flipped bit anywhere (here: in the manifest text) changes the digest.
   std::string edited = edited_copy(ATTN_FX_ABORT, "edited.so", [](std::string &image) {
-    size_t at = image.find("alpha=0.5");
+    size_t at = image.find("\"init\": 0.5");
     ASSERT_NE(at, std::string::npos);
-    image[at + 8] = '9';
+    image[at + 10] = '9';
   }, /*reseal=*/false);
   EXPECT_ATTN_ERROR(Library::load(edited), "edited.so", "is corrupt or was modified",
                     "SHA-256 of its", "its checksum trailer says");
@@ -272,7 +273,7 @@ TEST(ArtifactChecks, ChecksumTrailer) {
 
   // Resealed after the edit, the same file loads (and says what was edited in).
   std::string resealed = edited_copy(ATTN_FX_ABORT, "resealed.so", [](std::string &image) {
-    image[image.find("alpha=0.5") + 8] = '9';
+    image[image.find("\"init\": 0.5") + 10] = '9';
   }, /*reseal=*/true);
   auto lib = Library::load(resealed);
   EXPECT_EQ(lib->manifest().param_inits[0], 0.9);
@@ -387,22 +388,50 @@ TEST(ArtifactChecks, SymbolTypes) {
                     "has no 'attn_signature' symbol", "const int64_t attn_signature[]");
 }
 
+/// A valid manifest of the env_manifest fixture (no params, no tensor inputs, f32 on
+/// the CPU), for the cases below to damage.
+nlohmann::json valid_manifest() {
+  return nlohmann::json::parse(R"({"abi": )" + std::to_string(ATTN_ABI_VERSION) + R"(,
+    "kernel": "k", "normalizer": "n", "algorithm": "online", "denominator": "sum",
+    "mask": "none", "params": [], "inputs": [],
+    "contract": {"kind": "scaled_dot", "scale": null, "feature": false},
+    "dtypes": ["f32"], "devices": ["cpu"]})");
+}
+
+/// valid_manifest() after `edit`, as the text the fixture serves.
+std::string damaged(const std::function<void(nlohmann::json &)> &edit) {
+  nlohmann::json m = valid_manifest();
+  edit(m);
+  return m.dump();
+}
+
+const nlohmann::json kCudaSection = nlohmann::json::parse(
+    R"({"targets": ["sm_80"], "backend": "triton", "kernels": [{"dtype": "f16", "head_dim": 64}]})");
+
 TEST(ArtifactChecks, ManifestAgainstSignature) {
   // The env_manifest fixture's entry points were "compiled for" no params, no tensor
   // inputs and any head dim (its attn_signature).
-  const std::string head = "attn-abi 8\nkernel k\nnormalizer n\nalgorithm online\n"
-                           "denominator sum\nmask none\n";
-  const std::string tail = "dtypes f32\ndevices cpu\n";
   const ManifestCase cases[] = {
-      {head + "params a=1 b=2\n" + tail,
+      {damaged([](auto &m) {
+         m["params"] = nlohmann::json::parse(R"([{"name": "a", "shape": [], "init": 1},
+                                                  {"name": "b", "shape": [], "init": 2}])");
+       }),
        {"does not match its entry points (attn_signature)",
-        "params line declares 2 params (a, b), the entry points read 0", "recompile"}},
-      {head + "params\ninput p float ?x?x? learnable\n" + tail,
-       {"declares 1 tensor inputs (input lines), the entry points read 0"}},
-      {head + "params\nhead-dim 32\n" + tail,
-       {"head-dim is 32 (0: any), the entry points were compiled for 0"}},
+        "params declare 2 params (a, b), the entry points read 0", "recompile"}},
+      {damaged([](auto &m) {
+         m["inputs"] = nlohmann::json::parse(
+             R"([{"name": "p", "element": "float", "shape": ["?", "?", "?"], "learnable": true}])");
+       }),
+       {"declares 1 tensor inputs (its inputs), the entry points read 0"}},
+      {damaged([](auto &m) { m["head_dim"] = 32; }),
+       {"head_dim is 32 (0: any), the entry points were compiled for 0"}},
   };
   expect_manifests_refused(cases);
+}
+
+TEST(ManifestSchema, RequiresThisAbiVersion) {
+  // The schema's version and the runtime's cannot drift apart.
+  EXPECT_EQ(attn::detail::manifest_schema_abi(), ATTN_ABI_VERSION);
 }
 
 TEST(LibraryLoad, NoManifestSymbol) {
@@ -412,12 +441,14 @@ TEST(LibraryLoad, NoManifestSymbol) {
 
 TEST(LibraryLoad, WrongAbiVersion) {
   EXPECT_ATTN_ERROR(Library::load(ATTN_FX_WRONG_ABI), "fx_wrong_abi.so",
-                    "ABI version mismatch", "expected attn-abi 8", "found attn-abi 1");
+                    "ABI version mismatch", "field 'abi': expected", "found 1000",
+                    "recompile");
 }
 
-TEST(LibraryLoad, MalformedManifestLine) {
+TEST(LibraryLoad, MalformedManifest) {
   EXPECT_ATTN_ERROR(Library::load(ATTN_FX_MALFORMED), "fx_malformed.so",
-                    "malformed manifest line 7", "'params tb1 td1=1'", "'tb1' without '='");
+                    "manifest field 'params[0].init': expected a number, or one of identity, "
+                    "found nothing");
 }
 
 TEST(LibraryLoad, DtypeWithoutEntryPoints) {
@@ -427,57 +458,71 @@ TEST(LibraryLoad, DtypeWithoutEntryPoints) {
 }
 
 TEST(LibraryLoad, MalformedManifestVariants) {
-  const std::string rest = "normalizer n\nalgorithm online\ndenominator sum\nmask none\n";
+  using nlohmann::json;
+  const std::string abi = std::to_string(ATTN_ABI_VERSION);
   const ManifestCase cases[] = {
-      {"", {"no 'attn-abi' line"}},
-      {"kernel k\n" + rest + "params\ndtypes f32\ndevices cpu\n", {"no 'attn-abi' line"}},
-      {"attn-abi one\nkernel k\n", {"malformed manifest line 1", "attn-abi <integer>"}},
-      {"attn-abi 0\nkernel k\n", {"ABI version mismatch", "found attn-abi 0"}},
-      {"attn-abi 8\nattn-abi 1\n", {"malformed manifest line 2", "duplicate 'attn-abi'"}},
-      {"attn-abi 8\nkernel a b\n", {"malformed manifest line 2", "exactly one value, found 2"}},
-      {"attn-abi 8\nkernel a\nkernel b\n", {"line 3", "at most once", "already appeared on line 2"}},
-      {"attn-abi 8\nkernel k\n" + rest + "params a=1 a=2\ndtypes f32\ndevices cpu\n",
-       {"'a' twice"}},
-      {"attn-abi 8\nkernel k\n" + rest + "params a=one\ndtypes f32\ndevices cpu\n",
-       {"a finite number after 'a='", "found 'one'"}},
-      {"attn-abi 8\nkernel k\n" + rest + "params 1a=1\ndtypes f32\ndevices cpu\n",
-       {"parameter name", "'1a'"}},
-      {"attn-abi 8\nkernel k\n" + rest + "params\ndtypes f16\ndevices cpu\n",
-       {"dtypes among f32 f64", "found 'f16'"}},
-      {"attn-abi 8\nkernel k\n" + rest + "params\ndtypes\ndevices cpu\n", {"at least one"}},
-      {"attn-abi 8\nkernel k\n" + rest + "params\ndtypes f32\n", {"no 'devices' line"}},
-      {"attn-abi 8\nkernel k\n" + rest + "dtypes f32\ndevices cpu\n", {"no 'params' line"}},
-      {"attn-abi 8\nkernel k\n" + rest + "params W[4x0]=1\ndtypes f32\ndevices cpu\n",
-       {"positive extents in weight 'W[4x0]=1'"}},
-      {"attn-abi 8\nkernel k\n" + rest + "params W[4x4=1\ndtypes f32\ndevices cpu\n",
-       {"a weight 'name[AxB]=init'"}},
-      {"attn-abi 8\nkernel k\n" + rest + "params v[4]=identity\ndtypes f32\ndevices cpu\n",
-       {"'identity' for a 2-D weight only"}},
-      {"attn-abi 8\nkernel k\n" + rest + "params\nhead-dim -3\ndtypes f32\ndevices cpu\n",
-       {"'head-dim <positive integer>'"}},
-      {"attn-abi 8\nkernel k\n" + rest + "params\ninput 1p float ?\ndtypes f32\ndevices cpu\n",
-       {"an input name (identifier) after 'input', found '1p'"}},
-      {"attn-abi 8\nkernel k\n" + rest + "params\ninput p f16 ?\ndtypes f32\ndevices cpu\n",
-       {"an input element among float i8 i32 i64, found 'f16'"}},
-      {"attn-abi 8\nkernel k\n" + rest + "params\ninput p float ?x0\ndtypes f32\ndevices cpu\n",
-       {"extents '?', B, H, Hkv, Nq, Nk or positive integers", "found '?x0'"}},
-      {"attn-abi 8\nkernel k\n" + rest + "params\ninput p float BxN\ndtypes f32\ndevices cpu\n",
-       {"extents '?', B, H, Hkv, Nq, Nk or positive integers", "found 'BxN'"}},
-      {"attn-abi 8\nkernel k\n" + rest + "params\ninput p float H learnable 0.5\ndtypes f32\n"
-                                        "devices cpu\n",
-       {"'init=<finite number>' after 'learnable', found '0.5'"}},
-      {"attn-abi 8\nkernel k\n" + rest + "params\ninput p float H learnable init=x\ndtypes f32\n"
-                                        "devices cpu\n",
-       {"'init=<finite number>' after 'learnable', found 'init=x'"}},
-      {"attn-abi 8\nkernel k\n" + rest + "params\ninput p float ?x?x?x?x?\ndtypes f32\ndevices cpu\n",
-       {"an input of rank 1 to 4"}},
-      {"attn-abi 8\nkernel k\n" + rest + "params\ninput p i64 ? learnable\ndtypes f32\ndevices cpu\n",
-       {"'learnable' on float inputs only"}},
-      {"attn-abi 8\nkernel k\n" + rest + "params\ninput p float ? trainable\ndtypes f32\ndevices cpu\n",
-       {"found 'trainable' where 'learnable' belongs"}},
-      {"attn-abi 8\nkernel k\n" + rest +
-           "params\ninput p float ?\ninput p i32 ?\ndtypes f32\ndevices cpu\n",
-       {"distinct input names, found 'p' twice"}},
+      {"", {"not valid JSON", "expected the JSON object attn-compile writes"}},
+      {"attn-abi 8\nkernel k\n",
+       {"ABI version mismatch", "text format of an older attn-compile ('attn-abi 8')",
+        "JSON manifests of ABI " + abi, "recompile"}},
+      {"[1, 2]", {"field '(the document)': expected an object, found [1,2]"}},
+      {damaged([](json &m) { m.erase("abi"); }),
+       {"field 'abi': expected " + abi + ", found nothing"}},
+      {damaged([](json &m) { m["abi"] = "9"; }), {"field 'abi'", "found \"9\""}},
+      {damaged([](json &m) { m["abi"] = ATTN_ABI_VERSION + 1; }),
+       {"ABI version mismatch", "found " + std::to_string(ATTN_ABI_VERSION + 1)}},
+      {damaged([](json &m) { m.erase("dtypes"); }),
+       {"field 'dtypes': expected an array, found nothing"}},
+      {damaged([](json &m) { m["kernel"] = 3; }),
+       {"field 'kernel': expected a string, found 3"}},
+      {damaged([](json &m) { m["algorithm"] = "fast"; }),
+       {"field 'algorithm': expected one of online, plain, kernelised, found \"fast\""}},
+      {damaged([](json &m) { m["dtypes"] = {"f16"}; }),
+       {"field 'dtypes[0]': expected one of f32, f64, found \"f16\""}},
+      {damaged([](json &m) { m["dtypes"] = json::array(); }),
+       {"field 'dtypes': expected at least 1 items"}},
+      {damaged([](json &m) { m["devices"] = {"cpu", "cpu"}; }),
+       {"field 'devices[1]': expected distinct items (it repeats devices[0])"}},
+      {damaged([](json &m) {
+         m["params"] = json::parse(R"([{"name": "a", "shape": [], "init": 1},
+                                       {"name": "a", "shape": [], "init": 2}])");
+       }),
+       {"field 'params[1].name': expected distinct parameter names, found \"a\" twice"}},
+      {damaged([](json &m) { m["params"] = json::parse(R"([{"name": "a", "shape": [], "init": "one"}])"); }),
+       {"field 'params[0].init': expected one of identity, found \"one\""}},
+      {damaged([](json &m) { m["params"] = json::parse(R"([{"name": "1a", "shape": [], "init": 1}])"); }),
+       {"field 'params[0].name': expected a string matching", "found \"1a\""}},
+      {damaged([](json &m) { m["params"] = json::parse(R"([{"name": "W", "shape": [4, 0], "init": 1}])"); }),
+       {"field 'params[0].shape[1]': expected an integer >= 1, found 0"}},
+      {damaged([](json &m) { m["params"] = json::parse(R"([{"name": "v", "shape": [4], "init": "identity"}])"); }),
+       {"field 'params[0].init': expected a number (identity is for 2-D weights only)"}},
+      {damaged([](json &m) { m["head_dim"] = -3; }),
+       {"field 'head_dim': expected an integer >= 1, found -3"}},
+      {damaged([](json &m) {
+         m["inputs"] = json::parse(R"([{"name": "p", "element": "f16", "shape": ["?"], "learnable": false}])");
+       }),
+       {"field 'inputs[0].element': expected one of float, i8, i32, i64, found \"f16\""}},
+      {damaged([](json &m) {
+         m["inputs"] = json::parse(R"([{"name": "p", "element": "float", "shape": ["N"], "learnable": false}])");
+       }),
+       {"field 'inputs[0].shape[0]': expected one of ?, B, H, Hkv, Nq, Nk, found \"N\""}},
+      {damaged([](json &m) {
+         m["inputs"] = json::parse(R"([{"name": "p", "element": "float", "shape": ["?", "?", "?", "?", "?"], "learnable": false}])");
+       }),
+       {"field 'inputs[0].shape': expected at most 4 items"}},
+      {damaged([](json &m) {
+         m["inputs"] = json::parse(R"([{"name": "p", "element": "i64", "shape": ["?"], "learnable": true}])");
+       }),
+       {"field 'inputs[0].learnable': expected false for an i64 input"}},
+      {damaged([](json &m) {
+         m["inputs"] = json::parse(R"([{"name": "p", "element": "float", "shape": ["?"], "learnable": "yes"}])");
+       }),
+       {"field 'inputs[0].learnable': expected a boolean, found \"yes\""}},
+      {damaged([](json &m) {
+         m["inputs"] = json::parse(R"([{"name": "p", "element": "float", "shape": ["?"], "learnable": false},
+                                       {"name": "p", "element": "i32", "shape": ["?"], "learnable": false}])");
+       }),
+       {"field 'inputs[1].name': expected distinct input names"}},
   };
   expect_manifests_refused(cases);
 }
@@ -495,7 +540,7 @@ TEST(LibraryLoad, ManifestParsed) {
   EXPECT_EQ(m.param_inits, (std::vector<double>{2.0, -0.5}));
   EXPECT_EQ(m.dtypes, (std::vector<std::string>{"f32", "f64"}));
   EXPECT_EQ(m.devices, (std::vector<std::string>{"cpu"}));
-  EXPECT_NE(lib->manifest_text().find("kernel probe_attention"), std::string::npos);
+  EXPECT_NE(lib->manifest_text().find("\"kernel\": \"probe_attention\""), std::string::npos);
   EXPECT_TRUE(lib->has_dtype(torch::kFloat));
   EXPECT_TRUE(lib->has_dtype(torch::kDouble));
   EXPECT_FALSE(lib->has_dtype(torch::kHalf));
@@ -538,45 +583,83 @@ TEST(LibraryLoad, CudaManifestAndImages) {
 }
 
 TEST(LibraryLoad, MalformedCudaManifest) {
-  const std::string head = "attn-abi 8\nkernel k\nnormalizer n\nalgorithm online\n"
-                           "denominator sum\nmask none\nparams\ndtypes f32\n";
-  const std::string triton = "gpu-backend triton\ntriton-kernel f32 64\n";
+  using nlohmann::json;
+  auto cuda = [](const std::function<void(json &)> &edit) {
+    return damaged([&](json &m) {
+      m["devices"] = {"cuda"};
+      m["cuda"] = kCudaSection;
+      edit(m["cuda"]);
+    });
+  };
   const ManifestCase cases[] = {
-      {head + "devices cpu gpu\n", {"line 9", "devices among cpu cuda", "found 'gpu'"}},
-      {head + "devices cpu cpu\n", {"line 9", "'cpu' twice"}},
-      {head + "devices cpu cuda\ncuda-targets compute_80\n" + triton,
-       {"line 10", "sm_<major><minor>", "found 'compute_80'"}},
-      {head + "devices cpu cuda\ncuda-targets sm_8\n" + triton, {"found 'sm_8'"}},
-      {head + "devices cpu cuda\ncuda-targets sm_80 sm_80\n" + triton, {"'sm_80' twice"}},
-      {head + "devices cpu cuda\ncuda-targets\n" + triton, {"line 10", "at least one target"}},
-      {head + "devices cpu\ncuda-targets sm_80\n", {"'cuda-targets' lines", "does not list cuda"}},
-      {head + "devices cpu\ngpu-backend triton\n", {"'gpu-backend' lines", "does not list cuda"}},
-      {head + "devices cpu cuda\n" + triton, {"lists device cuda", "no 'cuda-targets' line"}},
-      {head + "devices cuda\ncuda-targets sm_80\ncuda-kernel forward f32 64 f tile 64 threads "
-              "128 smem 0\n",
-       {"line 11", "no 'cuda-kernel' line (the hand-built GPU kernels", "recompile"}},
-      {head + "devices cuda\ncuda-targets sm_80\ngpu-backend mlir\n",
-       {"line 11", "'gpu-backend triton' (the only GPU backend", "recompile with attn-compile "
-        "--cuda-targets", "found 'mlir'"}},
-      {head + "devices cuda\ncuda-targets sm_80\ngpu-backend triton\ntriton-kernel bf16\n",
-       {"line 12", "'triton-kernel <dtype> <headdim>'", "found 1 values"}},
-      {head + "devices cuda\ncuda-targets sm_80\ngpu-backend triton\ntriton-kernel f64 64\n",
-       {"dtype among f32 f16 bf16", "found 'f64'"}},
-      {head + "devices cuda\ncuda-targets sm_80\ngpu-backend triton\ntriton-kernel f16 0\n",
-       {"a positive head dim", "found '0'"}},
-      {head + "devices cuda\ncuda-targets sm_80\ngpu-backend triton\ntriton-kernel f16 64\n"
-              "triton-kernel f16 64\n",
-       {"line 13", "one triton-kernel line per (dtype, headdim)", "'f16 64'"}},
-      {head + "devices cuda\ncuda-targets sm_80\ngpu-backend triton\n",
-       {"lists device cuda but has no 'triton-kernel' line"}},
-      {head + "devices cuda\ncuda-targets sm_80\ntriton-kernel f16 64\n",
-       {"lists device cuda but has no 'gpu-backend triton' line"}},
-      {head + "devices cpu\ntriton-kernel f16 64\n", {"'triton-kernel' lines", "does not list cuda"}},
-      // Parses, but the fixture exports no launch description.
-      {head + "devices cuda\ncuda-targets sm_80\ngpu-backend triton\ntriton-kernel f16 64\n",
-       {"attn_triton_launch", "not exported"}},
+      {damaged([](json &m) { m["devices"] = {"cpu", "gpu"}; }),
+       {"field 'devices[1]': expected one of cpu, cuda, found \"gpu\""}},
+      {damaged([](json &m) { m["devices"] = {"cpu", "cuda"}; }),
+       {"field 'cuda': expected the GPU kernels' section, as devices lists cuda, found nothing"}},
+      {damaged([](json &m) { m["cuda"] = kCudaSection; }),
+       {"field 'cuda': expected no GPU kernels' section, as devices does not list cuda"}},
+      {cuda([](json &c) { c["targets"] = {"compute_80"}; }),
+       {"field 'cuda.targets[0]': expected a string matching", "found \"compute_80\""}},
+      {cuda([](json &c) { c["targets"] = {"sm_80", "sm_80"}; }),
+       {"field 'cuda.targets[1]': expected distinct items"}},
+      {cuda([](json &c) { c["targets"] = json::array(); }),
+       {"field 'cuda.targets': expected at least 1 items"}},
+      {cuda([](json &c) { c["backend"] = "mlir"; }),
+       {"field 'cuda.backend': expected one of triton, found \"mlir\""}},
+      {cuda([](json &c) { c.erase("kernels"); }),
+       {"field 'cuda.kernels': expected an array, found nothing"}},
+      {cuda([](json &c) { c["kernels"][0]["dtype"] = "f64"; }),
+       {"field 'cuda.kernels[0].dtype': expected one of f32, f16, bf16, found \"f64\""}},
+      {cuda([](json &c) { c["kernels"][0]["head_dim"] = 0; }),
+       {"field 'cuda.kernels[0].head_dim': expected an integer >= 1, found 0"}},
+      {cuda([](json &c) { c["kernels"].push_back(c["kernels"][0]); }),
+       {"field 'cuda.kernels[1]': expected distinct items (it repeats cuda.kernels[0])"}},
+      // Fits the schema, but the fixture exports no launch description.
+      {cuda([](json &) {}), {"attn_triton_launch", "not exported"}},
   };
   expect_manifests_refused(cases);
+}
+
+/// A launch description (attn/abi.h, attn_triton_launch) of one cubin.
+nlohmann::json valid_launch() {
+  return nlohmann::json::parse(R"json({"ptxas_version": "12.4", "inputs": [["p", "P", "fp32", ["?"], true]],
+    "images": [{"symbol": "attn_triton_sm_80_bf16_d64_full_attn_fwd", "chip": "sm_80",
+      "dtype": "bf16", "head_dim": 64, "variant": "full", "kernel": "attn_fwd",
+      "function": "attn_fwd", "parameters": [["Q", "*bf16"]], "block_m": 64, "block_n": 32,
+      "num_warps": 4, "shared_bytes": 0, "global_scratch_size": 0, "global_scratch_align": 1,
+      "profile_scratch_size": 0, "grid": "(cdiv(NQ, BLOCK_M), B * H)", "scale": 0.125}]})json");
+}
+
+TEST(TritonLaunch, ReadAgainstTheSchema) {
+  const attn::TritonLaunch launch = attn::detail::parse_triton_launch("a.so", valid_launch().dump());
+  ASSERT_EQ(launch.images.size(), 1u);
+  EXPECT_EQ(launch.images[0].block_m, 64);
+  EXPECT_EQ(launch.images[0].parameters[0], std::make_pair(std::string("Q"), std::string("*bf16")));
+  ASSERT_EQ(launch.inputs.size(), 1u);
+  EXPECT_TRUE(launch.inputs[0].learnable);
+  auto damaged_launch = [](const std::function<void(nlohmann::json &)> &edit) {
+    nlohmann::json d = valid_launch();
+    edit(d);
+    return d.dump();
+  };
+  EXPECT_ATTN_ERROR(attn::detail::parse_triton_launch("a.so", "{"), "a.so: attn_triton_launch",
+                    "not valid JSON");
+  EXPECT_ATTN_ERROR(
+      attn::detail::parse_triton_launch(
+          "a.so", damaged_launch([](auto &d) { d["images"][0].erase("shared_bytes"); })),
+      "attn_triton_launch field 'images[0].shared_bytes': expected an integer >= 0, found nothing");
+  EXPECT_ATTN_ERROR(
+      attn::detail::parse_triton_launch(
+          "a.so", damaged_launch([](auto &d) { d["images"][0]["block_m"] = "64"; })),
+      "field 'images[0].block_m': expected an integer >= 1, found \"64\"");
+  EXPECT_ATTN_ERROR(
+      attn::detail::parse_triton_launch(
+          "a.so", damaged_launch([](auto &d) { d["inputs"][0][4] = 1; })),
+      "field 'inputs[0][4]': expected a boolean, found 1");
+  EXPECT_ATTN_ERROR(
+      attn::detail::parse_triton_launch(
+          "a.so", damaged_launch([](auto &d) { d["images"][0]["variant"] = "half"; })),
+      "field 'images[0].variant': expected one of full, causal, any, found \"half\"");
 }
 
 TEST(CudaImages, TargetSyntax) {

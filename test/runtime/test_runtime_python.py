@@ -48,16 +48,16 @@ class RuntimePythonTest(unittest.TestCase):
         self.assertTrue(hasattr(torch.ops.attn, "attention"))
         self.assertTrue(hasattr(torch.ops.attn, "attention_forward"))
         text = torch.ops.attn.manifest(fixture("probe"))
-        self.assertIn("kernel probe_attention", text)
+        self.assertEqual(attn.parse_manifest(text)["kernel"], "probe_attention")
 
     def test_load_and_manifest(self):
         k = attn.load(fixture("probe"))
         self.assertEqual(k.param_names, ["scale", "shift"])
-        self.assertEqual(k.manifest["attn-abi"], 8)
+        self.assertEqual(k.manifest["abi"], attn.manifest.SCHEMA["properties"]["abi"]["const"])
         self.assertEqual(k.manifest["kernel"], "probe_attention")
         self.assertEqual(k.manifest["dtypes"], ["f32", "f64"])
         self.assertEqual(k.manifest["devices"], ["cpu"])
-        self.assertEqual(dict(k.manifest["params"]), {"scale": 2.0, "shift": -0.5})
+        self.assertEqual(dict(attn.manifest.param_inits(k.manifest)), {"scale": 2.0, "shift": -0.5})
         p = k.initial_params()
         self.assertEqual(p.dtype, torch.float32)
         self.assertEqual(p.tolist(), [2.0, -0.5])
@@ -72,7 +72,7 @@ class RuntimePythonTest(unittest.TestCase):
         self.assertEqual(k.cuda_head_dims(torch.bfloat16), [64])
         self.assertEqual(k.cuda_head_dims(torch.float16), [])
         self.assertEqual(k.cuda_head_dims(torch.float64), [])
-        self.assertEqual(k.manifest["triton-kernel"], [{"dtype": "bf16", "head_dim": 64}])
+        self.assertEqual(k.manifest["cuda"]["kernels"], [{"dtype": "bf16", "head_dim": 64}])
         self.assertIn("cuda_targets=['sm_80', 'sm_90']", repr(k))
         self.assertEqual(attn.load(fixture("probe")).cuda_targets, [])
         q = torch.randn(1, 1, 4, 64)
@@ -93,23 +93,16 @@ class RuntimePythonTest(unittest.TestCase):
             self.assertEqual(auto, [])
 
     def test_load_errors_are_runtime_errors(self):
-        with self.assertRaisesRegex(RuntimeError, "ABI version mismatch.*expected attn-abi 8.*found attn-abi 1"):
+        with self.assertRaisesRegex(RuntimeError, "ABI version mismatch: manifest field 'abi': expected .*found 1000"):
             attn.load(fixture("wrong_abi"))
         with self.assertRaisesRegex(RuntimeError, "not found"):
             attn.load("/nonexistent/softmax.so")
         with self.assertRaisesRegex(RuntimeError, "has no 'attn_manifest' symbol"):
             attn.load(fixture("no_manifest"))
-        with self.assertRaisesRegex(RuntimeError, "malformed manifest line 7"):
+        with self.assertRaisesRegex(RuntimeError, "manifest field 'params\\[0\\].init': expected a number"):
             attn.load(fixture("malformed"))
         with self.assertRaisesRegex(RuntimeError, "lists dtype f64.*missing"):
             attn.load(fixture("missing_f64"))
-
-    def test_scale_needs_a_contract_line(self):
-        k = attn.load(fixture("probe"))  # a fixture manifest without the optional line
-        q = torch.randn(1, 1, 3, 4)
-        with self.assertRaisesRegex(RuntimeError, r"scale=0.5: the manifest of .*fx_probe.so "
-                                                  r"has no contract line; recompile it"):
-            attn.attention(q, q, q, k, scale=0.5)
 
     def test_validation_errors(self):
         k = attn.load(fixture("abort"))  # kernels abort(): validation must reject first

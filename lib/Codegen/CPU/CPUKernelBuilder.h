@@ -59,8 +59,9 @@ private:
   /// guard restores it), the prologue runs, and the arguments come back by name.
   ForwardArgs beginForward(StringRef name, MemRefType matrix, bool lanewiseMath);
   BackwardArgs beginBackward(StringRef name, MemRefType matrix, bool lanewiseMath);
-  /// The same for an ABI entry point: public, with MLIR's C interface.
-  Block *entryPoint(StringRef name, ArrayRef<Type> inputs);
+  /// The same for an ABI entry point: public, with MLIR's C interface, and its
+  /// #attn.entry (`role` on this builder's type) by which later steps find it.
+  Block *entryPoint(StringRef name, ArrayRef<Type> inputs, EntryRole role);
   /// The public `entryName`: calls `<entryName>.d<D>` when q's head dim (arg 0)
   /// and v's value dim (arg 2) both equal D and every matrix argument has unit
   /// inner stride (a `forward` call of at most a decode schedule's rows:

@@ -96,9 +96,12 @@ Block *CPUKernelBuilder::privateFunction(StringRef name, ArrayRef<Type> inputs) 
   return function.addEntryBlock();
 }
 
-Block *CPUKernelBuilder::entryPoint(StringRef name, ArrayRef<Type> inputs) {
-  auto function = func::FuncOp::create(b, name, FunctionType::get(kernel.getContext(), inputs, {}));
-  function->setAttr("llvm.emit_c_interface", UnitAttr::get(kernel.getContext()));
+Block *CPUKernelBuilder::entryPoint(StringRef name, ArrayRef<Type> inputs, EntryRole role) {
+  MLIRContext *ctx = kernel.getContext();
+  auto function = func::FuncOp::create(b, name, FunctionType::get(ctx, inputs, {}));
+  function->setAttr("llvm.emit_c_interface", UnitAttr::get(ctx));
+  function->setAttr(AttnDialect::kEntryAttrName,
+                    EntryAttr::get(ctx, role, type, FlatSymbolRefAttr::get(kernel.getSymNameAttr())));
   return function.addEntryBlock();
 }
 
@@ -251,7 +254,7 @@ void CPUKernelBuilder::buildMergeEntry() {
   for (int scalar : {ATTN_MERGE_BATCH, ATTN_MERGE_HEAD, ATTN_MERGE_Q_BEGIN, ATTN_MERGE_Q_END,
                      ATTN_MERGE_QUERY_START})
     inputs[scalar] = b.getI64Type();
-  Block *entry = entryPoint("attn_merge_" + elementTypeName(type), inputs);
+  Block *entry = entryPoint("attn_merge_" + elementTypeName(type), inputs, EntryRole::Merge);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(entry);
   ValueRange args = entry->getArguments();
@@ -313,7 +316,9 @@ std::string CPUKernelBuilder::tiledName(StringRef entryName, CpuScheduleAttr til
 
 void CPUKernelBuilder::buildDispatch(StringRef entryName, ArrayRef<Type> inputs, bool isPublic,
                                      bool forward) {
-  Block *entry = isPublic ? entryPoint(entryName, inputs) : privateFunction(entryName, inputs);
+  Block *entry = isPublic ? entryPoint(entryName, inputs,
+                                       forward ? EntryRole::Forward : EntryRole::Backward)
+                          : privateFunction(entryName, inputs);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(entry);
   SmallVector<Value> args(entry->getArguments());

@@ -144,7 +144,7 @@ void CPUKernelBuilder::chainRows(bool querySide, Value src, Value dTransformed, 
 }
 
 void CPUKernelBuilder::buildTransformedForward(StringRef entryName) {
-  Block *entry = entryPoint(entryName, forwardInputs(matrixType));
+  Block *entry = entryPoint(entryName, forwardInputs(matrixType), EntryRole::Forward);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(entry);
   SmallVector<Value> args(entry->getArguments());
@@ -171,7 +171,7 @@ void CPUKernelBuilder::buildTransformedForward(StringRef entryName) {
 }
 
 void CPUKernelBuilder::buildTransformedBackward(StringRef entryName) {
-  Block *entry = entryPoint(entryName, backwardInputs(matrixType));
+  Block *entry = entryPoint(entryName, backwardInputs(matrixType), EntryRole::Backward);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(entry);
   SmallVector<Value> args(entry->getArguments());

@@ -3,42 +3,19 @@
  * An artifact is a shared object compiled from one attn.kernel. It exports:
  *
  *   const char *attn_manifest(void);
- *     Text manifest, one "key value..." line each:
- *       attn-abi 8
- *       kernel tanhmax_attention
- *       normalizer tanhmax
- *       algorithm online            (online | plain | kernelised)
- *       denominator sum             (sum | constant | count)
- *       mask none                   (none | the attn.mask symbol baked into the kernel)
- *       params tb1=1 td1=1 ...      (learnable scalars in kernel order, with their
- *                                    initial values, then the score's weights as
- *                                    name[AxB]=<fill> or name[AxB]=identity; P counts
- *                                    every element, weights flattened row-major;
- *                                    the line is "params" when none)
- *       head-dim 64                 (optional: q's head dim must be this, fixed by
- *                                    the weights' shapes)
- *       input slopes float H        (one line per tensor input, in argument order:
- *       input bias float ?x32 learnable  name, element (float: the dtype of q; or
- *       input doc i64 BxNk           i8 | i32 | i64), extents ('?': any; B, H, Hkv,
- *       input scale float H learnable init=0.43   Nq, Nk: that dimension of the call,
- *                                    checked at every call; else that extent),
- *                                    'learnable' when it gets a gradient, then
- *                                    optionally init=<value>: the initial value of
- *                                    every element where a module creates it)
- *       contract scaled_dot 0.125   (informational, absent before this line existed:
- *                                    the score's contraction kind, its constant c --
- *                                    or 1/sqrt(d) -- and "feature" with a feature map;
- *                                    the Python package rescales q for SDPA's scale=
- *                                    where the contracted score is c·q·k: dot or
- *                                    scaled_dot, no feature map. The C++ reader skips
- *                                    it: the runtime never rescales)
- *       dtypes f32 f64
- *       devices cpu
- *     This comment is the format's one description. It has one writer, the
- *     compiler's (lib/Codegen/Manifest.cpp; `attn-compile --emit=manifest` prints
- *     it), and one reader per language: runtime/library.cpp (C++) and
- *     runtime/python/attn/__init__.py (parse_manifest). All three are checked
- *     against the golden files in test/manifest/.
+ *     The manifest: a JSON object whose one schema is
+ *     runtime/python/attn/manifest.schema.json (described in docs/artifacts.md):
+ *     abi (ATTN_ABI_VERSION), kernel, normalizer, algorithm, denominator, mask,
+ *     params (name, shape, init: learnable scalars in kernel order, then the
+ *     score's weights; P counts every element, weights flattened row-major),
+ *     head_dim (optional), inputs (name, element, shape, learnable, init: one per
+ *     tensor input, in argument order), contract, dtypes, devices, and cuda
+ *     (targets, backend, kernels) exactly when devices lists cuda.
+ *     It has one writer, the compiler's (lib/Codegen/Manifest.cpp, llvm::json;
+ *     `attn-compile --emit=manifest` prints it), and one reader per language, each
+ *     checking it against the schema: runtime/manifest.cpp (C++, nlohmann-json) and
+ *     runtime/python/attn/manifest.py (Python). All three are checked against the
+ *     golden files in test/manifest/.
  *
  *   For each dtype T in the manifest (f32: float, f64: double):
  *
@@ -162,7 +139,9 @@
  * and split-K to the forward (kv_begin, partial, row_count, attn_merge_T); 6 added
  * kv_begin to the backward (split-K for few queries); 8 added query_start and
  * key_start (absolute positions: KV-cache decoding, chunked training) to the
- * forward, backward and merge.
+ * forward, backward and merge; 9 made the manifest JSON with one schema (the entry
+ * points are unchanged; an artifact with the text manifest of 8 is refused with
+ * that said: recompile it).
  * Within 2, the runtime came to require attn_signature and the checksum trailer
  * (the manifest and the entry points are unchanged): recompile older artifacts.
  *
@@ -171,14 +150,10 @@
  * the emitted Triton module's (lib/Codegen/Triton), compiled ahead of time by
  * `python -m attn.triton_aot` for every entry of the kernel's gpu_schedule (chip ×
  * --cuda-dtypes × --cuda-head-dims; each with its tiles, warps and stages) and both
- * causal variants. The manifest says
- *
- *   devices cpu cuda
- *   cuda-targets sm_80 sm_90
- *   gpu-backend triton                  the only GPU backend (older artifacts' other
- *                                       backend is refused: recompile them)
- *   triton-kernel <dtype> <headdim>     one line per compiled (dtype, head dim);
- *                                       dtype: f32 | f16 | bf16 (storage; accumulation f32)
+ * causal variants. The manifest's devices then list cuda, and its cuda section
+ * names the targets (e.g. ["sm_80", "sm_90"]), the backend ("triton", the only one)
+ * and one kernel per compiled (dtype, head dim); dtype: f32 | f16 | bf16 (storage;
+ * accumulation f32).
  *
  * Images (exported constants, each with an int64 <name>_size in bytes):
  *   attn_triton_source   the Triton module (Python text, NUL-terminated): what a
@@ -214,7 +189,7 @@
 
 #include <stdint.h>
 
-#define ATTN_ABI_VERSION 8
+#define ATTN_ABI_VERSION 9
 /* The highest rank of a tensor input (attn.input). */
 #define ATTN_MAX_TABLE_RANK 4
 /* attn_signature's element code of a float tensor input (q's dtype). */

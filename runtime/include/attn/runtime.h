@@ -101,8 +101,7 @@ struct TritonLaunch {
   std::vector<TritonImage> images;
 };
 
-/// One `input <name> <element> <extents> [learnable [init=<value>]]` manifest line: a
-/// tensor input (attn.input) the kernel's regions read.
+/// One entry of the manifest's `inputs` (attn/manifest.schema.json): a tensor input (attn.input) the kernel's regions read.
 struct TensorInput {
   std::string name;
   std::string element;         // float (the dtype of q) | i8 | i32 | i64
@@ -126,8 +125,8 @@ struct Manifest {
   std::vector<TensorInput> inputs;           // the kernel's tensor inputs, in argument order
   std::vector<std::string> dtypes, devices; // e.g. {"f32", "f64"}, {"cpu"}
   std::vector<std::string> cuda_targets;     // e.g. {"sm_80", "sm_90"}; empty: no GPU code
-  bool triton = false;                       // a `gpu-backend triton` line
-  /// `triton-kernel <dtype> <headdim>` lines: the (dtype, d) pairs with Triton cubins.
+  bool triton = false;                       // cuda.backend is triton (the only one)
+  /// cuda.kernels: the (dtype, d) pairs with Triton cubins.
   std::vector<std::pair<std::string, int64_t>> triton_kernels;
 };
 

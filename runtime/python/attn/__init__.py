@@ -32,10 +32,11 @@ import torch
 
 from .decoding import KVCache, query_start_tensor
 from .paths import runtime_library_path
-from .tables import CALL_DIMS
+from .manifest import ManifestError, param_inits, parse_manifest, tensor_inputs
 
 __all__ = ["load", "compile", "opt", "kernel_of", "Kernel", "Attention", "MultiheadAttention",
-           "attention", "alibi_slopes", "runtime_library_path", "parse_manifest", "training",
+           "attention", "alibi_slopes", "runtime_library_path", "parse_manifest", "ManifestError",
+           "training",
            "KVCache"]
 
 _lock = threading.Lock()
@@ -83,56 +84,6 @@ _CUDA_DTYPE_TAGS = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: 
 
 
 
-def parse_manifest(text):
-    """Parse manifest text into a dict: strings for kernel/normalizer/algorithm/denominator/
-    mask, an int for 'attn-abi', an OrderedDict name -> initial value for 'params' (a float
-    for a scalar, a float64 tensor of the weight's shape for a weight 'W[64x64]=identity'),
-    lists for 'dtypes', 'devices' and 'cuda-targets', a list of dicts (dtype, head_dim) for the
-    'triton-kernel' lines (the GPU kernels compiled), a dict (kind, scale: a
-    float, or None for 1/sqrt(d); feature: bool) for 'contract', a list of dicts (name,
-    element, shape with None for '?' and the name for a call dimension (CALL_DIMS), learnable,
-    init: a float or None) for the 'input' lines, one per tensor input in argument order; other (informational) keys map to their value string. The runtime
-    validated the text when it loaded the artifact."""
-    m = {"params": OrderedDict(), "cuda-targets": [], "triton-kernel": [], "input": []}
-    for line in text.splitlines():
-        tokens = line.split()
-        if not tokens or tokens[0].startswith("#"):
-            continue
-        key, values = tokens[0], tokens[1:]
-        if key == "attn-abi":
-            m[key] = int(values[0])
-        elif key == "params":
-            m[key] = OrderedDict(_param_init(*t.split("=", 1)) for t in values)
-        elif key in ("dtypes", "devices", "cuda-targets"):
-            m[key] = values
-        elif key == "input":
-            m[key].append({"name": values[0], "element": values[1],
-                           "shape": tuple(None if e == "?" else e if e in CALL_DIMS else int(e)
-                                          for e in values[2].split("x")),
-                           "learnable": values[3:4] == ["learnable"],
-                           "init": float(values[4][len("init="):]) if values[4:] else None})
-        elif key == "contract":
-            kind, scale, *feature = values
-            m[key] = {"kind": kind, "scale": None if scale == "1/sqrt(d)" else float(scale),
-                      "feature": feature == ["feature"]}
-        elif key == "triton-kernel":
-            m[key].append({"dtype": values[0], "head_dim": int(values[1])})
-        else:
-            m[key] = " ".join(values)
-    return m
-
-
-def _param_init(name, value):
-    """(name, initial value) of one manifest params entry: 'x=0.5' or 'W[4x4]=identity'."""
-    if "[" not in name:
-        return name, float(value)
-    name, dims = name[:-1].split("[", 1)
-    shape = [int(e) for e in dims.split("x")]
-    if value == "identity":
-        return name, torch.eye(*shape, dtype=torch.float64)
-    return name, torch.full(shape, float(value), dtype=torch.float64)
-
-
 class Kernel:
     """A loaded attn artifact. Call it like an attention op; autograd works.
 
@@ -151,14 +102,13 @@ class Kernel:
         # Loads and validates the artifact in the runtime (raises RuntimeError).
         self.manifest_text = torch.ops.attn.manifest(self.path)
         self.manifest = parse_manifest(self.manifest_text)
-        self.param_names = list(self.manifest["params"].keys())
+        self.param_names = [p["name"] for p in self.manifest["params"]]
         # the kernel's tensor inputs (attn.input), in argument order, passed as inputs=
-        self.inputs = self.manifest["input"]
+        self.inputs = tensor_inputs(self.manifest)
         self.input_names = [i["name"] for i in self.inputs]
         # name -> shape: () for a scalar param, e.g. (64, 64) for a weight W[64x64]
         self.param_shapes = OrderedDict(
-            (n, tuple(v.shape) if isinstance(v, torch.Tensor) else ())
-            for n, v in self.manifest["params"].items())
+            (p["name"], tuple(p["shape"])) for p in self.manifest["params"])
         self.lazy_cuda = lazy_cuda
         self.reference = reference
         self._cuda_kernels = {}  # (dtype tag, head dim) -> Kernel, with lazy_cuda
@@ -173,7 +123,7 @@ class Kernel:
         ['sm_80', 'sm_90']); empty: CPU only."""
         if self.lazy_cuda is not None:
             return list(self.lazy_cuda.targets)
-        return list(self.manifest["cuda-targets"])
+        return list(self.manifest.get("cuda", {}).get("targets", []))
 
     def cuda_head_dims(self, dtype=torch.bfloat16):
         """Head dims with a GPU forward kernel for a dtype; with lazy GPU code, those built
@@ -182,7 +132,8 @@ class Kernel:
         if self.lazy_cuda is not None:
             with _cuda_build_lock:
                 return sorted(d for t, d in self._cuda_kernels if t == tag)
-        return sorted(k["head_dim"] for k in self.manifest["triton-kernel"] if k["dtype"] == tag)
+        return sorted(k["head_dim"] for k in self.manifest.get("cuda", {}).get("kernels", [])
+                      if k["dtype"] == tag)
 
     def artifact_for(self, q):
         """The artifact a call with query q runs: this kernel's, or with lazy GPU code and
@@ -199,7 +150,7 @@ class Kernel:
         """[P] tensor of the manifest's initial parameter values (no grad); weights are
         flattened row-major in manifest order (see param_shapes)."""
         parts = [torch.as_tensor(v, dtype=torch.float64).reshape(-1)
-                 for v in self.manifest["params"].values()]
+                 for v in param_inits(self.manifest).values()]
         flat = torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)
         return flat.to(dtype=dtype, device=device)
 
@@ -215,12 +166,9 @@ class Kernel:
     def query_factor(self, scale, head_dim):
         """The factor q is multiplied by so that this kernel scores with `scale` instead of
         its own scale (SDPA's scale=): exact where the contracted score is c·q·k, i.e. the
-        dot and scaled_dot contractions without a feature map (the manifest's contract
-        line: kind, c or 1/sqrt(d), feature). A mod region then sees scale·q·k. Raises
+        dot and scaled_dot contractions without a feature map (the manifest's contract:
+        kind, c or None for 1/sqrt(d), feature). A mod region then sees scale·q·k. Raises
         RuntimeError naming the contract for other kernels."""
-        if "contract" not in self.manifest:
-            raise RuntimeError(f"attn: scale={scale}: the manifest of {self.path} has no "
-                               "contract line; recompile it with this attn-compile")
         contract = self.manifest["contract"]
         if contract["kind"] not in ("dot", "scaled_dot") or contract["feature"]:
             what = f"contract {contract['kind']}" + (
@@ -273,7 +221,7 @@ class Kernel:
                 or "cuda" not in self.manifest.get("devices", [])):
             return None
         from . import triton_backend
-        return triton_backend.jit_kernel_for(self.path, self.manifest["cuda-targets"],
+        return triton_backend.jit_kernel_for(self.path, self.cuda_targets,
                                              torch.cuda.get_device_capability(q.device))
 
     def attention_weights(self, q, k, params=None, is_causal=False, key_lengths=None,

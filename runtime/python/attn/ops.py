@@ -14,7 +14,7 @@ contiguous tensors of these shapes and dtypes (runtime/cpu_dispatch.cpp, gpu_lau
     attention_backward dq like q, dk like k, dv like v, dparams like params, and one
                        gradient per tensor input: like the input (q's dtype) for a
                        learnable one, an empty [0] tensor of q's dtype for the others
-                       (the manifest's input lines say which, read once per artifact)
+                       (the manifest's inputs say which, read once per artifact)
     attention_weights  [B, H, Nq, Nk]                            q's dtype
     key_lengths_from_padding  int64 [B] on the CPU
     keep_from_bias     bool, the bias's shape and device
@@ -69,7 +69,7 @@ def _output(q, v):
 @functools.lru_cache(maxsize=None)
 def _learnable_inputs(artifact):
     """Whether each tensor input of the artifact gets a gradient (its manifest)."""
-    return tuple(i["learnable"] for i in parse_manifest(torch.ops.attn.manifest(artifact))["input"])
+    return tuple(i["learnable"] for i in parse_manifest(torch.ops.attn.manifest(artifact))["inputs"])
 
 
 @torch.library.register_fake("attn::attention")

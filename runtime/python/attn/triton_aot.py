@@ -26,6 +26,8 @@ import sys
 
 import torch
 
+from .manifest import check_triton_launch
+
 # Triton 3.9 warns unless this is set; 1 keeps its default (fused multiply-add).
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 
@@ -127,8 +129,10 @@ def compile_module(module_path, out_dir):
     launch = {"kernel": module.KERNEL, "ptxas": ptxas, "ptxas_version": ptxas_version,
               "param_names": list(module.PARAM_NAMES),
               "inputs": [list(entry) for entry in module.INPUTS], "images": images}
+    text = json.dumps(launch, indent=1)
+    check_triton_launch(json.loads(text))  # what attn-compile embeds, as the runtime reads it
     with open(os.path.join(out_dir, "launch.json"), "w", encoding="utf-8") as f:
-        json.dump(launch, f, indent=1)
+        f.write(text)
     with open(os.path.join(out_dir, "images.txt"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
     return launch
