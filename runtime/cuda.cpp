@@ -268,7 +268,7 @@ namespace {
 
 /// "sm_80 bf16 d64, sm_90 bf16 d64": the (chip, dtype, head dim) of the artifact's Triton
 /// cubins of `kernel`.
-std::string triton_cubins(const TritonLaunch &launch, const std::string &kernel) {
+std::string triton_cubins(const TritonLaunch &launch, TritonKernel kernel) {
   std::vector<std::string> seen;
   for (const TritonImage &image : launch.images) {
     std::string entry = image.chip + " " + image.dtype + " d" + std::to_string(image.head_dim);
@@ -282,7 +282,7 @@ std::string triton_cubins(const TritonLaunch &launch, const std::string &kernel)
 }
 
 const TritonImage &select_triton_image(const Library &lib, const DeviceInfo &info, int ordinal,
-                                       const std::string &kernel, torch::ScalarType dtype,
+                                       TritonKernel kernel, torch::ScalarType dtype,
                                        int64_t head_dim, bool causal) {
   const TritonLaunch &launch = *lib.triton();
   const std::string chip = choose_cuda_image(lib.manifest().cuda_targets, info.major, info.minor);
@@ -293,13 +293,12 @@ const TritonImage &select_triton_image(const Library &lib, const DeviceInfo &inf
               " (or, from Python with Triton installed, the embedded Triton source is "
               "compiled for it on first use)");
   const char *tag = cuda_dtype_tag(dtype);
-  const std::string variant =
-      kernel == "attn_bwd_preprocess" ? "any" : causal ? "causal" : "full";
+  const std::string variant = triton_variant(kernel, causal);
   for (const TritonImage &image : launch.images)
     if (image.chip == chip && tag && image.dtype == tag && image.head_dim == head_dim &&
         image.kernel == kernel && image.variant == variant)
       return image;
-  TORCH_CHECK(false, "attn: artifact ", lib.path(), " has no Triton cubin of ", kernel, " (",
+  TORCH_CHECK(false, "attn: artifact ", lib.path(), " has no Triton cubin of ", triton_kernel_name(kernel), " (",
               variant, ") for device cuda:", ordinal, " (", sm_of(info), "), ",
               tag ? tag : c10::toString(dtype), " and head dim ", head_dim,
               "; its cubins are for ", triton_cubins(launch, kernel),
@@ -316,7 +315,7 @@ std::vector<uint64_t> triton_slots(const Library &lib, const TritonImage &image,
   for (const auto &[name, type] : image.parameters) {
     auto it = args.find(name);
     TORCH_CHECK(it != args.end(), "attn: artifact ", lib.path(), ": Triton kernel ",
-                image.kernel, " (", image.symbol, ") takes a parameter ", name, " (", type,
+                triton_kernel_name(image.kernel), " (", image.symbol, ") takes a parameter ", name, " (", type,
                 ") that this runtime does not provide; recompile the artifact with the "
                 "attn-compile of this runtime");
     const TritonArg &arg = it->second;
@@ -326,7 +325,7 @@ std::vector<uint64_t> triton_slots(const Library &lib, const TritonImage &image,
       slot = arg.pointer;
     } else if (type == "i32" && arg.kind == TritonArg::Int) {
       TORCH_CHECK(arg.integer >= INT32_MIN && arg.integer <= INT32_MAX, "attn: Triton kernel ",
-                  image.kernel, ": argument ", name, " = ", arg.integer,
+                  triton_kernel_name(image.kernel), ": argument ", name, " = ", arg.integer,
                   " does not fit its type i32 (a tensor too large for these kernels)");
       const int32_t value = static_cast<int32_t>(arg.integer);
       std::memcpy(&slot, &value, sizeof value);
@@ -334,8 +333,8 @@ std::vector<uint64_t> triton_slots(const Library &lib, const TritonImage &image,
       const float value = static_cast<float>(arg.real);
       std::memcpy(&slot, &value, sizeof value);
     } else {
-      TORCH_CHECK(false, "attn: artifact ", lib.path(), ": Triton kernel ", image.kernel,
-                  " declares parameter ", name, " as ", type, ", which this runtime passes as ",
+      TORCH_CHECK(false, "attn: artifact ", lib.path(), ": Triton kernel ",
+                  triton_kernel_name(image.kernel), " declares parameter ", name, " as ", type, ", which this runtime passes as ",
                   arg.kind == TritonArg::Pointer ? "a pointer"
                   : arg.kind == TritonArg::Int   ? "an i32"
                                                  : "an fp32");
@@ -354,14 +353,14 @@ std::array<int64_t, 3> triton_grid(const Library &lib, const TritonImage &image,
     return {cdiv(s.NQ, image.block_m), s.B * s.H, 1};
   if (image.grid == "(cdiv(NK, BLOCK_N), B * H_KV)")
     return {cdiv(s.NK, image.block_n), s.B * s.H_KV, 1};
-  TORCH_CHECK(false, "attn: artifact ", lib.path(), ": Triton kernel ", image.kernel,
-              " has the grid rule '", image.grid, "', which this runtime does not compute (it knows (cdiv(NQ, BLOCK_M), B * H) "
+  TORCH_CHECK(false, "attn: artifact ", lib.path(), ": Triton kernel ",
+              triton_kernel_name(image.kernel), " has the grid rule '", image.grid, "', which this runtime does not compute (it knows (cdiv(NQ, BLOCK_M), B * H) "
               "and (cdiv(NK, BLOCK_N), B * H_KV)); recompile the artifact with the attn-compile "
               "of this runtime");
 }
 
 const TritonImage &triton_image(const Library &lib, const torch::Device &device,
-                                const std::string &kernel, torch::ScalarType dtype,
+                                TritonKernel kernel, torch::ScalarType dtype,
                                 int64_t head_dim, bool causal) {
   TORCH_CHECK(device.is_cuda() && device.has_index() && lib.triton(),
               "attn: internal error: Triton cubin for ", device);
@@ -370,7 +369,7 @@ const TritonImage &triton_image(const Library &lib, const torch::Device &device,
                              head_dim, causal);
 }
 
-void triton_launch(const Library &lib, const torch::Device &device, const std::string &kernel,
+void triton_launch(const Library &lib, const torch::Device &device, TritonKernel kernel,
                    torch::ScalarType dtype, int64_t head_dim, bool causal,
                    const TritonSizes &sizes, const TritonArgs &args) {
   TORCH_CHECK(device.is_cuda() && device.has_index() && lib.triton(),
@@ -415,7 +414,7 @@ void triton_launch(const Library &lib, const torch::Device &device, const std::s
     params[i] = &slots[i];
   launch_on_stream(lib, ordinal, context, fn, grid, image->num_warps * 32, image->shared_bytes,
                    params,
-                   {image->function, image->symbol + " " + image->kernel + " " + image->dtype +
+                   {image->function, image->symbol + " " + triton_kernel_name(image->kernel) + " " + image->dtype +
                                          " d=" + std::to_string(image->head_dim)});
 }
 

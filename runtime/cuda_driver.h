@@ -82,7 +82,7 @@ std::array<int64_t, 3> triton_grid(const Library &lib, const TritonImage &image,
 /// minor), storage `dtype`, `head_dim` and `causal` variant. An error naming the
 /// device's chip and the cubins the artifact has when none fits.
 const TritonImage &triton_image(const Library &lib, const torch::Device &device,
-                                const std::string &kernel, torch::ScalarType dtype,
+                                TritonKernel kernel, torch::ScalarType dtype,
                                 int64_t head_dim, bool causal);
 
 /// Launches the artifact's Triton kernel `kernel` (attn_fwd, attn_bwd_preprocess,
@@ -92,7 +92,7 @@ const TritonImage &triton_image(const Library &lib, const torch::Device &device,
 /// per launch where the cubin asks for scratch, else null); num_warps · 32 threads and
 /// its shared memory, on PyTorch's current stream. A missing cubin or argument is an
 /// error naming what the artifact has.
-void triton_launch(const Library &lib, const torch::Device &device, const std::string &kernel,
+void triton_launch(const Library &lib, const torch::Device &device, TritonKernel kernel,
                    torch::ScalarType dtype, int64_t head_dim, bool causal,
                    const TritonSizes &sizes, const TritonArgs &args);
 

@@ -88,7 +88,7 @@ TritonProblem triton_problem(const Library &lib, const Problem &p, const Tensor 
   return t;
 }
 
-void launch_triton(const Library &lib, const Problem &p, const char *kernel,
+void launch_triton(const Library &lib, const Problem &p, TritonKernel kernel,
                    const TritonProblem &t, const TritonArgs &own) {
   TritonArgs args = t.common;
   for (const auto &[name, value] : own)
@@ -111,7 +111,7 @@ std::tuple<Tensor, Tensor, Tensor> run_forward_triton(const Library &lib, const 
                           {"RowMax", triton_ptr(row_max)},
                           {"RowSum", triton_ptr(row_sum)}};
   add_strides(args, "o", "m", out);
-  launch_triton(lib, p, "attn_fwd", t, args);
+  launch_triton(lib, p, TritonKernel::Forward, t, args);
   return {out, row_max, row_sum};
 }
 
@@ -127,11 +127,11 @@ run_backward_triton(const Library &lib, const Problem &p, const Tensor &q, const
   const int64_t H_KV = p.H / p.group, P = std::max<int64_t>(p.P, 1);
   // One slot per program of the kernels that write them: their grids' tile counts.
   const int64_t row_blocks =
-      triton_grid(lib, triton_image(lib, p.device, "attn_bwd_preprocess",
+      triton_grid(lib, triton_image(lib, p.device, TritonKernel::BackwardPreprocess,
                                                     p.dtype, p.d, p.causal),
                           t.sizes)[0];
   const int64_t key_blocks =
-      triton_grid(lib, triton_image(lib, p.device, "attn_bwd_dkdv", p.dtype,
+      triton_grid(lib, triton_image(lib, p.device, TritonKernel::BackwardKeys, p.dtype,
                                                     p.d, p.causal),
                           t.sizes)[0];
   Tensor delta = torch::empty({p.B, p.H, p.Nq}, f32);
@@ -170,9 +170,9 @@ run_backward_triton(const Library &lib, const Problem &p, const Tensor &q, const
     prep["d" + declared.arg] = triton_ptr(table_slots.back().first);
     dkdv["d" + declared.arg] = triton_ptr(table_slots.back().second);
   }
-  launch_triton(lib, p, "attn_bwd_preprocess", t, prep);
-  launch_triton(lib, p, "attn_bwd_dkdv", t, dkdv);
-  launch_triton(lib, p, "attn_bwd_dq", t, dqk);
+  launch_triton(lib, p, TritonKernel::BackwardPreprocess, t, prep);
+  launch_triton(lib, p, TritonKernel::BackwardKeys, t, dkdv);
+  launch_triton(lib, p, TritonKernel::BackwardQueries, t, dqk);
   // Sums in float64 over a fixed shape: deterministic reductions.
   Tensor dparams = (row_slots.to(torch::kDouble).sum({0, 1}) +
                     key_slots.to(torch::kDouble).sum({0, 1}))

@@ -202,13 +202,8 @@ static void check_triton_images(const std::string &path, const Manifest &m, cons
               join(declared), "] but attn_triton_launch describes [", join(described), "]");
   for (const std::string &chip : m.cuda_targets)
     for (const auto &[dtype, head_dim] : m.triton_kernels)
-      for (const auto &[kernel, variants] :
-           std::vector<std::pair<std::string, std::vector<std::string>>>{
-               {"attn_fwd", {"full", "causal"}},
-               {"attn_bwd_preprocess", {"any"}},
-               {"attn_bwd_dkdv", {"full", "causal"}},
-               {"attn_bwd_dq", {"full", "causal"}}})
-        for (const std::string &variant : variants) {
+      for (TritonKernel kernel : kTritonKernels)
+        for (const char *variant : triton_variants(kernel)) {
           const bool found = std::any_of(
               launch.images.begin(), launch.images.end(), [&](const TritonImage &image) {
                 return image.chip == chip && image.dtype == dtype && image.head_dim == head_dim &&
@@ -216,7 +211,7 @@ static void check_triton_images(const std::string &path, const Manifest &m, cons
               });
           TORCH_CHECK(found, "attn: artifact ", path, ": manifest lists the Triton kernel (cuda.kernels) ", dtype,
                       " ", head_dim, " for ", chip, " but attn_triton_launch describes no ",
-                      variant, " ", kernel, " cubin for it");
+                      variant, " ", triton_kernel_name(kernel), " cubin for it");
         }
 }
 
@@ -276,8 +271,8 @@ struct LibraryLoader {
       cpu = cpu || d == "cpu";
     if (cpu) {
       for (const auto &dt : lib->manifest_.dtypes) {
-        std::string fwd = "_mlir_ciface_attn_forward_" + dt;
-        std::string bwd = "_mlir_ciface_attn_backward_" + dt;
+        std::string fwd = ATTN_CIFACE_PREFIX ATTN_FORWARD_SYMBOL_PREFIX + dt;
+        std::string bwd = ATTN_CIFACE_PREFIX ATTN_BACKWARD_SYMBOL_PREFIX + dt;
         void *f = own(fwd, STT_FUNC);
         void *b = own(bwd, STT_FUNC);
         std::vector<std::string> missing;
@@ -289,7 +284,7 @@ struct LibraryLoader {
                     " (dtypes: ", join(lib->manifest_.dtypes), ") but the entry point(s) ",
                     join(missing, ", "), " are missing");
         // Optional: kernelised artifacts (whole slices per call) have none.
-        auto *m = reinterpret_cast<attn_merge_fn>(own("_mlir_ciface_attn_merge_" + dt, STT_FUNC));
+        auto *m = reinterpret_cast<attn_merge_fn>(own(ATTN_CIFACE_PREFIX ATTN_MERGE_SYMBOL_PREFIX + dt, STT_FUNC));
         if (dt == "f32") {
           lib->fwd_f32_ = reinterpret_cast<attn_forward_fn>(f);
           lib->bwd_f32_ = reinterpret_cast<attn_backward_fn>(b);

@@ -10,6 +10,41 @@
 #include "manifest_json.h"
 
 namespace attn {
+
+const char *triton_kernel_name(TritonKernel kernel) {
+  switch (kernel) {
+  case TritonKernel::Forward:
+    return ATTN_TRITON_FORWARD;
+  case TritonKernel::BackwardPreprocess:
+    return ATTN_TRITON_BACKWARD_PREPROCESS;
+  case TritonKernel::BackwardKeys:
+    return ATTN_TRITON_BACKWARD_KEYS;
+  case TritonKernel::BackwardQueries:
+    return ATTN_TRITON_BACKWARD_QUERIES;
+  }
+  return "?";
+}
+
+std::optional<TritonKernel> triton_kernel_named(const std::string &name) {
+  for (TritonKernel kernel : kTritonKernels)
+    if (name == triton_kernel_name(kernel))
+      return kernel;
+  return std::nullopt;
+}
+
+const char *triton_variant(TritonKernel kernel, bool causal) {
+  if (kernel == TritonKernel::BackwardPreprocess) // its rows' D_i need no mask
+    return "any";
+  return causal ? "causal" : "full";
+}
+
+std::vector<const char *> triton_variants(TritonKernel kernel) {
+  const char *full = triton_variant(kernel, false), *causal = triton_variant(kernel, true);
+  if (std::string(full) == causal)
+    return {full};
+  return {full, causal};
+}
+
 namespace detail {
 
 TritonLaunch parse_triton_launch(const std::string &path, const std::string &text) {
@@ -33,7 +68,12 @@ TritonLaunch parse_triton_launch(const std::string &path, const std::string &tex
     image.dtype = f["dtype"].get<std::string>();
     image.head_dim = f["head_dim"].get<int64_t>();
     image.variant = f["variant"].get<std::string>();
-    image.kernel = f["kernel"].get<std::string>();
+    const std::string kernel = f["kernel"].get<std::string>();
+    const std::optional<TritonKernel> role = triton_kernel_named(kernel);
+    TORCH_CHECK(role, where, ": images[].kernel is '", kernel, "', expected one of ",
+                ATTN_TRITON_FORWARD ", " ATTN_TRITON_BACKWARD_PREPROCESS ", "
+                ATTN_TRITON_BACKWARD_KEYS " or " ATTN_TRITON_BACKWARD_QUERIES);
+    image.kernel = *role;
     image.function = f["function"].get<std::string>();
     for (const auto &p : f["parameters"])
       image.parameters.emplace_back(p[0].get<std::string>(), p[1].get<std::string>());

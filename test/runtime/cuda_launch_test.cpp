@@ -104,7 +104,7 @@ TEST_F(TritonFakeDriver, CubinPerChipArgumentsInDescribedOrderGridAndStream) {
   const TritonSizes sizes{2, 8, 2, 130, 96}; // B, H, H_KV, NQ, NK
   fake<void (*)(int)>("fake_expect_args")(7); // 5 parameters + 2 scratch pointers
   // cuda:1 is sm_90: its own cubin, 8 warps, 64 KiB shared (opted in).
-  triton_launch(*lib, torch::Device(torch::kCUDA, 1), "attn_fwd", torch::kBFloat16, 64,
+  triton_launch(*lib, torch::Device(torch::kCUDA, 1), attn::TritonKernel::Forward, torch::kBFloat16, 64,
                 /*causal=*/true, sizes, given);
   EXPECT_EQ(last_image(), image("attn_triton_sm_90_bf16_d64_causal_attn_fwd").data);
   EXPECT_STREQ(fake<const char *(*)()>("fake_last_kernel")(), "attn_fwd");
@@ -129,7 +129,7 @@ TEST_F(TritonFakeDriver, CubinPerChipArgumentsInDescribedOrderGridAndStream) {
   // cuda:0 is sm_86: the sm_80 cubins; the dK/dV grid runs over key tiles of BLOCK_N
   // and the key/value heads.
   fake<void (*)(int)>("fake_expect_args")(4);
-  triton_launch(*lib, torch::Device(torch::kCUDA, 0), "attn_bwd_dkdv", torch::kBFloat16, 64,
+  triton_launch(*lib, torch::Device(torch::kCUDA, 0), attn::TritonKernel::BackwardKeys, torch::kBFloat16, 64,
                 /*causal=*/false, sizes, {{"DOut", address(0xD000)}, {"NK", triton_int(96)}});
   EXPECT_EQ(last_image(), image("attn_triton_sm_80_bf16_d64_full_attn_bwd_dkdv").data);
   EXPECT_EQ(args()[0], 0xD000u);
@@ -138,7 +138,7 @@ TEST_F(TritonFakeDriver, CubinPerChipArgumentsInDescribedOrderGridAndStream) {
   EXPECT_EQ(grid()[1], 4u); // B * H_KV
   EXPECT_EQ(block()[0], 128u);
   // The preprocess kernel does not depend on is_causal: one cubin for both.
-  triton_launch(*lib, torch::Device(torch::kCUDA, 0), "attn_bwd_preprocess", torch::kBFloat16,
+  triton_launch(*lib, torch::Device(torch::kCUDA, 0), attn::TritonKernel::BackwardPreprocess, torch::kBFloat16,
                 64, /*causal=*/true, sizes, {{"DOut", address(0xD000)}, {"NK", triton_int(96)}});
   EXPECT_EQ(last_image(), image("attn_triton_sm_80_bf16_d64_any_attn_bwd_preprocess").data);
   EXPECT_EQ(grid()[0], 3u); // cdiv(130, BLOCK_M = 64): the backward's tiles
@@ -150,13 +150,13 @@ TEST_F(TritonFakeDriver, CubinLoadedOncePerDevice) {
   const TritonSizes sizes{1, 1, 1, 16, 16};
   const TritonArgs args{{"DOut", address(1)}, {"NK", triton_int(16)}};
   fake<void (*)(int)>("fake_expect_args")(4);
-  triton_launch(*lib, torch::Device(torch::kCUDA, 0), "attn_bwd_dq", torch::kBFloat16, 64,
+  triton_launch(*lib, torch::Device(torch::kCUDA, 0), attn::TritonKernel::BackwardQueries, torch::kBFloat16, 64,
                 false, sizes, args);
   const int after = loads();
-  triton_launch(*lib, torch::Device(torch::kCUDA, 0), "attn_bwd_dq", torch::kBFloat16, 64,
+  triton_launch(*lib, torch::Device(torch::kCUDA, 0), attn::TritonKernel::BackwardQueries, torch::kBFloat16, 64,
                 false, sizes, args);
   EXPECT_EQ(loads(), after);
-  triton_launch(*lib, torch::Device(torch::kCUDA, 1), "attn_bwd_dq", torch::kBFloat16, 64,
+  triton_launch(*lib, torch::Device(torch::kCUDA, 1), attn::TritonKernel::BackwardQueries, torch::kBFloat16, 64,
                 false, sizes, args);
   EXPECT_EQ(loads(), after + 1); // sm_90's own cubin
   EXPECT_EQ(fake<const void *(*)()>("fake_last_image")(),
@@ -168,27 +168,27 @@ TEST_F(TritonFakeDriver, DriverErrorsAndSharedMemoryLimitsAreNamed) {
   const TritonArgs args{{"DOut", address(1)}, {"NK", triton_int(16)}};
   fake<void (*)(int)>("fake_expect_args")(4);
   std::string msg = error_of([&] {
-    triton_launch(*lib, torch::Device(torch::kCUDA, 1), "attn_bwd_dkdv", torch::kBFloat16, 64,
+    triton_launch(*lib, torch::Device(torch::kCUDA, 1), attn::TritonKernel::BackwardKeys, torch::kBFloat16, 64,
                   false, sizes, args);
   });
   EXPECT_NE(msg.find("launching GPU kernel fail_launch"), std::string::npos) << msg;
   EXPECT_NE(msg.find("CUDA_ERROR_LAUNCH_FAILED: unspecified launch failure"), std::string::npos)
       << msg;
   msg = error_of([&] {
-    triton_launch(*lib, torch::Device(torch::kCUDA, 1), "attn_bwd_dkdv", torch::kBFloat16, 64,
+    triton_launch(*lib, torch::Device(torch::kCUDA, 1), attn::TritonKernel::BackwardKeys, torch::kBFloat16, 64,
                   true, sizes, args);
   });
   EXPECT_NE(msg.find("kernel missing (attn_triton_sm_90_bf16_d64_causal_attn_bwd_dkdv) not "
                      "found"), std::string::npos) << msg;
   EXPECT_NE(msg.find("CUDA_ERROR_NOT_FOUND"), std::string::npos) << msg;
   msg = error_of([&] {
-    triton_launch(*lib, torch::Device(torch::kCUDA, 1), "attn_bwd_dq", torch::kBFloat16, 64,
+    triton_launch(*lib, torch::Device(torch::kCUDA, 1), attn::TritonKernel::BackwardQueries, torch::kBFloat16, 64,
                   true, sizes, args);
   });
   EXPECT_NE(msg.find("needs 300000 bytes of dynamic shared memory, the device allows at most "
                      "232448"), std::string::npos) << msg;
   msg = error_of([&] {
-    triton_launch(*lib, torch::Device(torch::kCUDA, 5), "attn_bwd_dq", torch::kBFloat16, 64,
+    triton_launch(*lib, torch::Device(torch::kCUDA, 5), attn::TritonKernel::BackwardQueries, torch::kBFloat16, 64,
                   false, sizes, args);
   });
   EXPECT_NE(msg.find("cuDeviceGet failed: CUDA_ERROR_INVALID_DEVICE"), std::string::npos) << msg;
@@ -200,7 +200,7 @@ TEST_F(TritonFakeDriver, MissingCubinsAndArgumentsAreNamed) {
   TritonArgs fwd{{"Q", address(1)}, {"Out", address(2)}, {"stride_qm", triton_int(64)},
                  {"NQ", triton_int(16)}, {"scale", triton_float(0.125)}};
   std::string msg = error_of([&] {
-    triton_launch(*lib, torch::Device(torch::kCUDA, 1), "attn_fwd", torch::kHalf, 64, false,
+    triton_launch(*lib, torch::Device(torch::kCUDA, 1), attn::TritonKernel::Forward, torch::kHalf, 64, false,
                   sizes, fwd);
   });
   EXPECT_NE(msg.find("has no Triton cubin of attn_fwd (full) for device cuda:1 (sm_90), f16 and "
@@ -208,14 +208,14 @@ TEST_F(TritonFakeDriver, MissingCubinsAndArgumentsAreNamed) {
             std::string::npos) << msg;
   EXPECT_NE(msg.find("--cuda-dtypes=f16"), std::string::npos) << msg;
   msg = error_of([&] {
-    triton_launch(*lib, torch::Device(torch::kCUDA, 0), "attn_fwd", torch::kBFloat16, 128, false,
+    triton_launch(*lib, torch::Device(torch::kCUDA, 0), attn::TritonKernel::Forward, torch::kBFloat16, 128, false,
                   sizes, fwd);
   });
   EXPECT_NE(msg.find("(sm_86), bf16 and head dim 128; its cubins are for sm_80 bf16 d64"),
             std::string::npos) << msg;
   // cuda:2 is sm_120: no cubin of its major.
   msg = error_of([&] {
-    triton_launch(*lib, torch::Device(torch::kCUDA, 2), "attn_fwd", torch::kBFloat16, 64, false,
+    triton_launch(*lib, torch::Device(torch::kCUDA, 2), attn::TritonKernel::Forward, torch::kBFloat16, 64, false,
                   sizes, fwd);
   });
   EXPECT_NE(msg.find("has no GPU code for device cuda:2 (sm_120, compute capability 12.0): its "
@@ -223,34 +223,34 @@ TEST_F(TritonFakeDriver, MissingCubinsAndArgumentsAreNamed) {
   EXPECT_NE(msg.find("--cuda-targets=sm_120"), std::string::npos) << msg;
   fwd.erase("stride_qm");
   msg = error_of([&] {
-    triton_launch(*lib, torch::Device(torch::kCUDA, 1), "attn_fwd", torch::kBFloat16, 64, false,
+    triton_launch(*lib, torch::Device(torch::kCUDA, 1), attn::TritonKernel::Forward, torch::kBFloat16, 64, false,
                   sizes, fwd);
   });
   EXPECT_NE(msg.find("takes a parameter stride_qm (i32) that this runtime does not provide"),
             std::string::npos) << msg;
   fwd["stride_qm"] = triton_int(int64_t{1} << 31);
   msg = error_of([&] {
-    triton_launch(*lib, torch::Device(torch::kCUDA, 1), "attn_fwd", torch::kBFloat16, 64, false,
+    triton_launch(*lib, torch::Device(torch::kCUDA, 1), attn::TritonKernel::Forward, torch::kBFloat16, 64, false,
                   sizes, fwd);
   });
   EXPECT_NE(msg.find("argument stride_qm = 2147483648 does not fit its type i32"),
             std::string::npos) << msg;
   fwd["stride_qm"] = address(3);
   msg = error_of([&] {
-    triton_launch(*lib, torch::Device(torch::kCUDA, 1), "attn_fwd", torch::kBFloat16, 64, false,
+    triton_launch(*lib, torch::Device(torch::kCUDA, 1), attn::TritonKernel::Forward, torch::kBFloat16, 64, false,
                   sizes, fwd);
   });
   EXPECT_NE(msg.find("declares parameter stride_qm as i32, which this runtime passes as a "
                      "pointer"), std::string::npos) << msg;
   msg = error_of([&] {
-    triton_launch(*lib, torch::Device(torch::kCUDA, 0), "attn_bwd_dq", torch::kBFloat16, 64,
+    triton_launch(*lib, torch::Device(torch::kCUDA, 0), attn::TritonKernel::BackwardQueries, torch::kBFloat16, 64,
                   /*causal=*/true, sizes, {{"DOut", address(1)}, {"NK", triton_int(16)}});
   });
   EXPECT_NE(msg.find("has the grid rule '(NQ, B)', which this runtime does not compute"),
             std::string::npos) << msg;
   // B * H beyond the grid's y limit.
   msg = error_of([&] {
-    triton_launch(*lib, torch::Device(torch::kCUDA, 0), "attn_bwd_dq", torch::kBFloat16, 64,
+    triton_launch(*lib, torch::Device(torch::kCUDA, 0), attn::TritonKernel::BackwardQueries, torch::kBFloat16, 64,
                   false, TritonSizes{2, 40000, 40000, 16, 16},
                   {{"DOut", address(1)}, {"NK", triton_int(16)}});
   });

@@ -214,7 +214,7 @@ void CPUKernelBuilder::buildKernelised(StringRef name, bool forward) {
 }
 
 void CPUKernelBuilder::buildForwardEntry() {
-  std::string entryName = "attn_forward_" + elementTypeName(type);
+  std::string entryName = ATTN_FORWARD_SYMBOL_PREFIX + elementTypeName(type);
   bool transformed = transformsRows(/*querySide=*/true);
   std::string kernelName = transformed ? entryName + ".inner" : entryName;
   if (fallback == CpuVariant::Linear)
@@ -230,7 +230,7 @@ void CPUKernelBuilder::buildForwardEntry() {
 }
 
 void CPUKernelBuilder::buildBackwardEntry() {
-  std::string entryName = "attn_backward_" + elementTypeName(type);
+  std::string entryName = ATTN_BACKWARD_SYMBOL_PREFIX + elementTypeName(type);
   bool transformed = transformsRows(/*querySide=*/true);
   std::string kernelName = transformed ? entryName + ".inner" : entryName;
   if (fallback == CpuVariant::Linear)
@@ -254,7 +254,7 @@ void CPUKernelBuilder::buildMergeEntry() {
   for (int scalar : {ATTN_MERGE_BATCH, ATTN_MERGE_HEAD, ATTN_MERGE_Q_BEGIN, ATTN_MERGE_Q_END,
                      ATTN_MERGE_QUERY_START})
     inputs[scalar] = b.getI64Type();
-  Block *entry = entryPoint("attn_merge_" + elementTypeName(type), inputs, EntryRole::Merge);
+  Block *entry = entryPoint(ATTN_MERGE_SYMBOL_PREFIX + elementTypeName(type), inputs, EntryRole::Merge);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(entry);
   ValueRange args = entry->getArguments();

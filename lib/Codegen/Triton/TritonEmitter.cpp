@@ -6,6 +6,8 @@
 #include "lib/Analysis/NormalizerAnalysis.h"
 #include "lib/Transforms/ScalarFunctions.h"
 
+#include "attn/abi.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -1044,7 +1046,7 @@ void KernelPrinter::printHeader() {
 }
 
 void KernelPrinter::printForward() {
-  signature("attn_fwd", "Q, K, V, Out, RowMax, RowSum, Params, KeyLengths, QueryStarts",
+  signature(ATTN_TRITON_FORWARD, "Q, K, V, Out, RowMax, RowSum, Params, KeyLengths, QueryStarts",
             {"q", "k", "v", "o"});
   rowProgram();
   loadParams(4);
@@ -1177,7 +1179,7 @@ def attn_bwd_preprocess(
 }
 
 void KernelPrinter::printDkDv() {
-  signature("attn_bwd_dkdv",
+  signature(ATTN_TRITON_BACKWARD_KEYS,
             "Q, K, V, DOut, DK, DV, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts, "
             "DParamsKeys",
             {"q", "k", "v", "do", "dk", "dv"}, /*gradients=*/true);
@@ -1299,7 +1301,7 @@ void KernelPrinter::pairTableGradients(int indent, StringRef slot) {
 }
 
 void KernelPrinter::printDq() {
-  signature("attn_bwd_dq",
+  signature(ATTN_TRITON_BACKWARD_QUERIES,
             bilinear ? "Q, K, V, DOut, DQ, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts, "
                        "DParamsRows"
                      : "Q, K, V, DOut, DQ, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts",

@@ -196,6 +196,17 @@
 #define ATTN_INPUT_FLOAT 0
 #define ATTN_MANIFEST_SYMBOL "attn_manifest"
 #define ATTN_SIGNATURE_SYMBOL "attn_signature"
+/* The CPU entry points: a prefix, then the element type (f32, f64); the runtime calls
+ * their C-interface wrappers, ATTN_CIFACE_PREFIX followed by the entry's name. */
+#define ATTN_FORWARD_SYMBOL_PREFIX "attn_forward_"
+#define ATTN_BACKWARD_SYMBOL_PREFIX "attn_backward_"
+#define ATTN_MERGE_SYMBOL_PREFIX "attn_merge_"
+#define ATTN_CIFACE_PREFIX "_mlir_ciface_"
+/* The Triton kernels of the GPU code (attn_triton_launch's images name them). */
+#define ATTN_TRITON_FORWARD "attn_fwd"
+#define ATTN_TRITON_BACKWARD_PREPROCESS "attn_bwd_preprocess"
+#define ATTN_TRITON_BACKWARD_KEYS "attn_bwd_dkdv"
+#define ATTN_TRITON_BACKWARD_QUERIES "attn_bwd_dq"
 
 #ifdef __cplusplus
 extern "C" {

@@ -62,6 +62,21 @@
 
 namespace attn {
 
+/// The Triton kernels of an artifact's GPU code, by role; their names (abi.h) appear only
+/// in the launch description, read once into this type.
+enum class TritonKernel { Forward, BackwardPreprocess, BackwardKeys, BackwardQueries };
+inline constexpr TritonKernel kTritonKernels[] = {
+    TritonKernel::Forward, TritonKernel::BackwardPreprocess, TritonKernel::BackwardKeys,
+    TritonKernel::BackwardQueries};
+/// Its name in the launch description: attn_fwd, attn_bwd_preprocess, attn_bwd_dkdv, attn_bwd_dq.
+const char *triton_kernel_name(TritonKernel kernel);
+/// The kernel a launch description names; nullopt for a name no kernel has.
+std::optional<TritonKernel> triton_kernel_named(const std::string &name);
+/// Its cubins' variants: full and causal, or any (it does not depend on is_causal).
+std::vector<const char *> triton_variants(TritonKernel kernel);
+/// The variant a call with `causal` runs.
+const char *triton_variant(TritonKernel kernel, bool causal);
+
 /// One cubin of the GPU kernels (attn-compile --cuda-targets: the Triton backend), as the
 /// artifact's launch description attn_triton_launch (JSON, written by python -m
 /// attn.triton_aot) states it.
@@ -71,7 +86,7 @@ struct TritonImage {
   std::string dtype;    // f32 | f16 | bf16
   int64_t head_dim = 0; // d (== dv)
   std::string variant;  // full | causal | any (a kernel that does not depend on is_causal)
-  std::string kernel;   // attn_fwd | attn_bwd_preprocess | attn_bwd_dkdv | attn_bwd_dq
+  TritonKernel kernel = TritonKernel::Forward;
   std::string function; // the kernel's name in the cubin
   /// (name, Triton type: *bf16, *fp32, *i32, i32, fp32, ...) in launch order; Triton's
   /// global and profile scratch pointers follow them.

@@ -27,6 +27,7 @@ import sys
 import torch
 
 from .manifest import check_triton_launch
+from .triton_backend import BACKWARD_KEYS, BACKWARD_PREPROCESS, BACKWARD_QUERIES, FORWARD
 
 # Triton 3.9 warns unless this is set; 1 keeps its default (fused multiply-add).
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
@@ -36,10 +37,10 @@ __all__ = ["compile_module", "main"]
 _DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 #: (kernel, grid rule) in launch order: the grid's x and y as the launcher computes them.
 GRID_RULES = {
-    "attn_fwd": "(cdiv(NQ, BLOCK_M), B * H)",
-    "attn_bwd_preprocess": "(cdiv(NQ, BLOCK_M), B * H)",
-    "attn_bwd_dkdv": "(cdiv(NK, BLOCK_N), B * H_KV)",
-    "attn_bwd_dq": "(cdiv(NQ, BLOCK_M), B * H)",
+    FORWARD: "(cdiv(NQ, BLOCK_M), B * H)",
+    BACKWARD_PREPROCESS: "(cdiv(NQ, BLOCK_M), B * H)",
+    BACKWARD_KEYS: "(cdiv(NK, BLOCK_N), B * H_KV)",
+    BACKWARD_QUERIES: "(cdiv(NQ, BLOCK_M), B * H)",
 }
 # The toolkit's ptxas, which the device machine's driver (CUDA 13.0) accepts; Triton's
 # bundled one otherwise.
@@ -93,14 +94,14 @@ def compile_module(module_path, out_dir):
             raise ValueError(f"attn.triton_aot: dtypes are {', '.join(_DTYPES)}, got {dtype!r}")
         for causal in (False, True):
             names = KERNEL_NAMES if not causal else tuple(
-                n for n in KERNEL_NAMES if n != "attn_bwd_preprocess")
+                n for n in KERNEL_NAMES if n != BACKWARD_PREPROCESS)
             compiled = kernel.compile_ahead(
                 GPUTarget("cuda", arch, 32), dtype=_DTYPES[dtype], head_dim=head_dim,
                 is_causal=causal, has_key_lengths=True, names=names, schedule=schedule)
             for name, binary in compiled.items():
-                variant = "any" if name == "attn_bwd_preprocess" else (
+                variant = "any" if name == BACKWARD_PREPROCESS else (
                     "causal" if causal else "full")
-                direction = "forward" if name == "attn_fwd" else "backward"
+                direction = "forward" if name == FORWARD else "backward"
                 symbol = f"attn_triton_{chip}_{dtype}_d{head_dim}_{variant}_{name}"
                 file = f"{symbol}.cubin"
                 with open(os.path.join(out_dir, file), "wb") as f:

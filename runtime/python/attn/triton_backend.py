@@ -22,13 +22,17 @@ import tempfile
 import torch
 
 from .compiler import _source_text, cache_dir
+from .manifest import SCHEMA
 from .paths import compiler_path
 
 __all__ = ["emit_triton", "load_triton", "compile_triton", "TritonKernel", "KERNEL_NAMES",
            "select_schedule", "choose_cuda_target", "jit_kernel_for"]
 
-#: The kernels of every emitted module, in launch order.
-KERNEL_NAMES = ("attn_fwd", "attn_bwd_preprocess", "attn_bwd_dkdv", "attn_bwd_dq")
+#: The kernels of every emitted module, in launch order: the names the launch
+#: description's schema allows (abi.h's ATTN_TRITON_* for the C++ runtime).
+KERNEL_NAMES = tuple(SCHEMA["$defs"]["triton_launch"]["properties"]["images"]["items"]
+                     ["properties"]["kernel"]["enum"])
+FORWARD, BACKWARD_PREPROCESS, BACKWARD_KEYS, BACKWARD_QUERIES = KERNEL_NAMES
 # Pointer arguments that are not q, k, v or their like (which have the storage type).
 _POINTER_TYPES = {"RowMax": "*fp32", "RowSum": "*fp32", "Delta": "*fp32", "Params": "*fp32",
                   "DParamsRows": "*fp32", "DParamsKeys": "*fp32", "KeyLengths": "*i32",
@@ -388,7 +392,7 @@ class TritonKernel:
         for name in names:
             fn = getattr(self.module, name)
             block_m, block_n, num_warps, num_stages = schedule[
-                "forward" if name == "attn_fwd" else "backward"]
+                "forward" if name == FORWARD else "backward"]
             tiles = dict(constants, BLOCK_M=block_m, BLOCK_N=block_n)
             signature, constexprs = {}, {}
             for arg in fn.arg_names:
