@@ -75,8 +75,11 @@ inline const char *findIndexDenseArray(llvm::StringRef text) {
   auto identifierChar = [](char c) {
     return llvm::isAlnum(c) || c == '_' || c == '.' || c == '$';
   };
-  auto skipTrivia = [](llvm::StringRef rest) {
-    for (rest = rest.ltrim(); rest.starts_with("//"); rest = rest.ltrim())
+  // MLIR's lexer skips NUL bytes inside the buffer as it skips white space.
+  static constexpr char kSkipped[] = " \t\n\v\f\r";
+  const llvm::StringRef skipped(kSkipped, sizeof kSkipped); // and the terminating NUL
+  auto skipTrivia = [skipped](llvm::StringRef rest) {
+    for (rest = rest.ltrim(skipped); rest.starts_with("//"); rest = rest.ltrim(skipped))
       rest = rest.drop_until([](char c) { return c == '\n'; });
     return rest;
   };

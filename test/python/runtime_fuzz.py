@@ -220,7 +220,8 @@ def tensor_case(rng, kernels, index):
 # --------------------------------------------------------------------------- artifacts
 
 def manifest_span(data):
-    start = data.index(b"attn-abi ")
+    """The JSON manifest's bytes: the object whose first member is "abi", up to its NUL."""
+    start = data.rindex(b"{", 0, data.index(b'"abi": '))
     return start, data.index(b"\0", start)
 
 
@@ -280,7 +281,7 @@ def artifact_case(rng, originals, seal, scratch, index):
     elif kind == "manifest":
         start, end = manifest_span(data)
         for _ in range(rng.randint(1, 3)):
-            edits.append((rng.randrange(start, end), ord(rng.choice("0123456789abcdefxz_=[]. -#\n\0\t"))))
+            edits.append((rng.randrange(start, end), ord(rng.choice('0123456789abcdefxz_=[]{}":,. -#\n\0\t'))))
     else:
         data = data[:-48]  # the ELF image without its trailer: attn-seal adds a new one
         edits = elf_edits(rng, data)
