@@ -168,7 +168,7 @@ std::map<std::string, ArtifactSymbol> read_elf_symbols(const std::string &file,
         continue;
       const char *name = strings + sym.st_name;
       std::string symbol(name, strnlen(name, strtab.sh_size - sym.st_name));
-      if (symbol.rfind("attn_", 0) == 0 || symbol.rfind("_mlir_ciface_attn_", 0) == 0)
+      if (symbol.rfind("attn_", 0) == 0 || symbol.rfind(ATTN_CIFACE_PREFIX "attn_", 0) == 0)
         symbols[symbol] = {ELF64_ST_TYPE(sym.st_info), sym.st_size};
     }
     break;
