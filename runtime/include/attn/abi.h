@@ -207,6 +207,11 @@
 #define ATTN_TRITON_BACKWARD_PREPROCESS "attn_bwd_preprocess"
 #define ATTN_TRITON_BACKWARD_KEYS "attn_bwd_dkdv"
 #define ATTN_TRITON_BACKWARD_QUERIES "attn_bwd_dq"
+/* The decode forward (few query rows, many keys): attn_fwd_split runs one chunk of keys
+ * per program and writes the chunk's partial row state; attn_fwd_merge combines the
+ * chunks and writes O, row_max and row_sum as attn_fwd does. */
+#define ATTN_TRITON_FORWARD_SPLIT "attn_fwd_split"
+#define ATTN_TRITON_FORWARD_MERGE "attn_fwd_merge"
 
 #ifdef __cplusplus
 extern "C" {
