@@ -423,7 +423,7 @@ class TritonKernel:
         compiled = {}
         for name in names:
             fn = getattr(self.module, name)
-            block_m, block_n, num_warps, num_stages = schedule[_direction(name)]
+            block_m, block_n, num_warps, num_stages = schedule[schedule_entry(name)]
             tiles = dict(constants, BLOCK_M=block_m, BLOCK_N=block_n)
             signature, constexprs = {}, {}
             for arg in fn.arg_names:
@@ -574,7 +574,7 @@ class TritonKernel:
         return dq, dk, dv, dparams.to(torch.float32), dtables
 
 
-def _direction(name):
+def schedule_entry(name):
     """The schedule entry (SCHEDULES' forward, backward or decode) a kernel runs with."""
     if name == FORWARD:
         return "forward"
