@@ -525,6 +525,11 @@ private:
   /// (the chunks' states combined, then attn_fwd's epilogue).
   void printForwardSplit();
   void printForwardMerge();
+  /// `@triton.jit def name(`: `pointers`, the tables (with `gradients` their gradient
+  /// slots), H, NQ, HEAD_DIM_V, `scalars`; then a program of one tile of rows of one
+  /// (b, h) that reads no q, k or v (attn_bwd_preprocess, attn_fwd_merge).
+  void rowTileProgram(StringRef name, StringRef pointers, bool gradients,
+                      StringRef scalars = "");
   /// The running row state of the forward: m_i (online: from `initialMax`), l_i, count, acc.
   void forwardState(int indent, StringRef initialMax);
   /// The row offset's exponent, log ε or -inf: where an online row's max starts.
@@ -872,7 +877,8 @@ void KernelPrinter::signature(StringRef name, StringRef pointers, ArrayRef<Strin
   }
   if (!tables.empty())
     os << "    " << tableParameters(gradients) << "\n";
-  os << "    H, H_KV, NQ, NK, HEAD_DIM, HEAD_DIM_V, scale, KEY_START, " << scalars;
+  os << "    H, H_KV, NQ, NK, HEAD_DIM, HEAD_DIM_V, scale, KEY_START,"
+     << (scalars.empty() ? "" : " ") << scalars;
   os << R"(
     IS_CAUSAL: tl.constexpr, HAS_KEY_LENGTHS: tl.constexpr, DOT_PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
@@ -1233,18 +1239,14 @@ void KernelPrinter::printForwardSplit() {
   os << "\n\n";
 }
 
-void KernelPrinter::printForwardMerge() {
-  os << "@triton.jit\ndef " << ATTN_TRITON_FORWARD_MERGE << R"((
-    Out, RowMax, RowSum, PartAcc, PartMax, PartSum, PartCount, Params, QueryStarts,
-    stride_ob, stride_oh, stride_om, stride_od,
-    )";
+void KernelPrinter::rowTileProgram(StringRef name, StringRef pointers, bool gradients,
+                                   StringRef scalars) {
+  os << "@triton.jit\ndef " << name << "(\n    " << pointers << ",\n    ";
   if (!tables.empty())
-    os << tableParameters(/*gradients=*/false) << "\n    ";
-  os << R"(H, NQ, HEAD_DIM_V, SPLITS,
+    os << tableParameters(gradients) << "\n    ";
+  os << "H, NQ, HEAD_DIM_V," << (scalars.empty() ? "" : " ") << scalars << R"(
     BLOCK_M: tl.constexpr, BLOCK_DV: tl.constexpr,
 ):
-    # The online normaliser's combine rule over attn_fwd_split's chunks, in chunk order:
-    # m = max(m_0, m_s...), l = sum l_s e^(m_s - m), acc likewise (plain: plain sums).
     start_m = tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // H
@@ -1252,6 +1254,16 @@ void KernelPrinter::printForwardMerge() {
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_dv = tl.arange(0, BLOCK_DV)
     row_in = offs_m < NQ
+)";
+}
+
+void KernelPrinter::printForwardMerge() {
+  rowTileProgram(ATTN_TRITON_FORWARD_MERGE,
+                 "Out, RowMax, RowSum, PartAcc, PartMax, PartSum, PartCount, Params, "
+                 "QueryStarts,\n    stride_ob, stride_oh, stride_om, stride_od",
+                 /*gradients=*/false, "SPLITS,");
+  os << R"(    # The online normaliser's combine rule over attn_fwd_split's chunks, in chunk order:
+    # m = max(m_0, m_s...), l = sum l_s e^(m_s - m), acc likewise (plain: plain sums).
     pos_m = offs_m + tl.load(QueryStarts + b).to(tl.int32)
     rows = bh * NQ + offs_m
     chunk_rows = tl.num_programs(1) * NQ
@@ -1281,25 +1293,11 @@ void KernelPrinter::printForwardMerge() {
 }
 
 void KernelPrinter::printPreprocess() {
-  os << R"(@triton.jit
-def attn_bwd_preprocess(
-    Out, DOut, Delta, RowMax, RowSum, Params, DParamsRows, QueryStarts,
-    stride_ob, stride_oh, stride_om, stride_od,
-    stride_dob, stride_doh, stride_dom, stride_dod,
-    )";
-  if (!tables.empty())
-    os << tableParameters(/*gradients=*/true) << "\n    ";
-  os << R"(H, NQ, HEAD_DIM_V,
-    BLOCK_M: tl.constexpr, BLOCK_DV: tl.constexpr,
-):
-    start_m = tl.program_id(0)
-    bh = tl.program_id(1)
-    b = bh // H
-    h = bh % H
-    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_dv = tl.arange(0, BLOCK_DV)
-    row_in = offs_m < NQ
-)";
+  rowTileProgram(ATTN_TRITON_BACKWARD_PREPROCESS,
+                 "Out, DOut, Delta, RowMax, RowSum, Params, DParamsRows, QueryStarts,\n"
+                 "    stride_ob, stride_oh, stride_om, stride_od,\n"
+                 "    stride_dob, stride_doh, stride_dom, stride_dod",
+                 /*gradients=*/true);
   line(4, "o = " + tileLoad("Out", "b * stride_ob + h * stride_oh", "offs_m", "stride_om", "NQ",
                             "offs_dv", "stride_od", "HEAD_DIM_V") + ".to(tl.float32)");
   line(4, "do = " + tileLoad("DOut", "b * stride_dob + h * stride_doh", "offs_m", "stride_dom",
