@@ -29,6 +29,10 @@ namespace {
 /// The decode forward's tile of rows: a decode step's query rows (up to 16) of one
 /// head, or of several heads of a GQA group together.
 constexpr int64_t kDecodeBlockM = 16;
+/// Its key tile, warps and stages: the one of 32, 64 and 128 keys, 2, 4 and 8 warps that
+/// ptxas fits without spills at d = 64 and 128 on sm_80 and sm_90 (bench/ptxas_report.py;
+/// 64 keys spill at d = 128 on sm_80).
+constexpr int64_t kDecodeBlockN = 32, kDecodeWarps = 4, kDecodeStages = 2;
 
 // --- scalar functions as @triton.jit functions -----------------------------------
 
@@ -1020,13 +1024,13 @@ std::string KernelPrinter::schedulesText() {
     return text;
   for (auto schedule : schedules.getAsRange<GpuScheduleAttr>())
     text += llvm::formatv("    (\"{0}\", \"{1}\", {2}): dict(forward=({3}, {4}, {5}, {6}), "
-                          "backward=({7}, {8}, {9}, {10}), decode=({11}, {4}, 4, {6})),\n",
+                          "backward=({7}, {8}, {9}, {10}), decode=({11}, {12}, {13}, {14})),\n",
                           schedule.getChip(), elementTypeName(schedule.getType()),
                           schedule.getHeadDim(), schedule.getBlockM(), schedule.getBlockN(),
                           schedule.getNumWarps(), schedule.getNumStages(),
                           schedule.getBackwardBlockM(), schedule.getBackwardBlockN(),
                           schedule.getBackwardNumWarps(), schedule.getBackwardNumStages(),
-                          kDecodeBlockM)
+                          kDecodeBlockM, kDecodeBlockN, kDecodeWarps, kDecodeStages)
                 .str();
   return text;
 }
@@ -1076,11 +1080,12 @@ void KernelPrinter::printHeader() {
         "(#attn.gpu_schedule):\n"
      << "# (BLOCK_M, BLOCK_N, num_warps, num_stages) of attn_fwd, of the backward kernels and\n"
      << "# of the decode forward (attn_fwd_split and attn_fwd_merge: BLOCK_M rows of the GQA\n"
-     << "# group, the forward's BLOCK_N keys, 4 warps).\n"
+     << "# group).\n"
      << "SCHEDULES = {\n" << schedulesText() << "}\n"
      << "# Under the interpreter, and on a GPU without an entry above of its chip or an older one.\n"
      << "DEFAULT_SCHEDULE = dict(forward=(64, 64, 4, 2), backward=(64, 64, 4, 2), decode=("
-     << kDecodeBlockM << ", 64, 4, 2))\n"
+     << kDecodeBlockM << ", " << kDecodeBlockN << ", " << kDecodeWarps << ", " << kDecodeStages
+     << "))\n"
      << "# When the launcher runs the decode forward (docs/gpu.md): at most max_rows query rows,\n"
      << "# attn_fwd's programs fewer than the GPU's SMs; key chunks for programs_per_sm\n"
      << "# programs per SM.\n"
