@@ -3,7 +3,9 @@ Triton's interpreter on CPU tensors against the float64 references, forward and 
 gradient: every example normalizer, causal, key padding, fully masked rows, Nq != Nk,
 Nq = 1, N not a multiple of the tile, GQA, an index mask, a score mod with a learnable
 param, offset regions with learnable params, T5's buckets (integer helpers), the cosine
-and bilinear contractions (dW too), a feature map, and f16 and bf16 storage. Tiles of 16 and
+and bilinear contractions (dW too), a feature map, and f16 and bf16 storage; and the
+decode forward (attn_fwd_split + attn_fwd_merge, forced into 3 key chunks) for the
+normalizers, row offsets, positions and the contractions. Tiles of 16 and
 N <= 40 keep the interpreter quick.
 
 Triton decides when it is imported whether its own library runs interpreted, so these
@@ -63,6 +65,24 @@ def kernel(path):
         kern = triton_backend.compile_triton(str(path), block_m=TILE, block_n=TILE)
         _KERNELS[path] = kern if DEVICE == "cpu" else _OnDevice(kern)
     return _KERNELS[path]
+
+
+SPLITS = 3  # chunks of 16 keys (one tile each) over Nk = 45: the last one is short
+
+
+def split_kernel(path):
+    """The kernel of `path` whose forward always runs the decode forward in SPLITS
+    chunks (as a GPU does for few rows over many keys), compiled once per session."""
+    key = (str(path), "split")
+    if key not in _KERNELS:
+        kern = triton_backend.compile_triton(str(path), block_m=TILE, block_n=TILE,
+                                             key_splits=SPLITS)
+        _KERNELS[key] = kern if DEVICE == "cpu" else _OnDevice(kern)
+    return _KERNELS[key]
+
+
+# Both forwards of a kernel: attn_fwd, and the decode forward forced for every call.
+FORWARDS = pytest.mark.parametrize("make", [kernel, split_kernel], ids=["attn_fwd", "decode"])
 
 
 def run(kern, q, k, v, params, dout, is_causal=False, key_lengths=None, dtype=torch.float32):
@@ -188,7 +208,8 @@ def test_alibi_score_mod_and_its_learnable_slope():
     assert_close(got, want, context="alibi")
 
 
-def test_cosine_contraction_through_the_norms():
+@FORWARDS
+def test_cosine_contraction_through_the_norms(make):
     """examples/families/cosine.mlir: s = 5·q̂·k̂ with x̂ = x/sqrt(x·x + ε²), the kernels
     contracting unit rows and chaining dq and dk back through the norms; a zero q row and
     a zero k row (cos = 0, finite gradients), Nq != Nk, padded keys."""
@@ -198,7 +219,7 @@ def test_cosine_contraction_through_the_norms():
                                            helpers.seed_of("triton-cosine"))
     q[0, 1, 3], k[1, 0, 5] = 0.0, 0.0
     lengths = torch.tensor([37, 30])
-    got = run(kernel(FAMILIES / "cosine.mlir"), q, k, v, torch.zeros(0), dout,
+    got = run(make(FAMILIES / "cosine.mlir"), q, k, v, torch.zeros(0), dout,
               key_lengths=lengths)
     fn = lambda q_, k_, v_: general.attention(
         q_, k_, v_, lambda a, b, ix: fam.cosine_score(5.0)(a, b, None),
@@ -207,7 +228,8 @@ def test_cosine_contraction_through_the_norms():
     assert_close(got, {n: want[n] for n in ("O", "dq", "dk", "dv")}, context="cosine")
 
 
-def test_bilinear_contraction_and_its_weight_gradient():
+@FORWARDS
+def test_bilinear_contraction_and_its_weight_gradient(make):
     """s = 0.5·q·W·k with a learnable W [d, d] (Luong's general score), W not the identity:
     q' = q·W in the kernels, dq = dq'·Wᵀ, and dW = Σ qᵀ·dq' from the dQ programs' slots
     (the same bits twice); causal, Nq != Nk, GQA."""
@@ -220,7 +242,7 @@ def test_bilinear_contraction_and_its_weight_gradient():
     dout = torch.randn(1, 4, 21, D, generator=gen, dtype=torch.float64)
     W = torch.eye(D, dtype=torch.float64) + 0.3 * torch.randn(D, D, generator=gen,
                                                                dtype=torch.float64)
-    kern = kernel(BILINEAR)
+    kern = make(BILINEAR)
     assert torch.equal(kern.initial_params(), torch.eye(D).flatten())
     got = run(kern, q, k, v, W.flatten(), dout, is_causal=True)
     again = run(kern, q, k, v, W.flatten(), dout, is_causal=True)
@@ -238,14 +260,15 @@ def test_bilinear_contraction_and_its_weight_gradient():
         kern(q.float(), k.float(), v.float(), torch.zeros(16))
 
 
-def test_feature_map_in_the_quadratic_form():
+@FORWARDS
+def test_feature_map_in_the_quadratic_form(make):
     """s = φ(q)·φ(k) with φ(x) = tanh(x) + 1 applied to the tiles as loaded, dq and dk
     chained through φ'; d = 12 pads the head dim to 16 columns, where φ(0) = 1 must not
     count (σ(s) with C = 1 sees a shift of the scores); padded keys."""
     q, k, v, dout, _ = helpers.make_inputs("softmax", 2, 2, 19, 26, 12, D,
                                            helpers.seed_of("triton-feature"))
     lengths = torch.tensor([26, 11])
-    got = run(kernel(FEATURE_MAP), q, k, v, torch.zeros(0), dout, key_lengths=lengths)
+    got = run(make(FEATURE_MAP), q, k, v, torch.zeros(0), dout, key_lengths=lengths)
     phi = lambda x: torch.tanh(x) + 1
     fn = lambda q_, k_, v_: general.attention(
         q_, k_, v_, lambda a, b, ix: phi(a) @ phi(b).transpose(-1, -2),
@@ -558,20 +581,6 @@ def test_bad_positions_are_refused():
 
 
 # --- the decode forward: attn_fwd_split over key chunks, attn_fwd_merge (docs/decoding.md) --
-
-SPLITS = 3  # chunks of 16 keys (one tile each) over Nk = 45: the last one is short
-
-
-def split_kernel(path):
-    """The kernel of `path` whose forward always runs the decode forward in SPLITS
-    chunks (as a GPU does for few rows over many keys), compiled once per session."""
-    key = (str(path), "split")
-    if key not in _KERNELS:
-        kern = triton_backend.compile_triton(str(path), block_m=TILE, block_n=TILE,
-                                             key_splits=SPLITS)
-        _KERNELS[key] = kern if DEVICE == "cpu" else _OnDevice(kern)
-    return _KERNELS[key]
-
 
 def with_gqa(fn, group):
     """fn over k and v of H_kv heads, each read by `group` query heads."""
