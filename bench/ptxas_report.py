@@ -74,7 +74,7 @@ def main():
                 report = result.stderr
             regs = re.search(r"Used (\d+) registers", report)
             spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", report)
-            tiles = schedule["forward" if name == "attn_fwd" else "backward"]
+            tiles = schedule[triton_backend.schedule_entry(name)]
             which = "" if assembler == ptxas else " (Triton's ptxas)"
             print(f"| {chip}{which} | {dtype} | {head_dim} | {name} | {tiles[0]}×{tiles[1]}, {tiles[2]}, "
                   f"{tiles[3]} | {regs.group(1) if regs else '?'} | "

@@ -353,10 +353,23 @@ std::array<int64_t, 3> triton_grid(const Library &lib, const TritonImage &image,
     return {cdiv(s.NQ, image.block_m), s.B * s.H, 1};
   if (image.grid == "(cdiv(NK, BLOCK_N), B * H_KV)")
     return {cdiv(s.NK, image.block_n), s.B * s.H_KV, 1};
+  if (image.grid == "(cdiv(H / H_KV * NQ, BLOCK_M), B * H_KV, SPLITS)")
+    return {cdiv(s.H / s.H_KV * s.NQ, image.block_m), s.B * s.H_KV, s.SPLITS};
   TORCH_CHECK(false, "attn: artifact ", lib.path(), ": Triton kernel ",
-              triton_kernel_name(image.kernel), " has the grid rule '", image.grid, "', which this runtime does not compute (it knows (cdiv(NQ, BLOCK_M), B * H) "
-              "and (cdiv(NK, BLOCK_N), B * H_KV)); recompile the artifact with the attn-compile "
+              triton_kernel_name(image.kernel), " has the grid rule '", image.grid, "', which this runtime does not compute (it knows (cdiv(NQ, BLOCK_M), B * H), "
+              "(cdiv(NK, BLOCK_N), B * H_KV) and (cdiv(H / H_KV * NQ, BLOCK_M), B * H_KV, SPLITS)); recompile the artifact with the attn-compile "
               "of this runtime");
+}
+
+int64_t triton_sm_count(int ordinal) {
+  std::lock_guard<std::mutex> lock(cuda_mutex());
+  const CudaDriver &d = CudaDriver::get();
+  cu::Device dev = 0;
+  check(d.device_get(&dev, ordinal), "cuDeviceGet");
+  int count = 0;
+  check(d.device_get_attribute(&count, cu::kAttrMultiprocessorCount, dev),
+        "cuDeviceGetAttribute(multiprocessor count)");
+  return count;
 }
 
 const TritonImage &triton_image(const Library &lib, const torch::Device &device,

@@ -67,10 +67,14 @@ inline TritonArg triton_float(double v) { return {TritonArg::Float, 0, 0, v}; }
 /// A kernel's arguments by parameter name (the launch description orders them).
 using TritonArgs = std::map<std::string, TritonArg>;
 
-/// What the Triton kernels' grid rules read: batch, query heads, key/value heads, Nq, Nk.
+/// What the Triton kernels' grid rules read: batch, query heads, key/value heads, Nq, Nk,
+/// and the decode forward's key chunks.
 struct TritonSizes {
-  int64_t B = 0, H = 0, H_KV = 0, NQ = 0, NK = 0;
+  int64_t B = 0, H = 0, H_KV = 0, NQ = 0, NK = 0, SPLITS = 1;
 };
+
+/// The number of streaming multiprocessors of CUDA device `ordinal`.
+int64_t triton_sm_count(int ordinal);
 
 /// The grid of `image`'s rule (GRID_RULES of attn.triton_aot) for `sizes` and its
 /// tiles; an unknown rule is an error naming it.

@@ -25,6 +25,7 @@ using Stream = struct Stream_st *; // CUstream
 constexpr Result kSuccess = 0;                                   // CUDA_SUCCESS
 constexpr int kAttrComputeCapabilityMajor = 75;                  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
 constexpr int kAttrComputeCapabilityMinor = 76;                  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
+constexpr int kAttrMultiprocessorCount = 16;                     // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
 constexpr int kAttrMaxSharedMemoryPerBlockOptin = 97;            // CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
 constexpr int kFuncAttrMaxDynamicSharedSizeBytes = 8;            // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 constexpr int kJitErrorLogBuffer = 5;                            // CU_JIT_ERROR_LOG_BUFFER

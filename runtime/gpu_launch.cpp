@@ -89,11 +89,41 @@ TritonProblem triton_problem(const Library &lib, const Problem &p, const Tensor 
 }
 
 void launch_triton(const Library &lib, const Problem &p, TritonKernel kernel,
-                   const TritonProblem &t, const TritonArgs &own) {
+                   const TritonProblem &t, const TritonArgs &own, int64_t splits = 1) {
   TritonArgs args = t.common;
   for (const auto &[name, value] : own)
     args[name] = value;
-  triton_launch(lib, p.device, kernel, p.dtype, p.d, p.causal, t.sizes, args);
+  TritonSizes sizes = t.sizes;
+  sizes.SPLITS = splits;
+  triton_launch(lib, p.device, kernel, p.dtype, p.d, p.causal, sizes, args);
+}
+
+struct KeyChunks {
+  int64_t count = 0, keys = 0; // chunks, and keys per chunk (a multiple of the key tile)
+};
+
+/// The decode forward's key chunks for the call, or none (attn_fwd runs it): the rule
+/// of attn.triton_backend.decode_split, with the launch description's "decode" and the
+/// tiles of the cubins the call runs.
+std::optional<KeyChunks> decode_chunks(const Library &lib, const Problem &p) {
+  const std::optional<TritonDecodeRule> &rule = lib.triton()->decode;
+  if (!rule || p.Nq > rule->max_rows || p.Nk == 0)
+    return std::nullopt;
+  auto cdiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  const TritonImage &forward =
+      triton_image(lib, p.device, TritonKernel::Forward, p.dtype, p.d, p.causal);
+  const TritonImage &split =
+      triton_image(lib, p.device, TritonKernel::ForwardSplit, p.dtype, p.d, p.causal);
+  const int64_t sm_count = triton_sm_count(p.device.index());
+  if (cdiv(p.Nq, forward.block_m) * p.B * p.H >= sm_count)
+    return std::nullopt; // attn_fwd's programs already fill the GPU
+  const int64_t key_tiles = cdiv(p.Nk, split.block_n);
+  const int64_t programs = cdiv(p.group * p.Nq, split.block_m) * p.B * (p.H / p.group);
+  const int64_t wanted = std::min(key_tiles, cdiv(rule->programs_per_sm * sm_count, programs));
+  if (wanted < 2)
+    return std::nullopt;
+  const int64_t keys = cdiv(key_tiles, wanted) * split.block_n;
+  return KeyChunks{cdiv(p.Nk, keys), keys};
 }
 
 } // namespace
@@ -111,7 +141,23 @@ std::tuple<Tensor, Tensor, Tensor> run_forward_triton(const Library &lib, const 
                           {"RowMax", triton_ptr(row_max)},
                           {"RowSum", triton_ptr(row_sum)}};
   add_strides(args, "o", "m", out);
-  launch_triton(lib, p, TritonKernel::Forward, t, args);
+  const std::optional<KeyChunks> chunks = decode_chunks(lib, p);
+  if (!chunks) {
+    launch_triton(lib, p, TritonKernel::Forward, t, args);
+    return {out, row_max, row_sum};
+  }
+  // The decode forward: each chunk's partial row state (float32), then their merge.
+  Tensor part_acc = torch::empty({chunks->count, p.B * p.H, p.Nq, p.dv}, stats);
+  Tensor part_max = torch::empty({chunks->count, p.B * p.H, p.Nq}, stats);
+  Tensor part_sum = torch::empty_like(part_max), part_count = torch::empty_like(part_max);
+  args["PartAcc"] = triton_ptr(part_acc);
+  args["PartMax"] = triton_ptr(part_max);
+  args["PartSum"] = triton_ptr(part_sum);
+  args["PartCount"] = triton_ptr(part_count);
+  args["KEYS_PER_SPLIT"] = triton_int(chunks->keys);
+  args["SPLITS"] = triton_int(chunks->count);
+  launch_triton(lib, p, TritonKernel::ForwardSplit, t, args, chunks->count);
+  launch_triton(lib, p, TritonKernel::ForwardMerge, t, args, chunks->count);
   return {out, row_max, row_sum};
 }
 

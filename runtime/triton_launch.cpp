@@ -15,6 +15,10 @@ const char *triton_kernel_name(TritonKernel kernel) {
   switch (kernel) {
   case TritonKernel::Forward:
     return ATTN_TRITON_FORWARD;
+  case TritonKernel::ForwardSplit:
+    return ATTN_TRITON_FORWARD_SPLIT;
+  case TritonKernel::ForwardMerge:
+    return ATTN_TRITON_FORWARD_MERGE;
   case TritonKernel::BackwardPreprocess:
     return ATTN_TRITON_BACKWARD_PREPROCESS;
   case TritonKernel::BackwardKeys:
@@ -33,7 +37,8 @@ std::optional<TritonKernel> triton_kernel_named(const std::string &name) {
 }
 
 const char *triton_variant(TritonKernel kernel, bool causal) {
-  if (kernel == TritonKernel::BackwardPreprocess) // its rows' D_i need no mask
+  // Their rows' D_i, and the merge of the chunks' row states, need no mask.
+  if (kernel == TritonKernel::BackwardPreprocess || kernel == TritonKernel::ForwardMerge)
     return "any";
   return causal ? "causal" : "full";
 }
@@ -58,6 +63,9 @@ TritonLaunch parse_triton_launch(const std::string &path, const std::string &tex
   check_against_schema(doc, "triton_launch", where);
   TritonLaunch launch;
   launch.ptxas_version = doc["ptxas_version"].get<std::string>();
+  if (doc.contains("decode"))
+    launch.decode = TritonDecodeRule{doc["decode"]["max_rows"].get<int64_t>(),
+                                     doc["decode"]["programs_per_sm"].get<int64_t>()};
   for (const auto &entry : doc["inputs"]) // [name, kernel argument, element, extents, learnable]
     launch.inputs.push_back(TritonInput{entry[0].get<std::string>(), entry[1].get<std::string>(),
                                         entry[2].get<std::string>(), entry[4].get<bool>()});
@@ -71,8 +79,9 @@ TritonLaunch parse_triton_launch(const std::string &path, const std::string &tex
     const std::string kernel = f["kernel"].get<std::string>();
     const std::optional<TritonKernel> role = triton_kernel_named(kernel);
     TORCH_CHECK(role, where, ": images[].kernel is '", kernel, "', expected one of ",
-                ATTN_TRITON_FORWARD ", " ATTN_TRITON_BACKWARD_PREPROCESS ", "
-                ATTN_TRITON_BACKWARD_KEYS " or " ATTN_TRITON_BACKWARD_QUERIES);
+                ATTN_TRITON_FORWARD ", " ATTN_TRITON_FORWARD_SPLIT ", " ATTN_TRITON_FORWARD_MERGE
+                ", " ATTN_TRITON_BACKWARD_PREPROCESS ", " ATTN_TRITON_BACKWARD_KEYS
+                " or " ATTN_TRITON_BACKWARD_QUERIES);
     image.kernel = *role;
     image.function = f["function"].get<std::string>();
     for (const auto &p : f["parameters"])

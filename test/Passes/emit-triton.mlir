@@ -59,6 +59,34 @@ attn.kernel @softmax_attention normalizer(@softmax)
 // CHECK-NEXT: acc = acc * alpha[:, None] + tl.dot(g.to(v.dtype), v, input_precision=DOT_PRECISION)
 // CHECK: c = l_i
 // CHECK: tl.store(RowMax + bh * NQ + offs_m, tl.where(any_key, m_i, 0.0), mask=row_in)
+// The decode forward: the GQA group's heads packed into the rows, one key chunk per
+// program, partial row states out; the merge combines them by the online rule.
+// CHECK: def attn_fwd_split(
+// CHECK: H, H_KV, NQ, NK, HEAD_DIM, HEAD_DIM_V, scale, KEY_START, KEYS_PER_SPLIT,
+// CHECK: split = tl.program_id(2)
+// CHECK: heads = h_kv * group + tl.where(row_in, offs_p // NQ, 0)
+// CHECK-NEXT: offs_m = offs_p % NQ
+// CHECK-NEXT: h = heads[:, None]
+// CHECK: q = tl.load(Q + b * stride_qb + heads[:, None] * stride_qh + offs_m[:, None] * stride_qm
+// CHECK: key_first = split * KEYS_PER_SPLIT
+// CHECK-NEXT: key_last = tl.minimum(key_stop, key_first + KEYS_PER_SPLIT)
+// CHECK: m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+// CHECK: for start_n in range(key_first, key_last, BLOCK_N):
+// CHECK: acc = acc * alpha[:, None] + tl.dot(g.to(v.dtype), v, input_precision=DOT_PRECISION)
+// CHECK: part = (split * tl.num_programs(1) * group + b * H + heads) * NQ + offs_m
+// CHECK-NEXT: tl.store(PartMax + part, m_i, mask=row_in)
+// CHECK-NEXT: tl.store(PartSum + part, l_i, mask=row_in)
+// CHECK-NEXT: tl.store(PartCount + part, count, mask=row_in)
+// CHECK-NEXT: tl.store(PartAcc + part[:, None] * HEAD_DIM_V + offs_dv[None, :], acc,
+// CHECK: def attn_fwd_merge(
+// CHECK: for split in range(0, SPLITS):
+// CHECK-NEXT: m_i = tl.maximum(m_i, tl.load(PartMax + split * chunk_rows + rows, mask=row_in, other=float("-inf")))
+// CHECK: alpha = tl.exp2((tl.load(PartMax + part, mask=row_in, other=float("-inf")) - m_safe) * LOG2E)
+// CHECK-NEXT: l_i += tl.load(PartSum + part, mask=row_in, other=0.0) * alpha
+// CHECK-NEXT: count += tl.load(PartCount + part, mask=row_in, other=0.0)
+// CHECK-NEXT: acc += tl.load(PartAcc + part[:, None] * HEAD_DIM_V + offs_dv[None, :], mask=acc_in, other=0.0) * alpha[:, None]
+// CHECK: c = l_i
+// CHECK: tl.store(RowSum + bh * NQ + offs_m, tl.where(any_key, c, 0.0), mask=row_in)
 // CHECK: def attn_bwd_preprocess(
 // CHECK: delta = tl.sum(o * do, 1)
 // CHECK: def attn_bwd_dkdv(
@@ -453,3 +481,29 @@ attn.kernel @feature_attention normalizer(@softmax) score(@feature_softmax)
 // CHECK: (feature_dx(k_rows.to(tl.float32)) * dk * scale).to(DK.dtype.element_ty)
 // CHECK: def attn_bwd_dq(
 // CHECK: (feature_dx(q_rows.to(tl.float32)) * dq * scale).to(DQ.dtype.element_ty)
+
+// -----
+
+// A denominator's ε (softmax1: C = 1 + Σ e^s): attn_fwd_split leaves it out (its max
+// starts at -inf); attn_fwd_merge starts the max at log ε and adds ε once.
+attn.normalizer @softmax1 {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator epsilon 1.0 sum
+}
+attn.kernel @softmax1_attention normalizer(@softmax1)
+
+// CHECK: KERNEL = "softmax1_attention"
+// CHECK: def attn_fwd(
+// CHECK: m_i = tl.full([BLOCK_M], 0.0, tl.float32)
+// CHECK: c = l_i + 1.0 * tl.exp(-m_i)
+// CHECK: def attn_fwd_split(
+// CHECK: m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+// CHECK-NOT: tl.exp(-m_i)
+// CHECK: def attn_fwd_merge(
+// CHECK: m_i = tl.full([BLOCK_M], 0.0, tl.float32)
+// CHECK: c = l_i + 1.0 * tl.exp(-m_i)
+// CHECK: def attn_bwd_preprocess(

@@ -70,3 +70,21 @@ def test_new_scalar_forms_compile(cuda_target, source, names):
         names=names)
     for name, binary in compiled.items():
         assert "wgmma.mma_async" in binary.asm["ptx"], f"{source} {name} has no wgmma"
+
+
+@pytest.mark.parametrize("arch", [80, 90])
+@pytest.mark.parametrize("source", ["alibi_heads", "sliding_window_sinks"])
+def test_decode_kernels_compile(cuda_target, arch, source):
+    """attn_fwd_split (16 packed rows: mma.sync on both chips, wgmma needs 64) and
+    attn_fwd_merge compile for sm_80 and sm_90 with the decode schedule: a tensor input
+    read per packed row's head, and the tile skipping over every head of the tile."""
+    kernel = triton_backend.compile_triton(str(EXAMPLES.parent / "families" / f"{source}.mlir"))
+    compiled = kernel.compile_ahead(cuda_target(arch), dtype=torch.bfloat16, head_dim=128,
+                                    is_causal=True, has_key_lengths=True,
+                                    names=("attn_fwd_split", "attn_fwd_merge"))
+    split, merge = compiled["attn_fwd_split"], compiled["attn_fwd_merge"]
+    assert "mma.sync" in split.asm["ptx"], f"attn_fwd_split for sm_{arch} has no mma.sync"
+    assert split.metadata.num_warps == 4
+    for name, binary in compiled.items():
+        assert f".target sm_{arch}" in binary.asm["ptx"], f"{name}: not compiled for sm_{arch}"
+        assert binary.asm.get("cubin"), f"{name}: no cubin for sm_{arch}"

@@ -76,19 +76,30 @@ def test_cubins_use_each_targets_tensor_cores(artifact, tmp_path):
                                       text=True, check=True).stdout
                 assert instruction in sass, f"{symbol} has no {instruction}"
                 assert absent is None or absent not in sass, f"{symbol} uses {absent}"
+            # The decode forward's 16-row tiles take mma.sync (HMMA) on both chips.
+            symbol = f"attn_triton_{chip}_bf16_d64_{variant}_attn_fwd_split"
+            cubin = tmp_path / f"{symbol}.cubin"
+            cubin.write_bytes(embedded(library, symbol))
+            sass = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True,
+                                  text=True, check=True).stdout
+            assert "HMMA" in sass, f"{symbol} has no HMMA"
 
 
 def test_launch_description_records_the_schedule(artifact):
     """Each cubin carries the tiles, warps and stages of its chip's #attn.gpu_schedule, as
-    the embedded source's SCHEDULES states them (forward for attn_fwd, backward else)."""
+    the embedded source's SCHEDULES states them (forward for attn_fwd, decode for
+    attn_fwd_split and attn_fwd_merge, backward else), and the decode rule is DECODE's."""
     _, library, launch = artifact
     source = embedded(library, "attn_triton_source").decode().rstrip("\0")
     assert source.startswith('"""Triton kernels of attn.kernel @')
-    schedules = triton_backend.load_triton(source).module.SCHEDULES
+    module = triton_backend.load_triton(source).module
+    schedules = module.SCHEDULES
     assert set(schedules) == {("sm_80", "bf16", 64), ("sm_90", "bf16", 64)}
+    assert launch["decode"] == module.DECODE
+    assert {"attn_fwd_split", "attn_fwd_merge"} <= {image["kernel"] for image in launch["images"]}
     for image in launch["images"]:
         tiles = schedules[(image["chip"], image["dtype"], image["head_dim"])][
-            "forward" if image["kernel"] == "attn_fwd" else "backward"]
+            triton_backend.schedule_entry(image["kernel"])]
         assert (image["block_m"], image["block_n"], image["num_warps"],
                 image["num_stages"]) == tiles, image["symbol"]
 

@@ -3,7 +3,9 @@ Triton's interpreter on CPU tensors against the float64 references, forward and 
 gradient: every example normalizer, causal, key padding, fully masked rows, Nq != Nk,
 Nq = 1, N not a multiple of the tile, GQA, an index mask, a score mod with a learnable
 param, offset regions with learnable params, T5's buckets (integer helpers), the cosine
-and bilinear contractions (dW too), a feature map, and f16 and bf16 storage. Tiles of 16 and
+and bilinear contractions (dW too), a feature map, and f16 and bf16 storage; and the
+decode forward (attn_fwd_split + attn_fwd_merge, forced into 3 key chunks) for the
+normalizers, row offsets, positions and the contractions. Tiles of 16 and
 N <= 40 keep the interpreter quick.
 
 Triton decides when it is imported whether its own library runs interpreted, so these
@@ -63,6 +65,24 @@ def kernel(path):
         kern = triton_backend.compile_triton(str(path), block_m=TILE, block_n=TILE)
         _KERNELS[path] = kern if DEVICE == "cpu" else _OnDevice(kern)
     return _KERNELS[path]
+
+
+SPLITS = 3  # chunks of 16 keys (one tile each) over Nk = 45: the last one is short
+
+
+def split_kernel(path):
+    """The kernel of `path` whose forward always runs the decode forward in SPLITS
+    chunks (as a GPU does for few rows over many keys), compiled once per session."""
+    key = (str(path), "split")
+    if key not in _KERNELS:
+        kern = triton_backend.compile_triton(str(path), block_m=TILE, block_n=TILE,
+                                             key_splits=SPLITS)
+        _KERNELS[key] = kern if DEVICE == "cpu" else _OnDevice(kern)
+    return _KERNELS[key]
+
+
+# Both forwards of a kernel: attn_fwd, and the decode forward forced for every call.
+FORWARDS = pytest.mark.parametrize("make", [kernel, split_kernel], ids=["attn_fwd", "decode"])
 
 
 def run(kern, q, k, v, params, dout, is_causal=False, key_lengths=None, dtype=torch.float32):
@@ -188,7 +208,8 @@ def test_alibi_score_mod_and_its_learnable_slope():
     assert_close(got, want, context="alibi")
 
 
-def test_cosine_contraction_through_the_norms():
+@FORWARDS
+def test_cosine_contraction_through_the_norms(make):
     """examples/families/cosine.mlir: s = 5·q̂·k̂ with x̂ = x/sqrt(x·x + ε²), the kernels
     contracting unit rows and chaining dq and dk back through the norms; a zero q row and
     a zero k row (cos = 0, finite gradients), Nq != Nk, padded keys."""
@@ -198,7 +219,7 @@ def test_cosine_contraction_through_the_norms():
                                            helpers.seed_of("triton-cosine"))
     q[0, 1, 3], k[1, 0, 5] = 0.0, 0.0
     lengths = torch.tensor([37, 30])
-    got = run(kernel(FAMILIES / "cosine.mlir"), q, k, v, torch.zeros(0), dout,
+    got = run(make(FAMILIES / "cosine.mlir"), q, k, v, torch.zeros(0), dout,
               key_lengths=lengths)
     fn = lambda q_, k_, v_: general.attention(
         q_, k_, v_, lambda a, b, ix: fam.cosine_score(5.0)(a, b, None),
@@ -207,7 +228,8 @@ def test_cosine_contraction_through_the_norms():
     assert_close(got, {n: want[n] for n in ("O", "dq", "dk", "dv")}, context="cosine")
 
 
-def test_bilinear_contraction_and_its_weight_gradient():
+@FORWARDS
+def test_bilinear_contraction_and_its_weight_gradient(make):
     """s = 0.5·q·W·k with a learnable W [d, d] (Luong's general score), W not the identity:
     q' = q·W in the kernels, dq = dq'·Wᵀ, and dW = Σ qᵀ·dq' from the dQ programs' slots
     (the same bits twice); causal, Nq != Nk, GQA."""
@@ -220,7 +242,7 @@ def test_bilinear_contraction_and_its_weight_gradient():
     dout = torch.randn(1, 4, 21, D, generator=gen, dtype=torch.float64)
     W = torch.eye(D, dtype=torch.float64) + 0.3 * torch.randn(D, D, generator=gen,
                                                                dtype=torch.float64)
-    kern = kernel(BILINEAR)
+    kern = make(BILINEAR)
     assert torch.equal(kern.initial_params(), torch.eye(D).flatten())
     got = run(kern, q, k, v, W.flatten(), dout, is_causal=True)
     again = run(kern, q, k, v, W.flatten(), dout, is_causal=True)
@@ -238,14 +260,15 @@ def test_bilinear_contraction_and_its_weight_gradient():
         kern(q.float(), k.float(), v.float(), torch.zeros(16))
 
 
-def test_feature_map_in_the_quadratic_form():
+@FORWARDS
+def test_feature_map_in_the_quadratic_form(make):
     """s = φ(q)·φ(k) with φ(x) = tanh(x) + 1 applied to the tiles as loaded, dq and dk
     chained through φ'; d = 12 pads the head dim to 16 columns, where φ(0) = 1 must not
     count (σ(s) with C = 1 sees a shift of the scores); padded keys."""
     q, k, v, dout, _ = helpers.make_inputs("softmax", 2, 2, 19, 26, 12, D,
                                            helpers.seed_of("triton-feature"))
     lengths = torch.tensor([26, 11])
-    got = run(kernel(FEATURE_MAP), q, k, v, torch.zeros(0), dout, key_lengths=lengths)
+    got = run(make(FEATURE_MAP), q, k, v, torch.zeros(0), dout, key_lengths=lengths)
     phi = lambda x: torch.tanh(x) + 1
     fn = lambda q_, k_, v_: general.attention(
         q_, k_, v_, lambda a, b, ix: phi(a) @ phi(b).transpose(-1, -2),
@@ -555,3 +578,107 @@ def test_bad_positions_are_refused():
         kern(q, q, q, query_start=torch.tensor([1, 2, 3]))
     with pytest.raises(ValueError, match="positions >= 0"):
         kern(q, q, q, query_start=-1)
+
+
+# --- the decode forward: attn_fwd_split over key chunks, attn_fwd_merge (docs/decoding.md) --
+
+def with_gqa(fn, group):
+    """fn over k and v of H_kv heads, each read by `group` query heads."""
+    return lambda q, k, v, *rest: fn(q, k.repeat_interleave(group, 1),
+                                     v.repeat_interleave(group, 1), *rest)
+
+
+def assert_log_normaliser(row_max, row_sum, want_c, context):
+    """The saved statistics' C = row_sum·e^row_max (whatever m the kernel shifted by)
+    against the reference's C, row by row."""
+    got = torch.log(row_sum.double()) + row_max.double()
+    assert torch.allclose(got, torch.log(want_c), rtol=0, atol=1e-5), (
+        f"{context}: log C off by {(got - torch.log(want_c)).abs().max().item():.2e}")
+
+
+@pytest.mark.parametrize("name", ["softmax", "tanhmax", "sigmoid", "relu"])
+@pytest.mark.parametrize("Nq", [1, 5])
+def test_decode_forward_normalizers(name, Nq):
+    """Online (softmax, tanhmax), plain with a constant (sigmoid) and a count (relu)
+    denominator: 4 query heads over 2 kv heads packed into one tile of rows, keys padded
+    per batch entry (45 and 30 of Nk = 45, three chunks); O and the saved C against the
+    reference, then one backward from the split forward's statistics."""
+    B, H, H_KV, Nk = 2, 4, 2, 45
+    q, k, v, dout, _ = helpers.make_inputs(name, B, H, Nq, Nk, D, D,
+                                           helpers.seed_of("triton-decode", name, Nq))
+    k, v = k[:, :H_KV].contiguous(), v[:, :H_KV].contiguous()
+    lengths = torch.tensor([45, 30])
+    params = helpers.case_params(name)
+    kern = split_kernel(EXAMPLES / f"{name}.mlir")
+    if DEVICE == "cpu":
+        _, row_max, row_sum = kern.forward(q.float(), k.float(), v.float(), params.float(),
+                                           key_lengths=lengths)
+        _, _, _, want_c = ref.attention_with_stats(name, q, k.repeat_interleave(2, 1),
+                                                   v.repeat_interleave(2, 1), params,
+                                                   key_lengths=lengths)
+        assert_log_normaliser(row_max, row_sum, want_c, f"{name} Nq={Nq}")
+    got = run(kern, q, k, v, params, dout, key_lengths=lengths)
+    fn = lambda q_, k_, v_, p_: ref.attention(name, q_, k_, v_, p_, key_lengths=lengths)
+    want = general.attention_and_grads(with_gqa(fn, H // H_KV), q, k, v, dout,
+                                       leaves=(params,))
+    want["dparams"] = want.pop("d0")
+    assert_close(got, want, context=f"{name} decode Nq={Nq}")
+
+
+@pytest.mark.parametrize("name", ["offset_params", "plain_offset"])
+def test_decode_forward_adds_the_row_offset_once(name):
+    """An offset region (online: β = e^(t + 0.1·h), its exponent the merge's first max;
+    plain: β = t² + 0.5) over three chunks: β joins C once, in attn_fwd_merge; O, dθ and
+    the saved C (the float64 C of the reference computed here)."""
+    import test_row_offsets as row_offsets
+
+    gen = torch.Generator().manual_seed(helpers.seed_of("triton-decode-offsets", name))
+    B, H, Nq, Nk = 2, 2, 3, 45
+    q = torch.randn(B, H, Nq, D, generator=gen, dtype=torch.float64)
+    k, v = (torch.randn(B, H, Nk, D, generator=gen, dtype=torch.float64) for _ in range(2))
+    dout = torch.randn(B, H, Nq, D, generator=gen, dtype=torch.float64)
+    params, _, reference = row_offsets.case(name, gen, H, Nq)
+    kern = split_kernel(row_offsets.SOURCES[name])
+    got = run(kern, q, k, v, params, dout)
+    want = general.attention_and_grads(reference, q, k, v, dout, [params])
+    want["dparams"] = want.pop("d0")
+    assert_close(got, want, context=f"{name} decode")
+    if DEVICE == "cpu":
+        _, row_max, row_sum = kern.forward(q.float(), k.float(), v.float(), params.float())
+        s = q @ k.transpose(-1, -2) / D ** 0.5
+        p, h = params[0], torch.arange(H, dtype=torch.float64).view(1, H, 1)
+        want_c = (torch.exp(s).sum(-1) + torch.exp(p + 0.1 * h) if name == "offset_params"
+                  else (s * s).sum(-1) + p * p + 0.5)
+        assert_log_normaliser(row_max, row_sum, want_c, f"{name} decode")
+
+
+@pytest.mark.parametrize("name,Nq", [("alibi_heads", 1), ("alibi_heads", 5), ("causal", 5),
+                                     ("sliding_window_sinks", 5)])
+def test_decode_forward_at_positions(name, Nq):
+    """The last Nq rows of 45 positions (query_start a [B] tensor, per batch entry; 45
+    keys in three chunks, not a multiple of the chunk's 16): ALiBi's slopes per head
+    (tensor input), causal bottom-right (query_start = Nk - Nq), a window with sinks
+    (skipped tiles for every head of the packed rows, the sink added once), with 4
+    query heads over 2 kv heads; O and every gradient of the whole sequence's rows."""
+    from test_positions import family, rows_of, whole_sequence_reference
+
+    gen = torch.Generator().manual_seed(helpers.seed_of("triton-decode-positions", name, Nq))
+    B, H, H_KV, N = 2, 4, 2, 45
+    q = torch.randn(B, H, N, D, generator=gen, dtype=torch.float64)
+    k, v = (torch.randn(B, H_KV, N, D, generator=gen, dtype=torch.float64) for _ in range(2))
+    dout = torch.randn(B, H, Nq, D, generator=gen, dtype=torch.float64)
+    tables, reference, is_causal = family(name, B, H, N, D, D, gen)
+    first = [N - Nq, N - Nq - 3]
+    group = H // H_KV
+    want = whole_sequence_reference(reference, q, k.repeat_interleave(group, 1),
+                                    v.repeat_interleave(group, 1), dout, tables, first, Nq)
+    for n in ("dk", "dv"):  # each kv head's gradient: the sum over its query heads'
+        want[n] = want[n].view(B, H_KV, group, N, D).sum(2)
+    path = EXAMPLES / "softmax.mlir" if name == "causal" else FAMILIES / f"{name}.mlir"
+    kern = split_kernel(path)
+    learnable = [n for n, arg, _, _, is_learnable in kern.inputs if is_learnable]
+    got = run_tables(kern, rows_of(q, first, Nq), k, v, dout, tables, learnable,
+                     is_causal=is_causal, query_start=torch.tensor(first))
+    want = {n: t for n, t in want.items() if n in got}
+    assert_close(got, want, context=f"{name} decode at positions {first}")
+

@@ -15,6 +15,7 @@ namespace cu = attn::detail::cu;
 static_assert(cu::kSuccess == CUDA_SUCCESS, "CUDA_SUCCESS");
 static_assert(cu::kAttrComputeCapabilityMajor == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "cc major");
 static_assert(cu::kAttrComputeCapabilityMinor == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "cc minor");
+static_assert(cu::kAttrMultiprocessorCount == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "SMs");
 static_assert(cu::kAttrMaxSharedMemoryPerBlockOptin ==
                   CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, "smem opt-in");
 static_assert(cu::kFuncAttrMaxDynamicSharedSizeBytes ==

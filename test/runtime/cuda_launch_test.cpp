@@ -145,6 +145,20 @@ TEST_F(TritonFakeDriver, CubinPerChipArgumentsInDescribedOrderGridAndStream) {
   EXPECT_EQ(fake<int (*)()>("fake_ctx_depth")(), 0) << "context push/pop unbalanced";
 }
 
+TEST_F(TritonFakeDriver, DecodeGridAndSmCount) {
+  // attn_fwd_split's programs: row tiles of the GQA group's packed rows, B * H_KV, chunks.
+  attn::TritonImage split = image("attn_triton_sm_90_bf16_d64_full_attn_fwd");
+  split.kernel = attn::TritonKernel::ForwardSplit;
+  split.block_m = 16;
+  split.grid = "(cdiv(H / H_KV * NQ, BLOCK_M), B * H_KV, SPLITS)";
+  TritonSizes sizes{2, 8, 2, 5, 4096}; // B, H, H_KV, NQ, NK
+  sizes.SPLITS = 33;
+  const std::array<int64_t, 3> grid = attn::detail::triton_grid(*lib, split, sizes);
+  EXPECT_EQ(grid, (std::array<int64_t, 3>{2, 4, 33})); // cdiv(4 * 5, 16), 2 * 2, 33
+  EXPECT_EQ(attn::detail::triton_sm_count(1), 132); // fake_libcuda.c's cuda:1
+  EXPECT_EQ(attn::detail::triton_sm_count(0), 108);
+}
+
 TEST_F(TritonFakeDriver, CubinLoadedOncePerDevice) {
   auto loads = fake<int (*)()>("fake_module_loads");
   const TritonSizes sizes{1, 1, 1, 16, 16};

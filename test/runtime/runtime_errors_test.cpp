@@ -637,6 +637,15 @@ TEST(TritonLaunch, ReadAgainstTheSchema) {
   EXPECT_EQ(launch.images[0].parameters[0], std::make_pair(std::string("Q"), std::string("*bf16")));
   ASSERT_EQ(launch.inputs.size(), 1u);
   EXPECT_TRUE(launch.inputs[0].learnable);
+  EXPECT_FALSE(launch.decode); // no decode forward: every forward runs attn_fwd
+  nlohmann::json decoding = valid_launch();
+  decoding["decode"] = {{"max_rows", 16}, {"programs_per_sm", 2}};
+  decoding["images"][0]["kernel"] = "attn_fwd_split";
+  const attn::TritonLaunch split = attn::detail::parse_triton_launch("a.so", decoding.dump());
+  ASSERT_TRUE(split.decode);
+  EXPECT_EQ(split.decode->max_rows, 16);
+  EXPECT_EQ(split.decode->programs_per_sm, 2);
+  EXPECT_EQ(split.images[0].kernel, attn::TritonKernel::ForwardSplit);
   auto damaged_launch = [](const std::function<void(nlohmann::json &)> &edit) {
     nlohmann::json d = valid_launch();
     edit(d);
@@ -660,6 +669,10 @@ TEST(TritonLaunch, ReadAgainstTheSchema) {
       attn::detail::parse_triton_launch(
           "a.so", damaged_launch([](auto &d) { d["images"][0]["variant"] = "half"; })),
       "field 'images[0].variant': expected one of full, causal, any, found \"half\"");
+  EXPECT_ATTN_ERROR(
+      attn::detail::parse_triton_launch(
+          "a.so", damaged_launch([](auto &d) { d["decode"] = {{"max_rows", 16}}; })),
+      "field 'decode.programs_per_sm': expected an integer >= 1, found nothing");
 }
 
 TEST(CudaImages, TargetSyntax) {

@@ -26,6 +26,14 @@ using namespace mlir::attn;
 
 namespace {
 
+/// The decode forward's tile of rows: a decode step's query rows (up to 16) of one
+/// head, or of several heads of a GQA group together.
+constexpr int64_t kDecodeBlockM = 16;
+/// Its key tile, warps and stages: the one of 32, 64 and 128 keys, 2, 4 and 8 warps that
+/// ptxas fits without spills at d = 64 and 128 on sm_80 and sm_90 (bench/ptxas_report.py;
+/// 64 keys spill at d = 128 on sm_80).
+constexpr int64_t kDecodeBlockN = 32, kDecodeWarps = 4, kDecodeStages = 2;
+
 // --- scalar functions as @triton.jit functions -----------------------------------
 
 /// A Python literal of `value`.
@@ -508,12 +516,32 @@ private:
   LogicalResult printFunctions();
   /// tile_class(b, h, row_lo, row_hi, key_lo, key_hi) -> (any_kept, all_kept).
   LogicalResult printTileClass(llvm::raw_ostream &body, llvm::StringSet<> &helpers);
-  /// any_kept and all_kept of the tile from `rowStart`, `keyStart`.
-  void skipTiles(int indent, StringRef rowStart, StringRef keyStart);
+  /// any_kept and all_kept of the tile of rows `rowLo`..`rowHi` and keys from `keyStart`,
+  /// of head `h` (or, `packedHeads`, of every head from head_lo to head_hi).
+  void skipTiles(int indent, StringRef rowLo, StringRef rowHi, StringRef keyStart,
+                 bool packedHeads = false);
   void printHeader();
   std::string inputsText();
   std::string schedulesText();
   void printForward();
+  /// The decode forward: attn_fwd_split (the GQA group's rows packed into one tile, one
+  /// chunk of keys per program, the chunk's partial row state out) and attn_fwd_merge
+  /// (the chunks' states combined, then attn_fwd's epilogue).
+  void printForwardSplit();
+  void printForwardMerge();
+  /// `@triton.jit def name(`: `pointers`, the tables (with `gradients` their gradient
+  /// slots), H, NQ, HEAD_DIM_V, `scalars`; then a program of one tile of rows of one
+  /// (b, h) that reads no q, k or v (attn_bwd_preprocess, attn_fwd_merge).
+  void rowTileProgram(StringRef name, StringRef pointers, bool gradients,
+                      StringRef scalars = "");
+  /// The running row state of the forward: m_i (online: from `initialMax`), l_i, count, acc.
+  void forwardState(int indent, StringRef initialMax);
+  /// The row offset's exponent, log ε or -inf: where an online row's max starts.
+  std::string initialMax();
+  /// One key tile (scoreTile's s and keep) into the running row state.
+  void forwardTile(int indent);
+  /// c from the row state (the offset added once), then O, row_max and row_sum.
+  void forwardEpilogue();
   void printPreprocess();
   void printDkDv();
   void printDq();
@@ -561,7 +589,7 @@ private:
   /// `strided`, the tables (with `gradients` also the learnable ones' gradient
   /// slots), then the sizes, flags and tiles.
   void signature(StringRef name, StringRef pointers, ArrayRef<StringRef> strided,
-                 bool gradients = false);
+                 bool gradients = false, StringRef scalars = "");
   /// A program of one query block of one (b, h): indices, q, and the keys it visits.
   void rowProgram();
   void loadKeysAndValues(int indent);
@@ -574,9 +602,10 @@ private:
   /// weight: the bilinear contraction's W as a [BLOCK_D, BLOCK_D] tile (float32).
   void loadWeight(int indent);
   std::string weightsText();
-  /// A row program's loop over key tiles (skipping those the mask keeps nothing of),
-  /// with the tile's keys and values loaded; returns the tile body's indent.
-  int openKeyTiles();
+  /// A row program's loop over key tiles from `first` to `stop` (skipping those the mask
+  /// keeps nothing of), with the tile's keys and values loaded; returns the tile body's
+  /// indent. `packedHeads`: the rows are attn_fwd_split's (several heads, pos_m's span).
+  int openKeyTiles(StringRef first = "0", StringRef stop = "key_stop", bool packedHeads = false);
   void loadRowStatistics(int indent);
   /// kv_end: the keys a row of batch b sees before causal and the mask.
   void keyEnd(int indent);
@@ -769,12 +798,21 @@ LogicalResult KernelPrinter::printTileClass(llvm::raw_ostream &body, llvm::Strin
                        {"b", "h", "row_lo", "row_hi", "key_lo", "key_hi"});
 }
 
-void KernelPrinter::skipTiles(int indent, StringRef rowStart, StringRef keyStart) {
+void KernelPrinter::skipTiles(int indent, StringRef rowLo, StringRef rowHi, StringRef keyStart,
+                              bool packedHeads) {
   line(indent, "# Block sparsity (attn-analyze-block-sparsity): the mask over the whole tile.");
-  line(indent, llvm::formatv("any_kept, all_kept = tile_class(b, h, {0}, {0} + BLOCK_M - 1, {1}, "
-                             "{1} + BLOCK_N - 1)",
-                             rowStart, keyStart)
-                   .str());
+  std::string bounds =
+      llvm::formatv("{0}, {1}, {2}, {2} + BLOCK_N - 1)", rowLo, rowHi, keyStart).str();
+  if (!packedHeads) {
+    line(indent, "any_kept, all_kept = tile_class(b, h, " + bounds);
+    return;
+  }
+  // Any pair kept by one head, and all pairs by every head, over the rows' span.
+  line(indent, "any_kept, all_kept = tile_class(b, head_lo, " + bounds);
+  line(indent, "for other in range(head_lo + 1, head_hi + 1):");
+  line(indent + 4, "other_any, other_all = tile_class(b, other, " + bounds);
+  line(indent + 4, "any_kept = any_kept | other_any");
+  line(indent + 4, "all_kept = all_kept & other_all");
 }
 
 std::string KernelPrinter::tileLoad(StringRef pointer, StringRef base, StringRef rows,
@@ -834,7 +872,7 @@ void KernelPrinter::scoreGrad(int indent) {
 }
 
 void KernelPrinter::signature(StringRef name, StringRef pointers, ArrayRef<StringRef> strided,
-                              bool gradients) {
+                              bool gradients, StringRef scalars) {
   os << "@triton.jit\ndef " << name << "(\n    " << pointers << ",\n";
   for (StringRef tensor : strided) {
     // Rows of q, o, do and dq are queries (m), of k, v, dk and dv keys (n).
@@ -843,7 +881,9 @@ void KernelPrinter::signature(StringRef name, StringRef pointers, ArrayRef<Strin
   }
   if (!tables.empty())
     os << "    " << tableParameters(gradients) << "\n";
-  os << R"(    H, H_KV, NQ, NK, HEAD_DIM, HEAD_DIM_V, scale, KEY_START,
+  os << "    H, H_KV, NQ, NK, HEAD_DIM, HEAD_DIM_V, scale, KEY_START,"
+     << (scalars.empty() ? "" : " ") << scalars;
+  os << R"(
     IS_CAUSAL: tl.constexpr, HAS_KEY_LENGTHS: tl.constexpr, DOT_PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
 ):
@@ -953,13 +993,17 @@ void KernelPrinter::loadKeysAndValues(int indent) {
                                  "kv_end", "offs_dv", "stride_vd", "HEAD_DIM_V"));
 }
 
-int KernelPrinter::openKeyTiles() {
-  line(4, "for start_n in range(0, key_stop, BLOCK_N):");
+int KernelPrinter::openKeyTiles(StringRef first, StringRef stop, bool packedHeads) {
+  line(4, "for start_n in range(" + first + ", " + stop + ", BLOCK_N):");
   line(8, "offs_n = start_n + tl.arange(0, BLOCK_N)");
   line(8, "j = (offs_n + KEY_START)[None, :]");
   int tileIndent = 8;
   if (blockSparse) {
-    skipTiles(8, "start_m * BLOCK_M + q_start", "start_n + KEY_START");
+    if (packedHeads)
+      skipTiles(8, "row_lo", "row_hi", "start_n + KEY_START", /*packedHeads=*/true);
+    else
+      skipTiles(8, "start_m * BLOCK_M + q_start", "start_m * BLOCK_M + q_start + BLOCK_M - 1",
+                "start_n + KEY_START");
     line(8, "if any_kept:");
     tileIndent = 12;
   }
@@ -980,12 +1024,13 @@ std::string KernelPrinter::schedulesText() {
     return text;
   for (auto schedule : schedules.getAsRange<GpuScheduleAttr>())
     text += llvm::formatv("    (\"{0}\", \"{1}\", {2}): dict(forward=({3}, {4}, {5}, {6}), "
-                          "backward=({7}, {8}, {9}, {10})),\n",
+                          "backward=({7}, {8}, {9}, {10}), decode=({11}, {12}, {13}, {14})),\n",
                           schedule.getChip(), elementTypeName(schedule.getType()),
                           schedule.getHeadDim(), schedule.getBlockM(), schedule.getBlockN(),
                           schedule.getNumWarps(), schedule.getNumStages(),
                           schedule.getBackwardBlockM(), schedule.getBackwardBlockN(),
-                          schedule.getBackwardNumWarps(), schedule.getBackwardNumStages())
+                          schedule.getBackwardNumWarps(), schedule.getBackwardNumStages(),
+                          kDecodeBlockM, kDecodeBlockN, kDecodeWarps, kDecodeStages)
                 .str();
   return text;
 }
@@ -1017,7 +1062,8 @@ void KernelPrinter::printHeader() {
   os << "\"\"\"Triton kernels of attn.kernel @" << kernel.getSymName()
      << ", generated by attn-compile --emit=triton.\n\n"
      << "attn_fwd computes O and the row statistics (row_max m, row_sum C"
-     << (online ? "·e^-m" : "") << ");\n"
+     << (online ? "·e^-m" : "") << "); attn_fwd_split and attn_fwd_merge\n"
+     << "the same for few query rows over many keys, split over chunks of keys;\n"
      << "attn_bwd_preprocess, attn_bwd_dkdv and attn_bwd_dq the gradients (DESIGN.md §2).\n"
      << "attn.triton_backend launches them.\n\"\"\"\n"
      << "import math\n\nimport triton\nimport triton.language as tl\n\n"
@@ -1032,10 +1078,18 @@ void KernelPrinter::printHeader() {
      << "INPUTS = (" << inputsText() << ")\n"
      << "# Per (chip, storage type, head dim), attn-select-gpu-schedule's choice "
         "(#attn.gpu_schedule):\n"
-     << "# (BLOCK_M, BLOCK_N, num_warps, num_stages) of attn_fwd and of the backward kernels.\n"
+     << "# (BLOCK_M, BLOCK_N, num_warps, num_stages) of attn_fwd, of the backward kernels and\n"
+     << "# of the decode forward (attn_fwd_split and attn_fwd_merge: BLOCK_M rows of the GQA\n"
+     << "# group).\n"
      << "SCHEDULES = {\n" << schedulesText() << "}\n"
      << "# Under the interpreter, and on a GPU without an entry above of its chip or an older one.\n"
-     << "DEFAULT_SCHEDULE = dict(forward=(64, 64, 4, 2), backward=(64, 64, 4, 2))\n"
+     << "DEFAULT_SCHEDULE = dict(forward=(64, 64, 4, 2), backward=(64, 64, 4, 2), decode=("
+     << kDecodeBlockM << ", " << kDecodeBlockN << ", " << kDecodeWarps << ", " << kDecodeStages
+     << "))\n"
+     << "# When the launcher runs the decode forward (docs/gpu.md): at most max_rows query rows,\n"
+     << "# attn_fwd's programs fewer than the GPU's SMs; key chunks for programs_per_sm\n"
+     << "# programs per SM.\n"
+     << "DECODE = dict(max_rows=" << kDecodeBlockM << ", programs_per_sm=2)\n"
      << "LOG2E = tl.constexpr(1.4426950408889634)\n\n\n"
      << "def score_scale(head_dim):\n"
      << "    \"\"\"The factor of the contraction q·k.\"\"\"\n";
@@ -1045,27 +1099,26 @@ void KernelPrinter::printHeader() {
     os << "    return 1.0 / math.sqrt(head_dim)\n\n\n";
 }
 
-void KernelPrinter::printForward() {
-  signature(ATTN_TRITON_FORWARD, "Q, K, V, Out, RowMax, RowSum, Params, KeyLengths, QueryStarts",
-            {"q", "k", "v", "o"});
-  rowProgram();
-  loadParams(4);
-  if (online) {
-    // The running max starts at the row offset's exponent (β = e^x; ε = e^(log ε)).
-    if (functions.getOffsetStab())
-      line(4, "m_i = tl.zeros([BLOCK_M], tl.float32) + offset_stabilizer(" +
-                  withParams("b, h, pos_m") + ")");
-    else if (auto eps = normalizer.getEpsilon(); eps && eps->convertToDouble() > 0.0)
-      line(4, "m_i = tl.full([BLOCK_M], " + floatLiteral(std::log(eps->convertToDouble())) +
-                  ", tl.float32)");
-    else
-      line(4, "m_i = tl.full([BLOCK_M], float(\"-inf\"), tl.float32)");
-  }
-  line(4, "l_i = tl.zeros([BLOCK_M], tl.float32)");
-  line(4, "count = tl.zeros([BLOCK_M], tl.float32)");
-  line(4, "acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)");
-  int tileIndent = openKeyTiles();
-  scoreTile(tileIndent, "row_in[:, None]");
+std::string KernelPrinter::initialMax() {
+  // The running max starts at the row offset's exponent (β = e^x; ε = e^(log ε)).
+  if (functions.getOffsetStab())
+    return "tl.zeros([BLOCK_M], tl.float32) + offset_stabilizer(" + withParams("b, h, pos_m") +
+           ")";
+  if (auto eps = normalizer.getEpsilon(); eps && eps->convertToDouble() > 0.0)
+    return "tl.full([BLOCK_M], " + floatLiteral(std::log(eps->convertToDouble())) +
+           ", tl.float32)";
+  return "tl.full([BLOCK_M], float(\"-inf\"), tl.float32)";
+}
+
+void KernelPrinter::forwardState(int indent, StringRef initial) {
+  if (online)
+    line(indent, "m_i = " + initial);
+  line(indent, "l_i = tl.zeros([BLOCK_M], tl.float32)");
+  line(indent, "count = tl.zeros([BLOCK_M], tl.float32)");
+  line(indent, "acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)");
+}
+
+void KernelPrinter::forwardTile(int tileIndent) {
   std::string alpha;
   if (online) {
     line(tileIndent, "m_new = tl.maximum(m_i, tl.max(tl.where(keep, stabilizer(" +
@@ -1086,6 +1139,9 @@ void KernelPrinter::printForward() {
   line(tileIndent, "acc = acc" + (online ? alpha + "[:, None]" : std::string()) +
               " + tl.dot(g.to(v.dtype), v, input_precision=DOT_PRECISION)");
   line(tileIndent, "count += tl.sum(keep.to(tl.float32), 1)");
+}
+
+void KernelPrinter::forwardEpilogue() {
   line(4, "any_key = count > 0");
   switch (normalizer.getDenominatorKind()) {
   case DenominatorKind::Sum:
@@ -1119,16 +1175,81 @@ void KernelPrinter::printForward() {
   os << "\n\n";
 }
 
-void KernelPrinter::printPreprocess() {
-  os << R"(@triton.jit
-def attn_bwd_preprocess(
-    Out, DOut, Delta, RowMax, RowSum, Params, DParamsRows, QueryStarts,
-    stride_ob, stride_oh, stride_om, stride_od,
-    stride_dob, stride_doh, stride_dom, stride_dod,
-    )";
+void KernelPrinter::printForward() {
+  signature(ATTN_TRITON_FORWARD, "Q, K, V, Out, RowMax, RowSum, Params, KeyLengths, QueryStarts",
+            {"q", "k", "v", "o"});
+  rowProgram();
+  loadParams(4);
+  forwardState(4, initialMax());
+  int tileIndent = openKeyTiles();
+  scoreTile(tileIndent, "row_in[:, None]");
+  forwardTile(tileIndent);
+  forwardEpilogue();
+}
+
+void KernelPrinter::printForwardSplit() {
+  signature(ATTN_TRITON_FORWARD_SPLIT,
+            "Q, K, V, PartAcc, PartMax, PartSum, PartCount, Params, KeyLengths, QueryStarts",
+            {"q", "k", "v"}, /*gradients=*/false, "KEYS_PER_SPLIT,");
+  os << R"(    # One program per tile of rows of one (b, kv head) and one chunk of KEYS_PER_SPLIT
+    # keys. The rows are the GQA group's query heads, NQ rows each, one head after the
+    # other (row p: head h_kv * group + p // NQ, query row p % NQ): a decode step's few
+    # rows per head fill the tile together, and K and V are read once for the group.
+    start_m = tl.program_id(0)
+    bhk = tl.program_id(1)
+    split = tl.program_id(2)
+    b = bhk // H_KV
+    h_kv = bhk % H_KV
+    group = H // H_KV
+    offs_p = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_in = offs_p < group * NQ
+    heads = h_kv * group + tl.where(row_in, offs_p // NQ, 0)
+    offs_m = offs_p % NQ
+    h = heads[:, None]
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_dv = tl.arange(0, BLOCK_DV)
+)";
+  loadWeight(4);
+  loadContracted(4, "q", tileLoad("Q", "b * stride_qb + heads[:, None] * stride_qh", "offs_m",
+                                   "stride_qm", "NQ", "offs_d", "stride_qd", "HEAD_DIM"));
+  keyEnd(4);
+  line(4, "pos_m = offs_m + q_start");
+  line(4, "i = pos_m[:, None]");
+  line(4, "row_lo = tl.min(tl.where(row_in, pos_m, 2147483647))");
+  line(4, "row_hi = tl.max(tl.where(row_in, pos_m, -1))");
+  if (blockSparse) {
+    line(4, "head_lo = tl.min(tl.where(row_in, heads, H))");
+    line(4, "head_hi = tl.max(tl.where(row_in, heads, -1))");
+  }
+  line(4, "key_stop = kv_end");
+  line(4, "if IS_CAUSAL:  # key rows at positions up to the tile's last query");
+  line(8, "key_stop = tl.minimum(kv_end, tl.maximum(row_hi + 1 - KEY_START, 0))");
+  line(4, "key_first = split * KEYS_PER_SPLIT");
+  line(4, "key_last = tl.minimum(key_stop, key_first + KEYS_PER_SPLIT)");
+  loadParams(4);
+  line(4, "# The row offset's exponent joins the max in attn_fwd_merge, once.");
+  forwardState(4, "tl.full([BLOCK_M], float(\"-inf\"), tl.float32)");
+  int tileIndent = openKeyTiles("key_first", "key_last", /*packedHeads=*/true);
+  scoreTile(tileIndent, "row_in[:, None]");
+  forwardTile(tileIndent);
+  line(4, "# The chunk's partial row state, rows [split, b * H + head, query row]; acc at");
+  line(4, "# the chunk's max (unnormalised).");
+  line(4, "part = (split * tl.num_programs(1) * group + b * H + heads) * NQ + offs_m");
+  line(4, std::string("tl.store(PartMax + part, ") +
+              (online ? "m_i" : "tl.zeros([BLOCK_M], tl.float32)") + ", mask=row_in)");
+  line(4, "tl.store(PartSum + part, l_i, mask=row_in)");
+  line(4, "tl.store(PartCount + part, count, mask=row_in)");
+  line(4, "tl.store(PartAcc + part[:, None] * HEAD_DIM_V + offs_dv[None, :], acc, "
+          "mask=row_in[:, None] & (offs_dv[None, :] < HEAD_DIM_V))");
+  os << "\n\n";
+}
+
+void KernelPrinter::rowTileProgram(StringRef name, StringRef pointers, bool gradients,
+                                   StringRef scalars) {
+  os << "@triton.jit\ndef " << name << "(\n    " << pointers << ",\n    ";
   if (!tables.empty())
-    os << tableParameters(/*gradients=*/true) << "\n    ";
-  os << R"(H, NQ, HEAD_DIM_V,
+    os << tableParameters(gradients) << "\n    ";
+  os << "H, NQ, HEAD_DIM_V," << (scalars.empty() ? "" : " ") << scalars << R"(
     BLOCK_M: tl.constexpr, BLOCK_DV: tl.constexpr,
 ):
     start_m = tl.program_id(0)
@@ -1139,6 +1260,49 @@ def attn_bwd_preprocess(
     offs_dv = tl.arange(0, BLOCK_DV)
     row_in = offs_m < NQ
 )";
+}
+
+void KernelPrinter::printForwardMerge() {
+  rowTileProgram(ATTN_TRITON_FORWARD_MERGE,
+                 "Out, RowMax, RowSum, PartAcc, PartMax, PartSum, PartCount, Params, "
+                 "QueryStarts,\n    stride_ob, stride_oh, stride_om, stride_od",
+                 /*gradients=*/false, "SPLITS,");
+  os << R"(    # The online normaliser's combine rule over attn_fwd_split's chunks, in chunk order:
+    # m = max(m_0, m_s...), l = sum l_s e^(m_s - m), acc likewise (plain: plain sums).
+    pos_m = offs_m + tl.load(QueryStarts + b).to(tl.int32)
+    rows = bh * NQ + offs_m
+    chunk_rows = tl.num_programs(1) * NQ
+    acc_in = row_in[:, None] & (offs_dv[None, :] < HEAD_DIM_V)
+)";
+  loadParams(4);
+  forwardState(4, initialMax());
+  if (online) {
+    line(4, "for split in range(0, SPLITS):");
+    line(8, "m_i = tl.maximum(m_i, tl.load(PartMax + split * chunk_rows + rows, mask=row_in, "
+            "other=float(\"-inf\")))");
+    line(4, "m_safe = tl.where(m_i == float(\"-inf\"), 0.0, m_i)");
+  }
+  line(4, "for split in range(0, SPLITS):");
+  line(8, "part = split * chunk_rows + rows");
+  std::string alpha;
+  if (online) {
+    line(8, "alpha = tl.exp2((tl.load(PartMax + part, mask=row_in, other=float(\"-inf\")) - "
+            "m_safe) * LOG2E)");
+    alpha = " * alpha";
+  }
+  line(8, "l_i += tl.load(PartSum + part, mask=row_in, other=0.0)" + alpha);
+  line(8, "count += tl.load(PartCount + part, mask=row_in, other=0.0)");
+  line(8, "acc += tl.load(PartAcc + part[:, None] * HEAD_DIM_V + offs_dv[None, :], mask=acc_in, "
+          "other=0.0)" + (online ? alpha + "[:, None]" : std::string()));
+  forwardEpilogue();
+}
+
+void KernelPrinter::printPreprocess() {
+  rowTileProgram(ATTN_TRITON_BACKWARD_PREPROCESS,
+                 "Out, DOut, Delta, RowMax, RowSum, Params, DParamsRows, QueryStarts,\n"
+                 "    stride_ob, stride_oh, stride_om, stride_od,\n"
+                 "    stride_dob, stride_doh, stride_dom, stride_dod",
+                 /*gradients=*/true);
   line(4, "o = " + tileLoad("Out", "b * stride_ob + h * stride_oh", "offs_m", "stride_om", "NQ",
                             "offs_dv", "stride_od", "HEAD_DIM_V") + ".to(tl.float32)");
   line(4, "do = " + tileLoad("DOut", "b * stride_dob + h * stride_doh", "offs_m", "stride_dom",
@@ -1213,7 +1377,8 @@ void KernelPrinter::printDkDv() {
   line(8, "for start_m in range(first_m, NQ, BLOCK_M):");
   int body = 12;
   if (blockSparse) {
-    skipTiles(12, "start_m + q_start", "start_n * BLOCK_N + KEY_START");
+    skipTiles(12, "start_m + q_start", "start_m + q_start + BLOCK_M - 1",
+              "start_n * BLOCK_N + KEY_START");
     line(12, "if any_kept:");
     body = 16;
   }
@@ -1343,6 +1508,8 @@ LogicalResult KernelPrinter::print() {
   os << "# --- the kernels (the compiler's templates) ---\n\n";
   printRowHelpers();
   printForward();
+  printForwardSplit();
+  printForwardMerge();
   printPreprocess();
   printDkDv();
   printDq();

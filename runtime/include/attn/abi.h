@@ -160,10 +160,13 @@
  *                        Python caller with Triton compiles for a GPU none of the
  *                        cubins runs on
  *   attn_triton_launch   the launch description (JSON, NUL-terminated): inputs [name,
- *                        argument, element, extents, learnable], the ptxas version, and
+ *                        argument, element, extents, learnable], the ptxas version,
+ *                        the decode rule (decode: max_rows, programs_per_sm; absent in
+ *                        an artifact without attn_fwd_split and attn_fwd_merge) and
  *                        per cubin its symbol, chip, dtype, head_dim, variant (full |
- *                        causal | any), kernel (attn_fwd | attn_bwd_preprocess |
- *                        attn_bwd_dkdv | attn_bwd_dq), function, parameters [name,
+ *                        causal | any), kernel (attn_fwd | attn_fwd_split |
+ *                        attn_fwd_merge | attn_bwd_preprocess | attn_bwd_dkdv |
+ *                        attn_bwd_dq), function, parameters [name,
  *                        Triton type] in order, block_m and block_n (its tiles),
  *                        num_warps, num_stages, shared_bytes, the scratch sizes, the
  *                        grid rule and the score scale
@@ -207,6 +210,11 @@
 #define ATTN_TRITON_BACKWARD_PREPROCESS "attn_bwd_preprocess"
 #define ATTN_TRITON_BACKWARD_KEYS "attn_bwd_dkdv"
 #define ATTN_TRITON_BACKWARD_QUERIES "attn_bwd_dq"
+/* The decode forward (few query rows, many keys): attn_fwd_split runs one chunk of keys
+ * per program and writes the chunk's partial row state; attn_fwd_merge combines the
+ * chunks and writes O, row_max and row_sum as attn_fwd does. */
+#define ATTN_TRITON_FORWARD_SPLIT "attn_fwd_split"
+#define ATTN_TRITON_FORWARD_MERGE "attn_fwd_merge"
 
 #ifdef __cplusplus
 extern "C" {

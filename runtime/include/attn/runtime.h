@@ -64,11 +64,19 @@ namespace attn {
 
 /// The Triton kernels of an artifact's GPU code, by role; their names (abi.h) appear only
 /// in the launch description, read once into this type.
-enum class TritonKernel { Forward, BackwardPreprocess, BackwardKeys, BackwardQueries };
+enum class TritonKernel {
+  Forward,
+  ForwardSplit,
+  ForwardMerge,
+  BackwardPreprocess,
+  BackwardKeys,
+  BackwardQueries
+};
 inline constexpr TritonKernel kTritonKernels[] = {
-    TritonKernel::Forward, TritonKernel::BackwardPreprocess, TritonKernel::BackwardKeys,
-    TritonKernel::BackwardQueries};
-/// Its name in the launch description: attn_fwd, attn_bwd_preprocess, attn_bwd_dkdv, attn_bwd_dq.
+    TritonKernel::Forward,      TritonKernel::ForwardSplit,       TritonKernel::ForwardMerge,
+    TritonKernel::BackwardPreprocess, TritonKernel::BackwardKeys, TritonKernel::BackwardQueries};
+/// Its name in the launch description: attn_fwd, attn_fwd_split, attn_fwd_merge,
+/// attn_bwd_preprocess, attn_bwd_dkdv, attn_bwd_dq.
 const char *triton_kernel_name(TritonKernel kernel);
 /// The kernel a launch description names; nullopt for a name no kernel has.
 std::optional<TritonKernel> triton_kernel_named(const std::string &name);
@@ -110,8 +118,17 @@ struct TritonInput {
 };
 
 /// The artifact's attn_triton_launch.
+/// When a forward runs the decode kernels (attn_fwd_split, attn_fwd_merge) instead of
+/// attn_fwd: the launch description's "decode" (the emitted module's DECODE).
+struct TritonDecodeRule {
+  int64_t max_rows = 0;        // at most this many query rows
+  int64_t programs_per_sm = 0; // key chunks for about this many programs per SM
+};
+
 struct TritonLaunch {
   std::string ptxas_version;
+  /// Absent in an artifact without the decode kernels: every forward runs attn_fwd.
+  std::optional<TritonDecodeRule> decode;
   std::vector<TritonInput> inputs;
   std::vector<TritonImage> images;
 };

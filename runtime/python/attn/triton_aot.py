@@ -27,7 +27,8 @@ import sys
 import torch
 
 from .manifest import check_triton_launch
-from .triton_backend import BACKWARD_KEYS, BACKWARD_PREPROCESS, BACKWARD_QUERIES, FORWARD
+from .triton_backend import (BACKWARD_KEYS, BACKWARD_PREPROCESS, BACKWARD_QUERIES, FORWARD,
+                             FORWARD_MERGE, FORWARD_SPLIT, schedule_entry)
 
 # Triton 3.9 warns unless this is set; 1 keeps its default (fused multiply-add).
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
@@ -38,10 +39,14 @@ _DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 #: (kernel, grid rule) in launch order: the grid's x and y as the launcher computes them.
 GRID_RULES = {
     FORWARD: "(cdiv(NQ, BLOCK_M), B * H)",
+    FORWARD_SPLIT: "(cdiv(H / H_KV * NQ, BLOCK_M), B * H_KV, SPLITS)",
+    FORWARD_MERGE: "(cdiv(NQ, BLOCK_M), B * H)",
     BACKWARD_PREPROCESS: "(cdiv(NQ, BLOCK_M), B * H)",
     BACKWARD_KEYS: "(cdiv(NK, BLOCK_N), B * H_KV)",
     BACKWARD_QUERIES: "(cdiv(NQ, BLOCK_M), B * H)",
 }
+# Kernels whose code does not depend on is_causal: one "any" variant.
+_CAUSALITY_FREE = (BACKWARD_PREPROCESS, FORWARD_MERGE)
 # The toolkit's ptxas, which the device machine's driver (CUDA 13.0) accepts; Triton's
 # bundled one otherwise.
 _TOOLKIT_PTXAS = "/usr/local/cuda/bin/ptxas"
@@ -94,14 +99,14 @@ def compile_module(module_path, out_dir):
             raise ValueError(f"attn.triton_aot: dtypes are {', '.join(_DTYPES)}, got {dtype!r}")
         for causal in (False, True):
             names = KERNEL_NAMES if not causal else tuple(
-                n for n in KERNEL_NAMES if n != BACKWARD_PREPROCESS)
+                n for n in KERNEL_NAMES if n not in _CAUSALITY_FREE)
             compiled = kernel.compile_ahead(
                 GPUTarget("cuda", arch, 32), dtype=_DTYPES[dtype], head_dim=head_dim,
                 is_causal=causal, has_key_lengths=True, names=names, schedule=schedule)
             for name, binary in compiled.items():
-                variant = "any" if name == BACKWARD_PREPROCESS else (
+                variant = "any" if name in _CAUSALITY_FREE else (
                     "causal" if causal else "full")
-                direction = "forward" if name == FORWARD else "backward"
+                direction = schedule_entry(name)
                 symbol = f"attn_triton_{chip}_{dtype}_d{head_dim}_{variant}_{name}"
                 file = f"{symbol}.cubin"
                 with open(os.path.join(out_dir, file), "wb") as f:
@@ -128,7 +133,7 @@ def compile_module(module_path, out_dir):
                 })
                 lines.append(f"{symbol}\t{file}")
     launch = {"kernel": module.KERNEL, "ptxas": ptxas, "ptxas_version": ptxas_version,
-              "param_names": list(module.PARAM_NAMES),
+              "param_names": list(module.PARAM_NAMES), "decode": dict(module.DECODE),
               "inputs": [list(entry) for entry in module.INPUTS], "images": images}
     text = json.dumps(launch, indent=1)
     check_triton_launch(json.loads(text))  # what attn-compile embeds, as the runtime reads it

@@ -26,15 +26,17 @@ from .manifest import SCHEMA
 from .paths import compiler_path
 
 __all__ = ["emit_triton", "load_triton", "compile_triton", "TritonKernel", "KERNEL_NAMES",
-           "select_schedule", "choose_cuda_target", "jit_kernel_for"]
+           "select_schedule", "choose_cuda_target", "jit_kernel_for", "decode_split"]
 
 #: The kernels of every emitted module, in launch order: the names the launch
 #: description's schema allows (abi.h's ATTN_TRITON_* for the C++ runtime).
 KERNEL_NAMES = tuple(SCHEMA["$defs"]["triton_launch"]["properties"]["images"]["items"]
                      ["properties"]["kernel"]["enum"])
-FORWARD, BACKWARD_PREPROCESS, BACKWARD_KEYS, BACKWARD_QUERIES = KERNEL_NAMES
+(FORWARD, FORWARD_SPLIT, FORWARD_MERGE, BACKWARD_PREPROCESS, BACKWARD_KEYS,
+ BACKWARD_QUERIES) = KERNEL_NAMES
 # Pointer arguments that are not q, k, v or their like (which have the storage type).
 _POINTER_TYPES = {"RowMax": "*fp32", "RowSum": "*fp32", "Delta": "*fp32", "Params": "*fp32",
+                  "PartAcc": "*fp32", "PartMax": "*fp32", "PartSum": "*fp32", "PartCount": "*fp32",
                   "DParamsRows": "*fp32", "DParamsKeys": "*fp32", "KeyLengths": "*i32",
                   "QueryStarts": "*i32"}
 _STORED = ("Q", "K", "V", "Out", "DOut", "DQ", "DK", "DV")
@@ -119,14 +121,16 @@ def _import_text(text):
     return module
 
 
-def load_triton(text, block_m=None, block_n=None):
-    """A TritonKernel from emitted module text (block sizes default to the module's)."""
-    return TritonKernel(_import_text(text), block_m, block_n)
+def load_triton(text, block_m=None, block_n=None, key_splits=None):
+    """A TritonKernel from emitted module text (block sizes default to the module's;
+    key_splits forces the decode forward with that many key chunks)."""
+    return TritonKernel(_import_text(text), block_m, block_n, key_splits)
 
 
-def compile_triton(source, kernel=None, block_m=None, block_n=None, options=()):
+def compile_triton(source, kernel=None, block_m=None, block_n=None, options=(),
+                   key_splits=None):
     """emit_triton, then load_triton."""
-    return load_triton(emit_triton(source, kernel, options), block_m, block_n)
+    return load_triton(emit_triton(source, kernel, options), block_m, block_n, key_splits)
 
 
 def choose_cuda_target(targets, major, minor):
@@ -184,6 +188,30 @@ def jit_kernel_for(path, targets, capability, import_triton=None):
     return _jit_kernels[path]
 
 
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+def decode_split(nq, nk, group, batch_kv_heads, block_m, block_n, decode_block_m, sm_count,
+                 rule, splits=None):
+    """The decode forward's key chunks for a call of nq query rows over nk keys (group
+    query heads per kv head, batch_kv_heads = B * H_kv): (chunks, keys per chunk, a
+    multiple of block_n), or None when attn_fwd (tiles block_m x block_n) serves the call.
+    `rule` is the module's DECODE (max_rows, programs_per_sm); `splits` forces that many
+    chunks (tests, the interpreter) for any shape. runtime/gpu_launch.cpp decides alike."""
+    key_tiles = _cdiv(nk, block_n)
+    if splits is None:
+        attn_fwd_programs = _cdiv(nq, block_m) * batch_kv_heads * group
+        if nq > rule["max_rows"] or sm_count is None or attn_fwd_programs >= sm_count:
+            return None
+        programs = _cdiv(group * nq, decode_block_m) * batch_kv_heads
+        splits = min(key_tiles, _cdiv(rule["programs_per_sm"] * sm_count, programs))
+        if splits < 2:
+            return None
+    per_split = _cdiv(key_tiles, max(1, splits)) * block_n
+    return max(1, _cdiv(nk, per_split)), per_split
+
+
 def _next_power_of_2(n):
     return 1 << max(0, (n - 1).bit_length())
 
@@ -207,7 +235,7 @@ def select_schedule(schedules, default, chip, dtype, head_dim):
 class TritonKernel:
     """The four kernels of one emitted module and how to launch them."""
 
-    def __init__(self, module, block_m=None, block_n=None):
+    def __init__(self, module, block_m=None, block_n=None, key_splits=None):
         self.module = module
         self.name = module.KERNEL
         self.param_names = tuple(module.PARAM_NAMES)
@@ -219,9 +247,13 @@ class TritonKernel:
         self.inputs = tuple(module.INPUTS)
         # Tiles a test asks for (both directions; the default schedule's warps and stages).
         self.block_m, self.block_n = block_m, block_n
+        # Key chunks of the decode forward a test asks for, for every call; else
+        # decode_split's choice from the GPU's SM count (none under the interpreter).
+        self.key_splits = key_splits
 
     def schedule(self, device, dtype, head_dim):
-        """{"forward": (BLOCK_M, BLOCK_N, num_warps, num_stages), "backward": (...)} on
+        """{"forward": (BLOCK_M, BLOCK_N, num_warps, num_stages), "backward": (...),
+        "decode": (...)} on
         `device` for storage `dtype` and `head_dim`: the module's SCHEDULES entry of the
         device's chip (select_schedule), DEFAULT_SCHEDULE under the interpreter, the
         tiles given to the constructor where it was given some."""
@@ -231,8 +263,8 @@ class TritonKernel:
             schedule = select_schedule(self.module.SCHEDULES, schedule, f"sm_{major}{minor}",
                                        _TRITON_TYPES[dtype].replace("fp", "f"), head_dim)
         if self.block_m or self.block_n:
-            schedule = {direction: (self.block_m or tiles[0], self.block_n or tiles[1],
-                                    *tiles[2:])
+            schedule = {direction: ((tiles[0] if direction == "decode" else self.block_m
+                                     or tiles[0]), self.block_n or tiles[1], *tiles[2:])
                         for direction, tiles in schedule.items()}
         return schedule
 
@@ -391,8 +423,7 @@ class TritonKernel:
         compiled = {}
         for name in names:
             fn = getattr(self.module, name)
-            block_m, block_n, num_warps, num_stages = schedule[
-                "forward" if name == FORWARD else "backward"]
+            block_m, block_n, num_warps, num_stages = schedule[schedule_entry(name)]
             tiles = dict(constants, BLOCK_M=block_m, BLOCK_N=block_n)
             signature, constexprs = {}, {}
             for arg in fn.arg_names:
@@ -412,20 +443,37 @@ class TritonKernel:
         return compiled
 
     # --- launches -----------------------------------------------------------------
+    def key_split(self, q, k):
+        """decode_split for this call: (key chunks, keys per chunk) of the decode forward,
+        or None for attn_fwd."""
+        schedule = self.schedule(q.device, q.dtype, q.shape[3])
+        sm_count = (torch.cuda.get_device_properties(q.device).multi_processor_count
+                    if q.device.type == "cuda" else None)
+        B, H, NQ, _ = q.shape
+        H_KV, NK = k.shape[1], k.shape[2]
+        return decode_split(NQ, NK, H // H_KV, B * H_KV, schedule["forward"][0],
+                            schedule["decode"][1], schedule["decode"][0], sm_count,
+                            self.module.DECODE, self.key_splits)
+
     def forward(self, q, k, v, params, is_causal=False, key_lengths=None, tables=(),
                 positions=None):
         """O [B, H, Nq, dv], row_max and row_sum [B, H, Nq] (float32); positions: (query
         starts [B], key start), default 0."""
         m = self.module
-        block_m, block_n, num_warps, num_stages = self.schedule(q.device, q.dtype,
-                                                                q.shape[3])["forward"]
-        flat_params, lengths, starts, sizes, blocks = self._launch_arguments(
-            q, k, v, params, key_lengths, (block_m, block_n), positions)
-        table_args = self._table_arguments(tables, q.device)
         B, H, NQ, _ = q.shape
         out = torch.empty(B, H, NQ, v.shape[3], dtype=q.dtype, device=q.device)
         row_max = torch.empty(B, H, NQ, dtype=torch.float32, device=q.device)
         row_sum = torch.empty_like(row_max)
+        table_args = self._table_arguments(tables, q.device)
+        split = self.key_split(q, k) if out.numel() and k.shape[2] else None
+        if split:
+            self._forward_split(q, k, v, params, is_causal, key_lengths, table_args, positions,
+                                split, out, row_max, row_sum)
+            return out, row_max, row_sum
+        block_m, block_n, num_warps, num_stages = self.schedule(q.device, q.dtype,
+                                                                q.shape[3])["forward"]
+        flat_params, lengths, starts, sizes, blocks = self._launch_arguments(
+            q, k, v, params, key_lengths, (block_m, block_n), positions)
         if out.numel():
             m.attn_fwd[(-(-NQ // block_m), B * H)](
                 q, k, v, out, row_max, row_sum, flat_params, lengths, starts,
@@ -433,6 +481,35 @@ class TritonKernel:
                 IS_CAUSAL=is_causal, HAS_KEY_LENGTHS=key_lengths is not None, **blocks,
                 num_warps=num_warps, num_stages=num_stages)
         return out, row_max, row_sum
+
+    def _forward_split(self, q, k, v, params, is_causal, key_lengths, table_args, positions,
+                       split, out, row_max, row_sum):
+        """The decode forward: attn_fwd_split over (row tiles of the GQA group, B * H_kv,
+        key chunks) into float32 partial states, then attn_fwd_merge into out, row_max
+        and row_sum."""
+        m = self.module
+        block_m, block_n, num_warps, num_stages = self.schedule(q.device, q.dtype,
+                                                                q.shape[3])["decode"]
+        flat_params, lengths, starts, sizes, blocks = self._launch_arguments(
+            q, k, v, params, key_lengths, (block_m, block_n), positions)
+        chunks, keys_per_chunk = split
+        B, H, NQ, _ = q.shape
+        H_KV, dv = k.shape[1], v.shape[3]
+        f32 = dict(dtype=torch.float32, device=q.device)
+        part_acc = torch.empty(chunks, B * H, NQ, dv, **f32)
+        part_max, part_sum, part_count = (torch.empty(chunks, B * H, NQ, **f32)
+                                          for _ in range(3))
+        partials = (part_acc, part_max, part_sum, part_count)
+        launch = dict(num_warps=num_warps, num_stages=num_stages)
+        m.attn_fwd_split[(_cdiv(H // H_KV * NQ, block_m), B * H_KV, chunks)](
+            q, k, v, *partials, flat_params, lengths, starts,
+            *q.stride(), *k.stride(), *v.stride(), **table_args, **sizes,
+            KEYS_PER_SPLIT=keys_per_chunk, IS_CAUSAL=is_causal,
+            HAS_KEY_LENGTHS=key_lengths is not None, **blocks, **launch)
+        m.attn_fwd_merge[(_cdiv(NQ, block_m), B * H)](
+            out, row_max, row_sum, *partials, flat_params, starts, *out.stride(),
+            **table_args, H=H, NQ=NQ, HEAD_DIM_V=dv, SPLITS=chunks, BLOCK_M=block_m,
+            BLOCK_DV=blocks["BLOCK_DV"], **launch)
 
     def backward(self, q, k, v, out, dout, row_max, row_sum, params, is_causal=False,
                  key_lengths=None, tables=(), positions=None):
@@ -495,6 +572,13 @@ class TritonKernel:
             total = rows.double().sum(dim=0) + keys.double().sum(dim=0)
             dtables.append(total.view(t.shape).to(torch.float32))
         return dq, dk, dv, dparams.to(torch.float32), dtables
+
+
+def schedule_entry(name):
+    """The schedule entry (SCHEDULES' forward, backward or decode) a kernel runs with."""
+    if name == FORWARD:
+        return "forward"
+    return "decode" if name in (FORWARD_SPLIT, FORWARD_MERGE) else "backward"
 
 
 class _TritonAttention(torch.autograd.Function):

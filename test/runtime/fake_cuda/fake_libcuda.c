@@ -32,6 +32,7 @@ EXPORT int cuDeviceGetAttribute(int *value, int attribute, int dev) {
   switch (attribute) {
   case 75: *value = dev == 0 ? 8 : dev == 1 ? 9 : 12; return 0;
   case 76: *value = dev == 0 ? 6 : 0; return 0;
+  case 16: *value = dev == 1 ? 132 : 108; return 0;
   case 97: *value = dev == 0 ? 101376 : dev == 1 ? 232448 : 101376; return 0;
   default: return 1;
   }
