@@ -5,6 +5,12 @@
 // No denominator: what no key took, r_i = exp(Σ_k d(s_ik)), is dropped here
 // (stick_breaking_left_over.mlir gives it to the query's own value). The paper's
 // keys are j < i: the mask keeps those.
+attn.mask @before {
+^bb0(%b: index, %h: index, %i: index, %j: index):
+  %keep = arith.cmpi slt, %j, %i : index
+  attn.yield %keep : i1
+}
+
 attn.normalizer @stick_breaking {
   numerator {
   ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
@@ -28,12 +34,6 @@ attn.normalizer @stick_breaking {
     %d = arith.negf %softplus : f32
     attn.yield %d : f32
   }
-}
-
-attn.mask @before {
-^bb0(%b: index, %h: index, %i: index, %j: index):
-  %keep = arith.cmpi ult, %j, %i : index
-  attn.yield %keep : i1
 }
 
 attn.kernel @stick_breaking_attention normalizer(@stick_breaking) mask(@before)

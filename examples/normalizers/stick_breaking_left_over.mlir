@@ -5,6 +5,12 @@
 // `left_over current`: what no key took, r_i = exp(Σ_k d(s_ik)), goes to the
 // query's own value, O_i = Σ_j w_ij v_j + r_i·v_i, as the paper's model does. Its
 // keys are j < i: the mask keeps those.
+attn.mask @before {
+^bb0(%b: index, %h: index, %i: index, %j: index):
+  %keep = arith.cmpi slt, %j, %i : index
+  attn.yield %keep : i1
+}
+
 attn.normalizer @stick_breaking_left_over {
   numerator {
   ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
@@ -28,12 +34,6 @@ attn.normalizer @stick_breaking_left_over {
     %d = arith.negf %softplus : f32
     attn.yield %d : f32
   } left_over current
-}
-
-attn.mask @before {
-^bb0(%b: index, %h: index, %i: index, %j: index):
-  %keep = arith.cmpi ult, %j, %i : index
-  attn.yield %keep : i1
 }
 
 attn.kernel @stick_breaking_left_over_attention normalizer(@stick_breaking_left_over) mask(@before)
