@@ -4,6 +4,7 @@ test/reference/row_normalizers.py: the output and every gradient (q, k, v, param
 float64 and float32, without and with the paper's left-over weight (r_i·v_i), under a
 mask region, the built-in causal rule, key padding, Nq != Nk and large |s|; the Python
 front-end traces the same kernel as the .mlir file; what cannot run a scan refuses it."""
+import importlib.util
 import sys
 
 import pytest
@@ -125,13 +126,13 @@ def test_large_scores(kernels, dtype):
 
 
 def test_front_end_traces_the_example(attn_mod):
-    traced = attn.kernel(
-        attn.normalizer(numerator=lambda s: sigmoid(s), log_survival=lambda s: -softplus(s),
-                        left_over="current", name="stick_breaking_left_over"),
-        mask=attn.mask(lambda i, j: j < i, name="before"),
-        name="stick_breaking_left_over_attention")
+    """examples/frontend/normalizers.py's stick-breaking is the .mlir example's kernel."""
+    spec = importlib.util.spec_from_file_location(
+        "frontend_normalizers", REPO / "examples" / "frontend" / "normalizers.py")
+    examples = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(examples)
     expand = "--attn-expand-shared-regions"
-    assert (attn.opt(traced, expand) ==
+    assert (attn.opt(examples.KERNELS["stick_breaking_left_over"], expand) ==
             attn.opt(str(EXAMPLES / "stick_breaking_left_over.mlir"), expand))
 
 
