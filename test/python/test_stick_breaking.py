@@ -153,3 +153,13 @@ def test_context_parallel_refuses_a_scan(kernels):
     q = torch.randn(1, 1, 4, 8)
     with pytest.raises(RuntimeError, match="is a scan normalizer"):
         context_parallel_attention(q, q, q, kernels["stick_breaking"])
+
+
+def test_runtime_refuses_key_blocks_of_a_scan(kernels):
+    """The runtime's partial (key block) calls have no state to merge for a scan."""
+    q = torch.randn(1, 2, 4, 8)
+    path = kernels["stick_breaking"].path
+    with pytest.raises(RuntimeError, match=r"is a scan \(stick-breaking\): a row's weights "
+                                           r"depend on every key after them"):
+        torch.ops.attn.attention_partial_forward(path, q, q, q, torch.empty(0), False, None,
+                                                 [], 0, 0)
