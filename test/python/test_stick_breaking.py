@@ -163,3 +163,15 @@ def test_runtime_refuses_key_blocks_of_a_scan(kernels):
                                            r"depend on every key after them"):
         torch.ops.attn.attention_partial_forward(path, q, q, q, torch.empty(0), False, None,
                                                  [], 0, 0)
+
+
+def test_decoding_rows_match_the_whole_sequence(kernels):
+    """A KV-cache step: the last 3 queries at query_start = N - 3 against every key give
+    the whole sequence's last rows; the left-over goes to the value at each query's own
+    position (key row query_start + i), and the built-in causal rule follows positions."""
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 2, 20, 8, generator=g, dtype=F64) for _ in range(3))
+    for name, causal in (("stick_breaking_left_over", False), ("shifted", True)):
+        whole = kernels[name](q, k, v, is_causal=causal)
+        step = kernels[name](q[..., -3:, :], k, v, is_causal=causal, query_start=17)
+        assert torch.allclose(step, whole[..., -3:, :], rtol=0, atol=1e-13), name
