@@ -372,6 +372,17 @@ ParseResult NormalizerOp::parse(OpAsmParser &parser, OperationState &result) {
                         parser.getBuilder().getF64FloatAttr(value));
   } else if (succeeded(parser.parseOptionalKeyword("count"))) {
     kind = DenominatorKind::Count;
+  } else if (succeeded(parser.parseOptionalKeyword("log_survival"))) {
+    kind = DenominatorKind::LogSurvival;
+    if (parser.parseRegion(*denominator))
+      return failure();
+    if (succeeded(parser.parseOptionalKeyword("left_over"))) {
+      if (parser.parseKeyword("current", ": the left-over weight goes to the value at the "
+                                         "query's position (`left_over current`)"))
+        return failure();
+      result.addAttribute(getLeftOverToCurrentAttrName(result.name),
+                          parser.getBuilder().getUnitAttr());
+    }
   } else {
     if (succeeded(parser.parseOptionalKeyword("epsilon"))) {
       if (parser.parseFloat(value))
@@ -406,7 +417,7 @@ void NormalizerOp::print(OpAsmPrinter &p) {
       (*this)->getAttrs(),
       {getSymNameAttrName(), getParamNamesAttrName(), getParamInitsAttrName(),
        getDenominatorKindAttrName(), getDenominatorConstantAttrName(),
-       getEpsilonAttrName(), getSumOfNumeratorAttrName()});
+       getEpsilonAttrName(), getSumOfNumeratorAttrName(), getLeftOverToCurrentAttrName()});
   p << " {";
   p.increaseIndent();
   p.printNewline();
@@ -426,6 +437,12 @@ void NormalizerOp::print(OpAsmPrinter &p) {
     break;
   case DenominatorKind::Count:
     p << "count";
+    break;
+  case DenominatorKind::LogSurvival:
+    p << "log_survival ";
+    p.printRegion(getDenominator());
+    if (getLeftOverToCurrent())
+      p << " left_over current";
     break;
   case DenominatorKind::Sum:
     if (auto eps = getEpsilon()) {
@@ -550,7 +567,25 @@ LogicalResult NormalizerOp::verify() {
     if (getEpsilon())
       return emitOpError("epsilon applies to a summed denominator only");
     break;
+  case DenominatorKind::LogSurvival:
+    if (getDenominatorConstant() || getEpsilon() || getSumOfNumerator())
+      return emitOpError("a log_survival denominator takes a region only (no constant, "
+                         "epsilon or `sum`)");
+    if (getDenominator().empty())
+      return emitOpError("a log_survival denominator needs a region yielding the pair's "
+                         "log-survival d(s) <= 0");
+    if (failed(verifyScalarRegion(*this, getDenominator(), "log_survival", withShared, Type())))
+      return failure();
+    if (getDenominator().front().getArgument(0).getType() != getScalarType())
+      return emitOpError() << "log_survival region computes in "
+                           << getDenominator().front().getArgument(0).getType()
+                           << " but the numerator region in " << getScalarType();
+    break;
   }
+  if (getLeftOverToCurrent() && getDenominatorKind() != DenominatorKind::LogSurvival)
+    return emitOpError() << "left_over_to_current applies to a log_survival denominator "
+                            "(the weight a scan leaves), not to a "
+                         << stringifyDenominatorKind(getDenominatorKind()) << " denominator";
   if (hasOffsetRegion() && failed(verifyOffset()))
     return failure();
   // The linear-time form depends on the score and mask too, so only a kernel has it.

@@ -57,7 +57,8 @@ def Attn_ContractKindAttr : EnumAttr<Attn_Dialect, Attn_ContractKind, "contract"
 def Attn_DenominatorKind : I32EnumAttr<"DenominatorKind", "how C_i is formed", [
     I32EnumAttrCase<"Sum", 0, "sum">,
     I32EnumAttrCase<"Constant", 1, "constant">,
-    I32EnumAttrCase<"Count", 2, "count">]> {
+    I32EnumAttrCase<"Count", 2, "count">,
+    I32EnumAttrCase<"LogSurvival", 3, "log_survival">]> {
   let cppNamespace = "::mlir::attn";
   let genSpecializedAttr = 0;
 }
@@ -66,7 +67,8 @@ def Attn_DenominatorKindAttr : EnumAttr<Attn_Dialect, Attn_DenominatorKind, "den
 def Attn_Algorithm : I32EnumAttr<"Algorithm", "forward algorithm chosen by attn-classify-normalizer", [
     I32EnumAttrCase<"Online", 0, "online">,
     I32EnumAttrCase<"Plain", 1, "plain">,
-    I32EnumAttrCase<"Kernelised", 2, "kernelised">]> {
+    I32EnumAttrCase<"Kernelised", 2, "kernelised">,
+    I32EnumAttrCase<"Scan", 3, "scan">]> {
   let cppNamespace = "::mlir::attn";
   let genSpecializedAttr = 0;
 }
@@ -295,6 +297,14 @@ def Attn_NormalizerOp : Attn_Op<"normalizer", [Symbol, IsolatedFromAbove,
     b, h, i and the params (C_i = β(b, h, i) + Σ_j h; softmax1, attention sinks).
     Params are declared `params(name = initial value, ...)`.
 
+    `denominator log_survival { d }` declares a scan normalizer instead
+    (stick-breaking, docs/normalizer-classes.md): no division; the region takes the
+    numerator's arguments and yields the log-survival d(s) <= 0 of a pair, and each
+    kept key's weight is discounted by the survivals of the kept keys after it,
+    w_ij = g(s_ij)·exp(Σ_{k kept, k > j} d(s_ik)). `left_over current` after the
+    region adds what no key took, r_i = exp(Σ_{k kept} d(s_ik)), times the value at
+    the query's own position (v_i), as the paper's model does.
+
     Two short forms, which attn-expand-shared-regions writes out before any other
     pass reads the regions: `denominator sum` (`sum_of_numerator`, no region) sums
     the numerator itself, h = g; a `shared` region before the numerator takes the
@@ -315,7 +325,9 @@ def Attn_NormalizerOp : Attn_Op<"normalizer", [Symbol, IsolatedFromAbove,
     OptionalAttr<StrArrayAttr>:$rewrites,
     // The user guarantees C_i != 0: the check that a summed denominator cannot
     // vanish (attn-classify-normalizer) is skipped.
-    UnitAttr:$assume_nonzero_denominator
+    UnitAttr:$assume_nonzero_denominator,
+    // `left_over current` of a log_survival denominator: O_i += r_i·v_i.
+    UnitAttr:$left_over_to_current
   );
   let regions = (region SizedRegion<1>:$numerator, MaxSizedRegion<1>:$denominator,
                  MaxSizedRegion<1>:$offset, MaxSizedRegion<1>:$shared);
@@ -325,7 +337,11 @@ def Attn_NormalizerOp : Attn_Op<"normalizer", [Symbol, IsolatedFromAbove,
     /// The float type every region of this normalizer computes in.
     ::mlir::Type getScalarType();
     unsigned getNumParams() { return getParamNames().size(); }
-    bool hasDenominatorRegion() { return getDenominatorKind() == DenominatorKind::Sum; }
+    /// A summed denominator's region, or a scan's log-survival region.
+    bool hasDenominatorRegion() {
+      return getDenominatorKind() == DenominatorKind::Sum ||
+             getDenominatorKind() == DenominatorKind::LogSurvival;
+    }
     bool hasOffsetRegion() { return !getOffset().empty(); }
     /// Whether the normalizer is written with a short form (`denominator sum`, a
     /// `shared` region) that attn-expand-shared-regions has not expanded yet.

@@ -39,8 +39,11 @@ struct ClassifyNormalizerPass
         failed = true;
         continue;
       }
-      kernel.setAlgorithm(matchKernelised(kernel, /*explain=*/true) ? Algorithm::Kernelised
-                                                                     : *normalizer.getAlgorithm());
+      // A scan's weights depend on the other keys of the row: never linear-time.
+      Algorithm algorithm = *normalizer.getAlgorithm();
+      kernel.setAlgorithm(algorithm != Algorithm::Scan && matchKernelised(kernel, /*explain=*/true)
+                              ? Algorithm::Kernelised
+                              : algorithm);
     }
     if (failed)
       signalPassFailure();

@@ -24,6 +24,10 @@ StringRef describe(Algorithm algorithm) {
   case Algorithm::Kernelised:
     return "kernelised (linear time): O_i = a·u_i S / C_i with S = Σ_j w_j v_j, the sums "
            "over keys computed once";
+  case Algorithm::Scan:
+    return "scan (stick-breaking): each row's keys are visited from the last to the first, "
+           "w_ij = g(s_ij)·exp(S), S the sum of the log-survivals d of the kept keys after j; "
+           "the backward scans them in the same order";
   }
   return "";
 }
@@ -114,6 +118,11 @@ struct PrintExplanationPass : impl::AttnPrintExplanationBase<PrintExplanationPas
         break;
       case DenominatorKind::Count:
         denominator = "the number of unmasked keys";
+        break;
+      case DenominatorKind::LogSurvival:
+        denominator = normalizer.getLeftOverToCurrent()
+                          ? "1 (a scan; h is the log-survival d, the left-over r_i·v_i added)"
+                          : "1 (a scan; h is the log-survival d)";
         break;
       }
       os << column("C_i") << denominator << "\n";

@@ -24,6 +24,10 @@ enum class SliceCalls {
   /// query_start = key_start = 0: a call first builds its key state over every key of
   /// the slice (kernelised: Σ φ(k) vᵀ), which a call over part of it could not.
   Whole,
+  /// Any query rows, but every key of the slice in one call from kv_begin = 0 and no
+  /// partial state: a scan (stick-breaking) carries each row's log-survival across
+  /// its keys from the last to the first, which no merge of key chunks recovers.
+  QueryRows,
 };
 
 /// The SliceCalls of an artifact, from its manifest (the one place that reads its

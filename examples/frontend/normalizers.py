@@ -1,15 +1,15 @@
-"""Four normalizers of examples/normalizers/*.mlir written with the Python front-end.
+"""Five normalizers of examples/normalizers/*.mlir written with the Python front-end.
 Each gives the same IR as its .mlir file once attn-expand-shared-regions has written both
 out (tanhmax.mlir shares e^±s in a shared region; the front-end writes each region whole),
 the same manifest and bit-identical outputs and gradients
-(test/python/test_frontend_examples.py).
+(test/python/test_frontend_examples.py; stick-breaking: test_stick_breaking.py).
 
     python examples/frontend/normalizers.py tanhmax > tanhmax.mlir   # for attn-opt, attn-compile
 """
 import sys
 
 import attn
-from attn import exp, sigmoid
+from attn import exp, sigmoid, softplus
 
 # TanhMax (Huang et al.): weights in (-1, 1), g = e^s - e^-s, C = Σ_j (e^s + e^-s).
 tanhmax = attn.kernel(attn.normalizer(numerator=lambda s: exp(s) - exp(-s),
@@ -29,8 +29,15 @@ sigmoid_attention = attn.kernel(attn.normalizer(numerator=lambda s, bias: sigmoi
                                                 denominator=1.0, params={"bias": -4.0},
                                                 name="sigmoid"))
 
+# Stick-breaking (Tan et al.), a scan normalizer: w_ij = σ(s_ij)·exp(Σ_{k kept, k > j}
+# -softplus(s_ik)) over the keys j < i, and the left-over weight to the query's own value.
+stick_breaking = attn.kernel(
+    attn.normalizer(numerator=lambda s: sigmoid(s), log_survival=lambda s: -softplus(s),
+                    left_over="current", name="stick_breaking_left_over"),
+    mask=attn.mask(lambda i, j: j < i, name="before"), name="stick_breaking_left_over_attention")
+
 KERNELS = {"tanhmax": tanhmax, "sigsoftmax": sigsoftmax, "expressive": expressive,
-           "sigmoid": sigmoid_attention}
+           "sigmoid": sigmoid_attention, "stick_breaking_left_over": stick_breaking}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in KERNELS:

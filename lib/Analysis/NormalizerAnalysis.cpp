@@ -283,6 +283,37 @@ static std::string stableRewrite(Operation *bad) {
   return {};
 }
 
+/// A log_survival denominator: the weights are discounted by a scan over the keys
+/// and nothing rescales them, so the numerator and the log-survival must not carry
+/// an unbounded exp factor (σ(s) = 1 / (1 + e^-s) and −softplus(s) written
+/// −max(s, 0) − log1p(e^-|s|) have none; their signs are checked with the score's,
+/// verifyRowNumerics).
+static FailureOr<NormalizerClass>
+classifyScan(NormalizerOp normalizer, DegreeAnalysis &numerator,
+             function_ref<InFlightDiagnostic(Operation *, StringRef)> reportMixed) {
+  DegreeAnalysis survival(normalizer.getDenominator());
+  if (Operation *bad = survival.mixedOrigin())
+    return reportMixed(bad, "log_survival");
+  for (auto [degrees, role] : {std::pair(&numerator, "numerator"),
+                               std::pair(&survival, "log_survival")}) {
+    if (asFactorFree(degrees->resultDegree()) == Degree::Zero)
+      continue;
+    Operation *yield = degrees->result.getParentRegion()->front().getTerminator();
+    InFlightDiagnostic error =
+        yield->emitOpError() << "yields an exp factor in the " << role << " of @"
+                             << normalizer.getSymName()
+                             << ", a scan normalizer: nothing rescales a scan's weights, so "
+                                "e^s would overflow";
+    error.attachNote(yield->getLoc())
+        << "stable rewrite: stick-breaking's numerator is σ(s) = 1 / (1 + e^-s) and its "
+           "log-survival log(1 − σ(s)) = −softplus(s) = −max(s, 0) − log1p(e^-|s|)";
+    return error;
+  }
+  NormalizerClass result;
+  result.algorithm = Algorithm::Scan;
+  return result;
+}
+
 FailureOr<NormalizerClass> mlir::attn::classifyNormalizer(NormalizerOp normalizer) {
   if (failed(normalizer.requireExpanded()))
     return failure();
@@ -302,6 +333,8 @@ FailureOr<NormalizerClass> mlir::attn::classifyNormalizer(NormalizerOp normalize
     return reportMixed(bad, "numerator");
 
   NormalizerClass result;
+  if (normalizer.getDenominatorKind() == DenominatorKind::LogSurvival)
+    return classifyScan(normalizer, numerator, reportMixed);
   if (!normalizer.hasDenominatorRegion()) {
     // C is constant or a count: nothing rescales it, so accumulate as written
     // (verifyRowNumerics refuses a g that can overflow, knowing the kernel's score).
@@ -431,7 +464,8 @@ static SignSet scoreSigns(KernelOp kernel) {
 /// `assume_nonzero_denominator`.
 static LogicalResult verifyDenominatorCannotVanish(KernelOp kernel, NormalizerOp normalizer,
                                                    SignSet score) {
-  if (!normalizer.hasDenominatorRegion() || normalizer.getAssumeNonzeroDenominator())
+  if (normalizer.getDenominatorKind() != DenominatorKind::Sum ||
+      normalizer.getAssumeNonzeroDenominator())
     return success();
   SignSet h = SignAnalysis(normalizer.getDenominator(), {score}).ofResult();
   if (h == SignSet::positive())
@@ -501,11 +535,32 @@ static LogicalResult verifyNoOverflow(KernelOp kernel, NormalizerOp normalizer, 
   return success();
 }
 
+/// A scan's survivals e^d are at most 1 (d <= 0 where s has `score`'s signs): a
+/// survival above 1 would let the weights grow without bound over the keys.
+static LogicalResult verifySurvivalAtMostOne(NormalizerOp normalizer, SignSet score) {
+  if (normalizer.getDenominatorKind() != DenominatorKind::LogSurvival)
+    return success();
+  SignSet d = SignAnalysis(normalizer.getDenominator(), {score}).ofResult();
+  if (d.isNonPositive())
+    return success();
+  Operation *yield = normalizer.getDenominator().front().getTerminator();
+  InFlightDiagnostic error = yield->emitOpError()
+                             << "yields a log-survival of @" << normalizer.getSymName()
+                             << " that is " << d.describe()
+                             << " where s is " << score.describe()
+                             << "; a log-survival must be <= 0 (a survival in [0, 1])";
+  error.attachNote(yield->getLoc())
+      << "stick-breaking's is log(1 − σ(s)) = −softplus(s) = −max(s, 0) − log1p(e^-|s|)";
+  return error;
+}
+
 LogicalResult mlir::attn::verifyRowNumerics(KernelOp kernel) {
   NormalizerOp normalizer = kernel.getNormalizerOp();
   if (!normalizer)
     return success();
   SignSet score = scoreSigns(kernel);
+  if (failed(verifySurvivalAtMostOne(normalizer, score)))
+    return failure();
   if (failed(verifyDenominatorCannotVanish(kernel, normalizer, score)))
     return failure();
   return verifyNoOverflow(kernel, normalizer, score);

@@ -223,6 +223,8 @@ Value AttentionMath::rowDenominator(Value m, Value sum, Value count, const RowIn
     return constantLike(b, sum, normalizer.getDenominatorConstant()->convertToDouble());
   case DenominatorKind::Count:
     return count;
+  case DenominatorKind::LogSurvival:
+    llvm_unreachable("a scan's rows have no denominator (ScanLoops.cpp)");
   }
   llvm_unreachable("unknown denominator kind");
 }

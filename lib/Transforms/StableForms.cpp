@@ -145,6 +145,8 @@ private:
     }
     if (auto log1p = dyn_cast<math::Log1pOp>(op)) {
       if (Value y = expArgument(log1p.getOperand())) {
+        if (signs.of(y).isNonPositive())
+          return Value(); // e^x in (0, 1]: exact as written (softplus's own log1p(e^-|s|))
         applied.insert("log1p(e^x) = softplus: max(x, 0) + log1p(e^-|x|)");
         return softplus(b, loc, y, 1.0);
       }

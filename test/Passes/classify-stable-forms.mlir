@@ -142,6 +142,29 @@ attn.normalizer @softplus {
 
 // -----
 
+// Softplus written stably is left as it is: log1p(e^-|s|) has e^x in (0, 1].
+// CHECK-LABEL: attn.normalizer @stable_softplus
+// CHECK-NOT: rewrites
+// CHECK: math.log1p
+// CHECK-NOT: math.log1p
+// CHECK: denominator constant
+attn.normalizer @stable_softplus {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %zero = arith.constant 0.0 : f32
+    %pos = arith.maximumf %s, %zero : f32
+    %abs = math.absf %s : f32
+    %nabs = arith.negf %abs : f32
+    %e = math.exp %nabs : f32
+    %l = math.log1p %e : f32
+    %softplus = arith.addf %pos, %l : f32
+    attn.yield %softplus : f32
+  }
+  denominator constant 1.0
+}
+
+// -----
+
 // sinh and cosh are two exp factors each; log(e^x) is x; e^a·e^b is e^(a + b).
 // CHECK-LABEL: attn.normalizer @hyperbolic
 // CHECK-SAME: algorithm = #attn<algorithm online>

@@ -110,6 +110,23 @@ attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>, cpu_schedu
 
 // -----
 
+attn.normalizer @stick_breaking {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    attn.yield %s : f32
+  }
+  denominator log_survival {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %a = math.absf %s : f32
+    %d = arith.negf %a : f32
+    attn.yield %d : f32
+  }
+}
+// expected-error @+1 {{'attn.kernel' op has a tiled schedule but a scan normalizer; a scan runs in the generic loops only}}
+attn.kernel @k normalizer(@stick_breaking) {algorithm = #attn<algorithm scan>, cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 2, forward_keys = 16, backward_keys = 8, backward_rows = 2>]}
+
+// -----
+
 attn.normalizer @relu {
   numerator {
   ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):

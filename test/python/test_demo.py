@@ -64,8 +64,10 @@ def test_parameters_match_after_steps(artifacts):
         assert torch.allclose(p, pb[n], rtol=0, atol=1e-9), n
 
 
-def test_loss_falls(artifacts):
-    hist = demo.train(_args(artifacts("softmax"), steps=50, lr=1e-2), torch.float32, log=None)
+# stick_breaking_left_over: the paper's stick-breaking, a scan normalizer.
+@pytest.mark.parametrize("normalizer", ["softmax", "stick_breaking_left_over"])
+def test_loss_falls(artifacts, normalizer):
+    hist = demo.train(_args(artifacts(normalizer), steps=50, lr=1e-2), torch.float32, log=None)
     losses = [l for _, l, _ in hist]
     first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
     assert last < first - 0.1, f"loss did not fall over 50 steps: {first:.4f} -> {last:.4f}"

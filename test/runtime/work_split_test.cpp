@@ -119,6 +119,20 @@ TEST(WorkSplit, SliceCallsFromTheManifest) {
   }
   manifest.algorithm = "kernelised";
   EXPECT_EQ(attn::detail::slice_calls(manifest), SliceCalls::Whole);
+  manifest.algorithm = "scan";
+  EXPECT_EQ(attn::detail::slice_calls(manifest), SliceCalls::QueryRows);
+}
+
+TEST(WorkSplit, ScanCallsNeverSplitKeys) {
+  // The decoder step that splits keys for a Divisible artifact, and a backward of
+  // one slice: query rows only.
+  EXPECT_GT(forward_split(SliceCalls::Divisible, true, 1, 1, 65536, 2).key_chunks, 1);
+  EXPECT_EQ(forward_split(SliceCalls::QueryRows, true, 1, 1, 65536, 2).key_chunks, 1);
+  EXPECT_GT(backward_split(SliceCalls::Divisible, 1, 1, 65536, 2).key_chunks, 1);
+  auto backward = backward_split(SliceCalls::QueryRows, 1, 1, 65536, 2);
+  EXPECT_EQ(backward.key_chunks, 1);
+  EXPECT_EQ(backward_split(SliceCalls::QueryRows, 1, 4096, 4096, 2).query_splits,
+            backward_split(SliceCalls::Divisible, 1, 4096, 4096, 2).query_splits);
 }
 
 TEST(WorkSplit, ForwardSplitsKeysOnlyForFewCallsWithAMerge) {

@@ -9,6 +9,7 @@
 //   TensorInputs.cpp   tensor inputs: their descriptors, reads and gradients
 //   BlockSparsity.cpp  which tiles the mask skips or keeps whole
 //   LinearAttention.*  the kernelised linear-time form
+//   ScanLoops.cpp      scan normalizers (stick-breaking): keys last to first
 // and take the attention math from lib/Codegen/AttentionMath.h.
 //
 //===----------------------------------------------------------------------===//
@@ -196,6 +197,27 @@ private:
   }
   /// memref[row, c] += factor · source[sourceRow, c] for c < n.
   void axpyRow(Value memref, Value row, Value factor, Value source, Value sourceRow, Value n);
+  /// Σ_c x[i, c]·y[j, c] for c < n.
+  Value rowDot(Value x, Value i, Value y, Value j, Value n);
+  /// Zeroes what a backward call owns (abi.h, q_begin, kv_begin): dq's rows, dk's
+  /// and dv's keys, and dParams.
+  void zeroBackwardOutputs(const BackwardArgs &args);
+  /// Adds the gradients of pair (i, j) but dv's: its params' to dParams, its reads'
+  /// to the learnable inputs, and its contracted score's (before the mod) to dq[i],
+  /// dk[j] (and the additive contraction's weights in dParams).
+  void addPairGradients(const BackwardArgs &args, AttentionMath::PairGradient &grad, Value i,
+                        Value j);
+
+  // --- scans (ScanLoops.cpp) ----------------------------------------------------------
+  void buildScanForward(StringRef name);
+  void buildScanBackward(StringRef name);
+  /// Row i's keys [begin, end) from the last to the first, carrying `acc`:
+  /// `keptPair(j, acc)` for each key the mask keeps, acc unchanged for the others.
+  SmallVector<Value> rowKeysLastToFirst(Value i, Value begin, Value end, ValueRange acc,
+                                        function_ref<SmallVector<Value>(Value, ValueRange)> keptPair);
+  /// `left_over current`: `body(j)` with the key row j at query row i's position,
+  /// where that key is below `keyRows` (i + the causal position shift).
+  void atCurrentKey(Value i, Value keyRows, function_ref<void(Value)> body);
 
   // --- tiles (TiledLoops.cpp) ---------------------------------------------------------
   /// Register-blocked, vectorised forward / backward for head dim == value dim,
@@ -365,6 +387,8 @@ private:
   /// The functions on vector<n x _>, per lane count n of the tiles.
   llvm::DenseMap<int64_t, ScalarFunctions> lanewiseFunctions;
   bool online;
+  /// A scan normalizer (ScanLoops.cpp): generic loops only, no merge entry.
+  bool scan;
 
   // The vectors of the tile being built (set by useLanes).
   int64_t lanes = 0;

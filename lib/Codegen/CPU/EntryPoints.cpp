@@ -31,7 +31,7 @@ CPUKernelBuilder::CPUKernelBuilder(KernelOp kernel, Algorithm algorithm, FloatTy
                                    ImplicitLocOpBuilder &b)
     : ScalarOps(b, type), kernel(kernel), normalizer(kernel.getNormalizerOp()),
       score(kernel.getScoreOp()), fallback(fallback), tiles(tiles),
-      online(algorithm == Algorithm::Online) {
+      online(algorithm == Algorithm::Online), scan(algorithm == Algorithm::Scan) {
   MLIRContext *ctx = kernel.getContext();
   int64_t dyn = ShapedType::kDynamic;
   matrixType = MemRefType::get({dyn, dyn}, type, StridedLayoutAttr::get(ctx, dyn, {dyn, dyn}));
@@ -219,6 +219,8 @@ void CPUKernelBuilder::buildForwardEntry() {
   std::string kernelName = transformed ? entryName + ".inner" : entryName;
   if (fallback == CpuVariant::Linear)
     buildKernelised(kernelName + ".generic", /*forward=*/true);
+  else if (scan)
+    buildScanForward(kernelName + ".generic");
   else
     buildForward(kernelName + ".generic");
   for (CpuScheduleAttr tile : tiles)
@@ -235,6 +237,8 @@ void CPUKernelBuilder::buildBackwardEntry() {
   std::string kernelName = transformed ? entryName + ".inner" : entryName;
   if (fallback == CpuVariant::Linear)
     buildKernelised(kernelName + ".generic", /*forward=*/false);
+  else if (scan)
+    buildScanBackward(kernelName + ".generic");
   else
     buildBackward(kernelName + ".generic");
   for (CpuScheduleAttr tile : tiles)
@@ -409,6 +413,10 @@ static LogicalResult checkCpuSchedules(KernelOp kernel, Algorithm algorithm) {
     if (!type.isF32() && !type.isF64())
       return kernel.emitOpError() << "has a CPU schedule for " << type
                                   << "; CPU entry points exist for f32 and f64";
+    if (algorithm == Algorithm::Scan && schedule.getVariant() != CpuVariant::Generic)
+      return kernel.emitOpError() << "has a " << stringifyCpuVariant(schedule.getVariant())
+                                  << " schedule but a scan normalizer; a scan runs in the "
+                                     "generic loops only";
     if (schedule.getVariant() == CpuVariant::Linear && algorithm != Algorithm::Kernelised)
       return kernel.emitOpError() << "has a linear schedule but its algorithm is "
                                   << stringifyAlgorithm(algorithm)
@@ -471,7 +479,8 @@ LogicalResult mlir::attn::lowerKernelToLoops(KernelOp kernel) {
       return failure();
     b.setInsertionPointToEnd(module.getBody());
     builder.buildForwardEntry();
-    if (fallback != CpuVariant::Linear)
+    // Neither the kernelised form nor a scan has a partial state to merge.
+    if (fallback != CpuVariant::Linear && *algorithm != Algorithm::Scan)
       builder.buildMergeEntry();
     builder.buildBackwardEntry();
   }

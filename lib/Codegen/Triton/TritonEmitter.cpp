@@ -673,6 +673,9 @@ LogicalResult KernelPrinter::checkCovered() {
   };
   if (*algorithm == Algorithm::Kernelised)
     return refuse("the kernelised (linear-time) form");
+  if (*algorithm == Algorithm::Scan)
+    return refuse("a scan normalizer (@" + kernel.getNormalizerOp().getSymName() +
+                  ", log_survival)");
   if (ScoreOp score = kernel.getScoreOp()) {
     ContractKind contract = score.getContract();
     if (contract == ContractKind::Additive)
@@ -1162,6 +1165,8 @@ void KernelPrinter::forwardEpilogue() {
   case DenominatorKind::Count:
     line(4, "c = count");
     break;
+  case DenominatorKind::LogSurvival:
+    llvm_unreachable("a scan normalizer is refused before any kernel is emitted");
   }
   line(4, "out_scale = tl.where(any_key, 1.0 / tl.where(any_key, c, 1.0), 0.0)");
   line(4, "tl.store(Out + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + "

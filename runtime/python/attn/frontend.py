@@ -53,6 +53,7 @@ _INDICES = (("b", INDEX), ("h", INDEX), ("i", INDEX), ("j", INDEX))
 _ROLE_ARGS = {
     "numerator": (("s", FLOAT), *_INDICES),
     "denominator": (("s", FLOAT), *_INDICES),
+    "log_survival": (("s", FLOAT), *_INDICES),
     "mod": (("s", FLOAT), *_INDICES),
     "feature": (("x", FLOAT),),
     "mask": _INDICES,
@@ -60,7 +61,7 @@ _ROLE_ARGS = {
 }
 _ARGUMENT_NAMES = ("s", "b", "h", "i", "j", "x")
 # The name of a region's result when no Python variable holds it.
-_RESULT_NAME = {"numerator": "g", "denominator": "den", "mod": "score", "feature": "phi",
+_RESULT_NAME = {"numerator": "g", "denominator": "den", "log_survival": "d", "mod": "score", "feature": "phi",
                 "mask": "keep", "offset": "beta"}
 _CONTRACTS = ("dot", "scaled_dot", "bilinear", "additive", "cosine")
 
@@ -660,6 +661,14 @@ def sigmoid(x):
                      hint=("sigmoid_{0}", (x,), "sigmoid"))
 
 
+def softplus(x):
+    """log(1 + exp(x)), written max(x, 0) + log1p(exp(-|x|)): exact at any |x|
+    (-softplus(s) is stick-breaking's log-survival log(1 - sigmoid(s)))."""
+    region = _region_of(x)
+    x = _lift(x, FLOAT, region)
+    return _add(relu(x), log1p(exp(_neg(_abs(x)))))
+
+
 def relu(x):
     """max(x, 0)."""
     region = _region_of(x)
@@ -700,7 +709,7 @@ FUNCTIONS = {
     "exp": exp, "exp2": exp2, "expm1": expm1, "log": log, "log1p": log1p, "log2": log2,
     "sqrt": sqrt, "rsqrt": rsqrt, "tanh": tanh, "sinh": sinh, "cosh": cosh, "sin": sin, "cos": cos, "atan": atan,
     "floor": floor, "ceil": ceil, "trunc": trunc, "round": round_half_even, "abs": _abs,
-    "sigmoid": sigmoid, "relu": relu, "clamp": clamp, "clip": clamp, "where": where,
+    "sigmoid": sigmoid, "softplus": softplus, "relu": relu, "clamp": clamp, "clip": clamp, "where": where,
     "maximum": maximum, "minimum": minimum, "pow": _pow,
 }
 # attn.<name>: the functions without a Python builtin of their own (abs, round and pow are
@@ -1007,15 +1016,21 @@ class Traced:
 class Normalizer(Traced):
     """attn.normalizer(...): the numerator g, the denominator C_i and the params."""
 
-    def __init__(self, name, params, numerator, denominator, epsilon, offset, loc):
+    def __init__(self, name, params, numerator, denominator, epsilon, offset, loc,
+                 left_over=None):
         self.name, self.params, self.numerator = name, params, numerator
         self.denominator, self.epsilon, self.offset, self.loc = denominator, epsilon, offset, loc
+        self.left_over = left_over
 
     def _lines(self, printer):
         lines = [f"attn.normalizer @{self.name}{_header_params(self.params)} {{", "  numerator {"]
         lines += printer.region(self.numerator, "  ") + ["  }"]
         eps = f"epsilon {_float_literal(self.epsilon)} " if self.epsilon is not None else ""
-        if isinstance(self.denominator, _Region):
+        if isinstance(self.denominator, _Region) and self.denominator.kind == "log_survival":
+            lines.append("  denominator log_survival {")
+            left_over = f" left_over {self.left_over}" if self.left_over else ""
+            lines += printer.region(self.denominator, "  ") + [f"  }}{left_over}"]
+        elif isinstance(self.denominator, _Region):
             lines.append(f"  denominator {eps}{{")
             lines += printer.region(self.denominator, "  ") + ["  }"]
         elif self.denominator == "sum":
@@ -1181,8 +1196,8 @@ class KernelIR(Traced):
         return f"<attn.KernelIR @{self.name}: {', '.join(parts)}>"
 
 
-def normalizer(numerator, denominator, *, epsilon=None, offset=None, params=None,
-               name="normalizer"):
+def normalizer(numerator, denominator=None, *, epsilon=None, offset=None, params=None,
+               name="normalizer", log_survival=None, left_over=None):
     """An attn.normalizer from Python functions:
 
         attn.normalizer(numerator=lambda s: exp(s) - exp(-s),
@@ -1195,12 +1210,19 @@ def normalizer(numerator, denominator, *, epsilon=None, offset=None, params=None
     offset: a function β(b, h, i, params...) added to a summed denominator, C_i = β + Σ_j h
     (e.g. lambda h: exp(sinks[h]) for attention sinks; a constant is `epsilon`).
     params: {name: initial value}, learnable; the functions take them as arguments by name
-    (any subset, any order)."""
+    (any subset, any order).
+    log_survival: instead of a denominator, a scan normalizer (docs/normalizer-classes.md):
+    d(s, b, h, i, j, params...) <= 0, w_ij = g(s_ij)·exp(Σ_{k kept, k > j} d(s_ik));
+    stick-breaking is numerator=lambda s: sigmoid(s), log_survival=lambda s: -softplus(s).
+    left_over="current" adds what no key took, r_i·v_i (the paper's model)."""
     loc = _here()
     name = _symbol_name(name, "attn.normalizer")
     what = f"attn.normalizer @{name}"
     params = _params(params, what, _ARGUMENT_NAMES)
     num = _trace(numerator, "numerator", f"the numerator of {what}", params)
+    if log_survival is not None or left_over is not None:
+        return _scan_normalizer(name, what, params, num, denominator, epsilon, offset,
+                                log_survival, left_over, loc)
     summed = callable(denominator) or denominator == "sum"
     if summed:
         den = "sum"
@@ -1220,13 +1242,33 @@ def normalizer(numerator, denominator, *, epsilon=None, offset=None, params=None
         _float_literal(den, "denominator constant")
     else:
         raise _error(f"{what}: denominator={denominator!r}: expected a function h(s, ...), "
-                     "\"sum\" (h = the numerator), a number (a constant C_i) or \"count\"")
+                     "\"sum\" (h = the numerator), a number (a constant C_i) or \"count\" (or "
+                     "log_survival= for a scan normalizer)")
     if offset is not None:
         if not summed:
             raise _error(f"{what}: offset= is added to a summed denominator (a function h), "
                          f"but the denominator is {denominator!r}")
         offset = _trace(offset, "offset", f"the offset of {what}", params)
     return Normalizer(name, params, num, den, epsilon, offset, loc)
+
+
+def _scan_normalizer(name, what, params, num, denominator, epsilon, offset, log_survival,
+                     left_over, loc):
+    for given, keyword in ((denominator, "denominator"), (epsilon, "epsilon"),
+                           (offset, "offset")):
+        if given is not None:
+            raise _error(f"{what}: {keyword}= and log_survival= exclude each other: a scan "
+                         "normalizer has no denominator (its weights are discounted by the "
+                         "survivals of the keys after them)")
+    if not callable(log_survival):
+        raise _error(f"{what}: left_over= applies to a scan normalizer; expected "
+                     "log_survival=, a function d(s, ...) <= 0 (stick-breaking: "
+                     f"lambda s: -softplus(s)), got {log_survival!r}")
+    if left_over not in (None, "current"):
+        raise _error(f"{what}: left_over={left_over!r}: expected \"current\" (r_i·v_i, the "
+                     "value at the query's position) or None (dropped)")
+    survival = _trace(log_survival, "log_survival", f"the log_survival of {what}", params)
+    return Normalizer(name, params, num, survival, None, None, loc, left_over)
 
 
 def score(contract="scaled_dot", *, mod=None, feature=None, scale=None, hidden=None,

@@ -1,0 +1,177 @@
+"""Stick-breaking attention, a scan normalizer (`denominator log_survival`,
+docs/normalizer-classes.md), against the float64 reference of
+test/reference/row_normalizers.py: the output and every gradient (q, k, v, params) in
+float64 and float32, without and with the paper's left-over weight (r_i·v_i), under a
+mask region, the built-in causal rule, key padding, Nq != Nk and large |s|; the Python
+front-end traces the same kernel as the .mlir file; what cannot run a scan refuses it."""
+import importlib.util
+import sys
+
+import pytest
+import torch
+
+import attn
+from attn import sigmoid, softplus
+from conftest import EXAMPLES, REPO
+
+sys.path.insert(0, str(REPO / "test" / "reference"))
+import row_normalizers as rn  # noqa: E402
+
+F64 = torch.float64
+
+
+@pytest.fixture(scope="module")
+def kernels(attn_mod):
+    compiled = {name: attn.compile(str(EXAMPLES / f"{name}.mlir"))
+                for name in ("stick_breaking", "stick_breaking_left_over")}
+    # σ(s + bias) over −softplus(s + bias): a learnable shift of every share.
+    compiled["shifted"] = attn.kernel(attn.normalizer(
+        numerator=lambda s, bias: sigmoid(s + bias),
+        log_survival=lambda s, bias: -softplus(s + bias),
+        params={"bias": -1.0}, name="shifted_stick_breaking")).compile()
+    return compiled
+
+
+def reference(q, k, v, keep, left_over, bias=None, key_lengths=None):
+    """O of stick-breaking in float64 autograd: w from row_normalizers.stick_breaking,
+    plus r_i·v_i with `left_over` where the query's own key i is within the keys (below
+    Nk and key_lengths[b])."""
+    s = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+    if bias is not None:
+        s = s + bias
+    w, r = rn.stick_breaking(s, keep)
+    out = w @ v
+    if left_over:
+        nq, nk = q.shape[-2], k.shape[-2]
+        lengths = torch.full((q.shape[0],), nk) if key_lengths is None else key_lengths
+        own = torch.arange(nq)[None, :] < lengths.clamp(max=nk)[:, None]      # [B, Nq]
+        own_value = torch.zeros_like(out)
+        n = min(nq, nk)
+        own_value[..., :n, :] = v[..., :n, :]
+        out = out + r * own[:, None, :, None] * own_value
+    return out
+
+
+def keep_mask(nq, nk, rule, key_lengths=None, batch=1):
+    i = torch.arange(nq)[:, None]
+    j = torch.arange(nk)[None, :]
+    keep = {"before": j < i, "causal": j <= i, "none": torch.ones(nq, nk, dtype=torch.bool)}[rule]
+    keep = keep.expand(batch, 1, nq, nk)
+    if key_lengths is not None:
+        keep = keep & (j < key_lengths[:, None, None, None])
+    return keep
+
+
+def compare(kernel, dtype, *, nq, nk, rule, is_causal=False, key_lengths=None, left_over=False,
+            magnitude=1.0, with_params=False, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    B, H, d = 2, 2, 8
+    q, k = (magnitude * torch.randn(B, H, n, d, generator=g, dtype=F64) for n in (nq, nk))
+    v = torch.randn(B, H, nk, d, generator=g, dtype=F64)
+    dout = torch.randn(B, H, nq, d, generator=g, dtype=F64)
+
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    bias = torch.tensor(-1.0, dtype=F64, requires_grad=True) if with_params else None
+    want_out = reference(*leaves, keep_mask(nq, nk, rule, key_lengths, B), left_over, bias,
+                         key_lengths)
+    wrt = leaves + ([bias] if with_params else [])
+    want = [want_out, *torch.autograd.grad(want_out, wrt, dout)]
+
+    ours = [t.to(dtype).clone().requires_grad_() for t in (q, k, v)]
+    params = kernel.initial_params(dtype).requires_grad_() if with_params else None
+    out = kernel(*ours, params, is_causal=is_causal, key_lengths=key_lengths)
+    got = [out, *torch.autograd.grad(out, ours + ([params] if with_params else []),
+                                     dout.to(dtype))]
+    tol = 1e-11 if dtype == F64 else 2e-5 * max(1.0, magnitude)
+    names = ["O", "dq", "dk", "dv", "dbias"]
+    for name, a, b in zip(names, got, want):
+        a = a.reshape(b.shape).to(F64)
+        assert torch.isfinite(a).all(), name
+        err = (a - b).abs().max().item()
+        assert err <= tol * (1 + b.abs().max().item()), f"{name}: max error {err:.3g}"
+
+
+DTYPES = pytest.mark.parametrize("dtype", [F64, torch.float32], ids=["f64", "f32"])
+
+
+@DTYPES
+@pytest.mark.parametrize("name", ["stick_breaking", "stick_breaking_left_over"])
+def test_mask_region_keys_before_the_query(kernels, dtype, name):
+    compare(kernels[name], dtype, nq=13, nk=13, rule="before",
+            left_over=name.endswith("left_over"))
+
+
+@DTYPES
+def test_left_over_with_causal_rule_and_key_padding(kernels, dtype):
+    """The built-in causal rule adds nothing to j < i; padded keys take no share, and a
+    query whose own key is padding (i >= key_lengths[b]) gets no left-over."""
+    lengths = torch.tensor([13, 7])
+    compare(kernels["stick_breaking_left_over"], dtype, nq=13, nk=13, rule="before",
+            is_causal=True, key_lengths=lengths, left_over=True)
+
+
+@DTYPES
+def test_params_causal_padding_and_more_keys_than_queries(kernels, dtype):
+    compare(kernels["shifted"], dtype, nq=9, nk=70, rule="causal", is_causal=True,
+            key_lengths=torch.tensor([70, 41]), with_params=True)
+    compare(kernels["shifted"], dtype, nq=9, nk=70, rule="none", with_params=True, seed=1)
+
+
+@DTYPES
+def test_large_scores(kernels, dtype):
+    """|s| in the hundreds: σ saturates to 0 or 1 and the log-survival sum reaches -1e4;
+    the log-space scan stays finite and exact where the product of survivals underflows."""
+    compare(kernels["stick_breaking_left_over"], dtype, nq=40, nk=40, rule="before",
+            left_over=True, magnitude=12.0)
+
+
+def test_front_end_traces_the_example(attn_mod):
+    """examples/frontend/normalizers.py's stick-breaking is the .mlir example's kernel."""
+    spec = importlib.util.spec_from_file_location(
+        "frontend_normalizers", REPO / "examples" / "frontend" / "normalizers.py")
+    examples = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(examples)
+    expand = "--attn-expand-shared-regions"
+    assert (attn.opt(examples.KERNELS["stick_breaking_left_over"], expand) ==
+            attn.opt(str(EXAMPLES / "stick_breaking_left_over.mlir"), expand))
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(denominator="sum", log_survival=lambda s: -softplus(s)),
+     "denominator= and log_survival= exclude each other"),
+    (dict(left_over="current"), "left_over= applies to a scan normalizer"),
+    (dict(log_survival=lambda s: -softplus(s), left_over="first"),
+     "left_over='first': expected \"current\""),
+])
+def test_front_end_errors(kwargs, message):
+    with pytest.raises(attn.TraceError, match=message):
+        attn.normalizer(numerator=lambda s: sigmoid(s), name="sb", **kwargs)
+
+
+def test_context_parallel_refuses_a_scan(kernels):
+    from attn.context_parallel import context_parallel_attention
+    q = torch.randn(1, 1, 4, 8)
+    with pytest.raises(RuntimeError, match="is a scan normalizer"):
+        context_parallel_attention(q, q, q, kernels["stick_breaking"])
+
+
+def test_runtime_refuses_key_blocks_of_a_scan(kernels):
+    """The runtime's partial (key block) calls have no state to merge for a scan."""
+    q = torch.randn(1, 2, 4, 8)
+    path = kernels["stick_breaking"].path
+    with pytest.raises(RuntimeError, match=r"is a scan \(stick-breaking\): a row's weights "
+                                           r"depend on every key after them"):
+        torch.ops.attn.attention_partial_forward(path, q, q, q, torch.empty(0), False, None,
+                                                 [], 0, 0)
+
+
+def test_decoding_rows_match_the_whole_sequence(kernels):
+    """A KV-cache step: the last 3 queries at query_start = N - 3 against every key give
+    the whole sequence's last rows; the left-over goes to the value at each query's own
+    position (key row query_start + i), and the built-in causal rule follows positions."""
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 2, 20, 8, generator=g, dtype=F64) for _ in range(3))
+    for name, causal in (("stick_breaking_left_over", False), ("shifted", True)):
+        whole = kernels[name](q, k, v, is_causal=causal)
+        step = kernels[name](q[..., -3:, :], k, v, is_causal=causal, query_start=17)
+        assert torch.allclose(step, whole[..., -3:, :], rtol=0, atol=1e-13), name
