@@ -336,12 +336,13 @@ std::vector<uint64_t> triton_slots(const Library &lib, const TritonImage &image,
       const float value = static_cast<float>(arg.real);
       std::memcpy(&slot, &value, sizeof value);
     } else {
+      const std::string passed = arg.kind == TritonArg::Pointer
+                                     ? (arg.integer_pointer.empty() ? "a pointer" : arg.integer_pointer)
+                                 : arg.kind == TritonArg::Int ? "an integer"
+                                                              : "an fp32";
       TORCH_CHECK(false, "attn: artifact ", lib.path(), ": Triton kernel ",
-                  triton_kernel_name(image.kernel), " declares parameter ", name, " as ", type, ", which this runtime passes as ",
-                  arg.kind == TritonArg::Pointer ? (arg.integer_pointer.empty() ? std::string("a pointer")
-                                                                                : arg.integer_pointer)
-                  : arg.kind == TritonArg::Int   ? std::string("an integer")
-                                                 : std::string("an fp32"),
+                  triton_kernel_name(image.kernel), " declares parameter ", name, " as ", type,
+                  ", which this runtime passes as ", passed,
                   "; recompile the artifact with the attn-compile of this runtime");
     }
     slots.push_back(slot);

@@ -292,10 +292,11 @@ private:
       return unsupported(op);
     // Triton's integers are 1, 8, 16, 32 and 64 bits wide.
     auto tritonInteger = [](Type type) {
-      return !isa<IntegerType>(type) || llvm::is_contained({1u, 8u, 16u, 32u, 64u},
-                                                           type.getIntOrFloatBitWidth());
+      return !isa<IntegerType>(type) ||
+             llvm::is_contained({1u, 8u, 16u, 32u, 64u}, type.getIntOrFloatBitWidth());
     };
-    if (!llvm::all_of(op.getOperandTypes(), tritonInteger) || !tritonInteger(op.getResult(0).getType()))
+    if (!llvm::all_of(op.getOperandTypes(), tritonInteger) ||
+        !tritonInteger(op.getResult(0).getType()))
       return op.emitOpError("computes in an integer width Triton does not have (it has i1, i8, "
                             "i16, i32 and i64)");
     if (isa<TableLoadOp>(op)) {
@@ -485,8 +486,8 @@ private:
     if (name == "math.isfinite")
       return "(" + magnitude + " < float(\"inf\"))";
     if (name == "math.isnormal") {
-      double smallest =
-          APFloat::getSmallestNormalized(llvm::cast<FloatType>(type).getFloatSemantics()).convertToDouble();
+      const llvm::fltSemantics &semantics = llvm::cast<FloatType>(type).getFloatSemantics();
+      double smallest = APFloat::getSmallestNormalized(semantics).convertToDouble();
       return "((" + magnitude + " >= " + floatLiteral(smallest) + ") & (" + magnitude +
              " < float(\"inf\")))";
     }
@@ -644,7 +645,8 @@ def atan2_(y, x):
     # atan(y/x) moved to the quadrant of (x, y); on the axis x = 0, +-pi/2 by the sign of y.
     t = atan_(y / x)
     t = tl.where(x < 0, tl.where(y < 0, t - 3.1415926535897931, t + 3.1415926535897931), t)
-    return tl.where(x == 0, tl.where(y > 0, 1.5707963267948966, tl.where(y < 0, -1.5707963267948966, 0.0)), t)
+    axis = tl.where(y > 0, 1.5707963267948966, tl.where(y < 0, -1.5707963267948966, 0.0))
+    return tl.where(x == 0, axis, t)
 
 
 )"},
@@ -742,7 +744,9 @@ def erfc_(x):
     # would lose the tail's digits.
     z = tl.abs(x)
     t = 1.0 / (1.0 + 0.5 * z)
-    p = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))
+    p = 1.48851587 + t * (-0.82215223 + t * 0.17087277)
+    p = 0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * p)))
+    p = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * p))
     r = t * tl.exp(p - z * z)
     return tl.where(x < 0, 2.0 - r, r)
 
