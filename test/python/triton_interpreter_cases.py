@@ -489,7 +489,8 @@ def test_index_arithmetic_past_two_to_the_31():
     """Positions near 3e9 (query_start per batch entry, key_start): (i·j) mod 7 (products
     near 9e18) in the score mod and (i + j) mod 5 in the mask are 64-bit as the IR's index
     says, and the mask's index_cast to i32 wraps as the IR says; int32 arithmetic would
-    give other residues (the test fails with it)."""
+    give other residues (the test fails with it); the score mod's extui, trunci to i1 and
+    extsi / sitofp of that i1 follow the IR's widths and signs."""
     B, H, Nq, Nk = 2, 1, 19, 23
     q, k, v, dout, _ = helpers.make_inputs("softmax", B, H, Nq, Nk, D, D,
                                            helpers.seed_of("triton-wide-positions"))
@@ -499,6 +500,8 @@ def test_index_arithmetic_past_two_to_the_31():
     assert (i * j).max() > 2 ** 62
     keep = (torch.fmod(i + j, 5) != 2) | (torch.fmod(i.to(torch.int32), 3) != 0)
     bias = 0.25 * (torch.fmod(i * j, 7) - 3).to(torch.float64)
+    unsigned, bit = j & 0xFFFFFFFF, j & 1  # of j: a term of i alone would cancel in softmax
+    bias = bias + 0.0625 * (torch.fmod(unsigned, 11) - 5 - 2 * bit).to(torch.float64)
     got = run_tables(kernel(WIDE_POSITIONS), q, k, v, dout, {}, [], query_start=starts,
                      key_start=key_start)
     want = general.attention_and_grads(_softmax_with(lambda s: s + bias, keep), q, k, v, dout)
@@ -521,7 +524,7 @@ def _math_ops_score(s, i, j):
 
 
 @triton.jit
-def _evaluate_score_mod(score_mod, Raw, Out, N, BLOCK: tl.constexpr):
+def _evaluate_score_mod(score_mod: tl.constexpr, Raw, Out, N, BLOCK: tl.constexpr):
     rows, cols = tl.arange(0, BLOCK)[:, None], tl.arange(0, BLOCK)[None, :]
     inside = (rows < N) & (cols < N)
     raw = tl.load(Raw + rows * N + cols, mask=inside, other=0.0)

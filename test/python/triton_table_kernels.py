@@ -151,7 +151,8 @@ attn.kernel @feature_attention normalizer(@sigmoid_sum) score(@shifted_tanh)
 """
 
 # index arithmetic past 2^31 (absolute positions near 3e9 and their products, up to
-# 9e18): 64-bit as the IR says, and an i32 cast that wraps as the IR says.
+# 9e18): 64-bit as the IR says; casts as the IR says: to i32 wraps, extui zero-extends,
+# to i1 keeps the lowest bit, and extsi / sitofp of an i1 true give -1.
 WIDE_POSITIONS = """
 attn.score @wide_products contract scaled_dot mod {
 ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
@@ -164,7 +165,23 @@ attn.score @wide_products contract scaled_dot mod {
   %f = arith.sitofp %wide : i64 to f32
   %quarter = arith.constant 0.25 : f32
   %bias = arith.mulf %f, %quarter : f32
-  %t = arith.addf %s, %bias : f32
+  %low = arith.index_cast %j : index to i32
+  %unsigned = arith.extui %low : i32 to i64
+  %c11 = arith.constant 11 : i64
+  %c5 = arith.constant 5 : i64
+  %u11 = arith.remsi %unsigned, %c11 : i64
+  %u_centred = arith.subi %u11, %c5 : i64
+  %uf = arith.sitofp %u_centred : i64 to f32
+  %bit = arith.trunci %unsigned : i64 to i1
+  %minus_bit = arith.extsi %bit : i1 to i64
+  %mbf = arith.sitofp %minus_bit : i64 to f32
+  %bf = arith.sitofp %bit : i1 to f32
+  %bits = arith.addf %mbf, %bf : f32
+  %casts = arith.addf %uf, %bits : f32
+  %sixteenth = arith.constant 0.0625 : f32
+  %cast_bias = arith.mulf %casts, %sixteenth : f32
+  %b2 = arith.addf %bias, %cast_bias : f32
+  %t = arith.addf %s, %b2 : f32
   attn.yield %t : f32
 }
 attn.mask @wide_sums {
