@@ -84,11 +84,11 @@ attn.kernel @k normalizer(@arctan) mask(@sine_sign)
 
 // -----
 
-// An integer width Triton does not have.
+// An integer width Triton does not have (and likewise a float type such as f8E4M3FN).
 attn.mask @three_bits {
 ^bb0(%b: index, %h: index, %i: index, %j: index):
   %i64 = arith.index_cast %i : index to i64
-  // expected-error @+1 {{'arith.trunci' op computes in an integer width Triton does not have (it has i1, i8, i16, i32 and i64)}}
+  // expected-error @+1 {{'arith.trunci' op computes in a type Triton does not have (it has i1, i8, i16, i32, i64, index, f16, bf16, f32 and f64)}}
   %low = arith.trunci %i64 : i64 to i3
   %back = arith.extsi %low : i3 to i32
   %zero = arith.constant 0 : i32
@@ -106,3 +106,26 @@ attn.normalizer @softmax {
 attn.kernel @k normalizer(@softmax) mask(@three_bits)
 
 // UNDERIVED: error: 'attn.kernel' op has no scalar functions; run attn-derive-backward first
+
+// -----
+
+// A float type Triton does not compute in.
+attn.mask @eighth_precision {
+^bb0(%b: index, %h: index, %i: index, %j: index):
+  %i64 = arith.index_cast %i : index to i64
+  // expected-error @+1 {{'arith.sitofp' op computes in a type Triton does not have (it has i1, i8, i16, i32, i64, index, f16, bf16, f32 and f64)}}
+  %x = arith.sitofp %i64 : i64 to f8E4M3FN
+  %wide = arith.extf %x : f8E4M3FN to f32
+  %zero = arith.constant 0.0 : f32
+  %keep = arith.cmpf oge, %wide, %zero : f32
+  attn.yield %keep : i1
+}
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator sum
+}
+attn.kernel @k normalizer(@softmax) mask(@eighth_precision)

@@ -290,15 +290,18 @@ private:
   FailureOr<std::string> translate(Operation &op) {
     if (op.getNumResults() != 1)
       return unsupported(op);
-    // Triton's integers are 1, 8, 16, 32 and 64 bits wide.
-    auto tritonInteger = [](Type type) {
-      return !isa<IntegerType>(type) ||
-             llvm::is_contained({1u, 8u, 16u, 32u, 64u}, type.getIntOrFloatBitWidth());
+    // Triton's scalars: integers of 1, 8, 16, 32 and 64 bits and four float types.
+    auto tritonScalar = [](Type type) {
+      if (isa<IntegerType>(type))
+        return llvm::is_contained({1u, 8u, 16u, 32u, 64u}, type.getIntOrFloatBitWidth());
+      if (isa<FloatType>(type))
+        return type.isF16() || type.isBF16() || type.isF32() || type.isF64();
+      return true; // index, and a table's memref
     };
-    if (!llvm::all_of(op.getOperandTypes(), tritonInteger) ||
-        !tritonInteger(op.getResult(0).getType()))
-      return op.emitOpError("computes in an integer width Triton does not have (it has i1, i8, "
-                            "i16, i32 and i64)");
+    if (!llvm::all_of(op.getOperandTypes(), tritonScalar) ||
+        !tritonScalar(op.getResult(0).getType()))
+      return op.emitOpError("computes in a type Triton does not have (it has i1, i8, i16, i32, "
+                            "i64, index, f16, bf16, f32 and f64)");
     if (isa<TableLoadOp>(op)) {
       Type type = op.getResult(0).getType();
       return "tl.load(" + tables[tableOf.lookup(op.getOperand(0))].name + " + " +
