@@ -307,8 +307,8 @@ const TritonImage &select_triton_image(const Library &lib, const DeviceInfo &inf
 }
 
 /// The arguments of `image` in launch order, each in an 8-byte slot whose low bytes
-/// hold the parameter's value (pointers 8 bytes, i32 and fp32 4: cuLaunchKernel reads
-/// as many bytes as the kernel's parameter has).
+/// hold the parameter's value (pointers and i64 8 bytes, i32 and fp32 4: cuLaunchKernel
+/// reads as many bytes as the kernel's parameter has).
 std::vector<uint64_t> triton_slots(const Library &lib, const TritonImage &image,
                                    const TritonArgs &args) {
   std::vector<uint64_t> slots;
@@ -321,7 +321,8 @@ std::vector<uint64_t> triton_slots(const Library &lib, const TritonImage &image,
     const TritonArg &arg = it->second;
     uint64_t slot = 0;
     const bool pointer = !type.empty() && type[0] == '*';
-    if (pointer && arg.kind == TritonArg::Pointer) {
+    if (pointer && arg.kind == TritonArg::Pointer &&
+        (arg.integer_pointer.empty() || arg.integer_pointer == type)) {
       slot = arg.pointer;
     } else if (type == "i32" && arg.kind == TritonArg::Int) {
       TORCH_CHECK(arg.integer >= INT32_MIN && arg.integer <= INT32_MAX, "attn: Triton kernel ",
@@ -329,15 +330,20 @@ std::vector<uint64_t> triton_slots(const Library &lib, const TritonImage &image,
                   " does not fit its type i32 (a tensor too large for these kernels)");
       const int32_t value = static_cast<int32_t>(arg.integer);
       std::memcpy(&slot, &value, sizeof value);
+    } else if (type == "i64" && arg.kind == TritonArg::Int) {
+      std::memcpy(&slot, &arg.integer, sizeof arg.integer);
     } else if (type == "fp32" && arg.kind == TritonArg::Float) {
       const float value = static_cast<float>(arg.real);
       std::memcpy(&slot, &value, sizeof value);
     } else {
+      const std::string passed = arg.kind == TritonArg::Pointer
+                                     ? (arg.integer_pointer.empty() ? "a pointer" : arg.integer_pointer)
+                                 : arg.kind == TritonArg::Int ? "an integer"
+                                                              : "an fp32";
       TORCH_CHECK(false, "attn: artifact ", lib.path(), ": Triton kernel ",
-                  triton_kernel_name(image.kernel), " declares parameter ", name, " as ", type, ", which this runtime passes as ",
-                  arg.kind == TritonArg::Pointer ? "a pointer"
-                  : arg.kind == TritonArg::Int   ? "an i32"
-                                                 : "an fp32");
+                  triton_kernel_name(image.kernel), " declares parameter ", name, " as ", type,
+                  ", which this runtime passes as ", passed,
+                  "; recompile the artifact with the attn-compile of this runtime");
     }
     slots.push_back(slot);
   }

@@ -52,15 +52,21 @@ inline uint64_t ptr_arg(const torch::Tensor &t) {
 }
 
 /// The value of one parameter of a Triton kernel: a device pointer (its types *bf16,
-/// *fp32, ...), an integer (i32) or a float (fp32).
+/// *fp32, ...), an integer (i32 or i64) or a float (fp32).
 struct TritonArg {
   enum Kind { Pointer, Int, Float } kind = Int;
   uint64_t pointer = 0;
   int64_t integer = 0;
   double real = 0;
+  /// An integer tensor's Triton pointer type (*i32, *i64, ...), which the kernel's
+  /// parameter must have: an artifact that reads it at another width is refused.
+  std::string integer_pointer = {};
 };
 inline TritonArg triton_ptr(const torch::Tensor &t) {
-  return {TritonArg::Pointer, ptr_arg(t), 0, 0};
+  std::string integer_pointer;
+  if (t.defined() && c10::isIntegralType(t.scalar_type(), /*includeBool=*/false))
+    integer_pointer = "*i" + std::to_string(t.element_size() * 8);
+  return {TritonArg::Pointer, ptr_arg(t), 0, 0, integer_pointer};
 }
 inline TritonArg triton_int(int64_t v) { return {TritonArg::Int, 0, v, 0}; }
 inline TritonArg triton_float(double v) { return {TritonArg::Float, 0, 0, v}; }

@@ -40,14 +40,15 @@ attn.kernel @softmax_attention normalizer(@softmax)
 // CHECK: def numerator_ds(s, m, b, h, i, j):
 // CHECK: def denominator_ds(s, m, b, h, i, j):
 // CHECK: def attn_fwd(
-// CHECK: q_start = tl.load(QueryStarts + b).to(tl.int32)
+// CHECK: q_start = tl.load(QueryStarts + b).to(tl.int64)
+// CHECK-NEXT: key_start = tl.cast(KEY_START, tl.int64)
 // CHECK: pos_m = offs_m + q_start
 // CHECK-NEXT: i = pos_m[:, None]
-// CHECK: key_stop = tl.minimum(kv_end, tl.maximum((start_m + 1) * BLOCK_M + q_start - KEY_START, 0))
+// CHECK: key_stop = tl.minimum(kv_end, tl.maximum((start_m + 1) * BLOCK_M + q_start - key_start, 0)).to(tl.int32)
 // CHECK: m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
 // CHECK: for start_n in range(0, key_stop, BLOCK_N):
 // CHECK-NEXT: offs_n = start_n + tl.arange(0, BLOCK_N)
-// CHECK-NEXT: j = (offs_n + KEY_START)[None, :]
+// CHECK-NEXT: j = (offs_n + key_start)[None, :]
 // CHECK: raw = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale
 // CHECK-NEXT: s = raw
 // CHECK-NEXT: keep = row_in[:, None] & (offs_n[None, :] < kv_end)
@@ -175,7 +176,7 @@ attn.kernel @sigmoid_attention normalizer(@sigmoid)
 
 // -----
 
-// A mask over the indices: unsigned compares on uint32, and-ed into keep.
+// A mask over the indices: unsigned compares on uint64 (the indices are index: 64-bit), and-ed into keep.
 attn.mask @window {
 ^bb0(%b: index, %h: index, %i: index, %j: index):
   %width = arith.constant 3 : index
@@ -197,10 +198,12 @@ attn.normalizer @softmax {
 attn.kernel @sliding_window_attention normalizer(@softmax) mask(@window)
 
 // CHECK: def mask(b, h, i, j):
+// CHECK-NEXT: i = tl.cast(i, tl.int64)
+// CHECK-NEXT: j = tl.cast(j, tl.int64)
 // CHECK-NEXT: t0 = (j + 3)
 // CHECK-NEXT: t1 = (i + 3)
-// CHECK-NEXT: t2 = (tl.cast(t0, tl.uint32, bitcast=True) >= tl.cast(i, tl.uint32, bitcast=True))
-// CHECK-NEXT: t3 = (tl.cast(t1, tl.uint32, bitcast=True) >= tl.cast(j, tl.uint32, bitcast=True))
+// CHECK-NEXT: t2 = (tl.cast(t0, tl.uint64, bitcast=True) >= tl.cast(i, tl.uint64, bitcast=True))
+// CHECK-NEXT: t3 = (tl.cast(t1, tl.uint64, bitcast=True) >= tl.cast(j, tl.uint64, bitcast=True))
 // CHECK-NEXT: t4 = (t2 & t3)
 // CHECK-NEXT: return t4
 // CHECK: def attn_fwd(
@@ -239,6 +242,8 @@ attn.kernel @alibi_attention normalizer(@softmax) score(@alibi)
 // CHECK-NEXT: """The factor of the contraction q·k."""
 // CHECK-NEXT: return 0.25
 // CHECK: def score_mod(raw, b, h, i, j, p_slope):
+// CHECK-NEXT: i = tl.cast(i, tl.int64)
+// CHECK-NEXT: j = tl.cast(j, tl.int64)
 // CHECK-NEXT: t0 = (i - j)
 // CHECK-NEXT: t1 = tl.cast(t0, tl.float32)
 // CHECK-NEXT: t2 = tl.abs(t1)
@@ -284,10 +289,16 @@ attn.kernel @tables normalizer(@softmax) score(@biased) mask(@same_document)
 
 // CHECK: INPUTS = (("doc", "t_doc", "i64", (-1, -1,), False), ("bias", "t_bias", "fp32", (-1, 4,), True), )
 // CHECK: def mask(b, h, i, j, t_doc, t_doc_n0, t_doc_n1, t_doc_s0, t_doc_s1, t_bias, t_bias_n0, t_bias_n1, t_bias_s0, t_bias_s1):
-// CHECK-NEXT: tl.load(t_doc + tl.minimum(tl.maximum(b, 0), t_doc_n0 - 1) * t_doc_s0 + tl.minimum(tl.maximum(i, 0), t_doc_n1 - 1) * t_doc_s1).to(tl.int64)
+// CHECK-NEXT: b = tl.cast(b, tl.int64)
+// CHECK-NEXT: i = tl.cast(i, tl.int64)
+// CHECK-NEXT: j = tl.cast(j, tl.int64)
+// CHECK-NEXT: tl.load(t_doc + tl.cast(tl.minimum(tl.maximum(b, 0), t_doc_n0 - 1), tl.int32) * t_doc_s0 + tl.cast(tl.minimum(tl.maximum(i, 0), t_doc_n1 - 1), tl.int32) * t_doc_s1).to(tl.int64)
 // CHECK: def score_mod_at_t_bias_0(raw, b, h, i, j,
+// CHECK-NEXT: h = tl.cast(h, tl.int64)
+// CHECK-NEXT: i = tl.cast(i, tl.int64)
+// CHECK-NEXT: j = tl.cast(j, tl.int64)
 // CHECK-NEXT: = (j - i)
-// CHECK-NEXT: = ((tl.minimum(tl.maximum(h, 0), t_bias_n0 - 1)) * t_bias_n1 + tl.minimum(tl.maximum(t0, 0), t_bias_n1 - 1))
+// CHECK-NEXT: = ((tl.cast(tl.minimum(tl.maximum(h, 0), t_bias_n0 - 1), tl.int32)) * t_bias_n1 + tl.cast(tl.minimum(tl.maximum(t0, 0), t_bias_n1 - 1), tl.int32))
 // CHECK: def attn_bwd_dkdv(
 // CHECK: t_doc, t_doc_n0, t_doc_n1, t_doc_s0, t_doc_s1, t_bias, t_bias_n0, t_bias_n1, t_bias_s0, t_bias_s1, dt_bias,
 // CHECK: position = score_mod_at_t_bias_0(raw, b, h, i, j, {{.*}}) + tl.zeros([BLOCK_M, BLOCK_N], tl.int32)
@@ -328,21 +339,21 @@ attn.kernel @window_attention normalizer(@softmax) mask(@window)
 // CHECK: return [[ANY:t[0-9]+]], [[ALL:t[0-9]+]]
 // CHECK: def attn_fwd(
 // CHECK: for start_n in range(0, key_stop, BLOCK_N):
-// CHECK: any_kept, all_kept = tile_class(b, h, start_m * BLOCK_M + q_start, start_m * BLOCK_M + q_start + BLOCK_M - 1, start_n + KEY_START, start_n + KEY_START + BLOCK_N - 1)
+// CHECK: any_kept, all_kept = tile_class(b, h, start_m * BLOCK_M + q_start, start_m * BLOCK_M + q_start + BLOCK_M - 1, start_n + key_start, start_n + key_start + BLOCK_N - 1)
 // CHECK-NEXT: if any_kept:
 // CHECK-NEXT: k = tl.load(
 // CHECK: if not all_kept:
 // CHECK-NEXT: keep = keep & mask(b, h, i, j)
 // CHECK: def attn_bwd_dkdv(
-// CHECK: first_m = (tl.maximum(start_n * BLOCK_N + KEY_START - q_start, 0) // BLOCK_M) * BLOCK_M
+// CHECK: first_m = tl.minimum(tl.maximum(start_n * BLOCK_N + key_start - q_start, 0) // BLOCK_M * BLOCK_M, NQ).to(tl.int32)
 // CHECK: for start_m in range(first_m, NQ, BLOCK_M):
 // CHECK-NEXT: # Block sparsity
-// CHECK-NEXT: any_kept, all_kept = tile_class(b, h, start_m + q_start, start_m + q_start + BLOCK_M - 1, start_n * BLOCK_N + KEY_START, start_n * BLOCK_N + KEY_START + BLOCK_N - 1)
+// CHECK-NEXT: any_kept, all_kept = tile_class(b, h, start_m + q_start, start_m + q_start + BLOCK_M - 1, start_n * BLOCK_N + key_start, start_n * BLOCK_N + key_start + BLOCK_N - 1)
 // CHECK-NEXT: if any_kept:
 // CHECK: if not all_kept:
 // CHECK-NEXT: keep = keep & mask(b, h, i, j)
 // CHECK: def attn_bwd_dq(
-// CHECK: any_kept, all_kept = tile_class(b, h, start_m * BLOCK_M + q_start, start_m * BLOCK_M + q_start + BLOCK_M - 1, start_n + KEY_START, start_n + KEY_START + BLOCK_N - 1)
+// CHECK: any_kept, all_kept = tile_class(b, h, start_m * BLOCK_M + q_start, start_m * BLOCK_M + q_start + BLOCK_M - 1, start_n + key_start, start_n + key_start + BLOCK_N - 1)
 // CHECK-NEXT: if any_kept:
 // CHECK: if not all_kept:
 // CHECK-NEXT: keep = keep & mask(b, h, i, j)
@@ -378,10 +389,12 @@ attn.kernel @bucket_attention normalizer(@softmax) score(@buckets)
 // CHECK: def ctlz_(x, WIDTH: tl.constexpr):
 // CHECK: def floordiv_(x, y):
 // CHECK: def score_mod(raw, b, h, i, j):
+// CHECK-NEXT: i = tl.cast(i, tl.int64)
+// CHECK-NEXT: j = tl.cast(j, tl.int64)
 // CHECK-NEXT: t0 = (i - j)
-// CHECK-NEXT: t1 = ctlz_(t0, 64)
+// CHECK-NEXT: t1 = tl.cast(ctlz_(t0, 64), tl.int64)
 // CHECK-NEXT: t2 = floordiv_(t1, 3)
-// CHECK-NEXT: t3 = tl.cast((tl.cast(t2, tl.uint32, bitcast=True) >> 3), tl.int32, bitcast=True)
+// CHECK-NEXT: t3 = tl.cast((tl.cast(t2, tl.uint64, bitcast=True) >> 3), tl.int64, bitcast=True)
 
 // -----
 

@@ -55,15 +55,17 @@ def test_block_sparse_kernels_compile_with_wgmma(cuda_target):
     ("t5_bias", ("attn_fwd",)), ("integer_ops", ("attn_fwd",)),
     ("cosine", ("attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq")),
     ("luong_general", ("attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq")),
-    ("feature_map", ("attn_fwd", "attn_bwd_dq"))])
+    ("feature_map", ("attn_fwd", "attn_bwd_dq")), ("math_ops", ("attn_fwd",))])
 def test_new_scalar_forms_compile(cuda_target, source, names):
     """What the interpreter cases check numerically also compiles for sm_90: the integer
     helpers (ctlz_ on 64 bits for T5's buckets, and the others of INTEGER_OPS), the
     cosine contraction's unit rows and their chain rule, the bilinear one's q·W,
-    dq'·Wᵀ and dW slots (W 32 x 32: head dim 32), and a feature map's φ and φ'."""
-    from triton_table_kernels import FEATURE_MAP, INTEGER_OPS
+    dq'·Wᵀ and dW slots (W 32 x 32: head dim 32), a feature map's φ and φ', and the
+    math helpers of the prelude with int64 index arithmetic (MATH_OPS; the int64
+    positions of the templates compile in every kernel here)."""
+    from triton_table_kernels import FEATURE_MAP, INTEGER_OPS, MATH_OPS
 
-    shared = {"integer_ops": INTEGER_OPS, "feature_map": FEATURE_MAP}
+    shared = {"integer_ops": INTEGER_OPS, "feature_map": FEATURE_MAP, "math_ops": MATH_OPS}
     ir = shared.get(source) or str(EXAMPLES.parent / "families" / f"{source}.mlir")
     compiled = triton_backend.compile_triton(ir).compile_ahead(
         cuda_target(90), dtype=torch.bfloat16, head_dim=32 if source == "luong_general" else 64,

@@ -24,7 +24,8 @@ import general
 import helpers
 import reference as ref
 from conftest import EXAMPLES, NORMALIZER_NAMES, REPO
-from triton_table_kernels import BIAS_TABLE, BILINEAR, FEATURE_MAP, INTEGER_OPS, SINKS_DOCUMENTS
+from triton_table_kernels import (BIAS_TABLE, BILINEAR, FEATURE_MAP, INTEGER_OPS, MATH_OPS,
+                                  SINKS_DOCUMENTS, WIDE_POSITIONS)
 
 DEVICE = os.environ.get("ATTN_TRITON_DEVICE", "cpu")
 if DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
@@ -34,6 +35,7 @@ if DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
 if DEVICE != "cpu" and not torch.cuda.is_available():
     pytest.skip(f"ATTN_TRITON_DEVICE={DEVICE} but no CUDA device", allow_module_level=True)
 triton = pytest.importorskip("triton")
+import triton.language as tl  # noqa: E402
 
 from attn import triton_backend  # noqa: E402
 
@@ -495,6 +497,86 @@ def test_integer_ops_without_a_triton_operator():
         lambda s, ix: torch.exp(s), lambda s, ix: torch.exp(s))
     want = general.attention_and_grads(fn, q, k, v, dout)
     assert_close(got, {n: want[n] for n in ("O", "dq", "dk", "dv")}, context="integer ops")
+
+
+def _softmax_with(score, keep):
+    """O of softmax attention over score(s, i, j) where keep(i, j) ([B, 1, Nq, Nk] indices)."""
+    def fn(q_, k_, v_):
+        s = score(q_ @ k_.transpose(-1, -2) / q_.shape[-1] ** 0.5)
+        e = torch.where(keep, torch.exp(s - s.masked_fill(~keep, -torch.inf).amax(-1, True)), 0.0)
+        return (e / e.sum(-1, keepdim=True)) @ v_
+    return fn
+
+
+def test_index_arithmetic_past_two_to_the_31():
+    """Positions near 3e9 (query_start per batch entry, key_start): (i·j) mod 7 (products
+    near 9e18) in the score mod and (i + j) mod 5 in the mask are 64-bit as the IR's index
+    says, and the mask's index_cast to i32 wraps as the IR says; int32 arithmetic would
+    give other residues (the test fails with it); the score mod's extui, trunci to i1 and
+    extsi / sitofp of that i1 follow the IR's widths and signs."""
+    B, H, Nq, Nk = 2, 1, 19, 23
+    q, k, v, dout, _ = helpers.make_inputs("softmax", B, H, Nq, Nk, D, D,
+                                           helpers.seed_of("triton-wide-positions"))
+    starts, key_start = torch.tensor([3_000_000_011, 2_147_483_640]), 2_999_999_993
+    i = (starts.view(B, 1, 1, 1) + torch.arange(Nq).view(1, 1, Nq, 1))
+    j = key_start + torch.arange(Nk).view(1, 1, 1, Nk)
+    assert (i * j).max() > 2 ** 62
+    keep = (torch.fmod(i + j, 5) != 2) | (torch.fmod(i.to(torch.int32), 3) != 0)
+    bias = 0.25 * (torch.fmod(i * j, 7) - 3).to(torch.float64)
+    unsigned, bit = j & 0xFFFFFFFF, j & 1  # of j: a term of i alone would cancel in softmax
+    bias = bias + 0.0625 * (torch.fmod(unsigned, 11) - 5 - 2 * bit).to(torch.float64)
+    got = run_tables(kernel(WIDE_POSITIONS), q, k, v, dout, {}, [], query_start=starts,
+                     key_start=key_start)
+    want = general.attention_and_grads(_softmax_with(lambda s: s + bias, keep), q, k, v, dout)
+    assert_close(got, {n: want[n] for n in ("O", "dq", "dk", "dv")}, context="wide positions")
+
+
+def _math_ops_score(s, i, j):
+    """MATH_OPS's score mod in float64 (torch.round rounds halves to even)."""
+    x, y, q = (i - j) * 0.1, (i + j) * 0.05, (i - j) * 0.25
+    y1, xs = y + 1.0, x * 0.2
+    log_x = torch.log(x)
+    index_terms = (torch.sinh(x) + torch.cosh(x) + torch.tan(xs) + x.sign() * x.abs() ** (1 / 3)
+                   + torch.log10(y1) + torch.special.erfc(x) + torch.atan2(x, y) + torch.asin(xs)
+                   + torch.acos(xs) + torch.asinh(x) + torch.acosh(y1) + torch.atanh(xs)
+                   + torch.round(q) + q.sign() * torch.floor(q.abs() + 0.5) + torch.trunc(q)
+                   + torch.copysign(y, x) + x ** 3 + x ** 3.0
+                   + torch.isnan(log_x) * 1.0 + torch.isinf(log_x) * 2.0
+                   + torch.isfinite(log_x) * 4.0 + (x != 0) * 8.0)
+    return torch.atan(s) + y1 ** (0.2 * s) + 0.01 * index_terms
+
+
+@triton.jit
+def _evaluate_score_mod(score_mod: tl.constexpr, Raw, Out, N, BLOCK: tl.constexpr):
+    rows, cols = tl.arange(0, BLOCK)[:, None], tl.arange(0, BLOCK)[None, :]
+    inside = (rows < N) & (cols < N)
+    raw = tl.load(Raw + rows * N + cols, mask=inside, other=0.0)
+    tl.store(Out + rows * N + cols, score_mod(raw, 0, 0, rows, cols), mask=inside)
+
+
+def test_math_ops_from_the_prelude():
+    """atan and powf of the score (O and every gradient through them), and sinh, cosh,
+    tan, cbrt, log10, erfc, atan2 (on the axis too), asin, acos, asinh, acosh, atanh,
+    roundeven, round and trunc (exact halves), copysign, fpowi, powf of a negative base and
+    the float classes of the indices, against float64 torch."""
+    B, H, N = 1, 2, 37
+    q, k, v, dout, _ = helpers.make_inputs("softmax", B, H, N, N, D, D,
+                                           helpers.seed_of("triton-math-ops"))
+    kern = kernel(MATH_OPS)
+    i, j = torch.arange(N).view(N, 1).double(), torch.arange(N).view(1, N).double()
+    # The score mod alone, elementwise: within float32's rounding of each term.
+    raw = 3 * torch.randn(N, N, generator=torch.Generator().manual_seed(7))
+    out = torch.empty(N, N, device=DEVICE)
+    _evaluate_score_mod[(1,)](kern.module.score_mod, raw.to(DEVICE), out, N, 64)
+    out = out.cpu()
+    want_score = _math_ops_score(raw.double(), i, j)
+    err = ((out.double() - want_score).abs() / (1 + want_score.abs())).max().item()
+    assert err < 2e-6, f"score mod off by {err:.1e} (relative to 1 + |score|)"
+    got = run(kern, q, k, v, torch.zeros(0), dout)
+    keep = torch.ones(N, N, dtype=torch.bool)
+    want = general.attention_and_grads(
+        _softmax_with(lambda s: _math_ops_score(s, i, j), keep), q, k, v, dout)
+    assert_close(got, {n: want[n] for n in ("O", "dq", "dk", "dv")}, context="math ops")
 
 
 def test_tensor_inputs_are_checked():

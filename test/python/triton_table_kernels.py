@@ -149,3 +149,143 @@ attn.normalizer @sigmoid_sum {
 }
 attn.kernel @feature_attention normalizer(@sigmoid_sum) score(@shifted_tanh)
 """
+
+# index arithmetic past 2^31 (absolute positions near 3e9 and their products, up to
+# 9e18): 64-bit as the IR says; casts as the IR says: to i32 wraps, extui zero-extends,
+# to i1 keeps the lowest bit, and extsi / sitofp of an i1 true give -1.
+WIDE_POSITIONS = """
+attn.score @wide_products contract scaled_dot mod {
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+  %product = arith.muli %i, %j : index
+  %c7 = arith.constant 7 : index
+  %c3 = arith.constant 3 : index
+  %residue = arith.remsi %product, %c7 : index
+  %centred = arith.subi %residue, %c3 : index
+  %wide = arith.index_cast %centred : index to i64
+  %f = arith.sitofp %wide : i64 to f32
+  %quarter = arith.constant 0.25 : f32
+  %bias = arith.mulf %f, %quarter : f32
+  %low = arith.index_cast %j : index to i32
+  %unsigned = arith.extui %low : i32 to i64
+  %c11 = arith.constant 11 : i64
+  %c5 = arith.constant 5 : i64
+  %u11 = arith.remsi %unsigned, %c11 : i64
+  %u_centred = arith.subi %u11, %c5 : i64
+  %uf = arith.sitofp %u_centred : i64 to f32
+  %bit = arith.trunci %unsigned : i64 to i1
+  %minus_bit = arith.extsi %bit : i1 to i64
+  %mbf = arith.sitofp %minus_bit : i64 to f32
+  %bf = arith.sitofp %bit : i1 to f32
+  %bits = arith.addf %mbf, %bf : f32
+  %casts = arith.addf %uf, %bits : f32
+  %sixteenth = arith.constant 0.0625 : f32
+  %cast_bias = arith.mulf %casts, %sixteenth : f32
+  %b2 = arith.addf %bias, %cast_bias : f32
+  %t = arith.addf %s, %b2 : f32
+  attn.yield %t : f32
+}
+attn.mask @wide_sums {
+^bb0(%b: index, %h: index, %i: index, %j: index):
+  %sum = arith.addi %i, %j : index
+  %c5 = arith.constant 5 : index
+  %c2 = arith.constant 2 : index
+  %residue = arith.remsi %sum, %c5 : index
+  %off_stride = arith.cmpi ne, %residue, %c2 : index
+  %low = arith.index_cast %i : index to i32
+  %c3 = arith.constant 3 : i32
+  %c0 = arith.constant 0 : i32
+  %low_residue = arith.remsi %low, %c3 : i32
+  %low_kept = arith.cmpi ne, %low_residue, %c0 : i32
+  %keep = arith.ori %off_stride, %low_kept : i1
+  attn.yield %keep : i1
+}
+""" + SOFTMAX + """attn.kernel @wide_positions normalizer(@softmax) score(@wide_products) mask(@wide_sums)
+"""
+
+# The math ops with a prelude helper or an inline form: atan and powf of the score
+# (differentiated), the others of the indices (x = (i - j)/10, y = (i + j)/20,
+# q = (i - j)/4 with exact halves for the roundings).
+MATH_OPS = """
+attn.score @math_bias contract scaled_dot mod {
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+  %d = arith.subi %i, %j : index
+  %e = arith.addi %i, %j : index
+  %d64 = arith.index_cast %d : index to i64
+  %e64 = arith.index_cast %e : index to i64
+  %df = arith.sitofp %d64 : i64 to f32
+  %ef = arith.sitofp %e64 : i64 to f32
+  %tenth = arith.constant 0.1 : f32
+  %twentieth = arith.constant 0.05 : f32
+  %quarter = arith.constant 0.25 : f32
+  %fifth = arith.constant 0.2 : f32
+  %one = arith.constant 1.0 : f32
+  %cube = arith.constant 3.0 : f32
+  %x = arith.mulf %df, %tenth : f32
+  %y = arith.mulf %ef, %twentieth : f32
+  %y1 = arith.addf %y, %one : f32
+  %q = arith.mulf %df, %quarter : f32
+  %xs = arith.mulf %x, %fifth : f32
+  %at = math.atan %s : f32
+  %es = arith.mulf %s, %fifth : f32
+  %pw = math.powf %y1, %es : f32
+  %sh = math.sinh %x : f32
+  %ch = math.cosh %x : f32
+  %tn = math.tan %xs : f32
+  %cb = math.cbrt %x : f32
+  %lg = math.log10 %y1 : f32
+  %ec = math.erfc %x : f32
+  %a2 = math.atan2 %x, %y : f32
+  %as = math.asin %xs : f32
+  %ac = math.acos %xs : f32
+  %ash = math.asinh %x : f32
+  %ach = math.acosh %y1 : f32
+  %ath = math.atanh %xs : f32
+  %re = math.roundeven %q : f32
+  %ro = math.round %q : f32
+  %tr = math.trunc %q : f32
+  %cs = math.copysign %y, %x : f32
+  %three = arith.constant 3 : i32
+  %fp = math.fpowi %x, %three : f32, i32
+  %pn = math.powf %x, %cube : f32
+  %lx = math.log %x : f32
+  %isnan = math.isnan %lx : f32
+  %isinf = math.isinf %lx : f32
+  %isfinite = math.isfinite %lx : f32
+  %isnormal = math.isnormal %x : f32
+  %zero = arith.constant 0.0 : f32
+  %two = arith.constant 2.0 : f32
+  %four = arith.constant 4.0 : f32
+  %eight = arith.constant 8.0 : f32
+  %k1 = arith.select %isnan, %one, %zero : f32
+  %k2 = arith.select %isinf, %two, %zero : f32
+  %k3 = arith.select %isfinite, %four, %zero : f32
+  %k4 = arith.select %isnormal, %eight, %zero : f32
+  %u0 = arith.addf %sh, %ch : f32
+  %u1 = arith.addf %u0, %tn : f32
+  %u2 = arith.addf %u1, %cb : f32
+  %u3 = arith.addf %u2, %lg : f32
+  %u4 = arith.addf %u3, %ec : f32
+  %u5 = arith.addf %u4, %a2 : f32
+  %u6 = arith.addf %u5, %as : f32
+  %u7 = arith.addf %u6, %ac : f32
+  %u8 = arith.addf %u7, %ash : f32
+  %u9 = arith.addf %u8, %ach : f32
+  %u10 = arith.addf %u9, %ath : f32
+  %u11 = arith.addf %u10, %re : f32
+  %u12 = arith.addf %u11, %ro : f32
+  %u13 = arith.addf %u12, %tr : f32
+  %u14 = arith.addf %u13, %cs : f32
+  %u15 = arith.addf %u14, %fp : f32
+  %u16 = arith.addf %u15, %pn : f32
+  %u17 = arith.addf %u16, %k1 : f32
+  %u18 = arith.addf %u17, %k2 : f32
+  %u19 = arith.addf %u18, %k3 : f32
+  %u20 = arith.addf %u19, %k4 : f32
+  %hundredth = arith.constant 0.01 : f32
+  %index_terms = arith.mulf %u20, %hundredth : f32
+  %t0 = arith.addf %at, %pw : f32
+  %t = arith.addf %t0, %index_terms : f32
+  attn.yield %t : f32
+}
+""" + SOFTMAX + """attn.kernel @math_ops normalizer(@softmax) score(@math_bias)
+"""

@@ -48,8 +48,9 @@ std::string floatLiteral(double value) {
   return text;
 }
 
-/// The Triton dtype a region value computes in. Indices (and the integers they
-/// are cast to) are int32 in the kernels: the program ids and aranges they come from.
+/// The Triton dtype a region value computes in: the IR's own width, so that index
+/// and i64 arithmetic is 64-bit as on the CPU path (absolute positions and their
+/// products exceed 2^31).
 std::string tritonType(Type type) {
   if (type.isF32())
     return "tl.float32";
@@ -59,10 +60,15 @@ std::string tritonType(Type type) {
     return "tl.float16";
   if (type.isBF16())
     return "tl.bfloat16";
-  if (type.isInteger(1))
-    return "tl.int1";
-  return "tl.int32";
+  if (type.isIndex())
+    return "tl.int64";
+  assert(type.isSignlessInteger() && "regions compute in floats and signless integers");
+  unsigned width = type.getIntOrFloatBitWidth();
+  return width == 1 ? "tl.int1" : "tl.int" + std::to_string(width);
 }
+
+/// The bits of an integer type (index: 64, as the CPU path lowers it).
+unsigned integerWidth(Type type) { return type.isIndex() ? 64 : type.getIntOrFloatBitWidth(); }
 
 /// A tensor input as the kernels and functions take it: a pointer `name`, then its
 /// extents `name_n<d>` and its strides `name_s<d>` (in elements, 0 = broadcast).
@@ -89,6 +95,8 @@ SmallVector<std::string> tableArgList(ArrayRef<TableArgs> tables) {
   return all;
 }
 
+void requireHelper(llvm::StringSet<> &helpers, StringRef name);
+
 /// Prints one scalar function as a @triton.jit function: every op one assignment,
 /// constants inline. Arguments are Triton tensors of any broadcastable shape
 /// (the kernels pass [BLOCK_M, BLOCK_N] scores, [BLOCK_M, 1] query and [1, BLOCK_N]
@@ -111,6 +119,12 @@ public:
     SmallVector<std::string> all(argNames.begin(), argNames.end());
     llvm::append_range(all, tableArgList(tables));
     os << "@triton.jit\ndef " << name << "(" << llvm::join(all, ", ") << "):\n";
+    // The kernels pass int32 indices (program ids, aranges) or int64 positions: each
+    // integer argument takes its IR width here, once.
+    for (auto [arg, argName] : llvm::zip(body.getArguments(), argNames))
+      if (isa<IntegerType, IndexType>(arg.getType()) && !arg.use_empty())
+        os << "    " << argName << " = tl.cast(" << argName << ", " << tritonType(arg.getType())
+           << ")\n";
     for (Operation &op : body) {
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
         SmallVector<std::string> results;
@@ -123,7 +137,7 @@ public:
       if (failed(expression))
         return failure();
       Value result = op.getResult(0);
-      // Constants inline, and integer casts are no-ops (every integer is int32).
+      // Constants inline, and casts between equal widths (index, i64) are no-ops.
       if (isa<arith::ConstantOp>(op) ||
           (op.getNumOperands() == 1 && *expression == names.lookup(op.getOperand(0)))) {
         names[result] = *expression;
@@ -150,13 +164,36 @@ private:
     return (callee + "(" + llvm::join(args, ", ") + ")").str();
   }
 
-  /// An integer operand reinterpreted as unsigned (arith's u* predicates).
+  /// An integer operand reinterpreted as unsigned of its width (arith's u* ops).
   std::string unsignedOperand(Operation &op, unsigned index) {
     Value value = op.getOperand(index);
+    unsigned width = integerWidth(value.getType());
     if (auto constant = value.getDefiningOp<arith::ConstantOp>())
       if (auto integer = dyn_cast<IntegerAttr>(constant.getValue()))
-        return std::to_string(integer.getValue().getZExtValue() & 0xffffffffu);
-    return "tl.cast(" + operand(op, index) + ", tl.uint32, bitcast=True)";
+        return std::to_string(integer.getValue().zextOrTrunc(width).getZExtValue());
+    if (width == 1) // true is 1 unsigned
+      return "tl.cast(" + operand(op, index) + ", tl.int32)";
+    return "tl.cast(" + operand(op, index) + ", tl.uint" + std::to_string(width) +
+           ", bitcast=True)";
+  }
+
+  /// The integer casts, by the IR's widths: truncation keeps the low bits, extension
+  /// is signed (extsi, index_cast: i1 true is -1) or unsigned (extui, index_castui).
+  std::string integerCast(Operation &op, bool zeroExtend) {
+    Type from = op.getOperand(0).getType(), to = op.getResult(0).getType();
+    unsigned fromWidth = integerWidth(from), toWidth = integerWidth(to);
+    std::string x = operand(op, 0), type = tritonType(to);
+    if (fromWidth == toWidth)
+      return x;
+    if (toWidth == 1)
+      return "((" + x + " & 1) != 0)";
+    if (fromWidth > toWidth || (zeroExtend && fromWidth == 1))
+      return "tl.cast(" + x + ", " + type + ")";
+    if (fromWidth == 1)
+      return "(-tl.cast(" + x + ", " + type + "))";
+    if (zeroExtend)
+      return "tl.cast(" + unsignedOperand(op, 0) + ", " + type + ")";
+    return "tl.cast(" + x + ", " + type + ")";
   }
 
   FailureOr<std::string> compareFloat(arith::CmpFOp op) {
@@ -247,8 +284,9 @@ private:
     const TableArgs &table = tables[tableOf.lookup(op.getOperand(0))];
     std::string offset;
     for (unsigned d = 0; d < table.rank; ++d) {
-      std::string clamped = "tl.minimum(tl.maximum(" + operand(op, d + 1) + ", 0), " +
-                            table.extent(d) + " - 1)";
+      // Within the extent, so int32: the pointer arithmetic stays 32-bit.
+      std::string clamped = "tl.cast(tl.minimum(tl.maximum(" + operand(op, d + 1) + ", 0), " +
+                            table.extent(d) + " - 1), tl.int32)";
       if (position)
         offset = d == 0 ? clamped : "(" + offset + ") * " + table.extent(d) + " + " + clamped;
       else
@@ -260,12 +298,22 @@ private:
   FailureOr<std::string> translate(Operation &op) {
     if (op.getNumResults() != 1)
       return unsupported(op);
+    // Triton's scalars: integers of 1, 8, 16, 32 and 64 bits and four float types.
+    auto tritonScalar = [](Type type) {
+      if (isa<IntegerType>(type))
+        return llvm::is_contained({1u, 8u, 16u, 32u, 64u}, type.getIntOrFloatBitWidth());
+      if (isa<FloatType>(type))
+        return type.isF16() || type.isBF16() || type.isF32() || type.isF64();
+      return true; // index, and a table's memref
+    };
+    if (!llvm::all_of(op.getOperandTypes(), tritonScalar) ||
+        !tritonScalar(op.getResult(0).getType()))
+      return op.emitOpError("computes in a type Triton does not have (it has i1, i8, i16, i32, "
+                            "i64, index, f16, bf16, f32 and f64)");
     if (isa<TableLoadOp>(op)) {
       Type type = op.getResult(0).getType();
-      // Integers of i64 tables stay 64-bit; i8 and i32 ones compute as int32.
-      std::string as = type.isInteger(64) ? "tl.int64" : tritonType(type);
       return "tl.load(" + tables[tableOf.lookup(op.getOperand(0))].name + " + " +
-             tableOffset(op, false) + ").to(" + as + ")";
+             tableOffset(op, false) + ").to(" + tritonType(type) + ")";
     }
     if (isa<TablePositionOp>(op))
       return "(" + tableOffset(op, true) + ")";
@@ -328,25 +376,49 @@ private:
             .Case("math.tanh", "tanh_")
             .Case("math.log1p", "log1p_")
             .Case("math.expm1", "expm1_")
+            .Case("math.trunc", "trunc_")
+            .Case("math.round", "round_")
+            .Case("math.roundeven", "roundeven_")
+            .Case("math.atan", "atan_")
+            .Case("math.atan2", "atan2_")
+            .Case("math.asin", "asin_")
+            .Case("math.acos", "acos_")
+            .Case("math.asinh", "asinh_")
+            .Case("math.acosh", "acosh_")
+            .Case("math.atanh", "atanh_")
+            .Case("math.sinh", "sinh_")
+            .Case("math.cosh", "cosh_")
+            .Case("math.powf", "pow_")
+            .Case("math.cbrt", "cbrt_")
+            .Case("math.erfc", "erfc_")
             .Default("");
     if (!function.empty()) {
       if (function.ends_with("_"))
-        helpers.insert(function);
+        requireHelper(helpers, function);
       return call(function, op);
     }
+    FailureOr<std::string> inline_ = translateInlineMath(op);
+    if (succeeded(inline_))
+      return inline_;
     if (name == "arith.maximumf" || name == "arith.minimumf")
       return (name == "arith.maximumf" ? "tl.maximum(" : "tl.minimum(") + operand(op, 0) + ", " +
              operand(op, 1) + ", propagate_nan=tl.PropagateNan.ALL)";
     if (name == "arith.negf")
       return "(-" + operand(op, 0) + ")";
-    if (name == "arith.index_cast" || name == "arith.index_castui" || name == "arith.extsi" ||
-        name == "arith.trunci" || (name == "arith.extui" && !op.getOperand(0).getType().isInteger(1)))
-      return operand(op, 0); // every integer is int32 here
-    if (name == "arith.extui")
-      return cast(op);
+    if (name == "arith.index_cast" || name == "arith.extsi" || name == "arith.trunci")
+      return integerCast(op, /*zeroExtend=*/false);
+    if (name == "arith.index_castui" || name == "arith.extui")
+      return integerCast(op, /*zeroExtend=*/true);
+    if (name == "arith.sitofp" && op.getOperand(0).getType().isInteger(1))
+      return "(-" + cast(op) + ")"; // i1 true is -1
     if (name == "arith.sitofp" || name == "arith.extf" || name == "arith.truncf" ||
         name == "arith.fptosi")
       return cast(op);
+    if (name == "arith.fptoui") {
+      unsigned width = integerWidth(op.getResult(0).getType());
+      return "tl.cast(tl.cast(" + operand(op, 0) + ", tl.uint" + std::to_string(width) + "), " +
+             tritonType(op.getResult(0).getType()) + ", bitcast=True)";
+    }
     if (name == "arith.uitofp")
       return "tl.cast(" + unsignedOperand(op, 0) + ", " + tritonType(op.getResult(0).getType()) +
              ")";
@@ -354,22 +426,21 @@ private:
   }
 
   /// The integer ops Triton has no operator or function for: bit counts,
-  /// rounding divisions and the unsigned ops (on the operands' bits, as int32).
+  /// rounding divisions and the unsigned ops (on the operands' bits, of their width).
   FailureOr<std::string> translateInteger(Operation &op) {
     StringRef name = op.getName().getStringRef();
     if (name == "math.ctlz" || name == "math.cttz" || name == "math.ctpop") {
-      // The count depends on the operand's width (an i64 value computes as int32
-      // here, but its leading zeros are those of 64 bits).
+      // The count depends on the operand's width; the helpers count in int32.
       StringRef helper = name == "math.ctlz" ? "ctlz_" : name == "math.cttz" ? "cttz_" : "ctpop_";
-      helpers.insert(helper);
-      if (helper == "cttz_")
-        helpers.insert("ctlz_");
-      unsigned width = op.getOperand(0).getType().getIntOrFloatBitWidth();
-      return (helper + "(" + operand(op, 0) + ", " + Twine(width) + ")").str();
+      requireHelper(helpers, helper);
+      Type type = op.getResult(0).getType();
+      std::string count =
+          (helper + "(" + operand(op, 0) + ", " + Twine(integerWidth(type)) + ")").str();
+      return integerWidth(type) == 32 ? count : "tl.cast(" + count + ", " + tritonType(type) + ")";
     }
     if (name == "arith.floordivsi" || name == "arith.ceildivsi") {
       StringRef helper = name == "arith.floordivsi" ? "floordiv_" : "ceildiv_";
-      helpers.insert(helper);
+      requireHelper(helpers, helper);
       return call(helper, op);
     }
     StringRef infix = llvm::StringSwitch<StringRef>(name)
@@ -377,15 +448,60 @@ private:
                           .Case("arith.remui", "%")
                           .Case("arith.shrui", ">>")
                           .Default("");
-    auto asInt32 = [](const std::string &value) {
-      return "tl.cast(" + value + ", tl.int32, bitcast=True)";
+    std::string resultType = tritonType(op.getResult(0).getType());
+    auto asSigned = [&](const std::string &value) {
+      return "tl.cast(" + value + ", " + resultType + ", bitcast=True)";
     };
     if (!infix.empty())
-      return asInt32("(" + unsignedOperand(op, 0) + " " + infix.str() + " " +
+      return asSigned("(" + unsignedOperand(op, 0) + " " + infix.str() + " " +
                      unsignedOperand(op, 1) + ")");
     if (name == "arith.maxui" || name == "arith.minui")
-      return asInt32((name == "arith.maxui" ? "tl.maximum(" : "tl.minimum(") +
+      return asSigned((name == "arith.maxui" ? "tl.maximum(" : "tl.minimum(") +
                      unsignedOperand(op, 0) + ", " + unsignedOperand(op, 1) + ")");
+    if (name == "arith.ceildivui") {
+      std::string x = unsignedOperand(op, 0), y = unsignedOperand(op, 1);
+      return asSigned("tl.where(" + x + " == 0, 0, (" + x + " - 1) // " + y + " + 1)");
+    }
+    return failure();
+  }
+
+  /// The math ops that are one expression of tl functions: their bits (copysign, the
+  /// classes), a power of an integer (fpowi through pow_), a quotient (tan, log10).
+  FailureOr<std::string> translateInlineMath(Operation &op) {
+    StringRef name = op.getName().getStringRef();
+    std::string x = operand(op, 0);
+    Type type = op.getOperand(0).getType();
+    if (name == "math.tan")
+      return "(tl.sin(" + x + ") / tl.cos(" + x + "))";
+    if (name == "math.log10")
+      return "(tl.log(" + x + ") * " + floatLiteral(1.0 / std::log(10.0)) + ")";
+    if (name == "math.fpowi") {
+      requireHelper(helpers, "pow_");
+      return "pow_(" + x + ", tl.cast(" + operand(op, 1) + ", " + tritonType(type) + "))";
+    }
+    if (name == "arith.bitcast")
+      return "tl.cast(" + x + ", " + tritonType(op.getResult(0).getType()) + ", bitcast=True)";
+    if (!isa<FloatType>(type))
+      return failure();
+    std::string magnitude = "tl.abs(" + x + ")";
+    if (name == "math.copysign") {
+      // The sign bit of y, as the signed integer of its width (-0.0 and NaN's too).
+      std::string bits = "tl.cast(" + operand(op, 1) + ", tl.int" +
+                         std::to_string(type.getIntOrFloatBitWidth()) + ", bitcast=True)";
+      return "tl.where(" + bits + " < 0, -" + magnitude + ", " + magnitude + ")";
+    }
+    if (name == "math.isnan")
+      return "(" + x + " != " + x + ")";
+    if (name == "math.isinf")
+      return "(" + magnitude + " == float(\"inf\"))";
+    if (name == "math.isfinite")
+      return "(" + magnitude + " < float(\"inf\"))";
+    if (name == "math.isnormal") {
+      const llvm::fltSemantics &semantics = llvm::cast<FloatType>(type).getFloatSemantics();
+      double smallest = APFloat::getSmallestNormalized(semantics).convertToDouble();
+      return "((" + magnitude + " >= " + floatLiteral(smallest) + ") & (" + magnitude +
+             " < float(\"inf\")))";
+    }
     return failure();
   }
 
@@ -401,10 +517,16 @@ private:
   unsigned next = 0;
 };
 
-/// The helpers FunctionPrinter calls for math ops without a tl.math function.
-void printHelpers(const llvm::StringSet<> &helpers, llvm::raw_ostream &os) {
-  if (helpers.contains("tanh_"))
-    os << R"(@triton.jit
+/// A @triton.jit helper of the module's prelude: an op without a tl function, as an
+/// exact composition (Triton's interpreter runs no libdevice), and the helpers it calls.
+struct Helper {
+  StringRef name;
+  StringRef calls; // the helper it calls, if any
+  StringRef text;
+};
+
+const Helper kHelpers[] = {
+    {"tanh_", "", R"(@triton.jit
 def tanh_(x):
     # (1 - e^-2|x|) / (1 + e^-2|x|) with the sign of x: finite for every x.
     e = tl.exp(-2.0 * tl.abs(x))
@@ -412,18 +534,16 @@ def tanh_(x):
     return tl.where(x < 0, -t, t)
 
 
-)";
-  if (helpers.contains("log1p_"))
-    os << R"(@triton.jit
+)"},
+    {"log1p_", "", R"(@triton.jit
 def log1p_(x):
     # log(1 + x) with the rounding of 1 + x compensated (Goldberg).
     u = 1.0 + x
     return tl.where(u == 1.0, x, tl.log(u) * x / (u - 1.0))
 
 
-)";
-  if (helpers.contains("ctlz_"))
-    os << R"(@triton.jit
+)"},
+    {"ctlz_", "", R"(@triton.jit
 def ctlz_(x, WIDTH: tl.constexpr):
     # The leading zeros of x as a WIDTH-bit integer (math.ctlz), by halving: Triton has
     # no clz that its interpreter runs too. The bits are moved to the top of 64 first.
@@ -439,18 +559,16 @@ def ctlz_(x, WIDTH: tl.constexpr):
     return tl.minimum(n, WIDTH)
 
 
-)";
-  if (helpers.contains("cttz_"))
-    os << R"(@triton.jit
+)"},
+    {"cttz_", "ctlz_", R"(@triton.jit
 def cttz_(x, WIDTH: tl.constexpr):
     # The trailing zeros of x (math.cttz): the ones below its lowest set bit.
     below = (~x.to(tl.int64)) & (x.to(tl.int64) - 1)
     return WIDTH - ctlz_(below, WIDTH)
 
 
-)";
-  if (helpers.contains("ctpop_"))
-    os << R"(@triton.jit
+)"},
+    {"ctpop_", "", R"(@triton.jit
 def ctpop_(x, WIDTH: tl.constexpr):
     # The set bits of x as a WIDTH-bit integer (math.ctpop), summed in ever wider fields.
     u = x.to(tl.int64).to(tl.uint64, bitcast=True)
@@ -465,34 +583,202 @@ def ctpop_(x, WIDTH: tl.constexpr):
     return (u & 0x7F).to(tl.int32)
 
 
-)";
-  if (helpers.contains("floordiv_"))
-    os << R"(@triton.jit
+)"},
+    {"floordiv_", "", R"(@triton.jit
 def floordiv_(x, y):
     # Rounded toward -inf (arith.floordivsi); Triton's // truncates.
     q = x // y
     return tl.where((q * y != x) & ((x < 0) != (y < 0)), q - 1, q)
 
 
-)";
-  if (helpers.contains("ceildiv_"))
-    os << R"(@triton.jit
+)"},
+    {"ceildiv_", "", R"(@triton.jit
 def ceildiv_(x, y):
     # Rounded toward +inf (arith.ceildivsi); Triton's // truncates.
     q = x // y
     return tl.where((q * y != x) & ((x < 0) == (y < 0)), q + 1, q)
 
 
-)";
-  if (helpers.contains("expm1_"))
-    os << R"(@triton.jit
+)"},
+    {"expm1_", "", R"(@triton.jit
 def expm1_(x):
     # e^x - 1 with the rounding of e^x compensated (Kahan).
     u = tl.exp(x)
     return tl.where(u == 1.0, x, tl.where(u - 1.0 == -1.0, -1.0, (u - 1.0) * x / tl.log(u)))
 
 
-)";
+)"},
+    {"trunc_", "", R"(@triton.jit
+def trunc_(x):
+    return tl.where(x < 0, tl.ceil(x), tl.floor(x))
+
+
+)"},
+    {"round_", "trunc_", R"(@triton.jit
+def round_(x):
+    # Halves away from zero (math.round): the integer part, one more where the
+    # fraction is at least 1/2 (x - trunc(x) is exact).
+    t = trunc_(x)
+    return tl.where(tl.abs(x - t) >= 0.5, t + tl.where(x < 0, -1.0, 1.0), t)
+
+
+)"},
+    {"roundeven_", "", R"(@triton.jit
+def roundeven_(x):
+    # Halves to even (math.roundeven): floor, one more above the half and at the half
+    # of an odd floor; a zero keeps the sign of x (roundeven(-0.3) = -0.0).
+    r = tl.floor(x)
+    d = x - r
+    odd = r - 2.0 * tl.floor(0.5 * r) == 1.0
+    y = tl.where((d > 0.5) | ((d == 0.5) & odd), r + 1.0, r)
+    return tl.where(y == 0, x * 0.0, y)
+
+
+)"},
+    {"atan_", "", R"(@triton.jit
+def atan_(x):
+    # Cephes' atanf: |x| reduced about 0, pi/4 or pi/2 to at most tan(pi/8), then an odd
+    # polynomial (2 ulp in float32); Triton's interpreter runs no libdevice.
+    a = tl.abs(x)
+    big = a > 2.414213562373095
+    mid = a > 0.41421356237309503
+    z = tl.where(big, -1.0 / a, tl.where(mid, (a - 1.0) / (a + 1.0), a))
+    base = tl.where(big, 1.5707963267948966, tl.where(mid, 0.78539816339744831, 0.0))
+    zz = z * z
+    p = ((8.05374449538e-2 * zz - 1.38776856032e-1) * zz + 1.99777106478e-1) * zz - 3.33329491539e-1
+    y = base + (p * zz * z + z)
+    return tl.where(x < 0, -y, y)
+
+
+)"},
+    {"atan2_", "atan_", R"(@triton.jit
+def atan2_(y, x):
+    # atan(y/x) moved to the quadrant of (x, y); on the axis x = 0, +-pi/2 by the sign of y.
+    t = atan_(y / x)
+    t = tl.where(x < 0, tl.where(y < 0, t - 3.1415926535897931, t + 3.1415926535897931), t)
+    axis = tl.where(y > 0, 1.5707963267948966, tl.where(y < 0, -1.5707963267948966, 0.0))
+    return tl.where(x == 0, axis, t)
+
+
+)"},
+    {"asin_", "atan_", R"(@triton.jit
+def asin_(x):
+    # atan(x / sqrt(1 - x^2)), with 1 - x^2 as (1 - x)(1 + x): exact near |x| = 1.
+    return atan_(x / tl.sqrt((1.0 - x) * (1.0 + x)))
+
+
+)"},
+    {"acos_", "atan_", R"(@triton.jit
+def acos_(x):
+    # 2 atan(sqrt((1 - x) / (1 + x))): pi at x = -1 (atan(inf)), 0 at x = 1.
+    return 2.0 * atan_(tl.sqrt((1.0 - x) / (1.0 + x)))
+
+
+)"},
+    {"asinh_", "log1p_", R"(@triton.jit
+def asinh_(x):
+    # log(a + sqrt(a^2 + 1)) = log1p(a + a^2 / (1 + sqrt(1 + a^2))), a = |x|: no
+    # cancellation near 0; log(2a) where a^2 would overflow.
+    a = tl.abs(x)
+    y = log1p_(a + a * a / (1.0 + tl.sqrt(1.0 + a * a)))
+    y = tl.where(a > 1e18, tl.log(a) + 0.69314718055994531, y)
+    return tl.where(x < 0, -y, y)
+
+
+)"},
+    {"acosh_", "log1p_", R"(@triton.jit
+def acosh_(x):
+    # log(x + sqrt(x^2 - 1)) = log1p(t + sqrt(2t + t^2)), t = x - 1: exact near 1;
+    # log(2x) where x^2 would overflow; NaN below 1.
+    t = x - 1.0
+    y = log1p_(t + tl.sqrt(2.0 * t + t * t))
+    return tl.where(x > 1e18, tl.log(x) + 0.69314718055994531, y)
+
+
+)"},
+    {"atanh_", "log1p_", R"(@triton.jit
+def atanh_(x):
+    # log((1 + a) / (1 - a)) / 2 = log1p(2a / (1 - a)) / 2, a = |x|: no cancellation near 0.
+    a = tl.abs(x)
+    y = 0.5 * log1p_(2.0 * a / (1.0 - a))
+    return tl.where(x < 0, -y, y)
+
+
+)"},
+    {"sinh_", "expm1_", R"(@triton.jit
+def sinh_(x):
+    # Below 1 from expm1 (e^a - e^-a cancels there); above, from h = e^(a/2) as
+    # h/2 * h - 1/(2h) / h, finite wherever sinh is (e^a alone overflows first).
+    a = tl.abs(x)
+    u = expm1_(a)
+    h = tl.exp(0.5 * a)
+    y = tl.where(a < 1.0, 0.5 * (u + u / (u + 1.0)), (0.5 * h) * h - (0.5 / h) / h)
+    return tl.where(x < 0, -y, y)
+
+
+)"},
+    {"cosh_", "", R"(@triton.jit
+def cosh_(x):
+    # (e^a + e^-a) / 2 from h = e^(a/2), finite wherever cosh is.
+    h = tl.exp(0.5 * tl.abs(x))
+    return (0.5 * h) * h + (0.5 / h) / h
+
+
+)"},
+    {"pow_", "", R"(@triton.jit
+def pow_(x, y):
+    # |x|^y = 2^(y log2|x|); a negative x keeps the sign of an odd integer y and has no
+    # real power for another y (NaN); x^0 = 1^y = 1, as C's pow.
+    r = tl.exp2(y * tl.log2(tl.abs(x)))
+    integer = tl.floor(y) == y
+    odd = integer & (y - 2.0 * tl.floor(0.5 * y) == 1.0)
+    r = tl.where(x < 0, tl.where(integer, tl.where(odd, -r, r), float("nan")), r)
+    # Two wheres, not one of (y == 0) | (x == 1): the interpreter cannot or a scalar
+    # mask (a constant y) with a tile's.
+    return tl.where(x == 1, 1.0, tl.where(y == 0, 1.0, r))
+
+
+)"},
+    {"cbrt_", "", R"(@triton.jit
+def cbrt_(x):
+    # 2^(log2|x| / 3), refined by one Newton step on y^3 = |x| (0 and inf as they are).
+    a = tl.abs(x)
+    y = tl.exp2(tl.log2(a) / 3.0)
+    y = tl.where((y > 0) & (y < float("inf")), y - (y * y * y - a) / (3.0 * y * y), y)
+    return tl.where(x < 0, -y, y)
+
+
+)"},
+    {"erfc_", "", R"(@triton.jit
+def erfc_(x):
+    # Numerical Recipes' erfcc (relative error below 1.2e-7 for every x), where 1 - erf(x)
+    # would lose the tail's digits.
+    z = tl.abs(x)
+    t = 1.0 / (1.0 + 0.5 * z)
+    p = 1.48851587 + t * (-0.82215223 + t * 0.17087277)
+    p = 0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * p)))
+    p = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * p))
+    r = t * tl.exp(p - z * z)
+    return tl.where(x < 0, 2.0 - r, r)
+
+
+)"},
+};
+
+/// Adds `name` and the helpers it calls to `helpers`.
+void requireHelper(llvm::StringSet<> &helpers, StringRef name) {
+  if (!helpers.insert(name).second)
+    return;
+  for (const Helper &helper : kHelpers)
+    if (helper.name == name && !helper.calls.empty())
+      requireHelper(helpers, helper.calls);
+}
+
+/// The helpers FunctionPrinter called, in kHelpers' order.
+void printHelpers(const llvm::StringSet<> &helpers, llvm::raw_ostream &os) {
+  for (const Helper &helper : kHelpers)
+    if (helpers.contains(helper.name))
+      os << helper.text;
 }
 
 // --- the kernel templates ------------------------------------------------------------
@@ -833,8 +1119,10 @@ void KernelPrinter::loadParams(int indent) {
 }
 
 void KernelPrinter::keyEnd(int indent) {
-  line(indent, "# Absolute positions (abi.h): query row r of batch b is at q_start + r.");
-  line(indent, "q_start = tl.load(QueryStarts + b).to(tl.int32)");
+  line(indent, "# Absolute positions (abi.h): query row r of batch b is at q_start + r, key");
+  line(indent, "# row n at key_start + n; int64, as they and the regions' indices are on the CPU.");
+  line(indent, "q_start = tl.load(QueryStarts + b).to(tl.int64)");
+  line(indent, "key_start = tl.cast(KEY_START, tl.int64)");
   line(indent, "kv_end = NK");
   line(indent, "if HAS_KEY_LENGTHS:");
   line(indent + 4, "kv_end = tl.minimum(NK, tl.load(KeyLengths + b).to(tl.int32))");
@@ -913,7 +1201,7 @@ void KernelPrinter::rowProgram() {
   line(4, "key_stop = kv_end");
   line(4, "if IS_CAUSAL:  # key rows at positions up to the block's last query");
   line(8, "key_stop = tl.minimum(kv_end, tl.maximum((start_m + 1) * BLOCK_M + q_start - "
-          "KEY_START, 0))");
+          "key_start, 0)).to(tl.int32)");
 }
 
 void KernelPrinter::loadContracted(int indent, StringRef name, const std::string &load) {
@@ -999,14 +1287,14 @@ void KernelPrinter::loadKeysAndValues(int indent) {
 int KernelPrinter::openKeyTiles(StringRef first, StringRef stop, bool packedHeads) {
   line(4, "for start_n in range(" + first + ", " + stop + ", BLOCK_N):");
   line(8, "offs_n = start_n + tl.arange(0, BLOCK_N)");
-  line(8, "j = (offs_n + KEY_START)[None, :]");
+  line(8, "j = (offs_n + key_start)[None, :]");
   int tileIndent = 8;
   if (blockSparse) {
     if (packedHeads)
-      skipTiles(8, "row_lo", "row_hi", "start_n + KEY_START", /*packedHeads=*/true);
+      skipTiles(8, "row_lo", "row_hi", "start_n + key_start", /*packedHeads=*/true);
     else
       skipTiles(8, "start_m * BLOCK_M + q_start", "start_m * BLOCK_M + q_start + BLOCK_M - 1",
-                "start_n + KEY_START");
+                "start_n + key_start");
     line(8, "if any_kept:");
     tileIndent = 12;
   }
@@ -1220,7 +1508,7 @@ void KernelPrinter::printForwardSplit() {
   keyEnd(4);
   line(4, "pos_m = offs_m + q_start");
   line(4, "i = pos_m[:, None]");
-  line(4, "row_lo = tl.min(tl.where(row_in, pos_m, 2147483647))");
+  line(4, "row_lo = tl.min(tl.where(row_in, pos_m, 9223372036854775807))");
   line(4, "row_hi = tl.max(tl.where(row_in, pos_m, -1))");
   if (blockSparse) {
     line(4, "head_lo = tl.min(tl.where(row_in, heads, H))");
@@ -1228,7 +1516,7 @@ void KernelPrinter::printForwardSplit() {
   }
   line(4, "key_stop = kv_end");
   line(4, "if IS_CAUSAL:  # key rows at positions up to the tile's last query");
-  line(8, "key_stop = tl.minimum(kv_end, tl.maximum(row_hi + 1 - KEY_START, 0))");
+  line(8, "key_stop = tl.minimum(kv_end, tl.maximum(row_hi + 1 - key_start, 0)).to(tl.int32)");
   line(4, "key_first = split * KEYS_PER_SPLIT");
   line(4, "key_last = tl.minimum(key_stop, key_first + KEYS_PER_SPLIT)");
   loadParams(4);
@@ -1274,7 +1562,7 @@ void KernelPrinter::printForwardMerge() {
                  /*gradients=*/false, "SPLITS,");
   os << R"(    # The online normaliser's combine rule over attn_fwd_split's chunks, in chunk order:
     # m = max(m_0, m_s...), l = sum l_s e^(m_s - m), acc likewise (plain: plain sums).
-    pos_m = offs_m + tl.load(QueryStarts + b).to(tl.int32)
+    pos_m = offs_m + tl.load(QueryStarts + b).to(tl.int64)
     rows = bh * NQ + offs_m
     chunk_rows = tl.num_programs(1) * NQ
     acc_in = row_in[:, None] & (offs_dv[None, :] < HEAD_DIM_V)
@@ -1326,7 +1614,7 @@ void KernelPrinter::printPreprocess() {
     line(4, "live = row_sum != 0.0");
     line(4, "inv_c = tl.where(live, 1.0 / tl.where(live, row_sum, 1.0), 0.0)");
     line(4, "program = bh * tl.num_programs(0) + start_m");
-    line(4, "pos_m = offs_m + tl.load(QueryStarts + b).to(tl.int32)");
+    line(4, "pos_m = offs_m + tl.load(QueryStarts + b).to(tl.int64)");
     loadParams(4);
   }
   if (paramGrads) {
@@ -1362,9 +1650,9 @@ void KernelPrinter::printDkDv() {
     offs_n = start_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     offs_dv = tl.arange(0, BLOCK_DV)
-    j = (offs_n + KEY_START)[None, :]
 )";
   keyEnd(4);
+  line(4, "j = (offs_n + key_start)[None, :]");
   loadKeysAndValues(4);
   line(4, "dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)");
   line(4, "dv = tl.zeros([BLOCK_N, BLOCK_DV], tl.float32)");
@@ -1374,8 +1662,8 @@ void KernelPrinter::printDkDv() {
   loadWeight(4);
   line(4, "first_m = 0");
   line(4, "if IS_CAUSAL:  # the query block holding the first row at or after the keys");
-  line(8, "first_m = (tl.maximum(start_n * BLOCK_N + KEY_START - q_start, 0) // BLOCK_M) * "
-          "BLOCK_M");
+  line(8, "first_m = tl.minimum(tl.maximum(start_n * BLOCK_N + key_start - q_start, 0) // "
+          "BLOCK_M * BLOCK_M, NQ).to(tl.int32)");
   line(4, "for member in range(0, group):");
   line(8, "h = h_kv * group + member");
   line(8, "bh = b * H + h");
@@ -1383,7 +1671,7 @@ void KernelPrinter::printDkDv() {
   int body = 12;
   if (blockSparse) {
     skipTiles(12, "start_m + q_start", "start_m + q_start + BLOCK_M - 1",
-              "start_n * BLOCK_N + KEY_START");
+              "start_n * BLOCK_N + key_start");
     line(12, "if any_kept:");
     body = 16;
   }

@@ -142,6 +142,8 @@
  * forward, backward and merge; 9 made the manifest JSON with one schema (the entry
  * points are unchanged; an artifact with the text manifest of 8 is refused with
  * that said: recompile it).
+ * Within 9, QueryStarts and KEY_START became int64 (they were int32): the runtime
+ * refuses an artifact whose kernels declare an integer pointer of another width.
  * Within 2, the runtime came to require attn_signature and the checksum trailer
  * (the manifest and the entry points are unchanged): recompile older artifacts.
  *
@@ -173,10 +175,10 @@
  *   attn_triton_<chip>_<dtype>_d<hd>_<variant>_<kernel>   one cubin per kernel
  * Choice of chip: the device's exact sm_XY, else the highest target of the same major
  * with minor <= the device's, else an error naming the device and the targets.
- * Absolute positions go as QueryStarts (int32 [B] on the device) and KEY_START (as
- * query_start and key_start of the CPU entry points).
+ * Absolute positions go as QueryStarts (int64 [B] on the device) and KEY_START (i64),
+ * as query_start and key_start of the CPU entry points.
  * The runtime passes the parameters by name in the described order (tensors with
- * their strides; i32 and fp32 scalars in their width), then Triton's global and
+ * their strides; i32, i64 and fp32 scalars in their width), then Triton's global and
  * profile scratch pointers, with num_warps · 32 threads and shared_bytes of dynamic
  * shared memory, over the grid of the rule with the cubin's tiles:
  *   attn_fwd, attn_bwd_preprocess, attn_bwd_dq   (cdiv(NQ, BLOCK_M), B * H)

@@ -38,7 +38,7 @@ KERNEL_NAMES = tuple(SCHEMA["$defs"]["triton_launch"]["properties"]["images"]["i
 _POINTER_TYPES = {"RowMax": "*fp32", "RowSum": "*fp32", "Delta": "*fp32", "Params": "*fp32",
                   "PartAcc": "*fp32", "PartMax": "*fp32", "PartSum": "*fp32", "PartCount": "*fp32",
                   "DParamsRows": "*fp32", "DParamsKeys": "*fp32", "KeyLengths": "*i32",
-                  "QueryStarts": "*i32"}
+                  "QueryStarts": "*i64"}
 _STORED = ("Q", "K", "V", "Out", "DOut", "DQ", "DK", "DV")
 _TRITON_TYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 # Element types of tensor inputs in the emitted INPUTS, as torch dtypes.
@@ -289,7 +289,7 @@ class TritonKernel:
                                       (starts, key_start), *tables)
 
     def _query_starts(self, query_start, B, key_start):
-        """query_start as int32 [B] on the CPU, checked like the runtime checks it."""
+        """query_start as int64 [B] on the CPU, checked like the runtime checks it."""
         where = f"attn kernel {self.name} (Triton)"
         starts = torch.as_tensor(0 if query_start is None else query_start)
         if starts.is_floating_point() or starts.dim() > 1 or (starts.dim() == 1
@@ -299,7 +299,7 @@ class TritonKernel:
         if bool((starts < 0).any()) or not isinstance(key_start, int) or key_start < 0:
             raise ValueError(f"{where}: query_start and key_start must be positions >= 0, got "
                              f"{starts.tolist()} and {key_start!r}")
-        return starts.to(torch.int32).expand(B).contiguous()
+        return starts.to(torch.int64).expand(B).contiguous()
 
     # --- arguments ----------------------------------------------------------------
     def _check(self, q, k, v, params, key_lengths):
@@ -390,8 +390,8 @@ class TritonKernel:
                    if key_lengths is not None else torch.zeros(1, dtype=torch.int32, device=device))
         B, H, NQ, d = q.shape
         H_KV, NK, dv = k.shape[1], k.shape[2], v.shape[3]
-        starts, key_start = positions or (torch.zeros(B, dtype=torch.int32), 0)
-        starts = starts.to(device=device, dtype=torch.int32).contiguous()
+        starts, key_start = positions or (torch.zeros(B, dtype=torch.int64), 0)
+        starts = starts.to(device=device, dtype=torch.int64).contiguous()
         sizes = dict(H=H, H_KV=H_KV, NQ=NQ, NK=NK, HEAD_DIM=d, HEAD_DIM_V=dv,
                      scale=float(self.module.score_scale(d)), KEY_START=key_start)
         blocks = dict(BLOCK_M=tiles[0], BLOCK_N=tiles[1],
@@ -435,8 +435,8 @@ class TritonKernel:
                     signature[arg] = _POINTER_TYPES[arg]
                 elif arg in table_pointers:
                     signature[arg] = table_pointers[arg]
-                else:
-                    signature[arg] = "fp32" if arg == "scale" else "i32"
+                else:  # positions are int64 (abi.h), sizes int32
+                    signature[arg] = {"scale": "fp32", "KEY_START": "i64"}.get(arg, "i32")
             source = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
             compiled[name] = triton_compile(source, target=target, options=dict(
                 num_warps=num_warps, num_stages=num_stages))
