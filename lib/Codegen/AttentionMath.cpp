@@ -154,13 +154,6 @@ Value AttentionMath::denominatorTerm(const PairValues &pair, Value s, Value shif
   return h ? masked(pair.keep, h) : h;
 }
 
-AttentionMath::Fold AttentionMath::fold(Value m, Value partMax) {
-  if (!setup.online)
-    return {m, Value(), Value()};
-  Rescale running = rescale(m, partMax, /*mayBeEmpty=*/true);
-  return {running.max, running.alpha, rescale(partMax, running.max, /*mayBeEmpty=*/true).alpha};
-}
-
 Value AttentionMath::rescaled(Value x, Value alpha) { return alpha ? mul(x, alpha) : x; }
 
 bool AttentionMath::carriesSumErrors(Type type) const {
@@ -257,20 +250,6 @@ AttentionMath::Rescale AttentionMath::pairRescale(Value m, const PairValues &pai
 }
 
 // --- backward ----------------------------------------------------------------------
-
-Value AttentionMath::rowLive(Value rowSum) {
-  return arith::CmpFOp::create(b, arith::CmpFPredicate::UNE, rowSum, constantLike(b, rowSum, 0.0));
-}
-
-BackwardRow AttentionMath::backwardRow(Value rowMax, Value rowSum, Value delta, Value alsoLive) {
-  Value zero = constantLike(b, rowSum, 0.0);
-  Value live = rowLive(rowSum);
-  if (alsoLive)
-    live = arith::AndIOp::create(b, alsoLive, live);
-  Value inverse = arith::SelectOp::create(
-      b, live, arith::DivFOp::create(b, constantLike(b, rowSum, 1.0), rowSum), zero);
-  return {rowMax, inverse, delta, live};
-}
 
 Value AttentionMath::gradientTerm(Value numeratorPart, Value denominatorPart,
                                   const BackwardRow &row) {
