@@ -1,5 +1,6 @@
 //===- AttentionMath.cpp - the attention math, emitted in one place -------===//
 #include "lib/Codegen/AttentionMath.h"
+#include "lib/Codegen/RowAlgorithm.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -182,14 +183,10 @@ SmallVector<Value> AttentionMath::offsetArgs(Value m, const RowIndices &row) {
 }
 
 Value AttentionMath::initialMax(const RowIndices &row, Type type) {
-  auto constant = [&](double value) {
-    return arith::ConstantOp::create(b, type, b.getFloatAttr(type, value)).getResult();
-  };
-  if (functions().offsetStab)
+  RowMaxStart start = RowMaxStart::of(setup.normalizer, bool(functions().offsetStab));
+  if (start.fromOffsetStabilizer)
     return call(functions().offsetStab, withParams({row.b, row.h, row.i}));
-  if (auto eps = setup.normalizer.getEpsilon(); eps && eps->convertToDouble() > 0.0)
-    return constant(std::log(eps->convertToDouble())); // ε = e^(log ε)
-  return constant(-std::numeric_limits<double>::infinity());
+  return arith::ConstantOp::create(b, type, b.getFloatAttr(type, start.constant));
 }
 
 Value AttentionMath::rowOffset(Value m, const RowIndices &row, Type type) {

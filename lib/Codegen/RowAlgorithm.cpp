@@ -3,8 +3,19 @@
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
+#include <cmath>
+#include <limits>
+
 using namespace mlir;
 using namespace mlir::attn;
+
+RowMaxStart RowMaxStart::of(NormalizerOp normalizer, bool hasOffsetStabilizer) {
+  if (hasOffsetStabilizer)
+    return {true, 0.0};
+  if (auto eps = normalizer.getEpsilon(); eps && eps->convertToDouble() > 0.0)
+    return {false, std::log(eps->convertToDouble())};
+  return {false, -std::numeric_limits<double>::infinity()};
+}
 
 // --- the state's layout -------------------------------------------------------------
 
@@ -72,9 +83,8 @@ RowAlgorithm::PairStep RowAlgorithm::pairStep(const RowState &state, const PairV
 
 RowState RowAlgorithm::foldPair(const RowState &state, const PairStep &step) {
   AttentionMath::RunningSum sum = math.accumulate(state.sum, step.alpha, step.denominator);
-  Value one = state.count.getType().isIndex()
-                  ? arith::ConstantIndexOp::create(b, 1).getResult()
-                  : constant(state.count.getType(), 1.0);
+  Value one = state.count.getType().isIndex() ? arith::ConstantIndexOp::create(b, 1).getResult()
+                                              : constant(state.count.getType(), 1.0);
   return {online() ? step.shift : state.max, sum, addCount(state.count, one)};
 }
 
@@ -155,15 +165,14 @@ Value RowAlgorithm::rowLive(Value rowSum) {
                                constant(rowSum.getType(), 0.0));
 }
 
-BackwardRow RowAlgorithm::prepareBackward(Value rowMax, Value rowSum, Value delta,
-                                          Value alsoLive) {
+BackwardRow RowAlgorithm::prepareBackward(Value rowMax, Value rowSum, Value delta, Value alsoLive) {
   Type type = rowSum.getType();
   Value zero = constant(type, 0.0);
   Value live = rowLive(rowSum);
   if (alsoLive)
     live = arith::AndIOp::create(b, alsoLive, live);
-  Value inverse = arith::SelectOp::create(
-      b, live, arith::DivFOp::create(b, constant(type, 1.0), rowSum), zero);
+  Value inverse =
+      arith::SelectOp::create(b, live, arith::DivFOp::create(b, constant(type, 1.0), rowSum), zero);
   return {rowMax, inverse, delta, live};
 }
 

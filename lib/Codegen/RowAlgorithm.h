@@ -35,6 +35,16 @@
 
 namespace mlir::attn {
 
+/// Where a row's running max starts (online): the row offset's exponent, from the
+/// offset region's stabiliser, or a constant: log ε for an ε offset (ε = e^(log ε)),
+/// −∞ without an offset. The MLIR builders (AttentionMath::initialMax) and the
+/// Triton templates both start from it.
+struct RowMaxStart {
+  bool fromOffsetStabilizer;
+  double constant; // when not fromOffsetStabilizer
+  static RowMaxStart of(NormalizerOp normalizer, bool hasOffsetStabilizer);
+};
+
 /// The state of one query row, by name. `count` is index (schedules that fold
 /// one pair at a time count them) or the float type (tiles count kept lanes).
 struct RowState {

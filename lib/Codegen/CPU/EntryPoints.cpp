@@ -287,8 +287,7 @@ void CPUKernelBuilder::buildMergeEntry() {
                              load(args[ATTN_MERGE_COUNT_PARTS], {at})};
                RowAlgorithm::Combined step = rows.combine(rows.stateLayout().unpack(acc), part);
                loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
-                 store(rows.combineOutput(step, load(o, {i, c}), load(oParts, {at, c})), o,
-                       {i, c});
+                 store(rows.combineOutput(step, load(o, {i, c}), load(oParts, {at, c})), o, {i, c});
                  return {};
                });
                return rows.stateLayout().pack(step.state);

@@ -132,9 +132,9 @@ void CPUKernelBuilder::buildForward(StringRef name) {
           PairValues pair = pairAt(contract(q, k, i, j), i, j);
           RowAlgorithm::PairStep step = rows.pairStep(state, pair, scalarMath->score(pair));
           loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
-            AttentionMath::RunningSum out = rows.foldOutput(
-                {load(o, {i, c}), compensated ? load(outputError, {c}) : Value()}, step.alpha,
-                mul(step.numerator, load(v, {j, c})));
+            AttentionMath::RunningSum out =
+                rows.foldOutput({load(o, {i, c}), compensated ? load(outputError, {c}) : Value()},
+                                step.alpha, mul(step.numerator, load(v, {j, c})));
             store(out.sum, o, {i, c});
             if (compensated)
               store(out.error, outputError, {c});

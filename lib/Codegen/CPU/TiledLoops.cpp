@@ -599,11 +599,11 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
   // cost that case 3× in work and denormal assists).
   Value weightTile = memref::AllocaOp::create(b, MemRefType::get({rows, keyBlock}, type));
   Value outputPanel = memref::AllocaOp::create(b, MemRefType::get({panelRows, headDim}, type));
-  // Below f64, l and O carry their rounding errors (AttentionMath::accumulate):
-  // per row after its max, sum and count, and O's beside it. l is compensated at
-  // every step, O at every block's W·V product.
+  // Below f64, l and O carry their rounding errors (AttentionMath::accumulate): l's
+  // in the row's state, O's in a panel beside O. l is compensated at every step, O
+  // at every block's W·V product. The rows' states (RowAlgorithm) count their keys
+  // as floats (a tile's kept lanes).
   const bool compensated = scalarMath->carriesSumErrors(type);
-  // Each row's state (RowAlgorithm), its keys counted as floats (a tile's kept lanes).
   RowAlgorithm rowAlgorithm(b, *scalarMath, RowStateLayout(type, compensated, type));
   const RowStateLayout &stateLayout = rowAlgorithm.stateLayout();
   const int64_t rowState = stateLayout.size();
@@ -808,10 +808,10 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                                 if (!online)
                                   continue;
                                 Value candidate = laneMath->stabilizer(pairs[r][h], s[r][h]);
-                                candidates[r] = candidates[r]
-                                                    ? rowAlgorithm.combineCandidates(candidates[r],
-                                                                             candidate)
-                                                    : candidate;
+                                candidates[r] =
+                                    candidates[r]
+                                        ? rowAlgorithm.combineCandidates(candidates[r], candidate)
+                                        : candidate;
                               }
                             }
                             // The rows' maxima, factors and sums as vectors: one e^ and
@@ -912,8 +912,8 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                               [&] {
                                 SmallVector<Value> product;
                                 for (int64_t r = 0; r < rows; ++r)
-                                  product.push_back(
-                                      rowAlgorithm.composeRescales(acc[blockScales + r], tileAlphas[r]));
+                                  product.push_back(rowAlgorithm.composeRescales(
+                                      acc[blockScales + r], tileAlphas[r]));
                                 product.push_back(next[firstScored]);
                                 return product;
                               });
@@ -942,7 +942,8 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
           OpBuilder::InsertionGuard rowGuard(b);
           b.setInsertionPoint(ifValid.thenBlock()->getTerminator());
           Value i = panelRow(r);
-          finishRow(args, i, stateLayout.load(b, statePanel, r), [&](Value outputScale) {
+          finishRow(args, i, stateLayout.load(b, statePanel, r),
+                    [&](Value outputScale) {
                       Value scaleLanes = outputScale ? splat(outputScale) : Value();
                       for (int64_t c = 0; c < vectorsPerRow; ++c) {
                         Value accumulated = vector::LoadOp::create(b, laneType, outputPanel,
@@ -1015,8 +1016,8 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
   Value scoreGradTile = memref::AllocaOp::create(b, MemRefType::get({rows, blockKeys}, type));
   // Per row: what RowAlgorithm prepares for the backward.
   RowAlgorithm rowAlgorithm(b, *scalarMath);
-  Value rowStatsTile = memref::AllocaOp::create(
-      b, MemRefType::get({rows, RowAlgorithm::backwardPanelWidth}, type));
+  Value rowStatsTile =
+      memref::AllocaOp::create(b, MemRefType::get({rows, RowAlgorithm::backwardPanelWidth}, type));
   Value queryGradTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
   // The GEMM-shaped updates hold as many accumulators as the score tile.
   const int64_t accumulators = registerRows * scoreVectors;

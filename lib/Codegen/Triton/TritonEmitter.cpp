@@ -4,6 +4,7 @@
 #include "lib/Analysis/KernelSignature.h"
 #include "lib/Analysis/MaskIntervals.h"
 #include "lib/Analysis/NormalizerAnalysis.h"
+#include "lib/Codegen/RowAlgorithm.h"
 #include "lib/Transforms/ScalarFunctions.h"
 
 #include "attn/abi.h"
@@ -1051,13 +1052,12 @@ void KernelPrinter::printForward() {
   rowProgram();
   loadParams(4);
   if (online) {
-    // The running max starts at the row offset's exponent (β = e^x; ε = e^(log ε)).
-    if (functions.getOffsetStab())
+    RowMaxStart start = RowMaxStart::of(normalizer, bool(functions.getOffsetStab()));
+    if (start.fromOffsetStabilizer)
       line(4, "m_i = tl.zeros([BLOCK_M], tl.float32) + offset_stabilizer(" +
                   withParams("b, h, pos_m") + ")");
-    else if (auto eps = normalizer.getEpsilon(); eps && eps->convertToDouble() > 0.0)
-      line(4, "m_i = tl.full([BLOCK_M], " + floatLiteral(std::log(eps->convertToDouble())) +
-                  ", tl.float32)");
+    else if (std::isfinite(start.constant))
+      line(4, "m_i = tl.full([BLOCK_M], " + floatLiteral(start.constant) + ", tl.float32)");
     else
       line(4, "m_i = tl.full([BLOCK_M], float(\"-inf\"), tl.float32)");
   }
