@@ -1,5 +1,6 @@
 //===- AttentionMath.cpp - the attention math, emitted in one place -------===//
 #include "lib/Codegen/AttentionMath.h"
+#include "lib/Codegen/RowAlgorithm.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -154,13 +155,6 @@ Value AttentionMath::denominatorTerm(const PairValues &pair, Value s, Value shif
   return h ? masked(pair.keep, h) : h;
 }
 
-AttentionMath::Fold AttentionMath::fold(Value m, Value partMax) {
-  if (!setup.online)
-    return {m, Value(), Value()};
-  Rescale running = rescale(m, partMax, /*mayBeEmpty=*/true);
-  return {running.max, running.alpha, rescale(partMax, running.max, /*mayBeEmpty=*/true).alpha};
-}
-
 Value AttentionMath::rescaled(Value x, Value alpha) { return alpha ? mul(x, alpha) : x; }
 
 bool AttentionMath::carriesSumErrors(Type type) const {
@@ -189,14 +183,10 @@ SmallVector<Value> AttentionMath::offsetArgs(Value m, const RowIndices &row) {
 }
 
 Value AttentionMath::initialMax(const RowIndices &row, Type type) {
-  auto constant = [&](double value) {
-    return arith::ConstantOp::create(b, type, b.getFloatAttr(type, value)).getResult();
-  };
-  if (functions().offsetStab)
+  RowMaxStart start = RowMaxStart::of(setup.normalizer, bool(functions().offsetStab));
+  if (start.fromOffsetStabilizer)
     return call(functions().offsetStab, withParams({row.b, row.h, row.i}));
-  if (auto eps = setup.normalizer.getEpsilon(); eps && eps->convertToDouble() > 0.0)
-    return constant(std::log(eps->convertToDouble())); // ε = e^(log ε)
-  return constant(-std::numeric_limits<double>::infinity());
+  return arith::ConstantOp::create(b, type, b.getFloatAttr(type, start.constant));
 }
 
 Value AttentionMath::rowOffset(Value m, const RowIndices &row, Type type) {
@@ -259,20 +249,6 @@ AttentionMath::Rescale AttentionMath::pairRescale(Value m, const PairValues &pai
 }
 
 // --- backward ----------------------------------------------------------------------
-
-Value AttentionMath::rowLive(Value rowSum) {
-  return arith::CmpFOp::create(b, arith::CmpFPredicate::UNE, rowSum, constantLike(b, rowSum, 0.0));
-}
-
-BackwardRow AttentionMath::backwardRow(Value rowMax, Value rowSum, Value delta, Value alsoLive) {
-  Value zero = constantLike(b, rowSum, 0.0);
-  Value live = rowLive(rowSum);
-  if (alsoLive)
-    live = arith::AndIOp::create(b, alsoLive, live);
-  Value inverse = arith::SelectOp::create(
-      b, live, arith::DivFOp::create(b, constantLike(b, rowSum, 1.0), rowSum), zero);
-  return {rowMax, inverse, delta, live};
-}
 
 Value AttentionMath::gradientTerm(Value numeratorPart, Value denominatorPart,
                                   const BackwardRow &row) {

@@ -9,8 +9,8 @@
 //
 //   score        s = mod(raw, b, h, i, j; θ, T)            (raw without a mod)
 //   online step  m' = max(m, stab(s)),  α = e^(m − m')     (plain: m' = 0, α = 1)
-//                (split-K: a key chunk's state (m_c, l_c, O_c) folds in the same way,
-//                 m' = max(m, m_c), l' = α·l + e^(m_c − m')·l_c, likewise O)
+//                (what a row carries, and how tiles and partial states fold and
+//                 combine into it, is RowAlgorithm.h's)
 //                O' = α·O + g(s, m')·v,  l' = α·l + h(s, m')
 //                (below f64, O and l carry their rounding error: accumulate)
 //                m starts at the row offset's exponent x_β (β = e^x_β; log ε, log c)
@@ -99,7 +99,8 @@ struct KeyBounds {
 };
 
 /// The values of one query row the backward pass reads: its shift m (row_max),
-/// 1/C (0 for a row without keys: it contributes nothing) and D = dO·O.
+/// 1/C (0 for a row without keys: it contributes nothing) and D = dO·O
+/// (RowAlgorithm::prepareBackward).
 struct BackwardRow {
   Value shift, inverseC, delta;
   Value live; // C != 0 (and whatever the schedule added)
@@ -150,14 +151,6 @@ public:
   /// One kept pair's step, for schedules that fold a row's pairs one at a time:
   /// rescale(m, stab(s)) online (the shift max' and α), else a shift of 0 and no α.
   Rescale pairRescale(Value m, const PairValues &pair, Value s);
-  /// The online step over a summary instead of a pair (split-K): folds a state
-  /// (partMax, its Σ h and O) accumulated over other keys into the running m.
-  /// `alpha` rescales the running sums and `partFactor` = e^(partMax − max') the
-  /// summary's (1 when both maxima are still −∞); plain: m stays, both null.
-  struct Fold {
-    Value max, alpha, partFactor;
-  };
-  Fold fold(Value m, Value partMax);
   /// g (numeratorTerm) and h (denominatorTerm; null without a summed
   /// denominator) of the pair at the row's shift (m' online, 0 plain), masked.
   Value numeratorTerm(const PairValues &pair, Value s, Value shift);
@@ -194,12 +187,6 @@ public:
   Value rowSum(const RowResult &row);
 
   // --- backward -----------------------------------------------------------------
-  /// Whether a row with this row_sum contributes to the backward pass (C != 0;
-  /// fully masked rows have C = 0).
-  Value rowLive(Value rowSum);
-  /// The row's backward values from row_max, row_sum and D; `alsoLive` (an i1)
-  /// marks further rows that contribute nothing (e.g. padding rows of a tile).
-  BackwardRow backwardRow(Value rowMax, Value rowSum, Value delta, Value alsoLive = {});
   /// The row's share of dθ for kernel param `p` from its offset region: −∂β/∂θ·D/C
   /// (null for a param the offset does not take: score params, or no offset).
   Value offsetParamGrad(unsigned p, const BackwardRow &row, const RowIndices &at);

@@ -20,6 +20,7 @@
 #include "lib/Codegen/AttentionMath.h"
 #include "lib/Codegen/CPU/EntryArguments.h"
 #include "lib/Codegen/CPU/ScalarOps.h"
+#include "lib/Codegen/RowAlgorithm.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -362,15 +363,15 @@ private:
     return vector::ReductionOp::create(b, vector::CombiningKind::ADD, lanesValue,
                                        arith::FastMathFlags::reassoc);
   }
-  /// The end of forward row i from its running max m, Σ h `sum` and `count`: a
-  /// partial call (abi.h) stores them as they are and `writeOutput(null)` the
+  /// The end of forward row i from its `state` (a float count): a partial call
+  /// (abi.h) stores its max, sum and count as they are and `writeOutput(null)` the
   /// accumulated O; else the row is finalised, `writeOutput(scale)` stores O times
   /// the output scale, and row_max and row_sum get the row's statistics.
-  void finishRow(const ForwardArgs &args, Value i, Value m, Value sum, Value count,
+  void finishRow(const ForwardArgs &args, Value i, const RowState &state,
                  function_ref<void(Value)> writeOutput);
-  /// Finalises row i (AttentionMath::finalize): `writeOutput(scale)` stores its O
+  /// Finalises row i (RowAlgorithm::finalize): `writeOutput(scale)` stores its O
   /// times the output scale; rowMax and rowSum get its statistics.
-  void finalizeRow(Value i, Value m, Value sum, Value count, Value rowMax, Value rowSum,
+  void finalizeRow(Value i, const RowState &state, Value rowMax, Value rowSum,
                    function_ref<void(Value)> writeOutput);
   ValueRange branch(Value cond, TypeRange types, function_ref<SmallVector<Value>()> thenBody,
                     function_ref<SmallVector<Value>()> elseBody) {

@@ -126,26 +126,26 @@ BackwardArgs CPUKernelBuilder::beginBackward(StringRef name, MemRefType matrix, 
   return args;
 }
 
-void CPUKernelBuilder::finishRow(const ForwardArgs &args, Value i, Value m, Value sum,
-                                 Value count, function_ref<void(Value)> writeOutput) {
+void CPUKernelBuilder::finishRow(const ForwardArgs &args, Value i, const RowState &state,
+                                 function_ref<void(Value)> writeOutput) {
   branch(
       args.partial, {},
       [&]() -> SmallVector<Value> {
         writeOutput(Value());
-        store(m, args.rowMax, {i});
-        store(sum, args.rowSum, {i});
-        store(count, args.rowCount, {i});
+        store(state.max, args.rowMax, {i});
+        store(state.sum.sum, args.rowSum, {i});
+        store(state.count, args.rowCount, {i});
         return {};
       },
       [&]() -> SmallVector<Value> {
-        finalizeRow(i, m, sum, count, args.rowMax, args.rowSum, writeOutput);
+        finalizeRow(i, state, args.rowMax, args.rowSum, writeOutput);
         return {};
       });
 }
 
-void CPUKernelBuilder::finalizeRow(Value i, Value m, Value sum, Value count, Value rowMax,
-                                   Value rowSum, function_ref<void(Value)> writeOutput) {
-  AttentionMath::RowResult result = scalarMath->finalize(m, sum, count, rowAt(i));
+void CPUKernelBuilder::finalizeRow(Value i, const RowState &state, Value rowMax, Value rowSum,
+                                   function_ref<void(Value)> writeOutput) {
+  AttentionMath::RowResult result = RowAlgorithm(b, *scalarMath).finalize(state, rowAt(i));
   writeOutput(result.outputScale);
   store(scalarMath->rowMax(result), rowMax, {i});
   store(scalarMath->rowSum(result), rowSum, {i});
@@ -273,34 +273,30 @@ void CPUKernelBuilder::buildMergeEntry() {
 
   Value zero = constant(0.0), queries = dim(o, 0), valueDim = dim(o, 1);
   Value splits = arith::DivUIOp::create(b, dim(oParts, 0), queries);
+  // Partial states carry no error term (abi.h: row_max, row_sum, row_count).
+  RowAlgorithm rows(b, *scalarMath, RowStateLayout(type, /*compensated=*/false, type));
   loop(toIndex(ATTN_MERGE_Q_BEGIN), toIndex(ATTN_MERGE_Q_END), {},
        [&](Value i, ValueRange) -> SmallVector<Value> {
          loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
            store(zero, o, {i, c});
            return {};
          });
-         // The splits' states folded in split order: (m, Σ h, count), O in place.
-         Value start = online ? scalarMath->initialMax(rowAt(i), type) : zero;
+         // The splits' partial states combined in split order, O in place.
          ValueRange row = loop(
-             index(0), splits, {start, zero, zero},
+             index(0), splits, rows.stateLayout().pack(rows.initial(rowAt(i))),
              [&](Value split, ValueRange acc) -> SmallVector<Value> {
                Value at = arith::AddIOp::create(b, arith::MulIOp::create(b, split, queries), i);
-               AttentionMath::Fold step =
-                   scalarMath->fold(acc[0], load(args[ATTN_MERGE_MAX_PARTS], {at}));
-               auto fromPart = [&](Value x) {
-                 return step.partFactor ? mul(x, step.partFactor) : x;
-               };
+               RowState part{load(args[ATTN_MERGE_MAX_PARTS], {at}),
+                             {load(args[ATTN_MERGE_SUM_PARTS], {at}), Value()},
+                             load(args[ATTN_MERGE_COUNT_PARTS], {at})};
+               RowAlgorithm::Combined step = rows.combine(rows.stateLayout().unpack(acc), part);
                loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
-                 store(add(scalarMath->rescaled(load(o, {i, c}), step.alpha),
-                           fromPart(load(oParts, {at, c}))),
-                       o, {i, c});
+                 store(rows.combineOutput(step, load(o, {i, c}), load(oParts, {at, c})), o, {i, c});
                  return {};
                });
-               Value sum = add(scalarMath->rescaled(acc[1], step.alpha),
-                               fromPart(load(args[ATTN_MERGE_SUM_PARTS], {at})));
-               return {step.max, sum, add(acc[2], load(args[ATTN_MERGE_COUNT_PARTS], {at}))};
+               return rows.stateLayout().pack(step.state);
              });
-         finalizeRow(i, row[0], row[1], row[2], args[ATTN_MERGE_ROW_MAX],
+         finalizeRow(i, rows.stateLayout().unpack(row), args[ATTN_MERGE_ROW_MAX],
                      args[ATTN_MERGE_ROW_SUM], [&](Value outputScale) {
                        loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
                          store(mul(load(o, {i, c}), outputScale), o, {i, c});

@@ -163,6 +163,7 @@ void CPUKernelBuilder::buildForward(StringRef name) {
   // Below f64, l and the row's O carry their rounding errors (AttentionMath::
   // accumulate); O's, one per column, live beside it.
   const bool compensated = scalarMath->carriesSumErrors(type);
+  RowAlgorithm rows(b, *scalarMath, RowStateLayout(type, compensated, b.getIndexType()));
   Value outputError =
       compensated ? memref::AllocaOp::create(b, MemRefType::get({ShapedType::kDynamic}, type),
                                              ValueRange{valueDim})
@@ -177,42 +178,27 @@ void CPUKernelBuilder::buildForward(StringRef name) {
         store(zero, outputError, {c});
       return {};
     });
-    // Carried: running max m (online), Σ h (and its error), count of unmasked keys.
-    Value start = online ? scalarMath->initialMax(rowAt(i), type) : zero;
-    SmallVector<Value> inits{start, zero};
-    if (compensated)
-      inits.push_back(zero);
-    inits.push_back(index(0));
+    // Carried: the row's state (RowAlgorithm), counting its keys one at a time.
     SmallVector<Value> row = rowKeyBlocks(
-        i, args.kvBegin, keys.end(b, i), inits,
+        i, args.kvBegin, keys.end(b, i), rows.stateLayout().pack(rows.initial(rowAt(i))),
         [&](Value j, ValueRange acc) -> SmallVector<Value> {
-          Value m = acc[0], count = acc.back();
-          AttentionMath::RunningSum l{acc[1], compensated ? acc[2] : Value()};
+          RowState state = rows.stateLayout().unpack(acc);
           PairValues pair = pairAt(contract(q, k, i, j), i, j);
-          Value s = scalarMath->score(pair);
-          AttentionMath::Rescale step = scalarMath->pairRescale(m, pair, s);
-          Value shift = step.max, alpha = step.alpha;
-          Value g = scalarMath->numeratorTerm(pair, s, shift);
-          Value h = scalarMath->denominatorTerm(pair, s, shift);
+          RowAlgorithm::PairStep step = rows.pairStep(state, pair, scalarMath->score(pair));
           loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
-            AttentionMath::RunningSum out = scalarMath->accumulate(
-                {load(o, {i, c}), compensated ? load(outputError, {c}) : Value()}, alpha,
-                mul(g, load(v, {j, c})));
+            AttentionMath::RunningSum out =
+                rows.foldOutput({load(o, {i, c}), compensated ? load(outputError, {c}) : Value()},
+                                step.alpha, mul(step.numerator, load(v, {j, c})));
             store(out.sum, o, {i, c});
             if (compensated)
               store(out.error, outputError, {c});
             return {};
           });
-          AttentionMath::RunningSum sum = scalarMath->accumulate(l, alpha, h);
-          SmallVector<Value> next{online ? shift : m, sum.sum};
-          if (compensated)
-            next.push_back(sum.error);
-          next.push_back(arith::AddIOp::create(b, count, index(1)));
-          return next;
+          return rows.stateLayout().pack(rows.foldPair(state, step));
         });
-    Value count = indexToFloat(row.back());
+    RowState finished = rows.withFloatCount(rows.stateLayout().unpack(row));
     // O accumulated in place: a partial call leaves it so (abi.h).
-    finishRow(args, i, row[0], row[1], count, [&](Value outputScale) {
+    finishRow(args, i, finished, [&](Value outputScale) {
       if (!outputScale)
         return;
       loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
@@ -233,15 +219,16 @@ void CPUKernelBuilder::buildBackward(StringRef name) {
         dParams = args.dParams;
   Value valueDim = dim(v, 1);
   zeroBackwardOutputs(args);
+  RowAlgorithm rows(b, *scalarMath);
 
   prepareBlockSparsity(kGenericKeyBlock, arith::MaxSIOp::create(b, dim(q, 0), dim(k, 0)));
   loop(args.qBegin, args.qEnd, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
     Value c = load(args.rowSum, {i});
-    auto ifLive = scf::IfOp::create(b, scalarMath->rowLive(c), /*withElseRegion=*/false);
+    auto ifLive = scf::IfOp::create(b, rows.rowLive(c), /*withElseRegion=*/false);
     OpBuilder::InsertionGuard rowGuard(b);
     b.setInsertionPoint(ifLive.thenBlock()->getTerminator());
     BackwardRow row =
-        scalarMath->backwardRow(load(args.rowMax, {i}), c, rowDot(dOut, i, o, i, valueDim));
+        rows.prepareBackward(load(args.rowMax, {i}), c, rowDot(dOut, i, o, i, valueDim));
     rowOffsetGrads(row, i, args.kvBegin,
                    [&](unsigned p, Value grad) { accumulate(dParams, {index(p)}, grad); });
     rowKeyBlocks(i, args.kvBegin, keys.end(b, i), {}, [&](Value j, ValueRange) -> SmallVector<Value> {

@@ -8,6 +8,7 @@
 #include "lib/Codegen/CPU/LinearAttention.h"
 
 #include "lib/Codegen/CPU/ScalarOps.h"
+#include "lib/Codegen/RowAlgorithm.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -26,7 +27,7 @@ class LinearCodegen : ScalarOps {
 public:
   LinearCodegen(ImplicitLocOpBuilder &b, const LinearForm &form)
       : ScalarOps(b, form.type, arith::FastMathFlags::reassoc | arith::FastMathFlags::contract),
-        form(form), math(form.math) {}
+        form(form), math(form.math), rows(b, form.math) {}
 
   void forward(const ForwardArgs &args);
   void backward(const BackwardArgs &args);
@@ -146,6 +147,7 @@ private:
 
   const LinearForm &form;
   AttentionMath &math;
+  RowAlgorithm rows;
   SmallVector<Value> buffers;
 
   Value headDim, valueDim, features; // d, dv, F
@@ -275,10 +277,11 @@ void LinearCodegen::forwardRows(Value q, Value v, Value o, Value rowMax, Value r
         });
         return {add(acc[0], s)};
       })[0];
-    // C_i = ε + b·H_i | c | count, O_i = a·u_iᵀ S_i / C_i.
+    // C_i = ε + b·H_i | c | count, O_i = a·u_iᵀ S_i / C_i: the row's state is its
+    // sums over every key at once (plain: shift 0).
     Value hSum = denominatorCoefficient ? mul(denominatorCoefficient, h) : h;
     AttentionMath::RowResult result =
-        math.finalize(zero, hSum, indexToFloat(count), anyRow(), numeratorCoefficient);
+        rows.finalize(RowState{zero, {hSum, Value()}, count}, anyRow(), numeratorCoefficient);
     forEach(index(0), valueDim, [&](Value col) {
       store(mul(load(o, {i, col}), result.outputScale), o, {i, col});
     });
@@ -329,7 +332,7 @@ void LinearCodegen::queryGradients(Value q, Value v, Value o, Value dOut, Value 
     Value rowD = sum(valueDim, [&](Value col) {
       return mul(load(dOut, {i, col}), load(o, {i, col}));
     });
-    BackwardRow row = math.backwardRow(zero, load(rowSum, {i}), rowD);
+    BackwardRow row = rows.prepareBackward(zero, load(rowSum, {i}), rowD);
     // ds_ij = n·(dO_i·v_j) + h for every key j of the row.
     AttentionMath::LinearScoreGrad coefficients =
         math.linearScoreGrad(numeratorCoefficient, denominatorCoefficient, row);

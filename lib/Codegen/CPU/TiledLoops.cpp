@@ -546,7 +546,7 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
   OpBuilder::InsertionGuard guard(b);
   ForwardArgs args = beginForward(name, rowMajorType, /*lanewiseMath=*/true);
   Value q = args.q, k = args.k, v = args.v, o = args.o, qBegin = args.qBegin, qEnd = args.qEnd;
-  Value zero = constant(0.0), zeroLanes = splatConstant(0.0), oneLanes = splatConstant(1.0);
+  Value zeroLanes = splatConstant(0.0), oneLanes = splatConstant(1.0);
 
   // Query panels of `panelRows` rows: per block of `keyBlock` keys (whose panels
   // stay in L2) every row tile of the panel passes, so a key's panel comes from
@@ -599,12 +599,15 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
   // cost that case 3× in work and denormal assists).
   Value weightTile = memref::AllocaOp::create(b, MemRefType::get({rows, keyBlock}, type));
   Value outputPanel = memref::AllocaOp::create(b, MemRefType::get({panelRows, headDim}, type));
-  // Below f64, l and O carry their rounding errors (AttentionMath::accumulate):
-  // per row after its max, sum and count, and O's beside it. l is compensated at
-  // every step, O at every block's W·V product.
+  // Below f64, l and O carry their rounding errors (AttentionMath::accumulate): l's
+  // in the row's state, O's in a panel beside O. l is compensated at every step, O
+  // at every block's W·V product. The rows' states (RowAlgorithm) count their keys
+  // as floats (a tile's kept lanes).
   const bool compensated = scalarMath->carriesSumErrors(type);
-  const int64_t rowState = compensated ? 4 : 3;
-  enum { kMax, kSum, kCount, kSumError };
+  RowAlgorithm rowAlgorithm(b, *scalarMath, RowStateLayout(type, compensated, type));
+  const RowStateLayout &stateLayout = rowAlgorithm.stateLayout();
+  const int64_t rowState = stateLayout.size();
+  RowAlgorithm laneRows(b, *laneMath);
   Value outputErrorPanel;
   if (compensated)
     outputErrorPanel = memref::AllocaOp::create(b, MemRefType::get({panelRows, headDim}, type));
@@ -633,11 +636,7 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
               vector::StoreOp::create(b, zeroLanes, outputErrorPanel,
                                       ValueRange{r, index(c * lanes)});
           }
-          // Carried per row: running max, Σ h, unmasked-key count (and Σ h's error).
-          store(online ? scalarMath->initialMax(rowAt(i), type) : zero, statePanel,
-                {r, index(kMax)});
-          for (int64_t state = kSum; state < rowState; ++state)
-            store(zero, statePanel, {r, index(state)});
+          stateLayout.store(b, rowAlgorithm.initial(rowAt(i)), statePanel, r);
           return {};
         });
         // Keys end no later for a row than for the rows after it (KeyBounds::end).
@@ -684,10 +683,12 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                           outputError = tileOf(outputErrorPanel);
                     SmallVector<Value> inits;
                     for (int64_t r = 0; r < rows; ++r)
-                      for (int64_t state = 0; state < rowState; ++state)
-                        inits.push_back(
-                            load(statePanel,
-                                 {arith::AddIOp::create(b, tileRow, index(r)), index(state)}));
+                      inits.append(stateLayout.pack(stateLayout.load(
+                          b, statePanel, arith::AddIOp::create(b, tileRow, index(r)))));
+                    // Row r's state in the values carried across the block's tiles.
+                    auto stateOf = [&](ValueRange carried, int64_t r) {
+                      return stateLayout.unpack(carried.slice(rowState * r, rowState));
+                    };
                     // After the state: each row's product of the rescale factors
                     // since O last took the stored weights, then the first key whose
                     // weights are stored and not yet in O and where the last scored
@@ -728,7 +729,7 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                           Value scale = online ? splat(scales[r]) : Value();
                           for (int64_t c = 0; c < chunk; ++c) {
                             SmallVector<Value, 2> at{index(r), index((c0 + c) * lanes)};
-                            AttentionMath::RunningSum folded = laneMath->accumulate(
+                            AttentionMath::RunningSum folded = laneRows.foldOutput(
                                 {vector::LoadOp::create(b, laneType, outputTile, at),
                                  compensated
                                      ? vector::LoadOp::create(b, laneType, outputError, at)
@@ -789,12 +790,6 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                             // evaluated, the kept lanes summed by rowReductions.
                             SmallVector<Value> kept(rows), keptLanes(rows, zeroLanes),
                                 candidates(rows);
-                            // A NaN score makes its g, and so O, NaN whatever the max is,
-                            // and e^(s - m) is the same for m = ±0: the max may skip NaNs
-                            // and order zeros freely, one vmaxps per vector (without nsz,
-                            // LLVM adds a sign test and two blends to each).
-                            const auto noNaNs =
-                                arith::FastMathFlags::nnan | arith::FastMathFlags::nsz;
                             for (int64_t r = 0; r < rows; ++r) {
                               RowKeys rowKeys = wholeSpans ? wholeRowKeys(j0, blockKeys)
                                                            : rowKeysAt(j0, rowKeyEnd[r], blockKeys);
@@ -813,11 +808,10 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                                 if (!online)
                                   continue;
                                 Value candidate = laneMath->stabilizer(pairs[r][h], s[r][h]);
-                                candidates[r] = candidates[r]
-                                                    ? arith::MaximumFOp::create(
-                                                          b, candidates[r], candidate, noNaNs)
-                                                          .getResult()
-                                                    : candidate;
+                                candidates[r] =
+                                    candidates[r]
+                                        ? rowAlgorithm.combineCandidates(candidates[r], candidate)
+                                        : candidate;
                               }
                             }
                             // The rows' maxima, factors and sums as vectors: one e^ and
@@ -827,12 +821,11 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                             if (online) {
                               SmallVector<Value> running;
                               for (int64_t r = 0; r < rows; ++r)
-                                running.push_back(acc[rowState * r + kMax]);
-                              AttentionMath::Rescale step = scalarMath->rescale(
+                                running.push_back(stateOf(acc, r).max);
+                              RowAlgorithm::Reduction byMax = RowAlgorithm::maxReduction();
+                              AttentionMath::Rescale step = rowAlgorithm.advanceMax(
                                   vector::FromElementsOp::create(b, rowsType, running),
-                                  rowReductions(candidates, vector::CombiningKind::MAXIMUMF,
-                                                noNaNs),
-                                  /*mayBeEmpty=*/true);
+                                  rowReductions(candidates, byMax.kind, byMax.flags));
                               for (int64_t r = 0; r < rows; ++r) {
                                 maxima.push_back(vector::ExtractOp::create(b, step.max, r));
                                 alphas[r] = vector::ExtractOp::create(b, step.alpha, r);
@@ -843,7 +836,6 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                               Value shift = zeroLanes, alpha = alphas[r];
                               if (online) {
                                 shift = splat(maxima[r]);
-                                next[rowState * r + kMax] = maxima[r];
                                 next[carriedValues + r] = alpha;
                               }
                               for (int64_t h = 0; h < scoreVectors; ++h) {
@@ -854,27 +846,22 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                                   hLanes[r] = add(hLanes[r], terms);
                               }
                             }
+                            RowAlgorithm::Reduction bySum = RowAlgorithm::sumReduction();
                             Value sums = fns.denominator
-                                             ? rowReductions(hLanes, vector::CombiningKind::ADD,
-                                                             arith::FastMathFlags::reassoc)
+                                             ? rowReductions(hLanes, bySum.kind, bySum.flags)
                                              : Value();
                             if (evaluateMask) {
-                              Value keptRows = rowReductions(
-                                  keptLanes, vector::CombiningKind::ADD, arith::FastMathFlags::reassoc);
+                              Value keptRows = rowReductions(keptLanes, bySum.kind, bySum.flags);
                               for (int64_t r = 0; r < rows; ++r)
                                 kept[r] = vector::ExtractOp::create(b, keptRows, r);
                             }
                             for (int64_t r = 0; r < rows; ++r) {
-                              AttentionMath::RunningSum sum = scalarMath->accumulate(
-                                  {acc[rowState * r + kSum],
-                                   compensated ? acc[rowState * r + kSumError] : Value()},
-                                  alphas[r],
+                              RowState state = rowAlgorithm.foldTile(
+                                  stateOf(acc, r), online ? maxima[r] : Value(), alphas[r],
                                   sums ? vector::ExtractOp::create(b, sums, r).getResult()
-                                       : Value());
-                              next[rowState * r + kSum] = sum.sum;
-                              if (compensated)
-                                next[rowState * r + kSumError] = sum.error;
-                              next[rowState * r + kCount] = add(acc[rowState * r + kCount], kept[r]);
+                                       : Value(),
+                                  kept[r]);
+                              llvm::copy(stateLayout.pack(state), next.begin() + rowState * r);
                             }
                             next[firstScored] = arith::MinSIOp::create(b, acc[firstScored], j0);
                             next[scoredEnd] = arith::AddIOp::create(b, j0, keysHere);
@@ -925,7 +912,8 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                               [&] {
                                 SmallVector<Value> product;
                                 for (int64_t r = 0; r < rows; ++r)
-                                  product.push_back(mul(acc[blockScales + r], tileAlphas[r]));
+                                  product.push_back(rowAlgorithm.composeRescales(
+                                      acc[blockScales + r], tileAlphas[r]));
                                 product.push_back(next[firstScored]);
                                 return product;
                               });
@@ -936,9 +924,8 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                         },
                         index(blockKeys));
                     for (int64_t r = 0; r < rows; ++r)
-                      for (int64_t state = 0; state < rowState; ++state)
-                        store(carried[rowState * r + state], statePanel,
-                              {arith::AddIOp::create(b, tileRow, index(r)), index(state)});
+                      stateLayout.store(b, stateOf(carried, r), statePanel,
+                                        arith::AddIOp::create(b, tileRow, index(r)));
                     foldStoredWeights(carried[firstScored], carried[scoredEnd],
                                       carried.slice(blockScales, online ? rows : 0));
                     return {};
@@ -955,8 +942,8 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
           OpBuilder::InsertionGuard rowGuard(b);
           b.setInsertionPoint(ifValid.thenBlock()->getTerminator());
           Value i = panelRow(r);
-          finishRow(args, i, load(statePanel, {r, index(kMax)}), load(statePanel, {r, index(kSum)}),
-                    load(statePanel, {r, index(kCount)}), [&](Value outputScale) {
+          finishRow(args, i, stateLayout.load(b, statePanel, r),
+                    [&](Value outputScale) {
                       Value scaleLanes = outputScale ? splat(outputScale) : Value();
                       for (int64_t c = 0; c < vectorsPerRow; ++c) {
                         Value accumulated = vector::LoadOp::create(b, laneType, outputPanel,
@@ -1027,8 +1014,10 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
   Value queryTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
   Value weightTile = memref::AllocaOp::create(b, MemRefType::get({rows, blockKeys}, type));
   Value scoreGradTile = memref::AllocaOp::create(b, MemRefType::get({rows, blockKeys}, type));
-  // Per row: shift, 1/C, D, and live as 1 or 0.
-  Value rowStatsTile = memref::AllocaOp::create(b, MemRefType::get({rows, 4}, type));
+  // Per row: what RowAlgorithm prepares for the backward.
+  RowAlgorithm rowAlgorithm(b, *scalarMath);
+  Value rowStatsTile =
+      memref::AllocaOp::create(b, MemRefType::get({rows, RowAlgorithm::backwardPanelWidth}, type));
   Value queryGradTile = memref::AllocaOp::create(b, MemRefType::get({rows, headDim}, type));
   // The GEMM-shaped updates hold as many accumulators as the score tile.
   const int64_t accumulators = registerRows * scoreVectors;
@@ -1080,7 +1069,7 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
     for (int64_t c = 0; c < vectorsPerRow; ++c)
       vector::StoreOp::create(b, zeroLanes, dq, ValueRange{i, index(c * lanes)});
     BackwardRow row =
-        scalarMath->backwardRow(load(args.rowMax, {i}), load(args.rowSum, {i}), rowDelta(i));
+        rowAlgorithm.prepareBackward(load(args.rowMax, {i}), load(args.rowSum, {i}), rowDelta(i));
     rowOffsetGrads(row, i, kvBegin, [&](unsigned p, Value grad) {
       addParamGrad(p, vector::InsertOp::create(b, grad, zeroLanes, ArrayRef<int64_t>{0}));
     });
@@ -1137,15 +1126,11 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                 Value i = tileRow(r);
                 // Rows past the end repeat the last one and must contribute nothing; so do
                 // fully masked rows (C = 0).
-                BackwardRow row = scalarMath->backwardRow(
+                BackwardRow row = rowAlgorithm.prepareBackward(
                     load(args.rowMax, {i}), load(args.rowSum, {i}), rowDelta(i),
                     arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
                                           arith::AddIOp::create(b, i0, r), qEnd));
-                Value liveAsFloat =
-                    arith::SelectOp::create(b, row.live, constant(1.0), constant(0.0));
-                Value stats[] = {row.shift, row.inverseC, row.delta, liveAsFloat};
-                for (auto [column, value] : llvm::enumerate(stats))
-                  store(value, rowStatsTile, {r, index(column)});
+                rowAlgorithm.storeBackward(row, rowStatsTile, r);
                 loop(index(0), index(headDim), {},
                      [&](Value col, ValueRange) -> SmallVector<Value> {
                        store(contractedQuery(q, i, col), queryTile, {r, col});
@@ -1209,12 +1194,10 @@ void CPUKernelBuilder::buildTiledBackward(StringRef name, CpuScheduleAttr tile) 
                       loop(index(0), liveRows, {}, [&](Value r, ValueRange) -> SmallVector<Value> {
                         Value i = tileRow(r);
                         Value rowKeyEnd = keys.end(b, i);
-                        auto stat = [&](int64_t column) {
-                          return load(rowStatsTile, {r, index(column)});
-                        };
-                        Value live = splat(arith::CmpFOp::create(b, arith::CmpFPredicate::UNE,
-                                                                 stat(3), constant(0.0)));
-                        BackwardRow row{splat(stat(0)), splat(stat(1)), splat(stat(2)), live};
+                        BackwardRow prepared = rowAlgorithm.loadBackward(rowStatsTile, r);
+                        BackwardRow row{splat(prepared.shift), splat(prepared.inverseC),
+                                        splat(prepared.delta), splat(prepared.live)};
+                        Value live = row.live;
                         RowKeys rowKeys = rowKeysAt(j0, rowKeyEnd, blockKeys);
                         for (int64_t h = 0; h < scoreVectors; ++h) {
                           Value col = index(h * lanes);

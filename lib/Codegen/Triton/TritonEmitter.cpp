@@ -4,6 +4,7 @@
 #include "lib/Analysis/KernelSignature.h"
 #include "lib/Analysis/MaskIntervals.h"
 #include "lib/Analysis/NormalizerAnalysis.h"
+#include "lib/Codegen/RowAlgorithm.h"
 #include "lib/Transforms/ScalarFunctions.h"
 
 #include "attn/abi.h"
@@ -1391,13 +1392,12 @@ void KernelPrinter::printHeader() {
 }
 
 std::string KernelPrinter::initialMax() {
-  // The running max starts at the row offset's exponent (β = e^x; ε = e^(log ε)).
-  if (functions.getOffsetStab())
+  RowMaxStart start = RowMaxStart::of(normalizer, bool(functions.getOffsetStab()));
+  if (start.fromOffsetStabilizer)
     return "tl.zeros([BLOCK_M], tl.float32) + offset_stabilizer(" + withParams("b, h, pos_m") +
            ")";
-  if (auto eps = normalizer.getEpsilon(); eps && eps->convertToDouble() > 0.0)
-    return "tl.full([BLOCK_M], " + floatLiteral(std::log(eps->convertToDouble())) +
-           ", tl.float32)";
+  if (std::isfinite(start.constant))
+    return "tl.full([BLOCK_M], " + floatLiteral(start.constant) + ", tl.float32)";
   return "tl.full([BLOCK_M], float(\"-inf\"), tl.float32)";
 }
 

@@ -1,0 +1,198 @@
+//===- RowAlgorithm.cpp - what a query row carries, in one place ---------===//
+#include "lib/Codegen/RowAlgorithm.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::attn;
+
+RowMaxStart RowMaxStart::of(NormalizerOp normalizer, bool hasOffsetStabilizer) {
+  if (hasOffsetStabilizer)
+    return {true, 0.0};
+  if (auto eps = normalizer.getEpsilon(); eps && eps->convertToDouble() > 0.0)
+    return {false, std::log(eps->convertToDouble())};
+  return {false, -std::numeric_limits<double>::infinity()};
+}
+
+// --- the state's layout -------------------------------------------------------------
+
+SmallVector<Value> RowStateLayout::pack(const RowState &state) const {
+  assert(state.count.getType() == counter && "the count has the layout's type");
+  assert(bool(state.sum.error) == compensated && "the sum's error term as the layout says");
+  SmallVector<Value> values{state.max, state.sum.sum};
+  if (compensated)
+    values.push_back(state.sum.error);
+  values.push_back(state.count);
+  return values;
+}
+
+RowState RowStateLayout::unpack(ValueRange values) const {
+  assert(values.size() == size() && "a packed row state");
+  return {values[0], {values[1], compensated ? values[2] : Value()}, values.back()};
+}
+
+void RowStateLayout::store(ImplicitLocOpBuilder &b, const RowState &state, Value panel,
+                           Value row) const {
+  assert(counter == type && "a panel row holds floats");
+  for (auto [field, value] : llvm::enumerate(pack(state)))
+    memref::StoreOp::create(b, value, panel,
+                            ValueRange{row, arith::ConstantIndexOp::create(b, field)});
+}
+
+RowState RowStateLayout::load(ImplicitLocOpBuilder &b, Value panel, Value row) const {
+  assert(counter == type && "a panel row holds floats");
+  SmallVector<Value> values;
+  for (unsigned field = 0; field < size(); ++field)
+    values.push_back(memref::LoadOp::create(
+        b, panel, ValueRange{row, arith::ConstantIndexOp::create(b, field)}));
+  return unpack(values);
+}
+
+// --- the row algorithm ---------------------------------------------------------------
+
+Value RowAlgorithm::constant(Type type, double value) {
+  return arith::ConstantOp::create(b, type, b.getFloatAttr(type, value));
+}
+
+Value RowAlgorithm::addCount(Value count, Value kept) {
+  if (count.getType().isIndex())
+    return arith::AddIOp::create(b, count, kept);
+  return arith::AddFOp::create(b, count, kept);
+}
+
+RowState RowAlgorithm::initial(const RowIndices &row) {
+  const RowStateLayout &fields = stateLayout();
+  FloatType type = fields.floatType();
+  Value zero = constant(type, 0.0);
+  Value start = online() ? math.initialMax(row, type) : zero;
+  Value noKeys =
+      fields.countType().isIndex() ? arith::ConstantIndexOp::create(b, 0).getResult() : zero;
+  return {start, {zero, fields.carriesSumError() ? zero : Value()}, noKeys};
+}
+
+RowAlgorithm::PairStep RowAlgorithm::pairStep(const RowState &state, const PairValues &pair,
+                                              Value s) {
+  AttentionMath::Rescale step = math.pairRescale(state.max, pair, s);
+  Value g = math.numeratorTerm(pair, s, step.max);
+  Value h = math.denominatorTerm(pair, s, step.max);
+  return {step.max, step.alpha, g, h};
+}
+
+RowState RowAlgorithm::foldPair(const RowState &state, const PairStep &step) {
+  AttentionMath::RunningSum sum = math.accumulate(state.sum, step.alpha, step.denominator);
+  Value one = state.count.getType().isIndex() ? arith::ConstantIndexOp::create(b, 1).getResult()
+                                              : constant(state.count.getType(), 1.0);
+  return {online() ? step.shift : state.max, sum, addCount(state.count, one)};
+}
+
+RowAlgorithm::Reduction RowAlgorithm::maxReduction() {
+  // A NaN score makes its g, and so O, NaN whatever the max is, and e^(s - m) is
+  // the same for m = ±0: the max may skip NaNs and order zeros freely, one vmaxps
+  // per vector (without nsz, LLVM adds a sign test and two blends to each).
+  return {vector::CombiningKind::MAXIMUMF, arith::FastMathFlags::nnan | arith::FastMathFlags::nsz};
+}
+
+RowAlgorithm::Reduction RowAlgorithm::sumReduction() {
+  return {vector::CombiningKind::ADD, arith::FastMathFlags::reassoc};
+}
+
+Value RowAlgorithm::combineCandidates(Value x, Value y) {
+  return arith::MaximumFOp::create(b, x, y, maxReduction().flags);
+}
+
+AttentionMath::Rescale RowAlgorithm::advanceMax(Value maxima, Value candidates) {
+  return math.rescale(maxima, candidates, /*mayBeEmpty=*/true);
+}
+
+RowState RowAlgorithm::foldTile(const RowState &state, Value newMax, Value alpha, Value hSum,
+                                Value kept) {
+  AttentionMath::RunningSum sum = math.accumulate(state.sum, alpha, hSum);
+  return {online() ? newMax : state.max, sum, addCount(state.count, kept)};
+}
+
+AttentionMath::RunningSum RowAlgorithm::foldOutput(AttentionMath::RunningSum acc, Value alpha,
+                                                   Value term) {
+  return math.accumulate(acc, alpha, term);
+}
+
+RowAlgorithm::Combined RowAlgorithm::combine(const RowState &running, const RowState &part) {
+  assert(!part.sum.error && "a partial state carries no error term (abi.h)");
+  Combined combined;
+  Value max = running.max;
+  if (online()) {
+    // Both maxima are −∞ while neither part has kept a key: the factors are then 1.
+    AttentionMath::Rescale step = math.rescale(running.max, part.max, /*mayBeEmpty=*/true);
+    max = step.max;
+    combined.alpha = step.alpha;
+    combined.partAlpha = math.rescale(part.max, step.max, /*mayBeEmpty=*/true).alpha;
+  }
+  Value partSum = math.rescaled(part.sum.sum, combined.partAlpha);
+  combined.state = {max, math.accumulate(running.sum, combined.alpha, partSum),
+                    addCount(running.count, part.count)};
+  return combined;
+}
+
+Value RowAlgorithm::combineOutput(const Combined &combined, Value output, Value partOutput) {
+  Value running = math.rescaled(output, combined.alpha);
+  return arith::AddFOp::create(b, running, math.rescaled(partOutput, combined.partAlpha));
+}
+
+Value RowAlgorithm::composeRescales(Value alpha, Value next) {
+  return arith::MulFOp::create(b, alpha, next);
+}
+
+RowState RowAlgorithm::withFloatCount(const RowState &state) {
+  if (!state.count.getType().isIndex())
+    return state;
+  Value count = arith::UIToFPOp::create(b, state.sum.sum.getType(),
+                                        arith::IndexCastOp::create(b, b.getI64Type(), state.count));
+  return {state.max, state.sum, count};
+}
+
+AttentionMath::RowResult RowAlgorithm::finalize(const RowState &state, const RowIndices &row,
+                                                Value numeratorCoefficient) {
+  return math.finalize(state.max, state.sum.sum, withFloatCount(state).count, row,
+                       numeratorCoefficient);
+}
+
+// --- the backward's rows ---------------------------------------------------------------
+
+Value RowAlgorithm::rowLive(Value rowSum) {
+  return arith::CmpFOp::create(b, arith::CmpFPredicate::UNE, rowSum,
+                               constant(rowSum.getType(), 0.0));
+}
+
+BackwardRow RowAlgorithm::prepareBackward(Value rowMax, Value rowSum, Value delta, Value alsoLive) {
+  Type type = rowSum.getType();
+  Value zero = constant(type, 0.0);
+  Value live = rowLive(rowSum);
+  if (alsoLive)
+    live = arith::AndIOp::create(b, alsoLive, live);
+  Value inverse =
+      arith::SelectOp::create(b, live, arith::DivFOp::create(b, constant(type, 1.0), rowSum), zero);
+  return {rowMax, inverse, delta, live};
+}
+
+void RowAlgorithm::storeBackward(const BackwardRow &prepared, Value panel, Value row) {
+  Type type = prepared.delta.getType();
+  Value liveAsFloat =
+      arith::SelectOp::create(b, prepared.live, constant(type, 1.0), constant(type, 0.0));
+  Value fields[backwardPanelWidth] = {prepared.shift, prepared.inverseC, prepared.delta,
+                                      liveAsFloat};
+  for (auto [field, value] : llvm::enumerate(fields))
+    memref::StoreOp::create(b, value, panel,
+                            ValueRange{row, arith::ConstantIndexOp::create(b, field)});
+}
+
+BackwardRow RowAlgorithm::loadBackward(Value panel, Value row) {
+  SmallVector<Value, backwardPanelWidth> fields;
+  for (int64_t field = 0; field < backwardPanelWidth; ++field)
+    fields.push_back(memref::LoadOp::create(
+        b, panel, ValueRange{row, arith::ConstantIndexOp::create(b, field)}));
+  Value live = arith::CmpFOp::create(b, arith::CmpFPredicate::UNE, fields[3],
+                                     constant(fields[3].getType(), 0.0));
+  return {fields[0], fields[1], fields[2], live};
+}

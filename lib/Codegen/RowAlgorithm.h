@@ -1,0 +1,172 @@
+//===- RowAlgorithm.h - what a query row carries, in one place ----*- C++ -*-===//
+//
+// The row algorithm of DESIGN.md §2 (docs/row-algorithm.md): what a query row
+// carries across its keys, how one pair or a tile's reduced candidates fold into
+// it, how two partial states of one row combine (split-K, context parallelism),
+// how the row ends, and what the backward prepares per row. Every CPU schedule
+// instantiates it (the generic loops a pair at a time, the tiled loops a tile's
+// reduced candidates, the split-K merge partial states, the linear form its row
+// sums); schedules supply only loops, memory and reductions:
+//
+//   state       (m, l[, ε_l], count)   m the running max (online; plain: 0, kept),
+//                                      l = Σ h·e^-m, ε_l its rounding error (Kahan,
+//                                      below f64), count the keys folded in
+//   start       m = x_β (the row offset's exponent; −∞ without one), l = count = 0
+//   fold tile   m' = max(m, max_t stab(s_t)),  α = e^(m − m'),
+//               l' = α·l + Σ_t h(s_t, m'),  count' = count + kept;  O' = α·O + Σ_t g·v
+//   combine     m' = max(m_a, m_b),  α_a = e^(m_a − m'),  α_b = e^(m_b − m'),
+//               l' = α_a·l_a + α_b·l_b,  count' = count_a + count_b;  O' likewise
+//   finalize    AttentionMath::finalize (C, O/C, row_max, row_sum)
+//   backward    from (row_max, row_sum, D = dO·O): shift, 1/C (0 where C = 0), live
+//
+// Across the lanes of a tile (and threads, ranks) the fields reduce as
+// laneReduction says: m by maximum, l and count by addition (the lanes share
+// their shift).
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_LIB_CODEGEN_ROWALGORITHM_H
+#define ATTN_LIB_CODEGEN_ROWALGORITHM_H
+
+#include "lib/Codegen/AttentionMath.h"
+
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <optional>
+
+namespace mlir::attn {
+
+/// Where a row's running max starts (online): the row offset's exponent, from the
+/// offset region's stabiliser, or a constant: log ε for an ε offset (ε = e^(log ε)),
+/// −∞ without an offset. The MLIR builders (AttentionMath::initialMax) and the
+/// Triton templates both start from it.
+struct RowMaxStart {
+  bool fromOffsetStabilizer;
+  double constant; // when not fromOffsetStabilizer
+  static RowMaxStart of(NormalizerOp normalizer, bool hasOffsetStabilizer);
+};
+
+/// The state of one query row, by name. `count` is index (schedules that fold
+/// one pair at a time count them) or the float type (tiles count kept lanes).
+struct RowState {
+  Value max;                     // running max m (online); plain: 0, unchanged
+  AttentionMath::RunningSum sum; // Σ h·e^-m and, compensated, its rounding error
+  Value count;                   // keys folded in
+};
+
+/// Which fields a schedule's row state carries and how it is laid out in scf.for
+/// iter_args and in a panel row (memref<? x size() x T>): max, sum, the sum's
+/// error where compensated, count; schedules never index it by position.
+class RowStateLayout {
+public:
+  /// `countType`: index or `type`. A panel row holds the count as `type`.
+  RowStateLayout(FloatType type, bool compensated, Type countType)
+      : type(type), counter(countType), compensated(compensated) {}
+
+  FloatType floatType() const { return type; }
+  Type countType() const { return counter; }
+  bool carriesSumError() const { return compensated; }
+  unsigned size() const { return compensated ? 4 : 3; }
+  SmallVector<Value> pack(const RowState &state) const;
+  RowState unpack(ValueRange values) const;
+  /// Row `row` of `panel` (the count must be a float).
+  void store(ImplicitLocOpBuilder &b, const RowState &state, Value panel, Value row) const;
+  RowState load(ImplicitLocOpBuilder &b, Value panel, Value row) const;
+
+private:
+  FloatType type;
+  Type counter;
+  bool compensated;
+};
+
+class RowAlgorithm {
+public:
+  /// A forward schedule's rows carry their state as `layout` says; the backward,
+  /// which prepares rows from their statistics only, and finalize need none.
+  RowAlgorithm(ImplicitLocOpBuilder &b, AttentionMath &math,
+               std::optional<RowStateLayout> layout = std::nullopt)
+      : b(b), math(math), layout(layout) {}
+
+  const RowStateLayout &stateLayout() const {
+    assert(layout && "a forward schedule's row algorithm has a state layout");
+    return *layout;
+  }
+  bool online() const { return math.online(); }
+
+  /// The state before the row's first key.
+  RowState initial(const RowIndices &row);
+
+  // --- folding pairs one at a time --------------------------------------------
+  /// One kept pair's step: the new shift (m' online, 0 plain), α (null plain) and
+  /// its g and h (h null without a summed denominator).
+  struct PairStep {
+    Value shift, alpha, numerator, denominator;
+  };
+  PairStep pairStep(const RowState &state, const PairValues &pair, Value s);
+  /// The state after the pair of `step` (O folds by foldOutput in between).
+  RowState foldPair(const RowState &state, const PairStep &step);
+
+  // --- folding a tile ------------------------------------------------------------
+  /// How a field's lane values reduce to the row's (maxima, sums, counts).
+  struct Reduction {
+    vector::CombiningKind kind;
+    arith::FastMathFlags flags;
+  };
+  static Reduction maxReduction();
+  static Reduction sumReduction();
+  /// Two stabiliser candidates of one row combined as maxReduction says.
+  Value combineCandidates(Value x, Value y);
+  /// The running maxima (any shape: vector<rows> of a tile's rows) advanced by
+  /// the tile's reduced candidates, and α; rows whose keys were all masked so
+  /// far keep α = 1.
+  AttentionMath::Rescale advanceMax(Value maxima, Value candidates);
+  /// The state after a tile: m' = newMax (online), l' = α·l + hSum (hSum null: no
+  /// summed denominator), count' = count + kept.
+  RowState foldTile(const RowState &state, Value newMax, Value alpha, Value hSum, Value kept);
+
+  // --- combining partial states (split-K, the deferred rescale) ----------------
+  /// α·O + term, compensated where `acc` has an error term (l, O, and a block's
+  /// W·V product joining O with the product of the rescale factors since).
+  AttentionMath::RunningSum foldOutput(AttentionMath::RunningSum acc, Value alpha, Value term);
+  /// Two partial states of one row over disjoint keys: the combined state and the
+  /// factors their outputs take (null plain, where O_a + O_b).
+  struct Combined {
+    RowState state;
+    Value alpha, partAlpha;
+  };
+  Combined combine(const RowState &running, const RowState &part);
+  /// α_a·O_a + α_b·O_b of `combined`.
+  Value combineOutput(const Combined &combined, Value output, Value partOutput);
+  /// The product of two rescale factors (a rescale deferred across tiles).
+  Value composeRescales(Value alpha, Value next);
+
+  // --- the end of a row ------------------------------------------------------------
+  /// The state with its count as a float (what finalize and partial states store).
+  RowState withFloatCount(const RowState &state);
+  AttentionMath::RowResult finalize(const RowState &state, const RowIndices &row,
+                                    Value numeratorCoefficient = {});
+
+  // --- the backward's rows -----------------------------------------------------------
+  /// Whether a row with this row_sum contributes (C != 0).
+  Value rowLive(Value rowSum);
+  /// The row's backward values from row_max, row_sum and D = dO·O; `alsoLive`
+  /// marks further rows that contribute nothing (padding rows of a tile).
+  BackwardRow prepareBackward(Value rowMax, Value rowSum, Value delta, Value alsoLive = {});
+  /// A prepared row in row `row` of a panel memref<? x backwardPanelWidth x T>
+  /// (live as 1 or 0), and back.
+  static constexpr int64_t backwardPanelWidth = 4;
+  void storeBackward(const BackwardRow &prepared, Value panel, Value row);
+  BackwardRow loadBackward(Value panel, Value row);
+
+private:
+  Value constant(Type type, double value);
+  /// count + kept, in the count's type.
+  Value addCount(Value count, Value kept);
+
+  ImplicitLocOpBuilder &b;
+  AttentionMath &math;
+  std::optional<RowStateLayout> layout;
+};
+
+} // namespace mlir::attn
+
+#endif
