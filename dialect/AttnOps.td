@@ -57,7 +57,9 @@ def Attn_ContractKindAttr : EnumAttr<Attn_Dialect, Attn_ContractKind, "contract"
 def Attn_DenominatorKind : I32EnumAttr<"DenominatorKind", "how C_i is formed", [
     I32EnumAttrCase<"Sum", 0, "sum">,
     I32EnumAttrCase<"Constant", 1, "constant">,
-    I32EnumAttrCase<"Count", 2, "count">]> {
+    I32EnumAttrCase<"Count", 2, "count">,
+    // Implicit normalizers: w_ij = g(s_ij - τ_i) with τ_i the root of Σ_j w_ij = c.
+    I32EnumAttrCase<"Threshold", 3, "threshold">]> {
   let cppNamespace = "::mlir::attn";
   let genSpecializedAttr = 0;
 }
@@ -66,7 +68,8 @@ def Attn_DenominatorKindAttr : EnumAttr<Attn_Dialect, Attn_DenominatorKind, "den
 def Attn_Algorithm : I32EnumAttr<"Algorithm", "forward algorithm chosen by attn-classify-normalizer", [
     I32EnumAttrCase<"Online", 0, "online">,
     I32EnumAttrCase<"Plain", 1, "plain">,
-    I32EnumAttrCase<"Kernelised", 2, "kernelised">]> {
+    I32EnumAttrCase<"Kernelised", 2, "kernelised">,
+    I32EnumAttrCase<"Implicit", 3, "implicit">]> {
   let cppNamespace = "::mlir::attn";
   let genSpecializedAttr = 0;
 }
@@ -294,6 +297,11 @@ def Attn_NormalizerOp : Attn_Op<"normalizer", [Symbol, IsolatedFromAbove,
     <value>` (a constant, C_i = ε + Σ_j h) or an `offset` region after it taking
     b, h, i and the params (C_i = β(b, h, i) + Σ_j h; softmax1, attention sinks).
     Params are declared `params(name = initial value, ...)`.
+
+    An implicit normalizer (sparsemax, α-entmax) writes `denominator threshold
+    <c>`: the weights are w_ij = g(s_ij − τ_i, b, h, i, j) with τ_i the root of
+    Σ_j g(s_ij − τ_i) = c (c > 0), which the forward finds per row; g must be 0
+    for arguments <= 0 and non-decreasing (docs/normalizer-classes.md).
 
     Two short forms, which attn-expand-shared-regions writes out before any other
     pass reads the regions: `denominator sum` (`sum_of_numerator`, no region) sums

@@ -39,8 +39,10 @@ struct ClassifyNormalizerPass
         failed = true;
         continue;
       }
-      kernel.setAlgorithm(matchKernelised(kernel, /*explain=*/true) ? Algorithm::Kernelised
-                                                                     : *normalizer.getAlgorithm());
+      Algorithm algorithm = *normalizer.getAlgorithm();
+      if (algorithm != Algorithm::Implicit && matchKernelised(kernel, /*explain=*/true))
+        algorithm = Algorithm::Kernelised;
+      kernel.setAlgorithm(algorithm);
     }
     if (failed)
       signalPassFailure();

@@ -24,6 +24,10 @@ StringRef describe(Algorithm algorithm) {
   case Algorithm::Kernelised:
     return "kernelised (linear time): O_i = a·u_i S / C_i with S = Σ_j w_j v_j, the sums "
            "over keys computed once";
+  case Algorithm::Implicit:
+    return "implicit: w_ij = g(s_ij - τ_i), τ_i found per row by bisection on "
+           "Σ_j g(s_ij - τ_i) = c (polished by a Newton step); backward by implicit "
+           "differentiation";
   }
   return "";
 }
@@ -114,6 +118,11 @@ struct PrintExplanationPass : impl::AttnPrintExplanationBase<PrintExplanationPas
         break;
       case DenominatorKind::Count:
         denominator = "the number of unmasked keys";
+        break;
+      case DenominatorKind::Threshold:
+        denominator = llvm::formatv("1, with τ_i such that Σ_j g(s_ij - τ_i) = {0}",
+                                    number(*normalizer.getDenominatorConstant()))
+                          .str();
         break;
       }
       os << column("C_i") << denominator << "\n";

@@ -393,6 +393,10 @@ void check_block(const Library &lib, const char *fn, const Problem &p, bool row_
               " is kernelised (linear attention): its forward has no partial state to merge "
               "(abi.h), and context parallelism for it needs prefix sums of psi(k) v^T across "
               "ranks, which attn does not implement; run it on the whole sequence");
+  TORCH_CHECK(slice_calls(lib.manifest()) != SliceCalls::WholeRows, fn, ": kernel ",
+              lib.manifest().kernel,
+              " is implicit (its threshold tau_i is solved over all of a row's keys): a key "
+              "block has no partial state to merge; run it on the whole sequence");
   TORCH_CHECK(row_offset || p.key_start > 0, fn, ": a block at key_start = 0 must take the "
               "row offset's share (row_offset=True): give it to each query row's block with "
               "the smallest key_start");

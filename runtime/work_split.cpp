@@ -69,7 +69,9 @@ int64_t query_split_begin(int64_t split, int64_t splits, int64_t queries, int64_
 namespace detail {
 
 SliceCalls slice_calls(const Manifest &manifest) {
-  return manifest.algorithm == "kernelised" ? SliceCalls::Whole : SliceCalls::Divisible;
+  if (manifest.algorithm == "kernelised")
+    return SliceCalls::Whole;
+  return manifest.algorithm == "implicit" ? SliceCalls::WholeRows : SliceCalls::Divisible;
 }
 
 ForwardSplit forward_split(SliceCalls calls, bool has_merge, int64_t heads, int64_t queries,
@@ -83,7 +85,7 @@ ForwardSplit forward_split(SliceCalls calls, bool has_merge, int64_t heads, int6
   const int64_t query_blocks = (queries + split.rows_per_call - 1) / split.rows_per_call;
   // Few calls for the threads (one long decoder step, Nq = 1): each call's keys in
   // chunks, whose states the artifact's merge entry folds (abi.h).
-  if (has_merge)
+  if (has_merge && calls == SliceCalls::Divisible)
     split.key_chunks = key_splits(heads * query_blocks, keys, threads);
   return split;
 }
@@ -94,7 +96,7 @@ BackwardSplit backward_split(SliceCalls calls, int64_t heads, int64_t queries, i
     return {1, 1};
   BackwardSplit split;
   split.query_splits = backward_query_splits(heads, queries, threads);
-  if (split.query_splits == 1)
+  if (split.query_splits == 1 && calls == SliceCalls::Divisible)
     split.key_chunks = key_splits(heads, keys, threads);
   return split;
 }

@@ -16,7 +16,9 @@ SmallVector<Attribute> mlir::attn::defaultCpuSchedules(KernelOp kernel, Algorith
   MLIRContext *ctx = kernel.getContext();
   // The linear form's work is O(N·d·dv) already. The additive contraction's tiles
   // contract its projected rows, as wide as v (`hidden`): no other width reaches them.
-  bool tiles = algorithm != Algorithm::Kernelised;
+  // An implicit normalizer's rows solve for τ_i over all their keys first
+  // (ThresholdLoops.cpp): generic loops only.
+  bool tiles = algorithm != Algorithm::Kernelised && algorithm != Algorithm::Implicit;
   ScoreOp score = kernel.getScoreOp();
   std::optional<int64_t> onlyHeadDim;
   if (score && score.getContract() == ContractKind::Additive)

@@ -223,8 +223,10 @@ Value AttentionMath::rowDenominator(Value m, Value sum, Value count, const RowIn
     return constantLike(b, sum, normalizer.getDenominatorConstant()->convertToDouble());
   case DenominatorKind::Count:
     return count;
+  case DenominatorKind::Threshold:
+    break; // ThresholdLoops.cpp normalises by τ_i, not by a C_i
   }
-  llvm_unreachable("unknown denominator kind");
+  llvm_unreachable("no C_i for this denominator kind");
 }
 
 AttentionMath::RowResult AttentionMath::finalize(Value m, Value sum, Value count,

@@ -119,6 +119,8 @@ TEST(WorkSplit, SliceCallsFromTheManifest) {
   }
   manifest.algorithm = "kernelised";
   EXPECT_EQ(attn::detail::slice_calls(manifest), SliceCalls::Whole);
+  manifest.algorithm = "implicit";
+  EXPECT_EQ(attn::detail::slice_calls(manifest), SliceCalls::WholeRows);
 }
 
 TEST(WorkSplit, ForwardSplitsKeysOnlyForFewCallsWithAMerge) {
@@ -148,6 +150,20 @@ TEST(WorkSplit, WholeSliceCallsAreNeverSplit) {
   EXPECT_EQ(forward.key_chunks, 1);
   auto backward = backward_split(SliceCalls::Whole, 1, 4096, 65536, 16);
   EXPECT_EQ(backward.query_splits, 1);
+  EXPECT_EQ(backward.key_chunks, 1);
+}
+
+TEST(WorkSplit, WholeRowsSplitQueriesNeverKeys) {
+  // A decoder step against 65536 keys: the rows still split, their keys never (each
+  // call solves its rows' thresholds over all their keys).
+  auto forward = forward_split(SliceCalls::WholeRows, true, 1, 1, 65536, 2);
+  EXPECT_EQ(forward.rows_per_call, 64);
+  EXPECT_EQ(forward.key_chunks, 1);
+  auto backward = backward_split(SliceCalls::WholeRows, 1, 1, 2100, 2);
+  EXPECT_EQ(backward.query_splits, 1);
+  EXPECT_EQ(backward.key_chunks, 1);
+  backward = backward_split(SliceCalls::WholeRows, 1, 4096, 65536, 2);
+  EXPECT_EQ(backward.query_splits, 8);
   EXPECT_EQ(backward.key_chunks, 1);
 }
 

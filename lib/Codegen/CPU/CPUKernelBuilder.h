@@ -4,6 +4,7 @@
 // of one kernel for one element type; its schedules live in
 //   EntryPoints.cpp    entry points, dispatch on head dim and strides, prologue
 //   GenericLoops.cpp   scf loops for any head dim and stride, any contraction
+//   ThresholdLoops.cpp implicit normalizers: τ_i solved per row, then the weights
 //   TiledLoops.cpp     register-blocked vector tiles for head dims 32/64/128
 //   RowTransforms.cpp  cosine/bilinear/additive/projected rows before the kernel
 //   TensorInputs.cpp   tensor inputs: their descriptors, reads and gradients
@@ -194,8 +195,33 @@ private:
   bool isPairSite(unsigned site) {
     return fns.tableGrads[site].role != TableGradRole::Offset;
   }
+  /// Zeroes what a backward call owns: dq's rows [q_begin, q_end), dk's and dv's
+  /// keys from kv_begin, dParams.
+  void zeroBackwardOutputs(const BackwardArgs &args);
+  /// Σ_c x[i, c]·y[j, c] over y's columns.
+  Value rowDot(Value x, Value i, Value y, Value j);
+  /// One pair's share of dv, dParams, the table gradients, dq and dk (through
+  /// the contraction) from its gradients `grad`.
+  void pairBackward(const BackwardArgs &args, AttentionMath::PairGradient &grad, Value i,
+                    Value j);
   /// memref[row, c] += factor · source[sourceRow, c] for c < n.
   void axpyRow(Value memref, Value row, Value factor, Value source, Value sourceRow, Value n);
+
+  // --- implicit normalizers (ThresholdLoops.cpp) ----------------------------------------
+  /// Forward and backward of an implicit normalizer, w_ij = g(s_ij − τ_i).
+  void buildThresholdForward(StringRef name);
+  void buildThresholdBackward(StringRef name);
+  /// Σ_j g(s_ij − tau) of row i over the scores in `scores` (−inf where masked),
+  /// key blocks whose max in `blockMaxima` is <= tau skipped; with `slopes`
+  /// also Σ_j g'(s_ij − tau).
+  struct ThresholdSums {
+    Value weights, slopes;
+  };
+  ThresholdSums thresholdSums(Value i, Value begin, Value end, Value scores, Value blockMaxima,
+                              Value tau, bool slopes);
+  /// The row's τ_i from its scores and largest score `maxScore` (ThresholdLoops.cpp).
+  Value solveThreshold(Value i, Value begin, Value end, Value scores, Value blockMaxima,
+                       Value maxScore);
 
   // --- tiles (TiledLoops.cpp) ---------------------------------------------------------
   /// Register-blocked, vectorised forward / backward for head dim == value dim,
@@ -365,6 +391,7 @@ private:
   /// The functions on vector<n x _>, per lane count n of the tiles.
   llvm::DenseMap<int64_t, ScalarFunctions> lanewiseFunctions;
   bool online;
+  bool implicit; // Algorithm::Implicit: ThresholdLoops.cpp instead of the generic loops
 
   // The vectors of the tile being built (set by useLanes).
   int64_t lanes = 0;

@@ -31,7 +31,7 @@ CPUKernelBuilder::CPUKernelBuilder(KernelOp kernel, Algorithm algorithm, FloatTy
                                    ImplicitLocOpBuilder &b)
     : ScalarOps(b, type), kernel(kernel), normalizer(kernel.getNormalizerOp()),
       score(kernel.getScoreOp()), fallback(fallback), tiles(tiles),
-      online(algorithm == Algorithm::Online) {
+      online(algorithm == Algorithm::Online), implicit(algorithm == Algorithm::Implicit) {
   MLIRContext *ctx = kernel.getContext();
   int64_t dyn = ShapedType::kDynamic;
   matrixType = MemRefType::get({dyn, dyn}, type, StridedLayoutAttr::get(ctx, dyn, {dyn, dyn}));
@@ -219,6 +219,8 @@ void CPUKernelBuilder::buildForwardEntry() {
   std::string kernelName = transformed ? entryName + ".inner" : entryName;
   if (fallback == CpuVariant::Linear)
     buildKernelised(kernelName + ".generic", /*forward=*/true);
+  else if (implicit)
+    buildThresholdForward(kernelName + ".generic");
   else
     buildForward(kernelName + ".generic");
   for (CpuScheduleAttr tile : tiles)
@@ -235,6 +237,8 @@ void CPUKernelBuilder::buildBackwardEntry() {
   std::string kernelName = transformed ? entryName + ".inner" : entryName;
   if (fallback == CpuVariant::Linear)
     buildKernelised(kernelName + ".generic", /*forward=*/false);
+  else if (implicit)
+    buildThresholdBackward(kernelName + ".generic");
   else
     buildBackward(kernelName + ".generic");
   for (CpuScheduleAttr tile : tiles)
@@ -413,6 +417,10 @@ static LogicalResult checkCpuSchedules(KernelOp kernel, Algorithm algorithm) {
       return kernel.emitOpError() << "has a linear schedule but its algorithm is "
                                   << stringifyAlgorithm(algorithm)
                                   << "; the linear form needs a kernelised kernel";
+    if (schedule.getLanes() > 0 && algorithm == Algorithm::Implicit)
+      return kernel.emitOpError() << "has a " << stringifyCpuVariant(schedule.getVariant())
+                                  << " schedule but its algorithm is implicit; an implicit "
+                                     "normalizer runs the generic schedule only";
     const bool decode = schedule.getVariant() == CpuVariant::Decode;
     if (decode && kernel.getScoreOp() &&
         kernel.getScoreOp().getContract() == ContractKind::Additive)
@@ -471,7 +479,9 @@ LogicalResult mlir::attn::lowerKernelToLoops(KernelOp kernel) {
       return failure();
     b.setInsertionPointToEnd(module.getBody());
     builder.buildForwardEntry();
-    if (fallback != CpuVariant::Linear)
+    // τ_i needs every key of its row: an implicit kernel's rows are never split
+    // into key chunks, so it has no merge.
+    if (fallback != CpuVariant::Linear && *algorithm != Algorithm::Implicit)
       builder.buildMergeEntry();
     builder.buildBackwardEntry();
   }

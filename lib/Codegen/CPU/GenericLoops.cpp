@@ -175,11 +175,33 @@ void CPUKernelBuilder::buildForward(StringRef name) {
 void CPUKernelBuilder::buildBackward(StringRef name) {
   OpBuilder::InsertionGuard guard(b);
   BackwardArgs args = beginBackward(name, matrixType, /*lanewiseMath=*/false);
-  Value q = args.q, k = args.k, v = args.v, o = args.o, dOut = args.dOut, dq = args.dq,
-        dk = args.dk, dv = args.dv, dParams = args.dParams;
-  Value valueDim = dim(v, 1);
-  Value zero = constant(0.0);
+  Value q = args.q, k = args.k, v = args.v, o = args.o, dOut = args.dOut;
+  zeroBackwardOutputs(args);
 
+  prepareBlockSparsity(kGenericKeyBlock, arith::MaxSIOp::create(b, dim(q, 0), dim(k, 0)));
+  loop(args.qBegin, args.qEnd, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
+    Value c = load(args.rowSum, {i});
+    auto ifLive = scf::IfOp::create(b, scalarMath->rowLive(c), /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard rowGuard(b);
+    b.setInsertionPoint(ifLive.thenBlock()->getTerminator());
+    BackwardRow row = scalarMath->backwardRow(load(args.rowMax, {i}), c, rowDot(dOut, i, o, i));
+    rowOffsetGrads(row, i, args.kvBegin,
+                   [&](unsigned p, Value grad) { accumulate(args.dParams, {index(p)}, grad); });
+    rowKeyBlocks(i, args.kvBegin, keys.end(b, i), {}, [&](Value j, ValueRange) -> SmallVector<Value> {
+      PairValues pair = pairAt(contract(q, k, i, j), i, j);
+      AttentionMath::PairGradient grad =
+          scalarMath->gradient(pair, scalarMath->score(pair), row, rowDot(dOut, i, v, j));
+      pairBackward(args, grad, i, j);
+      return {};
+    });
+    return {};
+  });
+  freeBlockSparsity();
+  func::ReturnOp::create(b);
+}
+
+void CPUKernelBuilder::zeroBackwardOutputs(const BackwardArgs &args) {
+  Value zero = constant(0.0);
   auto zeroRows = [&](Value m, Value begin, Value end, Value cols) {
     loop(begin, end, {}, [&](Value r, ValueRange) -> SmallVector<Value> {
       loop(index(0), cols, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
@@ -191,62 +213,48 @@ void CPUKernelBuilder::buildBackward(StringRef name) {
   };
   // Other calls may own dq's other rows and dk's and dv's other keys (abi.h,
   // q_begin, kv_begin).
-  zeroRows(dq, args.qBegin, args.qEnd, headDim);
-  zeroRows(dk, args.kvBegin, keys.kvEnd, headDim);
-  zeroRows(dv, args.kvBegin, keys.kvEnd, valueDim);
+  zeroRows(args.dq, args.qBegin, args.qEnd, headDim);
+  zeroRows(args.dk, args.kvBegin, keys.kvEnd, headDim);
+  zeroRows(args.dv, args.kvBegin, keys.kvEnd, dim(args.v, 1));
   for (unsigned p = 0; p < paramValues.size(); ++p)
-    store(zero, dParams, {index(p)});
-  // Dot products of a query row with a key or value row, over the head dim.
-  auto rowDot = [&](Value x, Value i, Value y, Value j) {
-    return loop(index(0), valueDim, {zero}, [&](Value col, ValueRange acc) -> SmallVector<Value> {
-      return {add(acc[0], mul(load(x, {i, col}), load(y, {j, col})))};
-    })[0];
-  };
+    store(zero, args.dParams, {index(p)});
+}
 
-  prepareBlockSparsity(kGenericKeyBlock, arith::MaxSIOp::create(b, dim(q, 0), dim(k, 0)));
-  loop(args.qBegin, args.qEnd, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
-    Value c = load(args.rowSum, {i});
-    auto ifLive = scf::IfOp::create(b, scalarMath->rowLive(c), /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard rowGuard(b);
-    b.setInsertionPoint(ifLive.thenBlock()->getTerminator());
-    BackwardRow row = scalarMath->backwardRow(load(args.rowMax, {i}), c, rowDot(dOut, i, o, i));
-    rowOffsetGrads(row, i, args.kvBegin,
-                   [&](unsigned p, Value grad) { accumulate(dParams, {index(p)}, grad); });
-    rowKeyBlocks(i, args.kvBegin, keys.end(b, i), {}, [&](Value j, ValueRange) -> SmallVector<Value> {
-      PairValues pair = pairAt(contract(q, k, i, j), i, j);
-      AttentionMath::PairGradient grad =
-          scalarMath->gradient(pair, scalarMath->score(pair), row, rowDot(dOut, i, v, j));
-      axpyRow(dv, j, grad.weight(), dOut, i, valueDim);
-      Value dRaw = grad.rawGrad();
-      for (unsigned p = 0; p < paramValues.size(); ++p)
-        accumulate(dParams, {index(p)}, grad.paramGrad(p));
-      for (unsigned site = 0; site < fns.tableGrads.size(); ++site)
-        if (isPairSite(site)) {
-          AttentionMath::TableGrad table = grad.tableGrad(site);
-          scatterTableGrad(fns.tableGrads[site].input, table.position, table.value);
-        }
+Value CPUKernelBuilder::rowDot(Value x, Value i, Value y, Value j) {
+  return loop(index(0), dim(y, 1), {constant(0.0)},
+              [&](Value col, ValueRange acc) -> SmallVector<Value> {
+                return {add(acc[0], mul(load(x, {i, col}), load(y, {j, col})))};
+              })[0];
+}
 
-      // raw = scale · Σ_c φ(q_ic)·φ(k_jc), or additive Σ_c v_c·tanh(q_ic + k_jc)
-      Value dDot = mul(dRaw, scale);
-      loop(index(0), headDim, {}, [&](Value col, ValueRange) -> SmallVector<Value> {
-        Value x = load(q, {i, col}), y = load(k, {j, col});
-        if (isAdditive()) {
-          Value t = math::TanhOp::create(b, add(x, y));
-          Value vIndex = additiveWeightIndex(col);
-          accumulate(dParams, {vIndex}, mul(dRaw, t));
-          Value dPre = mul(mul(dRaw, load(args.params, {vIndex})), sub(constant(1.0), mul(t, t)));
-          accumulate(dq, {i, col}, dPre);
-          accumulate(dk, {j, col}, dPre);
-          return {};
-        }
-        accumulate(dq, {i, col}, scalarMath->featureGrad(mul(dDot, scalarMath->feature(y)), x));
-        accumulate(dk, {j, col}, scalarMath->featureGrad(mul(dDot, scalarMath->feature(x)), y));
-        return {};
-      });
+void CPUKernelBuilder::pairBackward(const BackwardArgs &args, AttentionMath::PairGradient &grad,
+                                    Value i, Value j) {
+  Value q = args.q, k = args.k, dq = args.dq, dk = args.dk, dParams = args.dParams;
+  axpyRow(args.dv, j, grad.weight(), args.dOut, i, dim(args.v, 1));
+  Value dRaw = grad.rawGrad();
+  for (unsigned p = 0; p < paramValues.size(); ++p)
+    accumulate(dParams, {index(p)}, grad.paramGrad(p));
+  for (unsigned site = 0; site < fns.tableGrads.size(); ++site)
+    if (isPairSite(site)) {
+      AttentionMath::TableGrad table = grad.tableGrad(site);
+      scatterTableGrad(fns.tableGrads[site].input, table.position, table.value);
+    }
+
+  // raw = scale · Σ_c φ(q_ic)·φ(k_jc), or additive Σ_c v_c·tanh(q_ic + k_jc)
+  Value dDot = mul(dRaw, scale);
+  loop(index(0), headDim, {}, [&](Value col, ValueRange) -> SmallVector<Value> {
+    Value x = load(q, {i, col}), y = load(k, {j, col});
+    if (isAdditive()) {
+      Value t = math::TanhOp::create(b, add(x, y));
+      Value vIndex = additiveWeightIndex(col);
+      accumulate(dParams, {vIndex}, mul(dRaw, t));
+      Value dPre = mul(mul(dRaw, load(args.params, {vIndex})), sub(constant(1.0), mul(t, t)));
+      accumulate(dq, {i, col}, dPre);
+      accumulate(dk, {j, col}, dPre);
       return {};
-    });
+    }
+    accumulate(dq, {i, col}, scalarMath->featureGrad(mul(dDot, scalarMath->feature(y)), x));
+    accumulate(dk, {j, col}, scalarMath->featureGrad(mul(dDot, scalarMath->feature(x)), y));
     return {};
   });
-  freeBlockSparsity();
-  func::ReturnOp::create(b);
 }

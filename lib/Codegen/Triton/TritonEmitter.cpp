@@ -644,6 +644,8 @@ LogicalResult KernelPrinter::checkCovered() {
   };
   if (*algorithm == Algorithm::Kernelised)
     return refuse("the kernelised (linear-time) form");
+  if (*algorithm == Algorithm::Implicit)
+    return refuse("an implicit normalizer (a threshold τ_i solved per row)");
   if (ScoreOp score = kernel.getScoreOp()) {
     ContractKind contract = score.getContract();
     if (contract == ContractKind::Additive)
@@ -1106,6 +1108,8 @@ void KernelPrinter::printForward() {
   case DenominatorKind::Count:
     line(4, "c = count");
     break;
+  case DenominatorKind::Threshold:
+    llvm_unreachable("checkCovered refuses implicit normalizers");
   }
   line(4, "out_scale = tl.where(any_key, 1.0 / tl.where(any_key, c, 1.0), 0.0)");
   line(4, "tl.store(Out + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + "
