@@ -86,11 +86,14 @@ def main():
     ap.add_argument("--shapes", nargs="*", default=["8x1024x64", "8x4096x64"],
                     help="BHxNxd: B·H heads of N queries and N keys, head dim d")
     args = ap.parse_args()
+    # This file is bench/entmax.py: the package must not resolve to it.
+    here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
     import entmax
 
     torch.set_num_threads(2)
     peers = {"sparsemax": entmax.sparsemax, "entmax15": entmax.entmax15}
-    print(f"torch {torch.__version__}, entmax {entmax.__version__ if hasattr(entmax, '__version__') else '1.3'}, "
+    print(f"torch {torch.__version__}, entmax {entmax.__version__}, "
           f"{torch.get_num_threads()} threads, {os.uname().machine}\n")
     print("| shape (B·H×N×d) | pass | ours sparsemax | entmax.sparsemax | ours entmax15 | "
           "entmax.entmax15 | ours softmax |")

@@ -27,7 +27,7 @@ StringRef describe(Algorithm algorithm) {
   case Algorithm::Implicit:
     return "implicit: w_ij = g(s_ij - τ_i), τ_i found per row by bisection on "
            "Σ_j g(s_ij - τ_i) = c (polished by a Newton step); backward by implicit "
-           "differentiation";
+           "differentiation (g and ∂g below take s_ij - τ_i as s)";
   }
   return "";
 }

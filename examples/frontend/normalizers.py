@@ -1,4 +1,4 @@
-"""Four normalizers of examples/normalizers/*.mlir written with the Python front-end.
+"""Six normalizers of examples/normalizers/*.mlir written with the Python front-end.
 Each gives the same IR as its .mlir file once attn-expand-shared-regions has written both
 out (tanhmax.mlir shares e^±s in a shared region; the front-end writes each region whole),
 the same manifest and bit-identical outputs and gradients
@@ -9,7 +9,7 @@ the same manifest and bit-identical outputs and gradients
 import sys
 
 import attn
-from attn import exp, sigmoid
+from attn import exp, relu, sigmoid
 
 # TanhMax (Huang et al.): weights in (-1, 1), g = e^s - e^-s, C = Σ_j (e^s + e^-s).
 tanhmax = attn.kernel(attn.normalizer(numerator=lambda s: exp(s) - exp(-s),
@@ -29,8 +29,23 @@ sigmoid_attention = attn.kernel(attn.normalizer(numerator=lambda s, bias: sigmoi
                                                 denominator=1.0, params={"bias": -4.0},
                                                 name="sigmoid"))
 
+# Sparsemax: w = max(s - τ_i, 0), τ_i such that the row sums to 1 (an implicit normalizer,
+# docs/normalizer-classes.md); the numerator takes s - τ_i as its s.
+sparsemax = attn.kernel(attn.normalizer(numerator=lambda s: relu(s),
+                                        denominator=attn.threshold(1.0), name="sparsemax"))
+
+
+def entmax15_g(s):
+    half = relu(s) * 0.5
+    return half * half
+
+
+# 1.5-entmax: w = (max(s - τ_i, 0)/2)², τ_i such that the row sums to 1.
+entmax15 = attn.kernel(attn.normalizer(numerator=entmax15_g, denominator=attn.threshold(1.0),
+                                       name="entmax15"))
+
 KERNELS = {"tanhmax": tanhmax, "sigsoftmax": sigsoftmax, "expressive": expressive,
-           "sigmoid": sigmoid_attention}
+           "sigmoid": sigmoid_attention, "sparsemax": sparsemax, "entmax15": entmax15}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in KERNELS:
