@@ -8,10 +8,9 @@
 // doubling x_c from 1. Per query row the forward
 //   1. stores the scores of the kept keys in a scratch of Nk (−inf where masked)
 //      and the max of each block of kThresholdKeyBlock keys;
-//   2. brackets τ_i, bisects to the float's resolution relative to x_c (mantissa
-//      bits + 2 halvings) and takes one Newton step from the lower end,
-//      lo + (Σ_j g − c)/Σ_j g', where it stays inside the bracket (for
-//      sparsemax, exact once the bisection has found the support);
+//   2. brackets τ_i and refines the bracket by Newton steps from its lower end,
+//      lo + (Σ_j g − c)/Σ_j g', falling back to bisection where a step leaves the
+//      bracket (solveThreshold); for sparsemax exact once the support is found;
 //   3. accumulates O_i = Σ_j w_ij v_j over the keys above τ_i.
 // Every sum over keys skips the blocks whose max is <= τ: g is 0 on all of them.
 // row_max gets τ_i and row_sum Σ_j w_ij (≈ c; both 0 for a row without keys),
@@ -132,23 +131,52 @@ Value CPUKernelBuilder::solveThreshold(Value i, Value begin, Value end, Value sc
             }));
       });
   Value lo = arith::SelectOp::create(b, width[1], sub(maxScore, width[0]), constant(NAN));
-  // Σ_j g(s_ij − lo) >= c > Σ_j g(s_ij − hi) = 0 throughout.
-  int64_t halvings = type.getFPMantissaWidth() + 2;
-  ValueRange bracket = loop(index(0), index(halvings), {lo, maxScore},
-                            [&](Value, ValueRange acc) -> SmallVector<Value> {
-                              Value mid = mul(half, add(acc[0], acc[1]));
-                              Value reached = reaches(mid);
-                              return {arith::SelectOp::create(b, reached, mid, acc[0]),
-                                      arith::SelectOp::create(b, reached, acc[1], mid)};
-                            });
-  lo = bracket[0];
-  Value hi = bracket[1];
+  // Safeguarded Newton on F(τ) = Σ_j g(s_ij − τ) − c, decreasing, with F(lo) >= 0 >
+  // F(hi) throughout: from lo, τ = lo + F(lo)/F'(lo) where that lies inside (lo, hi),
+  // else (and after a step that moved hi: a concave g overshoots) the midpoint. For
+  // a convex g (α <= 2) every Newton step stays below the root and the iteration
+  // converges from below, for sparsemax exactly once the support is found; it stops
+  // when a step makes no progress or hits F = 0, after at most 2·(mantissa bits + 2)
+  // steps, by which the midpoints alone have reached the float's resolution.
   ThresholdSums atLo = thresholdSums(i, begin, end, scores, blockMaxima, lo, true);
-  Value newton = add(lo, arith::DivFOp::create(b, sub(atLo.weights, c), atLo.slopes));
-  Value inside = arith::AndIOp::create(
-      b, arith::CmpFOp::create(b, arith::CmpFPredicate::OGE, newton, lo),
-      arith::CmpFOp::create(b, arith::CmpFPredicate::OLE, newton, hi));
-  return arith::SelectOp::create(b, inside, newton, mul(half, add(lo, hi)));
+  Value no = arith::ConstantIntOp::create(b, 0, 1);
+  int64_t steps = 2 * (type.getFPMantissaWidth() + 2);
+  ValueRange solved = loop(
+      index(0), index(steps), {lo, maxScore, atLo.weights, atLo.slopes, no, no},
+      [&](Value, ValueRange acc) -> SmallVector<Value> {
+        return llvm::to_vector(branch(
+            acc[5], acc.getTypes(), [&] { return SmallVector<Value>(acc.begin(), acc.end()); },
+            [&]() -> SmallVector<Value> {
+              Value lo = acc[0], hi = acc[1], hiMoved = acc[4];
+              auto between = [&](Value x) {
+                return arith::AndIOp::create(
+                           b, arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, x, lo),
+                           arith::CmpFOp::create(b, arith::CmpFPredicate::OLT, x, hi))
+                    .getResult();
+              };
+              Value newton = add(lo, arith::DivFOp::create(b, sub(acc[2], c), acc[3]));
+              Value useNewton = arith::AndIOp::create(
+                  b, between(newton),
+                  arith::XOrIOp::create(b, hiMoved, arith::ConstantIntOp::create(b, 1, 1)));
+              Value next =
+                  arith::SelectOp::create(b, useNewton, newton, mul(half, add(lo, hi)));
+              ThresholdSums at = thresholdSums(i, begin, end, scores, blockMaxima, next, true);
+              Value reached = arith::CmpFOp::create(b, arith::CmpFPredicate::OGE, at.weights, c);
+              Value exact = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, at.weights, c);
+              Value stalled = arith::XOrIOp::create(b, between(next),
+                                                    arith::ConstantIntOp::create(b, 1, 1));
+              auto pick = [&](Value ifReached, Value otherwise) {
+                return arith::SelectOp::create(b, reached, ifReached, otherwise).getResult();
+              };
+              return {pick(next, lo),
+                      pick(hi, next),
+                      pick(at.weights, acc[2]),
+                      pick(at.slopes, acc[3]),
+                      arith::XOrIOp::create(b, reached, arith::ConstantIntOp::create(b, 1, 1)),
+                      arith::OrIOp::create(b, stalled, exact)};
+            }));
+      });
+  return solved[0];
 }
 
 void CPUKernelBuilder::buildThresholdForward(StringRef name) {
