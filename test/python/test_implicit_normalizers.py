@@ -26,10 +26,37 @@ DTYPES = {"f64": torch.float64, "f32": torch.float32}
 EXAMPLES = REPO / "examples" / "normalizers"
 
 
+# A score mod with a learnable param (ALiBi's slope) and a mask region (a window of
+# |i - j| <= 70: the keys past 83 form a block the mask skips whole) around entmax15.
+ALIBI_WINDOW = (EXAMPLES / "entmax15.mlir").read_text().split("attn.kernel")[0] + """
+attn.score @alibi contract scaled_dot params(slope = 0.25) mod {
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %slope: f32):
+  %delta = arith.subi %i, %j : index
+  %delta64 = arith.index_cast %delta : index to i64
+  %distance = arith.sitofp %delta64 : i64 to f32
+  %absolute = math.absf %distance : f32
+  %penalty = arith.mulf %slope, %absolute : f32
+  %biased = arith.subf %s, %penalty : f32
+  attn.yield %biased : f32
+}
+attn.mask @window {
+^bb0(%b: index, %h: index, %i: index, %j: index):
+  %width = arith.constant 70 : index
+  %j_reach = arith.addi %j, %width : index
+  %i_reach = arith.addi %i, %width : index
+  %after_start = arith.cmpi uge, %j_reach, %i : index
+  %before_end = arith.cmpi uge, %i_reach, %j : index
+  %keep = arith.andi %after_start, %before_end : i1
+  attn.yield %keep : i1
+}
+attn.kernel @alibi_window_entmax15 normalizer(@entmax15) score(@alibi) mask(@window)
+"""
+
 SOURCES = {
     "sparsemax": lambda: EXAMPLES / "sparsemax.mlir",
     "entmax15": lambda: EXAMPLES / "entmax15.mlir",
     "entmax_alpha": lambda: EXAMPLES / "entmax_alpha.mlir",
+    "alibi_window": lambda: ALIBI_WINDOW,
 }
 compiled = kernels_from(lambda name: SOURCES[name]())
 
@@ -148,6 +175,30 @@ def test_extreme_scores(compiled, name, offset, dt):
                      O=O.detach())
     check_close(got, want, dtype, eager=eager, terms=abs(offset),
                 context=f"{name} {offset} {dt}", names=["O", "dq", "dk", "dv"])
+
+
+@pytest.mark.parametrize("dt", list(DTYPES))
+def test_score_mod_and_mask_region(compiled, dt):
+    """entmax15 behind ALiBi (learnable slope: its gradient flows through ds) and a window
+    mask region, against the float64 reference."""
+    kernel, dtype = compiled("alibi_window"), DTYPES[dt]
+    B, H, Nq, Nk, d, dv = 1, 2, 13, 150, 8, 5
+    gen = torch.Generator().manual_seed(seed_of("implicit-alibi-window"))
+    q, k = (1.5 * torch.randn(B, H, n, d, generator=gen, dtype=torch.float64) for n in (Nq, Nk))
+    v = torch.randn(B, H, Nk, dv, generator=gen, dtype=torch.float64)
+    dout = torch.randn(B, H, Nq, dv, generator=gen, dtype=torch.float64)
+    slope = torch.tensor([0.05], dtype=torch.float64)
+    got = run(kernel, q, k, v, dout, slope, False, None, dtype)
+
+    def ref(q, k, v, slope):
+        ix = general.indices(B, H, Nq, Nk)
+        distance = (ix.i - ix.j).abs().to(q.dtype)
+        s = q @ k.transpose(-1, -2) / math.sqrt(d) - slope[0] * distance
+        return row_normalizers.entmax15(s, distance <= 70) @ v
+
+    want = general.attention_and_grads(ref, q, k, v, dout, [slope])
+    want["dparams"] = want["d0"]
+    check_close(got, want, dtype, context=f"alibi_window {dt}")
 
 
 @pytest.mark.parametrize("name", ["sparsemax", "entmax15"])
