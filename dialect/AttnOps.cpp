@@ -383,6 +383,12 @@ ParseResult NormalizerOp::parse(OpAsmParser &parser, OperationState &result) {
       result.addAttribute(getLeftOverToCurrentAttrName(result.name),
                           parser.getBuilder().getUnitAttr());
     }
+  } else if (succeeded(parser.parseOptionalKeyword("threshold"))) {
+    kind = DenominatorKind::Threshold;
+    if (parser.parseFloat(value))
+      return failure();
+    result.addAttribute(getDenominatorConstantAttrName(result.name),
+                        parser.getBuilder().getF64FloatAttr(value));
   } else {
     if (succeeded(parser.parseOptionalKeyword("epsilon"))) {
       if (parser.parseFloat(value))
@@ -443,6 +449,10 @@ void NormalizerOp::print(OpAsmPrinter &p) {
     p.printRegion(getDenominator());
     if (getLeftOverToCurrent())
       p << " left_over current";
+    break;
+  case DenominatorKind::Threshold:
+    p << "threshold ";
+    printFloatValue(p, getDenominatorConstant()->convertToDouble());
     break;
   case DenominatorKind::Sum:
     if (auto eps = getEpsilon()) {
@@ -531,6 +541,14 @@ LogicalResult NormalizerOp::verify() {
                          << getShared().front().getArgument(0).getType()
                          << " but the numerator region in " << getScalarType();
 
+  if (getDenominatorKind() == DenominatorKind::Threshold) {
+    if (!getDenominatorConstant())
+      return emitOpError("a threshold denominator needs the value c of Σ_j w_ij = c");
+    if (getDenominatorConstant()->convertToDouble() <= 0.0)
+      return emitOpError() << "a threshold denominator's c must be > 0 (Σ_j g(s_ij - τ_i) = c "
+                              "with g >= 0), got "
+                           << getDenominatorConstant()->convertToDouble();
+  }
   switch (getDenominatorKind()) {
   case DenominatorKind::Sum:
     if (getDenominatorConstant())
@@ -557,6 +575,7 @@ LogicalResult NormalizerOp::verify() {
     if (getDenominatorConstant()->convertToDouble() == 0.0)
       return emitOpError("a constant denominator must not be 0");
     [[fallthrough]];
+  case DenominatorKind::Threshold:
   case DenominatorKind::Count:
     if (getSumOfNumerator())
       return emitOpError() << "sum_of_numerator applies to a summed denominator, not to a "
@@ -591,7 +610,7 @@ LogicalResult NormalizerOp::verify() {
   // The linear-time form depends on the score and mask too, so only a kernel has it.
   if (getAlgorithm() == Algorithm::Kernelised)
     return emitOpError("algorithm kernelised belongs to an attn.kernel (it depends on the "
-                       "score and mask); a normalizer is online or plain");
+                       "score and mask); a normalizer is online, plain or implicit");
   return success();
 }
 

@@ -58,7 +58,9 @@ def Attn_DenominatorKind : I32EnumAttr<"DenominatorKind", "how C_i is formed", [
     I32EnumAttrCase<"Sum", 0, "sum">,
     I32EnumAttrCase<"Constant", 1, "constant">,
     I32EnumAttrCase<"Count", 2, "count">,
-    I32EnumAttrCase<"LogSurvival", 3, "log_survival">]> {
+    I32EnumAttrCase<"LogSurvival", 3, "log_survival">,
+    // Implicit normalizers: w_ij = g(s_ij - τ_i) with τ_i the root of Σ_j w_ij = c.
+    I32EnumAttrCase<"Threshold", 4, "threshold">]> {
   let cppNamespace = "::mlir::attn";
   let genSpecializedAttr = 0;
 }
@@ -68,7 +70,8 @@ def Attn_Algorithm : I32EnumAttr<"Algorithm", "forward algorithm chosen by attn-
     I32EnumAttrCase<"Online", 0, "online">,
     I32EnumAttrCase<"Plain", 1, "plain">,
     I32EnumAttrCase<"Kernelised", 2, "kernelised">,
-    I32EnumAttrCase<"Scan", 3, "scan">]> {
+    I32EnumAttrCase<"Scan", 3, "scan">,
+    I32EnumAttrCase<"Implicit", 4, "implicit">]> {
   let cppNamespace = "::mlir::attn";
   let genSpecializedAttr = 0;
 }
@@ -304,6 +307,11 @@ def Attn_NormalizerOp : Attn_Op<"normalizer", [Symbol, IsolatedFromAbove,
     w_ij = g(s_ij)·exp(Σ_{k kept, k > j} d(s_ik)). `left_over current` after the
     region adds what no key took, r_i = exp(Σ_{k kept} d(s_ik)), times the value at
     the query's own position (v_i), as the paper's model does.
+
+    An implicit normalizer (sparsemax, α-entmax) writes `denominator threshold
+    <c>`: the weights are w_ij = g(s_ij − τ_i, b, h, i, j) with τ_i the root of
+    Σ_j g(s_ij − τ_i) = c (c > 0), which the forward finds per row; g must be 0
+    for arguments <= 0 and non-decreasing (docs/normalizer-classes.md).
 
     Two short forms, which attn-expand-shared-regions writes out before any other
     pass reads the regions: `denominator sum` (`sum_of_numerator`, no region) sums

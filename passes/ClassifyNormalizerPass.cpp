@@ -39,11 +39,13 @@ struct ClassifyNormalizerPass
         failed = true;
         continue;
       }
-      // A scan's weights depend on the other keys of the row: never linear-time.
+      // A scan's or an implicit normalizer's weights depend on the other keys of the
+      // row: never linear-time.
       Algorithm algorithm = *normalizer.getAlgorithm();
-      kernel.setAlgorithm(algorithm != Algorithm::Scan && matchKernelised(kernel, /*explain=*/true)
-                              ? Algorithm::Kernelised
-                              : algorithm);
+      if (algorithm != Algorithm::Scan && algorithm != Algorithm::Implicit &&
+          matchKernelised(kernel, /*explain=*/true))
+        algorithm = Algorithm::Kernelised;
+      kernel.setAlgorithm(algorithm);
     }
     if (failed)
       signalPassFailure();

@@ -28,6 +28,10 @@ StringRef describe(Algorithm algorithm) {
     return "scan (stick-breaking): each row's keys are visited from the last to the first, "
            "w_ij = g(s_ij)·exp(S), S the sum of the log-survivals d of the kept keys after j; "
            "the backward scans them in the same order";
+  case Algorithm::Implicit:
+    return "implicit: w_ij = g(s_ij - τ_i), τ_i found per row on Σ_j g(s_ij - τ_i) = c by "
+           "Newton steps kept inside a bisection bracket; backward by implicit "
+           "differentiation (g and ∂g below take s_ij - τ_i as s)";
   }
   return "";
 }
@@ -123,6 +127,11 @@ struct PrintExplanationPass : impl::AttnPrintExplanationBase<PrintExplanationPas
         denominator = normalizer.getLeftOverToCurrent()
                           ? "1 (a scan; h is the log-survival d, the left-over r_i·v_i added)"
                           : "1 (a scan; h is the log-survival d)";
+        break;
+      case DenominatorKind::Threshold:
+        denominator = llvm::formatv("1, with τ_i such that Σ_j g(s_ij - τ_i) = {0}",
+                                    number(*normalizer.getDenominatorConstant()))
+                          .str();
         break;
       }
       os << column("C_i") << denominator << "\n";

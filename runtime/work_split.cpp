@@ -71,7 +71,8 @@ namespace detail {
 SliceCalls slice_calls(const Manifest &manifest) {
   if (manifest.algorithm == "kernelised")
     return SliceCalls::Whole;
-  return manifest.algorithm == "scan" ? SliceCalls::QueryRows : SliceCalls::Divisible;
+  return manifest.algorithm == "scan" || manifest.algorithm == "implicit" ? SliceCalls::WholeRows
+                                                                          : SliceCalls::Divisible;
 }
 
 ForwardSplit forward_split(SliceCalls calls, bool has_merge, int64_t heads, int64_t queries,

@@ -24,10 +24,11 @@ enum class SliceCalls {
   /// query_start = key_start = 0: a call first builds its key state over every key of
   /// the slice (kernelised: Σ φ(k) vᵀ), which a call over part of it could not.
   Whole,
-  /// Any query rows, but every key of the slice in one call from kv_begin = 0 and no
-  /// partial state: a scan (stick-breaking) carries each row's log-survival across
-  /// its keys from the last to the first, which no merge of key chunks recovers.
-  QueryRows,
+  /// Any query rows, each over all its keys: kv_begin = 0 and no partial state, any
+  /// query_start / key_start. A row's weights depend on all its keys, which no merge of
+  /// key chunks recovers: an implicit normalizer solves τ_i over every key of row i, a
+  /// scan (stick-breaking) carries row i's log-survival from its last key to its first.
+  WholeRows,
 };
 
 /// The SliceCalls of an artifact, from its manifest (the one place that reads its
@@ -44,7 +45,7 @@ struct ForwardSplit {
 /// The forward's split for `heads` = B·H slices of `queries` rows over `keys` keys on
 /// `threads` threads: forward_rows_per_call rows per call, and key_splits chunks per
 /// call where the artifact has a merge entry (`has_merge`); a Whole artifact gets one
-/// call per slice.
+/// call per slice, a WholeRows artifact no key chunks.
 ForwardSplit forward_split(SliceCalls calls, bool has_merge, int64_t heads, int64_t queries,
                            int64_t keys, int64_t threads);
 
@@ -56,7 +57,8 @@ struct BackwardSplit {
 };
 
 /// The backward's split: backward_query_splits where the queries allow it, else
-/// key_splits chunks (a decoder step); a Whole artifact gets one call per slice.
+/// key_splits chunks (a decoder step); a Whole artifact gets one call per slice, a
+/// WholeRows artifact no key chunks.
 BackwardSplit backward_split(SliceCalls calls, int64_t heads, int64_t queries, int64_t keys,
                              int64_t threads);
 

@@ -1,4 +1,4 @@
-"""Five normalizers of examples/normalizers/*.mlir written with the Python front-end.
+"""Seven normalizers of examples/normalizers/*.mlir written with the Python front-end.
 Each gives the same IR as its .mlir file once attn-expand-shared-regions has written both
 out (tanhmax.mlir shares e^±s in a shared region; the front-end writes each region whole),
 the same manifest and bit-identical outputs and gradients
@@ -9,7 +9,7 @@ the same manifest and bit-identical outputs and gradients
 import sys
 
 import attn
-from attn import exp, sigmoid, softplus
+from attn import exp, relu, sigmoid, softplus
 
 # TanhMax (Huang et al.): weights in (-1, 1), g = e^s - e^-s, C = Σ_j (e^s + e^-s).
 tanhmax = attn.kernel(attn.normalizer(numerator=lambda s: exp(s) - exp(-s),
@@ -36,8 +36,24 @@ stick_breaking = attn.kernel(
                     left_over="current", name="stick_breaking_left_over"),
     mask=attn.mask(lambda i, j: j < i, name="before"), name="stick_breaking_left_over_attention")
 
+# Sparsemax: w = max(s - τ_i, 0), τ_i such that the row sums to 1 (an implicit normalizer,
+# docs/normalizer-classes.md); the numerator takes s - τ_i as its s.
+sparsemax = attn.kernel(attn.normalizer(numerator=lambda s: relu(s),
+                                        denominator=attn.threshold(1.0), name="sparsemax"))
+
+
+def entmax15_g(s):
+    half = relu(s) * 0.5
+    return half * half
+
+
+# 1.5-entmax: w = (max(s - τ_i, 0)/2)², τ_i such that the row sums to 1.
+entmax15 = attn.kernel(attn.normalizer(numerator=entmax15_g, denominator=attn.threshold(1.0),
+                                       name="entmax15"))
+
 KERNELS = {"tanhmax": tanhmax, "sigsoftmax": sigsoftmax, "expressive": expressive,
-           "sigmoid": sigmoid_attention, "stick_breaking_left_over": stick_breaking}
+           "sigmoid": sigmoid_attention, "stick_breaking_left_over": stick_breaking,
+           "sparsemax": sparsemax, "entmax15": entmax15}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in KERNELS:

@@ -3,6 +3,7 @@
 
 #include "lib/Analysis/RangeAnalysis.h"
 #include "lib/Analysis/SignAnalysis.h"
+#include "lib/Analysis/ThresholdAnalysis.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -317,6 +318,12 @@ classifyScan(NormalizerOp normalizer, DegreeAnalysis &numerator,
 FailureOr<NormalizerClass> mlir::attn::classifyNormalizer(NormalizerOp normalizer) {
   if (failed(normalizer.requireExpanded()))
     return failure();
+  if (normalizer.getDenominatorKind() == DenominatorKind::Threshold) {
+    // g is evaluated at s - τ_i <= x_c only where it is not 0: nothing to stabilise.
+    if (failed(verifyThresholdNumerator(normalizer)))
+      return failure();
+    return NormalizerClass{Algorithm::Implicit, {}, {}, std::nullopt};
+  }
   // The op where a region's exp degrees start to mix, reported by name.
   auto reportMixed = [&](Operation *bad, StringRef region) {
     InFlightDiagnostic error =

@@ -16,8 +16,11 @@ SmallVector<Attribute> mlir::attn::defaultCpuSchedules(KernelOp kernel, Algorith
   MLIRContext *ctx = kernel.getContext();
   // The linear form's work is O(N·d·dv) already. The additive contraction's tiles
   // contract its projected rows, as wide as v (`hidden`): no other width reaches them.
-  // A scan visits a row's keys one at a time, last to first: generic loops only.
-  bool tiles = algorithm != Algorithm::Kernelised && algorithm != Algorithm::Scan;
+  // A scan visits a row's keys one at a time, last to first, and an implicit
+  // normalizer's rows solve for τ_i over all their keys first (ScanLoops.cpp,
+  // ThresholdLoops.cpp): generic loops only.
+  bool tiles = algorithm != Algorithm::Kernelised && algorithm != Algorithm::Scan &&
+               algorithm != Algorithm::Implicit;
   ScoreOp score = kernel.getScoreOp();
   std::optional<int64_t> onlyHeadDim;
   if (score && score.getContract() == ContractKind::Additive)

@@ -215,8 +215,10 @@ Value AttentionMath::rowDenominator(Value m, Value sum, Value count, const RowIn
     return count;
   case DenominatorKind::LogSurvival:
     llvm_unreachable("a scan's rows have no denominator (ScanLoops.cpp)");
+  case DenominatorKind::Threshold:
+    break; // ThresholdLoops.cpp normalises by τ_i, not by a C_i
   }
-  llvm_unreachable("unknown denominator kind");
+  llvm_unreachable("no C_i for this denominator kind");
 }
 
 AttentionMath::RowResult AttentionMath::finalize(Value m, Value sum, Value count,

@@ -26,6 +26,21 @@ attn.kernel @linear_attention normalizer(@linear) score(@elu_feature)
 
 // -----
 
+// An implicit normalizer: τ_i is solved per row over all its keys.
+attn.normalizer @sparsemax {
+  numerator {
+  ^bb0(%x: f32, %b: index, %h: index, %i: index, %j: index):
+    %zero = arith.constant 0.0 : f32
+    %g = arith.maximumf %x, %zero : f32
+    attn.yield %g : f32
+  }
+  denominator threshold 1.0
+}
+// expected-error @+1 {{uses an implicit normalizer (a threshold τ_i solved per row), which the Triton emitter does not cover yet}}
+attn.kernel @sparsemax_attention normalizer(@sparsemax)
+
+// -----
+
 // The additive contraction, named before its weights.
 attn.score @concat contract additive hidden 8 weights(W_q: 8x16 = identity, W_k: 8x16 = identity, v: 8 = 0.25)
 attn.normalizer @softmax {

@@ -110,3 +110,22 @@ attn.normalizer @softmax_sinks {
   }
 }
 attn.kernel @sinks_attention normalizer(@softmax_sinks) score(@scaled) mask(@window)
+
+// -----
+
+// An implicit normalizer: g at s - τ_i, and the constraint that fixes τ_i.
+// CHECK-LABEL: kernel @sparsemax_attention
+// CHECK-NEXT:  algorithm      implicit: w_ij = g(s_ij - τ_i), τ_i found per row on Σ_j g(s_ij - τ_i) = c by Newton steps kept inside a bisection bracket; backward by implicit differentiation (g and ∂g below take s_ij - τ_i as s)
+// CHECK-NEXT:  g              max(s, 0)
+// CHECK-NEXT:  C_i            1, with τ_i such that Σ_j g(s_ij - τ_i) = 1
+// CHECK-NEXT:  ∂g/∂s          (s > 0 ? 1 : 0)
+attn.normalizer @sparsemax {
+  numerator {
+  ^bb0(%x: f32, %b: index, %h: index, %i: index, %j: index):
+    %zero = arith.constant 0.0 : f32
+    %g = arith.maximumf %x, %zero : f32
+    attn.yield %g : f32
+  }
+  denominator threshold 1.0
+}
+attn.kernel @sparsemax_attention normalizer(@sparsemax)

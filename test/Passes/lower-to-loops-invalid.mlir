@@ -193,3 +193,18 @@ attn.normalizer @softmax {
 attn.score @concat contract additive hidden 32 weights(W_q: 32x16 = identity, W_k: 32x16 = 0.5, v: 32 = 0.25)
 // expected-error @+1 {{'attn.kernel' op has a decode schedule for head dim 32 but an additive score; the decode schedule reads dot-product scores only}}
 attn.kernel @k normalizer(@softmax) score(@concat) {algorithm = #attn<algorithm online>, cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 32, lanes = 8, rows = 1, forward_keys = 8, backward_keys = 8, backward_rows = 2>, #attn.cpu_schedule<type = f32, variant = decode, head_dim = 32, lanes = 8, rows = 16, forward_keys = 32>]}
+
+// -----
+
+attn.normalizer @sparsemax {
+  numerator {
+  ^bb0(%x: f32, %b: index, %h: index, %i: index, %j: index):
+    %zero = arith.constant 0.0 : f32
+    %g = arith.maximumf %x, %zero : f32
+    attn.yield %g : f32
+  }
+  denominator threshold 1.0
+}
+// An implicit normalizer solves τ_i over a row's keys first: no tiles for it.
+// expected-error @+1 {{'attn.kernel' op has a tiled schedule but its algorithm is implicit; an implicit normalizer runs the generic schedule only}}
+attn.kernel @k normalizer(@sparsemax) {algorithm = #attn<algorithm implicit>, cpu_schedule = [#attn.cpu_schedule<type = f32, variant = generic>, #attn.cpu_schedule<type = f32, variant = tiled, head_dim = 64, lanes = 16, rows = 2, forward_keys = 64, backward_keys = 32, backward_rows = 8>]}

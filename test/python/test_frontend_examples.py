@@ -1,4 +1,4 @@
-"""TanhMax, sigsoftmax, expressive and sigmoid written with the Python front-end
+"""TanhMax, sigsoftmax, expressive, sigmoid, sparsemax and 1.5-entmax written with the Python front-end
 (examples/frontend/normalizers.py) are the kernels of their IR files: the same IR in
 attn-opt's printed form once the short forms are written out (tanhmax.mlir has a shared
 region), the same manifest, and bit-identical outputs and gradients
@@ -16,7 +16,7 @@ _spec = importlib.util.spec_from_file_location("frontend_normalizers",
 frontend_normalizers = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(frontend_normalizers)
 
-NAMES = ["tanhmax", "sigsoftmax", "expressive", "sigmoid"]
+NAMES = ["tanhmax", "sigsoftmax", "expressive", "sigmoid", "sparsemax", "entmax15"]
 
 
 @pytest.fixture(scope="module")

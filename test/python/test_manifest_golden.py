@@ -95,7 +95,7 @@ def damaged(edit, name="softmax-triton"):
                                          'found "9"'),
     (lambda m: m.update(kernel=3), "kernel", "expected a string, found 3"),
     (lambda m: m.update(algorithm="fast"), "algorithm",
-     'expected one of online, plain, kernelised, scan, found "fast"'),
+     'expected one of online, plain, kernelised, scan, implicit, found "fast"'),
     (lambda m: m["contract"].update(feature="no"), "contract.feature",
      'expected a boolean, found "no"'),
     (lambda m: m["contract"].pop("scale"), "contract.scale",

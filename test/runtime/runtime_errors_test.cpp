@@ -476,7 +476,8 @@ TEST(LibraryLoad, MalformedManifestVariants) {
       {damaged([](json &m) { m["kernel"] = 3; }),
        {"field 'kernel': expected a string, found 3"}},
       {damaged([](json &m) { m["algorithm"] = "fast"; }),
-       {"field 'algorithm': expected one of online, plain, kernelised, scan, found \"fast\""}},
+       {"field 'algorithm': expected one of online, plain, kernelised, scan, implicit, "
+        "found \"fast\""}},
       {damaged([](json &m) { m["dtypes"] = {"f16"}; }),
        {"field 'dtypes[0]': expected one of f32, f64, found \"f16\""}},
       {damaged([](json &m) { m["dtypes"] = json::array(); }),

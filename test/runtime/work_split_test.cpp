@@ -119,20 +119,10 @@ TEST(WorkSplit, SliceCallsFromTheManifest) {
   }
   manifest.algorithm = "kernelised";
   EXPECT_EQ(attn::detail::slice_calls(manifest), SliceCalls::Whole);
-  manifest.algorithm = "scan";
-  EXPECT_EQ(attn::detail::slice_calls(manifest), SliceCalls::QueryRows);
-}
-
-TEST(WorkSplit, ScanCallsNeverSplitKeys) {
-  // The decoder step that splits keys for a Divisible artifact, and a backward of
-  // one slice: query rows only.
-  EXPECT_GT(forward_split(SliceCalls::Divisible, true, 1, 1, 65536, 2).key_chunks, 1);
-  EXPECT_EQ(forward_split(SliceCalls::QueryRows, true, 1, 1, 65536, 2).key_chunks, 1);
-  EXPECT_GT(backward_split(SliceCalls::Divisible, 1, 1, 65536, 2).key_chunks, 1);
-  auto backward = backward_split(SliceCalls::QueryRows, 1, 1, 65536, 2);
-  EXPECT_EQ(backward.key_chunks, 1);
-  EXPECT_EQ(backward_split(SliceCalls::QueryRows, 1, 4096, 4096, 2).query_splits,
-            backward_split(SliceCalls::Divisible, 1, 4096, 4096, 2).query_splits);
+  for (const char *algorithm : {"scan", "implicit"}) {
+    manifest.algorithm = algorithm;
+    EXPECT_EQ(attn::detail::slice_calls(manifest), SliceCalls::WholeRows) << algorithm;
+  }
 }
 
 TEST(WorkSplit, ForwardSplitsKeysOnlyForFewCallsWithAMerge) {
@@ -162,6 +152,20 @@ TEST(WorkSplit, WholeSliceCallsAreNeverSplit) {
   EXPECT_EQ(forward.key_chunks, 1);
   auto backward = backward_split(SliceCalls::Whole, 1, 4096, 65536, 16);
   EXPECT_EQ(backward.query_splits, 1);
+  EXPECT_EQ(backward.key_chunks, 1);
+}
+
+TEST(WorkSplit, WholeRowsSplitQueriesNeverKeys) {
+  // A decoder step against 65536 keys: the rows still split, their keys never (each
+  // call solves its rows' thresholds over all their keys).
+  auto forward = forward_split(SliceCalls::WholeRows, true, 1, 1, 65536, 2);
+  EXPECT_EQ(forward.rows_per_call, 64);
+  EXPECT_EQ(forward.key_chunks, 1);
+  auto backward = backward_split(SliceCalls::WholeRows, 1, 1, 2100, 2);
+  EXPECT_EQ(backward.query_splits, 1);
+  EXPECT_EQ(backward.key_chunks, 1);
+  backward = backward_split(SliceCalls::WholeRows, 1, 4096, 65536, 2);
+  EXPECT_EQ(backward.query_splits, 8);
   EXPECT_EQ(backward.key_chunks, 1);
 }
 

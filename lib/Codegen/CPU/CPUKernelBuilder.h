@@ -4,6 +4,7 @@
 // of one kernel for one element type; its schedules live in
 //   EntryPoints.cpp    entry points, dispatch on head dim and strides, prologue
 //   GenericLoops.cpp   scf loops for any head dim and stride, any contraction
+//   ThresholdLoops.cpp implicit normalizers: τ_i solved per row, then the weights
 //   TiledLoops.cpp     register-blocked vector tiles for head dims 32/64/128
 //   RowTransforms.cpp  cosine/bilinear/additive/projected rows before the kernel
 //   TensorInputs.cpp   tensor inputs: their descriptors, reads and gradients
@@ -220,6 +221,22 @@ private:
   /// where that key is below `keyRows` (i + the causal position shift).
   void atCurrentKey(Value i, Value keyRows, function_ref<void(Value)> body);
 
+  // --- implicit normalizers (ThresholdLoops.cpp) ----------------------------------------
+  /// Forward and backward of an implicit normalizer, w_ij = g(s_ij − τ_i).
+  void buildThresholdForward(StringRef name);
+  void buildThresholdBackward(StringRef name);
+  /// Σ_j g(s_ij − tau) of row i over the scores in `scores` (−inf where masked),
+  /// key blocks whose max in `blockMaxima` is <= tau skipped; with `slopes`
+  /// also Σ_j g'(s_ij − tau).
+  struct ThresholdSums {
+    Value weights, slopes;
+  };
+  ThresholdSums thresholdSums(Value i, Value begin, Value end, Value scores, Value blockMaxima,
+                              Value tau, bool slopes);
+  /// The row's τ_i from its scores and largest score `maxScore` (ThresholdLoops.cpp).
+  Value solveThreshold(Value i, Value begin, Value end, Value scores, Value blockMaxima,
+                       Value maxScore);
+
   // --- tiles (TiledLoops.cpp) ---------------------------------------------------------
   /// Register-blocked, vectorised forward / backward for head dim == value dim,
   /// blocked as `tile` says.
@@ -390,6 +407,7 @@ private:
   bool online;
   /// A scan normalizer (ScanLoops.cpp): generic loops only, no merge entry.
   bool scan;
+  bool implicit; // Algorithm::Implicit: ThresholdLoops.cpp instead of the generic loops
 
   // The vectors of the tile being built (set by useLanes).
   int64_t lanes = 0;

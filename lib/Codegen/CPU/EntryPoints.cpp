@@ -31,7 +31,8 @@ CPUKernelBuilder::CPUKernelBuilder(KernelOp kernel, Algorithm algorithm, FloatTy
                                    ImplicitLocOpBuilder &b)
     : ScalarOps(b, type), kernel(kernel), normalizer(kernel.getNormalizerOp()),
       score(kernel.getScoreOp()), fallback(fallback), tiles(tiles),
-      online(algorithm == Algorithm::Online), scan(algorithm == Algorithm::Scan) {
+      online(algorithm == Algorithm::Online), scan(algorithm == Algorithm::Scan),
+      implicit(algorithm == Algorithm::Implicit) {
   MLIRContext *ctx = kernel.getContext();
   int64_t dyn = ShapedType::kDynamic;
   matrixType = MemRefType::get({dyn, dyn}, type, StridedLayoutAttr::get(ctx, dyn, {dyn, dyn}));
@@ -221,6 +222,8 @@ void CPUKernelBuilder::buildForwardEntry() {
     buildKernelised(kernelName + ".generic", /*forward=*/true);
   else if (scan)
     buildScanForward(kernelName + ".generic");
+  else if (implicit)
+    buildThresholdForward(kernelName + ".generic");
   else
     buildForward(kernelName + ".generic");
   for (CpuScheduleAttr tile : tiles)
@@ -239,6 +242,8 @@ void CPUKernelBuilder::buildBackwardEntry() {
     buildKernelised(kernelName + ".generic", /*forward=*/false);
   else if (scan)
     buildScanBackward(kernelName + ".generic");
+  else if (implicit)
+    buildThresholdBackward(kernelName + ".generic");
   else
     buildBackward(kernelName + ".generic");
   for (CpuScheduleAttr tile : tiles)
@@ -417,6 +422,10 @@ static LogicalResult checkCpuSchedules(KernelOp kernel, Algorithm algorithm) {
       return kernel.emitOpError() << "has a linear schedule but its algorithm is "
                                   << stringifyAlgorithm(algorithm)
                                   << "; the linear form needs a kernelised kernel";
+    if (schedule.getLanes() > 0 && algorithm == Algorithm::Implicit)
+      return kernel.emitOpError() << "has a " << stringifyCpuVariant(schedule.getVariant())
+                                  << " schedule but its algorithm is implicit; an implicit "
+                                     "normalizer runs the generic schedule only";
     const bool decode = schedule.getVariant() == CpuVariant::Decode;
     if (decode && kernel.getScoreOp() &&
         kernel.getScoreOp().getContract() == ContractKind::Additive)
@@ -475,8 +484,10 @@ LogicalResult mlir::attn::lowerKernelToLoops(KernelOp kernel) {
       return failure();
     b.setInsertionPointToEnd(module.getBody());
     builder.buildForwardEntry();
-    // Neither the kernelised form nor a scan has a partial state to merge.
-    if (fallback != CpuVariant::Linear && *algorithm != Algorithm::Scan)
+    // Neither the kernelised form nor a scan has a partial state to merge, and an
+    // implicit kernel's τ_i needs every key of its row: no key chunks, no merge.
+    if (fallback != CpuVariant::Linear && *algorithm != Algorithm::Scan &&
+        *algorithm != Algorithm::Implicit)
       builder.buildMergeEntry();
     builder.buildBackwardEntry();
   }

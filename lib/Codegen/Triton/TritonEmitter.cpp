@@ -963,6 +963,8 @@ LogicalResult KernelPrinter::checkCovered() {
   if (*algorithm == Algorithm::Scan)
     return refuse("a scan normalizer (@" + kernel.getNormalizerOp().getSymName() +
                   ", log_survival)");
+  if (*algorithm == Algorithm::Implicit)
+    return refuse("an implicit normalizer (a threshold τ_i solved per row)");
   if (ScoreOp score = kernel.getScoreOp()) {
     ContractKind contract = score.getContract();
     if (contract == ContractKind::Additive)
@@ -1455,6 +1457,8 @@ void KernelPrinter::forwardEpilogue() {
     break;
   case DenominatorKind::LogSurvival:
     llvm_unreachable("a scan normalizer is refused before any kernel is emitted");
+  case DenominatorKind::Threshold:
+    llvm_unreachable("checkCovered refuses implicit normalizers");
   }
   line(4, "out_scale = tl.where(any_key, 1.0 / tl.where(any_key, c, 1.0), 0.0)");
   line(4, "tl.store(Out + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + "

@@ -318,7 +318,8 @@ def context_parallel_attention(q, k, v, kernel, params=None, *, is_causal=False,
     params and the learnable inputs.
 
     kernel: an attn.Kernel (or anything attn.kernel_of takes), online or plain; a
-    kernelised or scan one is refused. is_causal: causal over the whole sequence's positions.
+    kernelised, scan or implicit one is refused. is_causal: causal over the whole sequence's
+    positions.
     key_lengths: int64 [B], keys at or past key_lengths[b] (whole-sequence positions)
     are masked. inputs (dict or list, as Kernel takes them): a tensor with a dim named
     Nq or Nk is this rank's shard along that dim (shard(t, dim)); others are whole and
@@ -345,6 +346,11 @@ def context_parallel_attention(q, k, v, kernel, params=None, *, is_causal=False,
             f"attn.context_parallel: kernel {kernel.name} is a scan normalizer (stick-breaking): "
             "a row's weights depend on the log-survivals of every key after them, so a rank's "
             "key block has no partial state to merge; run it unsharded")
+    if kernel.manifest.get("algorithm") == "implicit":
+        raise RuntimeError(
+            f"attn.context_parallel: kernel {kernel.name} is implicit (sparsemax/entmax-like): "
+            "its threshold tau_i is solved over all of a row's keys, so a rank's key block has "
+            "no partial row state to merge. Run it unsharded")
     world, _ = _group_size_rank(group)
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         raise RuntimeError("attn.context_parallel: q, k and v must be [B, H, N/P, d] shards, got "

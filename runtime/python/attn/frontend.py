@@ -716,8 +716,8 @@ FUNCTIONS = {
 # builtins that work on symbolic values).
 _EXPORTED = [n for n in FUNCTIONS if n not in ("abs", "round", "pow", "clip")]
 # What `attn` re-exports (Normalizer, Score, Mask, Value, ... stay in attn.frontend).
-__all__ = ["normalizer", "score", "mask", "kernel", "tensor_input", "KernelIR", "TraceError",
-           *_EXPORTED]
+__all__ = ["normalizer", "score", "mask", "kernel", "tensor_input", "threshold", "KernelIR",
+           "TraceError", *_EXPORTED]
 _NUMPY_UFUNCS = {
     "add": _add, "subtract": _sub, "multiply": _mul, "divide": _truediv,
     "true_divide": _truediv, "floor_divide": _floordiv, "remainder": _mod, "power": _pow,
@@ -1037,6 +1037,8 @@ class Normalizer(Traced):
             lines.append(f"  denominator {eps}sum")
         elif self.denominator == "count":
             lines.append("  denominator count")
+        elif isinstance(self.denominator, Threshold):
+            lines.append(f"  denominator threshold {_float_literal(self.denominator.c)}")
         else:
             lines.append(f"  denominator constant {_float_literal(self.denominator)}")
         if self.offset is not None:
@@ -1045,6 +1047,31 @@ class Normalizer(Traced):
 
     def __repr__(self):
         return f"<attn.Normalizer @{self.name} params={list(self.params)}>"
+
+
+class Threshold:
+    """denominator=attn.threshold(c): the weights are the numerator at s_ij - tau_i, with
+    tau_i such that they sum to c over the row's keys (an implicit normalizer)."""
+
+    def __init__(self, c):
+        self.c = c
+
+    def __repr__(self):
+        return f"attn.threshold({self.c!r})"
+
+
+def threshold(c=1.0):
+    """The denominator of an implicit normalizer (sparsemax, entmax): w_ij = g(s_ij - tau_i)
+    with tau_i the root of sum_j g(s_ij - tau_i) = c, c > 0; g must be 0 for arguments
+    <= 0 and non-decreasing (docs/normalizer-classes.md):
+
+        attn.normalizer(numerator=lambda s: attn.relu(s), denominator=attn.threshold(1.0),
+                        name="sparsemax")"""
+    if isinstance(c, bool) or not isinstance(c, numbers.Real) or not c > 0:
+        raise _error(f"attn.threshold({c!r}): expected a number c > 0, the sum of a row's "
+                     "weights")
+    _float_literal(c, "threshold")
+    return Threshold(float(c))
 
 
 class Score(Traced):
@@ -1206,7 +1233,8 @@ def normalizer(numerator, denominator=None, *, epsilon=None, offset=None, params
     numerator: g(s, b, h, i, j, params...), any subset by name. denominator: a function
     h(s, b, h, i, j, params...) (C_i = Σ_j h, plus `epsilon` if given), "sum" (h = g,
     written `denominator sum`, as is a function that traces to the numerator's ops), a
-    number c (C_i = c) or "count" (the number of unmasked keys).
+    number c (C_i = c), "count" (the number of unmasked keys) or attn.threshold(c) (an
+    implicit normalizer: w_ij = g(s_ij - tau_i), tau_i such that the row sums to c).
     offset: a function β(b, h, i, params...) added to a summed denominator, C_i = β + Σ_j h
     (e.g. lambda h: exp(sinks[h]) for attention sinks; a constant is `epsilon`).
     params: {name: initial value}, learnable; the functions take them as arguments by name
@@ -1235,6 +1263,8 @@ def normalizer(numerator, denominator=None, *, epsilon=None, offset=None, params
     elif epsilon is not None:
         raise _error(f"{what}: epsilon= is added to a summed denominator (a function h), but "
                      f"the denominator is {denominator!r}")
+    elif isinstance(denominator, Threshold):
+        den = denominator
     elif denominator == "count":
         den = "count"
     elif isinstance(denominator, numbers.Real) and not isinstance(denominator, bool):
@@ -1242,8 +1272,8 @@ def normalizer(numerator, denominator=None, *, epsilon=None, offset=None, params
         _float_literal(den, "denominator constant")
     else:
         raise _error(f"{what}: denominator={denominator!r}: expected a function h(s, ...), "
-                     "\"sum\" (h = the numerator), a number (a constant C_i) or \"count\" (or "
-                     "log_survival= for a scan normalizer)")
+                     "\"sum\" (h = the numerator), a number (a constant C_i), \"count\" or "
+                     "attn.threshold(c) (or log_survival= for a scan normalizer)")
     if offset is not None:
         if not summed:
             raise _error(f"{what}: offset= is added to a summed denominator (a function h), "
