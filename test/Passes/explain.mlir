@@ -129,3 +129,34 @@ attn.normalizer @sparsemax {
   denominator threshold 1.0
 }
 attn.kernel @sparsemax_attention normalizer(@sparsemax)
+
+// -----
+
+// A scan: no denominator, the log-survival d in h's place, the left-over added.
+// CHECK-LABEL: kernel @survival_attention
+// CHECK-NEXT:  algorithm      scan (stick-breaking): each row's keys are visited from the last to the first, w_ij = g(s_ij)·exp(S), S the sum of the log-survivals d of the kept keys after j; the backward scans them in the same order
+// CHECK:       C_i            1 (a scan; h is the log-survival d, the left-over r_i·v_i added)
+attn.normalizer @survival {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %one = arith.constant 1.0 : f32
+    %ns = arith.negf %s : f32
+    %e = math.exp %ns : f32
+    %den = arith.addf %one, %e : f32
+    %sigma = arith.divf %one, %den : f32
+    attn.yield %sigma : f32
+  }
+  denominator log_survival {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %zero = arith.constant 0.0 : f32
+    %pos = arith.maximumf %s, %zero : f32
+    %abs = math.absf %s : f32
+    %nabs = arith.negf %abs : f32
+    %e = math.exp %nabs : f32
+    %l = math.log1p %e : f32
+    %softplus = arith.addf %pos, %l : f32
+    %d = arith.negf %softplus : f32
+    attn.yield %d : f32
+  } left_over current
+}
+attn.kernel @survival_attention normalizer(@survival)
