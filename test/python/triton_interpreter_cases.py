@@ -508,8 +508,10 @@ def _softmax_with(score, keep):
     return fn
 
 
-def test_index_arithmetic_past_two_to_the_31():
-    """Positions near 3e9 (query_start per batch entry, key_start): (i·j) mod 7 (products
+@FORWARDS
+def test_index_arithmetic_past_two_to_the_31(make):
+    """Through both forwards (the decode forward's rows, their lowest and highest
+    position and its causal stop are int64 too), positions near 3e9 (query_start per batch entry, key_start): (i·j) mod 7 (products
     near 9e18) in the score mod and (i + j) mod 5 in the mask are 64-bit as the IR's index
     says, and the mask's index_cast to i32 wraps as the IR says; int32 arithmetic would
     give other residues (the test fails with it); the score mod's extui, trunci to i1 and
@@ -525,7 +527,7 @@ def test_index_arithmetic_past_two_to_the_31():
     bias = 0.25 * (torch.fmod(i * j, 7) - 3).to(torch.float64)
     unsigned, bit = j & 0xFFFFFFFF, j & 1  # of j: a term of i alone would cancel in softmax
     bias = bias + 0.0625 * (torch.fmod(unsigned, 11) - 5 - 2 * bit).to(torch.float64)
-    got = run_tables(kernel(WIDE_POSITIONS), q, k, v, dout, {}, [], query_start=starts,
+    got = run_tables(make(WIDE_POSITIONS), q, k, v, dout, {}, [], query_start=starts,
                      key_start=key_start)
     want = general.attention_and_grads(_softmax_with(lambda s: s + bias, keep), q, k, v, dout)
     assert_close(got, {n: want[n] for n in ("O", "dq", "dk", "dv")}, context="wide positions")
