@@ -1,7 +1,8 @@
 """Implicit normalizers (issue 37 item 3; docs/normalizer-classes.md): w_ij = g(s_ij - τ_i)
 with τ_i solved per row so that Σ_j w_ij = 1, against the eager float64 references of
 test/reference/row_normalizers.py: O and every gradient, f32 and f64, no mask, causal,
-key padding, a batch entry without keys, rows whose weight sits on one key, and scores
+key padding, a batch entry without keys, rows whose weight sits on one key, GQA, KV-cache
+rows at their positions, and scores
 of ±1e4 (a common offset the threshold absorbs).
 
     sparsemax     examples/normalizers/sparsemax.mlir   (g = max(x, 0))
@@ -263,3 +264,36 @@ def test_attention_weights_are_the_sparse_weights(compiled):
     keep = torch.ones(1, 2, 5, 90, dtype=torch.bool).tril()
     want = row_normalizers.sparsemax(q @ k.transpose(-1, -2) / math.sqrt(8), keep)
     assert (w - want).abs().max() < 1e-12 and torch.equal(w == 0, want == 0)
+
+
+@pytest.mark.parametrize("name", ["sparsemax", "entmax15"])
+def test_gqa_and_decoding_rows_at_positions(compiled, name):
+    """4 query heads over 2 kv heads, and a KV-cache step: the last 3 queries at
+    query_start = N - 3 (a [B] tensor: N - 3 and N - 5), causal bottom-right, give the
+    whole sequence's rows of those positions, forward and every gradient (dk, dv summed
+    over each kv head's query heads), against the float64 reference."""
+    kernel = compiled(name)
+    B, H, H_KV, N, Nq, d = 2, 4, 2, 70, 3, 8
+    gen = torch.Generator().manual_seed(seed_of("implicit-gqa-positions", name))
+    q = 1.5 * torch.randn(B, H, N, d, generator=gen, dtype=torch.float64)
+    k = 1.5 * torch.randn(B, H_KV, N, d, generator=gen, dtype=torch.float64)
+    v = torch.randn(B, H_KV, N, d, generator=gen, dtype=torch.float64)
+    dout = torch.randn(B, H, Nq, d, generator=gen, dtype=torch.float64)
+    first = torch.tensor([N - Nq, N - Nq - 2])
+    rows = first.view(B, 1) + torch.arange(Nq).view(1, Nq)            # [B, Nq] positions
+    pick = rows.view(B, 1, Nq, 1).expand(B, H, Nq, d)
+    group = H // H_KV
+
+    def ref(q_, k_, v_):
+        whole = reference(name, True, None)(q_, k_.repeat_interleave(group, 1),
+                                             v_.repeat_interleave(group, 1))
+        return whole.gather(2, pick)
+    want = general.attention_and_grads(ref, q, k, v, dout)
+
+    leaves = [t.clone().requires_grad_() for t in (q.gather(2, pick), k, v)]
+    O = kernel(*leaves, None, True, None, query_start=first)
+    grads = torch.autograd.grad(O, leaves, grad_outputs=dout)
+    got = dict(zip(("dq", "dk", "dv"), grads), O=O.detach())
+    want["dq"] = want["dq"].gather(2, pick)
+    check_close(got, want, torch.float64, context=f"{name} GQA at positions",
+                names=["O", "dq", "dk", "dv"])
