@@ -2,8 +2,7 @@
 with τ_i solved per row so that Σ_j w_ij = 1, against the eager float64 references of
 test/reference/row_normalizers.py: O and every gradient, f32 and f64, no mask, causal,
 key padding, a batch entry without keys, rows whose weight sits on one key, GQA, KV-cache
-rows at their positions, and scores
-of ±1e4 (a common offset the threshold absorbs).
+rows at their positions, and scores of ±1e4 (a common offset the threshold absorbs).
 
     sparsemax     examples/normalizers/sparsemax.mlir   (g = max(x, 0))
     entmax15      examples/normalizers/entmax15.mlir    (g = (max(x, 0)/2)²)
