@@ -156,11 +156,12 @@ def test_context_parallel_refuses_a_scan(kernels):
 
 
 def test_runtime_refuses_key_blocks_of_a_scan(kernels):
-    """The runtime's partial (key block) calls have no state to merge for a scan."""
+    """The runtime's partial (key block) calls refuse a scan: a key block's backward
+    needs the suffix sums of the blocks after it."""
     q = torch.randn(1, 2, 4, 8)
     path = kernels["stick_breaking"].path
-    with pytest.raises(RuntimeError, match=r"is a scan \(stick-breaking\): a row's weights "
-                                           r"depend on every key after them"):
+    with pytest.raises(RuntimeError, match=r"is a scan \(stick-breaking\): the backward of a "
+                                           r"key block needs the suffix sums"):
         torch.ops.attn.attention_partial_forward(path, q, q, q, torch.empty(0), False, None,
                                                  [], 0, 0)
 
