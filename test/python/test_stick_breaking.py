@@ -181,6 +181,12 @@ def test_decoding_rows_match_the_whole_sequence(kernels):
         assert torch.allclose(step, whole[..., -3:, :], rtol=0, atol=1e-13), name
 
 
+def faint(q, k):
+    """q, k whose scores are about -5: σ(s) ≈ 0.007 and d(s) = -softplus(s) ≈ -0.007, so
+    hundreds of keys survive and the far keys' weights are not lost in rounding."""
+    return -(1 + q.abs()), k.abs()
+
+
 def test_a_merge_entry_exactly_without_a_left_over(kernels):
     """The forward of a scan without a left-over splits its keys (attn_merge_T combines
     the chunks); with one, the farthest chunk could not tell whether the query's own
@@ -201,6 +207,7 @@ def test_merge_entry_combines_key_chunks(kernels, name):
     g = torch.Generator().manual_seed(7)
     q = torch.randn(rows, d, generator=g, dtype=F)
     k, v = (torch.randn(nk, d, generator=g, dtype=F) for _ in range(2))
+    q, k = faint(q, k)
     params = kernels[name].initial_params(F).reshape(-1).contiguous() \
         if name == "shifted" else torch.empty(0, dtype=F)
     library = ctypes.CDLL(kernels[name].path)
@@ -235,8 +242,8 @@ def test_merge_entry_combines_key_chunks(kernels, name):
     assert (merged[2] == 1).all()
     for what, a, b in zip(("O", "row_max"), merged, whole):
         assert torch.allclose(a, b, rtol=1e-12, atol=1e-13), f"{what}: {(a - b).abs().max()}"
-    # The split is no rewrite of the whole: the far chunk's O is rescaled by e^(S_near).
-    assert (max_parts[rows:] < -1).all()
+    # The far chunk's share is no rounding error: e^(S_near) is far from 0 and 1.
+    assert ((max_parts[rows:] < -1) & (max_parts[rows:] > -20)).all()
 
 
 @pytest.mark.parametrize("name,left_over", [("stick_breaking", False), ("shifted", False),
@@ -257,6 +264,7 @@ def test_decoder_step_over_key_chunks(kernels, name, left_over, causal):
         g = torch.Generator().manual_seed(11)
         q = torch.randn(B, H, 1, d, generator=g, dtype=F64)
         k, v = (torch.randn(B, H, nk, d, generator=g, dtype=F64) for _ in range(2))
+        q, k = faint(q, k)
         dout = torch.randn(B, H, 1, d, generator=g, dtype=F64)
         j = torch.arange(nk)
         keep = (j < key_lengths[:, None]) & ((j < query_start) if name != "shifted"
