@@ -395,10 +395,13 @@ void check_block(const Library &lib, const char *fn, const Problem &p, bool row_
               "ranks, which attn does not implement; run it on the whole sequence");
   TORCH_CHECK(slice_calls(lib.manifest()) != SliceCalls::WholeRows, fn, ": kernel ",
               lib.manifest().kernel,
-              lib.manifest().algorithm == "scan"
-                  ? " is a scan (stick-breaking): a row's weights depend on every key after them"
-                  : " is implicit (its threshold tau_i is solved over all of a row's keys)",
-              ", so a key block has no partial state to merge; run it on the whole sequence");
+              " is implicit (its threshold tau_i is solved over all of a row's keys), so a key "
+              "block has no partial state to merge; run it on the whole sequence");
+  TORCH_CHECK(slice_calls(lib.manifest()) != SliceCalls::ForwardKeyChunks, fn, ": kernel ",
+              lib.manifest().kernel,
+              " is a scan (stick-breaking): the backward of a key block needs the suffix sums "
+              "of the blocks after it, which no partial call carries (only the forward's "
+              "keys split, within attn's own calls); run it on the whole sequence");
   TORCH_CHECK(row_offset || p.key_start > 0, fn, ": a block at key_start = 0 must take the "
               "row offset's share (row_offset=True): give it to each query row's block with "
               "the smallest key_start");

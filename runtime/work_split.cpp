@@ -71,8 +71,9 @@ namespace detail {
 SliceCalls slice_calls(const Manifest &manifest) {
   if (manifest.algorithm == "kernelised")
     return SliceCalls::Whole;
-  return manifest.algorithm == "scan" || manifest.algorithm == "implicit" ? SliceCalls::WholeRows
-                                                                          : SliceCalls::Divisible;
+  if (manifest.algorithm == "scan")
+    return SliceCalls::ForwardKeyChunks;
+  return manifest.algorithm == "implicit" ? SliceCalls::WholeRows : SliceCalls::Divisible;
 }
 
 ForwardSplit forward_split(SliceCalls calls, bool has_merge, int64_t heads, int64_t queries,
@@ -86,7 +87,7 @@ ForwardSplit forward_split(SliceCalls calls, bool has_merge, int64_t heads, int6
   const int64_t query_blocks = (queries + split.rows_per_call - 1) / split.rows_per_call;
   // Few calls for the threads (one long decoder step, Nq = 1): each call's keys in
   // chunks, whose states the artifact's merge entry folds (abi.h).
-  if (has_merge && calls == SliceCalls::Divisible)
+  if (has_merge && (calls == SliceCalls::Divisible || calls == SliceCalls::ForwardKeyChunks))
     split.key_chunks = key_splits(heads * query_blocks, keys, threads);
   return split;
 }

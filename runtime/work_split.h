@@ -26,9 +26,12 @@ enum class SliceCalls {
   Whole,
   /// Any query rows, each over all its keys: kv_begin = 0 and no partial state, any
   /// query_start / key_start. A row's weights depend on all its keys, which no merge of
-  /// key chunks recovers: an implicit normalizer solves τ_i over every key of row i, a
-  /// scan (stick-breaking) carries row i's log-survival from its last key to its first.
+  /// key chunks recovers: an implicit normalizer solves τ_i over every key of row i.
   WholeRows,
+  /// A scan (stick-breaking): the forward as Divisible where the artifact has a merge
+  /// entry (chunk states S, O combine: ScanLoops.cpp), the backward as WholeRows (a
+  /// chunk's suffix sums need the chunks after it).
+  ForwardKeyChunks,
 };
 
 /// The SliceCalls of an artifact, from its manifest (the one place that reads its
@@ -45,7 +48,7 @@ struct ForwardSplit {
 /// The forward's split for `heads` = B·H slices of `queries` rows over `keys` keys on
 /// `threads` threads: forward_rows_per_call rows per call, and key_splits chunks per
 /// call where the artifact has a merge entry (`has_merge`); a Whole artifact gets one
-/// call per slice, a WholeRows artifact no key chunks.
+/// call per slice, a WholeRows artifact no key chunks (ForwardKeyChunks: Divisible).
 ForwardSplit forward_split(SliceCalls calls, bool has_merge, int64_t heads, int64_t queries,
                            int64_t keys, int64_t threads);
 
@@ -58,7 +61,7 @@ struct BackwardSplit {
 
 /// The backward's split: backward_query_splits where the queries allow it, else
 /// key_splits chunks (a decoder step); a Whole artifact gets one call per slice, a
-/// WholeRows artifact no key chunks.
+/// WholeRows or ForwardKeyChunks artifact no key chunks.
 BackwardSplit backward_split(SliceCalls calls, int64_t heads, int64_t queries, int64_t keys,
                              int64_t threads);
 

@@ -1,6 +1,7 @@
 //===- RowAlgorithm.cpp - what a query row carries, in one place ---------===//
 #include "lib/Codegen/RowAlgorithm.h"
 
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 #include <cmath>
@@ -142,6 +143,35 @@ Value RowAlgorithm::combineOutput(const Combined &combined, Value output, Value 
 
 Value RowAlgorithm::composeRescales(Value alpha, Value next) {
   return arith::MulFOp::create(b, alpha, next);
+}
+
+// --- a scan's row ----------------------------------------------------------------------
+
+ScanState RowAlgorithm::scanInitial(FloatType type) { return {constant(type, 0.0)}; }
+
+RowAlgorithm::ScanStep RowAlgorithm::scanPair(const ScanState &state, const PairValues &pair,
+                                              Value s) {
+  Value zero = constant(s.getType(), 0.0);
+  Value survival = math::ExpOp::create(b, state.logSurvival);
+  Value weight = arith::MulFOp::create(b, math.numerator(s, zero, pair.at), survival);
+  Value next = arith::AddFOp::create(b, state.logSurvival, math.denominator(s, zero, pair.at));
+  return {survival, weight, {next}};
+}
+
+RowAlgorithm::ScanCombined RowAlgorithm::scanCombine(const ScanState &farther,
+                                                     const ScanState &nearer) {
+  return {{arith::AddFOp::create(b, nearer.logSurvival, farther.logSurvival)},
+          math::ExpOp::create(b, nearer.logSurvival)};
+}
+
+Value RowAlgorithm::scanCombineOutput(const ScanCombined &combined, Value fartherOutput,
+                                      Value nearerOutput) {
+  return arith::AddFOp::create(
+      b, nearerOutput, arith::MulFOp::create(b, combined.fartherFactor, fartherOutput));
+}
+
+Value RowAlgorithm::scanLeftOver(const ScanState &state) {
+  return math::ExpOp::create(b, state.logSurvival);
 }
 
 RowState RowAlgorithm::withFloatCount(const RowState &state) {

@@ -19,6 +19,16 @@
 //   finalize    AttentionMath::finalize (C, O/C, row_max, row_sum)
 //   backward    from (row_max, row_sum, D = dO·O): shift, 1/C (0 where C = 0), live
 //
+// A scan (stick-breaking, docs/normalizer-classes.md) carries another state, ScanState:
+//
+//   state       S, the log-survival Σ d(s_k) of the kept keys folded so far (its
+//               keys are walked from the last to the first)
+//   start       S = 0
+//   fold pair   w = g(s)·e^S,  S' = S + d(s);  O' = O + w·v
+//   combine     a near chunk (larger keys) and a far one: S = S_near + S_far,
+//               O = O_near + e^(S_near)·O_far, in key order nearest to farthest
+//   finalize    row_max = S (log r, the left-over weight), row_sum = C = 1
+//
 // Across the lanes of a tile (and threads, ranks) the fields reduce as
 // laneReduction says: m by maximum, l and count by addition (the lanes share
 // their shift).
@@ -76,6 +86,13 @@ private:
   FloatType type;
   Type counter;
   bool compensated;
+};
+
+/// The state of a scan's query row: S, the log-survival of the kept keys folded in
+/// (the keys after the next one). A sum of logs, never a product of survivals: it
+/// stays exact where the product would underflow.
+struct ScanState {
+  Value logSurvival;
 };
 
 class RowAlgorithm {
@@ -138,6 +155,27 @@ public:
   Value combineOutput(const Combined &combined, Value output, Value partOutput);
   /// The product of two rescale factors (a rescale deferred across tiles).
   Value composeRescales(Value alpha, Value next);
+
+  // --- a scan's row (keys from the last to the first) -------------------------------
+  /// S = 0: no key folded in.
+  ScanState scanInitial(FloatType type);
+  /// One kept pair: its survival e^S, its weight w = g(s)·e^S and the state after it.
+  struct ScanStep {
+    Value survival, weight;
+    ScanState next;
+  };
+  ScanStep scanPair(const ScanState &state, const PairValues &pair, Value s);
+  /// Two chunks of one row's keys, `nearer` of the larger keys: the combined state and
+  /// the factor e^(S_nearer) the farther chunk's output takes.
+  struct ScanCombined {
+    ScanState state;
+    Value fartherFactor;
+  };
+  ScanCombined scanCombine(const ScanState &farther, const ScanState &nearer);
+  /// O_nearer + e^(S_nearer)·O_farther.
+  Value scanCombineOutput(const ScanCombined &combined, Value fartherOutput, Value nearerOutput);
+  /// r = e^S, the left-over weight of a finished row.
+  Value scanLeftOver(const ScanState &state);
 
   // --- the end of a row ------------------------------------------------------------
   /// The state with its count as a float (what finalize and partial states store).

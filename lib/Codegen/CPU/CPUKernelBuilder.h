@@ -213,6 +213,10 @@ private:
   // --- scans (ScanLoops.cpp) ----------------------------------------------------------
   void buildScanForward(StringRef name);
   void buildScanBackward(StringRef name);
+  /// The merge entry's rows [qBegin, qEnd) of a scan: the splits' partial states
+  /// (o_parts, S in max_parts) combined nearest first into o, row_max and row_sum.
+  void mergeScanRows(Value qBegin, Value qEnd, Value oParts, Value logSurvivalParts, Value o,
+                     Value rowMax, Value rowSum);
   /// Row i's keys [begin, end) from the last to the first, carrying `acc`:
   /// `keptPair(j, acc)` for each key the mask keeps, acc unchanged for the others.
   SmallVector<Value> rowKeysLastToFirst(Value i, Value begin, Value end, ValueRange acc,
@@ -405,7 +409,7 @@ private:
   /// The functions on vector<n x _>, per lane count n of the tiles.
   llvm::DenseMap<int64_t, ScalarFunctions> lanewiseFunctions;
   bool online;
-  /// A scan normalizer (ScanLoops.cpp): generic loops only, no merge entry.
+  /// A scan normalizer (ScanLoops.cpp): generic loops only, its own merge rows.
   bool scan;
   bool implicit; // Algorithm::Implicit: ThresholdLoops.cpp instead of the generic loops
 

@@ -276,6 +276,12 @@ void CPUKernelBuilder::buildMergeEntry() {
   setUpRowMath(args[ATTN_MERGE_PARAMS], toIndex(ATTN_MERGE_BATCH), toIndex(ATTN_MERGE_HEAD),
                toIndex(ATTN_MERGE_QUERY_START), Value());
 
+  if (scan) {
+    mergeScanRows(toIndex(ATTN_MERGE_Q_BEGIN), toIndex(ATTN_MERGE_Q_END), oParts,
+                  args[ATTN_MERGE_MAX_PARTS], o, args[ATTN_MERGE_ROW_MAX], args[ATTN_MERGE_ROW_SUM]);
+    func::ReturnOp::create(b);
+    return;
+  }
   Value zero = constant(0.0), queries = dim(o, 0), valueDim = dim(o, 1);
   Value splits = arith::DivUIOp::create(b, dim(oParts, 0), queries);
   // Partial states carry no error term (abi.h: row_max, row_sum, row_count).
@@ -484,10 +490,13 @@ LogicalResult mlir::attn::lowerKernelToLoops(KernelOp kernel) {
       return failure();
     b.setInsertionPointToEnd(module.getBody());
     builder.buildForwardEntry();
-    // Neither the kernelised form nor a scan has a partial state to merge, and an
-    // implicit kernel's τ_i needs every key of its row: no key chunks, no merge.
-    if (fallback != CpuVariant::Linear && *algorithm != Algorithm::Scan &&
-        *algorithm != Algorithm::Implicit)
+    // The kernelised form has no partial state to merge, and an implicit kernel's τ_i
+    // needs every key of its row: no key chunks, no merge. A scan's chunks merge
+    // (ScanLoops.cpp) unless it has a left-over: the farthest chunk adds r_i·v_i but
+    // cannot tell whether key i is padding beyond its chunk.
+    bool scanLeftOver = *algorithm == Algorithm::Scan &&
+                        kernel.getNormalizerOp().getLeftOverToCurrent();
+    if (fallback != CpuVariant::Linear && *algorithm != Algorithm::Implicit && !scanLeftOver)
       builder.buildMergeEntry();
     builder.buildBackwardEntry();
   }

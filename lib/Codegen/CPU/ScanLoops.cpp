@@ -16,13 +16,17 @@
 //
 // which is AttentionMath's pair gradient (g'·dP − h'·D)/C at C = 1, dP·e^S for dP
 // and B − D for D: params and learnable reads of either region follow alike.
-// Both carry the whole row: a call takes every key of its rows (runtime
-// SliceCalls::QueryRows), so there is no partial state and no merge entry.
+// The row's state and its combine are RowAlgorithm's ScanState. The forward takes
+// key chunks [kv_begin, kv_len) as partial calls (row_max = S of the chunk, row_count
+// the keys kept), which mergeScanRows (attn_merge_T) combines nearest chunk first:
+// O = O_near + e^(S_near)·O_far. A kernel with a left-over has no merge entry (the
+// chunk that adds r_i·v_i, the farthest, cannot tell whether key i is padding), and
+// the backward takes every key of its rows: B of a chunk needs D − B of the chunks
+// before it (runtime SliceCalls::ForwardKeyChunks).
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Codegen/CPU/CPUKernelBuilder.h"
 
-#include "mlir/Dialect/Math/IR/Math.h"
 
 using namespace mlir;
 using namespace mlir::attn;
@@ -58,34 +62,70 @@ void CPUKernelBuilder::buildScanForward(StringRef name) {
   ForwardArgs args = beginForward(name, matrixType, /*lanewiseMath=*/false);
   Value q = args.q, k = args.k, v = args.v, o = args.o;
   Value valueDim = dim(v, 1);
-  Value zero = constant(0.0);
+  Value zero = constant(0.0), one = constant(1.0);
+  RowAlgorithm rows(b, *scalarMath);
   loop(args.qBegin, args.qEnd, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
     loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
       store(zero, o, {i, c});
       return {};
     });
-    // Carried: S, the log-survival of the kept keys after j.
+    // Carried: the row's ScanState and the keys kept.
     SmallVector<Value> row = rowKeysLastToFirst(
-        i, args.kvBegin, keys.end(b, i), {zero},
+        i, args.kvBegin, keys.end(b, i), {rows.scanInitial(type).logSurvival, zero},
         [&](Value j, ValueRange acc) -> SmallVector<Value> {
           PairValues pair = pairAt(contract(q, k, i, j), i, j);
-          Value s = scalarMath->score(pair);
-          Value w = mul(scalarMath->numerator(s, zero, pair.at), math::ExpOp::create(b, acc[0]));
-          axpyRow(o, i, w, v, j, valueDim);
-          return {add(acc[0], scalarMath->denominator(s, zero, pair.at))};
+          RowAlgorithm::ScanStep step = rows.scanPair({acc[0]}, pair, scalarMath->score(pair));
+          axpyRow(o, i, step.weight, v, j, valueDim);
+          return {step.next.logSurvival, add(acc[1], one)};
         });
-    Value logLeftOver = row[0];
+    ScanState state{row[0]};
+    // Only a kernel without a left-over has a merge entry, so only its calls are
+    // partial (lowerKernelToLoops).
     if (normalizer.getLeftOverToCurrent())
       atCurrentKey(i, keys.kvEnd, [&](Value current) {
-        axpyRow(o, i, math::ExpOp::create(b, logLeftOver), v, current, valueDim);
+        axpyRow(o, i, rows.scanLeftOver(state), v, current, valueDim);
       });
-    // row_max: log r_i (0 without keys); row_sum: C = 1. A scan's calls are never
-    // partial (no row_count).
-    store(logLeftOver, args.rowMax, {i});
-    store(constant(1.0), args.rowSum, {i});
+    // row_max: S (log r_i when the call takes all the row's keys; 0 without keys);
+    // row_sum: C = 1; a partial call's row_count: the keys kept.
+    store(state.logSurvival, args.rowMax, {i});
+    store(one, args.rowSum, {i});
+    branch(args.partial, {}, [&]() -> SmallVector<Value> {
+      store(row[1], args.rowCount, {i});
+      return {};
+    }, [] { return SmallVector<Value>(); });
     return {};
   });
   func::ReturnOp::create(b);
+}
+
+void CPUKernelBuilder::mergeScanRows(Value qBegin, Value qEnd, Value oParts, Value logSurvivalParts,
+                                     Value o, Value rowMax, Value rowSum) {
+  Value zero = constant(0.0), queries = dim(o, 0), valueDim = dim(o, 1);
+  Value splits = arith::DivUIOp::create(b, dim(oParts, 0), queries);
+  RowAlgorithm rows(b, *scalarMath);
+  loop(qBegin, qEnd, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
+    loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+      store(zero, o, {i, c});
+      return {};
+    });
+    // Split s holds keys below split s + 1's: each split is nearer than the ones
+    // folded before it, O in place.
+    ValueRange row = loop(
+        index(0), splits, {rows.scanInitial(type).logSurvival},
+        [&](Value split, ValueRange acc) -> SmallVector<Value> {
+          Value at = arith::AddIOp::create(b, arith::MulIOp::create(b, split, queries), i);
+          RowAlgorithm::ScanCombined step =
+              rows.scanCombine({acc[0]}, {load(logSurvivalParts, {at})});
+          loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+            store(rows.scanCombineOutput(step, load(o, {i, c}), load(oParts, {at, c})), o, {i, c});
+            return {};
+          });
+          return {step.state.logSurvival};
+        });
+    store(row[0], rowMax, {i});
+    store(constant(1.0), rowSum, {i});
+    return {};
+  });
 }
 
 void CPUKernelBuilder::buildScanBackward(StringRef name) {
@@ -95,31 +135,30 @@ void CPUKernelBuilder::buildScanBackward(StringRef name) {
   Value valueDim = dim(v, 1);
   Value zero = constant(0.0);
   Value always = arith::ConstantIntOp::create(b, 1, 1);
+  RowAlgorithm rows(b, *scalarMath);
   zeroBackwardOutputs(args);
   loop(args.qBegin, args.qEnd, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
     Value delta = rowDot(dOut, i, args.o, i, valueDim);
-    // Carried: S and B = Σ_{j >= k} w_ij dP_ij.
+    // Carried: the row's ScanState and B = Σ_{j >= k} w_ij dP_ij.
     SmallVector<Value> row = rowKeysLastToFirst(
-        i, args.kvBegin, keys.end(b, i), {zero, zero},
+        i, args.kvBegin, keys.end(b, i), {rows.scanInitial(type).logSurvival, zero},
         [&](Value j, ValueRange acc) -> SmallVector<Value> {
-          Value logSurvival = acc[0];
           PairValues pair = pairAt(contract(q, k, i, j), i, j);
           Value s = scalarMath->score(pair);
-          Value survival = math::ExpOp::create(b, logSurvival);
-          Value w = mul(scalarMath->numerator(s, zero, pair.at), survival);
+          RowAlgorithm::ScanStep step = rows.scanPair({acc[0]}, pair, s);
           Value dP = rowDot(dOut, i, v, j, valueDim);
-          Value suffix = add(acc[1], mul(w, dP));
+          Value suffix = add(acc[1], mul(step.weight, dP));
           // (g'·dP·e^S − d'·(B − D))/1: the pair gradient at C = 1.
           BackwardRow scanRow{zero, constant(1.0), sub(suffix, delta), always};
           AttentionMath::PairGradient grad =
-              scalarMath->gradient(pair, s, scanRow, mul(dP, survival));
-          axpyRow(args.dv, j, w, dOut, i, valueDim);
+              scalarMath->gradient(pair, s, scanRow, mul(dP, step.survival));
+          axpyRow(args.dv, j, step.weight, dOut, i, valueDim);
           addPairGradients(args, grad, i, j);
-          return {add(logSurvival, scalarMath->denominator(s, zero, pair.at)), suffix};
+          return {step.next.logSurvival, suffix};
         });
     if (normalizer.getLeftOverToCurrent())
       atCurrentKey(i, keys.kvEnd, [&](Value current) {
-        axpyRow(args.dv, current, math::ExpOp::create(b, row[0]), dOut, i, valueDim);
+        axpyRow(args.dv, current, rows.scanLeftOver({row[0]}), dOut, i, valueDim);
       });
     return {};
   });

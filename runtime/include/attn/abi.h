@@ -41,9 +41,13 @@
  *                                row_max = m (its shift: the running max online, 0
  *                                plain), row_sum = Σ_j h(s_ij, m) (0 without a summed
  *                                denominator), row_count = the keys the mask kept;
- *                                the row offset β is left to the merge. A
- *                                kernelised artifact requires kv_begin = 0 and
- *                                partial = 0 (it has no attn_merge_T)
+ *                                the row offset β is left to the merge. A scan
+ *                                (stick-breaking) writes o = Σ_j w_ij·v_j over its
+ *                                keys, row_max = S, their log-survival Σ d(s_ij),
+ *                                row_sum = 1, row_count as above (its row_max
+ *                                unsplit: log r_i). A kernelised artifact, and a
+ *                                scan with a left-over, require kv_begin = 0 and
+ *                                partial = 0 (they have no attn_merge_T)
  *       int64_t query_start,     the absolute position of q's row 0 and of k's
  *       int64_t key_start);      row 0: every region sees i = query_start + row
  *                                and j = key_start + key row, and `causal` keeps
@@ -63,7 +67,9 @@
  *       int64_t batch, int64_t head, int64_t q_begin, int64_t q_end,
  *       int64_t query_start);    as the forward's (the row offset sees i)
  *     Folds the splits' states in split order with the online step's rescale, then
- *     finishes the rows like the forward (row offset, C, O/C).
+ *     finishes the rows like the forward (row offset, C, O/C). A scan's: each split
+ *     nearer than those before it, S = S_s + S, O = O_s + e^(S_s)·O; row_max = S,
+ *     row_sum = 1.
  *
  *   void _mlir_ciface_attn_backward_T(
  *       q, k, v, o, dout [Nq, dv], row_max, row_sum, params, tables, (inputs)
