@@ -322,7 +322,9 @@ FailureOr<NormalizerClass> mlir::attn::classifyNormalizer(NormalizerOp normalize
     // g is evaluated at s - τ_i <= x_c only where it is not 0: nothing to stabilise.
     if (failed(verifyThresholdNumerator(normalizer)))
       return failure();
-    return NormalizerClass{Algorithm::Implicit, {}, {}, std::nullopt};
+    NormalizerClass implicit;
+    implicit.algorithm = Algorithm::Implicit;
+    return implicit;
   }
   // The op where a region's exp degrees start to mix, reported by name.
   auto reportMixed = [&](Operation *bad, StringRef region) {
