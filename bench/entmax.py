@@ -14,14 +14,14 @@ matrices; ours never does.
 import argparse
 import math
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
+
+import thread_scaling  # noqa: E402  (sys.path holds bench/ while this script starts)
 
 REPO = Path(__file__).resolve().parents[1]
 BUILD = Path(os.environ.get("ATTN_BUILD_DIR", REPO / "build"))
@@ -67,19 +67,6 @@ def check(name, got, want):
                      "(relative to max |peer|)")
 
 
-def time_interleaved(calls, reps):
-    for call in calls.values():
-        call()
-    times = {name: [] for name in calls}
-    order = list(calls)
-    for rep in range(reps):
-        for name in order[rep % len(order):] + order[:rep % len(order)]:
-            t = time.perf_counter()
-            calls[name]()
-            times[name].append(time.perf_counter() - t)
-    return {name: statistics.median(ts) for name, ts in times.items()}
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=9)
@@ -114,7 +101,10 @@ def main():
                     calls[f"ours {name}"], calls[f"entmax {name}"] = mine, peer
                 calls["ours softmax"] = runner(lambda q, k, v: ours["softmax"](q, k, v), q, k,
                                                v, do, backward)
-                ms = {name: t * 1e3 for name, t in time_interleaved(calls, args.reps).items()}
+                medians = thread_scaling.time_interleaved(
+                    {name: (torch.get_num_threads(), call) for name, call in calls.items()},
+                    args.reps)[0]
+                ms = {name: t * 1e3 for name, t in medians.items()}
                 cols = ["ours sparsemax", "entmax sparsemax", "ours entmax15", "entmax entmax15",
                         "ours softmax"]
                 print(f"| {bh}×{n}×{d} | {'fwd+bwd' if backward else 'fwd'} | " +
