@@ -12,6 +12,8 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <array>
+#include <functional>
 
 namespace attn {
 namespace detail {
@@ -173,6 +175,49 @@ run_merge(const Library &lib, const Problem &p, const Tensor &params_in,
   return {out, row_max, row_sum};
 }
 
+namespace {
+
+/// Rows [begin, begin + count) of `m` (a row count of its own, the same strides).
+attn_memref2d row_range(attn_memref2d m, int64_t begin, int64_t count) {
+  m.offset += begin * m.strides[0];
+  m.sizes[0] = count;
+  return m;
+}
+attn_memref1d row_range(attn_memref1d m, int64_t begin, int64_t count) {
+  m.offset += begin * m.strides[0];
+  m.sizes[0] = count;
+  return m;
+}
+
+/// Split-K's partial states [B, H, 2·S·Nq(, dv)]: two copies of S chunks' rows, copy c
+/// of chunk s at rows (c·S + s)·Nq (parallel_items_backed_up).
+struct ForwardParts {
+  Tensor out, max, sum, count;
+};
+
+/// The copy-0 rows of `parts` with the items that `copies` says finished in copy 1
+/// taken from there: [B, H, S·Nq(, dv)] for the merge, never reading a copy a helper
+/// may still be writing.
+ForwardParts winning_parts(const ForwardParts &parts, int64_t S, int64_t Nq,
+                           const std::vector<int> &copies,
+                           const std::function<std::array<int64_t, 5>(int64_t)> &locate) {
+  auto first = [&](const Tensor &t) { return t.narrow(2, 0, S * Nq); };
+  if (std::none_of(copies.begin(), copies.end(), [](int copy) { return copy != 0; }))
+    return {first(parts.out), first(parts.max), first(parts.sum), first(parts.count)};
+  ForwardParts won{torch::empty_like(first(parts.out)), torch::empty_like(first(parts.max)),
+                   torch::empty_like(first(parts.sum)), torch::empty_like(first(parts.count))};
+  for (size_t item = 0; item < copies.size(); ++item) {
+    const auto [b, h, q_begin, q_end, split] = locate(static_cast<int64_t>(item));
+    const int64_t from = (copies[item] * S + split) * Nq + q_begin, to = split * Nq + q_begin;
+    for (auto [dst, src] : {std::pair(won.out, parts.out), std::pair(won.max, parts.max),
+                            std::pair(won.sum, parts.sum), std::pair(won.count, parts.count)})
+      dst[b][h].narrow(0, to, q_end - q_begin).copy_(src[b][h].narrow(0, from, q_end - q_begin));
+  }
+  return won;
+}
+
+} // namespace
+
 std::tuple<Tensor, Tensor, Tensor> run_forward_cpu(const Library &lib, const Problem &p,
                                                    const Tensor &q_in, const Tensor &k_in,
                                                    const Tensor &v_in, const Tensor &params_in,
@@ -186,52 +231,69 @@ std::tuple<Tensor, Tensor, Tensor> run_forward_cpu(const Library &lib, const Pro
                                           at::get_num_threads());
   const int64_t rows_per_item = plan.rows_per_call, kv_splits = plan.key_chunks;
   const int64_t nqb = (p.Nq + rows_per_item - 1) / rows_per_item;
-  Tensor o_parts, max_parts, sum_parts, count_parts; // [B, H, kv_splits·Nq(, dv)]
-  if (kv_splits > 1) {
-    o_parts = torch::empty({p.B, p.H, kv_splits * p.Nq, p.dv}, opts);
-    max_parts = torch::empty({p.B, p.H, kv_splits * p.Nq}, opts);
-    sum_parts = torch::empty_like(max_parts);
-    count_parts = torch::empty_like(max_parts);
-  }
-  const attn_memref1d pm = memref_params(fwd.params);
-  parallel_items(BH * nqb * kv_splits, [&](int64_t item) {
+  const int64_t causal = p.causal ? 1 : 0;
+  // Item -> (b, h, q_begin, q_end, key chunk).
+  const std::function<std::array<int64_t, 5>(int64_t)> locate = [=](int64_t item) {
     const int64_t split = item % kv_splits, call = item / kv_splits;
     int64_t bh, qb;
-    if (p.causal) { // heaviest query blocks (most unmasked keys) first
+    if (causal) { // heaviest query blocks (most unmasked keys) first
       qb = nqb - 1 - call / BH;
       bh = call % BH;
     } else { // all blocks of one head together: K/V stay in cache
       bh = call / nqb;
       qb = call % nqb;
     }
-    const int64_t b = bh / p.H, h = bh % p.H;
-    attn_memref2d qm = memref2d(fwd.q, b, h), km = memref2d(fwd.k, b, p.kv_head(h)),
-                  vm = memref2d(fwd.v, b, p.kv_head(h));
-    attn_memref1d prm = pm;
     const int64_t q_begin = qb * rows_per_item;
-    const int64_t q_end = std::min(p.Nq, q_begin + rows_per_item);
-    const int64_t kv_len = p.kv_len[static_cast<size_t>(b)];
-    if (kv_splits == 1) {
-      attn_memref2d om = memref2d(fwd.out, b, h);
+    return std::array<int64_t, 5>{bh / p.H, bh % p.H, q_begin,
+                                  std::min(p.Nq, q_begin + rows_per_item), split};
+  };
+  const attn_memref1d pm = memref_params(fwd.params);
+  if (kv_splits == 1) {
+    parallel_items(BH * nqb, [&](int64_t item) {
+      const auto [b, h, q_begin, q_end, split] = locate(item);
+      attn_memref2d qm = memref2d(fwd.q, b, h), km = memref2d(fwd.k, b, p.kv_head(h)),
+                    vm = memref2d(fwd.v, b, p.kv_head(h)), om = memref2d(fwd.out, b, h);
       attn_memref1d mm = memref1d(fwd.row_max, b, h), sm = memref1d(fwd.row_sum, b, h);
-      attn_memref1d unused{nullptr, nullptr, 0, {0}, {1}};
-      fwd.fn(&qm, &km, &vm, &om, &mm, &sm, &unused, &prm, fwd.table_data(), b, h, q_begin, q_end, 0,
-             kv_len, p.causal ? 1 : 0, 0, p.query_start[static_cast<size_t>(b)], p.key_start);
-      return;
-    }
-    const auto [kv_begin, kv_end] = key_chunk(split, kv_splits, kv_len);
-    // This chunk's rows of the parts: [split·Nq, (split + 1)·Nq).
-    auto chunk = [&](const Tensor &parts) { return parts.narrow(2, split * p.Nq, p.Nq); };
-    attn_memref2d om = memref2d(chunk(o_parts), b, h);
-    attn_memref1d mm = memref1d(chunk(max_parts), b, h), sm = memref1d(chunk(sum_parts), b, h),
-                  cm = memref1d(chunk(count_parts), b, h);
-    fwd.fn(&qm, &km, &vm, &om, &mm, &sm, &cm, &prm, fwd.table_data(), b, h, q_begin, q_end,
-           kv_begin, kv_end, p.causal ? 1 : 0, 1, p.query_start[static_cast<size_t>(b)],
-           p.key_start);
-  });
-  if (kv_splits > 1)
-    return run_merge(lib, p, fwd.params, inputs, o_parts, max_parts, sum_parts, count_parts);
-  return {fwd.out, fwd.row_max, fwd.row_sum};
+      attn_memref1d unused{nullptr, nullptr, 0, {0}, {1}}, prm = pm;
+      fwd.fn(&qm, &km, &vm, &om, &mm, &sm, &unused, &prm, fwd.table_data(), b, h, q_begin, q_end,
+             0, p.kv_len[static_cast<size_t>(b)], causal, 0,
+             p.query_start[static_cast<size_t>(b)], p.key_start);
+    });
+    return {fwd.out, fwd.row_max, fwd.row_sum};
+  }
+
+  // Few calls for the threads (a decoder step): each call's keys in chunks whose
+  // partial states the merge folds. A chunk writes only its own rows of the parts, so
+  // the caller may run a chunk that a descheduled helper holds into the second copy
+  // (parallel_items_backed_up). A helper may then still run after this call returned:
+  // the item owns copies of everything it reads and writes (tensors by reference count;
+  // the artifact's code stays mapped, since loaded libraries are never closed).
+  ForwardParts parts{torch::empty({p.B, p.H, 2 * kv_splits * p.Nq, p.dv}, opts),
+                     torch::empty({p.B, p.H, 2 * kv_splits * p.Nq}, opts), Tensor(), Tensor()};
+  parts.sum = torch::empty_like(parts.max);
+  parts.count = torch::empty_like(parts.max);
+  const int64_t Nq = p.Nq;
+  auto chunk = std::make_shared<const BackedUpItem>(
+      [fwd, parts, inputs, locate, pm, kv_splits, Nq, causal, group = p.group,
+       kv_len = p.kv_len, query_start = p.query_start,
+       key_start = p.key_start](int64_t item, int copy) {
+        const auto [b, h, q_begin, q_end, split] = locate(item);
+        const int64_t kv_head = h / group;
+        attn_memref2d qm = memref2d(fwd.q, b, h), km = memref2d(fwd.k, b, kv_head),
+                      vm = memref2d(fwd.v, b, kv_head);
+        // This chunk's rows of the parts: [(copy·S + split)·Nq, +Nq), seen at 0.
+        const int64_t first = (copy * kv_splits + split) * Nq;
+        attn_memref2d om = row_range(memref2d(parts.out, b, h), first, Nq);
+        attn_memref1d mm = row_range(memref1d(parts.max, b, h), first, Nq),
+                      sm = row_range(memref1d(parts.sum, b, h), first, Nq),
+                      cm = row_range(memref1d(parts.count, b, h), first, Nq), prm = pm;
+        const auto [kv_begin, kv_end] = key_chunk(split, kv_splits, kv_len[static_cast<size_t>(b)]);
+        fwd.fn(&qm, &km, &vm, &om, &mm, &sm, &cm, &prm, fwd.table_data(), b, h, q_begin, q_end,
+               kv_begin, kv_end, causal, 1, query_start[static_cast<size_t>(b)], key_start);
+      });
+  const std::vector<int> copies = parallel_items_backed_up(BH * nqb * kv_splits, chunk);
+  const ForwardParts won = winning_parts(parts, kv_splits, Nq, copies, locate);
+  return run_merge(lib, p, fwd.params, inputs, won.out, won.max, won.sum, won.count);
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, std::vector<Tensor>>

@@ -19,7 +19,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <exception>
 #include <memory>
@@ -126,7 +128,113 @@ void take_items(Items &shared, bool on_caller) {
     shared.finished.notify_all();
 }
 
+using Clock = std::chrono::steady_clock;
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+/// What the caller shares with helpers that may finish their item after it returned:
+/// everything an item touches is owned here or by `item`'s closure.
+struct BackedUpItems {
+  static constexpr int kNotDone = 0; // then 1 + the copy that finished first
+  BackedUpItems(int64_t n, std::shared_ptr<const BackedUpItem> item)
+      : count(n), item(std::move(item)), finished(new std::atomic<int>[n]),
+        taken_at(new std::atomic<int64_t>[n]) {
+    for (int64_t i = 0; i < n; ++i) {
+      finished[i].store(kNotDone, std::memory_order_relaxed);
+      taken_at[i].store(0, std::memory_order_relaxed);
+    }
+  }
+
+  /// Runs item i into `copy`; records it as item i's result if no copy finished before.
+  void run(int64_t i, int copy) {
+    const int64_t start = now_ns();
+    (*item)(i, copy);
+    const int64_t took = now_ns() - start;
+    int expected = kNotDone;
+    if (!finished[i].compare_exchange_strong(expected, 1 + copy))
+      return;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (copy == 0) { // a backup run is not a sample of how long an item takes
+        item_ns += took;
+        ++items_timed;
+      }
+    }
+    progress.notify_all();
+  }
+
+  /// Takes items in order until none is left (copy 0); a helper (not `on_caller`)
+  /// first sleeps ATTN_TEST_HELPER_DELAY_MS after taking each, for tests that need the
+  /// caller to find every helper's item overdue.
+  void take(bool on_caller) {
+    static const int64_t test_delay_ms = [] {
+      const char *text = std::getenv("ATTN_TEST_HELPER_DELAY_MS");
+      return text ? std::max<int64_t>(0, std::atoll(text)) : 0;
+    }();
+    for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < count;
+         i = next.fetch_add(1, std::memory_order_relaxed)) {
+      taken_at[i].store(now_ns(), std::memory_order_relaxed);
+      if (!on_caller && test_delay_ms > 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(test_delay_ms));
+      run(i, 0);
+    }
+  }
+
+  const int64_t count;
+  const std::shared_ptr<const BackedUpItem> item;
+  std::atomic<int64_t> next{0};
+  std::unique_ptr<std::atomic<int>[]> finished;
+  std::unique_ptr<std::atomic<int64_t>[]> taken_at; // 0: not yet stamped by its taker
+  std::mutex mutex;
+  std::condition_variable progress;
+  int64_t item_ns = 0, items_timed = 0; // under `mutex`
+};
+
 } // namespace
+
+std::vector<int> parallel_items_backed_up(int64_t n, std::shared_ptr<const BackedUpItem> item) {
+  std::vector<int> copies(static_cast<size_t>(std::max<int64_t>(n, 0)), 0);
+  if (n <= 0)
+    return copies;
+  const int64_t workers = std::min<int64_t>(at::get_num_threads(), n);
+  if (workers <= 1 || at::in_parallel_region()) {
+    for (int64_t i = 0; i < n; ++i)
+      (*item)(i, 0);
+    return copies;
+  }
+  auto items = std::make_shared<BackedUpItems>(n, std::move(item));
+  HelperThreads &helpers = HelperThreads::instance();
+  for (int64_t w = 1; w < workers; ++w)
+    helpers.post([items] { items->take(/*on_caller=*/false); }, static_cast<size_t>(workers - 1));
+  items->take(/*on_caller=*/true);
+  // Every item is taken; wait for those still running on helpers, each until it is
+  // overdue: twice the mean time of the items finished so far after it was taken
+  // (stamped when the caller first saw it, if its taker had not stamped it yet).
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t first_seen = now_ns();
+    std::unique_lock<std::mutex> lock(items->mutex);
+    while (items->finished[i].load() == BackedUpItems::kNotDone) {
+      const int64_t stamped = items->taken_at[i].load(std::memory_order_relaxed);
+      const int64_t mean = items->items_timed ? items->item_ns / items->items_timed : 0;
+      const int64_t due = (stamped ? stamped : first_seen) + 2 * mean;
+      if (items->items_timed == 0 || now_ns() >= due) {
+        lock.unlock();
+        items->run(i, 1);
+        lock.lock();
+        break;
+      }
+      items->progress.wait_until(
+          lock, Clock::time_point(std::chrono::duration_cast<Clock::duration>(
+                    std::chrono::nanoseconds(due))));
+    }
+  }
+  for (int64_t i = 0; i < n; ++i)
+    copies[static_cast<size_t>(i)] = items->finished[i].load() - 1;
+  return copies;
+}
 
 void parallel_items(int64_t n, const std::function<void(int64_t)> &item) {
   if (n <= 0)
