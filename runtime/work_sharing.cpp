@@ -148,7 +148,8 @@ struct BackedUpItems {
     }
   }
 
-  /// Runs item i into `copy`; records it as item i's result if no copy finished before.
+  /// Runs item i into `copy`; records it as item i's result if no copy finished before,
+  /// and a copy-0 run's time (a backup run is no sample of how long an item takes).
   void run(int64_t i, int copy) {
     const int64_t start = now_ns();
     (*item)(i, copy);
@@ -156,14 +157,11 @@ struct BackedUpItems {
     int expected = kNotDone;
     if (!finished[i].compare_exchange_strong(expected, 1 + copy))
       return;
-    {
+    if (copy == 0) {
       std::lock_guard<std::mutex> lock(mutex);
-      if (copy == 0) { // a backup run is not a sample of how long an item takes
-        item_ns += took;
-        ++items_timed;
-      }
+      item_ns += took;
+      ++items_timed;
     }
-    progress.notify_all();
   }
 
   /// Takes items in order until none is left (copy 0); a helper (not `on_caller`)
@@ -189,7 +187,6 @@ struct BackedUpItems {
   std::unique_ptr<std::atomic<int>[]> finished;
   std::unique_ptr<std::atomic<int64_t>[]> taken_at; // 0: not yet stamped by its taker
   std::mutex mutex;
-  std::condition_variable progress;
   int64_t item_ns = 0, items_timed = 0; // under `mutex`
 };
 
@@ -212,23 +209,23 @@ std::vector<int> parallel_items_backed_up(int64_t n, std::shared_ptr<const Backe
   items->take(/*on_caller=*/true);
   // Every item is taken; wait for those still running on helpers, each until it is
   // overdue: twice the mean time of the items finished so far after it was taken
-  // (stamped when the caller first saw it, if its taker had not stamped it yet).
+  // (stamped when the caller first saw it, if its taker had not stamped it yet). The
+  // caller polls rather than sleeps: its core has nothing else of this call to do, and
+  // a sleeping caller on a loaded machine is woken late (tens of milliseconds).
   for (int64_t i = 0; i < n; ++i) {
     const int64_t first_seen = now_ns();
-    std::unique_lock<std::mutex> lock(items->mutex);
     while (items->finished[i].load() == BackedUpItems::kNotDone) {
       const int64_t stamped = items->taken_at[i].load(std::memory_order_relaxed);
-      const int64_t mean = items->items_timed ? items->item_ns / items->items_timed : 0;
-      const int64_t due = (stamped ? stamped : first_seen) + 2 * mean;
-      if (items->items_timed == 0 || now_ns() >= due) {
-        lock.unlock();
+      int64_t mean = 0;
+      {
+        std::lock_guard<std::mutex> lock(items->mutex);
+        mean = items->items_timed ? items->item_ns / items->items_timed : -1;
+      }
+      if (mean < 0 || now_ns() >= (stamped ? stamped : first_seen) + 2 * mean) {
         items->run(i, 1);
-        lock.lock();
         break;
       }
-      items->progress.wait_until(
-          lock, Clock::time_point(std::chrono::duration_cast<Clock::duration>(
-                    std::chrono::nanoseconds(due))));
+      std::this_thread::yield();
     }
   }
   for (int64_t i = 0; i < n; ++i)
