@@ -277,11 +277,15 @@ std::tuple<Tensor, Tensor, Tensor> run_forward_cpu(const Library &lib, const Pro
   // partial states the merge folds. Every item writes only its rows, in either of two
   // copies: the caller may rerun an item a descheduled helper holds into copy 1.
   const auto opts = w.fwd.out.options();
+  const int64_t items = w.BH * w.nqb * w.kv_splits;
+  const bool backups = item_threads(items) > 1; // else copy 1 is never written
   for (ForwardOutputs &copy : w.copies) {
     if (w.kv_splits == 1 && &copy == &w.copies[0]) {
       copy = {w.fwd.out, w.fwd.row_max, w.fwd.row_sum, Tensor()};
       continue;
     }
+    if (&copy == &w.copies[1] && !backups)
+      break;
     const int64_t rows = w.kv_splits * p.Nq;
     copy.out = torch::empty({p.B, p.H, rows, p.dv}, opts);
     copy.max = torch::empty({p.B, p.H, rows}, opts);
@@ -290,8 +294,7 @@ std::tuple<Tensor, Tensor, Tensor> run_forward_cpu(const Library &lib, const Pro
       copy.count = torch::empty_like(copy.max);
   }
   const std::vector<int> won = parallel_items_backed_up(
-      w.BH * w.nqb * w.kv_splits,
-      std::make_shared<const BackedUpItem>([work](int64_t item, int copy) { work->run(item, copy); }));
+      items, std::make_shared<const BackedUpItem>([work](int64_t item, int copy) { work->run(item, copy); }));
   // Where any item finished in copy 1, the result is copy 1 with the other items' rows
   // copied in from copy 0 (finished: no helper writes them any more); copy 0 as a whole
   // may still be written by a late helper.
@@ -445,15 +448,16 @@ run_backward_cpu(const Library &lib, const Problem &p, const Tensor &q_in, const
   // they finish, and the caller reruns a set an overdue helper holds into the outputs'
   // second copy (parallel_items_backed_up).
   w.sets = backward_call_sets(w.calls, threads);
+  const int64_t copies_written = item_threads(w.sets) > 1 ? 2 : 1; // copy 1: backups only
   // The calls overwrite dq's rows [q_begin, q_end) and dk's and dv's rows
   // [kv_begin, kv_len) (abi.h), which together cover every row but the keys past
   // a batch entry's kv_len: only those are zeroed here (zeroing the whole buffers
   // was a second pass over a decoder step's largest outputs).
   // dk and dv per query head: with grouped-query attention the `group` heads that
   // read one key/value head write their own, summed below in head order.
-  w.dq_parts = torch::empty({2, w.kv_splits, p.B, p.H, p.Nq, p.d}, opts);
-  w.dk_parts = torch::empty({2, w.splits, p.B, p.H, p.Nk, p.d}, opts);
-  w.dv_parts = torch::empty({2, w.splits, p.B, p.H, p.Nk, p.dv}, opts);
+  w.dq_parts = torch::empty({copies_written, w.kv_splits, p.B, p.H, p.Nq, p.d}, opts);
+  w.dk_parts = torch::empty({copies_written, w.splits, p.B, p.H, p.Nk, p.d}, opts);
+  w.dv_parts = torch::empty({copies_written, w.splits, p.B, p.H, p.Nk, p.dv}, opts);
   auto zero_past_kv_len = [&](const Tensor &parts) { // [splits, B, H, Nk, *]
     for (int64_t b = 0; b < p.B; ++b) {
       const int64_t kv_len = p.kv_len[static_cast<size_t>(b)];
@@ -464,7 +468,7 @@ run_backward_cpu(const Library &lib, const Problem &p, const Tensor &q_in, const
   for (const Tensor &parts : {w.dk_parts, w.dv_parts})
     zero_past_kv_len(parts[0]);
   // One row of partial parameter gradients per call, summed afterwards.
-  w.dparams_parts = torch::zeros({2, w.calls, p.P}, opts);
+  w.dparams_parts = torch::zeros({copies_written, w.calls, p.P}, opts);
   // A learnable input's gradient gets one zeroed buffer per set (and copy) that its
   // calls add to (abi.h: dtables), summed in set order: the same bits every run with
   // the same thread count, whichever thread ran a set, and sets × the input's size of
@@ -472,7 +476,7 @@ run_backward_cpu(const Library &lib, const Problem &p, const Tensor &q_in, const
   const auto &declared = lib.manifest().inputs;
   w.dinput_parts.resize(2);
   w.dtables.resize(2);
-  for (int copy = 0; copy < 2; ++copy)
+  for (int copy = 0; copy < copies_written; ++copy)
     for (int64_t set = 0; set < w.sets; ++set) {
       std::vector<Tensor> &part = w.dinput_parts[copy].emplace_back();
       std::vector<attn_table> &dtable = w.dtables[copy].emplace_back();

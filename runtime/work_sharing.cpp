@@ -192,12 +192,16 @@ struct BackedUpItems {
 
 } // namespace
 
+int64_t item_threads(int64_t n) {
+  return at::in_parallel_region() ? 1 : std::min<int64_t>(at::get_num_threads(), n);
+}
+
 std::vector<int> parallel_items_backed_up(int64_t n, std::shared_ptr<const BackedUpItem> item) {
   std::vector<int> copies(static_cast<size_t>(std::max<int64_t>(n, 0)), 0);
   if (n <= 0)
     return copies;
-  const int64_t workers = std::min<int64_t>(at::get_num_threads(), n);
-  if (workers <= 1 || at::in_parallel_region()) {
+  const int64_t workers = item_threads(n);
+  if (workers <= 1) {
     for (int64_t i = 0; i < n; ++i)
       (*item)(i, 0);
     return copies;
@@ -236,8 +240,8 @@ std::vector<int> parallel_items_backed_up(int64_t n, std::shared_ptr<const Backe
 void parallel_items(int64_t n, const std::function<void(int64_t)> &item) {
   if (n <= 0)
     return;
-  const int64_t workers = std::min<int64_t>(at::get_num_threads(), n);
-  if (workers <= 1 || at::in_parallel_region()) {
+  const int64_t workers = item_threads(n);
+  if (workers <= 1) {
     for (int64_t i = 0; i < n; ++i)
       item(i);
     return;

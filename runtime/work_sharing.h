@@ -22,6 +22,10 @@ namespace detail {
 /// first exception an item throws is rethrown once every item is done.
 void parallel_items(int64_t n, const std::function<void(int64_t)> &item);
 
+/// How many threads parallel_items and parallel_items_backed_up run n items on: 1 (the
+/// caller, no backups) inside a parallel region or with one thread.
+int64_t item_threads(int64_t n);
+
 /// item(i, copy) writes item i's result into its copy `copy` (0 or 1) of the output.
 using BackedUpItem = std::function<void(int64_t item, int copy)>;
 

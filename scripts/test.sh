@@ -35,7 +35,7 @@ fi
 ((ctest_status == 0)) || ((failed > 0)) || tally 0 1
 
 echo "== pytest"
-(cd "$root" && "$venv/bin/python" -m pytest -q -p no:cacheprovider test/python) | tee "$logdir/pytest"
+(cd "$root" && "$venv/bin/python" -m pytest -q -p no:cacheprovider --durations=20 test/python) | tee "$logdir/pytest"
 pytest_status=${PIPESTATUS[0]}
 summary=$(tail -n 1 "$logdir/pytest")
 py_passed=$(grep -Eo '[0-9]+ passed' <<<"$summary" | grep -Eo '[0-9]+')
