@@ -490,9 +490,11 @@ attn.kernel @concat_attention normalizer(@softmax) score(@concat)
 // CHECK-NEXT: """
 // CHECK-NEXT: return 1.0
 // CHECK: def tanh_(x):
+// CHECK: def projection_weight(W, HEAD_DIM, BLOCK_D: tl.constexpr):
+// CHECK: return tl.load(W + rows * HEAD_DIM + cols, mask=(rows < HIDDEN) & (cols < HEAD_DIM), other=0.0)
 // CHECK: def attn_fwd(
-// CHECK: weight_q = tl.load(Params + 0 + offs_hidden[:, None] * HEAD_DIM + offs_d[None, :], mask=(offs_hidden[:, None] < HIDDEN) & (offs_d[None, :] < HEAD_DIM), other=0.0)
-// CHECK-NEXT: weight_k = tl.load(Params + 128 + offs_hidden[:, None] * HEAD_DIM
+// CHECK: weight_q = projection_weight(Params + 0, HEAD_DIM, BLOCK_D)
+// CHECK-NEXT: weight_k = projection_weight(Params + 128, HEAD_DIM, BLOCK_D)
 // CHECK-NEXT: weight_v = tl.load(Params + 256 + offs_hidden, mask=offs_hidden < HIDDEN, other=0.0)
 // CHECK: q = tl.dot(q_rows, tl.trans(weight_q).to(q_rows.dtype), input_precision=DOT_PRECISION)
 // CHECK: k = tl.dot(k_rows, tl.trans(weight_k).to(k_rows.dtype), input_precision=DOT_PRECISION)
@@ -520,8 +522,9 @@ attn.kernel @concat_attention normalizer(@softmax) score(@concat)
 // -----
 
 // A learnable projection before the feature map, s = φ(W q)·φ(W k) with W [24, 16]:
-// φ of the projection's m = 24 columns (of a tile of 32) as the rows are loaded, the
-// scale 1/sqrt(m), dq and dk chained through φ' and W, dW from both sides' programs.
+// φ of the projection's m = 24 columns (of a tile of 32) as the rows are loaded (W
+// loaded where it is used), the scale 1/sqrt(m), dq and dk chained through φ' and W,
+// dW from both sides' programs; 32 x 32 backward tiles.
 attn.score @nested contract scaled_dot weights(W: 24x16 = identity) feature {
 ^bb0(%x: f32):
   %t = math.tanh %x : f32
@@ -539,15 +542,15 @@ attn.kernel @nested_attention normalizer(@softmax) score(@nested)
 
 // CHECK: KERNEL = "nested_attention"
 // CHECK: WEIGHTS = (("W", (24, 16,), 0, "identity"), )
-// CHECK: ("sm_90", "bf16", 64): dict(forward=(128, 64, 4, 3),
+// CHECK: ("sm_90", "bf16", 64): dict(forward=(128, 64, 4, 3), backward=(32, 32, 4, 2),
+// CHECK: DEFAULT_SCHEDULE = dict(forward=(64, 64, 4, 2), backward=(32, 32, 4, 2),
 // CHECK: HIDDEN = tl.constexpr(24)
 // CHECK-NEXT: BLOCK_HIDDEN = tl.constexpr(32)
 // CHECK: def score_scale(head_dim):
 // CHECK-NEXT: """
 // CHECK-NEXT: return 0.20412414523193154
 // CHECK: def attn_fwd(
-// CHECK: weight = tl.load(Params + 0 + offs_hidden[:, None] * HEAD_DIM + offs_d[None, :], mask=(offs_hidden[:, None] < HIDDEN) & (offs_d[None, :] < HEAD_DIM), other=0.0)
-// CHECK: q_proj = tl.dot(q_rows, tl.trans(weight).to(q_rows.dtype), input_precision=DOT_PRECISION)
+// CHECK: q_proj = tl.dot(q_rows, tl.trans(projection_weight(Params + 0, HEAD_DIM, BLOCK_D)).to(q_rows.dtype), input_precision=DOT_PRECISION)
 // CHECK: q = tl.where(offs_hidden[None, :] < HIDDEN, feature(q_proj), 0.0).to(q_rows.dtype)
 // CHECK: k = tl.where(offs_hidden[None, :] < HIDDEN, feature(k_proj), 0.0).to(k_rows.dtype)
 // CHECK: raw = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale
@@ -555,12 +558,12 @@ attn.kernel @nested_attention normalizer(@softmax) score(@nested)
 // CHECK: dk = tl.zeros([BLOCK_N, BLOCK_HIDDEN], tl.float32)
 // CHECK: d_k_proj = feature_dx(k_proj) * (dk * scale)
 // CHECK: tl.store(DParamsKeys + (bhk * tl.num_programs(0) + start_n) * 384 + 0 + offs_hidden[:, None] * HEAD_DIM + offs_d[None, :], tl.dot(tl.trans(d_k_proj), k_rows.to(tl.float32)
-// CHECK: tl.dot(d_k_proj, weight, input_precision=DOT_PRECISION).to(DK.dtype.element_ty)
+// CHECK: tl.dot(d_k_proj, projection_weight(Params + 0, HEAD_DIM, BLOCK_D), input_precision=DOT_PRECISION).to(DK.dtype.element_ty)
 // CHECK: def attn_bwd_dq(
 // CHECK-NEXT: Q, K, V, DOut, DQ, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts, DParamsRows,
 // CHECK: d_q_proj = feature_dx(q_proj) * (dq * scale)
 // CHECK: tl.store(DParamsRows + (bh * tl.num_programs(0) + start_m) * 384 + 0 + offs_hidden[:, None] * HEAD_DIM + offs_d[None, :], tl.dot(tl.trans(d_q_proj), q_rows.to(tl.float32)
-// CHECK: tl.dot(d_q_proj, weight, input_precision=DOT_PRECISION).to(DQ.dtype.element_ty)
+// CHECK: tl.dot(d_q_proj, projection_weight(Params + 0, HEAD_DIM, BLOCK_D), input_precision=DOT_PRECISION).to(DQ.dtype.element_ty)
 
 // -----
 

@@ -34,9 +34,16 @@ constexpr int64_t kDecodeBlockM = 16;
 /// ptxas fits without spills at d = 64 and 128 on sm_80 and sm_90 (bench/ptxas_report.py;
 /// 64 keys spill at d = 128 on sm_80).
 constexpr int64_t kDecodeBlockN = 32, kDecodeWarps = 4, kDecodeStages = 2;
-/// The additive contraction's tiles, warps and stages, of every kernel (forward, backward
-/// and decode alike): its [BLOCK_M, BLOCK_N, BLOCK_HIDDEN] tanh tile lives in registers.
-constexpr int64_t kAdditiveBlock = 16, kAdditiveWarps = 4, kAdditiveStages = 1;
+/// The additive contraction's tiles and stages, of every kernel (forward, backward and
+/// decode alike): its [BLOCK_M, BLOCK_N, BLOCK_HIDDEN] tanh tile lives in registers. 4
+/// warps up to 32 hidden columns, 8 above: ptxas fits n = 32 without spills on sm_80 and
+/// sm_90, and 8 warps spill less than 4 at n = 64 (bench/ptxas_report.py, docs/gpu.md).
+constexpr int64_t kAdditiveBlock = 16, kAdditiveStages = 1, kAdditiveWarpsWideHidden = 8;
+constexpr int64_t kAdditiveWarps = 4, kAdditiveNarrowHidden = 32;
+/// The backward tiles of projected features (φ(W q)·φ(W k)), whose projected rows and
+/// their float32 projections add to the dot kernels' registers: 32 x 32 keeps d = m = 64
+/// bf16 without spills on sm_90 (64 x 64 spills on both chips; bench/ptxas_report.py).
+constexpr int64_t kProjectedBackwardBlock = 32;
 
 // --- scalar functions as @triton.jit functions -----------------------------------
 
@@ -815,10 +822,10 @@ private:
   std::string schedulesText();
   /// The additive contraction's schedule (kAdditiveBlock), in place of the selected one's:
   /// the tanh tile, not the dots, bounds its tiles.
-  static std::string additiveTiles() {
-    std::string tiles = llvm::formatv("({0}, {0}, {1}, {2})", kAdditiveBlock, kAdditiveWarps,
-                                      kAdditiveStages)
-                            .str();
+  std::string additiveTiles() const {
+    int64_t warps = hidden <= kAdditiveNarrowHidden ? kAdditiveWarps : kAdditiveWarpsWideHidden;
+    std::string tiles =
+        llvm::formatv("({0}, {0}, {1}, {2})", kAdditiveBlock, warps, kAdditiveStages).str();
     return "forward=" + tiles + ", backward=" + tiles + ", decode=" + tiles;
   }
   void printForward();
@@ -897,15 +904,20 @@ private:
   /// The gradient of the rows as loaded from `gradient`, that of the contracted rows.
   std::string chainRows(StringRef name, StringRef gradient) const;
   void printRowHelpers();
-  /// weight: the bilinear contraction's W as a [BLOCK_D, BLOCK_D] tile (float32); a
-  /// projection's W, or the additive contraction's weight_q, weight_k [BLOCK_HIDDEN,
-  /// BLOCK_D] and weight_v [BLOCK_HIDDEN].
+  /// weight: the bilinear contraction's W as a [BLOCK_D, BLOCK_D] tile (float32);
+  /// projected rows' offs_hidden; the additive contraction's weight_q, weight_k
+  /// [BLOCK_HIDDEN, BLOCK_D] and weight_v [BLOCK_HIDDEN].
   void loadWeight(int indent);
   /// The columns the contraction runs over: BLOCK_D, or BLOCK_HIDDEN of projected rows.
   StringRef contractedWidth() const { return additive || projected ? "BLOCK_HIDDEN" : "BLOCK_D"; }
-  /// The weight that projects `name`'s rows (q or k).
+  /// The weight that projects `name`'s rows (q or k): the additive contraction's,
+  /// loaded once per program; a projection's W where it is used (in the loop over key
+  /// tiles, a load that feeds a dot: held across the loop, its float32 tile spilled).
   std::string projectionWeight(StringRef name) const {
-    return projected ? "weight" : ("weight_" + name).str();
+    if (additive)
+      return ("weight_" + name).str();
+    return "projection_weight(Params + " + std::to_string(weights[0].offset) +
+           ", HEAD_DIM, BLOCK_D)";
   }
   /// Projected rows (additive, projected): `gradient`, that of `name`'s contracted rows,
   /// back to the projection as d_<name>_proj, and its share of the projecting weight's
@@ -1296,19 +1308,11 @@ std::string KernelPrinter::chainRows(StringRef name, StringRef gradient) const {
 void KernelPrinter::loadWeight(int indent) {
   if (additive || projected) {
     line(indent, "offs_hidden = tl.arange(0, BLOCK_HIDDEN)");
-    auto hiddenByHeadDim = [&](StringRef name, const KernelWeight &weight) {
-      line(indent, llvm::formatv("{0} = tl.load(Params + {1} + offs_hidden[:, None] * HEAD_DIM + "
-                                 "offs_d[None, :], mask=(offs_hidden[:, None] < HIDDEN) & "
-                                 "(offs_d[None, :] < HEAD_DIM), other=0.0)",
-                                 name, weight.offset)
-                       .str());
-    };
-    if (projected) {
-      hiddenByHeadDim("weight", weights[0]);
+    if (projected)
       return;
-    }
-    hiddenByHeadDim("weight_q", weights[0]);
-    hiddenByHeadDim("weight_k", weights[1]);
+    for (auto [name, weight] : {std::pair("weight_q", weights[0]), std::pair("weight_k", weights[1])})
+      line(indent, std::string(name) + " = projection_weight(Params + " + Twine(weight.offset) +
+                       ", HEAD_DIM, BLOCK_D)");
     line(indent, "weight_v = tl.load(Params + " + Twine(weights[2].offset) +
                      " + offs_hidden, mask=offs_hidden < HIDDEN, other=0.0)");
     return;
@@ -1356,6 +1360,14 @@ std::string KernelPrinter::weightsText() {
 }
 
 void KernelPrinter::printRowHelpers() {
+  if (additive || projected)
+    os << "@triton.jit\ndef projection_weight(W, HEAD_DIM, BLOCK_D: tl.constexpr):\n"
+       << "    # A weight [HIDDEN, HEAD_DIM] (row-major, float32) as a [BLOCK_HIDDEN, BLOCK_D] "
+          "tile.\n"
+       << "    rows = tl.arange(0, BLOCK_HIDDEN)[:, None]\n"
+       << "    cols = tl.arange(0, BLOCK_D)[None, :]\n"
+       << "    return tl.load(W + rows * HEAD_DIM + cols, mask=(rows < HIDDEN) & (cols < HEAD_DIM), "
+          "other=0.0)\n\n\n";
   if (!cosine)
     return;
   os << "# The cosine contraction: q and k contract as unit rows x/|x|_eps,\n"
@@ -1417,8 +1429,10 @@ std::string KernelPrinter::schedulesText() {
                  : llvm::formatv("forward=({0}, {1}, {2}, {3}), backward=({4}, {5}, {6}, {7}), "
                                  "decode=({8}, {9}, {10}, {11})",
                                  schedule.getBlockM(), schedule.getBlockN(), schedule.getNumWarps(),
-                                 schedule.getNumStages(), schedule.getBackwardBlockM(),
-                                 schedule.getBackwardBlockN(), schedule.getBackwardNumWarps(),
+                                 schedule.getNumStages(),
+                                 projected ? kProjectedBackwardBlock : schedule.getBackwardBlockM(),
+                                 projected ? kProjectedBackwardBlock : schedule.getBackwardBlockN(),
+                                 schedule.getBackwardNumWarps(),
                                  schedule.getBackwardNumStages(), kDecodeBlockM, kDecodeBlockN,
                                  kDecodeWarps, kDecodeStages)
                        .str();
@@ -1479,9 +1493,10 @@ void KernelPrinter::printHeader() {
      << "# Under the interpreter, and on a GPU without an entry above of its chip or an older one.\n"
      << "DEFAULT_SCHEDULE = dict("
      << (additive ? additiveTiles()
-                  : llvm::formatv("forward=(64, 64, 4, 2), backward=(64, 64, 4, 2), "
+                  : llvm::formatv("forward=(64, 64, 4, 2), backward=({4}, {4}, 4, 2), "
                                   "decode=({0}, {1}, {2}, {3})",
-                                  kDecodeBlockM, kDecodeBlockN, kDecodeWarps, kDecodeStages)
+                                  kDecodeBlockM, kDecodeBlockN, kDecodeWarps, kDecodeStages,
+                                  projected ? kProjectedBackwardBlock : 64)
                         .str())
      << ")\n"
      << "# When the launcher runs the decode forward (docs/gpu.md): at most max_rows query rows,\n"
