@@ -1310,7 +1310,8 @@ void KernelPrinter::loadWeight(int indent) {
     line(indent, "offs_hidden = tl.arange(0, BLOCK_HIDDEN)");
     if (projected)
       return;
-    for (auto [name, weight] : {std::pair("weight_q", weights[0]), std::pair("weight_k", weights[1])})
+    for (auto [name, weight] :
+         {std::pair("weight_q", weights[0]), std::pair("weight_k", weights[1])})
       line(indent, std::string(name) + " = projection_weight(Params + " + Twine(weight.offset) +
                        ", HEAD_DIM, BLOCK_D)");
     line(indent, "weight_v = tl.load(Params + " + Twine(weights[2].offset) +
@@ -1334,8 +1335,8 @@ void KernelPrinter::chainProjection(int indent, StringRef name, StringRef gradie
   else
     line(indent, proj + " = " + gradient);
   const KernelWeight &weight = weights[projected || name == "q" ? 0 : 1];
-  line(indent, "# d" + weight.name + " = d_projᵀ·rows of this program, in its own slot (summed in a "
-               "fixed order).");
+  line(indent, "# d" + weight.name +
+                   " = d_projᵀ·rows of this program, in its own slot (summed in a fixed order).");
   line(indent, llvm::formatv("tl.store({0} + ({1}) * {2} + {3} + offs_hidden[:, None] * HEAD_DIM + "
                              "offs_d[None, :], tl.dot(tl.trans({4}), {5}_rows.to(tl.float32), "
                              "input_precision=DOT_PRECISION), mask=(offs_hidden[:, None] < HIDDEN) "
@@ -1366,8 +1367,8 @@ void KernelPrinter::printRowHelpers() {
           "tile.\n"
        << "    rows = tl.arange(0, BLOCK_HIDDEN)[:, None]\n"
        << "    cols = tl.arange(0, BLOCK_D)[None, :]\n"
-       << "    return tl.load(W + rows * HEAD_DIM + cols, mask=(rows < HIDDEN) & (cols < HEAD_DIM), "
-          "other=0.0)\n\n\n";
+       << "    return tl.load(W + rows * HEAD_DIM + cols, mask=(rows < HIDDEN) & "
+          "(cols < HEAD_DIM), other=0.0)\n\n\n";
   if (!cosine)
     return;
   os << "# The cosine contraction: q and k contract as unit rows x/|x|_eps,\n"
