@@ -201,7 +201,7 @@ run_backward_triton(const Library &lib, const Problem &p, const Tensor &q, const
   add_strides(dkdv, "dv", "n", dv);
   dkdv["DParamsKeys"] = triton_ptr(key_slots);
   dqk["DQ"] = triton_ptr(dq);
-  dqk["DParamsRows"] = triton_ptr(row_slots); // the bilinear contraction's dW
+  dqk["DParamsRows"] = triton_ptr(row_slots); // the learnable weights' dW (dQ programs' share)
   add_strides(dqk, "dq", "m", dq);
   std::vector<std::pair<Tensor, Tensor>> table_slots; // (rows, keys) per learnable input
   for (size_t n = 0; n < launch.inputs.size(); ++n) {

@@ -41,41 +41,6 @@ attn.kernel @sparsemax_attention normalizer(@sparsemax)
 
 // -----
 
-// The additive contraction, named before its weights.
-attn.score @concat contract additive hidden 8 weights(W_q: 8x16 = identity, W_k: 8x16 = identity, v: 8 = 0.25)
-attn.normalizer @softmax {
-  numerator {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    %e = math.exp %s : f32
-    attn.yield %e : f32
-  }
-  denominator sum
-}
-// expected-error @+1 {{uses the additive contraction, which the Triton emitter does not cover yet}}
-attn.kernel @k normalizer(@softmax) score(@concat)
-
-// -----
-
-// Learnable weights of a dot contraction (projected features).
-// expected-remark @+1 {{keeps the quadratic form (not kernelised): the score has learnable weights}}
-attn.score @nested contract dot weights(W: 8x16 = identity) feature {
-^bb0(%x: f32):
-  %t = math.tanh %x : f32
-  attn.yield %t : f32
-}
-attn.normalizer @softmax {
-  numerator {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    %e = math.exp %s : f32
-    attn.yield %e : f32
-  }
-  denominator sum
-}
-// expected-error @+1 {{uses learnable weights (W), which the Triton emitter does not cover yet}}
-attn.kernel @k normalizer(@softmax) score(@nested)
-
-// -----
-
 // An op of two results (no single Triton expression).
 attn.mask @sine_sign {
 ^bb0(%b: index, %h: index, %i: index, %j: index):

@@ -465,6 +465,108 @@ attn.kernel @general_attention normalizer(@softmax) score(@general)
 
 // -----
 
+// The additive contraction: a = q·W_qᵀ and c = k·W_kᵀ as the rows are loaded (n = 8
+// columns in a tile of 16), s = Σ_n v_n·tanh(a_in + c_jn) over a [BLOCK_M, BLOCK_N,
+// BLOCK_HIDDEN] tile with 16 x 16 tiles in every schedule; dq and dk through the
+// weights, dW_q into the dQ programs' slots, dW_k and dv into the dK programs'.
+attn.score @concat contract additive hidden 8 weights(W_q: 8x16 = identity, W_k: 8x16 = identity, v: 8 = 0.25)
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator sum
+}
+attn.kernel @concat_attention normalizer(@softmax) score(@concat)
+
+// CHECK: KERNEL = "concat_attention"
+// CHECK: WEIGHTS = (("W_q", (8, 16,), 0, "identity"), ("W_k", (8, 16,), 128, "identity"), ("v", (8,), 256, 0.25), )
+// CHECK: ("sm_90", "bf16", 64): dict(forward=(16, 16, 4, 1), backward=(16, 16, 4, 1), decode=(16, 16, 4, 1)),
+// CHECK: DEFAULT_SCHEDULE = dict(forward=(16, 16, 4, 1), backward=(16, 16, 4, 1), decode=(16, 16, 4, 1))
+// CHECK: HIDDEN = tl.constexpr(8)
+// CHECK-NEXT: BLOCK_HIDDEN = tl.constexpr(16)
+// CHECK: def score_scale(head_dim):
+// CHECK-NEXT: """
+// CHECK-NEXT: return 1.0
+// CHECK: def tanh_(x):
+// CHECK: def projection_weight(W, HEAD_DIM, BLOCK_D: tl.constexpr):
+// CHECK: return tl.load(W + rows * HEAD_DIM + cols, mask=(rows < HIDDEN) & (cols < HEAD_DIM), other=0.0)
+// CHECK: def attn_fwd(
+// CHECK: weight_q = projection_weight(Params + 0, HEAD_DIM, BLOCK_D)
+// CHECK-NEXT: weight_k = projection_weight(Params + 128, HEAD_DIM, BLOCK_D)
+// CHECK-NEXT: weight_v = tl.load(Params + 256 + offs_hidden, mask=offs_hidden < HIDDEN, other=0.0)
+// CHECK: q = tl.dot(q_rows, tl.trans(weight_q).to(q_rows.dtype), input_precision=DOT_PRECISION)
+// CHECK: k = tl.dot(k_rows, tl.trans(weight_k).to(k_rows.dtype), input_precision=DOT_PRECISION)
+// CHECK: tanh_tile = tanh_(q[:, None, :] + k[None, :, :])
+// CHECK-NEXT: raw = tl.sum(tanh_tile * weight_v[None, None, :], 2) * scale
+// CHECK: def attn_fwd_split(
+// CHECK: tanh_tile = tanh_(q[:, None, :] + k[None, :, :])
+// CHECK: def attn_bwd_dkdv(
+// CHECK: dk = tl.zeros([BLOCK_N, BLOCK_HIDDEN], tl.float32)
+// CHECK: d_weight_v = tl.zeros([BLOCK_HIDDEN], tl.float32)
+// CHECK: dk += tl.sum(draw[:, :, None] * weight_v[None, None, :] * (1.0 - tanh_tile * tanh_tile), 0)
+// CHECK-NEXT: d_weight_v += tl.sum(tl.sum(draw[:, :, None] * tanh_tile, 0), 0)
+// CHECK: d_k_proj = dk * scale
+// CHECK: tl.store(DParamsKeys + (bhk * tl.num_programs(0) + start_n) * 264 + 128 + offs_hidden[:, None] * HEAD_DIM + offs_d[None, :], tl.dot(tl.trans(d_k_proj), k_rows.to(tl.float32), input_precision=DOT_PRECISION),
+// CHECK-NEXT: tl.store(DParamsKeys + (bhk * tl.num_programs(0) + start_n) * 264 + 256 + offs_hidden, d_weight_v * scale, mask=offs_hidden < HIDDEN)
+// CHECK-NEXT: tl.store(DK {{.*}} tl.dot(d_k_proj, weight_k, input_precision=DOT_PRECISION).to(DK.dtype.element_ty)
+// CHECK: def attn_bwd_dq(
+// CHECK-NEXT: Q, K, V, DOut, DQ, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts, DParamsRows,
+// CHECK: dq = tl.zeros([BLOCK_M, BLOCK_HIDDEN], tl.float32)
+// CHECK: dq += tl.sum(draw[:, :, None] * weight_v[None, None, :] * (1.0 - tanh_tile * tanh_tile), 1)
+// CHECK: d_q_proj = dq * scale
+// CHECK: tl.store(DParamsRows + (bh * tl.num_programs(0) + start_m) * 264 + 0 + offs_hidden[:, None] * HEAD_DIM + offs_d[None, :], tl.dot(tl.trans(d_q_proj), q_rows.to(tl.float32), input_precision=DOT_PRECISION),
+// CHECK-NEXT: tl.store(DQ {{.*}} tl.dot(d_q_proj, weight_q, input_precision=DOT_PRECISION).to(DQ.dtype.element_ty)
+
+// -----
+
+// A learnable projection before the feature map, s = φ(W q)·φ(W k) with W [24, 16]:
+// φ of the projection's m = 24 columns (of a tile of 32) as the rows are loaded (W
+// loaded where it is used), the scale 1/sqrt(m), dq and dk chained through φ' and W,
+// dW from both sides' programs; 32 x 32 backward tiles.
+attn.score @nested contract scaled_dot weights(W: 24x16 = identity) feature {
+^bb0(%x: f32):
+  %t = math.tanh %x : f32
+  attn.yield %t : f32
+}
+attn.normalizer @softmax {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %e = math.exp %s : f32
+    attn.yield %e : f32
+  }
+  denominator sum
+}
+attn.kernel @nested_attention normalizer(@softmax) score(@nested)
+
+// CHECK: KERNEL = "nested_attention"
+// CHECK: WEIGHTS = (("W", (24, 16,), 0, "identity"), )
+// CHECK: ("sm_90", "bf16", 64): dict(forward=(128, 64, 4, 3), backward=(32, 32, 4, 2),
+// CHECK: DEFAULT_SCHEDULE = dict(forward=(64, 64, 4, 2), backward=(32, 32, 4, 2),
+// CHECK: HIDDEN = tl.constexpr(24)
+// CHECK-NEXT: BLOCK_HIDDEN = tl.constexpr(32)
+// CHECK: def score_scale(head_dim):
+// CHECK-NEXT: """
+// CHECK-NEXT: return 0.20412414523193154
+// CHECK: def attn_fwd(
+// CHECK: q_proj = tl.dot(q_rows, tl.trans(projection_weight(Params + 0, HEAD_DIM, BLOCK_D)).to(q_rows.dtype), input_precision=DOT_PRECISION)
+// CHECK: q = tl.where(offs_hidden[None, :] < HIDDEN, feature(q_proj), 0.0).to(q_rows.dtype)
+// CHECK: k = tl.where(offs_hidden[None, :] < HIDDEN, feature(k_proj), 0.0).to(k_rows.dtype)
+// CHECK: raw = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale
+// CHECK: def attn_bwd_dkdv(
+// CHECK: dk = tl.zeros([BLOCK_N, BLOCK_HIDDEN], tl.float32)
+// CHECK: d_k_proj = feature_dx(k_proj) * (dk * scale)
+// CHECK: tl.store(DParamsKeys + (bhk * tl.num_programs(0) + start_n) * 384 + 0 + offs_hidden[:, None] * HEAD_DIM + offs_d[None, :], tl.dot(tl.trans(d_k_proj), k_rows.to(tl.float32)
+// CHECK: tl.dot(d_k_proj, projection_weight(Params + 0, HEAD_DIM, BLOCK_D), input_precision=DOT_PRECISION).to(DK.dtype.element_ty)
+// CHECK: def attn_bwd_dq(
+// CHECK-NEXT: Q, K, V, DOut, DQ, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts, DParamsRows,
+// CHECK: d_q_proj = feature_dx(q_proj) * (dq * scale)
+// CHECK: tl.store(DParamsRows + (bh * tl.num_programs(0) + start_m) * 384 + 0 + offs_hidden[:, None] * HEAD_DIM + offs_d[None, :], tl.dot(tl.trans(d_q_proj), q_rows.to(tl.float32)
+// CHECK: tl.dot(d_q_proj, projection_weight(Params + 0, HEAD_DIM, BLOCK_D), input_precision=DOT_PRECISION).to(DQ.dtype.element_ty)
+
+// -----
+
 // A feature map in the quadratic form: φ and φ' as functions of the element, φ of
 // the head dim's columns of each tile as loaded, and dq, dk chained through φ'.
 attn.score @feature_softmax contract dot feature {

@@ -139,12 +139,11 @@ def test_what_cannot_be_built_names_what_can(attn_mod, cache):
 
 
 def test_a_kernel_the_gpu_cannot_run_fails_on_its_first_cuda_call(attn_mod, cache):
-    """The CPU code of a kernel the Triton emitter refuses (the additive contraction) is
+    """The CPU code of a kernel the Triton emitter refuses (the kernelised form) is
     ready at once; the GPU's refusal comes with the first CUDA call."""
-    kernel = attn_mod.compile(EXAMPLES.parent / "families" / "bahdanau.mlir", dtypes=("f32",),
-                              cuda_targets=TARGETS)
-    with pytest.raises(RuntimeError, match=r"uses the additive contraction, which the Triton "
-                       r"emitter does not cover yet"):
+    kernel = attn_mod.compile(EXAMPLES / "linear.mlir", dtypes=("f32",), cuda_targets=TARGETS)
+    with pytest.raises(RuntimeError, match=r"uses the kernelised \(linear-time\) form, which "
+                       r"the Triton emitter does not cover yet"):
         kernel.artifact_for(_cuda_query(torch.bfloat16, 32))
 
 

@@ -74,6 +74,23 @@ def test_new_scalar_forms_compile(cuda_target, source, names):
         assert "wgmma.mma_async" in binary.asm["ptx"], f"{source} {name} has no wgmma"
 
 
+def test_projected_contractions_compile(cuda_target):
+    """The additive contraction's [16, 16, n] tanh tile and its weights' gradient slots
+    (bahdanau: n = d = 32) and a learnable projection before a feature map
+    (PROJECTED_FEATURES: W [24, 12]) compile for sm_80 with their own schedules."""
+    from triton_table_kernels import PROJECTED_FEATURES
+
+    for ir, head_dim, names in (
+            (str(EXAMPLES.parent / "families" / "bahdanau.mlir"), 32, ("attn_fwd", "attn_bwd_dq")),
+            (PROJECTED_FEATURES, 12, ("attn_bwd_dkdv",))):
+        compiled = triton_backend.compile_triton(ir).compile_ahead(
+            cuda_target(80), dtype=torch.bfloat16, head_dim=head_dim, is_causal=True,
+            has_key_lengths=True, names=names)
+        for name, binary in compiled.items():
+            assert "mma.sync" in binary.asm["ptx"], f"{name} of {head_dim} has no mma.sync"
+            assert binary.asm.get("cubin"), f"{name}: no cubin for sm_80"
+
+
 @pytest.mark.parametrize("arch", [80, 90])
 @pytest.mark.parametrize("source", ["alibi_heads", "sliding_window_sinks"])
 def test_decode_kernels_compile(cuda_target, arch, source):

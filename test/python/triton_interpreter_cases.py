@@ -2,8 +2,9 @@
 Triton's interpreter on CPU tensors against the float64 references, forward and every
 gradient: every example normalizer, causal, key padding, fully masked rows, Nq != Nk,
 Nq = 1, N not a multiple of the tile, GQA, an index mask, a score mod with a learnable
-param, offset regions with learnable params, T5's buckets (integer helpers), the cosine
-and bilinear contractions (dW too), a feature map, and f16 and bf16 storage; and the
+param, offset regions with learnable params, T5's buckets (integer helpers), the cosine,
+bilinear and additive contractions and a learnable projection before a feature map (the
+weights' gradients too), a feature map, and f16 and bf16 storage; and the
 decode forward (attn_fwd_split + attn_fwd_merge, forced into 3 key chunks) for the
 normalizers, row offsets, positions and the contractions. Tiles of 16 and
 N <= 40 keep the interpreter quick.
@@ -25,7 +26,7 @@ import helpers
 import reference as ref
 from conftest import EXAMPLES, NORMALIZER_NAMES, REPO
 from triton_table_kernels import (BIAS_TABLE, BILINEAR, FEATURE_MAP, INTEGER_OPS, MATH_OPS,
-                                  SINKS_DOCUMENTS, WIDE_POSITIONS)
+                                  PROJECTED_FEATURES, SINKS_DOCUMENTS, WIDE_POSITIONS)
 
 DEVICE = os.environ.get("ATTN_TRITON_DEVICE", "cpu")
 if DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
@@ -277,6 +278,67 @@ def test_feature_map_in_the_quadratic_form(make):
         lambda s, ix: torch.sigmoid(s), denominator="constant", key_lengths=lengths)
     want = general.attention_and_grads(fn, q, k, v, dout)
     assert_close(got, {n: want[n] for n in ("O", "dq", "dk", "dv")}, context="feature map")
+
+
+@FORWARDS
+def test_additive_contraction_and_its_weight_gradients(make):
+    """examples/families/luong_concat.mlir: s = v·tanh(W_q q + W_k k), hidden n = 8 (its
+    tile pads to 16 columns), W_q, W_k [8, 16] and v [8] learnable and not their inits;
+    dW_q from the dQ programs' slots, dW_k and dv from the dK programs', the same bits
+    twice; 4 query heads over 2 kv heads, causal, Nq != Nk, keys padded per batch entry."""
+    import families as fam
+
+    gen = torch.Generator().manual_seed(helpers.seed_of("triton-additive"))
+    B, H, H_KV, Nq, Nk, n = 2, 4, 2, 21, 37, 8
+    q = torch.randn(B, H, Nq, D, generator=gen, dtype=torch.float64)
+    k, v = (torch.randn(B, H_KV, Nk, D, generator=gen, dtype=torch.float64) for _ in range(2))
+    dout = torch.randn(B, H, Nq, D, generator=gen, dtype=torch.float64)
+    weights = {"W_q": 0.4 * torch.randn(n, D, generator=gen, dtype=torch.float64),
+               "W_k": 0.4 * torch.randn(n, D, generator=gen, dtype=torch.float64),
+               "v": torch.randn(n, generator=gen, dtype=torch.float64)}
+    flat = torch.cat([w.flatten() for w in weights.values()])
+    lengths = torch.tensor([37, 26])
+    kern = make(FAMILIES / "luong_concat.mlir")
+    got = run(kern, q, k, v, flat, dout, is_causal=True, key_lengths=lengths)
+    again = run(kern, q, k, v, flat, dout, is_causal=True, key_lengths=lengths)
+    assert torch.equal(got["dparams"], again["dparams"])
+    fn = lambda q_, k_, v_, wq, wk, wv: general.attention(
+        q_, k_, v_, lambda a, b, ix: fam.additive_score(a, b, {"W_q": wq, "W_k": wk, "v": wv}),
+        lambda s, ix: torch.exp(s), lambda s, ix: torch.exp(s), is_causal=True,
+        key_lengths=lengths)
+    want = general.attention_and_grads(with_gqa(fn, H // H_KV), q, k, v, dout,
+                                       leaves=tuple(weights.values()))
+    want["dparams"] = torch.cat([want.pop(f"d{n}").flatten() for n in range(3)])
+    assert_close(got, want, context="additive")
+    with pytest.raises(ValueError, match="weight W_q is 8x16, so q and k need head dim 16, got 8"):
+        kern(q[..., :8].float(), k[..., :8].float(), v.float(), flat.float())
+
+
+@FORWARDS
+def test_learnable_projection_before_the_feature_map(make):
+    """s = tanh(W q)·tanh(W k)/sqrt(m) with one learnable W [24, 12] (PROJECTED_FEATURES):
+    the hidden m = 24 and the head dim 12 pad their tiles; dW sums the dQ programs' share
+    (through q) and the dK programs' (through k), the same bits twice; Nq != Nk, keys
+    padded per batch entry."""
+    gen = torch.Generator().manual_seed(helpers.seed_of("triton-projected"))
+    B, H, Nq, Nk, m, d = 2, 2, 19, 40, 24, 12
+    q = torch.randn(B, H, Nq, d, generator=gen, dtype=torch.float64)
+    k = torch.randn(B, H, Nk, d, generator=gen, dtype=torch.float64)
+    v = torch.randn(B, H, Nk, D, generator=gen, dtype=torch.float64)
+    dout = torch.randn(B, H, Nq, D, generator=gen, dtype=torch.float64)
+    W = 0.5 * torch.randn(m, d, generator=gen, dtype=torch.float64)
+    lengths = torch.tensor([40, 23])
+    kern = make(PROJECTED_FEATURES)
+    assert kern.module.score_scale(d) == 1 / m ** 0.5
+    got = run(kern, q, k, v, W.flatten(), dout, key_lengths=lengths)
+    again = run(kern, q, k, v, W.flatten(), dout, key_lengths=lengths)
+    assert torch.equal(got["dparams"], again["dparams"])
+    fn = lambda q_, k_, v_, W_: general.attention(
+        q_, k_, v_, lambda a, b, ix: torch.tanh(a @ W_.T) @ torch.tanh(b @ W_.T).transpose(-1, -2)
+        / m ** 0.5, lambda s, ix: torch.exp(s), lambda s, ix: torch.exp(s), key_lengths=lengths)
+    want = general.attention_and_grads(fn, q, k, v, dout, leaves=(W,))
+    want["dparams"] = want.pop("d0").flatten()
+    assert_close(got, want, context="projected features")
 
 
 def _interpreter_dot_multiplies_bfloat16_values():

@@ -124,6 +124,18 @@ attn.score @general contract bilinear scale 0.5 weights(W: 16x16 = identity)
 """ + SOFTMAX + """attn.kernel @general_attention normalizer(@softmax) score(@general)
 """
 
+# A learnable projection before the feature map, s = φ(W q)·φ(W k)/sqrt(m), φ = tanh, with
+# W [24, 12]: m = 24 and d = 12 both pad their tiles (32 and 16 columns); the default
+# scale of scaled_dot is that of the projected rows, 1/sqrt(m).
+PROJECTED_FEATURES = """
+attn.score @projected_tanh contract scaled_dot weights(W: 24x12 = identity) feature {
+^bb0(%x: f32):
+  %t = math.tanh %x : f32
+  attn.yield %t : f32
+}
+""" + SOFTMAX + """attn.kernel @projected_attention normalizer(@softmax) score(@projected_tanh)
+"""
+
 # A feature map in the quadratic form: s = φ(q)·φ(k), φ(x) = tanh(x) + 1 (φ(0) = 1, so
 # a padding column of the head dim would add to every score), under σ(s) summed with
 # C = 1, which a shift of every score changes (softmax would not see it).

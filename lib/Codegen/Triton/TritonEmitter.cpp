@@ -34,6 +34,16 @@ constexpr int64_t kDecodeBlockM = 16;
 /// ptxas fits without spills at d = 64 and 128 on sm_80 and sm_90 (bench/ptxas_report.py;
 /// 64 keys spill at d = 128 on sm_80).
 constexpr int64_t kDecodeBlockN = 32, kDecodeWarps = 4, kDecodeStages = 2;
+/// The additive contraction's tiles and stages, of every kernel (forward, backward and
+/// decode alike): its [BLOCK_M, BLOCK_N, BLOCK_HIDDEN] tanh tile lives in registers. 4
+/// warps up to 32 hidden columns, 8 above: ptxas fits n = 32 without spills on sm_80 and
+/// sm_90, and 8 warps spill less than 4 at n = 64 (bench/ptxas_report.py, docs/gpu.md).
+constexpr int64_t kAdditiveBlock = 16, kAdditiveStages = 1, kAdditiveWarpsWideHidden = 8;
+constexpr int64_t kAdditiveWarps = 4, kAdditiveNarrowHidden = 32;
+/// The backward tiles of projected features (φ(W q)·φ(W k)), whose projected rows and
+/// their float32 projections add to the dot kernels' registers: 32 x 32 keeps d = m = 64
+/// bf16 without spills on sm_90 (64 x 64 spills on both chips; bench/ptxas_report.py).
+constexpr int64_t kProjectedBackwardBlock = 32;
 
 // --- scalar functions as @triton.jit functions -----------------------------------
 
@@ -810,6 +820,14 @@ private:
   void printHeader();
   std::string inputsText();
   std::string schedulesText();
+  /// The additive contraction's schedule (kAdditiveBlock), in place of the selected one's:
+  /// the tanh tile, not the dots, bounds its tiles.
+  std::string additiveTiles() const {
+    int64_t warps = hidden <= kAdditiveNarrowHidden ? kAdditiveWarps : kAdditiveWarpsWideHidden;
+    std::string tiles =
+        llvm::formatv("({0}, {0}, {1}, {2})", kAdditiveBlock, warps, kAdditiveStages).str();
+    return "forward=" + tiles + ", backward=" + tiles + ", decode=" + tiles;
+  }
   void printForward();
   /// The decode forward: attn_fwd_split (the GQA group's rows packed into one tile, one
   /// chunk of keys per program, the chunk's partial row state out) and attn_fwd_merge
@@ -886,8 +904,26 @@ private:
   /// The gradient of the rows as loaded from `gradient`, that of the contracted rows.
   std::string chainRows(StringRef name, StringRef gradient) const;
   void printRowHelpers();
-  /// weight: the bilinear contraction's W as a [BLOCK_D, BLOCK_D] tile (float32).
+  /// weight: the bilinear contraction's W as a [BLOCK_D, BLOCK_D] tile (float32);
+  /// projected rows' offs_hidden; the additive contraction's weight_q, weight_k
+  /// [BLOCK_HIDDEN, BLOCK_D] and weight_v [BLOCK_HIDDEN].
   void loadWeight(int indent);
+  /// The columns the contraction runs over: BLOCK_D, or BLOCK_HIDDEN of projected rows.
+  StringRef contractedWidth() const { return additive || projected ? "BLOCK_HIDDEN" : "BLOCK_D"; }
+  /// The weight that projects `name`'s rows (q or k): the additive contraction's,
+  /// loaded once per program; a projection's W where it is used (in the loop over key
+  /// tiles, a load that feeds a dot: held across the loop, its float32 tile spilled).
+  std::string projectionWeight(StringRef name) const {
+    if (additive)
+      return ("weight_" + name).str();
+    return "projection_weight(Params + " + std::to_string(weights[0].offset) +
+           ", HEAD_DIM, BLOCK_D)";
+  }
+  /// Projected rows (additive, projected): `gradient`, that of `name`'s contracted rows,
+  /// back to the projection as d_<name>_proj, and its share of the projecting weight's
+  /// gradient, d_projᵀ·rows, stored in `slots` (this program's: `program`).
+  void chainProjection(int indent, StringRef name, StringRef gradient, StringRef slots,
+                       StringRef program);
   std::string weightsText();
   /// A row program's loop over key tiles from `first` to `stop` (skipping those the mask
   /// keeps nothing of), with the tile's keys and values loaded; returns the tile body's
@@ -943,6 +979,14 @@ private:
   /// The cosine contraction: the templates contract unit rows q/|q|_ε and k/|k|_ε
   /// and chain dq and dk back through the norms.
   bool cosine = false;
+  /// Rows projected by a learnable weight to `hidden` columns (HIDDEN, tile
+  /// BLOCK_HIDDEN) as they are loaded: the additive contraction's a = q·W_qᵀ and
+  /// c = k·W_kᵀ, s = Σ_n v_n·tanh(a_in + c_jn) over a [BLOCK_M, BLOCK_N, BLOCK_HIDDEN]
+  /// tile; or (projected) φ(q·Wᵀ) and φ(k·Wᵀ) of one W [m, d], contracted by the dot.
+  /// The backward chains dq and dk through the projection; each program writes its
+  /// share of dW into its own slot (the launcher sums them in a fixed order).
+  bool additive = false, projected = false;
+  int64_t hidden = 0;
   /// The mask's tiles are classified (block_sparsity `indices`): the loops skip
   /// the tiles it keeps no pair of and evaluate it only on the partial ones.
   bool blockSparse = false;
@@ -967,12 +1011,9 @@ LogicalResult KernelPrinter::checkCovered() {
     return refuse("an implicit normalizer (a threshold τ_i solved per row)");
   if (ScoreOp score = kernel.getScoreOp()) {
     ContractKind contract = score.getContract();
-    if (contract == ContractKind::Additive)
-      return refuse("the " + stringifyContractKind(contract) + " contraction");
     bilinear = contract == ContractKind::Bilinear;
-    if (score.getNumWeights() && !bilinear)
-      return refuse("learnable weights (" +
-                    cast<StringAttr>((*score.getWeightNames())[0]).getValue() + ")");
+    additive = contract == ContractKind::Additive;
+    projected = score.getNumWeights() && !bilinear && !additive;
     cosine = contract == ContractKind::Cosine;
     featureMap = score.hasFeatureMap();
   }
@@ -986,6 +1027,8 @@ LogicalResult KernelPrinter::checkCovered() {
                                                                         : params.back());
   }
   weights = kernelWeights(kernel);
+  if (additive || projected)
+    hidden = weights[0].shape[0]; // W_q [n, d] or W [m, d]
   slotCount = params.size();
   for (const KernelWeight &weight : weights)
     slotCount += weight.size;
@@ -1061,6 +1104,8 @@ LogicalResult KernelPrinter::printFunctions() {
   }
   if (blockSparse && failed(printTileClass(body, helpers)))
     return failure();
+  if (additive)
+    requireHelper(helpers, "tanh_"); // the templates' tanh tile
   os << "# --- the kernel's scalar functions (attn-derive-backward), as Triton ---\n\n";
   printHelpers(helpers, os);
   os << text;
@@ -1132,7 +1177,13 @@ void KernelPrinter::keyEnd(int indent) {
 }
 
 void KernelPrinter::scoreTile(int indent, StringRef live) {
-  line(indent, "raw = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale");
+  if (additive) {
+    line(indent, "# Σ_n v_n·tanh(a_in + c_jn) over the hidden columns (v_n = 0 on padding).");
+    line(indent, "tanh_tile = tanh_(q[:, None, :] + k[None, :, :])");
+    line(indent, "raw = tl.sum(tanh_tile * weight_v[None, None, :], 2) * scale");
+  } else {
+    line(indent, "raw = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale");
+  }
   if (functions.getScore())
     line(indent, "s = score_mod(" + withParams("raw, b, h, i, j") + ")");
   else
@@ -1208,6 +1259,21 @@ void KernelPrinter::rowProgram() {
 }
 
 void KernelPrinter::loadContracted(int indent, StringRef name, const std::string &load) {
+  if (additive || projected) {
+    line(indent, name + "_rows = " + load);
+    std::string projection = "tl.dot(" + name.str() + "_rows, tl.trans(" + projectionWeight(name) +
+                             ").to(" + name.str() + "_rows.dtype), input_precision=DOT_PRECISION)";
+    if (additive) {
+      line(indent, name + " = " + projection + "  # float32 [rows, BLOCK_HIDDEN]");
+      return;
+    }
+    line(indent, name + "_proj = " + projection);
+    line(indent, "# φ of the hidden columns only (φ(0) of a padding column may not be 0).");
+    line(indent, name + " = tl.where(offs_hidden[None, :] < HIDDEN, " +
+                     (featureMap ? "feature(" + name + "_proj)" : name + "_proj") + ", 0.0).to(" +
+                     name + "_rows.dtype)");
+    return;
+  }
   if (featureMap) {
     line(indent, name + "_rows = " + load);
     line(indent, "# φ of the head dim's columns only (φ(0) of a padding column may not be 0).");
@@ -1226,6 +1292,10 @@ void KernelPrinter::loadContracted(int indent, StringRef name, const std::string
 }
 
 std::string KernelPrinter::chainRows(StringRef name, StringRef gradient) const {
+  if (additive || projected) // chainProjection's d_<name>_proj
+    return ("tl.dot(d_" + name + "_proj, " + projectionWeight(name) +
+            ", input_precision=DOT_PRECISION)")
+        .str();
   if (featureMap)
     return ("(feature_dx(" + name + "_rows.to(tl.float32)) * " + gradient + ")").str();
   if (cosine)
@@ -1236,12 +1306,42 @@ std::string KernelPrinter::chainRows(StringRef name, StringRef gradient) const {
 }
 
 void KernelPrinter::loadWeight(int indent) {
+  if (additive || projected) {
+    line(indent, "offs_hidden = tl.arange(0, BLOCK_HIDDEN)");
+    if (projected)
+      return;
+    for (auto [name, weight] :
+         {std::pair("weight_q", weights[0]), std::pair("weight_k", weights[1])})
+      line(indent, std::string(name) + " = projection_weight(Params + " + Twine(weight.offset) +
+                       ", HEAD_DIM, BLOCK_D)");
+    line(indent, "weight_v = tl.load(Params + " + Twine(weights[2].offset) +
+                     " + offs_hidden, mask=offs_hidden < HIDDEN, other=0.0)");
+    return;
+  }
   if (!bilinear)
     return;
   line(indent, llvm::formatv("weight = tl.load(Params + {0} + offs_d[:, None] * HEAD_DIM + "
                              "offs_d[None, :], mask=(offs_d[:, None] < HEAD_DIM) & "
                              "(offs_d[None, :] < HEAD_DIM), other=0.0)",
                              weights[0].offset)
+                   .str());
+}
+
+void KernelPrinter::chainProjection(int indent, StringRef name, StringRef gradient,
+                                    StringRef slots, StringRef program) {
+  std::string proj = ("d_" + name + "_proj").str();
+  if (projected && featureMap)
+    line(indent, proj + " = feature_dx(" + name + "_proj) * (" + gradient + ")");
+  else
+    line(indent, proj + " = " + gradient);
+  const KernelWeight &weight = weights[projected || name == "q" ? 0 : 1];
+  line(indent, "# d" + weight.name +
+                   " = d_projᵀ·rows of this program, in its own slot (summed in a fixed order).");
+  line(indent, llvm::formatv("tl.store({0} + ({1}) * {2} + {3} + offs_hidden[:, None] * HEAD_DIM + "
+                             "offs_d[None, :], tl.dot(tl.trans({4}), {5}_rows.to(tl.float32), "
+                             "input_precision=DOT_PRECISION), mask=(offs_hidden[:, None] < HIDDEN) "
+                             "& (offs_d[None, :] < HEAD_DIM))",
+                             slots, program, slotCount, weight.offset, proj, name)
                    .str());
 }
 
@@ -1261,6 +1361,14 @@ std::string KernelPrinter::weightsText() {
 }
 
 void KernelPrinter::printRowHelpers() {
+  if (additive || projected)
+    os << "@triton.jit\ndef projection_weight(W, HEAD_DIM, BLOCK_D: tl.constexpr):\n"
+       << "    # A weight [HIDDEN, HEAD_DIM] (row-major, float32) as a [BLOCK_HIDDEN, BLOCK_D] "
+          "tile.\n"
+       << "    rows = tl.arange(0, BLOCK_HIDDEN)[:, None]\n"
+       << "    cols = tl.arange(0, BLOCK_D)[None, :]\n"
+       << "    return tl.load(W + rows * HEAD_DIM + cols, mask=(rows < HIDDEN) & "
+          "(cols < HEAD_DIM), other=0.0)\n\n\n";
   if (!cosine)
     return;
   os << "# The cosine contraction: q and k contract as unit rows x/|x|_eps,\n"
@@ -1316,16 +1424,23 @@ std::string KernelPrinter::schedulesText() {
   ArrayAttr schedules = kernel.getGpuScheduleAttr();
   if (!schedules)
     return text;
-  for (auto schedule : schedules.getAsRange<GpuScheduleAttr>())
-    text += llvm::formatv("    (\"{0}\", \"{1}\", {2}): dict(forward=({3}, {4}, {5}, {6}), "
-                          "backward=({7}, {8}, {9}, {10}), decode=({11}, {12}, {13}, {14})),\n",
-                          schedule.getChip(), elementTypeName(schedule.getType()),
-                          schedule.getHeadDim(), schedule.getBlockM(), schedule.getBlockN(),
-                          schedule.getNumWarps(), schedule.getNumStages(),
-                          schedule.getBackwardBlockM(), schedule.getBackwardBlockN(),
-                          schedule.getBackwardNumWarps(), schedule.getBackwardNumStages(),
-                          kDecodeBlockM, kDecodeBlockN, kDecodeWarps, kDecodeStages)
+  for (auto schedule : schedules.getAsRange<GpuScheduleAttr>()) {
+    std::string directions =
+        additive ? additiveTiles()
+                 : llvm::formatv("forward=({0}, {1}, {2}, {3}), backward=({4}, {5}, {6}, {7}), "
+                                 "decode=({8}, {9}, {10}, {11})",
+                                 schedule.getBlockM(), schedule.getBlockN(), schedule.getNumWarps(),
+                                 schedule.getNumStages(),
+                                 projected ? kProjectedBackwardBlock : schedule.getBackwardBlockM(),
+                                 projected ? kProjectedBackwardBlock : schedule.getBackwardBlockN(),
+                                 schedule.getBackwardNumWarps(),
+                                 schedule.getBackwardNumStages(), kDecodeBlockM, kDecodeBlockN,
+                                 kDecodeWarps, kDecodeStages)
+                       .str();
+    text += llvm::formatv("    (\"{0}\", \"{1}\", {2}): dict({3}),\n", schedule.getChip(),
+                          elementTypeName(schedule.getType()), schedule.getHeadDim(), directions)
                 .str();
+  }
   return text;
 }
 
@@ -1377,16 +1492,30 @@ void KernelPrinter::printHeader() {
      << "# group).\n"
      << "SCHEDULES = {\n" << schedulesText() << "}\n"
      << "# Under the interpreter, and on a GPU without an entry above of its chip or an older one.\n"
-     << "DEFAULT_SCHEDULE = dict(forward=(64, 64, 4, 2), backward=(64, 64, 4, 2), decode=("
-     << kDecodeBlockM << ", " << kDecodeBlockN << ", " << kDecodeWarps << ", " << kDecodeStages
-     << "))\n"
+     << "DEFAULT_SCHEDULE = dict("
+     << (additive ? additiveTiles()
+                  : llvm::formatv("forward=(64, 64, 4, 2), backward=({4}, {4}, 4, 2), "
+                                  "decode=({0}, {1}, {2}, {3})",
+                                  kDecodeBlockM, kDecodeBlockN, kDecodeWarps, kDecodeStages,
+                                  projected ? kProjectedBackwardBlock : 64)
+                        .str())
+     << ")\n"
      << "# When the launcher runs the decode forward (docs/gpu.md): at most max_rows query rows,\n"
      << "# attn_fwd's programs fewer than the GPU's SMs; key chunks for programs_per_sm\n"
      << "# programs per SM.\n"
      << "DECODE = dict(max_rows=" << kDecodeBlockM << ", programs_per_sm=2)\n"
-     << "LOG2E = tl.constexpr(1.4426950408889634)\n\n\n"
+     << "LOG2E = tl.constexpr(1.4426950408889634)\n";
+  if (additive || projected)
+    os << "# The projected rows' width (the additive contraction's hidden n, the projection's\n"
+       << "# m) and its tile.\n"
+       << "HIDDEN = tl.constexpr(" << hidden << ")\n"
+       << "BLOCK_HIDDEN = tl.constexpr(" << std::max<int64_t>(16, llvm::PowerOf2Ceil(hidden))
+       << ")\n";
+  os << "\n\n"
      << "def score_scale(head_dim):\n"
      << "    \"\"\"The factor of the contraction q·k.\"\"\"\n";
+  if (projected && !scale) // q·k of the projected rows: 1/sqrt(m)
+    scale = 1.0 / std::sqrt(static_cast<double>(hidden));
   if (scale)
     os << "    return " << floatLiteral(*scale) << "\n\n\n";
   else
@@ -1657,13 +1786,15 @@ void KernelPrinter::printDkDv() {
 )";
   keyEnd(4);
   line(4, "j = (offs_n + key_start)[None, :]");
+  loadWeight(4);
   loadKeysAndValues(4);
-  line(4, "dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)");
+  line(4, "dk = tl.zeros([BLOCK_N, " + contractedWidth() + "], tl.float32)");
   line(4, "dv = tl.zeros([BLOCK_N, BLOCK_DV], tl.float32)");
+  if (additive)
+    line(4, "d_weight_v = tl.zeros([BLOCK_HIDDEN], tl.float32)");
   loadParams(4);
   for (const std::string &param : params)
     line(4, "d_" + param + " = tl.zeros([BLOCK_N], tl.float32)");
-  loadWeight(4);
   line(4, "first_m = 0");
   line(4, "if IS_CAUSAL:  # the query block holding the first row at or after the keys");
   line(8, "first_m = tl.minimum(tl.maximum(start_n * BLOCK_N + key_start - q_start, 0) // "
@@ -1692,7 +1823,14 @@ void KernelPrinter::printDkDv() {
   line(body, "w = tl.where(keep, numerator(" + withParams("s, shift, b, h, i, j") +
                  ") * inv_c, 0.0)");
   line(body, "dv += tl.dot(tl.trans(w).to(do.dtype), do, input_precision=DOT_PRECISION)");
-  line(body, "dk += tl.dot(tl.trans(draw).to(q.dtype), q, input_precision=DOT_PRECISION)");
+  if (additive) {
+    line(body, "# ∂raw/∂c_jn = v_n·(1 - tanh²), ∂raw/∂v_n = tanh, summed over the tile's rows.");
+    line(body, "dk += tl.sum(draw[:, :, None] * weight_v[None, None, :] * "
+               "(1.0 - tanh_tile * tanh_tile), 0)");
+    line(body, "d_weight_v += tl.sum(tl.sum(draw[:, :, None] * tanh_tile, 0), 0)");
+  } else {
+    line(body, "dk += tl.dot(tl.trans(draw).to(q.dtype), q, input_precision=DOT_PRECISION)");
+  }
   ArrayAttr denominatorDp = functions.getDenominatorDp();
   for (unsigned p = 0; p < numNormalizerParams; ++p) {
     std::string term = "numerator_d_" + paramSuffixes[p] + "(" +
@@ -1708,6 +1846,12 @@ void KernelPrinter::printDkDv() {
                    "(" + withParams("raw, b, h, i, j") + "), 0.0), 0)");
   pairTableGradients(body, "bhk * tl.num_programs(0) + start_n");
   line(4, "key_in = offs_n < NK");
+  if (additive || projected)
+    chainProjection(4, "k", "dk * scale", "DParamsKeys", "bhk * tl.num_programs(0) + start_n");
+  if (additive)
+    line(4, "tl.store(DParamsKeys + (bhk * tl.num_programs(0) + start_n) * " + Twine(slotCount) +
+                " + " + Twine(weights[2].offset) +
+                " + offs_hidden, d_weight_v * scale, mask=offs_hidden < HIDDEN)");
   line(4, "tl.store(DK + b * stride_dkb + h_kv * stride_dkh + offs_n[:, None] * stride_dkn + "
           "offs_d[None, :] * stride_dkd, " + chainRows("k", "dk * scale") +
           ".to(DK.dtype.element_ty), mask=key_in[:, None] & (offs_d[None, :] < HEAD_DIM))");
@@ -1764,8 +1908,8 @@ void KernelPrinter::pairTableGradients(int indent, StringRef slot) {
 
 void KernelPrinter::printDq() {
   signature(ATTN_TRITON_BACKWARD_QUERIES,
-            bilinear ? "Q, K, V, DOut, DQ, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts, "
-                       "DParamsRows"
+            !weights.empty() ? "Q, K, V, DOut, DQ, RowMax, RowSum, Delta, Params, KeyLengths, "
+                               "QueryStarts, DParamsRows"
                      : "Q, K, V, DOut, DQ, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts",
             {"q", "k", "v", "do", "dq"});
   rowProgram();
@@ -1773,11 +1917,19 @@ void KernelPrinter::printDq() {
                              "NQ", "offs_dv", "stride_dod", "HEAD_DIM_V"));
   loadRowStatistics(4);
   loadParams(4);
-  line(4, "dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)");
+  line(4, "dq = tl.zeros([BLOCK_M, " + contractedWidth() + "], tl.float32)");
   int tileIndent = openKeyTiles();
   scoreTile(tileIndent, "(row_sum != 0.0)[:, None]");
   scoreGrad(tileIndent);
-  line(tileIndent, "dq += tl.dot(draw.to(k.dtype), k, input_precision=DOT_PRECISION)");
+  if (additive) {
+    line(tileIndent, "# ∂raw/∂a_in = v_n·(1 - tanh²), summed over the tile's keys.");
+    line(tileIndent, "dq += tl.sum(draw[:, :, None] * weight_v[None, None, :] * "
+                     "(1.0 - tanh_tile * tanh_tile), 1)");
+  } else {
+    line(tileIndent, "dq += tl.dot(draw.to(k.dtype), k, input_precision=DOT_PRECISION)");
+  }
+  if (additive || projected)
+    chainProjection(4, "q", "dq * scale", "DParamsRows", "bh * tl.num_programs(0) + start_m");
   line(4, "tl.store(DQ + b * stride_dqb + h * stride_dqh + offs_m[:, None] * stride_dqm + "
           "offs_d[None, :] * "
           "stride_dqd, " + chainRows("q", "dq * scale") + ".to(DQ.dtype.element_ty), "

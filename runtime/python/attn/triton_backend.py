@@ -327,10 +327,10 @@ class TritonKernel:
             raise ValueError(f"{where}: params must be a 1-D tensor of {self.param_count} "
                              f"({', '.join(names) or 'none'}), got "
                              f"{getattr(params, 'shape', type(params).__name__)}")
-        for name, shape, _, _ in self.weights:
-            if shape != (d, d):
+        for name, shape, _, _ in self.weights:  # [d, d], [n, d] or [m, d]; v [n]
+            if len(shape) == 2 and shape[1] != d:
                 raise ValueError(f"{where}: weight {name} is {'x'.join(map(str, shape))}, so "
-                                 f"q and k need head dim {shape[0]}, got {d}")
+                                 f"q and k need head dim {shape[1]}, got {d}")
         if key_lengths is not None and (not isinstance(key_lengths, torch.Tensor)
                                         or key_lengths.shape != (B,)
                                         or key_lengths.is_floating_point()):
@@ -555,7 +555,8 @@ class TritonKernel:
                 key_slots,
                 *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dk.stride(), *dv.stride(),
                 **table_args, **key_table_slots, **sizes, **flags, **blocks, **launch)
-            # The bilinear contraction's dQ kernel also writes dW into the row slots.
+            # With learnable weights the dQ kernel also writes its share of dW into the row
+            # slots.
             weight_slots = (row_slots,) if self.weights else ()
             m.attn_bwd_dq[(row_blocks, B * H)](
                 q, k, v, dout, dq, row_max, row_sum, delta, flat_params, lengths, starts,
