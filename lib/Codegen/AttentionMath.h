@@ -114,6 +114,7 @@ public:
                 ValueRange tables = {});
 
   bool online() const { return setup.online; }
+  NormalizerOp normalizer() const { return setup.normalizer; }
   unsigned numParams() const { return params.size(); }
   const ScalarFunctions &functions() const { return *setup.functions; }
   // --- regions ----------------------------------------------------------------

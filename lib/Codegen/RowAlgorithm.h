@@ -203,6 +203,121 @@ private:
   ImplicitLocOpBuilder &b;
   AttentionMath &math;
   std::optional<RowStateLayout> layout;
+
+  // --- an implicit normalizer's row (sparsemax, α-entmax) ---------------------------
+  // w_ij = g(s_ij − τ_i), τ_i the root of F(τ) = Σ_j g(s_ij − τ) − c, decreasing in τ
+  // (g is 0 for x <= 0 and non-decreasing: docs/normalizer-classes.md):
+  //
+  //   bracket     x_c doubled from 1 until F(m_i − x_c) >= 0, m_i the row's max score:
+  //               the root lies in [m_i − x_c, m_i]
+  //   state       ThresholdState: the bracket (lo, hi) with F(lo) >= 0 > F(hi), Σ g and
+  //               Σ g' at lo, whether the last step moved hi, whether it converged
+  //   start       lo = m_i − x_c (NaN where no x_c reached c), hi = m_i
+  //   step        τ = lo + F(lo)/F'(lo) where it lies inside (lo, hi) and the last step
+  //               did not move hi (a concave g overshoots), else (lo + hi)/2; then
+  //               lo = τ where F(τ) >= 0, else hi = τ; converged where τ left (lo, hi)
+  //               (no progress) or F(τ) = 0
+  //   fold key    Σ g(s − τ), Σ g'(s − τ) over the keys with s > τ; a block of keys
+  //               whose max is <= τ adds nothing
+  //   finish      τ_i = lo, stored as row_max; row_sum = Σ_j w_ij (both 0 without keys)
+  //   backward    r_i = Σ g'·dP / Σ g' over the keys above τ_i (0 where Σ g' = 0),
+  //               then each pair's gradient at C = 1 with dP − r_i for dP
+  //
+  // The sums over a row's keys at a trial τ are the schedule's reduction, handed in
+  // as ThresholdKeySums; every other step of the iteration is here.
+public:
+  /// Σ_j g(s_ij − τ) and Σ_j g'(s_ij − τ) at one τ (slopes null where not asked for);
+  /// in scf.for iter_args as pack/unpack lay them out.
+  struct ThresholdSums {
+    Value weights, slopes;
+    SmallVector<Value> pack() const;
+    static ThresholdSums unpack(ValueRange values);
+  };
+  /// The schedule's sums over row i's keys at `tau`, each key folded by
+  /// thresholdFoldKey.
+  using ThresholdKeySums = function_ref<ThresholdSums(Value tau, bool withSlopes)>;
+  /// The search for the bracket's width x_c, and whether it reached c.
+  struct ThresholdBracket {
+    Value width, found;
+  };
+  /// Doublings of x_c from 1 before a row's bracket is given up (τ_i = NaN, and the
+  /// row's outputs with it): ThresholdAnalysis refuses a g that never reaches c at
+  /// its initial params.
+  static constexpr int64_t thresholdBracketDoublings = 64;
+  ThresholdBracket thresholdBracketInitial(FloatType type);
+  /// One doubling (nothing once found); a scf.for of thresholdBracketDoublings runs it.
+  ThresholdBracket thresholdBracketStep(const ThresholdBracket &bracket, Value maxScore,
+                                        ThresholdKeySums sumsAt);
+  /// The iteration of τ_i; carried in scf.for iter_args as pack/unpack lay it out.
+  struct ThresholdState {
+    Value lo, hi;
+    ThresholdSums atLo;
+    Value hiMoved, converged;
+    SmallVector<Value> pack() const;
+    static ThresholdState unpack(ValueRange values);
+  };
+  ThresholdState thresholdInitial(Value maxScore, const ThresholdBracket &bracket,
+                                  ThresholdKeySums sumsAt);
+  /// Steps that reach the float's resolution by the midpoints alone: 2·(mantissa
+  /// bits + 2). A step after convergence must leave the state as it is.
+  static int64_t thresholdSteps(FloatType type);
+  ThresholdState thresholdStep(const ThresholdState &state, ThresholdKeySums sumsAt);
+  /// τ_i of a finished iteration (what the row stores as row_max).
+  Value thresholdRoot(const ThresholdState &state);
+  /// x = s − τ, the argument of g.
+  Value thresholdArgument(Value s, Value tau);
+  /// Whether a key has a weight: x > 0 (g is 0 elsewhere).
+  Value thresholdAbove(Value x);
+  /// Whether a block of keys whose largest score is `blockMax` may add to a sum at τ.
+  Value thresholdBlockAbove(Value blockMax, Value tau);
+  /// w = g(x), of a key above the threshold.
+  Value thresholdWeight(Value x, const PairIndices &at);
+  /// g'(x) of the pair (x its score less τ).
+  Value thresholdSlope(const PairValues &pair, Value x);
+  ThresholdSums thresholdSumsInitial(FloatType type, bool withSlopes);
+  /// The sums with the key of score `s` at `at` folded in (slopes where the sums
+  /// carry them); a masked key's s = −inf adds nothing.
+  ThresholdSums thresholdFoldKey(const ThresholdSums &sums, Value s, Value tau,
+                                 const PairIndices &at);
+  /// The backward's row sums over the keys above τ_i: Σ g'·dP and Σ g'.
+  struct ThresholdGradientSums {
+    Value slopeDP, slopes;
+  };
+  ThresholdGradientSums thresholdGradientInitial(FloatType type);
+  ThresholdGradientSums thresholdGradientFold(const ThresholdGradientSums &sums, Value slope,
+                                              Value dP);
+  /// r_i = Σ g'·dP / Σ g' (0 where no key has a slope).
+  Value thresholdCorrection(const ThresholdGradientSums &sums);
+  /// The gradients of a pair above τ_i: the pair gradient at C = 1, dP − r_i for dP.
+  AttentionMath::PairGradient thresholdPairGradient(const PairValues &pair, Value x, Value dP,
+                                                    Value correction);
+
+  // --- a scan's backward row (keys last to first, as its forward) --------------------
+  //   state       ScanBackwardState: the forward's ScanState S and the suffix
+  //               B = Σ_{j >= k} w_ij dP_ij of the kept keys folded so far
+  //   start       S = 0, B = 0
+  //   fold pair   scanPair's w, e^S and S'; B' = B + w·dP; with D = dO_i·O_i,
+  //               ds = g'·e^S·dP + d'·(D − B'): the pair gradient at C = 1 with
+  //               dP·e^S for dP and B' − D for D
+  // It has no combine: a chunk's B needs the chunks after it, so the backward takes
+  // whole rows.
+  struct ScanBackwardState {
+    ScanState scan;
+    Value suffix;
+  };
+  ScanBackwardState scanBackwardInitial(FloatType type);
+  /// After scanPair's `step` and the pair's dP = dO_i·v_j: the next state and the
+  /// pair's gradients (dv_j gets step.weight·dO_i).
+  struct ScanBackwardStep {
+    ScanBackwardState next;
+    AttentionMath::PairGradient gradient;
+  };
+  ScanBackwardStep scanBackwardFold(const ScanBackwardState &state, const ScanStep &step,
+                                    const PairValues &pair, Value s, Value dP, Value delta);
+
+private:
+  /// The row of a gradient at C = 1 with `delta` for D (live: null, every pair counts).
+  BackwardRow unitBackwardRow(Value delta);
 };
 
 } // namespace mlir::attn

@@ -199,6 +199,8 @@ private:
   }
   /// memref[row, c] += factor · source[sourceRow, c] for c < n.
   void axpyRow(Value memref, Value row, Value factor, Value source, Value sourceRow, Value n);
+  /// memref[row, c] = 0 for c < n.
+  void zeroRow(Value memref, Value row, Value n);
   /// Σ_c x[i, c]·y[j, c] for c < n.
   Value rowDot(Value x, Value i, Value y, Value j, Value n);
   /// Zeroes what a backward call owns (abi.h, q_begin, kv_begin): dq's rows, dk's
@@ -229,17 +231,21 @@ private:
   /// Forward and backward of an implicit normalizer, w_ij = g(s_ij − τ_i).
   void buildThresholdForward(StringRef name);
   void buildThresholdBackward(StringRef name);
-  /// Σ_j g(s_ij − tau) of row i over the scores in `scores` (−inf where masked),
-  /// key blocks whose max in `blockMaxima` is <= tau skipped; with `slopes`
-  /// also Σ_j g'(s_ij − tau).
-  struct ThresholdSums {
-    Value weights, slopes;
-  };
-  ThresholdSums thresholdSums(Value i, Value begin, Value end, Value scores, Value blockMaxima,
-                              Value tau, bool slopes);
-  /// The row's τ_i from its scores and largest score `maxScore` (ThresholdLoops.cpp).
-  Value solveThreshold(Value i, Value begin, Value end, Value scores, Value blockMaxima,
-                       Value maxScore);
+  /// Row keys [begin, end) in blocks of kThresholdKeyBlock carrying `acc`: `key(j, acc)`
+  /// for each key of the blocks whose max in `blockMaxima` lies above tau, acc
+  /// unchanged for the other blocks (g is 0 on all of their keys).
+  SmallVector<Value> keysAboveThreshold(RowAlgorithm &rows, Value begin, Value end,
+                                        Value blockMaxima, Value tau, ValueRange acc,
+                                        function_ref<SmallVector<Value>(Value, ValueRange)> key);
+  /// The sums of row i's keys at tau over the scores in `scores` (−inf where masked):
+  /// Σ_j g(s_ij − tau), with `withSlopes` also Σ_j g'(s_ij − tau).
+  RowAlgorithm::ThresholdSums thresholdSums(RowAlgorithm &rows, Value i, Value begin, Value end,
+                                            Value scores, Value blockMaxima, Value tau,
+                                            bool withSlopes);
+  /// The row's τ_i from its scores and largest score `maxScore`: the row algorithm's
+  /// bracket and iteration in loops.
+  Value solveThreshold(RowAlgorithm &rows, Value i, Value begin, Value end, Value scores,
+                       Value blockMaxima, Value maxScore);
 
   // --- tiles (TiledLoops.cpp) ---------------------------------------------------------
   /// Register-blocked, vectorised forward / backward for head dim == value dim,

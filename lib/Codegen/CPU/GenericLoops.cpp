@@ -49,6 +49,14 @@ void CPUKernelBuilder::axpyRow(Value memref, Value row, Value factor, Value sour
   });
 }
 
+void CPUKernelBuilder::zeroRow(Value memref, Value row, Value n) {
+  Value zero = constant(0.0);
+  loop(index(0), n, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+    store(zero, memref, {row, c});
+    return {};
+  });
+}
+
 Value CPUKernelBuilder::rowDot(Value x, Value i, Value y, Value j, Value n) {
   return loop(index(0), n, {constant(0.0)}, [&](Value col, ValueRange acc) -> SmallVector<Value> {
     return {add(acc[0], mul(load(x, {i, col}), load(y, {j, col})))};

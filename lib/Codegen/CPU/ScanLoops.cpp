@@ -16,7 +16,8 @@
 //
 // which is AttentionMath's pair gradient (g'·dP − h'·D)/C at C = 1, dP·e^S for dP
 // and B − D for D: params and learnable reads of either region follow alike.
-// The row's state and its combine are RowAlgorithm's ScanState. The forward takes
+// The row's state and its combine are RowAlgorithm's ScanState, the backward's
+// (S, B) its ScanBackwardState. The forward takes
 // key chunks [kv_begin, kv_len) as partial calls (row_max = S of the chunk, row_count
 // the keys kept), which mergeScanRows (attn_merge_T) combines nearest chunk first:
 // O = O_near + e^(S_near)·O_far. A kernel with a left-over has no merge entry (the
@@ -65,10 +66,7 @@ void CPUKernelBuilder::buildScanForward(StringRef name) {
   Value zero = constant(0.0), one = constant(1.0);
   RowAlgorithm rows(b, *scalarMath);
   loop(args.qBegin, args.qEnd, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
-    loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
-      store(zero, o, {i, c});
-      return {};
-    });
+    zeroRow(o, i, valueDim);
     // Carried: the row's ScanState and the keys kept.
     SmallVector<Value> row = rowKeysLastToFirst(
         i, args.kvBegin, keys.end(b, i), {rows.scanInitial(type).logSurvival, zero},
@@ -100,14 +98,11 @@ void CPUKernelBuilder::buildScanForward(StringRef name) {
 
 void CPUKernelBuilder::mergeScanRows(Value qBegin, Value qEnd, Value oParts, Value logSurvivalParts,
                                      Value o, Value rowMax, Value rowSum) {
-  Value zero = constant(0.0), queries = dim(o, 0), valueDim = dim(o, 1);
+  Value queries = dim(o, 0), valueDim = dim(o, 1);
   Value splits = arith::DivUIOp::create(b, dim(oParts, 0), queries);
   RowAlgorithm rows(b, *scalarMath);
   loop(qBegin, qEnd, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
-    loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
-      store(zero, o, {i, c});
-      return {};
-    });
+    zeroRow(o, i, valueDim);
     // Split s holds keys below split s + 1's: each split is nearer than the ones
     // folded before it, O in place.
     ValueRange row = loop(
@@ -133,28 +128,25 @@ void CPUKernelBuilder::buildScanBackward(StringRef name) {
   BackwardArgs args = beginBackward(name, matrixType, /*lanewiseMath=*/false);
   Value q = args.q, k = args.k, v = args.v, dOut = args.dOut;
   Value valueDim = dim(v, 1);
-  Value zero = constant(0.0);
-  Value always = arith::ConstantIntOp::create(b, 1, 1);
   RowAlgorithm rows(b, *scalarMath);
   zeroBackwardOutputs(args);
   loop(args.qBegin, args.qEnd, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
     Value delta = rowDot(dOut, i, args.o, i, valueDim);
-    // Carried: the row's ScanState and B = Σ_{j >= k} w_ij dP_ij.
+    // Carried: the row's ScanBackwardState (S, B).
+    RowAlgorithm::ScanBackwardState initial = rows.scanBackwardInitial(type);
     SmallVector<Value> row = rowKeysLastToFirst(
-        i, args.kvBegin, keys.end(b, i), {rows.scanInitial(type).logSurvival, zero},
+        i, args.kvBegin, keys.end(b, i), {initial.scan.logSurvival, initial.suffix},
         [&](Value j, ValueRange acc) -> SmallVector<Value> {
+          RowAlgorithm::ScanBackwardState state{{acc[0]}, acc[1]};
           PairValues pair = pairAt(contract(q, k, i, j), i, j);
           Value s = scalarMath->score(pair);
-          RowAlgorithm::ScanStep step = rows.scanPair({acc[0]}, pair, s);
+          RowAlgorithm::ScanStep step = rows.scanPair(state.scan, pair, s);
           Value dP = rowDot(dOut, i, v, j, valueDim);
-          Value suffix = add(acc[1], mul(step.weight, dP));
-          // (g'·dP·e^S − d'·(B − D))/1: the pair gradient at C = 1.
-          BackwardRow scanRow{zero, constant(1.0), sub(suffix, delta), always};
-          AttentionMath::PairGradient grad =
-              scalarMath->gradient(pair, s, scanRow, mul(dP, step.survival));
+          RowAlgorithm::ScanBackwardStep next =
+              rows.scanBackwardFold(state, step, pair, s, dP, delta);
           axpyRow(args.dv, j, step.weight, dOut, i, valueDim);
-          addPairGradients(args, grad, i, j);
-          return {step.next.logSurvival, suffix};
+          addPairGradients(args, next.gradient, i, j);
+          return {next.next.scan.logSurvival, next.next.suffix};
         });
     if (normalizer.getLeftOverToCurrent())
       atCurrentKey(i, keys.kvEnd, [&](Value current) {

@@ -10,7 +10,7 @@
 //      and the max of each block of kThresholdKeyBlock keys;
 //   2. brackets τ_i and refines the bracket by Newton steps from its lower end,
 //      lo + (Σ_j g − c)/Σ_j g', falling back to bisection where a step leaves the
-//      bracket (solveThreshold); for sparsemax exact once the support is found;
+//      bracket; for sparsemax exact once the support is found;
 //   3. accumulates O_i = Σ_j w_ij v_j over the keys above τ_i.
 // Every sum over keys skips the blocks whose max is <= τ: g is 0 on all of them.
 // row_max gets τ_i and row_sum Σ_j w_ij (≈ c; both 0 for a row without keys),
@@ -22,6 +22,9 @@
 // s − τ_i with C = 1 and dP − r_i for dP (AttentionMath::PairGradient). One pass
 // over the row's keys finds r_i (keeping raw scores and dP in scratches), one
 // more takes the gradients.
+// The bracket, the iteration, how a key folds into its sums and r_i are
+// RowAlgorithm's (ThresholdState); these loops supply the passes over the keys,
+// the scratches and the block maxima.
 // τ_i needs every key of its row: the runtime never splits an implicit kernel's
 // keys into chunks (work_split.h, SliceCalls::WholeRows; there is no merge entry),
 // so kv_begin is 0 and `partial` is never set.
@@ -37,10 +40,6 @@ using namespace mlir::attn::cpu;
 
 /// Keys per block whose max score decides whether a sum visits it.
 static constexpr int64_t kThresholdKeyBlock = 64;
-/// Doublings of x_c from 1 before a row's bracket is given up (τ_i = NaN, and the
-/// row's outputs with it): ThresholdAnalysis refuses a g that never reaches c at
-/// its initial params.
-static constexpr int64_t kBracketDoublings = 64;
 
 namespace {
 /// The per-call scratches of the threshold loops: one value per key, and one per
@@ -67,116 +66,68 @@ static Value blockOf(ImplicitLocOpBuilder &b, Value j, Value begin) {
                                 arith::ConstantIndexOp::create(b, kThresholdKeyBlock));
 }
 
-CPUKernelBuilder::ThresholdSums
-CPUKernelBuilder::thresholdSums(Value i, Value begin, Value end, Value scores, Value blockMaxima,
-                                Value tau, bool withSlopes) {
-  Value zero = constant(0.0), one = constant(1.0);
-  BackwardRow unit{zero, one, zero, Value()};
-  SmallVector<Value> inits{zero};
-  if (withSlopes)
-    inits.push_back(zero);
-  ValueRange sums = loop(
-      begin, end, inits,
-      [&](Value j0, ValueRange acc) -> SmallVector<Value> {
-        Value above = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT,
-                                            load(blockMaxima, {blockOf(b, j0, begin)}), tau);
+SmallVector<Value>
+CPUKernelBuilder::keysAboveThreshold(RowAlgorithm &rows, Value begin, Value end, Value blockMaxima,
+                                     Value tau, ValueRange acc,
+                                     function_ref<SmallVector<Value>(Value, ValueRange)> key) {
+  return llvm::to_vector(loop(
+      begin, end, acc,
+      [&](Value j0, ValueRange blockAcc) -> SmallVector<Value> {
+        Value above = rows.thresholdBlockAbove(load(blockMaxima, {blockOf(b, j0, begin)}), tau);
         return llvm::to_vector(branch(
-            above, acc.getTypes(),
+            above, blockAcc.getTypes(),
             [&] {
               Value blockEnd = arith::MinSIOp::create(
                   b, arith::AddIOp::create(b, j0, index(kThresholdKeyBlock)), end);
-              return llvm::to_vector(
-                  loop(j0, blockEnd, acc, [&](Value j, ValueRange keyAcc) -> SmallVector<Value> {
-                    Value x = sub(load(scores, {j}), tau);
-                    Value positive = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, x, zero);
-                    PairIndices at = indicesAt(i, j);
-                    // g is 0 for x <= 0; the select keeps a g that is NaN at −inf
-                    // (a masked key) out of the sum.
-                    auto where = [&](Value value) {
-                      return arith::SelectOp::create(b, positive, value, zero).getResult();
-                    };
-                    SmallVector<Value> next{
-                        add(keyAcc[0], where(scalarMath->numerator(x, zero, at)))};
-                    if (withSlopes) {
-                      Value slope = scalarMath->gradient(PairValues{x, at, Value()}, x, unit, one)
-                                        .scoreGrad();
-                      next.push_back(add(keyAcc[1], where(slope)));
-                    }
-                    return next;
-                  }));
+              return llvm::to_vector(loop(j0, blockEnd, blockAcc, key));
             },
-            [&] { return SmallVector<Value>(acc.begin(), acc.end()); }));
+            [&] { return SmallVector<Value>(blockAcc.begin(), blockAcc.end()); }));
       },
-      index(kThresholdKeyBlock));
-  return {sums[0], withSlopes ? sums[1] : Value()};
+      index(kThresholdKeyBlock)));
 }
 
-Value CPUKernelBuilder::solveThreshold(Value i, Value begin, Value end, Value scores,
-                                       Value blockMaxima, Value maxScore) {
-  Value c = constant(normalizer.getDenominatorConstant()->convertToDouble());
-  Value one = constant(1.0), half = constant(0.5);
-  auto reaches = [&](Value tau) {
-    Value sum = thresholdSums(i, begin, end, scores, blockMaxima, tau, false).weights;
-    return arith::CmpFOp::create(b, arith::CmpFPredicate::OGE, sum, c).getResult();
+RowAlgorithm::ThresholdSums CPUKernelBuilder::thresholdSums(RowAlgorithm &rows, Value i,
+                                                            Value begin, Value end, Value scores,
+                                                            Value blockMaxima, Value tau,
+                                                            bool withSlopes) {
+  using Sums = RowAlgorithm::ThresholdSums;
+  return Sums::unpack(keysAboveThreshold(
+      rows, begin, end, blockMaxima, tau, rows.thresholdSumsInitial(type, withSlopes).pack(),
+      [&](Value j, ValueRange acc) -> SmallVector<Value> {
+        Value s = load(scores, {j});
+        return rows.thresholdFoldKey(Sums::unpack(acc), s, tau, indicesAt(i, j)).pack();
+      }));
+}
+
+Value CPUKernelBuilder::solveThreshold(RowAlgorithm &rows, Value i, Value begin, Value end,
+                                       Value scores, Value blockMaxima, Value maxScore) {
+  auto sumsAt = [&](Value tau, bool withSlopes) {
+    return thresholdSums(rows, i, begin, end, scores, blockMaxima, tau, withSlopes);
   };
-  Value notYet = arith::ConstantIntOp::create(b, 0, 1);
-  ValueRange width = loop(
-      index(0), index(kBracketDoublings), {one, notYet},
+  RowAlgorithm::ThresholdBracket initial = rows.thresholdBracketInitial(type);
+  ValueRange bracket = loop(
+      index(0), index(RowAlgorithm::thresholdBracketDoublings), {initial.width, initial.found},
       [&](Value, ValueRange acc) -> SmallVector<Value> {
         return llvm::to_vector(branch(
             acc[1], acc.getTypes(), [&] { return SmallVector<Value>(acc.begin(), acc.end()); },
             [&]() -> SmallVector<Value> {
-              Value reached = reaches(sub(maxScore, acc[0]));
-              return {arith::SelectOp::create(b, reached, acc[0], add(acc[0], acc[0])), reached};
+              RowAlgorithm::ThresholdBracket next =
+                  rows.thresholdBracketStep({acc[0], acc[1]}, maxScore, sumsAt);
+              return {next.width, next.found};
             }));
       });
-  Value lo = arith::SelectOp::create(b, width[1], sub(maxScore, width[0]), constant(NAN));
-  // Safeguarded Newton on F(τ) = Σ_j g(s_ij − τ) − c, decreasing, with F(lo) >= 0 >
-  // F(hi) throughout: from lo, τ = lo + F(lo)/F'(lo) where that lies inside (lo, hi),
-  // else (and after a step that moved hi: a concave g overshoots) the midpoint. For
-  // a convex g (α <= 2) every Newton step stays below the root and the iteration
-  // converges from below, for sparsemax exactly once the support is found; it stops
-  // when a step makes no progress or hits F = 0, after at most 2·(mantissa bits + 2)
-  // steps, by which the midpoints alone have reached the float's resolution.
-  ThresholdSums atLo = thresholdSums(i, begin, end, scores, blockMaxima, lo, true);
-  Value no = arith::ConstantIntOp::create(b, 0, 1);
-  int64_t steps = 2 * (type.getFPMantissaWidth() + 2);
+  RowAlgorithm::ThresholdState start =
+      rows.thresholdInitial(maxScore, {bracket[0], bracket[1]}, sumsAt);
   ValueRange solved = loop(
-      index(0), index(steps), {lo, maxScore, atLo.weights, atLo.slopes, no, no},
+      index(0), index(RowAlgorithm::thresholdSteps(type)), start.pack(),
       [&](Value, ValueRange acc) -> SmallVector<Value> {
+        RowAlgorithm::ThresholdState state = RowAlgorithm::ThresholdState::unpack(acc);
         return llvm::to_vector(branch(
-            acc[5], acc.getTypes(), [&] { return SmallVector<Value>(acc.begin(), acc.end()); },
-            [&]() -> SmallVector<Value> {
-              Value lo = acc[0], hi = acc[1], hiMoved = acc[4];
-              auto between = [&](Value x) {
-                return arith::AndIOp::create(
-                           b, arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, x, lo),
-                           arith::CmpFOp::create(b, arith::CmpFPredicate::OLT, x, hi))
-                    .getResult();
-              };
-              Value newton = add(lo, arith::DivFOp::create(b, sub(acc[2], c), acc[3]));
-              Value useNewton = arith::AndIOp::create(
-                  b, between(newton),
-                  arith::XOrIOp::create(b, hiMoved, arith::ConstantIntOp::create(b, 1, 1)));
-              Value next =
-                  arith::SelectOp::create(b, useNewton, newton, mul(half, add(lo, hi)));
-              ThresholdSums at = thresholdSums(i, begin, end, scores, blockMaxima, next, true);
-              Value reached = arith::CmpFOp::create(b, arith::CmpFPredicate::OGE, at.weights, c);
-              Value exact = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, at.weights, c);
-              Value stalled = arith::XOrIOp::create(b, between(next),
-                                                    arith::ConstantIntOp::create(b, 1, 1));
-              auto pick = [&](Value ifReached, Value otherwise) {
-                return arith::SelectOp::create(b, reached, ifReached, otherwise).getResult();
-              };
-              return {pick(next, lo),
-                      pick(hi, next),
-                      pick(at.weights, acc[2]),
-                      pick(at.slopes, acc[3]),
-                      arith::XOrIOp::create(b, reached, arith::ConstantIntOp::create(b, 1, 1)),
-                      arith::OrIOp::create(b, stalled, exact)};
-            }));
+            state.converged, acc.getTypes(),
+            [&] { return SmallVector<Value>(acc.begin(), acc.end()); },
+            [&] { return rows.thresholdStep(state, sumsAt).pack(); }));
       });
-  return solved[0];
+  return rows.thresholdRoot(RowAlgorithm::ThresholdState::unpack(solved));
 }
 
 void CPUKernelBuilder::buildThresholdForward(StringRef name) {
@@ -187,13 +138,11 @@ void CPUKernelBuilder::buildThresholdForward(StringRef name) {
   Value zero = constant(0.0), lowest = constant(-INFINITY);
   ThresholdScratch scratch = allocScratch(b, type, dim(k, 0));
   Value scores = scratch.perKey, blockMaxima = scratch.perBlock;
+  RowAlgorithm rows(b, *scalarMath);
 
   prepareBlockSparsity(kThresholdKeyBlock, arith::MaxSIOp::create(b, dim(q, 0), dim(k, 0)));
   loop(args.qBegin, args.qEnd, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
-    loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
-      store(zero, o, {i, c});
-      return {};
-    });
+    zeroRow(o, i, valueDim);
     Value begin = args.kvBegin, end = keys.end(b, i);
     // The row's max score and kept-key count; scores and block maxima stored.
     ValueRange row = loop(
@@ -221,35 +170,21 @@ void CPUKernelBuilder::buildThresholdForward(StringRef name) {
     ValueRange stats = branch(
         anyKey, {type, type},
         [&]() -> SmallVector<Value> {
-          Value tau = solveThreshold(i, begin, end, scores, blockMaxima, row[0]);
-          Value total = loop(
-              begin, end, {zero},
-              [&](Value j0, ValueRange acc) -> SmallVector<Value> {
-                Value above = arith::CmpFOp::create(
-                    b, arith::CmpFPredicate::OGT, load(blockMaxima, {blockOf(b, j0, begin)}), tau);
+          Value tau = solveThreshold(rows, i, begin, end, scores, blockMaxima, row[0]);
+          // O_i = Σ_j w_ij v_j and Σ_j w_ij over the keys above τ_i.
+          Value total = keysAboveThreshold(
+              rows, begin, end, blockMaxima, tau, {zero},
+              [&](Value j, ValueRange acc) -> SmallVector<Value> {
+                Value x = rows.thresholdArgument(load(scores, {j}), tau);
                 return llvm::to_vector(branch(
-                    above, {type},
-                    [&] {
-                      Value blockEnd = arith::MinSIOp::create(
-                          b, arith::AddIOp::create(b, j0, index(kThresholdKeyBlock)), end);
-                      return llvm::to_vector(loop(
-                          j0, blockEnd, acc, [&](Value j, ValueRange keyAcc) -> SmallVector<Value> {
-                            Value x = sub(load(scores, {j}), tau);
-                            Value positive =
-                                arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, x, zero);
-                            return llvm::to_vector(branch(
-                                positive, {type},
-                                [&]() -> SmallVector<Value> {
-                                  Value w = scalarMath->numerator(x, zero, indicesAt(i, j));
-                                  axpyRow(o, i, w, v, j, valueDim);
-                                  return {add(keyAcc[0], w)};
-                                },
-                                [&] { return SmallVector<Value>{keyAcc[0]}; }));
-                          }));
+                    rows.thresholdAbove(x), {type},
+                    [&]() -> SmallVector<Value> {
+                      Value w = rows.thresholdWeight(x, indicesAt(i, j));
+                      axpyRow(o, i, w, v, j, valueDim);
+                      return {add(acc[0], w)};
                     },
                     [&] { return SmallVector<Value>{acc[0]}; }));
-              },
-              index(kThresholdKeyBlock))[0];
+              })[0];
           return {tau, total};
         },
         [&]() -> SmallVector<Value> { return {zero, zero}; });
@@ -270,11 +205,8 @@ void CPUKernelBuilder::buildThresholdBackward(StringRef name) {
   Value valueDim = dim(v, 1);
   zeroBackwardOutputs(args);
   RowAlgorithm rows(b, *scalarMath);
-  Value zero = constant(0.0), one = constant(1.0);
   Value keyCount = dim(k, 0);
   Value raws = allocVector(b, type, keyCount), dPs = allocVector(b, type, keyCount);
-  // C = 1: PairGradient's weight is g(s − τ) itself.
-  BackwardRow unit{zero, one, zero, Value()};
 
   prepareBlockSparsity(kThresholdKeyBlock, arith::MaxSIOp::create(b, dim(q, 0), dim(k, 0)));
   loop(args.qBegin, args.qEnd, {}, [&](Value i, ValueRange) -> SmallVector<Value> {
@@ -284,38 +216,36 @@ void CPUKernelBuilder::buildThresholdBackward(StringRef name) {
     b.setInsertionPoint(ifLive.thenBlock()->getTerminator());
     Value tau = load(args.rowMax, {i});
     Value begin = args.kvBegin, end = keys.end(b, i);
-    auto aboveThreshold = [&](Value x) {
-      return arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, x, zero).getResult();
-    };
-    // r_i = Σ_j g'·dP / Σ_j g' over the keys above τ_i, keeping each kept key's
-    // raw score and dP for the gradients.
+    // r_i over the keys above τ_i, keeping each kept key's raw score and dP for
+    // the gradients.
+    RowAlgorithm::ThresholdGradientSums initial = rows.thresholdGradientInitial(type);
     ValueRange sums = rowKeyBlocks(
-        i, begin, end, {zero, zero}, [&](Value j, ValueRange acc) -> SmallVector<Value> {
+        i, begin, end, {initial.slopeDP, initial.slopes},
+        [&](Value j, ValueRange acc) -> SmallVector<Value> {
           Value raw = contract(q, k, i, j);
           store(raw, raws, {j});
           PairValues pair = pairAt(raw, i, j);
-          Value x = sub(scalarMath->score(pair), tau);
+          Value x = rows.thresholdArgument(scalarMath->score(pair), tau);
           return llvm::to_vector(branch(
-              aboveThreshold(x), acc.getTypes(),
+              rows.thresholdAbove(x), acc.getTypes(),
               [&]() -> SmallVector<Value> {
                 Value dP = rowDot(dOut, i, v, j, valueDim);
                 store(dP, dPs, {j});
-                Value slope = scalarMath->gradient(pair, x, unit, one).scoreGrad();
-                return {add(acc[0], mul(slope, dP)), add(acc[1], slope)};
+                RowAlgorithm::ThresholdGradientSums next =
+                    rows.thresholdGradientFold({acc[0], acc[1]}, rows.thresholdSlope(pair, x), dP);
+                return {next.slopeDP, next.slopes};
               },
               [&] { return SmallVector<Value>(acc.begin(), acc.end()); }));
         });
-    Value hasSlope = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, sums[1], zero);
-    Value r = arith::SelectOp::create(
-        b, hasSlope, arith::DivFOp::create(b, sums[0], sums[1]), zero);
+    Value r = rows.thresholdCorrection({sums[0], sums[1]});
     rowKeyBlocks(i, begin, end, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
       PairValues pair = pairAt(load(raws, {j}), i, j);
-      Value x = sub(scalarMath->score(pair), tau);
+      Value x = rows.thresholdArgument(scalarMath->score(pair), tau);
       branch(
-          aboveThreshold(x), {},
+          rows.thresholdAbove(x), {},
           [&]() -> SmallVector<Value> {
             AttentionMath::PairGradient grad =
-                scalarMath->gradient(pair, x, unit, sub(load(dPs, {j}), r));
+                rows.thresholdPairGradient(pair, x, load(dPs, {j}), r);
             axpyRow(args.dv, j, grad.weight(), dOut, i, valueDim);
             addPairGradients(args, grad, i, j);
             return {};
