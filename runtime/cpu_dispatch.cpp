@@ -216,7 +216,8 @@ std::tuple<Tensor, Tensor, Tensor> run_forward_cpu(const Library &lib, const Pro
       attn_memref1d mm = memref1d(fwd.row_max, b, h), sm = memref1d(fwd.row_sum, b, h);
       attn_memref1d unused{nullptr, nullptr, 0, {0}, {1}};
       fwd.fn(&qm, &km, &vm, &om, &mm, &sm, &unused, &prm, fwd.table_data(), b, h, q_begin, q_end, 0,
-             kv_len, p.causal ? 1 : 0, 0, p.query_start[static_cast<size_t>(b)], p.key_start);
+             kv_len, p.causal ? 1 : 0, 0, p.query_start[static_cast<size_t>(b)],
+             p.key_start[static_cast<size_t>(b)]);
       return;
     }
     const auto [kv_begin, kv_end] = key_chunk(split, kv_splits, kv_len);
@@ -227,7 +228,7 @@ std::tuple<Tensor, Tensor, Tensor> run_forward_cpu(const Library &lib, const Pro
                   cm = memref1d(chunk(count_parts), b, h);
     fwd.fn(&qm, &km, &vm, &om, &mm, &sm, &cm, &prm, fwd.table_data(), b, h, q_begin, q_end,
            kv_begin, kv_end, p.causal ? 1 : 0, 1, p.query_start[static_cast<size_t>(b)],
-           p.key_start);
+           p.key_start[static_cast<size_t>(b)]);
   });
   if (kv_splits > 1)
     return run_merge(lib, p, fwd.params, inputs, o_parts, max_parts, sum_parts, count_parts);
@@ -320,7 +321,7 @@ run_backward_cpu(const Library &lib, const Problem &p, const Tensor &q_in, const
     fn(&qm, &km, &vm, &om, &dom, &mm, &sm, &prm, tables.empty() ? nullptr : tables.data(), &dqm,
        &dkm, &dvm, &dpm, set_dtables, b, h, q_begin, q_end, kv_begin + p.key_shift,
        kv_end + p.key_shift, p.causal ? 1 : 0, p.query_start[static_cast<size_t>(b)],
-       p.key_start - p.key_shift);
+       p.key_start[static_cast<size_t>(b)] - p.key_shift);
   };
   parallel_items(sets, [&](int64_t set) {
     const std::vector<attn_table> &set_dtables = dtables[static_cast<size_t>(set)];
@@ -357,7 +358,7 @@ run_partial_forward(const Library &lib, const Problem &p, const Tensor &q_in, co
                   cm = memref1d(row_count, b, h), prm = pm;
     fwd.fn(&qm, &km, &vm, &om, &mm, &sm, &cm, &prm, fwd.table_data(), b, h, q_begin, q_end, 0,
            p.kv_len[static_cast<size_t>(b)], p.causal ? 1 : 0, 1,
-           p.query_start[static_cast<size_t>(b)], p.key_start);
+           p.query_start[static_cast<size_t>(b)], p.key_start[static_cast<size_t>(b)]);
   });
   return {fwd.out, fwd.row_max, fwd.row_sum, row_count};
 }
