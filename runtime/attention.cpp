@@ -73,7 +73,7 @@ Tensor attention(const std::shared_ptr<const Library> &lib, const Tensor &q, con
   TORCH_CHECK(lib, "attn::attention: lib is null, expected a Library from attn::Library::load");
   return detail::attention_op().call(lib->path(), q, k, v, params, opts.is_causal,
                                      opts.key_lengths, std::optional<at::TensorList>(opts.inputs),
-                                     opts.query_start, opts.key_start);
+                                     opts.query_start, opts.key_start, opts.key_starts);
 }
 
 std::tuple<Tensor, Tensor, Tensor> attention_forward(const std::shared_ptr<const Library> &lib,

@@ -238,14 +238,14 @@ struct ForwardItems {
         kv_splits > 1 ? key_chunk(r.split, kv_splits, kv_len) : std::pair<int64_t, int64_t>(0, kv_len);
     fwd.fn(&qm, &km, &vm, &om, &mm, &sm, &cm, &prm, fwd.table_data(), r.b, r.h, r.q_begin,
            r.q_end, kv_begin, kv_end, causal ? 1 : 0, kv_splits > 1 ? 1 : 0,
-           query_start[static_cast<size_t>(r.b)], key_start);
+           query_start[static_cast<size_t>(r.b)], key_start[static_cast<size_t>(r.b)]);
   }
 
   ForwardCall fwd;
   std::vector<Tensor> inputs; // what fwd.tables points into
-  int64_t BH, H, Nq, group, key_start, rows_per_item, nqb, kv_splits;
+  int64_t BH, H, Nq, group, rows_per_item, nqb, kv_splits;
   bool causal;
-  std::vector<int64_t> kv_lens, query_start;
+  std::vector<int64_t> kv_lens, query_start, key_start;
   std::array<ForwardOutputs, 2> copies;
 };
 
@@ -383,16 +383,16 @@ struct BackwardCalls {
     fn(&qm, &km, &vm, &om, &dom, &mm, &sm, &prm, tables.empty() ? nullptr : tables.data(), &dqm,
        &dkm, &dvm, &dpm, set_dtables, r.b, r.h, r.q_begin, r.q_end, r.kv_begin + key_shift,
        r.kv_end + key_shift, causal ? 1 : 0, query_start[static_cast<size_t>(r.b)],
-       key_start - key_shift);
+       key_start[static_cast<size_t>(r.b)] - key_shift);
   }
 
   attn_backward_fn fn;
   Tensor q, k, v, params, out, row_max, row_sum, grad_out;
   std::vector<Tensor> inputs; // what `tables` points into
   std::vector<attn_table> tables;
-  int64_t H, Nq, P, group, key_shift, key_start;
+  int64_t H, Nq, P, group, key_shift;
   bool causal;
-  std::vector<int64_t> kv_lens, query_start;
+  std::vector<int64_t> kv_lens, query_start, key_start;
   int64_t splits, kv_splits, calls, sets;
   /// [2, kv_splits, B, H, Nq, d], [2, splits, B, H, Nk, d(v)], [2, calls, P].
   Tensor dq_parts, dk_parts, dv_parts, dparams_parts;
@@ -552,7 +552,7 @@ run_partial_forward(const Library &lib, const Problem &p, const Tensor &q_in, co
                   cm = memref1d(row_count, b, h), prm = pm;
     fwd.fn(&qm, &km, &vm, &om, &mm, &sm, &cm, &prm, fwd.table_data(), b, h, q_begin, q_end, 0,
            p.kv_len[static_cast<size_t>(b)], p.causal ? 1 : 0, 1,
-           p.query_start[static_cast<size_t>(b)], p.key_start);
+           p.query_start[static_cast<size_t>(b)], p.key_start[static_cast<size_t>(b)]);
   });
   return {fwd.out, fwd.row_max, fwd.row_sum, row_count};
 }

@@ -24,10 +24,10 @@ void add_strides(TritonArgs &args, const char *prefix, const char *last,
 }
 
 /// What every kernel of a problem reads: q, k, v and their strides, params (float32,
-/// at least one element), key lengths (int32) and query starts (int64, like the key
-/// start: positions), the sizes and the score scale.
+/// at least one element), key lengths (int32) and the query and key starts (int64 [B]:
+/// positions), the sizes and the score scale.
 struct TritonProblem {
-  Tensor params32, lengths32, query_starts64;
+  Tensor params32, lengths32, query_starts64, key_starts64;
   std::vector<Tensor> tables; // as the kernels read them (float tables in float32)
   TritonSizes sizes;
   TritonArgs common;
@@ -41,6 +41,7 @@ TritonProblem triton_problem(const Library &lib, const Problem &p, const Tensor 
   t.params32 = p.P ? params.to(f32).contiguous() : torch::zeros({1}, f32);
   t.lengths32 = p.key_lengths.to(torch::kInt);
   t.query_starts64 = p.query_starts.to(torch::kLong);
+  t.key_starts64 = p.key_starts.to(torch::kLong);
   t.sizes = {p.B, p.H, p.H / p.group, p.Nq, p.Nk};
   auto &a = t.common;
   a["Q"] = triton_ptr(q);
@@ -49,7 +50,7 @@ TritonProblem triton_problem(const Library &lib, const Problem &p, const Tensor 
   a["Params"] = triton_ptr(t.params32);
   a["KeyLengths"] = triton_ptr(t.lengths32);
   a["QueryStarts"] = triton_ptr(t.query_starts64);
-  a["KEY_START"] = triton_int(p.key_start);
+  a["KeyStarts"] = triton_ptr(t.key_starts64);
   add_strides(a, "q", "m", q);
   add_strides(a, "k", "n", k);
   add_strides(a, "v", "n", v);

@@ -32,8 +32,9 @@ torch::Tensor attention_weights(const std::shared_ptr<const Library> &lib, const
     Options cpu_opts = opts;
     if (opts.key_lengths.has_value() && opts.key_lengths->defined())
       cpu_opts.key_lengths = opts.key_lengths->cpu();
-    if (opts.query_start.has_value() && opts.query_start->defined())
-      cpu_opts.query_start = opts.query_start->cpu();
+    for (c10::optional<torch::Tensor> *starts : {&cpu_opts.query_start, &cpu_opts.key_starts})
+      if (starts->has_value() && (*starts)->defined())
+        *starts = (*starts)->cpu();
     for (torch::Tensor &input : cpu_opts.inputs)
       input = input.cpu();
     torch::Tensor cpu_params = params.defined() ? params.cpu() : params;

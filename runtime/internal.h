@@ -30,7 +30,8 @@ using AttentionSig = torch::Tensor(c10::string_view, const torch::Tensor &,
                                    const torch::Tensor &, bool,
                                    const std::optional<torch::Tensor> &,
                                    const std::optional<at::TensorList> &,
-                                   const std::optional<torch::Tensor> &, int64_t);
+                                   const std::optional<torch::Tensor> &, int64_t,
+                                   const std::optional<torch::Tensor> &);
 /// The op attn::attention (autograd-aware), called through the dispatcher.
 const c10::TypedOperatorHandle<AttentionSig> &attention_op();
 
@@ -38,7 +39,8 @@ const c10::TypedOperatorHandle<AttentionSig> &attention_op();
 Options make_options(bool is_causal, const std::optional<torch::Tensor> &key_lengths,
                      const std::optional<at::TensorList> &inputs,
                      const std::optional<torch::Tensor> &query_start = std::nullopt,
-                     int64_t key_start = 0);
+                     int64_t key_start = 0,
+                     const std::optional<torch::Tensor> &key_starts = std::nullopt);
 
 /// The Autograd kernel of a non-differentiable op: the op itself, below autograd, so
 /// its outputs never require grad.

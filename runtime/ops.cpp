@@ -33,11 +33,13 @@ using ForwardSig = std::tuple<Tensor, Tensor, Tensor>(c10::string_view, const Te
                                                       const Tensor &, bool,
                                                       const OptionalTensor &,
                                                       const OptionalInputs &,
-                                                      const OptionalTensor &, int64_t);
+                                                      const OptionalTensor &, int64_t,
+                                                      const OptionalTensor &);
 using BackwardSig = std::tuple<Tensor, Tensor, Tensor, Tensor, std::vector<Tensor>>(
     c10::string_view, const Tensor &, const Tensor &, const Tensor &, const Tensor &,
     const Tensor &, const Tensor &, const Tensor &, const Tensor &, bool,
-    const OptionalTensor &, const OptionalInputs &, const OptionalTensor &, int64_t);
+    const OptionalTensor &, const OptionalInputs &, const OptionalTensor &, int64_t,
+    const OptionalTensor &);
 
 template <class Sig> c10::TypedOperatorHandle<Sig> typed_op(const char *name) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Sig>();
@@ -66,18 +68,21 @@ std::tuple<Tensor, Tensor, Tensor> forward_kernel(c10::string_view artifact, con
                                                   const Tensor &params, bool is_causal,
                                                   const OptionalTensor &key_lengths,
                                                   const OptionalInputs &inputs,
-                                                  const OptionalTensor &query_start, int64_t key_start) {
+                                                  const OptionalTensor &query_start, int64_t key_start,
+                                                  const OptionalTensor &key_starts) {
   return attention_forward(load(artifact), q, k, v, params,
-                           make_options(is_causal, key_lengths, inputs, query_start, key_start));
+                           make_options(is_causal, key_lengths, inputs, query_start, key_start,
+                                        key_starts));
 }
 
 /// attn::attention below autograd (inference mode, or called below the Autograd key).
 Tensor attention_kernel(c10::string_view artifact, const Tensor &q, const Tensor &k,
                         const Tensor &v, const Tensor &params, bool is_causal,
                         const OptionalTensor &key_lengths, const OptionalInputs &inputs,
-                        const OptionalTensor &query_start, int64_t key_start) {
+                        const OptionalTensor &query_start, int64_t key_start,
+                        const OptionalTensor &key_starts) {
   return std::get<0>(forward_kernel(artifact, q, k, v, params, is_causal, key_lengths, inputs,
-                                    query_start, key_start));
+                                    query_start, key_start, key_starts));
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, std::vector<Tensor>>
@@ -85,16 +90,20 @@ backward_kernel(c10::string_view artifact, const Tensor &q, const Tensor &k, con
                 const Tensor &params, const Tensor &out, const Tensor &row_max,
                 const Tensor &row_sum, const Tensor &grad_out, bool is_causal,
                 const OptionalTensor &key_lengths, const OptionalInputs &inputs,
-                const OptionalTensor &query_start, int64_t key_start) {
+                const OptionalTensor &query_start, int64_t key_start,
+                const OptionalTensor &key_starts) {
   return attention_backward(load(artifact), q, k, v, params, out, row_max, row_sum, grad_out,
-                            make_options(is_causal, key_lengths, inputs, query_start, key_start));
+                            make_options(is_causal, key_lengths, inputs, query_start, key_start,
+                                         key_starts));
 }
 
 Tensor weights_kernel(c10::string_view artifact, const Tensor &q, const Tensor &k,
                       const Tensor &params, bool is_causal, const OptionalTensor &key_lengths,
-                      const OptionalInputs &inputs, const OptionalTensor &query_start, int64_t key_start) {
+                      const OptionalInputs &inputs, const OptionalTensor &query_start,
+                      int64_t key_start, const OptionalTensor &key_starts) {
   return attention_weights(load(artifact), q, k, params,
-                           make_options(is_causal, key_lengths, inputs, query_start, key_start));
+                           make_options(is_causal, key_lengths, inputs, query_start, key_start,
+                                        key_starts));
 }
 
 /// The schema's SymInt is concrete here (real tensors).
@@ -117,13 +126,15 @@ public:
   static Tensor forward(AutogradContext *ctx, c10::string_view artifact, const Tensor &q,
                         const Tensor &k, const Tensor &v, const Tensor &params, bool is_causal,
                         const OptionalTensor &key_lengths, const OptionalTensor &query_start,
-                        int64_t key_start, at::TensorList inputs) {
-    auto [out, row_max, row_sum] = forward_op().call(artifact, q, k, v, params, is_causal,
-                                                     key_lengths, inputs, query_start, key_start);
+                        int64_t key_start, const OptionalTensor &key_starts,
+                        at::TensorList inputs) {
+    auto [out, row_max, row_sum] =
+        forward_op().call(artifact, q, k, v, params, is_causal, key_lengths, inputs, query_start,
+                          key_start, key_starts);
     // Saved: inputs, O and the O(B·H·Nq) row statistics; nothing N×N.
     std::vector<Tensor> saved{q,       k,   v, params, out, row_max,
                               row_sum, key_lengths.value_or(Tensor()),
-                              query_start.value_or(Tensor())};
+                              query_start.value_or(Tensor()), key_starts.value_or(Tensor())};
     saved.insert(saved.end(), inputs.begin(), inputs.end());
     ctx->save_for_backward(saved);
     ctx->saved_data["artifact"] = std::string(artifact);
@@ -140,9 +151,9 @@ public:
                 "attn::attention: double backward (create_graph=True) is not supported: the "
                 "compiled backward kernel is not differentiable");
     auto saved = ctx->get_saved_variables();
-    const std::vector<Tensor> inputs(saved.begin() + 9, saved.end());
+    const std::vector<Tensor> inputs(saved.begin() + 10, saved.end());
     // One per forward argument after ctx, each tensor input counted.
-    variable_list grads(9 + inputs.size());
+    variable_list grads(10 + inputs.size());
     const Tensor &grad = grad_outputs.at(0);
     if (!grad.defined())
       return grads;
@@ -151,7 +162,7 @@ public:
     auto [dq, dk, dv, dparams, dinputs] = backward_op().call(
         artifact, saved[0], saved[1], saved[2], saved[3], saved[4], saved[5], saved[6], grad,
         ctx->saved_data["is_causal"].toBool(), optional(saved[7]), at::TensorList(inputs),
-        optional(saved[8]), ctx->saved_data["key_start"].toInt());
+        optional(saved[8]), ctx->saved_data["key_start"].toInt(), optional(saved[9]));
     grads[1] = dq;
     grads[2] = dk;
     grads[3] = dv;
@@ -159,7 +170,7 @@ public:
     const auto &declared = load(artifact)->manifest().inputs;
     for (size_t n = 0; n < inputs.size(); ++n)
       if (declared[n].learnable)
-        grads[9 + n] = dinputs[n];
+        grads[10 + n] = dinputs[n];
     return grads;
   }
 };
@@ -167,7 +178,8 @@ public:
 Tensor attention_autograd(c10::string_view artifact, const Tensor &q, const Tensor &k,
                           const Tensor &v, const Tensor &params, bool is_causal,
                           const OptionalTensor &key_lengths, const OptionalInputs &inputs,
-                          const OptionalTensor &query_start, int64_t key_start) {
+                          const OptionalTensor &query_start, int64_t key_start,
+                          const OptionalTensor &key_starts) {
   at::TensorList tables = inputs.value_or(at::TensorList());
   auto lib = load(artifact);
   const auto &declared = lib->manifest().inputs;
@@ -179,9 +191,9 @@ Tensor attention_autograd(c10::string_view artifact, const Tensor &q, const Tens
                 declared[n].name, " learnable : ...` or pass it detached");
   Tensor checked = detail::checked_params(*lib, "attn::attention", q, k, v, params,
                                           make_options(is_causal, key_lengths, inputs,
-                                                       query_start, key_start));
+                                                       query_start, key_start, key_starts));
   return AttentionFunction::apply(artifact, q, k, v, checked, is_causal, key_lengths, query_start,
-                                  key_start, tables);
+                                  key_start, key_starts, tables);
 }
 
 } // namespace
@@ -189,12 +201,14 @@ Tensor attention_autograd(c10::string_view artifact, const Tensor &q, const Tens
 namespace detail {
 Options make_options(bool is_causal, const std::optional<torch::Tensor> &key_lengths,
                      const std::optional<at::TensorList> &inputs,
-                     const std::optional<torch::Tensor> &query_start, int64_t key_start) {
+                     const std::optional<torch::Tensor> &query_start, int64_t key_start,
+                     const std::optional<torch::Tensor> &key_starts) {
   Options o;
   o.is_causal = is_causal;
   o.key_lengths = key_lengths;
   o.query_start = query_start;
   o.key_start = key_start;
+  o.key_starts = key_starts;
   if (inputs)
     o.inputs = inputs->vec();
   return o;
@@ -217,17 +231,19 @@ TORCH_LIBRARY(attn, m) {
   m.set_python_module("attn.ops");
   m.def("attention(str artifact, Tensor q, Tensor k, Tensor v, Tensor params, "
         "bool is_causal=False, Tensor? key_lengths=None, Tensor[]? inputs=None, "
-        "Tensor? query_start=None, int key_start=0) -> Tensor");
+        "Tensor? query_start=None, int key_start=0, Tensor? key_starts=None) -> Tensor");
   m.def("attention_forward(str artifact, Tensor q, Tensor k, Tensor v, Tensor params, "
         "bool is_causal=False, Tensor? key_lengths=None, Tensor[]? inputs=None, "
-        "Tensor? query_start=None, int key_start=0) -> (Tensor, Tensor, Tensor)");
+        "Tensor? query_start=None, int key_start=0, Tensor? key_starts=None) "
+        "-> (Tensor, Tensor, Tensor)");
   m.def("attention_backward(str artifact, Tensor q, Tensor k, Tensor v, Tensor params, "
         "Tensor out, Tensor row_max, Tensor row_sum, Tensor grad_out, bool is_causal=False, "
         "Tensor? key_lengths=None, Tensor[]? inputs=None, Tensor? query_start=None, "
-        "int key_start=0) -> (Tensor, Tensor, Tensor, Tensor, Tensor[])");
+        "int key_start=0, Tensor? key_starts=None) "
+        "-> (Tensor, Tensor, Tensor, Tensor, Tensor[])");
   m.def("attention_weights(str artifact, Tensor q, Tensor k, Tensor params, "
         "bool is_causal=False, Tensor? key_lengths=None, Tensor[]? inputs=None, "
-        "Tensor? query_start=None, int key_start=0) -> Tensor");
+        "Tensor? query_start=None, int key_start=0, Tensor? key_starts=None) -> Tensor");
   m.def("key_lengths_from_padding(Tensor key_padding_mask, SymInt keys) -> Tensor");
   m.def("keep_from_bias(Tensor bias, str argument, str kernel) -> Tensor");
   // No tensor argument: one kernel for every dispatch key. attn.Kernel reads it once,

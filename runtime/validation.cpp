@@ -117,7 +117,7 @@ std::pair<int64_t, const char *> call_dim(const Problem &p, const std::string &n
   if (name == "Nq")
     return {p.query_positions(), "the positions up to q's last query: the largest query_start + "
                                  "Nq"};
-  return {p.key_positions(), "the positions up to k's last key: key_start + Nk"};
+  return {p.key_positions(), "the positions up to k's last key: the largest key_start + Nk"};
 }
 
 /// The tensor inputs against the manifest's `input` lines: count, device (q's),
@@ -169,35 +169,47 @@ void check_inputs(const Library &lib, const char *fn, const std::vector<Tensor> 
   }
 }
 
-/// query_start (an int64 0-d or [B] tensor, default 0) and key_start (>= 0) into p;
-/// the backends that take no positions (kernelised, the hand-built CUDA kernels) need 0.
+/// The start positions `name` gives per batch entry: a dense int64 0-d or [B] tensor on
+/// the CPU or q's device, every value >= 0.
+std::vector<int64_t> batch_starts(const char *fn, const char *name, const Tensor &starts,
+                                  const Tensor &q, int64_t B) {
+  TORCH_CHECK(starts.layout() == torch::kStrided &&
+                  (starts.device().is_cpu() || starts.device() == q.device()),
+              fn, ": ", name, " must be a dense int64 tensor (0-d or [B]) on the CPU or the "
+              "device of q, got a tensor on ", starts.device());
+  TORCH_CHECK(starts.scalar_type() == torch::kLong, fn, ": ", name, " has dtype ",
+              dtype_name(starts.scalar_type()), ", expected int64");
+  TORCH_CHECK(starts.dim() == 0 || (starts.dim() == 1 && starts.size(0) == B), fn, ": ", name,
+              " must be 0-d or have shape [B] = [", B, "], got shape ", shape_str(starts));
+  const Tensor values = starts.to(torch::kCPU).reshape({-1}).expand({B}).contiguous();
+  const int64_t *data = values.data_ptr<int64_t>();
+  for (int64_t b = 0; b < B; ++b)
+    TORCH_CHECK(data[b] >= 0, fn, ": ", name, "[", b, "] = ", data[b],
+                ", expected a position >= 0");
+  return {data, data + B};
+}
+
+/// query_start (an int64 0-d or [B] tensor, default 0) and key_start (an int >= 0) or
+/// key_starts (an int64 0-d or [B] tensor) into p; the backends that take no positions
+/// (kernelised, the hand-built CUDA kernels) need 0.
 void check_positions(const Library &lib, const char *fn, const Options &opts, const Tensor &q,
                      Problem &p) {
-  p.query_start.assign(static_cast<size_t>(p.B), 0);
-  if (opts.query_start.has_value() && opts.query_start->defined()) {
-    const Tensor &qs = *opts.query_start;
-    TORCH_CHECK(qs.layout() == torch::kStrided &&
-                    (qs.device().is_cpu() || qs.device() == q.device()),
-                fn, ": query_start must be a dense int64 tensor (0-d or [B]) on the CPU or the "
-                "device of q, got a tensor on ", qs.device());
-    TORCH_CHECK(qs.scalar_type() == torch::kLong, fn, ": query_start has dtype ",
-                dtype_name(qs.scalar_type()), ", expected int64");
-    TORCH_CHECK(qs.dim() == 0 || (qs.dim() == 1 && qs.size(0) == p.B), fn,
-                ": query_start must be 0-d or have shape [B] = [", p.B, "], got shape ",
-                shape_str(qs));
-    const Tensor values = qs.to(torch::kCPU).reshape({-1}).expand({p.B}).contiguous();
-    const int64_t *data = values.data_ptr<int64_t>();
-    for (int64_t b = 0; b < p.B; ++b) {
-      TORCH_CHECK(data[b] >= 0, fn, ": query_start[", b, "] = ", data[b],
-                  ", expected a position >= 0");
-      p.query_start[static_cast<size_t>(b)] = data[b];
-    }
-  }
+  auto given = [](const c10::optional<Tensor> &t) { return t.has_value() && t->defined(); };
+  p.query_start = given(opts.query_start)
+                      ? batch_starts(fn, "query_start", *opts.query_start, q, p.B)
+                      : std::vector<int64_t>(static_cast<size_t>(p.B), 0);
   TORCH_CHECK(opts.key_start >= 0, fn, ": key_start = ", opts.key_start,
               ", expected a position >= 0");
-  p.key_start = opts.key_start;
-  const bool shifted = p.key_start != 0 || std::any_of(p.query_start.begin(), p.query_start.end(),
-                                                       [](int64_t s) { return s != 0; });
+  TORCH_CHECK(opts.key_start == 0 || !given(opts.key_starts), fn, ": key_start = ",
+              opts.key_start, " and key_starts (a tensor) both given: pass the keys' start "
+              "positions once, as an int (key_start) or per batch entry (key_starts)");
+  p.key_start = given(opts.key_starts)
+                    ? batch_starts(fn, "key_start", *opts.key_starts, q, p.B)
+                    : std::vector<int64_t>(static_cast<size_t>(p.B), opts.key_start);
+  auto nonzero = [](const std::vector<int64_t> &starts) {
+    return std::any_of(starts.begin(), starts.end(), [](int64_t s) { return s != 0; });
+  };
+  const bool shifted = nonzero(p.query_start) || nonzero(p.key_start);
   TORCH_CHECK(!shifted || slice_calls(lib.manifest()) != SliceCalls::Whole, fn, ": kernel ",
               lib.manifest().kernel, " is kernelised (the linear-time form), which takes no "
               "query_start or key_start: call it with the whole sequence");
@@ -360,8 +372,9 @@ Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tens
   }
   if (cuda) {
     p.key_lengths = device_key_lengths(p);
-    p.query_starts =
-        torch::tensor(p.query_start, torch::TensorOptions().dtype(torch::kLong)).to(p.device);
+    const auto int64 = torch::TensorOptions().dtype(torch::kLong);
+    p.query_starts = torch::tensor(p.query_start, int64).to(p.device);
+    p.key_starts = torch::tensor(p.key_start, int64).to(p.device);
   }
   return p;
 }
@@ -402,7 +415,9 @@ void check_block(const Library &lib, const char *fn, const Problem &p, bool row_
               " is a scan (stick-breaking): the backward of a key block needs the suffix sums "
               "of the blocks after it, which no partial call carries (only the forward's "
               "keys split, within attn's own calls); run it on the whole sequence");
-  TORCH_CHECK(row_offset || p.key_start > 0, fn, ": a block at key_start = 0 must take the "
+  TORCH_CHECK(row_offset || std::all_of(p.key_start.begin(), p.key_start.end(),
+                                       [](int64_t s) { return s > 0; }),
+              fn, ": a block at key_start = 0 must take the "
               "row offset's share (row_offset=True): give it to each query row's block with "
               "the smallest key_start");
 }

@@ -22,16 +22,17 @@ struct Problem {
   bool causal = false;
   std::vector<int64_t> kv_len; // [B]
   torch::Tensor key_lengths;          // GPU only: kv_len as int64 [B] on the device
-  /// The absolute positions of q's row 0 per batch entry ([B]) and of k's row 0.
-  std::vector<int64_t> query_start;
-  int64_t key_start = 0;
-  torch::Tensor query_starts; // GPU only: query_start as int64 [B] on the device
+  /// The absolute positions of q's row 0 and of k's row 0 per batch entry ([B] each).
+  std::vector<int64_t> query_start, key_start;
+  torch::Tensor query_starts, key_starts; // GPU only: as int64 [B] on the device
 
   /// The positions a tensor input's dim named Nq (Nk) spans: up to the call's last query (key).
   int64_t query_positions() const {
     return Nq + *std::max_element(query_start.begin(), query_start.end());
   }
-  int64_t key_positions() const { return Nk + key_start; }
+  int64_t key_positions() const {
+    return Nk + *std::max_element(key_start.begin(), key_start.end());
+  }
   /// 1: the backward sees every key one index later, at [1, kv_len + 1), so that no
   /// call has kv_begin = 0 and none takes the row offset's share (abi.h): a key block
   /// of context parallelism other than the one that takes it (attention_partial_backward).

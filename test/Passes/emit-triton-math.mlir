@@ -52,7 +52,7 @@ attn.kernel @widths_attention normalizer(@softmax) mask(@widths)
 // CHECK-NEXT: t8 = tl.cast(tl.where(tl.cast(t7, tl.uint64, bitcast=True) == 0, 0, (tl.cast(t7, tl.uint64, bitcast=True) - 1) // 7 + 1), tl.int64, bitcast=True)
 // CHECK: def attn_fwd(
 // CHECK: q_start = tl.load(QueryStarts + b).to(tl.int64)
-// CHECK-NEXT: key_start = tl.cast(KEY_START, tl.int64)
+// CHECK-NEXT: key_start = tl.load(KeyStarts + b).to(tl.int64)
 
 // -----
 

@@ -41,7 +41,7 @@ attn.kernel @softmax_attention normalizer(@softmax)
 // CHECK: def denominator_ds(s, m, b, h, i, j):
 // CHECK: def attn_fwd(
 // CHECK: q_start = tl.load(QueryStarts + b).to(tl.int64)
-// CHECK-NEXT: key_start = tl.cast(KEY_START, tl.int64)
+// CHECK-NEXT: key_start = tl.load(KeyStarts + b).to(tl.int64)
 // CHECK: pos_m = offs_m + q_start
 // CHECK-NEXT: i = pos_m[:, None]
 // CHECK: key_stop = tl.minimum(kv_end, tl.maximum((start_m + 1) * BLOCK_M + q_start - key_start, 0)).to(tl.int32)
@@ -63,7 +63,7 @@ attn.kernel @softmax_attention normalizer(@softmax)
 // The decode forward: the GQA group's heads packed into the rows, one key chunk per
 // program, partial row states out; the merge combines them by the online rule.
 // CHECK: def attn_fwd_split(
-// CHECK: H, H_KV, NQ, NK, HEAD_DIM, HEAD_DIM_V, scale, KEY_START, KEYS_PER_SPLIT,
+// CHECK: H, H_KV, NQ, NK, HEAD_DIM, HEAD_DIM_V, scale, KeyStarts, KEYS_PER_SPLIT,
 // CHECK: split = tl.program_id(2)
 // CHECK: heads = h_kv * group + tl.where(row_in, offs_p // NQ, 0)
 // CHECK-NEXT: offs_m = offs_p % NQ

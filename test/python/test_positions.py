@@ -9,8 +9,8 @@ earlier rows' dO zero), float64 and float32, on the generic loops (dv != d) and 
 tiled kernels (d = dv = 32). The same rows called at position 0 differ (the test could
 fail). Since dk, dv and the tables' gradients are those of the whole sequence with dO on
 the queried rows, a sequence trained in chunks of queries gets the whole sequence's
-gradients. Then: keys from key_start (a chunk of the keys), the extents of tables named
-Nq, and the errors for bad starts.
+gradients. Then: keys from key_start (a chunk of the keys; an int, or one start per
+batch entry), the extents of tables named Nq, and the errors for bad starts.
 """
 import math
 
@@ -93,8 +93,8 @@ FAMILIES = ["alibi_heads", "ssmax", "sliding_window_sinks", "document_mask", "t5
 def whole_sequence_reference(ref, q, k, v, dout, tables, first, Nq):
     """The reference over all N positions with dO on each entry's rows [first[b],
     first[b] + Nq) only: those rows' O and dq, and dk, dv and the tables' gradients."""
-    B, H, N, dv = v.shape
-    full_dout = torch.zeros(B, H, N, dv, dtype=torch.float64)
+    B, H, _, dv = dout.shape
+    full_dout = torch.zeros(B, H, v.shape[2], dv, dtype=torch.float64)
     for b, s in enumerate(first):
         full_dout[b, :, s:s + Nq] = dout[b]
     names = list(tables)
@@ -163,6 +163,102 @@ def test_keys_from_key_start(compiled, shape):
     check_close(got, want, torch.float64, context=f"key_start {shape}", names=list(got))
 
 
+def keys_from_starts_case(name, B, H, H_KV, N, Nq, d, dv, gen):
+    """Each batch entry's keys start at its own position (key_start a [B] tensor: 8 and 3,
+    as a sliding-window cache that dropped different numbers of old keys) and end early
+    by key padding (key_lengths: the last 4 keys of entry 1), its last queries at
+    query_start [N - Nq, N - Nq - 3], with H query heads over H_KV kv heads: ALiBi (its
+    mask keeps j <= i; slopes a table) or causal softmax. Returns (q rows, k, v, dout,
+    tables, is_causal, the call's positions and key_lengths, the float64 reference's O and
+    gradients: the whole sequence's, each entry keeping only its keys)."""
+    group, key_first = H // H_KV, [8, 3]
+    Nk = N - max(key_first)
+    lengths = [Nk, Nk - 4]
+    q = torch.randn(B, H, N, d, generator=gen, dtype=torch.float64)
+    k = torch.randn(B, H_KV, N, d, generator=gen, dtype=torch.float64)
+    v = torch.randn(B, H_KV, N, dv, generator=gen, dtype=torch.float64)
+    dout = torch.randn(B, H, Nq, dv, generator=gen, dtype=torch.float64)
+    first = [N - Nq, N - Nq - 3]
+    key_lo = torch.tensor(key_first).view(B, 1, 1, 1)
+    key_hi = key_lo + torch.tensor(lengths).view(B, 1, 1, 1)
+    slopes = attn_slopes(H) if name == "alibi_heads" else None
+
+    def ref(q, k, v):
+        k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+        if slopes is None:
+            score = lambda q, k, ix: scaled_dot(q, k)
+        else:
+            score = lambda q, k, ix: scaled_dot(q, k) - slopes[ix.h] * (ix.i - ix.j).to(q.dtype)
+        keep = lambda ix: (ix.j <= ix.i) & (ix.j >= key_lo) & (ix.j < key_hi)
+        return general.attention(q, k, v, score, softmax_g, softmax_g, keep=keep)
+    want = whole_sequence_reference(ref, q, k, v, dout, {}, first, Nq)
+    want["dk"], want["dv"] = rows_of(want["dk"], key_first, Nk), rows_of(want["dv"], key_first, Nk)
+    call = {"query_start": torch.tensor(first), "key_start": torch.tensor(key_first),
+            "key_lengths": torch.tensor(lengths)}
+    tables = {} if slopes is None else {"slopes": slopes}
+    return (rows_of(q, first, Nq), rows_of(k, key_first, Nk), rows_of(v, key_first, Nk), dout,
+            tables, slopes is None, call, want)
+
+
+@pytest.mark.parametrize("name", ["alibi_heads", "causal"])
+@pytest.mark.parametrize("shape,dt", [("generic", "f64"), ("tiled", "f32")])
+def test_keys_from_a_start_per_batch_entry(compiled, name, shape, dt):
+    """key_start a [B] tensor, with key padding and grouped-query attention: O and every
+    gradient of the float64 reference; one int key_start for both entries differs."""
+    kernel, dtype = compiled(name), DTYPES[dt]
+    B, H, N, Nq, d, dv = SHAPES[shape]
+    gen = torch.Generator().manual_seed(seed_of("key_start per batch", name, shape))
+    q, k, v, dout, tables, is_causal, call, want = keys_from_starts_case(
+        name, B, H, H // 2, N, Nq, d, dv, gen)
+    got = run(kernel, q, k, v, dout, tables, is_causal, dtype, **call)
+    context = f"key_start per batch entry {name} {shape} {dt}"
+    check_close(got, want, dtype, context=context, names=list(got))
+    one_start = run(kernel, q, k, v, dout, tables, is_causal, dtype,
+                    **{**call, "key_start": int(call["key_start"][0])})
+    assert (one_start["O"][1] - want["O"][1].to(dtype)).abs().max() > 1e-3, context
+
+
+def test_key_start_tensor_of_equal_starts_is_the_int(compiled):
+    """The same start for every entry, as a [B] or 0-d tensor, gives the int's bits."""
+    kernel = compiled("alibi_heads")
+    gen = torch.Generator().manual_seed(seed_of("key_start equal"))
+    q, k, v = (torch.randn(2, 4, 6, 8, generator=gen, dtype=torch.float64) for _ in range(3))
+    inputs = {"slopes": attn_slopes(4)}
+    want = kernel(q, k, v, inputs=inputs, query_start=9, key_start=5)
+    for key_start in (torch.tensor([5, 5]), torch.tensor(5)):
+        assert torch.equal(kernel(q, k, v, inputs=inputs, query_start=9, key_start=key_start),
+                           want)
+
+
+def test_key_start_of_every_batch_entry_through_attention_and_the_module(compiled, attn_mod):
+    """attn.attention takes key_start of query's batch shape and MultiheadAttention a [B]
+    one: each batch entry's output is that of a call of its own with int starts."""
+    kernel = compiled("causal")
+    gen = torch.Generator().manual_seed(seed_of("key_start functional"))
+    q = torch.randn(2, 3, 2, 4, 8, generator=gen, dtype=torch.float64)
+    k, v = (torch.randn(2, 3, 2, 6, 8, generator=gen, dtype=torch.float64) for _ in range(2))
+    starts = torch.tensor([[0, 4, 1], [7, 2, 3]])
+    out = attn_mod.attention(q, k, v, kernel, is_causal=True, query_start=5, key_start=starts)
+    for a in range(2):
+        for b in range(3):
+            alone = kernel(q[a, b][None], k[a, b][None], v[a, b][None], None, True,
+                           query_start=5, key_start=int(starts[a, b]))
+            torch.testing.assert_close(out[a, b], alone[0], rtol=0, atol=0)
+    with pytest.raises(RuntimeError, match=r"key_start must be an int or have the batch shape "
+                                           r"\(2, 3\) of query, got \(6,\)"):
+        attn_mod.attention(q, k, v, kernel, key_start=starts.reshape(-1))
+    mha = attn_mod.MultiheadAttention(16, 2, batch_first=True, dtype=torch.float64,
+                                      normalizer=kernel)
+    x = torch.randn(2, 6, 16, generator=gen, dtype=torch.float64)
+    key_starts = torch.tensor([4, 0])
+    out, _ = mha(x, x, x, need_weights=False, is_causal=True, query_start=6,
+                 key_start=key_starts)
+    for b in range(2):
+        alone, _ = mha(x[b:b + 1], x[b:b + 1], x[b:b + 1], need_weights=False, is_causal=True,
+                       query_start=6, key_start=int(key_starts[b]))
+        torch.testing.assert_close(out[b:b + 1], alone, rtol=0, atol=0)
+
+
 def attn_slopes(H):
     import attn
     return attn.alibi_slopes(H, torch.float64)
@@ -190,12 +286,23 @@ def test_bad_starts_are_refused(compiled):
                                      r"got shape \[3\]"),
         (torch.tensor([1.0, 2.0]), 0, "query_start has dtype float32, expected int64"),
         (None, -3, "key_start = -3, expected a position >= 0"),
+        (None, torch.tensor([0, -2]), r"key_start\[1\] = -2, expected a position >= 0"),
+        (None, torch.tensor([1, 2, 3]), r"key_start must be 0-d or have shape \[B\] = \[2\], "
+                                        r"got shape \[3\]"),
+        (None, torch.tensor([1.0, 2.0]), "key_start has dtype float32, expected int64"),
+        (None, torch.tensor([1, 2], dtype=torch.int32), "key_start has dtype int32, expected "
+                                                        "int64"),
     ]
     for query_start, key_start, message in cases:
         with pytest.raises(RuntimeError, match=message):
             kernel(q, q, q, query_start=query_start, key_start=key_start)
     with pytest.raises(TypeError, match="query_start must be an int or an int64 tensor"):
         kernel(q, q, q, query_start=1.5)
+    with pytest.raises(TypeError, match="key_start must be an int or an int64 tensor"):
+        kernel(q, q, q, key_start=1.5)
+    with pytest.raises(RuntimeError, match="key_start = 2 and key_starts .* both given"):
+        torch.ops.attn.attention(kernel.path, q, q, q, q.new_empty(0), False, None, None, None,
+                                 2, torch.tensor([1, 1]))
 
 
 def test_kernelised_kernels_refuse_positions(attn_mod, tmp_path):

@@ -56,6 +56,24 @@ def test_opcheck_attention_ops(kernels, case, dtype):
                            key_lengths, inputs))
 
 
+def test_opcheck_per_batch_positions(kernels):
+    """query_start and key_starts as [B] tensors (the keys of each batch entry start at
+    their own position), causal and padded: the same opchecks."""
+    artifact, q, k, v, params, causal, key_lengths, inputs = _inputs(
+        kernels["softmax"], torch.float64, True, [7, 4], False)
+    positions = {"query_start": torch.tensor([3, 6]), "key_starts": torch.tensor([2, 0])}
+    args = (artifact, q, k, v, params, causal, key_lengths, inputs)
+    torch.library.opcheck(torch.ops.attn.attention.default, args, positions)
+    torch.library.opcheck(torch.ops.attn.attention_weights.default,
+                          (artifact, q, k, params, causal, key_lengths, inputs), positions)
+    with torch.no_grad():
+        out, row_max, row_sum = torch.ops.attn.attention_forward(*args, **positions)
+    torch.library.opcheck(torch.ops.attn.attention_backward.default,
+                          (artifact, q, k, v, params, out, row_max, row_sum,
+                           torch.randn_like(out).requires_grad_(), causal, key_lengths, inputs),
+                          positions)
+
+
 @pytest.mark.parametrize("dtype", [torch.bool, torch.float32, torch.float64])
 def test_opcheck_key_lengths_from_padding(attn_mod, dtype):
     padded = torch.arange(6) >= torch.tensor([[6], [2], [0]])

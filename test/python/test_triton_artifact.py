@@ -111,6 +111,9 @@ def test_tensor_input_kernel_loads_in_the_runtime(artifact):
         for name in KERNELS:
             image = next(i for i in launch["images"] if i["chip"] == chip and i["kernel"] == name)
             assert {"t_sinks", "t_doc", "t_bias"} <= {p[0] for p in image["parameters"]}
+            # Positions per batch entry, as the runtime passes them (int64 pointers).
+            assert {("QueryStarts", "*i64"), ("KeyStarts", "*i64")} <= {
+                tuple(p) for p in image["parameters"]}, image["symbol"]
             assert len(embedded(library, image["symbol"])) > 0
     # The manifest's GPU lines agree with the launch description (inputs, one cubin per
     # target, kernel and causal variant), which the runtime parses.

@@ -717,6 +717,22 @@ def test_rows_at_their_positions(name):
     assert_close(got, want, context=f"{name} at positions {first}")
 
 
+@pytest.mark.parametrize("name,Nq", [("alibi_heads", 10), ("causal", 1)])
+def test_keys_from_a_start_per_batch_entry(name, Nq):
+    """key_start a [B] tensor (8 and 3) with key padding and 4 query heads over 2 kv
+    heads, through attn_fwd (10 rows) and the decode forward (1 row, 3 key chunks): O and
+    every gradient of the float64 reference (test_positions.keys_from_starts_case)."""
+    from test_positions import keys_from_starts_case
+
+    gen = torch.Generator().manual_seed(helpers.seed_of("triton-key-starts", name, Nq))
+    q, k, v, dout, tables, is_causal, call, want = keys_from_starts_case(
+        name, 2, 4, 2, 45, Nq, D, D, gen)
+    path = EXAMPLES / "softmax.mlir" if name == "causal" else FAMILIES / f"{name}.mlir"
+    kern = kernel(path) if Nq > 1 else split_kernel(path)
+    got = run_tables(kern, q, k, v, dout, tables, [], is_causal=is_causal, **call)
+    assert_close(got, want, context=f"{name} keys from {call['key_start'].tolist()}")
+
+
 def test_bad_positions_are_refused():
     kern = kernel(EXAMPLES / "softmax.mlir")
     q = torch.zeros(2, 1, 4, D)
@@ -724,6 +740,14 @@ def test_bad_positions_are_refused():
         kern(q, q, q, query_start=torch.tensor([1, 2, 3]))
     with pytest.raises(ValueError, match="positions >= 0"):
         kern(q, q, q, query_start=-1)
+    with pytest.raises(ValueError, match="key_start must be an int or an integer tensor \\[2\\]"):
+        kern(q, q, q, key_start=torch.tensor([1.0, 2.0]))
+    with pytest.raises(ValueError, match="key_start must be positions >= 0"):
+        kern(q, q, q, key_start=torch.tensor([1, -2]))
+    older = triton_backend.emit_triton(str(EXAMPLES / "softmax.mlir")).replace("KeyStarts",
+                                                                            "KEY_START")
+    with pytest.raises(RuntimeError, match="older attn-compile .* KEY_START.*recompile"):
+        triton_backend.load_triton(older)
 
 
 # --- the decode forward: attn_fwd_split over key chunks, attn_fwd_merge (docs/decoding.md) --

@@ -1170,7 +1170,7 @@ void KernelPrinter::keyEnd(int indent) {
   line(indent, "# Absolute positions (abi.h): query row r of batch b is at q_start + r, key");
   line(indent, "# row n at key_start + n; int64, as they and the regions' indices are on the CPU.");
   line(indent, "q_start = tl.load(QueryStarts + b).to(tl.int64)");
-  line(indent, "key_start = tl.cast(KEY_START, tl.int64)");
+  line(indent, "key_start = tl.load(KeyStarts + b).to(tl.int64)");
   line(indent, "kv_end = NK");
   line(indent, "if HAS_KEY_LENGTHS:");
   line(indent + 4, "kv_end = tl.minimum(NK, tl.load(KeyLengths + b).to(tl.int32))");
@@ -1226,7 +1226,7 @@ void KernelPrinter::signature(StringRef name, StringRef pointers, ArrayRef<Strin
   }
   if (!tables.empty())
     os << "    " << tableParameters(gradients) << "\n";
-  os << "    H, H_KV, NQ, NK, HEAD_DIM, HEAD_DIM_V, scale, KEY_START,"
+  os << "    H, H_KV, NQ, NK, HEAD_DIM, HEAD_DIM_V, scale, KeyStarts,"
      << (scalars.empty() ? "" : " ") << scalars;
   os << R"(
     IS_CAUSAL: tl.constexpr, HAS_KEY_LENGTHS: tl.constexpr, DOT_PRECISION: tl.constexpr,

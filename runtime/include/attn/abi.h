@@ -134,7 +134,7 @@
  * (i_0, ..., i_{r-1}) with every index clamped to [0, extent): reads are always
  * in bounds. Regions index by absolute position, so a dimension named Nq spans
  * the positions up to the call's last query: its extent must be
- * max_b query_start + Nq (Nk: key_start + Nk); with starts 0 that is Nq (Nk).
+ * max_b query_start + Nq (Nk: max_b key_start + Nk); with starts 0 that is Nq (Nk).
  * A learnable input's gradient element (i_0, ...) is at row-major
  * position Σ_d i_d·Π_{e>d} extent_e of its dtables buffer.
  *
@@ -149,7 +149,10 @@
  * points are unchanged; an artifact with the text manifest of 8 is refused with
  * that said: recompile it).
  * Within 9, QueryStarts and KEY_START became int64 (they were int32): the runtime
- * refuses an artifact whose kernels declare an integer pointer of another width.
+ * refuses an artifact whose kernels declare an integer pointer of another width. Then
+ * the scalar KEY_START became KeyStarts (int64 [B], one key start per batch entry, as
+ * QueryStarts): the runtime refuses an artifact whose kernels take KEY_START, saying
+ * to recompile it. The CPU entry points are unchanged (key_start is per call).
  * Within 2, the runtime came to require attn_signature and the checksum trailer
  * (the manifest and the entry points are unchanged): recompile older artifacts.
  *
@@ -181,8 +184,8 @@
  *   attn_triton_<chip>_<dtype>_d<hd>_<variant>_<kernel>   one cubin per kernel
  * Choice of chip: the device's exact sm_XY, else the highest target of the same major
  * with minor <= the device's, else an error naming the device and the targets.
- * Absolute positions go as QueryStarts (int64 [B] on the device) and KEY_START (i64),
- * as query_start and key_start of the CPU entry points.
+ * Absolute positions go as QueryStarts and KeyStarts (int64 [B] on the device: entry
+ * b's), as query_start and key_start of the CPU entry points.
  * The runtime passes the parameters by name in the described order (tensors with
  * their strides; i32, i64 and fp32 scalars in their width), then Triton's global and
  * profile scratch pointers, with num_warps · 32 threads and shared_bytes of dynamic

@@ -12,18 +12,20 @@
 // and Autograd kernels and fake implementations in the Python module attn.ops:
 //   attention(str artifact, Tensor q, Tensor k, Tensor v, Tensor params,
 //             bool is_causal=False, Tensor? key_lengths=None, Tensor[]? inputs=None,
-//             Tensor? query_start=None, int key_start=0)
+//             Tensor? query_start=None, int key_start=0, Tensor? key_starts=None)
 //       -> Tensor                                   O; differentiable (attention() below)
 //   attention_forward(...the same...) -> (Tensor, Tensor, Tensor)   O, row_max, row_sum
 //   attention_backward(str artifact, Tensor q, Tensor k, Tensor v, Tensor params,
 //                      Tensor out, Tensor row_max, Tensor row_sum, Tensor grad_out,
 //                      bool is_causal=False, Tensor? key_lengths=None,
-//                      Tensor[]? inputs=None, Tensor? query_start=None, int key_start=0)
+//                      Tensor[]? inputs=None, Tensor? query_start=None, int key_start=0,
+//                      Tensor? key_starts=None)
 //       -> (Tensor, Tensor, Tensor, Tensor, Tensor[]) dq, dk, dv, dparams, dinputs (one per
 //          input; a non-learnable input's is an empty tensor)
 //   attention_weights(str artifact, Tensor q, Tensor k, Tensor params,
 //                     bool is_causal=False, Tensor? key_lengths=None,
-//                     Tensor[]? inputs=None, Tensor? query_start=None, int key_start=0)
+//                     Tensor[]? inputs=None, Tensor? query_start=None, int key_start=0,
+//                     Tensor? key_starts=None)
 //       -> Tensor
 //   key_lengths_from_padding(Tensor key_padding_mask, SymInt keys) -> Tensor
 //   keep_from_bias(Tensor bias, str argument, str kernel) -> Tensor  (modules.h)
@@ -240,17 +242,20 @@ struct Options {
   /// The kernel's tensor inputs (manifest `input` lines), in that order: dense CPU
   /// tensors of the declared rank and extents (a named extent equal to that dimension
   /// of the call, e.g. H = q.size(1); Nq and Nk span positions: max query_start + Nq
-  /// and key_start + Nk; every extent >= 1; any strides, 0
+  /// and max key_start + Nk; every extent >= 1; any strides, 0
   /// included), of q's dtype for float inputs, int8/int32/int64 for i8/i32/i64. A
   /// learnable input gets a gradient through autograd; reads are clamped to the
   /// extents (abi.h).
   std::vector<torch::Tensor> inputs;
   /// Absolute positions (docs/decoding.md): query row r of batch entry b is at
   /// position query_start[b] + r (an int64 0-d or [B] tensor; default 0) and key row
-  /// c at key_start + c. Every region's i and j are these positions, and causal keeps
-  /// j <= i in them (query_start = Nk - Nq: bottom-right alignment, a KV-cache step).
+  /// c at key_start + c, or at key_starts[b] + c where the batch entries' keys start
+  /// at different positions (an int64 0-d or [B] tensor; key_start must then be 0).
+  /// Every region's i and j are these positions, and causal keeps j <= i in them
+  /// (query_start = Nk - Nq: bottom-right alignment, a KV-cache step).
   c10::optional<torch::Tensor> query_start = c10::nullopt;
   int64_t key_start = 0;
+  c10::optional<torch::Tensor> key_starts = c10::nullopt;
 };
 
 /// Autograd-aware attention: calls the op attn::attention. q [B,H,Nq,d],

@@ -30,7 +30,7 @@ from collections import OrderedDict
 
 import torch
 
-from .decoding import KVCache, query_start_tensor
+from .decoding import KVCache, key_start_arguments, query_start_tensor
 from .paths import runtime_library_path
 from .manifest import ManifestError, param_inits, parse_manifest, tensor_inputs
 
@@ -202,8 +202,8 @@ class Kernel:
                  query_start=None, key_start=0):
         """O [B,H,Nq,dv]. params=None uses the initial values (no gradient for them).
         inputs: the kernel's tensor inputs (see input_names), a dict name -> tensor or a
-        list in that order; learnable ones get gradients. query_start (an int or an int64
-        [B] tensor) and key_start (an int) are the absolute positions of q's and k's first
+        list in that order; learnable ones get gradients. query_start and key_start (each
+        an int or an int64 [B] tensor) are the absolute positions of q's and k's first
         rows, which every region's i and j count from (docs/decoding.md)."""
         jit = self._jit_kernel(q)
         if jit is not None:
@@ -212,7 +212,8 @@ class Kernel:
                        query_start=query_start, key_start=key_start)
         return torch.ops.attn.attention(self.artifact_for(q), q, k, v, self._params(params, q),
                                         is_causal, key_lengths, self._inputs(inputs),
-                                        query_start_tensor(query_start), key_start)
+                                        query_start_tensor(query_start),
+                                        *key_start_arguments(key_start))
 
     def _jit_kernel(self, q):
         """On a GPU none of the artifact's cubins runs on: its embedded Triton source as a
@@ -232,7 +233,8 @@ class Kernel:
         return torch.ops.attn.attention_weights(self.artifact_for(q), q, k,
                                                 self._params(params, q), is_causal, key_lengths,
                                                 self._inputs(inputs),
-                                                query_start_tensor(query_start), key_start)
+                                                query_start_tensor(query_start),
+                                                *key_start_arguments(key_start))
 
     def forward_with_stats(self, q, k, v, params=None, is_causal=False, key_lengths=None,
                            inputs=None, query_start=None, key_start=0):
@@ -240,7 +242,8 @@ class Kernel:
         return torch.ops.attn.attention_forward(self.artifact_for(q), q, k, v,
                                                 self._params(params, q), is_causal, key_lengths,
                                                 self._inputs(inputs),
-                                                query_start_tensor(query_start), key_start)
+                                                query_start_tensor(query_start),
+                                                *key_start_arguments(key_start))
 
     def __repr__(self):
         return (f"attn.Kernel({self.name!r}, params={self.param_names}, "

@@ -10,24 +10,42 @@
 
 Every call of a kernel may say where its rows sit in the sequence: query_start (an int,
 or an int64 [B] tensor: one per batch entry) is the absolute position of q's first row
-and key_start that of k's first row. The regions' i and j are these positions, so a
+and key_start (likewise) that of k's first row. The regions' i and j are these positions, so a
 decoding step sees the positions the model was trained with, and is_causal keeps
 j <= i in them.
 """
 
 import torch
 
-__all__ = ["KVCache", "query_start_tensor"]
+__all__ = ["KVCache", "query_start_tensor", "key_start_arguments", "positions_given"]
+
+
+def _check_int(name, start):
+    if isinstance(start, bool) or not isinstance(start, int):
+        raise TypeError(f"attn: {name} must be an int or an int64 tensor [B], got "
+                        f"{type(start).__name__}")
 
 
 def query_start_tensor(query_start):
     """The torch ops' query_start: None, or an int64 tensor (0-d for an int)."""
     if query_start is None or isinstance(query_start, torch.Tensor):
         return query_start
-    if isinstance(query_start, bool) or not isinstance(query_start, int):
-        raise TypeError(f"attn: query_start must be an int or an int64 tensor [B], got "
-                        f"{type(query_start).__name__}")
+    _check_int("query_start", query_start)
     return torch.tensor(query_start, dtype=torch.int64)
+
+
+def key_start_arguments(key_start):
+    """The torch ops' (key_start, key_starts) for a key_start that is an int (it, None) or
+    an int64 0-d or [B] tensor, one start per batch entry (0, it)."""
+    if isinstance(key_start, torch.Tensor):
+        return 0, key_start
+    _check_int("key_start", key_start)
+    return key_start, None
+
+
+def positions_given(query_start, key_start):
+    """Whether a call names positions: a query_start, or a key_start other than the int 0."""
+    return query_start is not None or isinstance(key_start, torch.Tensor) or key_start != 0
 
 
 class KVCache:

@@ -2,7 +2,7 @@
 
 import torch
 
-from .decoding import query_start_tensor
+from .decoding import positions_given, query_start_tensor
 from .masks import kernel_masks, needs_kernel_support, with_mask_input
 
 __all__ = ["attention"]
@@ -11,6 +11,16 @@ __all__ = ["attention"]
 def _heads(t):
     """[*batch, H, N, E] (or [N, E]) as [B, H, N, E] (a view where strides allow)."""
     return t.reshape(-1, t.shape[-3] if t.dim() >= 3 else 1, *t.shape[-2:])
+
+
+def _batch_starts(name, start, batch):
+    """A start position as the kernel takes it: an int, or a tensor [*batch] flattened."""
+    if not isinstance(start, torch.Tensor) or start.dim() == 0:
+        return start
+    if start.shape != batch:
+        raise RuntimeError(f"attn.attention: {name} must be an int or have the batch shape "
+                           f"{tuple(batch)} of query, got {tuple(start.shape)}")
+    return start.reshape(-1)
 
 
 def attention(query, key, value, kernel, attn_mask=None, dropout_p=0.0, is_causal=False,
@@ -38,8 +48,8 @@ def attention(query, key, value, kernel, attn_mask=None, dropout_p=0.0, is_causa
     Kernel.input_names), whose batch index b counts the batch dims flattened. Autograd
     reaches query, key, value, params and the learnable inputs.
 
-    Positions (docs/decoding.md): query_start (an int, or an int64 tensor [*batch]) and
-    key_start (an int) are the absolute positions of the first query and key; the
+    Positions (docs/decoding.md): query_start and key_start (each an int, or an int64
+    tensor [*batch]) are the absolute positions of the first query and key; the
     kernel's i and j count from them, and is_causal keeps j <= i in positions
     (query_start = S - L: bottom-right aligned, as FlashAttention's causal).
     kv_cache: an attn.KVCache; key and value are then this step's new keys and values,
@@ -57,7 +67,7 @@ def attention(query, key, value, kernel, attn_mask=None, dropout_p=0.0, is_causa
 
     kernel = kernel_of(kernel, cuda_targets="auto")
     if kv_cache is not None:
-        if query_start is not None or key_start or key_lengths is not None:
+        if positions_given(query_start, key_start) or key_lengths is not None:
             raise RuntimeError("attn.attention: kv_cache gives the positions and key lengths; "
                                "pass no query_start, key_start or key_lengths with it")
         if query.dim() < 3:
@@ -94,12 +104,9 @@ def attention(query, key, value, kernel, attn_mask=None, dropout_p=0.0, is_causa
         factor = kernel.query_factor(scale, query.shape[-1])
         if factor != 1.0:
             q = q * factor
-    if isinstance(query_start, torch.Tensor) and query_start.dim() > 0:
-        if query_start.shape != batch:
-            raise RuntimeError(f"attn.attention: query_start must be an int or have the batch "
-                               f"shape {tuple(batch)} of query, got {tuple(query_start.shape)}")
-        query_start = query_start.reshape(-1)
-    if mask_table is not None and (query_start is not None or key_start):
+    query_start, key_start = (_batch_starts(name, start, batch) for name, start in
+                              (("query_start", query_start), ("key_start", key_start)))
+    if mask_table is not None and positions_given(query_start, key_start):
         raise RuntimeError("attn.attention: attn_mask with query_start, key_start or kv_cache "
                            "is not supported (the mask input is indexed by absolute position); "
                            "use is_causal, key_lengths or a mask compiled into the kernel")

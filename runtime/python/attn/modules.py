@@ -4,7 +4,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .decoding import query_start_tensor
+from .decoding import positions_given
 from .masks import kernel_masks, needs_kernel_support, with_mask_input
 
 __all__ = ["MultiheadAttention"]
@@ -43,8 +43,8 @@ class MultiheadAttention(nn.Module):
     weights-only run of the kernel: no gradient flows through them, they cost an N×N
     tensor and are refused above 2**26 elements; pass need_weights=False when training.
 
-    Positions and generation (docs/decoding.md): forward's query_start (an int or an
-    int64 [B] tensor) and key_start (an int) are the absolute positions of the first query
+    Positions and generation (docs/decoding.md): forward's query_start and key_start
+    (each an int or an int64 [B] tensor) are the absolute positions of the first query
     and key, which the kernel's i and j count from (is_causal keeps j <= i in positions).
     kv_cache=attn.KVCache(layers, B, num_heads, head_dim, capacity) with layer=n appends
     this call's projected keys and values to the cache's layer n and attends to every
@@ -168,23 +168,23 @@ class MultiheadAttention(nn.Module):
         k = heads(self.k_proj(key), keys)
         v = heads(self.v_proj(value), keys)
         if kv_cache is not None:
-            if query_start is not None or key_start or lengths is not None:
+            if positions_given(query_start, key_start) or lengths is not None:
                 raise RuntimeError(
                     "attn.MultiheadAttention: kv_cache gives the positions and key lengths; "
                     "pass no query_start, key_start or key_padding_mask with it")
             k, v, query_start, lengths = kv_cache.append(layer, k, v)
-        if mask_table is not None and (query_start is not None or key_start):
+        if mask_table is not None and positions_given(query_start, key_start):
             raise RuntimeError(
                 "attn.MultiheadAttention: attn_mask with query_start, key_start or kv_cache is "
                 "not supported (the mask input is indexed by absolute position); use "
                 "is_causal or a mask compiled into the kernel")
-        positions = {"query_start": query_start_tensor(query_start), "key_start": key_start}
+        positions = {"query_start": query_start, "key_start": key_start}
         params = self.normalizer_params()
         if self.kernel.inputs:
             inputs = with_mask_input({**self.inputs, **(inputs or {})}, mask_table)
         if self.context_parallel is None:
             o = self.kernel(q, k, v, params, is_causal, lengths, inputs, **positions)
-        elif positions["query_start"] is not None or key_start:
+        elif positions_given(query_start, key_start):
             raise RuntimeError("attn.MultiheadAttention: context_parallel takes no "
                                "query_start, key_start or kv_cache (the ring sets the positions)")
         else:

@@ -39,12 +39,13 @@ __all__ = []
 _load_library()
 
 
-def _one_device(op, key_lengths, inputs, query_start=None, **tensors):
+def _one_device(op, key_lengths, inputs, query_start=None, key_starts=None, **tensors):
     """Refuses tensors (None: absent) of which some, not all, are on the meta device;
-    key_lengths and query_start may be on the CPU, as for the kernels."""
+    key_lengths, query_start and key_starts may be on the CPU, as for the kernels."""
     present = {name: t for name, t in tensors.items() if t is not None}
     present.update({f"inputs[{n}]": t for n, t in enumerate(inputs or [])})
-    for name, t in (("key_lengths", key_lengths), ("query_start", query_start)):
+    for name, t in (("key_lengths", key_lengths), ("query_start", query_start),
+                    ("key_starts", key_starts)):
         if t is not None and t.device.type == "meta":
             present[name] = t
     meta = sorted(name for name, t in present.items() if t.device.type == "meta")
@@ -74,15 +75,16 @@ def _learnable_inputs(artifact):
 
 @torch.library.register_fake("attn::attention")
 def _attention(artifact, q, k, v, params, is_causal=False, key_lengths=None, inputs=None,
-               query_start=None, key_start=0):
-    _one_device("attention", key_lengths, inputs, query_start, q=q, k=k, v=v, params=params)
+               query_start=None, key_start=0, key_starts=None):
+    _one_device("attention", key_lengths, inputs, query_start, key_starts, q=q, k=k, v=v,
+                params=params)
     return _output(q, v)
 
 
 @torch.library.register_fake("attn::attention_forward")
 def _attention_forward(artifact, q, k, v, params, is_causal=False, key_lengths=None,
-                       inputs=None, query_start=None, key_start=0):
-    _one_device("attention_forward", key_lengths, inputs, query_start, q=q, k=k, v=v,
+                       inputs=None, query_start=None, key_start=0, key_starts=None):
+    _one_device("attention_forward", key_lengths, inputs, query_start, key_starts, q=q, k=k, v=v,
                 params=params)
     stats = q.shape[:-1]
     return (_output(q, v), _new(q, stats, _stats_dtype(q)), _new(q, stats, _stats_dtype(q)))
@@ -91,10 +93,10 @@ def _attention_forward(artifact, q, k, v, params, is_causal=False, key_lengths=N
 @torch.library.register_fake("attn::attention_backward")
 def _attention_backward(artifact, q, k, v, params, out, row_max, row_sum, grad_out,
                         is_causal=False, key_lengths=None, inputs=None, query_start=None,
-                        key_start=0):
-    _one_device("attention_backward", key_lengths, inputs, query_start, q=q, k=k, v=v,
-                params=params,
-                out=out, row_max=row_max, row_sum=row_sum, grad_out=grad_out)
+                        key_start=0, key_starts=None):
+    _one_device("attention_backward", key_lengths, inputs, query_start, key_starts, q=q, k=k,
+                v=v, params=params, out=out, row_max=row_max, row_sum=row_sum,
+                grad_out=grad_out)
     dinputs = [_new(q, t.shape) if learnable else _new(q, (0,))
                for t, learnable in zip(inputs or [], _learnable_inputs(artifact))]
     return (_new(q, q.shape), _new(k, k.shape), _new(v, v.shape), _new(params, params.shape),
@@ -103,8 +105,8 @@ def _attention_backward(artifact, q, k, v, params, out, row_max, row_sum, grad_o
 
 @torch.library.register_fake("attn::attention_weights")
 def _attention_weights(artifact, q, k, params, is_causal=False, key_lengths=None,
-                       inputs=None, query_start=None, key_start=0):
-    _one_device("attention_weights", key_lengths, inputs, query_start, q=q, k=k,
+                       inputs=None, query_start=None, key_start=0, key_starts=None):
+    _one_device("attention_weights", key_lengths, inputs, query_start, key_starts, q=q, k=k,
                 params=params)
     return _new(q, (*q.shape[:-1], k.shape[-2]))
 

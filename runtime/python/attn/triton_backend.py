@@ -38,7 +38,7 @@ KERNEL_NAMES = tuple(SCHEMA["$defs"]["triton_launch"]["properties"]["images"]["i
 _POINTER_TYPES = {"RowMax": "*fp32", "RowSum": "*fp32", "Delta": "*fp32", "Params": "*fp32",
                   "PartAcc": "*fp32", "PartMax": "*fp32", "PartSum": "*fp32", "PartCount": "*fp32",
                   "DParamsRows": "*fp32", "DParamsKeys": "*fp32", "KeyLengths": "*i32",
-                  "QueryStarts": "*i64"}
+                  "QueryStarts": "*i64", "KeyStarts": "*i64"}
 _STORED = ("Q", "K", "V", "Out", "DOut", "DQ", "DK", "DV")
 _TRITON_TYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 # Element types of tensor inputs in the emitted INPUTS, as torch dtypes.
@@ -238,6 +238,10 @@ class TritonKernel:
     def __init__(self, module, block_m=None, block_n=None, key_splits=None):
         self.module = module
         self.name = module.KERNEL
+        if "KeyStarts" not in getattr(module, FORWARD).arg_names:
+            raise RuntimeError(f"attn kernel {self.name} (Triton): the module was emitted by "
+                               "an older attn-compile (one key start for the whole batch, "
+                               "KEY_START); recompile it with the attn-compile of this runtime")
         self.param_names = tuple(module.PARAM_NAMES)
         # (name, shape, offset in params, init) per learnable weight, after the params.
         self.weights = tuple(module.WEIGHTS)
@@ -278,27 +282,28 @@ class TritonKernel:
 
     def __call__(self, q, k, v, params=None, is_causal=False, key_lengths=None, inputs=None,
                  query_start=None, key_start=0):
-        """O; query_start (an int or an integer [B] tensor) and key_start (an int) are the
+        """O; query_start and key_start (each an int or an integer [B] tensor) are the
         absolute positions of q's and k's first rows (docs/decoding.md)."""
         if params is None:
             params = self.initial_params(device=q.device)
         self._check(q, k, v, params, key_lengths)
-        starts = self._query_starts(query_start, q.shape[0], key_start)
+        positions = tuple(self._starts(name, start, q.shape[0]) for name, start in
+                          (("query_start", query_start), ("key_start", key_start)))
         tables = self._check_inputs(inputs)
         return _TritonAttention.apply(self, q, k, v, params, bool(is_causal), key_lengths,
-                                      (starts, key_start), *tables)
+                                      positions, *tables)
 
-    def _query_starts(self, query_start, B, key_start):
-        """query_start as int64 [B] on the CPU, checked like the runtime checks it."""
+    def _starts(self, name, start, B):
+        """A start position (None: 0; an int or an integer 0-d or [B] tensor) as int64 [B]
+        on the CPU, checked like the runtime checks it."""
         where = f"attn kernel {self.name} (Triton)"
-        starts = torch.as_tensor(0 if query_start is None else query_start)
-        if starts.is_floating_point() or starts.dim() > 1 or (starts.dim() == 1
-                                                               and starts.shape != (B,)):
-            raise ValueError(f"{where}: query_start must be an int or an integer tensor [{B}], "
-                             f"got {query_start!r}")
-        if bool((starts < 0).any()) or not isinstance(key_start, int) or key_start < 0:
-            raise ValueError(f"{where}: query_start and key_start must be positions >= 0, got "
-                             f"{starts.tolist()} and {key_start!r}")
+        starts = torch.as_tensor(0 if start is None else start)
+        if (starts.is_floating_point() or starts.dtype == torch.bool or starts.dim() > 1
+                or (starts.dim() == 1 and starts.shape != (B,))):
+            raise ValueError(f"{where}: {name} must be an int or an integer tensor [{B}], "
+                             f"got {start!r}")
+        if bool((starts < 0).any()):
+            raise ValueError(f"{where}: {name} must be positions >= 0, got {starts.tolist()}")
         return starts.to(torch.int64).expand(B).contiguous()
 
     # --- arguments ----------------------------------------------------------------
@@ -390,10 +395,10 @@ class TritonKernel:
                    if key_lengths is not None else torch.zeros(1, dtype=torch.int32, device=device))
         B, H, NQ, d = q.shape
         H_KV, NK, dv = k.shape[1], k.shape[2], v.shape[3]
-        starts, key_start = positions or (torch.zeros(B, dtype=torch.int64), 0)
-        starts = starts.to(device=device, dtype=torch.int64).contiguous()
+        starts, key_starts = (t.to(device=device, dtype=torch.int64).contiguous() for t in
+                              positions or (torch.zeros(B, dtype=torch.int64),) * 2)
         sizes = dict(H=H, H_KV=H_KV, NQ=NQ, NK=NK, HEAD_DIM=d, HEAD_DIM_V=dv,
-                     scale=float(self.module.score_scale(d)), KEY_START=key_start)
+                     scale=float(self.module.score_scale(d)), KeyStarts=key_starts)
         blocks = dict(BLOCK_M=tiles[0], BLOCK_N=tiles[1],
                       BLOCK_D=max(16, _next_power_of_2(d)), BLOCK_DV=max(16, _next_power_of_2(dv)),
                       DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32")
@@ -435,8 +440,8 @@ class TritonKernel:
                     signature[arg] = _POINTER_TYPES[arg]
                 elif arg in table_pointers:
                     signature[arg] = table_pointers[arg]
-                else:  # positions are int64 (abi.h), sizes int32
-                    signature[arg] = {"scale": "fp32", "KEY_START": "i64"}.get(arg, "i32")
+                else:  # sizes are int32
+                    signature[arg] = "fp32" if arg == "scale" else "i32"
             source = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
             compiled[name] = triton_compile(source, target=target, options=dict(
                 num_warps=num_warps, num_stages=num_stages))
@@ -458,7 +463,7 @@ class TritonKernel:
     def forward(self, q, k, v, params, is_causal=False, key_lengths=None, tables=(),
                 positions=None):
         """O [B, H, Nq, dv], row_max and row_sum [B, H, Nq] (float32); positions: (query
-        starts [B], key start), default 0."""
+        starts [B], key starts [B]), default 0."""
         m = self.module
         B, H, NQ, _ = q.shape
         out = torch.empty(B, H, NQ, v.shape[3], dtype=q.dtype, device=q.device)
