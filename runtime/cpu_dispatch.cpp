@@ -181,9 +181,8 @@ std::tuple<Tensor, Tensor, Tensor> run_forward_cpu(const Library &lib, const Pro
   const auto opts = fwd.out.options();
 
   const int64_t BH = p.B * p.H;
-  const ForwardSplit plan = forward_split(slice_calls(lib.manifest()),
-                                          lib.merge_fn(p.dtype) != nullptr, BH, p.Nq, p.Nk,
-                                          at::get_num_threads());
+  const ForwardSplit plan =
+      forward_split(lib.manifest().splits.forward, BH, p.Nq, p.Nk, at::get_num_threads());
   const int64_t rows_per_item = plan.rows_per_call, kv_splits = plan.key_chunks;
   const int64_t nqb = (p.Nq + rows_per_item - 1) / rows_per_item;
   Tensor o_parts, max_parts, sum_parts, count_parts; // [B, H, kv_splits·Nq(, dv)]
@@ -252,10 +251,10 @@ run_backward_cpu(const Library &lib, const Problem &p, const Tensor &q_in, const
   // (abi.h, q_begin), summed below in split order. Too few queries for that (a
   // decoder step): each call's keys are split into `kv_splits` chunks instead, each
   // writing its keys' dk, dv rows and its share of dq to its own dq buffer (abi.h,
-  // kv_begin), summed in chunk order. SliceCalls::Whole: one call per slice.
+  // kv_begin), summed in chunk order. SliceSplit::Whole: one call per slice.
   const int64_t BH = p.B * p.H;
   const int64_t threads = at::get_num_threads();
-  const BackwardSplit plan = backward_split(slice_calls(lib.manifest()), BH, p.Nq, p.Nk, threads);
+  const BackwardSplit plan = backward_split(lib.manifest().splits.backward, BH, p.Nq, p.Nk, threads);
   const int64_t splits = plan.query_splits, kv_splits = plan.key_chunks;
   // The calls overwrite dq's rows [q_begin, q_end) and dk's and dv's rows
   // [kv_begin, kv_len) (abi.h), which together cover every row but the keys past

@@ -23,7 +23,7 @@
 // over the row's keys finds r_i (keeping raw scores and dP in scratches), one
 // more takes the gradients.
 // τ_i needs every key of its row: the runtime never splits an implicit kernel's
-// keys into chunks (work_split.h, SliceCalls::WholeRows; there is no merge entry),
+// keys into chunks (KernelSplits.h: rows both ways; there is no merge entry),
 // so kv_begin is 0 and `partial` is never set.
 //
 //===----------------------------------------------------------------------===//
