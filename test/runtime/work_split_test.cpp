@@ -2,6 +2,7 @@
 // and the thread count. Each expectation is worked out from the documented rule in its
 // comment: about kItemsPerThread calls per thread, calls of whole kQueryBlock rows or
 // kKeyBlock keys, and one call per slice for an artifact whose calls take whole slices.
+#include "gpu_launch.h"
 #include "internal.h"
 #include "work_split.h"
 
@@ -182,6 +183,25 @@ TEST(WorkSplit, BackwardSplitsQueriesElseKeys) {
   split = backward_split(SliceSplit::KeyChunks, 8, 1, 65536, 2);
   EXPECT_EQ(split.query_splits, 1);
   EXPECT_EQ(split.key_chunks, 1);
+}
+
+TEST(DecodeRule, TheCasesOfPythonsDecodeSplit) {
+  // test_gpu_target_choice.py's test_decode_split_choice, case for case: the GPU's decode
+  // forward (attn_fwd tiles of 128 rows, decode tiles of 16 rows x 64 keys, 132 SMs).
+  const attn::TritonDecodeRule rule{16, 2};
+  auto choose = [&](int64_t rows, int64_t keys, int64_t group, int64_t batch_kv_heads,
+                    int64_t sms = 132) -> std::pair<int64_t, int64_t> {
+    auto chunks = attn::detail::decode_key_chunks(rows, keys, group, batch_kv_heads, 128, 64,
+                                                  16, sms, rule);
+    return chunks ? std::make_pair(chunks->count, chunks->keys) : std::make_pair(0L, 0L);
+  };
+  using Chunks = std::pair<int64_t, int64_t>; // (0, 0): attn_fwd serves the call
+  EXPECT_EQ(choose(1, 8192, 4, 8), Chunks(32, 256)); // 8 programs, 264 wanted
+  EXPECT_EQ(choose(1, 8192, 8, 4), Chunks(64, 128));
+  EXPECT_EQ(choose(1, 100, 4, 8), Chunks(2, 64)); // at most one chunk per key tile
+  EXPECT_EQ(choose(1, 64, 4, 8), Chunks(0, 0));   // one tile: nothing to split
+  EXPECT_EQ(choose(17, 8192, 1, 8), Chunks(0, 0)); // more rows than a decode tile
+  EXPECT_EQ(choose(1, 8192, 8, 32), Chunks(0, 0)); // 256 programs fill 132 SMs
 }
 
 TEST(WorkSplit, BackwardCallSets) {
