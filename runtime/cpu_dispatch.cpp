@@ -267,9 +267,8 @@ std::tuple<Tensor, Tensor, Tensor> run_forward_cpu(const Library &lib, const Pro
   w.causal = p.causal;
   w.kv_lens = p.kv_len;
   w.query_start = p.query_start;
-  const ForwardSplit plan = forward_split(slice_calls(lib.manifest()),
-                                          lib.merge_fn(p.dtype) != nullptr, w.BH, p.Nq, p.Nk,
-                                          at::get_num_threads());
+  const ForwardSplit plan =
+      forward_split(lib.manifest().splits.forward, w.BH, p.Nq, p.Nk, at::get_num_threads());
   w.rows_per_item = plan.rows_per_call;
   w.kv_splits = plan.key_chunks;
   w.nqb = (p.Nq + w.rows_per_item - 1) / w.rows_per_item;
@@ -437,10 +436,10 @@ run_backward_cpu(const Library &lib, const Problem &p, const Tensor &q_in, const
   // (abi.h, q_begin), summed below in split order. Too few queries for that (a
   // decoder step): each call's keys are split into `kv_splits` chunks instead, each
   // writing its keys' dk, dv rows and its share of dq to its own dq buffer (abi.h,
-  // kv_begin), summed in chunk order. SliceCalls::Whole: one call per slice.
+  // kv_begin), summed in chunk order. SliceSplit::Whole: one call per slice.
   const int64_t BH = p.B * p.H;
   const int64_t threads = at::get_num_threads();
-  const BackwardSplit plan = backward_split(slice_calls(lib.manifest()), BH, p.Nq, p.Nk, threads);
+  const BackwardSplit plan = backward_split(lib.manifest().splits.backward, BH, p.Nq, p.Nk, threads);
   w.splits = plan.query_splits;
   w.kv_splits = plan.key_chunks;
   w.calls = BH * w.splits * w.kv_splits;

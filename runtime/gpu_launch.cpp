@@ -99,35 +99,38 @@ void launch_triton(const Library &lib, const Problem &p, TritonKernel kernel,
   triton_launch(lib, p.device, kernel, p.dtype, p.d, p.causal, sizes, args);
 }
 
-struct KeyChunks {
-  int64_t count = 0, keys = 0; // chunks, and keys per chunk (a multiple of the key tile)
-};
-
 /// The decode forward's key chunks for the call, or none (attn_fwd runs it): the rule
-/// of attn.triton_backend.decode_split, with the launch description's "decode" and the
-/// tiles of the cubins the call runs.
+/// with the launch description's "decode" and the tiles of the cubins the call runs.
 std::optional<KeyChunks> decode_chunks(const Library &lib, const Problem &p) {
   const std::optional<TritonDecodeRule> &rule = lib.triton()->decode;
-  if (!rule || p.Nq > rule->max_rows || p.Nk == 0)
+  if (!rule || p.Nq > rule->max_rows || p.Nk == 0) // before looking up images and SMs
     return std::nullopt;
-  auto cdiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
   const TritonImage &forward =
       triton_image(lib, p.device, TritonKernel::Forward, p.dtype, p.d, p.causal);
   const TritonImage &split =
       triton_image(lib, p.device, TritonKernel::ForwardSplit, p.dtype, p.d, p.causal);
-  const int64_t sm_count = triton_sm_count(p.device.index());
-  if (cdiv(p.Nq, forward.block_m) * p.B * p.H >= sm_count)
-    return std::nullopt; // attn_fwd's programs already fill the GPU
-  const int64_t key_tiles = cdiv(p.Nk, split.block_n);
-  const int64_t programs = cdiv(p.group * p.Nq, split.block_m) * p.B * (p.H / p.group);
-  const int64_t wanted = std::min(key_tiles, cdiv(rule->programs_per_sm * sm_count, programs));
-  if (wanted < 2)
-    return std::nullopt;
-  const int64_t keys = cdiv(key_tiles, wanted) * split.block_n;
-  return KeyChunks{cdiv(p.Nk, keys), keys};
+  return decode_key_chunks(p.Nq, p.Nk, p.group, p.B * (p.H / p.group), forward.block_m,
+                           split.block_n, split.block_m, triton_sm_count(p.device.index()),
+                           *rule);
 }
 
 } // namespace
+
+std::optional<KeyChunks> decode_key_chunks(int64_t rows, int64_t keys, int64_t group,
+                                           int64_t batch_kv_heads, int64_t block_m,
+                                           int64_t block_n, int64_t decode_block_m,
+                                           int64_t sm_count, const TritonDecodeRule &rule) {
+  auto cdiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  if (rows > rule.max_rows || cdiv(rows, block_m) * batch_kv_heads * group >= sm_count)
+    return std::nullopt; // attn_fwd's programs already fill the GPU
+  const int64_t key_tiles = cdiv(keys, block_n);
+  const int64_t programs = cdiv(group * rows, decode_block_m) * batch_kv_heads;
+  const int64_t wanted = std::min(key_tiles, cdiv(rule.programs_per_sm * sm_count, programs));
+  if (wanted < 2)
+    return std::nullopt;
+  const int64_t per_chunk = cdiv(key_tiles, wanted) * block_n;
+  return KeyChunks{cdiv(keys, per_chunk), per_chunk};
+}
 
 std::tuple<Tensor, Tensor, Tensor> run_forward_triton(const Library &lib, const Problem &p,
                                                       const Tensor &q, const Tensor &k,

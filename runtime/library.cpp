@@ -288,8 +288,12 @@ struct LibraryLoader {
         TORCH_CHECK(missing.empty(), "attn: artifact ", canonical, ": manifest lists dtype ", dt,
                     " (dtypes: ", join(lib->manifest_.dtypes), ") but the entry point(s) ",
                     join(missing, ", "), " are missing");
-        // Optional: kernelised artifacts (whole slices per call) have none.
-        auto *m = reinterpret_cast<attn_merge_fn>(own(ATTN_CIFACE_PREFIX ATTN_MERGE_SYMBOL_PREFIX + dt, STT_FUNC));
+        // Only the forward's key chunks (splits.forward key_chunks) leave partial states.
+        const std::string merge = ATTN_CIFACE_PREFIX ATTN_MERGE_SYMBOL_PREFIX + dt;
+        auto *m = reinterpret_cast<attn_merge_fn>(own(merge, STT_FUNC));
+        TORCH_CHECK(m || lib->manifest_.splits.forward != SliceSplit::KeyChunks, "attn: artifact ",
+                    canonical, ": manifest's splits.forward is key_chunks but the merge entry "
+                    "point ", merge, " is missing; recompile the artifact");
         if (dt == "f32") {
           lib->fwd_f32_ = reinterpret_cast<attn_forward_fn>(f);
           lib->bwd_f32_ = reinterpret_cast<attn_backward_fn>(b);

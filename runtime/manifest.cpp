@@ -232,6 +232,24 @@ Manifest parse_manifest(const std::string &path, const std::string &text) {
   m.kernel = doc["kernel"].get<std::string>();
   m.normalizer = doc["normalizer"].get<std::string>();
   m.algorithm = doc["algorithm"].get<std::string>();
+  {
+    const Json &section = doc["splits"];
+    auto split = [](const Json &name) {
+      return name == "whole" ? SliceSplit::Whole
+             : name == "rows" ? SliceSplit::Rows
+                              : SliceSplit::KeyChunks; // the schema's enum
+    };
+    m.splits.forward = split(section["forward"]);
+    m.splits.backward = split(section["backward"]);
+    m.splits.partial_calls = section["partial_calls"].get<bool>();
+    if (m.splits.partial_calls && (m.splits.forward != SliceSplit::KeyChunks ||
+                                   m.splits.backward != SliceSplit::KeyChunks))
+      refuse("splits.partial_calls",
+             "false unless splits.forward and splits.backward are key_chunks (a key block's "
+             "partial state is a key chunk's)",
+             "true with forward " + section["forward"].dump() + ", backward " +
+                 section["backward"].dump());
+  }
   m.denominator = doc["denominator"].get<std::string>();
   m.mask = doc["mask"].get<std::string>();
   std::set<std::string> names;

@@ -6,7 +6,6 @@
 //===----------------------------------------------------------------------===//
 #include "validation.h"
 #include "internal.h"
-#include "work_split.h"
 
 #include <sstream>
 
@@ -210,7 +209,7 @@ void check_positions(const Library &lib, const char *fn, const Options &opts, co
     return std::any_of(starts.begin(), starts.end(), [](int64_t s) { return s != 0; });
   };
   const bool shifted = nonzero(p.query_start) || nonzero(p.key_start);
-  TORCH_CHECK(!shifted || slice_calls(lib.manifest()) != SliceCalls::Whole, fn, ": kernel ",
+  TORCH_CHECK(!shifted || lib.manifest().splits.forward != SliceSplit::Whole, fn, ": kernel ",
               lib.manifest().kernel, " is kernelised (the linear-time form), which takes no "
               "query_start or key_start: call it with the whole sequence");
   TORCH_CHECK(!shifted || !p.cuda() || lib.triton(), fn, ": the hand-built GPU kernels of ",
@@ -395,26 +394,34 @@ void check_aux(const Library &lib, const char *fn, const char *name, const Tenso
     check_dtype(fn, name, t, p.dtype, "the dtype of q");
 }
 
+namespace {
+/// Why an artifact has no partial calls (its manifest's splits.partial_calls is false),
+/// in the words of its algorithm: the name explains the refusal, never decides it.
+std::string without_partial_calls(const Manifest &m) {
+  if (m.algorithm == "kernelised")
+    return " is kernelised (linear attention): its forward has no partial state to merge "
+           "(abi.h), and context parallelism for it needs prefix sums of psi(k) v^T across "
+           "ranks, which attn does not implement; run it on the whole sequence";
+  if (m.algorithm == "implicit")
+    return " is implicit (its threshold tau_i is solved over all of a row's keys), so a key "
+           "block has no partial state to merge; run it on the whole sequence";
+  if (m.algorithm == "scan")
+    return " is a scan (stick-breaking): the backward of a key block needs the suffix sums "
+           "of the blocks after it, which no partial call carries (only the forward's keys "
+           "split, within attn's own calls); run it on the whole sequence";
+  return " takes no key blocks from its caller (its manifest's splits.partial_calls is "
+         "false); run it on the whole sequence";
+}
+} // namespace
+
 /// The checks of a key block's call: CPU code with split-K entry points, and a block
 /// that leaves the row offset's share to another one not at key position 0 (its keys
 /// are seen one index later, so the entry points get key_start - 1).
 void check_block(const Library &lib, const char *fn, const Problem &p, bool row_offset) {
   TORCH_CHECK(!p.cuda(), fn, ": the GPU kernels have no partial (split-K) mode; run "
               "context parallelism on CPU tensors");
-  TORCH_CHECK(slice_calls(lib.manifest()) != SliceCalls::Whole, fn, ": kernel ",
-              lib.manifest().kernel,
-              " is kernelised (linear attention): its forward has no partial state to merge "
-              "(abi.h), and context parallelism for it needs prefix sums of psi(k) v^T across "
-              "ranks, which attn does not implement; run it on the whole sequence");
-  TORCH_CHECK(slice_calls(lib.manifest()) != SliceCalls::WholeRows, fn, ": kernel ",
-              lib.manifest().kernel,
-              " is implicit (its threshold tau_i is solved over all of a row's keys), so a key "
-              "block has no partial state to merge; run it on the whole sequence");
-  TORCH_CHECK(slice_calls(lib.manifest()) != SliceCalls::ForwardKeyChunks, fn, ": kernel ",
-              lib.manifest().kernel,
-              " is a scan (stick-breaking): the backward of a key block needs the suffix sums "
-              "of the blocks after it, which no partial call carries (only the forward's "
-              "keys split, within attn's own calls); run it on the whole sequence");
+  TORCH_CHECK(lib.manifest().splits.partial_calls, fn, ": kernel ", lib.manifest().kernel,
+              without_partial_calls(lib.manifest()));
   TORCH_CHECK(row_offset || std::all_of(p.key_start.begin(), p.key_start.end(),
                                        [](int64_t s) { return s > 0; }),
               fn, ": a block at key_start = 0 must take the "

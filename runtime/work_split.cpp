@@ -68,39 +68,31 @@ int64_t query_split_begin(int64_t split, int64_t splits, int64_t queries, int64_
 
 namespace detail {
 
-SliceCalls slice_calls(const Manifest &manifest) {
-  if (manifest.algorithm == "kernelised")
-    return SliceCalls::Whole;
-  if (manifest.algorithm == "scan")
-    return SliceCalls::ForwardKeyChunks;
-  return manifest.algorithm == "implicit" ? SliceCalls::WholeRows : SliceCalls::Divisible;
-}
-
-ForwardSplit forward_split(SliceCalls calls, bool has_merge, int64_t heads, int64_t queries,
-                           int64_t keys, int64_t threads) {
+ForwardSplit forward_split(SliceSplit split, int64_t heads, int64_t queries, int64_t keys,
+                           int64_t threads) {
   // A Whole call builds the key state Σ φ(k) vᵀ (O(Nk·d·dv)) before its rows: one call
   // per slice keeps the whole forward linear in N.
-  if (calls == SliceCalls::Whole)
+  if (split == SliceSplit::Whole)
     return {std::max<int64_t>(queries, 1), 1};
-  ForwardSplit split;
-  split.rows_per_call = forward_rows_per_call(heads, queries, threads);
-  const int64_t query_blocks = (queries + split.rows_per_call - 1) / split.rows_per_call;
+  ForwardSplit plan;
+  plan.rows_per_call = forward_rows_per_call(heads, queries, threads);
+  const int64_t query_blocks = (queries + plan.rows_per_call - 1) / plan.rows_per_call;
   // Few calls for the threads (one long decoder step, Nq = 1): each call's keys in
   // chunks, whose states the artifact's merge entry folds (abi.h).
-  if (has_merge && (calls == SliceCalls::Divisible || calls == SliceCalls::ForwardKeyChunks))
-    split.key_chunks = key_splits(heads * query_blocks, keys, threads);
-  return split;
+  if (split == SliceSplit::KeyChunks)
+    plan.key_chunks = key_splits(heads * query_blocks, keys, threads);
+  return plan;
 }
 
-BackwardSplit backward_split(SliceCalls calls, int64_t heads, int64_t queries, int64_t keys,
+BackwardSplit backward_split(SliceSplit split, int64_t heads, int64_t queries, int64_t keys,
                              int64_t threads) {
-  if (calls == SliceCalls::Whole)
+  if (split == SliceSplit::Whole)
     return {1, 1};
-  BackwardSplit split;
-  split.query_splits = backward_query_splits(heads, queries, threads);
-  if (split.query_splits == 1 && calls == SliceCalls::Divisible)
-    split.key_chunks = key_splits(heads, keys, threads);
-  return split;
+  BackwardSplit plan;
+  plan.query_splits = backward_query_splits(heads, queries, threads);
+  if (plan.query_splits == 1 && split == SliceSplit::KeyChunks)
+    plan.key_chunks = key_splits(heads, keys, threads);
+  return plan;
 }
 
 int64_t backward_call_sets(int64_t calls, int64_t threads) {

@@ -15,29 +15,6 @@
 namespace attn {
 namespace detail {
 
-/// How an artifact's entry points may divide a (batch, head) slice into calls (abi.h).
-enum class SliceCalls {
-  /// Any query rows [q_begin, q_end), key chunks [kv_begin, kv_len) whose partial state
-  /// the merge entry folds, and any query_start / key_start.
-  Divisible,
-  /// One call per slice: rows [0, Nq), keys from kv_begin = 0, no partial state, and
-  /// query_start = key_start = 0: a call first builds its key state over every key of
-  /// the slice (kernelised: Σ φ(k) vᵀ), which a call over part of it could not.
-  Whole,
-  /// Any query rows, each over all its keys: kv_begin = 0 and no partial state, any
-  /// query_start / key_start. A row's weights depend on all its keys, which no merge of
-  /// key chunks recovers: an implicit normalizer solves τ_i over every key of row i.
-  WholeRows,
-  /// A scan (stick-breaking): the forward as Divisible where the artifact has a merge
-  /// entry (chunk states S, O combine: ScanLoops.cpp), the backward as WholeRows (a
-  /// chunk's suffix sums need the chunks after it).
-  ForwardKeyChunks,
-};
-
-/// The SliceCalls of an artifact, from its manifest (the one place that reads its
-/// algorithm).
-SliceCalls slice_calls(const Manifest &manifest);
-
 /// A forward's calls per (batch, head) slice: query rows per call, and key chunks per
 /// call (1: no split-K).
 struct ForwardSplit {
@@ -46,11 +23,11 @@ struct ForwardSplit {
 };
 
 /// The forward's split for `heads` = B·H slices of `queries` rows over `keys` keys on
-/// `threads` threads: forward_rows_per_call rows per call, and key_splits chunks per
-/// call where the artifact has a merge entry (`has_merge`); a Whole artifact gets one
-/// call per slice, a WholeRows artifact no key chunks (ForwardKeyChunks: Divisible).
-ForwardSplit forward_split(SliceCalls calls, bool has_merge, int64_t heads, int64_t queries,
-                           int64_t keys, int64_t threads);
+/// `threads` threads, as the manifest's splits.forward (`split`) allows: one call per
+/// slice (Whole), forward_rows_per_call rows per call (Rows), and key_splits chunks per
+/// call (KeyChunks).
+ForwardSplit forward_split(SliceSplit split, int64_t heads, int64_t queries, int64_t keys,
+                           int64_t threads);
 
 /// A backward's calls per (batch, head) slice: query splits (each its own dk, dv
 /// buffer) and key chunks per split (each its own dq buffer); one of them is 1.
@@ -59,10 +36,10 @@ struct BackwardSplit {
   int64_t key_chunks = 1;
 };
 
-/// The backward's split: backward_query_splits where the queries allow it, else
-/// key_splits chunks (a decoder step); a Whole artifact gets one call per slice, a
-/// WholeRows or ForwardKeyChunks artifact no key chunks.
-BackwardSplit backward_split(SliceCalls calls, int64_t heads, int64_t queries, int64_t keys,
+/// The backward's split, as splits.backward (`split`) allows: one call per slice
+/// (Whole), else backward_query_splits where the queries allow it, else key_splits
+/// chunks (a decoder step) where they are KeyChunks.
+BackwardSplit backward_split(SliceSplit split, int64_t heads, int64_t queries, int64_t keys,
                              int64_t threads);
 
 /// How many fixed sets the backward's `calls` run in on `threads` threads: kItemsPerThread

@@ -2,6 +2,7 @@
 #include "lib/Codegen/Manifest.h"
 
 #include "lib/Analysis/KernelSignature.h"
+#include "lib/Analysis/KernelSplits.h"
 #include "lib/Analysis/NormalizerAnalysis.h"
 #include "lib/Analysis/Schedules.h"
 
@@ -120,12 +121,19 @@ FailureOr<std::string> mlir::attn::buildManifest(KernelOp kernel) {
   json::Array dtypes;
   for (FloatType type : elementTypes)
     dtypes.push_back(elementTypeName(type));
+  // How the runtime may divide a slice into calls: the contract its work split and its
+  // partial calls read (rather than the algorithm's name).
+  KernelSplits splits = kernelSplits(kernel, *algorithm);
+  json::Object splitsSection{{"forward", stringifySliceSplit(splits.forward)},
+                             {"backward", stringifySliceSplit(splits.backward)},
+                             {"partial_calls", splits.partialCalls}};
   json::Value cuda = cudaSection(kernel);
   json::Object manifest{
       {"abi", ATTN_ABI_VERSION},
       {"kernel", kernel.getSymName()},
       {"normalizer", normalizer.getSymName()},
       {"algorithm", stringifyAlgorithm(*algorithm)},
+      {"splits", std::move(splitsSection)},
       {"denominator", stringifyDenominatorKind(normalizer.getDenominatorKind())},
       {"mask", kernel.getMask() ? *kernel.getMask() : StringRef("none")},
       {"params", std::move(params)},

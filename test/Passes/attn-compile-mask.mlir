@@ -43,5 +43,5 @@ attn.kernel @softmax_attention normalizer(@softmax)
 // ADDITIVE-NEXT: "learnable": false,
 // ADDITIVE-NEXT: "name": "attn_mask",
 // ADDITIVE: "mask": "softmax_attention_mask",
-// SIGNATURE: @attn_signature = {{.*}}constant [11 x i64] [i64 9, i64 1, i64 0, i64 0, i64 4, i64 0, i64 1, i64 -1, i64 -1, i64 -1, i64 -1], align 8
+// SIGNATURE: @attn_signature = {{.*}}constant [11 x i64] [i64 10, i64 1, i64 0, i64 0, i64 4, i64 0, i64 1, i64 -1, i64 -1, i64 -1, i64 -1], align 8
 // UNKNOWN: for the --attn-mask option: Cannot find option named 'causal'!

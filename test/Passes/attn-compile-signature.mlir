@@ -4,7 +4,7 @@
 // width), learnable, extents (-1: any).
 // RUN: attn-compile %s -o %t.ll --emit=llvm --dtypes=f32
 // RUN: FileCheck %s < %t.ll
-// CHECK: @attn_signature = {{.*}}constant [17 x i64] [i64 9, i64 2, i64 8, i64 2, i64 0, i64 2, i64 8, i64 8, i64 1, i64 0, i64 0, i64 8, i64 2, i64 0, i64 1, i64 -1, i64 -1], align 8
+// CHECK: @attn_signature = {{.*}}constant [17 x i64] [i64 10, i64 2, i64 8, i64 2, i64 0, i64 2, i64 8, i64 8, i64 1, i64 0, i64 0, i64 8, i64 2, i64 0, i64 1, i64 -1, i64 -1], align 8
 
 attn.input @slopes : tensor<8xf32>
 attn.input @doc learnable : tensor<?x?xf32>

@@ -46,12 +46,12 @@ attn.kernel @tanhmax_attention normalizer(@tanhmax)
 // LOOPS: func.func @attn_forward_f64(
 // LOOPS: func.func @attn_backward_f64(
 
-// LLVM: @attn_manifest_text = internal constant {{.*}}c"{\0A  \22abi\22: 9,\0A  \22algorithm\22: \22online\22,{{.*}}\22kernel\22: \22tanhmax_attention\22,{{.*}}\00"
+// LLVM: @attn_manifest_text = internal constant {{.*}}c"{\0A  \22abi\22: 10,\0A  \22algorithm\22: \22online\22,{{.*}}\22kernel\22: \22tanhmax_attention\22,{{.*}}\00"
 // LLVM-DAG: define void @_mlir_ciface_attn_forward_f32(
 // LLVM-DAG: define void @_mlir_ciface_attn_backward_f32(
 // LLVM-DAG: define {{.*}}ptr @attn_manifest()
 // What the entry points read (ABI version, no tensor inputs, any head dim, no params):
-// LLVM-DAG: @attn_signature = {{.*}}constant [4 x i64] [i64 9, i64 0, i64 0, i64 0], align 8
+// LLVM-DAG: @attn_signature = {{.*}}constant [4 x i64] [i64 10, i64 0, i64 0, i64 0], align 8
 
 // SYMBOLS-DAG: T _mlir_ciface_attn_backward_f32
 // SYMBOLS-DAG: T _mlir_ciface_attn_backward_f64

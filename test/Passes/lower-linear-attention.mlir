@@ -15,7 +15,7 @@
 // CHECK-NOT: func.func private @attn_forward_f32.d
 // CHECK-DAG: func.func private @attn_forward_f32.generic(
 // CHECK-DAG: func.func private @attn_backward_f32.generic(
-// CHECK-DAG: llvm.mlir.global internal constant @attn_manifest_text("{\0A  \22abi\22: 9,\0A  \22algorithm\22: \22kernelised\22,\0A  \22contract\22: {\0A    \22feature\22: true,\0A    \22kind\22: \22dot\22,\0A    \22scale\22: 1\0A  },{{.*}}\22kernel\22: \22cosformer\22,{{.*}}\22normalizer\22: \22lin\22,
+// CHECK-DAG: llvm.mlir.global internal constant @attn_manifest_text("{\0A  \22abi\22: 10,\0A  \22algorithm\22: \22kernelised\22,\0A  \22contract\22: {\0A    \22feature\22: true,\0A    \22kind\22: \22dot\22,\0A    \22scale\22: 1\0A  },{{.*}}\22kernel\22: \22cosformer\22,{{.*}}\22normalizer\22: \22lin\22,
 // CHECK-NOT: func.func private @attn_backward_f32.d
 
 // Forward buffers: the F×dv state S, z [F], two 64-row feature chunks; the

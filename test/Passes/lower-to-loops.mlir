@@ -25,7 +25,7 @@ attn.kernel @k normalizer(@softmax)
 // CHECK-DAG: func.func @attn_backward_f32(
 // CHECK-DAG: func.func @attn_forward_f64(%{{.*}}: memref<?x?xf64, strided<[?, ?], offset: ?>>
 // CHECK-DAG: func.func @attn_backward_f64(
-// CHECK-DAG: llvm.mlir.global internal constant @attn_manifest_text("{\0A  \22abi\22: 9,\0A  \22algorithm\22: \22online\22,\0A  \22contract\22: {\0A    \22feature\22: false,\0A    \22kind\22: \22scaled_dot\22,\0A    \22scale\22: null\0A  },\0A  \22denominator\22: \22sum\22,\0A  \22devices\22: [\0A    \22cpu\22\0A  ],\0A  \22dtypes\22: [\0A    \22f32\22,\0A    \22f64\22\0A  ],\0A  \22inputs\22: [],\0A  \22kernel\22: \22k\22,\0A  \22mask\22: \22none\22,\0A  \22normalizer\22: \22softmax\22,\0A  \22params\22: []\0A}\0A\00")
+// CHECK-DAG: llvm.mlir.global internal constant @attn_manifest_text("{\0A  \22abi\22: 10,\0A  \22algorithm\22: \22online\22,\0A  \22contract\22: {\0A    \22feature\22: false,\0A    \22kind\22: \22scaled_dot\22,\0A    \22scale\22: null\0A  },\0A  \22denominator\22: \22sum\22,\0A  \22devices\22: [\0A    \22cpu\22\0A  ],\0A  \22dtypes\22: [\0A    \22f32\22,\0A    \22f64\22\0A  ],\0A  \22inputs\22: [],\0A  \22kernel\22: \22k\22,\0A  \22mask\22: \22none\22,\0A  \22normalizer\22: \22softmax\22,\0A  \22params\22: [],\0A  \22splits\22: {\0A    \22backward\22: \22key_chunks\22,\0A    \22forward\22: \22key_chunks\22,\0A    \22partial_calls\22: true\0A  }\0A}\0A\00")
 // CHECK-DAG: llvm.func @attn_manifest() -> !llvm.ptr
 
 // After inlining, the forward loop carries the running max, Σ h, Σ h's rounding

@@ -10,6 +10,7 @@ prefix-LM, ALiBi (a score of i − j, causal and not), FoX's learnable table ove
 queries read at i and j. Then one training step of a small model
 under DDP with context parallelism against one process on the whole sequence. One
 spawn per world size runs every case; a deadline kills the workers, so nothing hangs."""
+import copy
 import datetime
 import json
 import os
@@ -498,6 +499,22 @@ def test_kernelised_normalizers_are_refused(attn_mod):
         context_parallel_attention(q, q, q, linear)
     with pytest.raises(RuntimeError, match=r"is kernelised \(linear attention\)"):
         torch.ops.attn.attention_partial_forward(linear.path, q, q, q, linear.initial_params())
+
+
+def test_the_manifests_splits_decide_the_refusal(softmax1):
+    """An online kernel whose manifest said it takes no key blocks (hand-edited here:
+    attn-compile writes partial_calls true for it) is refused by that field, not by its
+    algorithm's name."""
+    from attn.context_parallel import context_parallel_attention
+
+    edited = copy.copy(softmax1)
+    edited.manifest = dict(softmax1.manifest, splits=dict(softmax1.manifest["splits"],
+                                                          partial_calls=False))
+    assert edited.manifest["algorithm"] == "online"
+    q = torch.randn(1, 1, 4, 8)
+    with pytest.raises(RuntimeError, match=r"takes no key blocks from its caller \(its "
+                                           r"manifest's splits.partial_calls is false\)"):
+        context_parallel_attention(q, q, q, edited)
 
 
 def test_documented_example_runs(tmp_path):

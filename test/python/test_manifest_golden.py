@@ -29,6 +29,8 @@ def test_scalar_params():
     assert list(param_inits(m).items()) == [("tb1", 1.0), ("td1", 1.0), ("b1", -1.0),
                                             ("d1", 1.0), ("tb2", 1.0), ("td2", 1.0),
                                             ("b2", -2.0), ("d2", 2.0)]
+    assert m["splits"] == {"forward": "key_chunks", "backward": "key_chunks",
+                           "partial_calls": True}
     assert m["dtypes"] == ["f32", "f64"]
     assert m["devices"] == ["cpu"]
     assert "cuda" not in m and "head_dim" not in m
@@ -37,6 +39,7 @@ def test_scalar_params():
 def test_kernelised_without_params():
     m = parse("linear")
     assert m["algorithm"] == "kernelised"
+    assert m["splits"] == {"forward": "whole", "backward": "whole", "partial_calls": False}
     assert m["params"] == []
     assert m["dtypes"] == ["f64"]
 
@@ -96,6 +99,9 @@ def damaged(edit, name="softmax-triton"):
     (lambda m: m.update(kernel=3), "kernel", "expected a string, found 3"),
     (lambda m: m.update(algorithm="fast"), "algorithm",
      'expected one of online, plain, kernelised, scan, implicit, found "fast"'),
+    (lambda m: m.pop("splits"), "splits", "expected an object, found nothing"),
+    (lambda m: m["splits"].update(forward="queries"), "splits.forward",
+     'expected one of whole, rows, key_chunks, found "queries"'),
     (lambda m: m["contract"].update(feature="no"), "contract.feature",
      'expected a boolean, found "no"'),
     (lambda m: m["contract"].pop("scale"), "contract.scale",

@@ -126,6 +126,9 @@ TEST(ManifestGolden, ScalarParams) {
   EXPECT_EQ(m.kernel, "multimax_attention");
   EXPECT_EQ(m.normalizer, "multimax");
   EXPECT_EQ(m.algorithm, "online");
+  EXPECT_EQ(m.splits.forward, attn::SliceSplit::KeyChunks);
+  EXPECT_EQ(m.splits.backward, attn::SliceSplit::KeyChunks);
+  EXPECT_TRUE(m.splits.partial_calls);
   EXPECT_EQ(m.denominator, "sum");
   EXPECT_EQ(m.mask, "none");
   EXPECT_EQ(m.param_names, (std::vector<std::string>{"tb1", "td1", "b1", "d1", "tb2", "td2",
@@ -142,6 +145,9 @@ TEST(ManifestGolden, ScalarParams) {
 TEST(ManifestGolden, KernelisedWithoutParams) {
   attn::Manifest m = parse_golden("linear");
   EXPECT_EQ(m.algorithm, "kernelised");
+  EXPECT_EQ(m.splits.forward, attn::SliceSplit::Whole);
+  EXPECT_EQ(m.splits.backward, attn::SliceSplit::Whole);
+  EXPECT_FALSE(m.splits.partial_calls);
   EXPECT_TRUE(m.param_names.empty());
   EXPECT_EQ(m.dtypes, std::vector<std::string>{"f64"});
 }
@@ -392,7 +398,9 @@ TEST(ArtifactChecks, SymbolTypes) {
 /// the CPU), for the cases below to damage.
 nlohmann::json valid_manifest() {
   return nlohmann::json::parse(R"({"abi": )" + std::to_string(ATTN_ABI_VERSION) + R"(,
-    "kernel": "k", "normalizer": "n", "algorithm": "online", "denominator": "sum",
+    "kernel": "k", "normalizer": "n", "algorithm": "online",
+    "splits": {"forward": "rows", "backward": "key_chunks", "partial_calls": false},
+    "denominator": "sum",
     "mask": "none", "params": [], "inputs": [],
     "contract": {"kind": "scaled_dot", "scale": null, "feature": false},
     "dtypes": ["f32"], "devices": ["cpu"]})");
@@ -425,6 +433,25 @@ TEST(ArtifactChecks, ManifestAgainstSignature) {
        {"declares 1 tensor inputs (its inputs), the entry points read 0"}},
       {damaged([](auto &m) { m["head_dim"] = 32; }),
        {"head_dim is 32 (0: any), the entry points were compiled for 0"}},
+  };
+  expect_manifests_refused(cases);
+}
+
+TEST(ArtifactChecks, SplitsAgainstEntryPoints) {
+  // The splits promise what the entry points must carry: a forward's key chunks need
+  // the merge entry point (the env_manifest fixture has none), and partial calls need
+  // key chunks both ways.
+  const ManifestCase cases[] = {
+      {damaged([](auto &m) { m["splits"]["forward"] = "key_chunks"; }),
+       {"manifest's splits.forward is key_chunks but the merge entry point "
+        "_mlir_ciface_attn_merge_f32 is missing; recompile the artifact"}},
+      {damaged([](auto &m) { m["splits"]["partial_calls"] = true; }),
+       {"manifest field 'splits.partial_calls': expected false unless splits.forward and "
+        "splits.backward are key_chunks",
+        "found true with forward \"rows\", backward \"key_chunks\""}},
+      {damaged([](auto &m) { m["splits"].erase("backward"); }),
+       {"manifest field 'splits.backward': expected one of whole, rows, key_chunks, found "
+        "nothing"}},
   };
   expect_manifests_refused(cases);
 }
@@ -1110,22 +1137,23 @@ TEST(DispatchThreads, KernelisedForwardTakesWholeHeads) {
   EXPECT_EQ(probe_count("probe_errors", ATTN_FX_PROBE_KERNELISED), 0);
 }
 
-/// One slice's backward on 2 threads through the probe (B = H = 1, d = 8): `calls`
+/// One slice's backward on 2 threads through a probe (B = H = 1, d = 8): `calls`
 /// calls, whose shares the runtime sums to the unsplit gradients.
-void expect_split_backward(int64_t Nq, int64_t Nk, bool causal, int64_t calls) {
-  auto lib = Library::load(ATTN_FX_PROBE);
-  probe_reset();
+void expect_split_backward(int64_t Nq, int64_t Nk, bool causal, int64_t calls,
+                           const char *fixture = ATTN_FX_PROBE) {
+  auto lib = Library::load(fixture);
+  probe_reset(fixture);
   const int64_t B = 1, H = 1, d = 8;
   Tensor q = torch::randn({B, H, Nq, d}), k = torch::randn({B, H, Nk, d}),
          v = torch::randn({B, H, Nk, d}), dout = torch::randn({B, H, Nq, d});
   Tensor params = lib->initial_params();
   Options o{causal, {}, {}};
   auto [out, rm, rs] = attn::attention_forward(lib, q, k, v, params, o);
-  probe_reset();
+  probe_reset(fixture);
   auto [dq, dk, dv, dp, dinputs] =
       attn::attention_backward(lib, q, k, v, params, out, rm, rs, dout, o);
-  EXPECT_EQ(probe_count("probe_backward_calls"), calls);
-  EXPECT_EQ(probe_count("probe_errors"), 0);
+  EXPECT_EQ(probe_count("probe_backward_calls", fixture), calls);
+  EXPECT_EQ(probe_count("probe_errors", fixture), 0);
   auto g = probe_backward_ref(q, k, v, params, probe_forward_ref(q, v, params, {Nk}, causal),
                               dout, {Nk}, causal);
   EXPECT_TRUE(torch::equal(dq, g.dq));
@@ -1162,6 +1190,27 @@ TEST(DispatchThreads, BackwardSplitsFewQueriesOverKeys) {
   ASSERT_EQ(attn::key_splits(1, 2100, 2), 4);
   for (bool causal : {false, true})
     expect_split_backward(1, 2100, causal, 4);
+}
+
+TEST(DispatchThreads, TheManifestsSplitsDecideNotItsAlgorithm) {
+  at::set_num_threads(2);
+  if (at::get_num_threads() < 2)
+    GTEST_SKIP() << "SKIP: LibTorch intra-op pool has one thread";
+  // An online kernel whose manifest says its calls split rows only: the decoder step
+  // that BackwardSplitsFewQueriesOverKeys splits into four key chunks runs in one call
+  // over every key, and no caller's key block is taken.
+  auto lib = Library::load(ATTN_FX_PROBE_ROWS);
+  ASSERT_EQ(lib->manifest().algorithm, "online");
+  ASSERT_EQ(lib->manifest().splits.backward, attn::SliceSplit::Rows);
+  for (bool causal : {false, true})
+    expect_split_backward(1, 2100, causal, 1, ATTN_FX_PROBE_ROWS);
+  probe_reset(ATTN_FX_PROBE_ROWS);
+  Tensor q = torch::randn({1, 1, 1, 8}), k = torch::randn({1, 1, 65536, 8});
+  attn::attention_forward(lib, q, k, k, lib->initial_params());
+  EXPECT_EQ(probe_count("probe_forward_calls", ATTN_FX_PROBE_ROWS), 1);
+  EXPECT_ATTN_ERROR(attn::attention_partial_forward(lib, q, k, k, lib->initial_params()),
+                    "attn::attention_partial_forward: kernel probe_attention takes no key "
+                    "blocks from its caller (its manifest's splits.partial_calls is false)");
 }
 
 TEST(DispatchThreads, WholeSliceCallsRefuseBlocksAndPositions) {

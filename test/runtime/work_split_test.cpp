@@ -2,6 +2,8 @@
 // and the thread count. Each expectation is worked out from the documented rule in its
 // comment: about kItemsPerThread calls per thread, calls of whole kQueryBlock rows or
 // kKeyBlock keys, and one call per slice for an artifact whose calls take whole slices.
+#include "gpu_launch.h"
+#include "internal.h"
 #include "work_split.h"
 
 #include <gtest/gtest.h>
@@ -14,12 +16,12 @@ namespace {
 using attn::kItemsPerThread;
 using attn::kKeyBlock;
 using attn::kQueryBlock;
+using attn::SliceSplit;
 using attn::detail::backward_call_sets;
 using attn::detail::backward_split;
 using attn::detail::call_in_set;
 using attn::detail::forward_split;
 using attn::detail::key_chunk;
-using attn::detail::SliceCalls;
 
 static_assert(kItemsPerThread == 4 && kQueryBlock == 64 && kKeyBlock == 512,
               "the expectations below are worked out for these constants");
@@ -111,95 +113,95 @@ TEST(WorkSplit, KeyChunksOnKeyBlocks) {
     }
 }
 
-TEST(WorkSplit, SliceCallsFromTheManifest) {
-  attn::Manifest manifest;
-  for (const char *divisible : {"online", "plain"}) {
-    manifest.algorithm = divisible;
-    EXPECT_EQ(attn::detail::slice_calls(manifest), SliceCalls::Divisible) << divisible;
-  }
-  manifest.algorithm = "kernelised";
-  EXPECT_EQ(attn::detail::slice_calls(manifest), SliceCalls::Whole);
-  manifest.algorithm = "implicit";
-  EXPECT_EQ(attn::detail::slice_calls(manifest), SliceCalls::WholeRows);
-  manifest.algorithm = "scan";
-  EXPECT_EQ(attn::detail::slice_calls(manifest), SliceCalls::ForwardKeyChunks);
-}
-
-TEST(WorkSplit, ForwardSplitsKeysOnlyForFewCallsWithAMerge) {
+TEST(WorkSplit, ForwardSplitsKeysOnlyForFewCalls) {
   // A decoder step (one slice, one query) against 65536 keys on 2 threads: one call of
   // 64 rows, its keys in 8 chunks (4 per thread) merged afterwards.
-  auto split = forward_split(SliceCalls::Divisible, true, 1, 1, 65536, 2);
+  auto split = forward_split(SliceSplit::KeyChunks, 1, 1, 65536, 2);
   EXPECT_EQ(split.rows_per_call, 64);
   EXPECT_EQ(split.key_chunks, 8);
   // Two slices: 2 calls, 4 chunks each.
-  EXPECT_EQ(forward_split(SliceCalls::Divisible, true, 2, 1, 65536, 2).key_chunks, 4);
+  EXPECT_EQ(forward_split(SliceSplit::KeyChunks, 2, 1, 65536, 2).key_chunks, 4);
   // 8 slices, or one slice of 4096 queries (8 calls of 512 rows): already 4 calls per
   // thread, no key chunks.
-  EXPECT_EQ(forward_split(SliceCalls::Divisible, true, 8, 1, 65536, 2).key_chunks, 1);
-  split = forward_split(SliceCalls::Divisible, true, 1, 4096, 65536, 2);
+  EXPECT_EQ(forward_split(SliceSplit::KeyChunks, 8, 1, 65536, 2).key_chunks, 1);
+  split = forward_split(SliceSplit::KeyChunks, 1, 4096, 65536, 2);
   EXPECT_EQ(split.rows_per_call, 512);
-  EXPECT_EQ(split.key_chunks, 1);
-  // No merge entry: no partial states to fold, so no key chunks.
-  split = forward_split(SliceCalls::Divisible, false, 1, 1, 65536, 2);
-  EXPECT_EQ(split.rows_per_call, 64);
   EXPECT_EQ(split.key_chunks, 1);
 }
 
 TEST(WorkSplit, WholeSliceCallsAreNeverSplit) {
   // One call per slice, all its rows and keys, however few slices for the threads.
-  auto forward = forward_split(SliceCalls::Whole, true, 1, 1000, 65536, 16);
+  auto forward = forward_split(SliceSplit::Whole, 1, 1000, 65536, 16);
   EXPECT_EQ(forward.rows_per_call, 1000);
   EXPECT_EQ(forward.key_chunks, 1);
-  auto backward = backward_split(SliceCalls::Whole, 1, 4096, 65536, 16);
+  auto backward = backward_split(SliceSplit::Whole, 1, 4096, 65536, 16);
   EXPECT_EQ(backward.query_splits, 1);
   EXPECT_EQ(backward.key_chunks, 1);
 }
 
-TEST(WorkSplit, WholeRowsSplitQueriesNeverKeys) {
-  // A decoder step against 65536 keys: the rows still split, their keys never (each
-  // call solves its rows' thresholds over all their keys).
-  auto forward = forward_split(SliceCalls::WholeRows, true, 1, 1, 65536, 2);
+TEST(WorkSplit, RowsSplitQueriesNeverKeys) {
+  // A decoder step against 65536 keys: the rows still split, their keys never (an
+  // implicit normalizer's call solves its rows' thresholds over all their keys; a
+  // scan's backward chunk needs the suffix sums of the chunks after it).
+  auto forward = forward_split(SliceSplit::Rows, 1, 1, 65536, 2);
   EXPECT_EQ(forward.rows_per_call, 64);
   EXPECT_EQ(forward.key_chunks, 1);
-  auto backward = backward_split(SliceCalls::WholeRows, 1, 1, 2100, 2);
+  auto backward = backward_split(SliceSplit::Rows, 1, 1, 2100, 2);
   EXPECT_EQ(backward.query_splits, 1);
   EXPECT_EQ(backward.key_chunks, 1);
-  backward = backward_split(SliceCalls::WholeRows, 1, 4096, 65536, 2);
+  backward = backward_split(SliceSplit::Rows, 1, 4096, 65536, 2);
   EXPECT_EQ(backward.query_splits, 8);
   EXPECT_EQ(backward.key_chunks, 1);
 }
 
-TEST(WorkSplit, ScansSplitTheForwardsKeysOnly) {
-  // A stick-breaking decoder step against 65536 keys on 2 threads: the forward's keys in
-  // 8 chunks as Divisible's (the merge combines S and O), the backward's never (a chunk's
-  // suffix sums need the chunks after it); without a merge entry (a left-over), none.
-  auto forward = forward_split(SliceCalls::ForwardKeyChunks, true, 1, 1, 65536, 2);
-  EXPECT_EQ(forward.rows_per_call, 64);
-  EXPECT_EQ(forward.key_chunks, 8);
-  EXPECT_EQ(forward_split(SliceCalls::ForwardKeyChunks, false, 1, 1, 65536, 2).key_chunks, 1);
-  auto backward = backward_split(SliceCalls::ForwardKeyChunks, 1, 1, 65536, 2);
-  EXPECT_EQ(backward.query_splits, 1);
-  EXPECT_EQ(backward.key_chunks, 1);
-  backward = backward_split(SliceCalls::ForwardKeyChunks, 1, 4096, 65536, 2);
-  EXPECT_EQ(backward.query_splits, 8);
-  EXPECT_EQ(backward.key_chunks, 1);
+TEST(WorkSplit, TheManifestsSplitsDecideNotItsAlgorithm) {
+  // An online kernel's manifest that says rows (hand-written here; attn-compile writes
+  // key_chunks for online kernels): a decoder step is never split into key chunks.
+  const attn::Manifest manifest = attn::detail::parse_manifest("rows.json", R"({"abi": )" +
+      std::to_string(ATTN_ABI_VERSION) + R"(, "kernel": "k", "normalizer": "n",
+      "algorithm": "online",
+      "splits": {"forward": "rows", "backward": "rows", "partial_calls": false},
+      "denominator": "sum", "mask": "none", "params": [], "inputs": [],
+      "contract": {"kind": "scaled_dot", "scale": null, "feature": false},
+      "dtypes": ["f32"], "devices": ["cpu"]})");
+  EXPECT_EQ(forward_split(manifest.splits.forward, 1, 1, 65536, 2).key_chunks, 1);
+  EXPECT_EQ(backward_split(manifest.splits.backward, 1, 1, 2100, 2).key_chunks, 1);
 }
 
 TEST(WorkSplit, BackwardSplitsQueriesElseKeys) {
   // One slice of 4096 queries on 2 threads: 8 query splits (each its own dk, dv buffer),
   // no key chunks.
-  auto split = backward_split(SliceCalls::Divisible, 1, 4096, 65536, 2);
+  auto split = backward_split(SliceSplit::KeyChunks, 1, 4096, 65536, 2);
   EXPECT_EQ(split.query_splits, 8);
   EXPECT_EQ(split.key_chunks, 1);
   // A decoder step against 2100 keys: too few queries for a split, so the keys go in
   // chunks, at most 2100 / 512 = 4 of them (8 would be 4 per thread).
-  split = backward_split(SliceCalls::Divisible, 1, 1, 2100, 2);
+  split = backward_split(SliceSplit::KeyChunks, 1, 1, 2100, 2);
   EXPECT_EQ(split.query_splits, 1);
   EXPECT_EQ(split.key_chunks, 4);
   // 8 slices on 2 threads: whole slices.
-  split = backward_split(SliceCalls::Divisible, 8, 1, 65536, 2);
+  split = backward_split(SliceSplit::KeyChunks, 8, 1, 65536, 2);
   EXPECT_EQ(split.query_splits, 1);
   EXPECT_EQ(split.key_chunks, 1);
+}
+
+TEST(DecodeRule, TheCasesOfPythonsDecodeSplit) {
+  // test_gpu_target_choice.py's test_decode_split_choice, case for case: the GPU's decode
+  // forward (attn_fwd tiles of 128 rows, decode tiles of 16 rows x 64 keys, 132 SMs).
+  const attn::TritonDecodeRule rule{16, 2};
+  auto choose = [&](int64_t rows, int64_t keys, int64_t group, int64_t batch_kv_heads,
+                    int64_t sms = 132) -> std::pair<int64_t, int64_t> {
+    auto chunks = attn::detail::decode_key_chunks(rows, keys, group, batch_kv_heads, 128, 64,
+                                                  16, sms, rule);
+    return chunks ? std::make_pair(chunks->count, chunks->keys) : std::make_pair(0L, 0L);
+  };
+  using Chunks = std::pair<int64_t, int64_t>; // (0, 0): attn_fwd serves the call
+  EXPECT_EQ(choose(1, 8192, 4, 8), Chunks(32, 256)); // 8 programs, 264 wanted
+  EXPECT_EQ(choose(1, 8192, 8, 4), Chunks(64, 128));
+  EXPECT_EQ(choose(1, 100, 4, 8), Chunks(2, 64)); // at most one chunk per key tile
+  EXPECT_EQ(choose(1, 64, 4, 8), Chunks(0, 0));   // one tile: nothing to split
+  EXPECT_EQ(choose(17, 8192, 1, 8), Chunks(0, 0)); // more rows than a decode tile
+  EXPECT_EQ(choose(1, 8192, 8, 32), Chunks(0, 0)); // 256 programs fill 132 SMs
 }
 
 TEST(WorkSplit, BackwardCallSets) {

@@ -13,6 +13,7 @@
 #include "lib/Codegen/CPU/LinearAttention.h"
 
 #include "lib/Analysis/KernelSignature.h"
+#include "lib/Analysis/KernelSplits.h"
 #include "lib/Analysis/NormalizerAnalysis.h"
 #include "lib/Analysis/Schedules.h"
 
@@ -490,13 +491,8 @@ LogicalResult mlir::attn::lowerKernelToLoops(KernelOp kernel) {
       return failure();
     b.setInsertionPointToEnd(module.getBody());
     builder.buildForwardEntry();
-    // The kernelised form has no partial state to merge, and an implicit kernel's τ_i
-    // needs every key of its row: no key chunks, no merge. A scan's chunks merge
-    // (ScanLoops.cpp) unless it has a left-over: the farthest chunk adds r_i·v_i but
-    // cannot tell whether key i is padding beyond its chunk.
-    bool scanLeftOver = *algorithm == Algorithm::Scan &&
-                        kernel.getNormalizerOp().getLeftOverToCurrent();
-    if (fallback != CpuVariant::Linear && *algorithm != Algorithm::Implicit && !scanLeftOver)
+    // The forward's key chunks, which the manifest's splits promise, need a merge.
+    if (kernelSplits(kernel, *algorithm).hasMerge())
       builder.buildMergeEntry();
     builder.buildBackwardEntry();
   }

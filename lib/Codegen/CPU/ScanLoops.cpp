@@ -23,7 +23,7 @@
 // O = O_near + e^(S_near)·O_far. A kernel with a left-over has no merge entry (the
 // chunk that adds r_i·v_i, the farthest, cannot tell whether key i is padding), and
 // the backward takes every key of its rows: B of a chunk needs D − B of the chunks
-// before it (runtime SliceCalls::ForwardKeyChunks).
+// before it (KernelSplits.h: forward key_chunks, backward rows).
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Codegen/CPU/CPUKernelBuilder.h"

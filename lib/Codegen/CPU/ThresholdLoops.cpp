@@ -26,7 +26,7 @@
 // RowAlgorithm's (ThresholdState); these loops supply the passes over the keys,
 // the scratches and the block maxima.
 // τ_i needs every key of its row: the runtime never splits an implicit kernel's
-// keys into chunks (work_split.h, SliceCalls::WholeRows; there is no merge entry),
+// keys into chunks (KernelSplits.h: rows both ways; there is no merge entry),
 // so kv_begin is 0 and `partial` is never set.
 //
 //===----------------------------------------------------------------------===//

@@ -5,7 +5,8 @@
  *   const char *attn_manifest(void);
  *     The manifest: a JSON object whose one schema is
  *     runtime/python/attn/manifest.schema.json (described in docs/artifacts.md):
- *     abi (ATTN_ABI_VERSION), kernel, normalizer, algorithm, denominator, mask,
+ *     abi (ATTN_ABI_VERSION), kernel, normalizer, algorithm, splits (how the
+ *     runtime may divide a slice into calls), denominator, mask,
  *     params (name, shape, init: learnable scalars in kernel order, then the
  *     score's weights; P counts every element, weights flattened row-major),
  *     head_dim (optional), inputs (name, element, shape, learnable, init: one per
@@ -45,16 +46,19 @@
  *                                (stick-breaking) writes o = Σ_j w_ij·v_j over its
  *                                keys, row_max = S, their log-survival Σ d(s_ij),
  *                                row_sum = 1, row_count as above (its row_max
- *                                unsplit: log r_i). A kernelised artifact, and a
- *                                scan with a left-over, require kv_begin = 0 and
- *                                partial = 0 (they have no attn_merge_T)
+ *                                unsplit: log r_i). An artifact whose manifest's
+ *                                splits.forward is not key_chunks (kernelised,
+ *                                implicit, a scan with a left-over) requires
+ *                                kv_begin = 0 and partial = 0 (it has no
+ *                                attn_merge_T)
  *       int64_t query_start,     the absolute position of q's row 0 and of k's
  *       int64_t key_start);      row 0: every region sees i = query_start + row
  *                                and j = key_start + key row, and `causal` keeps
  *                                j <= i in these positions (query_start = Nk - Nq,
  *                                key_start = 0: bottom-right alignment). kv_begin,
- *                                kv_len, q_begin, q_end stay rows. A kernelised
- *                                artifact requires both 0
+ *                                kv_len, q_begin, q_end stay rows. An artifact
+ *                                whose splits.forward is whole (kernelised)
+ *                                requires both 0
  *
  *   void _mlir_ciface_attn_merge_T(
  *       attn_memref2d *o_parts,  [S·Nq, dv] the S partial forwards' o, split s in
@@ -93,8 +97,9 @@
  *                                (batch, head) over threads by query blocks (a
  *                                dk/dv buffer per block, summed) or, for few
  *                                queries, by key chunks (a dq buffer per chunk,
- *                                summed; each chunk's dk, dv rows its own). A
- *                                kernelised artifact requires [0, Nq) and
+ *                                summed; each chunk's dk, dv rows its own), as
+ *                                the manifest's splits.backward allows: whole
+ *                                requires [0, Nq) and kv_begin = 0, rows
  *                                kv_begin = 0
  *       int64_t causal,
  *       int64_t query_start, int64_t key_start);  as the forward's
@@ -203,7 +208,7 @@
 
 #include <stdint.h>
 
-#define ATTN_ABI_VERSION 9
+#define ATTN_ABI_VERSION 10
 /* The highest rank of a tensor input (attn.input). */
 #define ATTN_MAX_TABLE_RANK 4
 /* attn_signature's element code of a float tensor input (q's dtype). */

@@ -147,10 +147,30 @@ struct TensorInput {
   std::optional<double> init;  // a learnable input's initial value where a module creates it
 };
 
-/// The parsed text manifest of an artifact (see attn/abi.h for the format).
+/// How an artifact's calls of one direction may divide a (batch, head) slice: the
+/// manifest's splits.forward / splits.backward (docs/artifacts.md, attn/abi.h).
+enum class SliceSplit {
+  Whole,     ///< "whole": one call per slice, all its rows and keys from position 0
+  Rows,      ///< "rows": any query rows per call, each over all its keys
+  KeyChunks, ///< "key_chunks": any rows, and chunks of their keys whose partial results
+             ///< combine (the forward's in the merge entry point, the backward's by sums)
+};
+
+/// The manifest's splits: what the runtime's work split and partial calls may do with
+/// the artifact's entry points, as the compiler decided it (never the algorithm's name).
+struct Splits {
+  SliceSplit forward = SliceSplit::Whole;
+  SliceSplit backward = SliceSplit::Whole;
+  /// A caller may run the partial entry points on key blocks of its own
+  /// (attention_partial_forward, attention_merge, attention_partial_backward).
+  bool partial_calls = false;
+};
+
+/// The parsed manifest of an artifact (see attn/abi.h for the format).
 struct Manifest {
   int abi_version = 0;
   std::string kernel, normalizer, algorithm, denominator, mask;
+  Splits splits;
   std::vector<std::string> param_names;
   std::vector<double> param_inits;           // fill value (0 for an identity weight)
   std::vector<std::vector<int64_t>> param_shapes; // {} for a scalar, e.g. {64, 64} for W[64x64]
@@ -307,9 +327,9 @@ constexpr int64_t kMaxAttentionWeights = int64_t{1} << 26;
 constexpr int64_t kQueryBlock = 64;
 
 /// Query rows per forward call for `heads` = B·H slices of `queries` rows on
-/// `threads` threads (see kQueryBlock). Artifacts whose manifest says
-/// `algorithm kernelised` get every row of a head in one call instead: their
-/// forward builds the O(Nk·d·dv) key state in each call.
+/// `threads` threads (see kQueryBlock). Artifacts whose manifest's splits.forward is
+/// "whole" (kernelised) get every row of a head in one call instead: their forward
+/// builds the O(Nk·d·dv) key state in each call.
 int64_t forward_rows_per_call(int64_t heads, int64_t queries, int64_t threads);
 
 /// Work items per thread that the runtime aims for where it splits slices (query

@@ -309,6 +309,26 @@ def _sum_in_rank_order(tensors, group):
     return out
 
 
+def _without_partial_calls(algorithm):
+    """Why a kernel whose manifest's splits.partial_calls is false takes no key blocks, in
+    the words of its algorithm: the name explains the refusal, the splits decide it."""
+    if algorithm == "kernelised":
+        return (" is kernelised (linear attention): its forward has no partial row state to "
+                "merge across ranks; context parallelism for it needs prefix sums of psi(k) v^T "
+                "across ranks, which attn does not implement. Run it unsharded, or compile a "
+                "non-kernelised normalizer")
+    if algorithm == "scan":
+        return (" is a scan normalizer (stick-breaking): a row's weights depend on the "
+                "log-survivals of every key after them, so a rank's key block has no partial "
+                "state to merge; run it unsharded")
+    if algorithm == "implicit":
+        return (" is implicit (sparsemax/entmax-like): its threshold tau_i is solved over all "
+                "of a row's keys, so a rank's key block has no partial row state to merge. Run "
+                "it unsharded")
+    return (" takes no key blocks from its caller (its manifest's splits.partial_calls is "
+            "false); run it unsharded")
+
+
 def context_parallel_attention(q, k, v, kernel, params=None, *, is_causal=False,
                                key_lengths=None, inputs=None, group=None, layout="contiguous",
                                reduce_params=True):
@@ -317,8 +337,9 @@ def context_parallel_attention(q, k, v, kernel, params=None, *, is_causal=False,
     the default group), sharded by `layout` (see shard). Autograd reaches q, k, v,
     params and the learnable inputs.
 
-    kernel: an attn.Kernel (or anything attn.kernel_of takes), online or plain; a
-    kernelised, scan or implicit one is refused. is_causal: causal over the whole sequence's
+    kernel: an attn.Kernel (or anything attn.kernel_of takes) whose manifest's
+    splits.partial_calls is true (online or plain; a kernelised, scan or implicit one is
+    refused). is_causal: causal over the whole sequence's
     positions.
     key_lengths: int64 [B], keys at or past key_lengths[b] (whole-sequence positions)
     are masked. inputs (dict or list, as Kernel takes them): a tensor with a dim named
@@ -335,22 +356,9 @@ def context_parallel_attention(q, k, v, kernel, params=None, *, is_causal=False,
     from . import kernel_of
 
     kernel = kernel_of(kernel)
-    if kernel.manifest.get("algorithm") == "kernelised":
-        raise RuntimeError(
-            f"attn.context_parallel: kernel {kernel.name} is kernelised (linear attention): its "
-            "forward has no partial row state to merge across ranks; context parallelism for it "
-            "needs prefix sums of psi(k) v^T across ranks, which attn does not implement. Run it "
-            "unsharded, or compile a non-kernelised normalizer")
-    if kernel.manifest.get("algorithm") == "scan":
-        raise RuntimeError(
-            f"attn.context_parallel: kernel {kernel.name} is a scan normalizer (stick-breaking): "
-            "a row's weights depend on the log-survivals of every key after them, so a rank's "
-            "key block has no partial state to merge; run it unsharded")
-    if kernel.manifest.get("algorithm") == "implicit":
-        raise RuntimeError(
-            f"attn.context_parallel: kernel {kernel.name} is implicit (sparsemax/entmax-like): "
-            "its threshold tau_i is solved over all of a row's keys, so a rank's key block has "
-            "no partial row state to merge. Run it unsharded")
+    if not kernel.manifest["splits"]["partial_calls"]:
+        raise RuntimeError(f"attn.context_parallel: kernel {kernel.name}"
+                           + _without_partial_calls(kernel.manifest["algorithm"]))
     world, _ = _group_size_rank(group)
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         raise RuntimeError("attn.context_parallel: q, k and v must be [B, H, N/P, d] shards, got "

@@ -198,7 +198,9 @@ def decode_split(nq, nk, group, batch_kv_heads, block_m, block_n, decode_block_m
     query heads per kv head, batch_kv_heads = B * H_kv): (chunks, keys per chunk, a
     multiple of block_n), or None when attn_fwd (tiles block_m x block_n) serves the call.
     `rule` is the module's DECODE (max_rows, programs_per_sm); `splits` forces that many
-    chunks (tests, the interpreter) for any shape. runtime/gpu_launch.cpp decides alike."""
+    chunks (tests, the interpreter) for any shape. The C++ runtime's copy of the rule,
+    decode_key_chunks (runtime/gpu_launch.cpp), takes the same arguments in this order and
+    is pinned by the same cases (test/runtime/work_split_test.cpp, DecodeRule)."""
     key_tiles = _cdiv(nk, block_n)
     if splits is None:
         attn_fwd_programs = _cdiv(nq, block_m) * batch_kv_heads * group
