@@ -18,7 +18,7 @@
 //               l' = α·l + Σ_t h(s_t, m'),  count' = count + kept;  O' = α·O + Σ_t g·v
 //   combine     m' = max(m_a, m_b),  α_a = e^(m_a − m'),  α_b = e^(m_b − m'),
 //               l' = α_a·l_a + α_b·l_b,  count' = count_a + count_b;  O' likewise
-//   finalize    AttentionMath::finalize (C, O/C, row_max, row_sum)
+//   finalize    C = l + β·e^-m | c | count, O·coefficient/C, row_max, row_sum
 //   backward    from (row_max, row_sum, D = dO·O): shift, 1/C (0 where C = 0), live
 //
 // A scan (stick-breaking, docs/normalizer-classes.md) carries another state, ScanState:
