@@ -98,7 +98,7 @@ Value RowAlgorithm::constant(Type type, double value) {
 }
 
 RowState RowAlgorithm::initial(const RowIndices &row) {
-  stateLayout(); // a forward schedule's
+  (void)stateLayout(); // MlirRowOps starts the state in the layout's types
   return equations.initial(row);
 }
 

@@ -140,9 +140,9 @@ public:
   /// which prepares rows from their statistics only, and finalize need none.
   RowAlgorithm(ImplicitLocOpBuilder &b, AttentionMath &math,
                std::optional<RowStateLayout> layout = std::nullopt)
-      : b(b), math(math), layout(layout), ops(b, math, this->layout),
-        equations(ops, math.normalizer(), math.online()) {}
-  // `ops` refers to `layout`, `equations` to `ops`.
+      : b(b), math(math), layout(layout),
+        equations(MlirRowOps(b, math, this->layout), math.normalizer(), math.online()) {}
+  // The equations' ops refer to `layout`.
   RowAlgorithm(const RowAlgorithm &) = delete;
   RowAlgorithm &operator=(const RowAlgorithm &) = delete;
 
@@ -244,7 +244,6 @@ private:
   ImplicitLocOpBuilder &b;
   AttentionMath &math;
   std::optional<RowStateLayout> layout;
-  MlirRowOps ops;
   Equations equations;
 };
 

@@ -42,6 +42,7 @@
 #include "dialect/AttnOps.h"
 
 #include <limits>
+#include <utility>
 
 namespace mlir::attn {
 
@@ -97,8 +98,8 @@ public:
     Value alpha, partAlpha;
   };
 
-  RowEquations(Ops &ops, NormalizerOp normalizer, bool online)
-      : ops(ops), normalizer(normalizer), online(online) {}
+  RowEquations(Ops ops, NormalizerOp normalizer, bool online)
+      : ops(std::move(ops)), normalizer(normalizer), online(online) {}
 
   // --- the state ----------------------------------------------------------------
   /// Where an online row's max starts: the row offset's exponent (RowMaxStart).
@@ -126,8 +127,8 @@ public:
   Value rescaleFactor(Value m, Value next, bool mayBeEmpty) {
     if (!mayBeEmpty)
       return ops.exp(ops.sub(m, next));
-    Value stillEmpty = ops.compare(RowComparison::Equal, next,
-                                   ops.constantLike(next, -std::numeric_limits<double>::infinity()));
+    Value noKey = ops.constantLike(next, -std::numeric_limits<double>::infinity());
+    Value stillEmpty = ops.compare(RowComparison::Equal, next, noKey);
     Value alpha = ops.exp(ops.sub(m, next));
     return ops.select(stillEmpty, ops.constantLike(next, 1.0), alpha);
   }
@@ -247,7 +248,7 @@ private:
     return ops.mul(epsilon, ops.exp(ops.negate(m)));
   }
 
-  Ops &ops;
+  Ops ops;
   NormalizerOp normalizer;
   bool online;
 };

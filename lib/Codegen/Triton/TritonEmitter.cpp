@@ -933,9 +933,11 @@ private:
   void rowTileProgram(StringRef name, StringRef pointers, bool gradients,
                       StringRef scalars = "");
   /// The row equations (RowEquations.h), printing at `indent`.
-  TritonRowOps rowOps(int indent) {
-    return TritonRowOps(os, indent, bool(functions.getOffsetStab()), bool(functions.getOffset()),
-                        [this](StringRef leading) { return withParams(leading); });
+  TritonRows rowsAt(int indent) {
+    return TritonRows(TritonRowOps(os, indent, bool(functions.getOffsetStab()),
+                                   bool(functions.getOffset()),
+                                   [this](StringRef leading) { return withParams(leading); }),
+                      normalizer, online);
   }
   /// The forward's running row state: m_i (online; plain: 0), l_i, count.
   TritonRows::State runningState() const { return {online ? "m_i" : "0.0", "l_i", "count"}; }
@@ -1426,8 +1428,7 @@ void KernelPrinter::loadRowStatistics(int indent) {
   line(indent, "row_max = tl.load(RowMax + bh * NQ + offs_m, mask=row_in, other=0.0)");
   line(indent, "row_sum = tl.load(RowSum + bh * NQ + offs_m, mask=row_in, other=0.0)");
   line(indent, "delta = tl.load(Delta + bh * NQ + offs_m, mask=row_in, other=0.0)");
-  TritonRowOps ops = rowOps(indent);
-  TritonRows(ops, normalizer, online).prepareBackward("row_max", "row_sum", "delta");
+  rowsAt(indent).prepareBackward("row_max", "row_sum", "delta");
   line(indent, "inv_c = inv_c[:, None]  # a column of the tiles");
 }
 
@@ -1536,8 +1537,7 @@ static PyValue outputColumn(const PyValue &alpha) {
 }
 
 void KernelPrinter::forwardTile(int tileIndent) {
-  TritonRowOps ops = rowOps(tileIndent);
-  TritonRows rows(ops, normalizer, online);
+  TritonRows rows = rowsAt(tileIndent);
   TritonRows::Rescale step{"0.0", {}};
   if (online)
     step = rows.advanceMax("m_i",
@@ -1559,8 +1559,7 @@ void KernelPrinter::forwardTile(int tileIndent) {
 }
 
 void KernelPrinter::forwardEpilogue() {
-  TritonRowOps ops = rowOps(4);
-  TritonRows rows(ops, normalizer, online);
+  TritonRows rows = rowsAt(4);
   TritonRows::RowResult result = rows.finalize(runningState(), "l_i", "b, h, pos_m");
   line(4, "tl.store(Out + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + "
           "offs_dv[None, :] * "
@@ -1577,10 +1576,7 @@ void KernelPrinter::printForward() {
             {"q", "k", "v", "o"});
   rowProgram();
   loadParams(4);
-  {
-    TritonRowOps ops = rowOps(4);
-    forwardState(4, TritonRows(ops, normalizer, online).initial("b, h, pos_m"));
-  }
+  forwardState(4, rowsAt(4).initial("b, h, pos_m"));
   int tileIndent = openKeyTiles();
   scoreTile(tileIndent, "row_in[:, None]");
   forwardTile(tileIndent);
@@ -1628,10 +1624,7 @@ void KernelPrinter::printForwardSplit() {
   line(4, "key_last = tl.minimum(key_stop, key_first + KEYS_PER_SPLIT)");
   loadParams(4);
   line(4, "# The row offset's exponent joins the max in attn_fwd_merge, once.");
-  {
-    TritonRowOps ops = rowOps(4);
-    forwardState(4, TritonRows(ops, normalizer, online).noKeyState());
-  }
+  forwardState(4, rowsAt(4).noKeyState());
   int tileIndent = openKeyTiles("key_first", "key_last", /*packedHeads=*/true);
   scoreTile(tileIndent, "row_in[:, None]");
   forwardTile(tileIndent);
@@ -1678,17 +1671,14 @@ void KernelPrinter::printForwardMerge() {
     acc_in = row_in[:, None] & (offs_dv[None, :] < HEAD_DIM_V)
 )";
   loadParams(4);
-  TritonRowOps ops = rowOps(4);
-  TritonRows states(ops, normalizer, online);
-  forwardState(4, states.initial("b, h, pos_m"));
+  forwardState(4, rowsAt(4).initial("b, h, pos_m"));
   line(4, "for split in range(0, SPLITS):");
   line(8, "part = split * chunk_rows + rows");
   if (online)
     line(8, "part_max = tl.load(PartMax + part, mask=row_in, other=float(\"-inf\"))");
   line(8, "part_sum = tl.load(PartSum + part, mask=row_in, other=0.0)");
   line(8, "part_count = tl.load(PartCount + part, mask=row_in, other=0.0)");
-  TritonRowOps chunkOps = rowOps(8);
-  TritonRows chunks(chunkOps, normalizer, online);
+  TritonRows chunks = rowsAt(8);
   TritonRows::Combined combined = chunks.combine(
       runningState(), {online ? "part_max" : "0.0", "part_sum", "part_count"}, "part_sum");
   assignState(8, combined.state);
@@ -1723,8 +1713,7 @@ void KernelPrinter::printPreprocess() {
     line(4, "# row, into this program's own slots.");
     line(4, "row_max = tl.load(RowMax + bh * NQ + offs_m, mask=row_in, other=0.0)");
     line(4, "row_sum = tl.load(RowSum + bh * NQ + offs_m, mask=row_in, other=0.0)");
-    TritonRowOps ops = rowOps(4);
-    TritonRows(ops, normalizer, online).prepareBackward("row_max", "row_sum", "delta");
+    rowsAt(4).prepareBackward("row_max", "row_sum", "delta");
     line(4, "program = bh * tl.num_programs(0) + start_m");
     line(4, "pos_m = offs_m + tl.load(QueryStarts + b).to(tl.int64)");
     loadParams(4);
