@@ -1,6 +1,5 @@
 //===- AttentionMath.cpp - the attention math, emitted in one place -------===//
 #include "lib/Codegen/AttentionMath.h"
-#include "lib/Codegen/RowAlgorithm.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -13,8 +12,7 @@
 using namespace mlir;
 using namespace mlir::attn;
 
-/// A constant of `like`'s type: a float scalar, or a vector of them (broadcast).
-static Value constantLike(ImplicitLocOpBuilder &b, Value like, double value) {
+Value mlir::attn::constantLike(ImplicitLocOpBuilder &b, Value like, double value) {
   Type type = like.getType();
   auto vector = dyn_cast<VectorType>(type);
   Type element = vector ? vector.getElementType() : type;
@@ -135,17 +133,6 @@ Value AttentionMath::stabilizer(const PairValues &pair, Value s) {
                                  constantLike(b, s, -std::numeric_limits<double>::infinity()));
 }
 
-AttentionMath::Rescale AttentionMath::rescale(Value m, Value candidate, bool mayBeEmpty) {
-  Value next = arith::MaximumFOp::create(b, m, candidate);
-  if (!mayBeEmpty)
-    return {next, math::ExpOp::create(b, sub(m, next))};
-  Value stillEmpty =
-      arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, next,
-                            constantLike(b, next, -std::numeric_limits<double>::infinity()));
-  Value alpha = math::ExpOp::create(b, sub(m, next));
-  return {next, arith::SelectOp::create(b, stillEmpty, constantLike(b, next, 1.0), alpha)};
-}
-
 Value AttentionMath::numeratorTerm(const PairValues &pair, Value s, Value shift) {
   return masked(pair.keep, numerator(s, shift, pair.at));
 }
@@ -182,72 +169,14 @@ SmallVector<Value> AttentionMath::offsetArgs(Value m, const RowIndices &row) {
   return withParams({m, row.b, row.h, row.i});
 }
 
-Value AttentionMath::initialMax(const RowIndices &row, Type type) {
-  RowMaxStart start = RowMaxStart::of(setup.normalizer, bool(functions().offsetStab));
-  if (start.fromOffsetStabilizer)
-    return call(functions().offsetStab, withParams({row.b, row.h, row.i}));
-  return arith::ConstantOp::create(b, type, b.getFloatAttr(type, start.constant));
+Value AttentionMath::offsetStabilizer(const RowIndices &row) {
+  return call(functions().offsetStab, withParams({row.b, row.h, row.i}));
 }
 
-Value AttentionMath::rowOffset(Value m, const RowIndices &row, Type type) {
-  if (functions().offset) // β·e^-m online (m = 0 plain)
-    return call(functions().offset, offsetArgs(m, row));
-  auto eps = setup.normalizer.getEpsilon();
-  if (!eps)
+Value AttentionMath::offsetRegion(Value m, const RowIndices &row) {
+  if (!functions().offset)
     return {};
-  Value epsilon = arith::ConstantOp::create(b, type, b.getFloatAttr(type, eps->convertToDouble()));
-  if (!online())
-    return epsilon;
-  // ε·e^-m = e^(log ε − m); log ε is in m, so this stays in range.
-  return arith::MulFOp::create(b, epsilon, math::ExpOp::create(b, arith::NegFOp::create(b, m)));
-}
-
-Value AttentionMath::rowDenominator(Value m, Value sum, Value count, const RowIndices &row) {
-  NormalizerOp normalizer = setup.normalizer;
-  switch (normalizer.getDenominatorKind()) {
-  case DenominatorKind::Sum:
-    if (Value offset = rowOffset(m, row, sum.getType())) // C·e^-m = β·e^-m + Σ h·e^-m
-      return add(sum, offset);
-    return sum;
-  case DenominatorKind::Constant:
-    return constantLike(b, sum, normalizer.getDenominatorConstant()->convertToDouble());
-  case DenominatorKind::Count:
-    return count;
-  case DenominatorKind::LogSurvival:
-    llvm_unreachable("a scan's rows have no denominator (ScanLoops.cpp)");
-  case DenominatorKind::Threshold:
-    break; // ThresholdLoops.cpp normalises by τ_i, not by a C_i
-  }
-  llvm_unreachable("no C_i for this denominator kind");
-}
-
-AttentionMath::RowResult AttentionMath::finalize(Value m, Value sum, Value count,
-                                                 const RowIndices &at, Value numeratorCoefficient) {
-  Value zero = constantLike(b, sum, 0.0);
-  RowResult row;
-  row.max = m;
-  row.denominator = rowDenominator(m, sum, count, at);
-  row.anyKey = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, count, zero);
-  Value numeratorScale = numeratorCoefficient ? numeratorCoefficient : constantLike(b, sum, 1.0);
-  row.outputScale = arith::SelectOp::create(
-      b, row.anyKey, arith::DivFOp::create(b, numeratorScale, row.denominator), zero);
-  return row;
-}
-
-Value AttentionMath::rowMax(const RowResult &row) {
-  Value zero = constantLike(b, row.denominator, 0.0);
-  return arith::SelectOp::create(b, row.anyKey, online() ? row.max : zero, zero);
-}
-
-Value AttentionMath::rowSum(const RowResult &row) {
-  return arith::SelectOp::create(b, row.anyKey, row.denominator,
-                                 constantLike(b, row.denominator, 0.0));
-}
-
-AttentionMath::Rescale AttentionMath::pairRescale(Value m, const PairValues &pair, Value s) {
-  if (!online())
-    return {constantLike(b, s, 0.0), Value()};
-  return rescale(m, stabilizer(pair, s), /*mayBeEmpty=*/false);
+  return call(functions().offset, offsetArgs(m, row));
 }
 
 // --- backward ----------------------------------------------------------------------

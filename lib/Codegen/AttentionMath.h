@@ -9,8 +9,8 @@
 //
 //   score        s = mod(raw, b, h, i, j; θ, T)            (raw without a mod)
 //   online step  m' = max(m, stab(s)),  α = e^(m − m')     (plain: m' = 0, α = 1)
-//                (what a row carries, and how tiles and partial states fold and
-//                 combine into it, is RowAlgorithm.h's)
+//                (what a row carries, how tiles and partial states fold and
+//                 combine into it and how it ends are RowEquations.h's)
 //                O' = α·O + g(s, m')·v,  l' = α·l + h(s, m')
 //                (below f64, O and l carry their rounding error: accumulate)
 //                m starts at the row offset's exponent x_β (β = e^x_β; log ε, log c)
@@ -36,6 +36,7 @@
 #ifndef ATTN_LIB_CODEGEN_ATTENTIONMATH_H
 #define ATTN_LIB_CODEGEN_ATTENTIONMATH_H
 
+#include "lib/Codegen/RowEquations.h"
 #include "lib/Transforms/ScalarFunctions.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -98,13 +99,11 @@ struct KeyBounds {
   Value causalKeeps(ImplicitLocOpBuilder &b, Value i, Value j) const;
 };
 
-/// The values of one query row the backward pass reads: its shift m (row_max),
-/// 1/C (0 for a row without keys: it contributes nothing) and D = dO·O
-/// (RowAlgorithm::prepareBackward).
-struct BackwardRow {
-  Value shift, inverseC, delta;
-  Value live; // C != 0 (and whatever the schedule added)
-};
+/// A query row's backward values (RowAlgorithm::prepareBackward).
+using BackwardRow = BackwardRowOf<Value>;
+
+/// A constant of `like`'s type: a float scalar, or a vector of them (broadcast).
+Value constantLike(ImplicitLocOpBuilder &b, Value like, double value);
 
 class AttentionMath {
 public:
@@ -139,25 +138,21 @@ public:
   /// stab(s), −∞ where the pair is masked (online only): the candidate for the
   /// running max; a schedule reduces candidates over its lanes or fragment.
   Value stabilizer(const PairValues &pair, Value s);
-  /// The running max a row starts from, online: the exponent of its row offset
-  /// (log ε, or the offset region's), −∞ without one.
-  Value initialMax(const RowIndices &row, Type type);
-  /// The online step's new running max max(m, candidate) and α = e^(m − m').
-  /// `mayBeEmpty`: the candidate is −∞ while every key so far was masked, and α
-  /// is then 1 (m = m' = −∞).
-  struct Rescale {
-    Value max, alpha;
-  };
-  Rescale rescale(Value m, Value candidate, bool mayBeEmpty);
-  /// One kept pair's step, for schedules that fold a row's pairs one at a time:
-  /// rescale(m, stab(s)) online (the shift max' and α), else a shift of 0 and no α.
-  Rescale pairRescale(Value m, const PairValues &pair, Value s);
+  /// The offset region's stabiliser at the row: the exponent of its β, where an
+  /// online row's max starts (RowMaxStart).
+  Value offsetStabilizer(const RowIndices &row);
+  /// β·e^-m of the offset region at the row (m = 0 plain), null without one.
+  Value offsetRegion(Value m, const RowIndices &row);
   /// g (numeratorTerm) and h (denominatorTerm; null without a summed
   /// denominator) of the pair at the row's shift (m' online, 0 plain), masked.
   Value numeratorTerm(const PairValues &pair, Value s, Value shift);
   Value denominatorTerm(const PairValues &pair, Value s, Value shift);
   /// α·x (x when alpha is null: plain accumulation).
   Value rescaled(Value x, Value alpha);
+  /// Float arithmetic at the setup's fast-math flags.
+  Value add(Value x, Value y);
+  Value sub(Value x, Value y);
+  Value mul(Value x, Value y);
   /// A sum a schedule carries across keys (l, and the accumulated output O) with,
   /// where `error` is not null, the rounding error of its additions (Kahan):
   /// without it an f32 sum stops growing once its terms fall below half an ulp
@@ -172,20 +167,6 @@ public:
   /// α·acc + term (term null: nothing to add): the online step's l' = α·l + Σh and
   /// O' = α·O + Σ g·v; compensated where acc has an error term.
   RunningSum accumulate(RunningSum acc, Value alpha, Value term);
-
-  /// The end of a row: from its running max m, Σ h `sum` and unmasked-key
-  /// `count` (a float), C and the factor its accumulated output is multiplied
-  /// by (numeratorCoefficient/C, 1/C without one; 0 for a row without keys).
-  struct RowResult {
-    Value outputScale;
-    Value max, denominator, anyKey;
-  };
-  RowResult finalize(Value m, Value sum, Value count, const RowIndices &row,
-                     Value numeratorCoefficient = {});
-  /// The row statistics the ABI stores: row_max (m online, 0 plain) and row_sum
-  /// (C), both 0 for a row without keys.
-  Value rowMax(const RowResult &row);
-  Value rowSum(const RowResult &row);
 
   // --- backward -----------------------------------------------------------------
   /// The row's share of dθ for kernel param `p` from its offset region: −∂β/∂θ·D/C
@@ -247,16 +228,9 @@ private:
   /// x where `keep` (when given) holds, else 0.
   Value masked(Value keep, Value x);
   Value call(func::FuncOp function, ValueRange arguments);
-  Value add(Value x, Value y);
-  Value sub(Value x, Value y);
-  Value mul(Value x, Value y);
   /// `leading`, then the params, then the tensor inputs: the trailing
   /// arguments of every function but feature and phase.
   SmallVector<Value> withParams(ValueRange leading);
-  /// C_i (times e^-m online) from the running max, Σ h and the key count.
-  Value rowDenominator(Value m, Value sum, Value count, const RowIndices &row);
-  /// The row offset β (times e^-m online) of a summed denominator, null without one.
-  Value rowOffset(Value m, const RowIndices &row, Type type);
   /// The arguments of the offset functions: (m, b, h, i), then params and tables.
   SmallVector<Value> offsetArgs(Value m, const RowIndices &row);
 

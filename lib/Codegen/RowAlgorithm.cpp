@@ -52,41 +52,70 @@ RowState RowStateLayout::load(ImplicitLocOpBuilder &b, Value panel, Value row) c
   return unpack(values);
 }
 
+// --- the equations' MLIR algebra -----------------------------------------------------
+
+Value MlirRowOps::rowConstant(double value) {
+  FloatType type = layout->floatType();
+  return arith::ConstantOp::create(b, type, b.getFloatAttr(type, value));
+}
+
+MlirRowOps::Sum MlirRowOps::emptySum() {
+  Value zero = rowConstant(0.0);
+  return {zero, layout->carriesSumError() ? zero : Value()};
+}
+
+Value MlirRowOps::noKeys() {
+  if (layout->countType().isIndex())
+    return arith::ConstantIndexOp::create(b, 0);
+  return rowConstant(0.0);
+}
+
+Value MlirRowOps::exp(Value x) { return math::ExpOp::create(b, x); }
+
+Value MlirRowOps::addCount(Value count, Value kept) {
+  if (count.getType().isIndex())
+    return arith::AddIOp::create(b, count, kept);
+  return arith::AddFOp::create(b, count, kept);
+}
+
+Value MlirRowOps::compare(RowComparison comparison, Value x, Value y) {
+  arith::CmpFPredicate predicate = comparison == RowComparison::Equal ? arith::CmpFPredicate::OEQ
+                                   : comparison == RowComparison::NotEqual
+                                       ? arith::CmpFPredicate::UNE
+                                       : arith::CmpFPredicate::OGT;
+  return arith::CmpFOp::create(b, predicate, x, y);
+}
+
+Value MlirRowOps::quotientWhere(Value condition, Value x, Value y) {
+  return arith::SelectOp::create(b, condition, arith::DivFOp::create(b, x, y),
+                                 constantLike(x, 0.0));
+}
+
 // --- the row algorithm ---------------------------------------------------------------
 
 Value RowAlgorithm::constant(Type type, double value) {
   return arith::ConstantOp::create(b, type, b.getFloatAttr(type, value));
 }
 
-Value RowAlgorithm::addCount(Value count, Value kept) {
-  if (count.getType().isIndex())
-    return arith::AddIOp::create(b, count, kept);
-  return arith::AddFOp::create(b, count, kept);
-}
-
 RowState RowAlgorithm::initial(const RowIndices &row) {
-  const RowStateLayout &fields = stateLayout();
-  FloatType type = fields.floatType();
-  Value zero = constant(type, 0.0);
-  Value start = online() ? math.initialMax(row, type) : zero;
-  Value noKeys =
-      fields.countType().isIndex() ? arith::ConstantIndexOp::create(b, 0).getResult() : zero;
-  return {start, {zero, fields.carriesSumError() ? zero : Value()}, noKeys};
+  (void)stateLayout(); // MlirRowOps starts the state in the layout's types
+  return equations.initial(row);
 }
 
 RowAlgorithm::PairStep RowAlgorithm::pairStep(const RowState &state, const PairValues &pair,
                                               Value s) {
-  AttentionMath::Rescale step = math.pairRescale(state.max, pair, s);
+  Rescale step{constantLike(b, s, 0.0), Value()};
+  if (online())
+    step = equations.advanceMax(state.max, math.stabilizer(pair, s), /*mayBeEmpty=*/false);
   Value g = math.numeratorTerm(pair, s, step.max);
   Value h = math.denominatorTerm(pair, s, step.max);
   return {step.max, step.alpha, g, h};
 }
 
 RowState RowAlgorithm::foldPair(const RowState &state, const PairStep &step) {
-  AttentionMath::RunningSum sum = math.accumulate(state.sum, step.alpha, step.denominator);
   Value one = state.count.getType().isIndex() ? arith::ConstantIndexOp::create(b, 1).getResult()
                                               : constant(state.count.getType(), 1.0);
-  return {online() ? step.shift : state.max, sum, addCount(state.count, one)};
+  return equations.foldTile(state, step.shift, step.alpha, step.denominator, one);
 }
 
 RowAlgorithm::Reduction RowAlgorithm::maxReduction() {
@@ -104,45 +133,31 @@ Value RowAlgorithm::combineCandidates(Value x, Value y) {
   return arith::MaximumFOp::create(b, x, y, maxReduction().flags);
 }
 
-AttentionMath::Rescale RowAlgorithm::advanceMax(Value maxima, Value candidates) {
-  return math.rescale(maxima, candidates, /*mayBeEmpty=*/true);
+RowAlgorithm::Rescale RowAlgorithm::advanceMax(Value maxima, Value candidates) {
+  return equations.advanceMax(maxima, candidates, /*mayBeEmpty=*/true);
 }
 
 RowState RowAlgorithm::foldTile(const RowState &state, Value newMax, Value alpha, Value hSum,
                                 Value kept) {
-  AttentionMath::RunningSum sum = math.accumulate(state.sum, alpha, hSum);
-  return {online() ? newMax : state.max, sum, addCount(state.count, kept)};
+  return equations.foldTile(state, newMax, alpha, hSum, kept);
 }
 
 AttentionMath::RunningSum RowAlgorithm::foldOutput(AttentionMath::RunningSum acc, Value alpha,
                                                    Value term) {
-  return math.accumulate(acc, alpha, term);
+  return equations.foldOutput(acc, alpha, term);
 }
 
 RowAlgorithm::Combined RowAlgorithm::combine(const RowState &running, const RowState &part) {
   assert(!part.sum.error && "a partial state carries no error term (abi.h)");
-  Combined combined;
-  Value max = running.max;
-  if (online()) {
-    // Both maxima are −∞ while neither part has kept a key: the factors are then 1.
-    AttentionMath::Rescale step = math.rescale(running.max, part.max, /*mayBeEmpty=*/true);
-    max = step.max;
-    combined.alpha = step.alpha;
-    combined.partAlpha = math.rescale(part.max, step.max, /*mayBeEmpty=*/true).alpha;
-  }
-  Value partSum = math.rescaled(part.sum.sum, combined.partAlpha);
-  combined.state = {max, math.accumulate(running.sum, combined.alpha, partSum),
-                    addCount(running.count, part.count)};
-  return combined;
+  return equations.combine(running, part, part.sum.sum);
 }
 
 Value RowAlgorithm::combineOutput(const Combined &combined, Value output, Value partOutput) {
-  Value running = math.rescaled(output, combined.alpha);
-  return arith::AddFOp::create(b, running, math.rescaled(partOutput, combined.partAlpha));
+  return equations.combineOutput(combined, output, partOutput);
 }
 
 Value RowAlgorithm::composeRescales(Value alpha, Value next) {
-  return arith::MulFOp::create(b, alpha, next);
+  return equations.composeRescales(alpha, next);
 }
 
 // --- a scan's row ----------------------------------------------------------------------
@@ -182,28 +197,18 @@ RowState RowAlgorithm::withFloatCount(const RowState &state) {
   return {state.max, state.sum, count};
 }
 
-AttentionMath::RowResult RowAlgorithm::finalize(const RowState &state, const RowIndices &row,
-                                                Value numeratorCoefficient) {
-  return math.finalize(state.max, state.sum.sum, withFloatCount(state).count, row,
-                       numeratorCoefficient);
+RowAlgorithm::RowResult RowAlgorithm::finalize(const RowState &state, const RowIndices &row,
+                                               Value numeratorCoefficient) {
+  RowState counted = withFloatCount(state);
+  return equations.finalize(counted, counted.sum.sum, row, numeratorCoefficient);
 }
 
 // --- the backward's rows ---------------------------------------------------------------
 
-Value RowAlgorithm::rowLive(Value rowSum) {
-  return arith::CmpFOp::create(b, arith::CmpFPredicate::UNE, rowSum,
-                               constant(rowSum.getType(), 0.0));
-}
+Value RowAlgorithm::rowLive(Value rowSum) { return equations.rowLive(rowSum); }
 
 BackwardRow RowAlgorithm::prepareBackward(Value rowMax, Value rowSum, Value delta, Value alsoLive) {
-  Type type = rowSum.getType();
-  Value zero = constant(type, 0.0);
-  Value live = rowLive(rowSum);
-  if (alsoLive)
-    live = arith::AndIOp::create(b, alsoLive, live);
-  Value inverse =
-      arith::SelectOp::create(b, live, arith::DivFOp::create(b, constant(type, 1.0), rowSum), zero);
-  return {rowMax, inverse, delta, live};
+  return equations.prepareBackward(rowMax, rowSum, delta, alsoLive);
 }
 
 void RowAlgorithm::storeBackward(const BackwardRow &prepared, Value panel, Value row) {

@@ -3,20 +3,22 @@
 // The row algorithm of DESIGN.md §2 (docs/row-algorithm.md): what a query row
 // carries across its keys, how one pair or a tile's reduced candidates fold into
 // it, how two partial states of one row combine (split-K, context parallelism),
-// how the row ends, and what the backward prepares per row. Every CPU schedule
-// instantiates it (the generic loops a pair at a time, the tiled loops a tile's
-// reduced candidates, the split-K merge partial states, the linear form its row
-// sums); schedules supply only loops, memory and reductions:
+// how the row ends, and what the backward prepares per row. Its equations are
+// RowEquations.h's, which the Triton templates instantiate too; this is their MLIR
+// instantiation, with the state's layout. Every CPU schedule instantiates it (the
+// generic loops a pair at a time, the tiled loops a tile's reduced candidates, the
+// split-K merge partial states, the linear form its row sums); schedules supply
+// only loops, memory and reductions:
 //
 //   state       (m, l[, ε_l], count)   m the running max (online; plain: 0, kept),
 //                                      l = Σ h·e^-m, ε_l its rounding error (Kahan,
 //                                      below f64), count the keys folded in
 //   start       m = x_β (the row offset's exponent; −∞ without one), l = count = 0
-//   fold tile   m' = max(m, max_t stab(s_t)),  α = e^(m − m'),
+//   fold tile   m' = max(m, max_t stab(s_t)),  α = e^(m − m') (1 while m' = −∞),
 //               l' = α·l + Σ_t h(s_t, m'),  count' = count + kept;  O' = α·O + Σ_t g·v
 //   combine     m' = max(m_a, m_b),  α_a = e^(m_a − m'),  α_b = e^(m_b − m'),
 //               l' = α_a·l_a + α_b·l_b,  count' = count_a + count_b;  O' likewise
-//   finalize    AttentionMath::finalize (C, O/C, row_max, row_sum)
+//   finalize    C = l + β·e^-m | c | count, O·coefficient/C, row_max, row_sum
 //   backward    from (row_max, row_sum, D = dO·O): shift, 1/C (0 where C = 0), live
 //
 // A scan (stick-breaking, docs/normalizer-classes.md) carries another state, ScanState:
@@ -45,23 +47,11 @@
 
 namespace mlir::attn {
 
-/// Where a row's running max starts (online): the row offset's exponent, from the
-/// offset region's stabiliser, or a constant: log ε for an ε offset (ε = e^(log ε)),
-/// −∞ without an offset. The MLIR builders (AttentionMath::initialMax) and the
-/// Triton templates both start from it.
-struct RowMaxStart {
-  bool fromOffsetStabilizer;
-  double constant; // when not fromOffsetStabilizer
-  static RowMaxStart of(NormalizerOp normalizer, bool hasOffsetStabilizer);
-};
-
-/// The state of one query row, by name. `count` is index (schedules that fold
-/// one pair at a time count them) or the float type (tiles count kept lanes).
-struct RowState {
-  Value max;                     // running max m (online); plain: 0, unchanged
-  AttentionMath::RunningSum sum; // Σ h·e^-m and, compensated, its rounding error
-  Value count;                   // keys folded in
-};
+/// The state of one query row, by name: the running max m (online; plain: 0,
+/// unchanged), Σ h·e^-m with, compensated, its rounding error, and the keys folded
+/// in. `count` is index (schedules that fold one pair at a time count them) or the
+/// float type (tiles count kept lanes).
+using RowState = RowStateOf<Value, AttentionMath::RunningSum>;
 
 /// Which fields a schedule's row state carries and how it is laid out in scf.for
 /// iter_args and in a panel row (memref<? x size() x T>): max, sum, the sum's
@@ -95,13 +85,66 @@ struct ScanState {
   Value logSurvival;
 };
 
+// --- the equations' MLIR algebra -----------------------------------------------------
+
+/// RowEquations' value algebra on MLIR values: arith and math ops (add, sub and mul
+/// at AttentionMath's fast-math flags), AttentionMath's running sums (compensated
+/// below f64) and regions, and the state's layout for its start.
+class MlirRowOps {
+public:
+  using Value = mlir::Value;
+  using Sum = AttentionMath::RunningSum;
+  using Row = RowIndices;
+
+  MlirRowOps(ImplicitLocOpBuilder &b, AttentionMath &math,
+             const std::optional<RowStateLayout> &layout)
+      : b(b), math(math), layout(layout) {}
+
+  bool hasOffsetStabilizer() const { return bool(math.functions().offsetStab); }
+  Value offsetStabilizer(const RowIndices &row) { return math.offsetStabilizer(row); }
+  Value offsetRegion(Value m, const RowIndices &row) { return math.offsetRegion(m, row); }
+  Value rowConstant(double value);
+  Sum emptySum();
+  Value noKeys();
+  Value constantLike(Value like, double value) { return attn::constantLike(b, like, value); }
+  Value maximum(Value x, Value y) { return arith::MaximumFOp::create(b, x, y); }
+  Value exp(Value x);
+  Value negate(Value x) { return arith::NegFOp::create(b, x); }
+  Value add(Value x, Value y) { return math.add(x, y); }
+  Value sub(Value x, Value y) { return math.sub(x, y); }
+  Value mul(Value x, Value y) { return math.mul(x, y); }
+  /// count + kept, in the count's type.
+  Value addCount(Value count, Value kept);
+  Value compare(RowComparison comparison, Value x, Value y);
+  Value select(Value condition, Value x, Value y) {
+    return arith::SelectOp::create(b, condition, x, y);
+  }
+  Value both(Value x, Value y) { return arith::AndIOp::create(b, x, y); }
+  Value quotientWhere(Value condition, Value x, Value y);
+  Sum accumulate(Sum acc, Value alpha, Value term) { return math.accumulate(acc, alpha, term); }
+  Value name(StringRef, Value value) { return value; }
+
+private:
+  ImplicitLocOpBuilder &b;
+  AttentionMath &math;
+  const std::optional<RowStateLayout> &layout;
+};
+
 class RowAlgorithm {
 public:
+  using Equations = RowEquations<MlirRowOps>;
+  using Rescale = Equations::Rescale;
+  using RowResult = Equations::RowResult;
+
   /// A forward schedule's rows carry their state as `layout` says; the backward,
   /// which prepares rows from their statistics only, and finalize need none.
   RowAlgorithm(ImplicitLocOpBuilder &b, AttentionMath &math,
                std::optional<RowStateLayout> layout = std::nullopt)
-      : b(b), math(math), layout(layout) {}
+      : b(b), math(math), layout(layout),
+        equations(MlirRowOps(b, math, this->layout), math.normalizer(), math.online()) {}
+  // The equations' ops refer to `layout`.
+  RowAlgorithm(const RowAlgorithm &) = delete;
+  RowAlgorithm &operator=(const RowAlgorithm &) = delete;
 
   const RowStateLayout &stateLayout() const {
     assert(layout && "a forward schedule's row algorithm has a state layout");
@@ -135,7 +178,7 @@ public:
   /// The running maxima (any shape: vector<rows> of a tile's rows) advanced by
   /// the tile's reduced candidates, and α; rows whose keys were all masked so
   /// far keep α = 1.
-  AttentionMath::Rescale advanceMax(Value maxima, Value candidates);
+  Rescale advanceMax(Value maxima, Value candidates);
   /// The state after a tile: m' = newMax (online), l' = α·l + hSum (hSum null: no
   /// summed denominator), count' = count + kept.
   RowState foldTile(const RowState &state, Value newMax, Value alpha, Value hSum, Value kept);
@@ -146,10 +189,7 @@ public:
   AttentionMath::RunningSum foldOutput(AttentionMath::RunningSum acc, Value alpha, Value term);
   /// Two partial states of one row over disjoint keys: the combined state and the
   /// factors their outputs take (null plain, where O_a + O_b).
-  struct Combined {
-    RowState state;
-    Value alpha, partAlpha;
-  };
+  using Combined = Equations::Combined;
   Combined combine(const RowState &running, const RowState &part);
   /// α_a·O_a + α_b·O_b of `combined`.
   Value combineOutput(const Combined &combined, Value output, Value partOutput);
@@ -180,8 +220,11 @@ public:
   // --- the end of a row ------------------------------------------------------------
   /// The state with its count as a float (what finalize and partial states store).
   RowState withFloatCount(const RowState &state);
-  AttentionMath::RowResult finalize(const RowState &state, const RowIndices &row,
-                                    Value numeratorCoefficient = {});
+  RowResult finalize(const RowState &state, const RowIndices &row,
+                     Value numeratorCoefficient = {});
+  /// The row statistics the ABI stores (RowEquations::rowMax, rowSum).
+  Value rowMax(const RowResult &result) { return equations.rowMax(result); }
+  Value rowSum(const RowResult &result) { return equations.rowSum(result); }
 
   // --- the backward's rows -----------------------------------------------------------
   /// Whether a row with this row_sum contributes (C != 0).
@@ -197,12 +240,11 @@ public:
 
 private:
   Value constant(Type type, double value);
-  /// count + kept, in the count's type.
-  Value addCount(Value count, Value kept);
 
   ImplicitLocOpBuilder &b;
   AttentionMath &math;
   std::optional<RowStateLayout> layout;
+  Equations equations;
 
   // --- an implicit normalizer's row (sparsemax, α-entmax) ---------------------------
   // w_ij = g(s_ij − τ_i), τ_i the root of F(τ) = Σ_j g(s_ij − τ) − c, decreasing in τ

@@ -55,10 +55,18 @@ attn.kernel @softmax_attention normalizer(@softmax)
 // CHECK-NEXT: if IS_CAUSAL:
 // CHECK-NEXT: keep = keep & (j <= i)
 // CHECK-NEXT: m_new = tl.maximum(m_i, tl.max(tl.where(keep, stabilizer(s, b, h, i, j), float("-inf")), 1))
-// CHECK: alpha = tl.exp2((m_i - m_safe) * LOG2E)
-// CHECK: l_i = l_i * alpha + tl.sum(tl.where(keep, denominator(s, shift, b, h, i, j), 0.0), 1)
+// The row algorithm's tile fold (RowEquations.h): a row without a key so far keeps
+// m = -inf and alpha = 1.
+// CHECK-NEXT: alpha = tl.where(m_new == float("-inf"), 1.0, tl.exp2((m_i - m_new) * LOG2E))
+// CHECK-NEXT: shift = m_new[:, None]
+// CHECK-NEXT: g = tl.where(keep, numerator(s, shift, b, h, i, j), 0.0)
+// CHECK-NEXT: m_i = m_new
+// CHECK-NEXT: l_i = l_i * alpha + tl.sum(tl.where(keep, denominator(s, shift, b, h, i, j), 0.0), 1)
+// CHECK-NEXT: count = count + tl.sum(keep.to(tl.float32), 1)
 // CHECK-NEXT: acc = acc * alpha[:, None] + tl.dot(g.to(v.dtype), v, input_precision=DOT_PRECISION)
-// CHECK: c = l_i
+// CHECK-NEXT: c = l_i
+// CHECK-NEXT: any_key = count > 0.0
+// CHECK-NEXT: out_scale = tl.where(any_key, 1.0 / tl.where(any_key, c, 1.0), 0.0)
 // CHECK: tl.store(RowMax + bh * NQ + offs_m, tl.where(any_key, m_i, 0.0), mask=row_in)
 // The decode forward: the GQA group's heads packed into the rows, one key chunk per
 // program, partial row states out; the merge combines them by the online rule.
@@ -81,17 +89,27 @@ attn.kernel @softmax_attention normalizer(@softmax)
 // CHECK-NEXT: tl.store(PartAcc + part[:, None] * HEAD_DIM_V + offs_dv[None, :], acc,
 // CHECK: def attn_fwd_merge(
 // CHECK: for split in range(0, SPLITS):
-// CHECK-NEXT: m_i = tl.maximum(m_i, tl.load(PartMax + split * chunk_rows + rows, mask=row_in, other=float("-inf")))
-// CHECK: alpha = tl.exp2((tl.load(PartMax + part, mask=row_in, other=float("-inf")) - m_safe) * LOG2E)
-// CHECK-NEXT: l_i += tl.load(PartSum + part, mask=row_in, other=0.0) * alpha
-// CHECK-NEXT: count += tl.load(PartCount + part, mask=row_in, other=0.0)
-// CHECK-NEXT: acc += tl.load(PartAcc + part[:, None] * HEAD_DIM_V + offs_dv[None, :], mask=acc_in, other=0.0) * alpha[:, None]
+// CHECK-NEXT: part = split * chunk_rows + rows
+// CHECK-NEXT: part_max = tl.load(PartMax + part, mask=row_in, other=float("-inf"))
+// CHECK-NEXT: part_sum = tl.load(PartSum + part, mask=row_in, other=0.0)
+// CHECK-NEXT: part_count = tl.load(PartCount + part, mask=row_in, other=0.0)
+// CHECK-NEXT: m_new = tl.maximum(m_i, part_max)
+// CHECK-NEXT: alpha = tl.where(m_new == float("-inf"), 1.0, tl.exp2((m_i - m_new) * LOG2E))
+// CHECK-NEXT: alpha_part = tl.where(m_new == float("-inf"), 1.0, tl.exp2((part_max - m_new) * LOG2E))
+// CHECK-NEXT: m_i = m_new
+// CHECK-NEXT: l_i = l_i * alpha + part_sum * alpha_part
+// CHECK-NEXT: count = count + part_count
+// CHECK-NEXT: acc = acc * alpha[:, None] + tl.load(PartAcc + part[:, None] * HEAD_DIM_V + offs_dv[None, :], mask=acc_in, other=0.0) * alpha_part[:, None]
 // CHECK: c = l_i
 // CHECK: tl.store(RowSum + bh * NQ + offs_m, tl.where(any_key, c, 0.0), mask=row_in)
 // CHECK: def attn_bwd_preprocess(
 // CHECK: delta = tl.sum(o * do, 1)
 // CHECK: def attn_bwd_dkdv(
 // CHECK: for member in range(0, group):
+// CHECK: live = row_sum != 0.0
+// CHECK-NEXT: inv_c = tl.where(live, 1.0 / tl.where(live, row_sum, 1.0), 0.0)
+// CHECK-NEXT: inv_c = inv_c[:, None]
+// CHECK: keep = live[:, None] & (offs_n[None, :] < kv_end)
 // CHECK: ds = tl.where(keep, (numerator_ds(s, shift, b, h, i, j) * dp - denominator_ds(s, shift, b, h, i, j) * delta[:, None]) * inv_c, 0.0)
 // CHECK-NEXT: draw = ds
 // CHECK: dv += tl.dot(tl.trans(w).to(do.dtype), do, input_precision=DOT_PRECISION)
@@ -164,9 +182,10 @@ attn.kernel @sigmoid_attention normalizer(@sigmoid)
 // CHECK: p_bias = tl.load(Params + 0)
 // CHECK: shift = 0.0
 // CHECK-NEXT: g = tl.where(keep, numerator(s, shift, b, h, i, j, p_bias), 0.0)
+// CHECK-NEXT: count = count + tl.sum(keep.to(tl.float32), 1)
 // CHECK-NEXT: acc = acc + tl.dot(
-// CHECK: c = tl.full([BLOCK_M], 1.0, tl.float32)
-// CHECK: tl.store(RowMax + bh * NQ + offs_m, tl.zeros([BLOCK_M], tl.float32), mask=row_in)
+// CHECK: c = 1.0
+// CHECK: tl.store(RowMax + bh * NQ + offs_m, 0.0, mask=row_in)
 // CHECK: def attn_bwd_dkdv(
 // CHECK: d_p_bias = tl.zeros([BLOCK_N], tl.float32)
 // CHECK: ds = tl.where(keep, numerator_ds(s, shift, b, h, i, j, p_bias) * dp * inv_c, 0.0)
@@ -613,12 +632,12 @@ attn.kernel @softmax1_attention normalizer(@softmax1)
 
 // CHECK: KERNEL = "softmax1_attention"
 // CHECK: def attn_fwd(
-// CHECK: m_i = tl.full([BLOCK_M], 0.0, tl.float32)
-// CHECK: c = l_i + 1.0 * tl.exp(-m_i)
+// CHECK: m_i = tl.zeros([BLOCK_M], tl.float32)
+// CHECK: c = l_i + 1.0 * tl.exp2(-m_i * LOG2E)
 // CHECK: def attn_fwd_split(
 // CHECK: m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-// CHECK-NOT: tl.exp(-m_i)
+// CHECK-NOT: tl.exp2(-m_i * LOG2E)
 // CHECK: def attn_fwd_merge(
-// CHECK: m_i = tl.full([BLOCK_M], 0.0, tl.float32)
-// CHECK: c = l_i + 1.0 * tl.exp(-m_i)
+// CHECK: m_i = tl.zeros([BLOCK_M], tl.float32)
+// CHECK: c = l_i + 1.0 * tl.exp2(-m_i * LOG2E)
 // CHECK: def attn_bwd_preprocess(

@@ -147,10 +147,11 @@ void CPUKernelBuilder::finishRow(const ForwardArgs &args, Value i, const RowStat
 
 void CPUKernelBuilder::finalizeRow(Value i, const RowState &state, Value rowMax, Value rowSum,
                                    function_ref<void(Value)> writeOutput) {
-  AttentionMath::RowResult result = RowAlgorithm(b, *scalarMath).finalize(state, rowAt(i));
+  RowAlgorithm rows(b, *scalarMath);
+  RowAlgorithm::RowResult result = rows.finalize(state, rowAt(i));
   writeOutput(result.outputScale);
-  store(scalarMath->rowMax(result), rowMax, {i});
-  store(scalarMath->rowSum(result), rowSum, {i});
+  store(rows.rowMax(result), rowMax, {i});
+  store(rows.rowSum(result), rowSum, {i});
 }
 
 void CPUKernelBuilder::setUpRowMath(Value params, Value batch, Value head, Value queryStart,

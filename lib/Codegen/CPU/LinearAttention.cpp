@@ -280,13 +280,13 @@ void LinearCodegen::forwardRows(Value q, Value v, Value o, Value rowMax, Value r
     // C_i = ε + b·H_i | c | count, O_i = a·u_iᵀ S_i / C_i: the row's state is its
     // sums over every key at once (plain: shift 0).
     Value hSum = denominatorCoefficient ? mul(denominatorCoefficient, h) : h;
-    AttentionMath::RowResult result =
+    RowAlgorithm::RowResult result =
         rows.finalize(RowState{zero, {hSum, Value()}, count}, anyRow(), numeratorCoefficient);
     forEach(index(0), valueDim, [&](Value col) {
       store(mul(load(o, {i, col}), result.outputScale), o, {i, col});
     });
-    store(math.rowMax(result), rowMax, {i});
-    store(math.rowSum(result), rowSum, {i});
+    store(rows.rowMax(result), rowMax, {i});
+    store(rows.rowSum(result), rowSum, {i});
   });
 }
 

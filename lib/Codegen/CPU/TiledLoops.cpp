@@ -823,7 +823,7 @@ void CPUKernelBuilder::buildTiledForward(StringRef name, CpuScheduleAttr tile) {
                               for (int64_t r = 0; r < rows; ++r)
                                 running.push_back(stateOf(acc, r).max);
                               RowAlgorithm::Reduction byMax = RowAlgorithm::maxReduction();
-                              AttentionMath::Rescale step = rowAlgorithm.advanceMax(
+                              RowAlgorithm::Rescale step = rowAlgorithm.advanceMax(
                                   vector::FromElementsOp::create(b, rowsType, running),
                                   rowReductions(candidates, byMax.kind, byMax.flags));
                               for (int64_t r = 0; r < rows; ++r) {

@@ -21,6 +21,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
+#include <functional>
 
 using namespace mlir;
 using namespace mlir::attn;
@@ -802,6 +803,116 @@ std::string pythonName(StringRef name, unsigned index) {
   return identifier ? "p_" + name.str() : "p" + std::to_string(index);
 }
 
+// --- the row algorithm as Python text ---------------------------------------------
+
+/// A Python expression and how tightly it binds (an atom, a name or a call: never
+/// parenthesised as an operand); empty is RowEquations' absent value.
+struct PyValue {
+  enum Precedence { Comparison = 1, BitAnd, Sum, Product, Unary, Atom };
+  PyValue() = default;
+  PyValue(std::string text, Precedence precedence = Atom)
+      : text(std::move(text)), precedence(precedence) {}
+  PyValue(const char *text) : text(text) {}
+  explicit operator bool() const { return !text.empty(); }
+  bool operator==(const PyValue &other) const { return text == other.text; }
+
+  std::string text;
+  Precedence precedence = Atom;
+};
+
+/// RowEquations' value algebra as Python text over [BLOCK_M] rows, float32: `name`
+/// prints `name = value` at the indent and the equations refer to the name after;
+/// e^x is tl.exp2 with log2 e folded in; a row is its index arguments ("b, h, pos_m").
+class TritonRowOps {
+public:
+  using Value = PyValue;
+  using Sum = PyValue;
+  using Row = std::string;
+
+  TritonRowOps(llvm::raw_ostream &os, int indent, bool offsetStabilizer, bool offset,
+               std::function<std::string(StringRef)> withParams)
+      : os(os), indent(indent), hasStabilizer(offsetStabilizer), hasOffset(offset),
+        withParams(std::move(withParams)) {}
+
+  bool hasOffsetStabilizer() const { return hasStabilizer; }
+  Value offsetStabilizer(const Row &row) {
+    return rowConstant(0.0).text + " + offset_stabilizer(" + withParams(row) + ")";
+  }
+  Value offsetRegion(const Value &m, const Row &row) {
+    if (!hasOffset)
+      return {};
+    return "offset(" + withParams(m.text + ", " + row) + ")";
+  }
+  Value rowConstant(double value) {
+    if (value == 0.0)
+      return "tl.zeros([BLOCK_M], tl.float32)";
+    return "tl.full([BLOCK_M], " + floatLiteral(value) + ", tl.float32)";
+  }
+  Sum emptySum() { return rowConstant(0.0); }
+  Value noKeys() { return rowConstant(0.0); }
+  Value constantLike(const Value &, double value) {
+    std::string literal = floatLiteral(value);
+    return {literal, literal.front() == '-' ? PyValue::Unary : PyValue::Atom};
+  }
+  Value maximum(const Value &x, const Value &y) {
+    return "tl.maximum(" + x.text + ", " + y.text + ")";
+  }
+  Value exp(const Value &x) {
+    return "tl.exp2(" + binary(x, "*", PyValue::Product, "LOG2E").text + ")";
+  }
+  Value negate(const Value &x) { return {"-" + operand(x, PyValue::Unary), PyValue::Unary}; }
+  Value add(const Value &x, const Value &y) { return binary(x, "+", PyValue::Sum, y); }
+  Value sub(const Value &x, const Value &y) { return binary(x, "-", PyValue::Sum, y); }
+  Value mul(const Value &x, const Value &y) { return binary(x, "*", PyValue::Product, y); }
+  Value addCount(const Value &count, const Value &kept) { return add(count, kept); }
+  Value compare(RowComparison comparison, const Value &x, const Value &y) {
+    StringRef op = comparison == RowComparison::Equal      ? "=="
+                   : comparison == RowComparison::NotEqual ? "!="
+                                                           : ">";
+    return binary(x, op, PyValue::Comparison, y);
+  }
+  Value select(const Value &condition, const Value &x, const Value &y) {
+    return "tl.where(" + condition.text + ", " + x.text + ", " + y.text + ")";
+  }
+  Value both(const Value &x, const Value &y) { return binary(x, "&", PyValue::BitAnd, y); }
+  /// x / y where `condition`, else 0, dividing by 1 where it does not hold (no
+  /// division by zero in the lanes tl.where drops).
+  Value quotientWhere(const Value &condition, const Value &x, const Value &y) {
+    return select(condition, binary(x, "/", PyValue::Product, select(condition, y, "1.0")),
+                  "0.0");
+  }
+  Sum accumulate(const Sum &acc, const Value &alpha, const Value &term) {
+    Value scaled = alpha ? mul(acc, alpha) : acc;
+    return term ? add(scaled, term) : scaled;
+  }
+  Value name(StringRef name, const Value &value) {
+    if (value.text != name)
+      os.indent(indent) << name << " = " << value.text << "\n";
+    return name.str();
+  }
+
+private:
+  /// `x` as an operand of an operator of `precedence`: parenthesised where it binds
+  /// less tightly (or as tightly: the right operand of - and /, comparisons' chains).
+  static std::string operand(const Value &x, PyValue::Precedence precedence, bool right = false) {
+    bool wrap = right ? x.precedence <= precedence : x.precedence < precedence;
+    return wrap ? "(" + x.text + ")" : x.text;
+  }
+  static Value binary(const Value &x, StringRef op, PyValue::Precedence precedence,
+                      const Value &y) {
+    bool chain = precedence == PyValue::Comparison;
+    return {operand(x, precedence, chain) + " " + op.str() + " " + operand(y, precedence, true),
+            precedence};
+  }
+
+  llvm::raw_ostream &os;
+  int indent;
+  bool hasStabilizer, hasOffset;
+  std::function<std::string(StringRef)> withParams;
+};
+
+using TritonRows = RowEquations<TritonRowOps>;
+
 class KernelPrinter {
 public:
   KernelPrinter(KernelOp kernel, llvm::raw_ostream &os) : kernel(kernel), os(os) {}
@@ -839,13 +950,22 @@ private:
   /// (b, h) that reads no q, k or v (attn_bwd_preprocess, attn_fwd_merge).
   void rowTileProgram(StringRef name, StringRef pointers, bool gradients,
                       StringRef scalars = "");
-  /// The running row state of the forward: m_i (online: from `initialMax`), l_i, count, acc.
-  void forwardState(int indent, StringRef initialMax);
-  /// The row offset's exponent, log ε or -inf: where an online row's max starts.
-  std::string initialMax();
+  /// The row equations (RowEquations.h), printing at `indent`.
+  TritonRows rowsAt(int indent) {
+    return TritonRows(TritonRowOps(os, indent, bool(functions.getOffsetStab()),
+                                   bool(functions.getOffset()),
+                                   [this](StringRef leading) { return withParams(leading); }),
+                      normalizer, online);
+  }
+  /// The forward's running row state: m_i (online; plain: 0), l_i, count.
+  TritonRows::State runningState() const { return {online ? "m_i" : "0.0", "l_i", "count"}; }
+  /// The running row state set to `next` (the fields it changes).
+  void assignState(int indent, const TritonRows::State &next);
+  /// The running row state starting as `start`, and acc = 0.
+  void forwardState(int indent, const TritonRows::State &start);
   /// One key tile (scoreTile's s and keep) into the running row state.
   void forwardTile(int indent);
-  /// c from the row state (the offset added once), then O, row_max and row_sum.
+  /// The row's end from its state (the offset added once), then O, row_max and row_sum.
   void forwardEpilogue();
   void printPreprocess();
   void printDkDv();
@@ -935,7 +1055,7 @@ private:
   /// raw, s and keep of the tile (q: [BLOCK_M, D], k: [BLOCK_N, D]); `live`
   /// and-s a row predicate into keep.
   void scoreTile(int indent, StringRef live);
-  /// inv_c, shift and ds of the tile from row_max, row_sum, delta, dp; draw.
+  /// shift and ds of the tile from the prepared rows (loadRowStatistics) and dp; draw.
   void scoreGrad(int indent);
   std::string tileLoad(StringRef pointer, StringRef base, StringRef rows, StringRef rowStride,
                        StringRef rowLimit, StringRef cols, StringRef colStride,
@@ -1201,7 +1321,6 @@ void KernelPrinter::scoreTile(int indent, StringRef live) {
 }
 
 void KernelPrinter::scoreGrad(int indent) {
-  line(indent, "inv_c = tl.where(row_sum != 0.0, 1.0 / tl.where(row_sum != 0.0, row_sum, 1.0), 0.0)[:, None]");
   line(indent, online ? "shift = row_max[:, None]" : "shift = 0.0");
   line(indent, "dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)");
   std::string gradient = "numerator_ds(" + withParams("s, shift, b, h, i, j") + ") * dp";
@@ -1417,6 +1536,8 @@ void KernelPrinter::loadRowStatistics(int indent) {
   line(indent, "row_max = tl.load(RowMax + bh * NQ + offs_m, mask=row_in, other=0.0)");
   line(indent, "row_sum = tl.load(RowSum + bh * NQ + offs_m, mask=row_in, other=0.0)");
   line(indent, "delta = tl.load(Delta + bh * NQ + offs_m, mask=row_in, other=0.0)");
+  rowsAt(indent).prepareBackward("row_max", "row_sum", "delta");
+  line(indent, "inv_c = inv_c[:, None]  # a column of the tiles");
 }
 
 std::string KernelPrinter::schedulesText() {
@@ -1522,82 +1643,60 @@ void KernelPrinter::printHeader() {
     os << "    return 1.0 / math.sqrt(head_dim)\n\n\n";
 }
 
-std::string KernelPrinter::initialMax() {
-  RowMaxStart start = RowMaxStart::of(normalizer, bool(functions.getOffsetStab()));
-  if (start.fromOffsetStabilizer)
-    return "tl.zeros([BLOCK_M], tl.float32) + offset_stabilizer(" + withParams("b, h, pos_m") +
-           ")";
-  if (std::isfinite(start.constant))
-    return "tl.full([BLOCK_M], " + floatLiteral(start.constant) + ", tl.float32)";
-  return "tl.full([BLOCK_M], float(\"-inf\"), tl.float32)";
+void KernelPrinter::assignState(int indent, const TritonRows::State &next) {
+  TritonRows::State running = runningState();
+  if (online && !(next.max == running.max))
+    line(indent, "m_i = " + next.max.text);
+  if (!(next.sum == running.sum))
+    line(indent, "l_i = " + next.sum.text);
+  line(indent, "count = " + next.count.text);
 }
 
-void KernelPrinter::forwardState(int indent, StringRef initial) {
+void KernelPrinter::forwardState(int indent, const TritonRows::State &start) {
   if (online)
-    line(indent, "m_i = " + initial);
-  line(indent, "l_i = tl.zeros([BLOCK_M], tl.float32)");
-  line(indent, "count = tl.zeros([BLOCK_M], tl.float32)");
+    line(indent, "m_i = " + start.max.text);
+  line(indent, "l_i = " + start.sum.text);
+  line(indent, "count = " + start.count.text);
   line(indent, "acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)");
 }
 
+/// alpha[:, None]: a row's factor for its output row (null stays null).
+static PyValue outputColumn(const PyValue &alpha) {
+  return alpha ? PyValue(alpha.text + "[:, None]") : PyValue();
+}
+
 void KernelPrinter::forwardTile(int tileIndent) {
-  std::string alpha;
-  if (online) {
-    line(tileIndent, "m_new = tl.maximum(m_i, tl.max(tl.where(keep, stabilizer(" +
-                withParams("s, b, h, i, j") + "), float(\"-inf\")), 1))");
-    line(tileIndent, "# A row without a key so far is shifted by 0: its sums are 0 (alpha = 0).");
-    line(tileIndent, "m_safe = tl.where(m_new == float(\"-inf\"), 0.0, m_new)");
-    line(tileIndent, "alpha = tl.exp2((m_i - m_safe) * LOG2E)");
-    line(tileIndent, "shift = m_safe[:, None]");
-    line(tileIndent, "m_i = m_new");
-    alpha = " * alpha";
-  } else {
-    line(tileIndent, "shift = 0.0");
-  }
+  TritonRows rows = rowsAt(tileIndent);
+  TritonRows::Rescale step{"0.0", {}};
+  if (online)
+    step = rows.advanceMax("m_i",
+                           "tl.max(tl.where(keep, stabilizer(" + withParams("s, b, h, i, j") +
+                               "), float(\"-inf\")), 1)",
+                           /*mayBeEmpty=*/true);
+  line(tileIndent, "shift = " + (online ? step.max.text + "[:, None]" : step.max.text));
   line(tileIndent, "g = tl.where(keep, numerator(" + withParams("s, shift, b, h, i, j") + "), 0.0)");
+  PyValue hSum;
   if (functions.getDenominator())
-    line(tileIndent, "l_i = l_i" + alpha + " + tl.sum(tl.where(keep, denominator(" +
-                withParams("s, shift, b, h, i, j") + "), 0.0), 1)");
-  line(tileIndent, "acc = acc" + (online ? alpha + "[:, None]" : std::string()) +
-              " + tl.dot(g.to(v.dtype), v, input_precision=DOT_PRECISION)");
-  line(tileIndent, "count += tl.sum(keep.to(tl.float32), 1)");
+    hSum = "tl.sum(tl.where(keep, denominator(" + withParams("s, shift, b, h, i, j") +
+           "), 0.0), 1)";
+  assignState(tileIndent, rows.foldTile(runningState(), step.max, step.alpha, hSum,
+                                        "tl.sum(keep.to(tl.float32), 1)"));
+  line(tileIndent, "acc = " + rows.foldOutput("acc", outputColumn(step.alpha),
+                                              "tl.dot(g.to(v.dtype), v, "
+                                              "input_precision=DOT_PRECISION)")
+                                  .text);
 }
 
 void KernelPrinter::forwardEpilogue() {
-  line(4, "any_key = count > 0");
-  switch (normalizer.getDenominatorKind()) {
-  case DenominatorKind::Sum:
-    if (functions.getOffset())
-      line(4, "c = l_i + offset(" + withParams(online ? "m_i, b, h, pos_m" : "0.0, b, h, pos_m") +
-                  ")");
-    else if (auto eps = normalizer.getEpsilon())
-      line(4, "c = l_i + " + floatLiteral(eps->convertToDouble()) +
-                  (online ? " * tl.exp(-m_i)" : ""));
-    else
-      line(4, "c = l_i");
-    break;
-  case DenominatorKind::Constant:
-    line(4, "c = tl.full([BLOCK_M], " +
-                floatLiteral(normalizer.getDenominatorConstant()->convertToDouble()) +
-                ", tl.float32)");
-    break;
-  case DenominatorKind::Count:
-    line(4, "c = count");
-    break;
-  case DenominatorKind::LogSurvival:
-    llvm_unreachable("a scan normalizer is refused before any kernel is emitted");
-  case DenominatorKind::Threshold:
-    llvm_unreachable("checkCovered refuses implicit normalizers");
-  }
-  line(4, "out_scale = tl.where(any_key, 1.0 / tl.where(any_key, c, 1.0), 0.0)");
+  TritonRows rows = rowsAt(4);
+  TritonRows::RowResult result = rows.finalize(runningState(), "l_i", "b, h, pos_m");
   line(4, "tl.store(Out + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + "
           "offs_dv[None, :] * "
-          "stride_od, (acc * out_scale[:, None]).to(Out.dtype.element_ty), "
-          "mask=row_in[:, None] & (offs_dv[None, :] < HEAD_DIM_V))");
-  line(4, std::string("tl.store(RowMax + bh * NQ + offs_m, ") +
-              (online ? "tl.where(any_key, m_i, 0.0)" : "tl.zeros([BLOCK_M], tl.float32)") +
-              ", mask=row_in)");
-  line(4, "tl.store(RowSum + bh * NQ + offs_m, tl.where(any_key, c, 0.0), mask=row_in)");
+          "stride_od, (acc * " + result.outputScale.text +
+              "[:, None]).to(Out.dtype.element_ty), "
+              "mask=row_in[:, None] & (offs_dv[None, :] < HEAD_DIM_V))");
+  line(4, "tl.store(RowMax + bh * NQ + offs_m, " + rows.rowMax(result).text + ", mask=row_in)");
+  line(4, "tl.store(RowSum + bh * NQ + offs_m, " + rows.rowSum(result).text + ", mask=row_in)");
   os << "\n\n";
 }
 
@@ -1606,7 +1705,7 @@ void KernelPrinter::printForward() {
             {"q", "k", "v", "o"});
   rowProgram();
   loadParams(4);
-  forwardState(4, initialMax());
+  forwardState(4, rowsAt(4).initial("b, h, pos_m"));
   int tileIndent = openKeyTiles();
   scoreTile(tileIndent, "row_in[:, None]");
   forwardTile(tileIndent);
@@ -1654,7 +1753,7 @@ void KernelPrinter::printForwardSplit() {
   line(4, "key_last = tl.minimum(key_stop, key_first + KEYS_PER_SPLIT)");
   loadParams(4);
   line(4, "# The row offset's exponent joins the max in attn_fwd_merge, once.");
-  forwardState(4, "tl.full([BLOCK_M], float(\"-inf\"), tl.float32)");
+  forwardState(4, rowsAt(4).noKeyState());
   int tileIndent = openKeyTiles("key_first", "key_last", /*packedHeads=*/true);
   scoreTile(tileIndent, "row_in[:, None]");
   forwardTile(tileIndent);
@@ -1693,33 +1792,32 @@ void KernelPrinter::printForwardMerge() {
                  "Out, RowMax, RowSum, PartAcc, PartMax, PartSum, PartCount, Params, "
                  "QueryStarts,\n    stride_ob, stride_oh, stride_om, stride_od",
                  /*gradients=*/false, "SPLITS,");
-  os << R"(    # The online normaliser's combine rule over attn_fwd_split's chunks, in chunk order:
-    # m = max(m_0, m_s...), l = sum l_s e^(m_s - m), acc likewise (plain: plain sums).
+  os << R"(    # The chunks' partial row states combined into the row's, in chunk order (the
+    # row algorithm's combine: m = max, each side's sums rescaled to it; plain: sums).
     pos_m = offs_m + tl.load(QueryStarts + b).to(tl.int64)
     rows = bh * NQ + offs_m
     chunk_rows = tl.num_programs(1) * NQ
     acc_in = row_in[:, None] & (offs_dv[None, :] < HEAD_DIM_V)
 )";
   loadParams(4);
-  forwardState(4, initialMax());
-  if (online) {
-    line(4, "for split in range(0, SPLITS):");
-    line(8, "m_i = tl.maximum(m_i, tl.load(PartMax + split * chunk_rows + rows, mask=row_in, "
-            "other=float(\"-inf\")))");
-    line(4, "m_safe = tl.where(m_i == float(\"-inf\"), 0.0, m_i)");
-  }
+  forwardState(4, rowsAt(4).initial("b, h, pos_m"));
   line(4, "for split in range(0, SPLITS):");
   line(8, "part = split * chunk_rows + rows");
-  std::string alpha;
-  if (online) {
-    line(8, "alpha = tl.exp2((tl.load(PartMax + part, mask=row_in, other=float(\"-inf\")) - "
-            "m_safe) * LOG2E)");
-    alpha = " * alpha";
-  }
-  line(8, "l_i += tl.load(PartSum + part, mask=row_in, other=0.0)" + alpha);
-  line(8, "count += tl.load(PartCount + part, mask=row_in, other=0.0)");
-  line(8, "acc += tl.load(PartAcc + part[:, None] * HEAD_DIM_V + offs_dv[None, :], mask=acc_in, "
-          "other=0.0)" + (online ? alpha + "[:, None]" : std::string()));
+  if (online)
+    line(8, "part_max = tl.load(PartMax + part, mask=row_in, other=float(\"-inf\"))");
+  line(8, "part_sum = tl.load(PartSum + part, mask=row_in, other=0.0)");
+  line(8, "part_count = tl.load(PartCount + part, mask=row_in, other=0.0)");
+  TritonRows chunks = rowsAt(8);
+  TritonRows::Combined combined = chunks.combine(
+      runningState(), {online ? "part_max" : "0.0", "part_sum", "part_count"}, "part_sum");
+  assignState(8, combined.state);
+  combined.alpha = outputColumn(combined.alpha);
+  combined.partAlpha = outputColumn(combined.partAlpha);
+  line(8, "acc = " + chunks
+                         .combineOutput(combined, "acc",
+                                        "tl.load(PartAcc + part[:, None] * HEAD_DIM_V + "
+                                        "offs_dv[None, :], mask=acc_in, other=0.0)")
+                         .text);
   forwardEpilogue();
 }
 
@@ -1744,8 +1842,7 @@ void KernelPrinter::printPreprocess() {
     line(4, "# row, into this program's own slots.");
     line(4, "row_max = tl.load(RowMax + bh * NQ + offs_m, mask=row_in, other=0.0)");
     line(4, "row_sum = tl.load(RowSum + bh * NQ + offs_m, mask=row_in, other=0.0)");
-    line(4, "live = row_sum != 0.0");
-    line(4, "inv_c = tl.where(live, 1.0 / tl.where(live, row_sum, 1.0), 0.0)");
+    rowsAt(4).prepareBackward("row_max", "row_sum", "delta");
     line(4, "program = bh * tl.num_programs(0) + start_m");
     line(4, "pos_m = offs_m + tl.load(QueryStarts + b).to(tl.int64)");
     loadParams(4);
@@ -1818,7 +1915,7 @@ void KernelPrinter::printDkDv() {
   line(body, "do = " + tileLoad("DOut", "b * stride_dob + h * stride_doh", "offs_m",
                                 "stride_dom", "NQ", "offs_dv", "stride_dod", "HEAD_DIM_V"));
   loadRowStatistics(body);
-  scoreTile(body, "(row_sum != 0.0)[:, None]");
+  scoreTile(body, "live[:, None]");
   scoreGrad(body);
   line(body, "w = tl.where(keep, numerator(" + withParams("s, shift, b, h, i, j") +
                  ") * inv_c, 0.0)");
@@ -1919,7 +2016,7 @@ void KernelPrinter::printDq() {
   loadParams(4);
   line(4, "dq = tl.zeros([BLOCK_M, " + contractedWidth() + "], tl.float32)");
   int tileIndent = openKeyTiles();
-  scoreTile(tileIndent, "(row_sum != 0.0)[:, None]");
+  scoreTile(tileIndent, "live[:, None]");
   scoreGrad(tileIndent);
   if (additive) {
     line(tileIndent, "# ∂raw/∂a_in = v_n·(1 - tanh²), summed over the tile's keys.");

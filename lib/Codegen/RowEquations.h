@@ -1,0 +1,258 @@
+//===- RowEquations.h - the row algorithm's equations, once -------*- C++ -*-===//
+//
+// The equations of the row algorithm (DESIGN.md §2, docs/row-algorithm.md), written
+// once over a small value algebra `Ops` that each target instantiates:
+//
+//   RowAlgorithm (RowAlgorithm.h)   Ops = RowAlgorithm's MLIR builder: mlir::Value,
+//                                   AttentionMath's sums (Kahan below f64) and
+//                                   fast-math flags; every CPU schedule
+//   the Triton templates            Ops = Python expressions (TritonEmitter.cpp);
+//   (lib/Codegen/Triton)            e^x as tl.exp2 with log2 e folded in
+//
+// Schedules supply the loops, the memory and the reductions across lanes, threads or
+// ranks (a tile's reduced candidates and sums come in as values); what a row carries
+// and how it starts, folds, combines, ends and prepares its backward is here:
+//
+//   state       (m, l, count)   m the running max (online; plain: 0, kept),
+//                               l = Σ h·e^-m, count the keys folded in
+//   start       m = x_β (RowMaxStart: the row offset's exponent), l = count = 0
+//   advance     m' = max(m, candidate),  α = e^(m − m'), and α = 1 while m' = −∞:
+//               a row without a key so far keeps its shift at −∞ and its sums at 0
+//               (one rule for every schedule, CPU and GPU)
+//   fold tile   l' = α·l + Σh,  count' = count + kept;  O' = α·O + Σ g·v
+//   combine     m' = max(m_a, m_b),  α_a, α_b the factors from m_a, m_b to m',
+//               l' = α_a·l_a + α_b·l_b,  count' = count_a + count_b;  O' likewise
+//   finalize    C = l + β·e^-m | c | count,  O·coefficient/C (0 for a row without
+//               keys),  row_max = m (0 plain),  row_sum = C, both 0 without keys
+//   backward    live = row_sum ≠ 0 (and what the schedule adds),  1/C (0 where dead)
+//
+// Ops provides: the types Value (null-testable; null = absent), Sum (a running sum)
+// and Row (where a row sits); constantLike, rowConstant (a row's value broadcast to
+// the state's shape), emptySum, noKeys; maximum, exp, negate, add, sub, mul, addCount;
+// compare (Equal, NotEqual, Greater), select, both (logical and); quotientWhere
+// (x/y where a condition holds, else 0); accumulate (α·acc + term in the target's
+// running-sum arithmetic); offsetStabilizer and offsetRegion (the row offset's
+// exponent and β·e^-m, a null Value without an offset region); name (binds an
+// intermediate value, so a text target prints it once).
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_LIB_CODEGEN_ROWEQUATIONS_H
+#define ATTN_LIB_CODEGEN_ROWEQUATIONS_H
+
+#include "dialect/AttnOps.h"
+
+#include <limits>
+#include <utility>
+
+namespace mlir::attn {
+
+/// Where a row's running max starts (online): the row offset's exponent, from the
+/// offset region's stabiliser, or a constant: log ε for an ε offset (ε = e^(log ε)),
+/// −∞ without an offset.
+struct RowMaxStart {
+  bool fromOffsetStabilizer;
+  double constant; // when not fromOffsetStabilizer
+  static RowMaxStart of(NormalizerOp normalizer, bool hasOffsetStabilizer);
+};
+
+/// The new running max and the factor α the row's sums so far take.
+template <typename V> struct RescaleOf {
+  V max, alpha;
+};
+
+/// A row's state by name. Plain rows keep max at 0; `sum` is the target's running sum.
+template <typename V, typename Sum> struct RowStateOf {
+  V max;
+  Sum sum;
+  V count;
+};
+
+/// The end of a row: the factor its accumulated output is multiplied by
+/// (coefficient/C, 0 for a row without keys), and its m, C and whether it has a key.
+template <typename V> struct RowResultOf {
+  V outputScale;
+  V max, denominator, anyKey;
+};
+
+/// The values of one query row the backward pass reads: its shift m (row_max),
+/// 1/C (0 for a row without keys: it contributes nothing) and D = dO·O.
+template <typename V> struct BackwardRowOf {
+  V shift, inverseC, delta;
+  V live; // C != 0 (and whatever the schedule added)
+};
+
+enum class RowComparison { Equal, NotEqual, Greater };
+
+template <typename Ops> class RowEquations {
+public:
+  using Value = typename Ops::Value;
+  using Sum = typename Ops::Sum;
+  using Row = typename Ops::Row;
+  using State = RowStateOf<Value, Sum>;
+  using Rescale = RescaleOf<Value>;
+  using RowResult = RowResultOf<Value>;
+  using BackwardRow = BackwardRowOf<Value>;
+  /// Two partial states combined and the factors their outputs take (null plain).
+  struct Combined {
+    State state;
+    Value alpha, partAlpha;
+  };
+
+  RowEquations(Ops ops, NormalizerOp normalizer, bool online)
+      : ops(std::move(ops)), normalizer(normalizer), online(online) {}
+
+  // --- the state ----------------------------------------------------------------
+  /// Where an online row's max starts: the row offset's exponent (RowMaxStart).
+  Value initialMax(const Row &row) {
+    RowMaxStart start = RowMaxStart::of(normalizer, ops.hasOffsetStabilizer());
+    if (start.fromOffsetStabilizer)
+      return ops.offsetStabilizer(row);
+    return ops.rowConstant(start.constant);
+  }
+  /// The state before the row's first key.
+  State initial(const Row &row) {
+    Value zero = ops.rowConstant(0.0);
+    return {online ? initialMax(row) : zero, ops.emptySum(), ops.noKeys()};
+  }
+  /// A partial state before its chunk's first key; the row offset's exponent joins
+  /// its max when the chunks combine (combine is exact for any start).
+  State noKeyState() {
+    return {online ? ops.rowConstant(-std::numeric_limits<double>::infinity())
+                   : ops.rowConstant(0.0),
+            ops.emptySum(), ops.noKeys()};
+  }
+
+  // --- folding keys --------------------------------------------------------------
+  /// e^(m − next), 1 where next = −∞ (`mayBeEmpty`: a row with no key so far).
+  Value rescaleFactor(Value m, Value next, bool mayBeEmpty) {
+    if (!mayBeEmpty)
+      return ops.exp(ops.sub(m, next));
+    Value noKey = ops.constantLike(next, -std::numeric_limits<double>::infinity());
+    Value stillEmpty = ops.compare(RowComparison::Equal, next, noKey);
+    Value alpha = ops.exp(ops.sub(m, next));
+    return ops.select(stillEmpty, ops.constantLike(next, 1.0), alpha);
+  }
+  /// The running maxima advanced by (reduced) candidates, and α.
+  Rescale advanceMax(Value m, Value candidate, bool mayBeEmpty) {
+    Value next = ops.name("m_new", ops.maximum(m, candidate));
+    return {next, ops.name("alpha", rescaleFactor(m, next, mayBeEmpty))};
+  }
+  /// α·x, x where α is null (plain).
+  Value rescaled(Value x, Value alpha) { return alpha ? ops.mul(x, alpha) : x; }
+  /// α·acc + term (term null: nothing to add): l, and O as a key block joins it.
+  Sum foldOutput(Sum acc, Value alpha, Value term) { return ops.accumulate(acc, alpha, term); }
+  /// The state after keys whose max was advanced to newMax with factor α, whose h sum
+  /// to hSum (null without a summed denominator) and of which `kept` were kept.
+  State foldTile(const State &state, Value newMax, Value alpha, Value hSum, Value kept) {
+    Sum sum = ops.accumulate(state.sum, alpha, hSum);
+    return {online ? newMax : state.max, sum, ops.addCount(state.count, kept)};
+  }
+  /// The product of two rescale factors (a rescale deferred across tiles).
+  Value composeRescales(Value alpha, Value next) { return ops.mul(alpha, next); }
+
+  // --- combining partial states ---------------------------------------------------
+  /// Two partial states of one row over disjoint keys (the part's sum uncompensated).
+  Combined combine(const State &running, const State &part, Value partSum) {
+    Combined combined;
+    Value max = running.max;
+    if (online) {
+      // Both maxima are −∞ while neither part has kept a key: the factors are then 1.
+      Rescale step = advanceMax(running.max, part.max, /*mayBeEmpty=*/true);
+      max = step.max;
+      combined.alpha = step.alpha;
+      combined.partAlpha = ops.name("alpha_part", rescaleFactor(part.max, max, true));
+    }
+    combined.state = {max, ops.accumulate(running.sum, combined.alpha,
+                                          rescaled(partSum, combined.partAlpha)),
+                      ops.addCount(running.count, part.count)};
+    return combined;
+  }
+  /// α_a·O_a + α_b·O_b.
+  Value combineOutput(const Combined &combined, Value output, Value partOutput) {
+    Value running = rescaled(output, combined.alpha);
+    return ops.add(running, rescaled(partOutput, combined.partAlpha));
+  }
+
+  // --- the end of a row -------------------------------------------------------------
+  /// C (times e^-m online) from the state's m, l and count (a float).
+  Value rowDenominator(const State &state, Value l, const Row &row) {
+    switch (normalizer.getDenominatorKind()) {
+    case DenominatorKind::Sum:
+      if (Value offset = rowOffset(state.max, l, row)) // C·e^-m = β·e^-m + Σ h·e^-m
+        return ops.add(l, offset);
+      return l;
+    case DenominatorKind::Constant:
+      return ops.constantLike(l, normalizer.getDenominatorConstant()->convertToDouble());
+    case DenominatorKind::Count:
+      return state.count;
+    case DenominatorKind::LogSurvival:
+      llvm_unreachable("a scan's rows have no denominator (ScanLoops.cpp)");
+    case DenominatorKind::Threshold:
+      break; // ThresholdLoops.cpp normalises by τ_i, not by a C_i
+    }
+    llvm_unreachable("no C_i for this denominator kind");
+  }
+  /// `l` is the state's sum as a value (its error term left out).
+  RowResult finalize(const State &state, Value l, const Row &row,
+                     Value numeratorCoefficient = {}) {
+    Value zero = ops.constantLike(l, 0.0);
+    RowResult result;
+    result.max = state.max;
+    result.denominator = ops.name("c", rowDenominator(state, l, row));
+    result.anyKey = ops.name("any_key", ops.compare(RowComparison::Greater, state.count, zero));
+    Value coefficient = numeratorCoefficient ? numeratorCoefficient : ops.constantLike(l, 1.0);
+    result.outputScale = ops.name(
+        "out_scale", ops.quotientWhere(result.anyKey, coefficient, result.denominator));
+    return result;
+  }
+  /// The row statistics the ABI stores: row_max (m online, 0 plain) and row_sum (C),
+  /// both 0 for a row without keys.
+  Value rowMax(const RowResult &result) {
+    Value zero = ops.constantLike(result.denominator, 0.0);
+    return online ? ops.select(result.anyKey, result.max, zero) : zero;
+  }
+  Value rowSum(const RowResult &result) {
+    return ops.select(result.anyKey, result.denominator,
+                      ops.constantLike(result.denominator, 0.0));
+  }
+
+  // --- the backward's rows -------------------------------------------------------------
+  /// Whether a row with this row_sum contributes (C ≠ 0).
+  Value rowLive(Value rowSum) {
+    return ops.compare(RowComparison::NotEqual, rowSum, ops.constantLike(rowSum, 0.0));
+  }
+  /// From row_max, row_sum and D = dO·O; `alsoLive` marks further rows that
+  /// contribute nothing (padding rows of a tile).
+  BackwardRow prepareBackward(Value rowMax, Value rowSum, Value delta, Value alsoLive = {}) {
+    Value live = rowLive(rowSum);
+    if (alsoLive)
+      live = ops.both(alsoLive, live);
+    live = ops.name("live", live);
+    Value inverse =
+        ops.name("inv_c", ops.quotientWhere(live, ops.constantLike(rowSum, 1.0), rowSum));
+    return {rowMax, inverse, delta, live};
+  }
+
+private:
+  /// The row offset β (times e^-m online) of a summed denominator, null without one.
+  Value rowOffset(Value m, Value like, const Row &row) {
+    if (Value offset = ops.offsetRegion(m, row)) // β·e^-m online (m = 0 plain)
+      return offset;
+    auto eps = normalizer.getEpsilon();
+    if (!eps)
+      return {};
+    Value epsilon = ops.constantLike(like, eps->convertToDouble());
+    if (!online)
+      return epsilon;
+    // ε·e^-m = e^(log ε − m); log ε is in m, so this stays in range.
+    return ops.mul(epsilon, ops.exp(ops.negate(m)));
+  }
+
+  Ops ops;
+  NormalizerOp normalizer;
+  bool online;
+};
+
+} // namespace mlir::attn
+
+#endif
