@@ -207,7 +207,7 @@ struct ForwardItems {
   Region region(int64_t item) const {
     const int64_t split = item % kv_splits, call = item / kv_splits;
     int64_t bh, qb;
-    if (causal) { // heaviest query blocks (most unmasked keys) first
+    if (p.causal) { // heaviest query blocks (most unmasked keys) first
       qb = nqb - 1 - call / BH;
       bh = call % BH;
     } else { // all blocks of one head together: K/V stay in cache
@@ -215,37 +215,36 @@ struct ForwardItems {
       qb = call % nqb;
     }
     const int64_t q_begin = qb * rows_per_item;
-    return {bh / H, bh % H, q_begin, std::min(Nq, q_begin + rows_per_item), split};
+    return {bh / p.H, bh % p.H, q_begin, std::min(p.Nq, q_begin + rows_per_item), split};
   }
 
   /// The rows of (b, h) in `outputs` that item `r` writes begin here: its chunk's.
-  int64_t first_row(const Region &r) const { return kv_splits > 1 ? r.split * Nq : 0; }
+  int64_t first_row(const Region &r) const { return kv_splits > 1 ? r.split * p.Nq : 0; }
 
   void run(int64_t item, int copy) const {
     const Region r = region(item);
     const ForwardOutputs &o = copies[static_cast<size_t>(copy)];
-    const int64_t kv_head = r.h / group, first = first_row(r);
+    const int64_t kv_head = p.kv_head(r.h), first = first_row(r);
     attn_memref2d qm = memref2d(fwd.q, r.b, r.h), km = memref2d(fwd.k, r.b, kv_head),
                   vm = memref2d(fwd.v, r.b, kv_head),
-                  om = row_range(memref2d(o.out, r.b, r.h), first, Nq);
-    attn_memref1d mm = row_range(memref1d(o.max, r.b, r.h), first, Nq),
-                  sm = row_range(memref1d(o.sum, r.b, r.h), first, Nq),
-                  cm = o.count.defined() ? row_range(memref1d(o.count, r.b, r.h), first, Nq)
+                  om = row_range(memref2d(o.out, r.b, r.h), first, p.Nq);
+    attn_memref1d mm = row_range(memref1d(o.max, r.b, r.h), first, p.Nq),
+                  sm = row_range(memref1d(o.sum, r.b, r.h), first, p.Nq),
+                  cm = o.count.defined() ? row_range(memref1d(o.count, r.b, r.h), first, p.Nq)
                                          : attn_memref1d{nullptr, nullptr, 0, {0}, {1}},
                   prm = memref_params(fwd.params);
-    const int64_t kv_len = kv_lens[static_cast<size_t>(r.b)];
+    const int64_t kv_len = p.kv_len[static_cast<size_t>(r.b)];
     const auto [kv_begin, kv_end] =
         kv_splits > 1 ? key_chunk(r.split, kv_splits, kv_len) : std::pair<int64_t, int64_t>(0, kv_len);
     fwd.fn(&qm, &km, &vm, &om, &mm, &sm, &cm, &prm, fwd.table_data(), r.b, r.h, r.q_begin,
-           r.q_end, kv_begin, kv_end, causal ? 1 : 0, kv_splits > 1 ? 1 : 0,
-           query_start[static_cast<size_t>(r.b)], key_start[static_cast<size_t>(r.b)]);
+           r.q_end, kv_begin, kv_end, p.causal ? 1 : 0, kv_splits > 1 ? 1 : 0,
+           p.query_start[static_cast<size_t>(r.b)], p.key_start[static_cast<size_t>(r.b)]);
   }
 
   ForwardCall fwd;
   std::vector<Tensor> inputs; // what fwd.tables points into
-  int64_t BH, H, Nq, group, rows_per_item, nqb, kv_splits;
-  bool causal;
-  std::vector<int64_t> kv_lens, query_start, key_start;
+  Problem p;
+  int64_t BH, rows_per_item, nqb, kv_splits;
   std::array<ForwardOutputs, 2> copies;
 };
 
@@ -259,14 +258,8 @@ std::tuple<Tensor, Tensor, Tensor> run_forward_cpu(const Library &lib, const Pro
   ForwardItems &w = *work;
   w.fwd = forward_call(lib, p, q_in, k_in, v_in, params_in, inputs);
   w.inputs = inputs;
+  w.p = p;
   w.BH = p.B * p.H;
-  w.H = p.H;
-  w.Nq = p.Nq;
-  w.group = p.group;
-  w.key_start = p.key_start;
-  w.causal = p.causal;
-  w.kv_lens = p.kv_len;
-  w.query_start = p.query_start;
   const ForwardSplit plan =
       forward_split(lib.manifest().splits.forward, w.BH, p.Nq, p.Nk, at::get_num_threads());
   w.rows_per_item = plan.rows_per_call;
@@ -340,13 +333,13 @@ struct BackwardCalls {
   Region region(int64_t item) const {
     Region r;
     const int64_t bh = item / (splits * kv_splits);
-    r.b = bh / H;
-    r.h = bh % H;
+    r.b = bh / p.H;
+    r.h = bh % p.H;
     r.split = item / kv_splits % splits;
     r.kv_split = item % kv_splits;
-    const int64_t kv_len = kv_lens[static_cast<size_t>(r.b)];
-    r.q_begin = query_split_begin(r.split, splits, Nq, kv_len, causal);
-    r.q_end = query_split_begin(r.split + 1, splits, Nq, kv_len, causal);
+    const int64_t kv_len = p.kv_len[static_cast<size_t>(r.b)];
+    r.q_begin = query_split_begin(r.split, splits, p.Nq, kv_len, p.causal);
+    r.q_end = query_split_begin(r.split + 1, splits, p.Nq, kv_len, p.causal);
     std::tie(r.kv_begin, r.kv_end) = key_chunk(r.kv_split, kv_splits, kv_len);
     return r;
   }
@@ -364,36 +357,34 @@ struct BackwardCalls {
 
   void run_call(int64_t item, int copy, const attn_table *set_dtables) const {
     const Region r = region(item);
-    const int64_t kv_head = r.h / group;
-    attn_memref2d qm = memref2d(q, r.b, r.h), km = shifted(memref2d(k, r.b, kv_head), key_shift),
-                  vm = shifted(memref2d(v, r.b, kv_head), key_shift),
+    const int64_t kv_head = p.kv_head(r.h);
+    attn_memref2d qm = memref2d(q, r.b, r.h), km = shifted(memref2d(k, r.b, kv_head), p.key_shift),
+                  vm = shifted(memref2d(v, r.b, kv_head), p.key_shift),
                   om = memref2d(out, r.b, r.h), dom = memref2d(grad_out, r.b, r.h),
                   dqm = memref2d(dq_parts, copy, r.kv_split, r.b, r.h),
-                  dkm = shifted(memref2d(dk_parts, copy, r.split, r.b, r.h), key_shift),
-                  dvm = shifted(memref2d(dv_parts, copy, r.split, r.b, r.h), key_shift);
+                  dkm = shifted(memref2d(dk_parts, copy, r.split, r.b, r.h), p.key_shift),
+                  dvm = shifted(memref2d(dv_parts, copy, r.split, r.b, r.h), p.key_shift);
     attn_memref1d mm = memref1d(row_max, r.b, r.h), sm = memref1d(row_sum, r.b, r.h),
                   prm = memref_params(params);
-    attn_memref1d dpm{nullptr, nullptr, 0, {P}, {1}};
-    if (P > 0) {
+    attn_memref1d dpm{nullptr, nullptr, 0, {p.P}, {1}};
+    if (p.P > 0) {
       void *ptr = static_cast<char *>(dparams_parts.data_ptr()) +
-                  (copy * calls + item) * P * static_cast<int64_t>(dparams_parts.element_size());
+                  (copy * calls + item) * p.P * static_cast<int64_t>(dparams_parts.element_size());
       dpm.allocated = dpm.aligned = ptr;
     }
     fn(&qm, &km, &vm, &om, &dom, &mm, &sm, &prm, tables.empty() ? nullptr : tables.data(), &dqm,
-       &dkm, &dvm, &dpm, set_dtables, r.b, r.h, r.q_begin, r.q_end, r.kv_begin + key_shift,
-       r.kv_end + key_shift, causal ? 1 : 0, query_start[static_cast<size_t>(r.b)],
-       key_start[static_cast<size_t>(r.b)] - key_shift);
+       &dkm, &dvm, &dpm, set_dtables, r.b, r.h, r.q_begin, r.q_end, r.kv_begin + p.key_shift,
+       r.kv_end + p.key_shift, p.causal ? 1 : 0, p.query_start[static_cast<size_t>(r.b)],
+       p.key_start[static_cast<size_t>(r.b)] - p.key_shift);
   }
 
   attn_backward_fn fn;
   Tensor q, k, v, params, out, row_max, row_sum, grad_out;
   std::vector<Tensor> inputs; // what `tables` points into
   std::vector<attn_table> tables;
-  int64_t H, Nq, P, group, key_shift;
-  bool causal;
-  std::vector<int64_t> kv_lens, query_start, key_start;
+  Problem p;
   int64_t splits, kv_splits, calls, sets;
-  /// [2, kv_splits, B, H, Nq, d], [2, splits, B, H, Nk, d(v)], [2, calls, P].
+  /// [2, kv_splits, B, p.H, p.Nq, d], [2, splits, B, p.H, Nk, d(v)], [2, calls, p.P].
   Tensor dq_parts, dk_parts, dv_parts, dparams_parts;
   /// Per copy and set, a learnable input's gradient buffer (undefined for the others)
   /// and its descriptor.
@@ -422,15 +413,7 @@ run_backward_cpu(const Library &lib, const Problem &p, const Tensor &q_in, const
   w.grad_out = unit_inner_stride(grad_out_in);
   w.inputs = inputs;
   w.tables = tables_of(inputs);
-  w.H = p.H;
-  w.Nq = p.Nq;
-  w.P = p.P;
-  w.group = p.group;
-  w.key_shift = p.key_shift;
-  w.key_start = p.key_start;
-  w.causal = p.causal;
-  w.kv_lens = p.kv_len;
-  w.query_start = p.query_start;
+  w.p = p;
   // A slice's queries are split into `splits` calls when B·H alone would leave
   // threads idle; each split adds its share to its own dk, dv and dparams buffers
   // (abi.h, q_begin), summed below in split order. Too few queries for that (a
