@@ -190,6 +190,39 @@ struct BackedUpItems {
   int64_t item_ns = 0, items_timed = 0; // under `mutex`
 };
 
+/// Where helpers leave their references to backed-up items' shared state, for a caller
+/// to drop. That state owns tensors a Python object may own too (q, k, v, the outputs
+/// returned to the caller); whoever drops the last reference destroys them, and with
+/// them may take the GIL to release their Python objects. A helper doing that during
+/// the interpreter's shutdown exits inside a destructor and the process aborts
+/// ("terminate called without an active exception"), so the last reference is always
+/// dropped on a caller's thread, by the next backed-up call; what is left at exit is
+/// left alone. Never destroyed, as HelperThreads.
+class Graveyard {
+public:
+  void bury(std::shared_ptr<const void> state) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    buried_.push_back(std::move(state));
+  }
+  /// Drops the buried references on the calling thread (a helper still running an
+  /// item keeps its own, and buries it again when done).
+  void clear() {
+    std::vector<std::shared_ptr<const void>> dropped;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      dropped.swap(buried_);
+    }
+  }
+  static Graveyard &instance() {
+    static auto *graveyard = new Graveyard;
+    return *graveyard;
+  }
+
+private:
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<const void>> buried_;
+};
+
 } // namespace
 
 int64_t item_threads(int64_t n) {
@@ -206,10 +239,17 @@ std::vector<int> parallel_items_backed_up(int64_t n, std::shared_ptr<const Backe
       (*item)(i, 0);
     return copies;
   }
+  Graveyard &graveyard = Graveyard::instance();
+  graveyard.clear();
   auto items = std::make_shared<BackedUpItems>(n, std::move(item));
   HelperThreads &helpers = HelperThreads::instance();
   for (int64_t w = 1; w < workers; ++w)
-    helpers.post([items] { items->take(/*on_caller=*/false); }, static_cast<size_t>(workers - 1));
+    helpers.post(
+        [items, &graveyard]() mutable {
+          items->take(/*on_caller=*/false);
+          graveyard.bury(std::move(items));
+        },
+        static_cast<size_t>(workers - 1));
   items->take(/*on_caller=*/true);
   // Every item is taken; wait for those still running on helpers, each until it is
   // overdue: twice the mean time of the items finished so far after it was taken
