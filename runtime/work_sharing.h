@@ -4,8 +4,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <memory>
-#include <vector>
 
 namespace attn {
 namespace detail {
@@ -21,27 +19,6 @@ namespace detail {
 /// whichever thread runs them: what a caller sums per item stays deterministic. The
 /// first exception an item throws is rethrown once every item is done.
 void parallel_items(int64_t n, const std::function<void(int64_t)> &item);
-
-/// How many threads parallel_items and parallel_items_backed_up run n items on: 1 (the
-/// caller, no backups) inside a parallel region or with one thread.
-int64_t item_threads(int64_t n);
-
-/// item(i, copy) writes item i's result into its copy `copy` (0 or 1) of the output.
-using BackedUpItem = std::function<void(int64_t item, int copy)>;
-
-/// Runs every item in [0, n) as parallel_items does, into copy 0, except that the
-/// caller, once no item is left to take, does not wait for an item a helper took and
-/// has not finished in twice the time an item takes: it runs that item itself into
-/// copy 1, and the first copy finished is the result. A helper whose core another
-/// process holds (a host contending one vCPU) is descheduled for milliseconds with an
-/// item in hand; waiting for it made 2 threads slower than 1 on short calls.
-///
-/// So a helper may still run an item after the call returned. Items therefore get no
-/// thread-local state (they must not call ATen ops: they call kernels on raw
-/// descriptors), read only memory their closure keeps alive (its tensors), and write
-/// only their own copy's memory, which their closure keeps alive too. Items must not
-/// throw. Returns, for each item, the copy that holds its result.
-std::vector<int> parallel_items_backed_up(int64_t n, std::shared_ptr<const BackedUpItem> item);
 
 } // namespace detail
 } // namespace attn

@@ -1,7 +1,6 @@
 // detail::parallel_items (runtime/work_sharing.h): every item once, under the caller's
 // thread-local state, the first exception rethrown after every item ran, serial inside
-// a parallel region. detail::parallel_items_backed_up: a stalled helper's item run again
-// by the caller into its second copy, no second run when helpers keep pace.
+// a parallel region.
 #include "work_sharing.h"
 
 #include <ATen/Parallel.h>
@@ -18,9 +17,7 @@
 
 namespace {
 
-using attn::detail::BackedUpItem;
 using attn::detail::parallel_items;
-using attn::detail::parallel_items_backed_up;
 
 class WorkSharing : public ::testing::Test {
 protected:
@@ -109,51 +106,6 @@ TEST_F(WorkSharing, ManyCallersShareTheHelpers) {
   for (auto &caller : callers)
     caller.join();
   EXPECT_EQ(total.load(), 4 * 50 * (15 * 16 / 2));
-}
-
-TEST_F(WorkSharing, BackedUpItemsDoNotWaitForAStalledHelper) {
-  constexpr int64_t n = 16;
-  // Each item writes i + 1 into its copy; the first item a helper takes stalls 400 ms,
-  // as a helper descheduled on a busy core does. The results outlive the call: the
-  // stalled helper still writes its copy after the call returned.
-  auto results = std::make_shared<std::vector<std::atomic<int64_t>>>(2 * n);
-  auto stalled = std::make_shared<std::atomic<int64_t>>(-1);
-  const auto caller = std::this_thread::get_id();
-  auto item = std::make_shared<const BackedUpItem>([results, stalled, caller](int64_t i, int copy) {
-    int64_t none = -1;
-    if (std::this_thread::get_id() != caller && stalled->compare_exchange_strong(none, i))
-      std::this_thread::sleep_for(std::chrono::milliseconds(400));
-    else
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    (*results)[static_cast<size_t>(copy * n + i)].store(i + 1);
-  });
-  const auto start = std::chrono::steady_clock::now();
-  const std::vector<int> copies = parallel_items_backed_up(n, item);
-  const auto took = std::chrono::steady_clock::now() - start;
-  ASSERT_EQ(copies.size(), static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    EXPECT_EQ((*results)[static_cast<size_t>(copies[static_cast<size_t>(i)] * n + i)].load(), i + 1)
-        << "item " << i << " copy " << copies[static_cast<size_t>(i)];
-  const int64_t stalled_item = stalled->load();
-  if (stalled_item < 0)
-    GTEST_SKIP() << "no helper thread took an item (a loaded machine)";
-  EXPECT_EQ(copies[static_cast<size_t>(stalled_item)], 1);
-  EXPECT_LT(took, std::chrono::milliseconds(300)) << "the caller waited for the stalled helper";
-}
-
-TEST_F(WorkSharing, BackedUpItemsRunOnceWhenHelpersKeepPace) {
-  constexpr int64_t n = 8;
-  auto runs = std::make_shared<std::vector<std::atomic<int>>>(n);
-  auto item = std::make_shared<const BackedUpItem>([runs](int64_t i, int copy) {
-    EXPECT_EQ(copy, 0) << "item " << i << " was run again";
-    (*runs)[static_cast<size_t>(i)].fetch_add(1);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  });
-  const std::vector<int> copies = parallel_items_backed_up(n, item);
-  for (int64_t i = 0; i < n; ++i) {
-    EXPECT_EQ(copies[static_cast<size_t>(i)], 0);
-    EXPECT_EQ((*runs)[static_cast<size_t>(i)].load(), 1);
-  }
 }
 
 } // namespace
