@@ -284,16 +284,13 @@ void CPUKernelBuilder::buildMergeEntry() {
     func::ReturnOp::create(b);
     return;
   }
-  Value zero = constant(0.0), queries = dim(o, 0), valueDim = dim(o, 1);
+  Value queries = dim(o, 0), valueDim = dim(o, 1);
   Value splits = arith::DivUIOp::create(b, dim(oParts, 0), queries);
   // Partial states carry no error term (abi.h: row_max, row_sum, row_count).
   RowAlgorithm rows(b, *scalarMath, RowStateLayout(type, /*compensated=*/false, type));
   loop(toIndex(ATTN_MERGE_Q_BEGIN), toIndex(ATTN_MERGE_Q_END), {},
        [&](Value i, ValueRange) -> SmallVector<Value> {
-         loop(index(0), valueDim, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
-           store(zero, o, {i, c});
-           return {};
-         });
+         zeroRow(o, i, valueDim);
          // The splits' partial states combined in split order, O in place.
          ValueRange row = loop(
              index(0), splits, rows.stateLayout().pack(rows.initial(rowAt(i))),

@@ -64,13 +64,9 @@ Value CPUKernelBuilder::rowDot(Value x, Value i, Value y, Value j, Value n) {
 }
 
 void CPUKernelBuilder::zeroBackwardOutputs(const BackwardArgs &args) {
-  Value zero = constant(0.0);
   auto zeroRows = [&](Value m, Value begin, Value end, Value cols) {
     loop(begin, end, {}, [&](Value r, ValueRange) -> SmallVector<Value> {
-      loop(index(0), cols, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
-        store(zero, m, {r, c});
-        return {};
-      });
+      zeroRow(m, r, cols);
       return {};
     });
   };
@@ -78,6 +74,7 @@ void CPUKernelBuilder::zeroBackwardOutputs(const BackwardArgs &args) {
   zeroRows(args.dq, args.qBegin, args.qEnd, headDim);
   zeroRows(args.dk, args.kvBegin, keys.kvEnd, headDim);
   zeroRows(args.dv, args.kvBegin, keys.kvEnd, valueDim);
+  Value zero = constant(0.0);
   for (unsigned p = 0; p < paramValues.size(); ++p)
     store(zero, args.dParams, {index(p)});
 }
