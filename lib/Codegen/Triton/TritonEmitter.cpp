@@ -967,6 +967,11 @@ private:
   void forwardTile(int indent);
   /// The row's end from its state (the offset added once), then O, row_max and row_sum.
   void forwardEpilogue();
+  /// A scan's forward: S_i = 0 and acc = 0; the key tiles (openKeyTiles, last to
+  /// first), each a chunk of the row combined into it (scanTile); the end of the row
+  /// (scanEpilogue, with `leftOver` the query's own value weighted by r = e^S).
+  void scanTile(int indent);
+  void scanEpilogue(bool leftOver);
   void printPreprocess();
   void printDkDv();
   void printDq();
@@ -1047,8 +1052,10 @@ private:
   std::string weightsText();
   /// A row program's loop over key tiles from `first` to `stop` (skipping those the mask
   /// keeps nothing of), with the tile's keys and values loaded; returns the tile body's
-  /// indent. `packedHeads`: the rows are attn_fwd_split's (several heads, pos_m's span).
-  int openKeyTiles(StringRef first = "0", StringRef stop = "key_stop", bool packedHeads = false);
+  /// indent. `packedHeads`: the rows are attn_fwd_split's (several heads, pos_m's span);
+  /// `lastToFirst`: the tiles in reverse (a scan's).
+  int openKeyTiles(StringRef first = "0", StringRef stop = "key_stop", bool packedHeads = false,
+                   bool lastToFirst = false);
   void loadRowStatistics(int indent);
   /// kv_end: the keys a row of batch b sees before causal and the mask.
   void keyEnd(int indent);
@@ -1107,6 +1114,11 @@ private:
   /// share of dW into its own slot (the launcher sums them in a fixed order).
   bool additive = false, projected = false;
   int64_t hidden = 0;
+  /// A scan normalizer (stick-breaking): its forward walks a row's key tiles from the
+  /// last to the first carrying S (printScanForward); its backward is not emitted.
+  bool scan = false;
+  /// A scan with `left_over current`: O_i += r_i·v_i.
+  bool scanLeftOver = false;
   /// The mask's tiles are classified (block_sparsity `indices`): the loops skip
   /// the tiles it keeps no pair of and evaluate it only on the partial ones.
   bool blockSparse = false;
@@ -1124,9 +1136,6 @@ LogicalResult KernelPrinter::checkCovered() {
   };
   if (*algorithm == Algorithm::Kernelised)
     return refuse("the kernelised (linear-time) form");
-  if (*algorithm == Algorithm::Scan)
-    return refuse("a scan normalizer (@" + kernel.getNormalizerOp().getSymName() +
-                  ", log_survival)");
   if (*algorithm == Algorithm::Implicit)
     return refuse("an implicit normalizer (a threshold τ_i solved per row)");
   if (ScoreOp score = kernel.getScoreOp()) {
@@ -1138,6 +1147,8 @@ LogicalResult KernelPrinter::checkCovered() {
     featureMap = score.hasFeatureMap();
   }
   online = *algorithm == Algorithm::Online;
+  scan = *algorithm == Algorithm::Scan;
+  scanLeftOver = scan && kernel.getNormalizerOp().getLeftOverToCurrent();
   normalizer = kernel.getNormalizerOp();
   functions = cast<KernelFunctionsAttr>((*kernel.getFunctions())[0]);
   numNormalizerParams = normalizer.getNumParams();
@@ -1514,8 +1525,15 @@ void KernelPrinter::loadKeysAndValues(int indent) {
                                  "kv_end", "offs_dv", "stride_vd", "HEAD_DIM_V"));
 }
 
-int KernelPrinter::openKeyTiles(StringRef first, StringRef stop, bool packedHeads) {
-  line(4, "for start_n in range(" + first + ", " + stop + ", BLOCK_N):");
+int KernelPrinter::openKeyTiles(StringRef first, StringRef stop, bool packedHeads,
+                                bool lastToFirst) {
+  if (lastToFirst) {
+    line(4, "key_tiles = (" + stop + " - " + first + " + BLOCK_N - 1) // BLOCK_N");
+    line(4, "for back in range(0, key_tiles):");
+    line(8, "start_n = " + first + " + (key_tiles - 1 - back) * BLOCK_N");
+  } else {
+    line(4, "for start_n in range(" + first + ", " + stop + ", BLOCK_N):");
+  }
   line(8, "offs_n = start_n + tl.arange(0, BLOCK_N)");
   line(8, "j = (offs_n + key_start)[None, :]");
   int tileIndent = 8;
@@ -1598,7 +1616,7 @@ void KernelPrinter::printHeader() {
      << "attn.triton_backend launches them.\n\"\"\"\n"
      << "import math\n\nimport triton\nimport triton.language as tl\n\n"
      << "KERNEL = \"" << kernel.getSymName() << "\"\n"
-     << "ALGORITHM = \"" << (online ? "online" : "plain") << "\"\n"
+     << "ALGORITHM = \"" << (scan ? "scan" : online ? "online" : "plain") << "\"\n"
      << "PARAM_NAMES = (" << names << ")\n"
      << "PARAM_INITS = (" << inits << ")\n"
      << "# Learnable weights after the params in Params: (name, shape, offset, init).\n"
@@ -1624,8 +1642,17 @@ void KernelPrinter::printHeader() {
      << "# When the launcher runs the decode forward (docs/gpu.md): at most max_rows query rows,\n"
      << "# attn_fwd's programs fewer than the GPU's SMs; key chunks for programs_per_sm\n"
      << "# programs per SM.\n"
-     << "DECODE = dict(max_rows=" << kDecodeBlockM << ", programs_per_sm=2)\n"
-     << "LOG2E = tl.constexpr(1.4426950408889634)\n";
+     << "DECODE = dict(max_rows=" << (scanLeftOver ? 0 : kDecodeBlockM)
+     << ", programs_per_sm=2)\n";
+  if (scanLeftOver)
+    os << "# A scan with a left-over (r_i·v_i) runs attn_fwd only: attn_fwd_merge has no V\n"
+       << "# to add the query's own value to (docs/gpu.md).\n";
+  if (scan)
+    os << "# The Triton emitter does not cover a scan's backward yet: no attn_bwd_* kernels.\n"
+       << "BACKWARD_REFUSED = \"a scan normalizer's backward (@"
+       << normalizer.getSymName()
+       << ", log_survival) is not emitted for the GPU yet; run it on the CPU\"\n";
+  os << "LOG2E = tl.constexpr(1.4426950408889634)\n";
   if (additive || projected)
     os << "# The projected rows' width (the additive contraction's hidden n, the projection's\n"
        << "# m) and its tile.\n"
@@ -1700,11 +1727,62 @@ void KernelPrinter::forwardEpilogue() {
   os << "\n\n";
 }
 
+void KernelPrinter::scanTile(int indent) {
+  TritonRows rows = rowsAt(indent);
+  line(indent, "# The tile is a chunk of the row's keys farther than those folded so far: its");
+  line(indent, "# pairs' S from 0, Σ d over the tile's kept keys after each (a masked pair adds");
+  line(indent, "# nothing and does not advance S), then combined with the row's (S_i, acc).");
+  line(indent, "d = tl.where(keep, denominator(" + withParams("s, 0.0, b, h, i, j") + "), 0.0)");
+  TritonRows::ScanStep pair =
+      rows.scanPair({PyValue("tl.cumsum(d, 1, reverse=True) - d", PyValue::Sum)},
+                    "tl.where(keep, numerator(" + withParams("s, 0.0, b, h, i, j") + "), 0.0)",
+                    "d");
+  TritonRows::ScanCombined combined = rows.scanCombine({"tl.sum(d, 1)"}, {"S_i"});
+  std::string tileOutput =
+      "tl.dot(" + pair.weight.text + ".to(v.dtype), v, input_precision=DOT_PRECISION)";
+  TritonRows::ScanCombined byColumn = combined;
+  byColumn.fartherFactor = outputColumn(combined.fartherFactor);
+  line(indent, "acc = " + rows.scanCombineOutput(byColumn, tileOutput, "acc").text);
+  line(indent, "S_i = " + combined.state.logSurvival.text);
+}
+
+void KernelPrinter::scanEpilogue(bool leftOver) {
+  TritonRows rows = rowsAt(4);
+  if (leftOver) {
+    line(4, "# The left-over r = e^S to the query's own key (abi.h: key row pos - key_start),");
+    line(4, "# where that key is below the row's key length; a query without one gets none.");
+    line(4, "own = pos_m - key_start");
+    line(4, "own_in = row_in & (own >= 0) & (own < kv_end)");
+    line(4, "v_own = tl.load(V + b * stride_vb + h_kv * stride_vh + own[:, None] * stride_vn + "
+            "offs_dv[None, :] * stride_vd, mask=own_in[:, None] & (offs_dv[None, :] < "
+            "HEAD_DIM_V), other=0.0)");
+    line(4, "acc = acc + " + outputColumn(rows.scanLeftOver({"S_i"})).text +
+                " * v_own.to(tl.float32)");
+  }
+  line(4, "# No denominator: O = acc; row_max = S (log r), row_sum = C = 1.");
+  line(4, "tl.store(Out + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + "
+          "offs_dv[None, :] * stride_od, acc.to(Out.dtype.element_ty), "
+          "mask=row_in[:, None] & (offs_dv[None, :] < HEAD_DIM_V))");
+  line(4, "tl.store(RowMax + bh * NQ + offs_m, S_i, mask=row_in)");
+  line(4, "tl.store(RowSum + bh * NQ + offs_m, tl.full([BLOCK_M], 1.0, tl.float32), mask=row_in)");
+  os << "\n\n";
+}
+
 void KernelPrinter::printForward() {
   signature(ATTN_TRITON_FORWARD, "Q, K, V, Out, RowMax, RowSum, Params, KeyLengths, QueryStarts",
             {"q", "k", "v", "o"});
   rowProgram();
   loadParams(4);
+  if (scan) {
+    line(4, "# A scan (docs/normalizer-classes.md): key tiles from the last to the first.");
+    line(4, "S_i = " + rowsAt(4).scanInitial().logSurvival.text);
+    line(4, "acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)");
+    int tileIndent = openKeyTiles("0", "key_stop", /*packedHeads=*/false, /*lastToFirst=*/true);
+    scoreTile(tileIndent, "row_in[:, None]");
+    scanTile(tileIndent);
+    scanEpilogue(scanLeftOver);
+    return;
+  }
   forwardState(4, rowsAt(4).initial("b, h, pos_m"));
   int tileIndent = openKeyTiles();
   scoreTile(tileIndent, "row_in[:, None]");
@@ -1752,6 +1830,22 @@ void KernelPrinter::printForwardSplit() {
   line(4, "key_first = split * KEYS_PER_SPLIT");
   line(4, "key_last = tl.minimum(key_stop, key_first + KEYS_PER_SPLIT)");
   loadParams(4);
+  if (scan) {
+    line(4, "# A scan's chunk: its key tiles from the last to the first, S from 0.");
+    line(4, "S_i = " + rowsAt(4).scanInitial().logSurvival.text);
+    line(4, "acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)");
+    int tileIndent = openKeyTiles("key_first", "key_last", /*packedHeads=*/true,
+                                  /*lastToFirst=*/true);
+    scoreTile(tileIndent, "row_in[:, None]");
+    scanTile(tileIndent);
+    line(4, "# The chunk's partial row: acc and S (attn_fwd_merge's scanCombine).");
+    line(4, "part = (split * tl.num_programs(1) * group + b * H + heads) * NQ + offs_m");
+    line(4, "tl.store(PartMax + part, S_i, mask=row_in)");
+    line(4, "tl.store(PartAcc + part[:, None] * HEAD_DIM_V + offs_dv[None, :], acc, "
+            "mask=row_in[:, None] & (offs_dv[None, :] < HEAD_DIM_V))");
+    os << "\n\n";
+    return;
+  }
   line(4, "# The row offset's exponent joins the max in attn_fwd_merge, once.");
   forwardState(4, rowsAt(4).noKeyState());
   int tileIndent = openKeyTiles("key_first", "key_last", /*packedHeads=*/true);
@@ -1800,6 +1894,27 @@ void KernelPrinter::printForwardMerge() {
     acc_in = row_in[:, None] & (offs_dv[None, :] < HEAD_DIM_V)
 )";
   loadParams(4);
+  if (scan) {
+    line(4, "# A scan's chunks: split s holds keys below split s + 1's, so each one is nearer");
+    line(4, "# than those combined before it.");
+    line(4, "S_i = " + rowsAt(4).scanInitial().logSurvival.text);
+    line(4, "acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)");
+    line(4, "for split in range(0, SPLITS):");
+    line(8, "part = split * chunk_rows + rows");
+    line(8, "part_s = tl.load(PartMax + part, mask=row_in, other=0.0)");
+    TritonRows chunks = rowsAt(8);
+    TritonRows::ScanCombined combined = chunks.scanCombine({"S_i"}, {"part_s"});
+    TritonRows::ScanCombined byColumn = combined;
+    byColumn.fartherFactor = outputColumn(combined.fartherFactor);
+    line(8, "acc = " + chunks
+                           .scanCombineOutput(byColumn, "acc",
+                                              "tl.load(PartAcc + part[:, None] * HEAD_DIM_V + "
+                                              "offs_dv[None, :], mask=acc_in, other=0.0)")
+                           .text);
+    line(8, "S_i = " + combined.state.logSurvival.text);
+    scanEpilogue(/*leftOver=*/false); // DECODE never splits a scan with a left-over
+    return;
+  }
   forwardState(4, rowsAt(4).initial("b, h, pos_m"));
   line(4, "for split in range(0, SPLITS):");
   line(8, "part = split * chunk_rows + rows");
@@ -2056,6 +2171,8 @@ LogicalResult KernelPrinter::print() {
   printForward();
   printForwardSplit();
   printForwardMerge();
+  if (scan) // BACKWARD_REFUSED says why
+    return success();
   printPreprocess();
   printDkDv();
   printDq();

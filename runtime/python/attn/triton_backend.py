@@ -458,6 +458,8 @@ class TritonKernel:
                     if q.device.type == "cuda" else None)
         B, H, NQ, _ = q.shape
         H_KV, NK = k.shape[1], k.shape[2]
+        if self.module.DECODE["max_rows"] == 0:  # a module without a decode forward
+            return None
         return decode_split(NQ, NK, H // H_KV, B * H_KV, schedule["forward"][0],
                             schedule["decode"][1], schedule["decode"][0], sm_count,
                             self.module.DECODE, self.key_splits)
@@ -523,6 +525,9 @@ class TritonKernel:
         """dq, dk, dv (the dtypes of q, k, v), dparams (float32) and the learnable tables'
         gradients (float32, None for the others)."""
         m = self.module
+        refused = getattr(m, "BACKWARD_REFUSED", None)
+        if refused:
+            raise RuntimeError(f"attn kernel {self.name} (Triton): {refused}")
         block_m, block_n, num_warps, num_stages = self.schedule(q.device, q.dtype,
                                                                 q.shape[3])["backward"]
         flat_params, lengths, starts, sizes, blocks = self._launch_arguments(
