@@ -854,28 +854,94 @@ def test_decode_forward_at_positions(name, Nq):
 
 
 
-# --- scan normalizers (stick-breaking): attn_fwd walks key tiles last to first ---------
+# --- scan normalizers (stick-breaking): key tiles from the last to the first -------------
 
-def _stick_breaking_case(name, B, H, Nq, Nk, query_start, key_lengths, dtype, seed):
-    """O of the Triton kernel of examples/normalizers/<name>.mlir (mask j < i) against
-    test_stick_breaking's float64 reference on the same (rounded) inputs."""
+# examples/normalizers/stick_breaking.mlir with a learnable shift of every share,
+# σ(s + bias) over −softplus(s + bias) (test_stick_breaking's "shifted"): dθ of both regions.
+SHIFTED_STICK_BREAKING = """
+attn.mask @before {
+^bb0(%b: index, %h: index, %i: index, %j: index):
+  %keep = arith.cmpi slt, %j, %i : index
+  attn.yield %keep : i1
+}
+attn.normalizer @shifted_stick_breaking params(bias = -1.0) {
+  numerator {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %bias: f32):
+    %one = arith.constant 1.0 : f32
+    %x = arith.addf %s, %bias : f32
+    %nx = arith.negf %x : f32
+    %e = math.exp %nx : f32
+    %den = arith.addf %one, %e : f32
+    %sigma = arith.divf %one, %den : f32
+    attn.yield %sigma : f32
+  }
+  denominator log_survival {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %bias: f32):
+    %zero = arith.constant 0.0 : f32
+    %x = arith.addf %s, %bias : f32
+    %pos = arith.maximumf %x, %zero : f32
+    %abs = math.absf %x : f32
+    %nabs = arith.negf %abs : f32
+    %e = math.exp %nabs : f32
+    %l = math.log1p %e : f32
+    %softplus = arith.addf %pos, %l : f32
+    %d = arith.negf %softplus : f32
+    attn.yield %d : f32
+  } left_over current
+}
+attn.kernel @shifted_stick_breaking_attention normalizer(@shifted_stick_breaking) mask(@before)
+"""
+
+
+def _stick_breaking_source(name):
+    return SHIFTED_STICK_BREAKING if name == "shifted" else EXAMPLES / f"{name}.mlir"
+
+
+def _stick_breaking_case(name, B, H, Nq, Nk, query_start, key_lengths, dtype, seed, H_KV=None):
+    """Inputs (rounded to `dtype`, float64) and test_stick_breaking's float64 reference:
+    O and its gradients by q, k, v (and the shift `bias` of "shifted"), mask j < i."""
     from test_stick_breaking import reference as stick_breaking_reference
 
+    H_KV = H_KV or H
     g = torch.Generator().manual_seed(seed)
-    q, k = (torch.randn(B, H, n, D, generator=g, dtype=torch.float64) for n in (Nq, Nk))
-    v = torch.randn(B, H, Nk, D, generator=g, dtype=torch.float64)
-    q, k, v = (t.to(dtype) for t in (q, k, v))
+    q = torch.randn(B, H, Nq, D, generator=g, dtype=torch.float64)
+    k, v = (torch.randn(B, H_KV, Nk, D, generator=g, dtype=torch.float64) for _ in range(2))
+    dout = torch.randn(B, H, Nq, D, generator=g, dtype=torch.float64)
+    q, k, v, dout = (t.to(dtype).double() for t in (q, k, v, dout))
     i = query_start + torch.arange(Nq)[:, None]
     keep = (torch.arange(Nk)[None, :] < i).expand(B, 1, Nq, Nk)
     if key_lengths is not None:
         keep = keep & (torch.arange(Nk) < key_lengths[:, None, None, None])
-    want = stick_breaking_reference(q.double(), k.double(), v.double(), keep,
-                                    name == "stick_breaking_left_over",
-                                    key_lengths=key_lengths, query_start=query_start)
-    return q, k, v, want
+    leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
+    bias = torch.tensor(-1.0, dtype=torch.float64, requires_grad=True)
+    expand = lambda t: t.repeat_interleave(H // H_KV, dim=1)
+    out = stick_breaking_reference(leaves[0], expand(leaves[1]), expand(leaves[2]), keep,
+                                   name != "stick_breaking", bias if name == "shifted" else None,
+                                   key_lengths=key_lengths, query_start=query_start)
+    wrt = leaves + ([bias] if name == "shifted" else [])
+    grads = torch.autograd.grad(out, wrt, dout)
+    want = {"O": out.detach(), "dq": grads[0], "dk": grads[1], "dv": grads[2]}
+    if name == "shifted":
+        want["dparams"] = grads[3].reshape(1)
+    return (q, k, v, dout), want
 
 
-STICK_BREAKING = pytest.mark.parametrize("name", ["stick_breaking", "stick_breaking_left_over"])
+def _stick_breaking_run(kern, inputs, dtype, **options):
+    """O and the gradients of the Triton kernel (run), with query_start and key_start."""
+    q, k, v, dout = inputs
+    leaves = [t.to(dtype).requires_grad_(True) for t in (q, k, v)]
+    params = kern.initial_params().requires_grad_(True)
+    out = kern(*leaves, params, **options)
+    out.backward(dout.to(dtype))
+    got = {"O": out.detach().double(), "dq": leaves[0].grad.double(),
+           "dk": leaves[1].grad.double(), "dv": leaves[2].grad.double()}
+    if params.numel():
+        got["dparams"] = params.grad.double()
+    return got
+
+
+STICK_BREAKING = pytest.mark.parametrize(
+    "name", ["stick_breaking", "stick_breaking_left_over", "shifted"])
 
 
 @STICK_BREAKING
@@ -885,71 +951,62 @@ STICK_BREAKING = pytest.mark.parametrize("name", ["stick_breaking", "stick_break
     (21, 37, 16, True, True),    # Nq != Nk at a query start (the left-over's key moves)
     (1, 37, 36, False, False),   # a decoder step: Nq = 1 against every key
 ])
-def test_stick_breaking_forward(name, Nq, Nk, query_start, causal, padded):
-    """attn_fwd of a scan: O against the float64 reference (f32), row_max = S = log r
-    and row_sum = 1."""
+def test_stick_breaking_forward_and_gradients(name, Nq, Nk, query_start, causal, padded):
+    """A scan's kernels (f32): O, dq, dk, dv (and dbias) against the float64 reference;
+    attn_fwd stores row_max = S = log r <= 0 and row_sum = 1."""
     lengths = torch.tensor([Nk, Nk - 9]) if padded else None
-    q, k, v, want = _stick_breaking_case(name, 2, 2, Nq, Nk, query_start, lengths,
-                                         torch.float32, helpers.seed_of(f"sb-{Nq}-{Nk}"))
-    kern = kernel(EXAMPLES / f"{name}.mlir")
-    got = kern(q.to(DEVICE), k.to(DEVICE), v.to(DEVICE), is_causal=causal, key_lengths=lengths,
-               query_start=query_start).cpu()
-    assert_close({"O": got.double()}, {"O": want}, context=f"{name} {Nq}x{Nk}")
+    inputs, want = _stick_breaking_case(name, 2, 2, Nq, Nk, query_start, lengths,
+                                        torch.float32, helpers.seed_of(f"sb-{Nq}-{Nk}"))
+    kern = kernel(_stick_breaking_source(name))
+    got = _stick_breaking_run(kern, inputs, torch.float32, is_causal=causal, key_lengths=lengths,
+                              query_start=query_start)
+    assert_close(got, want, context=f"{name} {Nq}x{Nk}")
     starts = (torch.full((2,), query_start), torch.zeros(2, dtype=torch.int64))
+    q, k, v, _ = (t.float().to(DEVICE) for t in inputs)
     _, row_max, row_sum = getattr(kern, "kern", kern).forward(
-        q.to(DEVICE), k.to(DEVICE), v.to(DEVICE), kern.initial_params(device=DEVICE), causal,
-        lengths, positions=starts)
+        q, k, v, kern.initial_params(device=DEVICE), causal, lengths, positions=starts)
     assert torch.equal(row_sum.cpu(), torch.ones_like(row_sum.cpu()))
     assert bool((row_max.cpu() <= 0).all())
 
 
 @STICK_BREAKING
 def test_stick_breaking_bfloat16(name):
-    """bf16 q, k, v (the weights rounded to bf16 for the W·V dot): within four of bf16's
+    """bf16 q, k, v (w and dS rounded to bf16 for the dots), GQA: within four of bf16's
     eps of the reference on the rounded inputs."""
-    q, k, v, want = _stick_breaking_case(name, 1, 2, 29, 29, 0, None, torch.bfloat16,
-                                         helpers.seed_of("sb-bf16"))
-    got = kernel(EXAMPLES / f"{name}.mlir")(q, k, v, is_causal=True)
-    assert_close({"O": got.double()}, {"O": want}, tolerance=4 * torch.finfo(torch.bfloat16).eps,
+    inputs, want = _stick_breaking_case(name, 1, 4, 29, 29, 0, None, torch.bfloat16,
+                                        helpers.seed_of("sb-bf16"), H_KV=2)
+    got = _stick_breaking_run(kernel(_stick_breaking_source(name)), inputs, torch.bfloat16,
+                              is_causal=True)
+    assert_close(got, want, tolerance=4 * torch.finfo(torch.bfloat16).eps,
                  context=f"{name} bf16")
+
+
+def test_stick_breaking_gradients_are_deterministic():
+    """dθ from per-program slots, S and B per key tile: the same bits twice."""
+    inputs, _ = _stick_breaking_case("shifted", 2, 2, 40, 40, 0, None, torch.float32, 5)
+    kern = kernel(_stick_breaking_source("shifted"))
+    first, second = (_stick_breaking_run(kern, inputs, torch.float32) for _ in range(2))
+    for name in first:
+        assert torch.equal(first[name], second[name]), name
 
 
 def test_stick_breaking_decode_split_combines_chunks_nearest_first():
     """attn_fwd_split's chunks of 16 keys (S from 0 each) and attn_fwd_merge's scanCombine
     (O = O_near + e^(S_near)·O_far): a decoder step over 45 keys in 3 chunks, GQA."""
-    from test_stick_breaking import reference as stick_breaking_reference
-
-    g = torch.Generator().manual_seed(helpers.seed_of("sb-split"))
-    B, H, H_KV, Nk = 1, 4, 2, 45
-    q = torch.randn(B, H, 1, D, generator=g)
-    k, v = (torch.randn(B, H_KV, Nk, D, generator=g) for _ in range(2))
+    inputs, want = _stick_breaking_case("stick_breaking", 1, 4, 1, 45, 45, None, torch.float32,
+                                        helpers.seed_of("sb-split"), H_KV=2)
     kern = split_kernel(EXAMPLES / "stick_breaking.mlir")
-    assert kern.key_split(q, k) == (SPLITS, TILE)
-    got = kern(q, k, v, query_start=Nk)
-    keep = torch.ones(B, 1, 1, Nk, dtype=torch.bool)
-    expand = lambda t: t.double().repeat_interleave(H // H_KV, dim=1)
-    want = stick_breaking_reference(q.double(), expand(k), expand(v), keep, False)
-    assert_close({"O": got.double()}, {"O": want}, context="stick_breaking decode split")
+    assert kern.key_split(*inputs[:2]) == (SPLITS, TILE)
+    got = _stick_breaking_run(kern, inputs, torch.float32, query_start=45)
+    assert_close(got, want, context="stick_breaking decode split")
 
 
 def test_stick_breaking_left_over_runs_unsplit():
     """A left-over's r_i·v_i needs V where attn_fwd_merge has none: its DECODE has no rows,
     so even forced chunks run attn_fwd (and stay exact)."""
-    q, k, v, want = _stick_breaking_case("stick_breaking_left_over", 1, 2, 1, 37, 20, None,
-                                         torch.float32, helpers.seed_of("sb-left-over"))
+    inputs, want = _stick_breaking_case("stick_breaking_left_over", 1, 2, 1, 37, 20, None,
+                                        torch.float32, helpers.seed_of("sb-left-over"))
     kern = split_kernel(EXAMPLES / "stick_breaking_left_over.mlir")
-    assert kern.module.DECODE["max_rows"] == 0 and kern.key_split(q, k) is None
-    assert_close({"O": kern(q, k, v, query_start=20).double()}, {"O": want},
+    assert kern.module.DECODE["max_rows"] == 0 and kern.key_split(*inputs[:2]) is None
+    assert_close(_stick_breaking_run(kern, inputs, torch.float32, query_start=20), want,
                  context="left-over, forced split")
-
-
-@STICK_BREAKING
-def test_stick_breaking_backward_is_refused_by_name(name):
-    """The Triton emitter does not cover a scan's backward yet: the module says why and
-    the launcher raises it (the forward runs)."""
-    q, k, v, _ = _stick_breaking_case(name, 1, 1, 8, 8, 0, None, torch.float32, 1)
-    q.requires_grad_(True)
-    out = kernel(EXAMPLES / f"{name}.mlir")(q, k, v)
-    with pytest.raises(RuntimeError, match=r"a scan normalizer's backward \(@" + name +
-                       r", log_survival\) is not emitted for the GPU yet"):
-        out.sum().backward()

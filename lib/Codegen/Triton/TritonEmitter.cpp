@@ -972,6 +972,19 @@ private:
   /// (scanEpilogue, with `leftOver` the query's own value weighted by r = e^S).
   void scanTile(int indent);
   void scanEpilogue(bool leftOver);
+  /// A scan's backward tile from the rows' S_i and B_i as they enter it: each pair's
+  /// e^S, w, dP·e^S (scaled_dp) and B' − D (suffix_delta), then ds and draw. In
+  /// attn_bwd_dq (keys last to first) the rows' states are then advanced and stored per
+  /// key tile (TileLogSurvival, TileSuffix), which attn_bwd_dkdv reads.
+  void scanGradTile(int indent);
+  /// The pairs of a scan's backward tile: shift, d, e^S (survival), w, dp and w_dp.
+  TritonRows::ScanStep scanPairTile(int indent);
+  /// What a pair's gradient takes for dP and D: (g'·dP − h'·D)/C, a scan's at C = 1
+  /// with dP·e^S and B' − D.
+  std::string pairDP() const { return scan ? "scaled_dp" : "dp"; }
+  std::string pairDelta() const { return scan ? "suffix_delta" : "delta[:, None]"; }
+  /// draw = ds·∂s/∂raw of the tile (a score mod's), masked.
+  void scoreDraw(int indent);
   void printPreprocess();
   void printDkDv();
   void printDq();
@@ -1114,8 +1127,8 @@ private:
   /// share of dW into its own slot (the launcher sums them in a fixed order).
   bool additive = false, projected = false;
   int64_t hidden = 0;
-  /// A scan normalizer (stick-breaking): its forward walks a row's key tiles from the
-  /// last to the first carrying S (printScanForward); its backward is not emitted.
+  /// A scan normalizer (stick-breaking): its kernels walk a row's key tiles from the
+  /// last to the first carrying S (and B backward): scanTile, scanGradTile.
   bool scan = false;
   /// A scan with `left_over current`: O_i += r_i·v_i.
   bool scanLeftOver = false;
@@ -1339,6 +1352,10 @@ void KernelPrinter::scoreGrad(int indent) {
     gradient = "(" + gradient + " - denominator_ds(" + withParams("s, shift, b, h, i, j") +
                ") * delta[:, None])";
   line(indent, "ds = tl.where(keep, " + gradient + " * inv_c, 0.0)");
+  scoreDraw(indent);
+}
+
+void KernelPrinter::scoreDraw(int indent) {
   if (functions.getScoreDs())
     line(indent, "draw = tl.where(keep, ds * score_mod_draw(" + withParams("raw, b, h, i, j") +
                      "), 0.0)");
@@ -1647,11 +1664,6 @@ void KernelPrinter::printHeader() {
   if (scanLeftOver)
     os << "# A scan with a left-over (r_i·v_i) runs attn_fwd only: attn_fwd_merge has no V\n"
        << "# to add the query's own value to (docs/gpu.md).\n";
-  if (scan)
-    os << "# The Triton emitter does not cover a scan's backward yet: no attn_bwd_* kernels.\n"
-       << "BACKWARD_REFUSED = \"a scan normalizer's backward (@"
-       << normalizer.getSymName()
-       << ", log_survival) is not emitted for the GPU yet; run it on the CPU\"\n";
   os << "LOG2E = tl.constexpr(1.4426950408889634)\n";
   if (additive || projected)
     os << "# The projected rows' width (the additive contraction's hidden n, the projection's\n"
@@ -1766,6 +1778,36 @@ void KernelPrinter::scanEpilogue(bool leftOver) {
   line(4, "tl.store(RowMax + bh * NQ + offs_m, S_i, mask=row_in)");
   line(4, "tl.store(RowSum + bh * NQ + offs_m, tl.full([BLOCK_M], 1.0, tl.float32), mask=row_in)");
   os << "\n\n";
+}
+
+TritonRows::ScanStep KernelPrinter::scanPairTile(int indent) {
+  line(indent, "shift = 0.0  # a scan shifts nothing, and its C is 1");
+  line(indent, "d = tl.where(keep, denominator(" + withParams("s, shift, b, h, i, j") + "), 0.0)");
+  line(indent, "# Each pair's S: the row's S_i, then Σ d over the tile's kept keys after it.");
+  TritonRows::ScanStep step = rowsAt(indent).scanPair(
+      {PyValue("S_i[:, None] + (tl.cumsum(d, 1, reverse=True) - d)", PyValue::Sum)},
+      "tl.where(keep, numerator(" + withParams("s, shift, b, h, i, j") + "), 0.0)", "d");
+  line(indent, "dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)");
+  line(indent, "w_dp = w * dp");
+  return step;
+}
+
+void KernelPrinter::scanGradTile(int indent) {
+  TritonRows rows = rowsAt(indent);
+  TritonRows::ScanStep step = scanPairTile(indent);
+  line(indent, "inv_c = 1.0");
+  line(indent, "# Each pair's B before it: the row's B_i, then Σ w·dP over the tile's keys after.");
+  TritonRows::ScanBackwardStep next = rows.scanBackwardFold(
+      {step.next, PyValue("B_i[:, None] + (tl.cumsum(w_dp, 1, reverse=True) - w_dp)",
+                          PyValue::Sum)},
+      step, "dp", "delta[:, None]");
+  line(indent, "scaled_dp = " + next.scaledDP.text);
+  line(indent, "suffix_delta = " + next.suffixDelta.text);
+  std::string gradient = "numerator_ds(" + withParams("s, shift, b, h, i, j") + ") * scaled_dp";
+  if (functions.getDenominatorDs())
+    gradient += " - denominator_ds(" + withParams("s, shift, b, h, i, j") + ") * suffix_delta";
+  line(indent, "ds = tl.where(keep, " + gradient + ", 0.0)");
+  scoreDraw(indent);
 }
 
 void KernelPrinter::printForward() {
@@ -1982,8 +2024,10 @@ void KernelPrinter::printPreprocess() {
 
 void KernelPrinter::printDkDv() {
   signature(ATTN_TRITON_BACKWARD_KEYS,
-            "Q, K, V, DOut, DK, DV, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts, "
-            "DParamsKeys",
+            scan ? "Q, K, V, DOut, DK, DV, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts, "
+                   "DParamsKeys, TileLogSurvival, TileSuffix"
+                 : "Q, K, V, DOut, DK, DV, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts, "
+                   "DParamsKeys",
             {"q", "k", "v", "do", "dk", "dv"}, /*gradients=*/true);
   os << R"(    # One program per key block of one (b, kv head): it visits every query head of
     # the GQA group in turn, so dK, dV and dθ are reduced without atomics.
@@ -2029,11 +2073,22 @@ void KernelPrinter::printDkDv() {
                                       "NQ", "offs_d", "stride_qd", "HEAD_DIM"));
   line(body, "do = " + tileLoad("DOut", "b * stride_dob + h * stride_doh", "offs_m",
                                 "stride_dom", "NQ", "offs_dv", "stride_dod", "HEAD_DIM_V"));
-  loadRowStatistics(body);
-  scoreTile(body, "live[:, None]");
-  scoreGrad(body);
-  line(body, "w = tl.where(keep, numerator(" + withParams("s, shift, b, h, i, j") +
-                 ") * inv_c, 0.0)");
+  if (scan) {
+    line(body, "delta = tl.load(Delta + bh * NQ + offs_m, mask=row_in, other=0.0)");
+    line(body, "live = row_in");
+    line(body, "# The rows' S and B as they enter this key tile (attn_bwd_dq stored them).");
+    line(body, "states = (bh * tl.num_programs(0) + start_n) * NQ + offs_m");
+    line(body, "S_i = tl.load(TileLogSurvival + states, mask=row_in, other=0.0)");
+    line(body, "B_i = tl.load(TileSuffix + states, mask=row_in, other=0.0)");
+    scoreTile(body, "live[:, None]");
+    scanGradTile(body);
+  } else {
+    loadRowStatistics(body);
+    scoreTile(body, "live[:, None]");
+    scoreGrad(body);
+    line(body, "w = tl.where(keep, numerator(" + withParams("s, shift, b, h, i, j") +
+                   ") * inv_c, 0.0)");
+  }
   line(body, "dv += tl.dot(tl.trans(w).to(do.dtype), do, input_precision=DOT_PRECISION)");
   if (additive) {
     line(body, "# ∂raw/∂c_jn = v_n·(1 - tanh²), ∂raw/∂v_n = tanh, summed over the tile's rows.");
@@ -2047,16 +2102,27 @@ void KernelPrinter::printDkDv() {
   for (unsigned p = 0; p < numNormalizerParams; ++p) {
     std::string term = "numerator_d_" + paramSuffixes[p] + "(" +
                        withParams("s, shift, b, h, i, j") +
-                       ") * dp";
+                       ") * " + pairDP();
     if (denominatorDp && p < denominatorDp.size())
       term = "(" + term + " - denominator_d_" + paramSuffixes[p] + "(" +
-             withParams("s, shift, b, h, i, j") + ") * delta[:, None])";
+             withParams("s, shift, b, h, i, j") + ") * " + pairDelta() + ")";
     line(body, "d_" + params[p] + " += tl.sum(tl.where(keep, " + term + " * inv_c, 0.0), 0)");
   }
   for (unsigned p = numNormalizerParams; p < params.size(); ++p)
     line(body, "d_" + params[p] + " += tl.sum(tl.where(keep, ds * score_mod_d_" + paramSuffixes[p] +
                    "(" + withParams("raw, b, h, i, j") + "), 0.0), 0)");
   pairTableGradients(body, "bhk * tl.num_programs(0) + start_n");
+  if (scanLeftOver) {
+    line(8, "# The left-over: r_i·dO_i to the query's own key, of the rows whose key is here.");
+    line(8, "own_rows = offs_n + key_start - q_start");
+    line(8, "own_in = (own_rows >= 0) & (own_rows < NQ) & (offs_n < kv_end)");
+    line(8, "own_s = tl.load(RowMax + bh * NQ + own_rows, mask=own_in, other=0.0)");
+    line(8, "do_own = tl.load(DOut + b * stride_dob + h * stride_doh + own_rows[:, None] * "
+            "stride_dom + offs_dv[None, :] * stride_dod, mask=own_in[:, None] & (offs_dv[None, "
+            ":] < HEAD_DIM_V), other=0.0)");
+    line(8, "dv += " + outputColumn(rowsAt(8).scanLeftOver({"own_s"})).text +
+                " * do_own.to(tl.float32)");
+  }
   line(4, "key_in = offs_n < NK");
   if (additive || projected)
     chainProjection(4, "k", "dk * scale", "DParamsKeys", "bhk * tl.num_programs(0) + start_n");
@@ -2102,10 +2168,10 @@ void KernelPrinter::pairTableGradients(int indent, StringRef slot) {
     std::string value;
     switch (read.getRole()) {
     case TableGradRole::Numerator:
-      value = partial + " * dp * inv_c";
+      value = partial + " * " + pairDP() + " * inv_c";
       break;
     case TableGradRole::Denominator:
-      value = "-" + partial + " * delta[:, None] * inv_c";
+      value = "-" + partial + " * " + pairDelta() + " * inv_c";
       break;
     case TableGradRole::Score:
       value = "ds * " + partial;
@@ -2120,19 +2186,60 @@ void KernelPrinter::pairTableGradients(int indent, StringRef slot) {
 
 void KernelPrinter::printDq() {
   signature(ATTN_TRITON_BACKWARD_QUERIES,
-            !weights.empty() ? "Q, K, V, DOut, DQ, RowMax, RowSum, Delta, Params, KeyLengths, "
-                               "QueryStarts, DParamsRows"
-                     : "Q, K, V, DOut, DQ, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts",
+            std::string("Q, K, V, DOut, DQ, RowMax, RowSum, Delta, Params, KeyLengths, "
+                        "QueryStarts") +
+                (weights.empty() ? "" : ", DParamsRows") +
+                (scan ? ", TileLogSurvival, TileSuffix" : ""),
             {"q", "k", "v", "do", "dq"});
   rowProgram();
   line(4, "do = " + tileLoad("DOut", "b * stride_dob + h * stride_doh", "offs_m", "stride_dom",
                              "NQ", "offs_dv", "stride_dod", "HEAD_DIM_V"));
-  loadRowStatistics(4);
+  if (scan)
+    line(4, "live = row_in");
+  else
+    loadRowStatistics(4);
   loadParams(4);
   line(4, "dq = tl.zeros([BLOCK_M, " + contractedWidth() + "], tl.float32)");
-  int tileIndent = openKeyTiles();
-  scoreTile(tileIndent, "live[:, None]");
-  scoreGrad(tileIndent);
+  int tileIndent;
+  if (scan) {
+    line(4, "# A scan: key tiles from the last to the first, carrying S and B per row. First");
+    line(4, "# D = dO·O from the row's own sums, Σ w·dP (+ r·dP_ii), exact where the stored O");
+    line(4, "# is rounded to its storage type (D − B is a difference); attn_bwd_dkdv reads it.");
+    TritonRows::ScanBackwardState start = rowsAt(4).scanBackwardInitial();
+    line(4, "S_i = " + start.scan.logSurvival.text);
+    line(4, "B_i = " + start.suffix.text);
+    tileIndent = openKeyTiles("0", "key_stop", /*packedHeads=*/false, /*lastToFirst=*/true);
+    scoreTile(tileIndent, "live[:, None]");
+    scanPairTile(tileIndent);
+    line(tileIndent, "S_i = S_i + tl.sum(d, 1)");
+    line(tileIndent, "B_i = B_i + tl.sum(w_dp, 1)");
+    line(4, "delta = B_i");
+    if (scanLeftOver) {
+      line(4, "own = pos_m - key_start");
+      line(4, "own_in = row_in & (own >= 0) & (own < kv_end)");
+      line(4, "v_own = tl.load(V + b * stride_vb + h_kv * stride_vh + own[:, None] * stride_vn + "
+              "offs_dv[None, :] * stride_vd, mask=own_in[:, None] & (offs_dv[None, :] < "
+              "HEAD_DIM_V), other=0.0)");
+      line(4, "delta += " + rowsAt(4).scanLeftOver({"S_i"}).text +
+                  " * tl.sum(do.to(tl.float32) * v_own.to(tl.float32), 1)");
+    }
+    line(4, "tl.store(Delta + bh * NQ + offs_m, delta, mask=row_in)");
+    line(4, "S_i = " + start.scan.logSurvival.text);
+    line(4, "B_i = " + start.suffix.text);
+    tileIndent = openKeyTiles("0", "key_stop", /*packedHeads=*/false, /*lastToFirst=*/true);
+    scoreTile(tileIndent, "live[:, None]");
+    line(tileIndent, "# The rows' S and B as they enter the tile, for attn_bwd_dkdv.");
+    line(tileIndent, "states = (bh * tl.cdiv(NK, BLOCK_N) + start_n // BLOCK_N) * NQ + offs_m");
+    line(tileIndent, "tl.store(TileLogSurvival + states, S_i, mask=row_in)");
+    line(tileIndent, "tl.store(TileSuffix + states, B_i, mask=row_in)");
+    scanGradTile(tileIndent);
+    line(tileIndent, "S_i = S_i + tl.sum(d, 1)");
+    line(tileIndent, "B_i = B_i + tl.sum(w_dp, 1)");
+  } else {
+    tileIndent = openKeyTiles();
+    scoreTile(tileIndent, "live[:, None]");
+    scoreGrad(tileIndent);
+  }
   if (additive) {
     line(tileIndent, "# ∂raw/∂a_in = v_n·(1 - tanh²), summed over the tile's keys.");
     line(tileIndent, "dq += tl.sum(draw[:, :, None] * weight_v[None, None, :] * "
@@ -2171,8 +2278,6 @@ LogicalResult KernelPrinter::print() {
   printForward();
   printForwardSplit();
   printForwardMerge();
-  if (scan) // BACKWARD_REFUSED says why
-    return success();
   printPreprocess();
   printDkDv();
   printDq();
