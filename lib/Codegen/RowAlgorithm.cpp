@@ -169,8 +169,9 @@ ScanState RowAlgorithm::scanInitial(FloatType type) {
 RowAlgorithm::ScanStep RowAlgorithm::scanPair(const ScanState &state, const PairValues &pair,
                                               Value s) {
   Value zero = constant(s.getType(), 0.0);
-  return equations.scanPair(state, math.numerator(s, zero, pair.at),
-                            math.denominator(s, zero, pair.at));
+  Value g = math.numerator(s, zero, pair.at); // g before d, in every compiler's order
+  Value d = math.denominator(s, zero, pair.at);
+  return equations.scanPair(state, g, d);
 }
 
 RowState RowAlgorithm::withFloatCount(const RowState &state) {
