@@ -4,7 +4,8 @@ gradient: every example normalizer, causal, key padding, fully masked rows, Nq !
 Nq = 1, N not a multiple of the tile, GQA, an index mask, a score mod with a learnable
 param, offset regions with learnable params, T5's buckets (integer helpers), the cosine,
 bilinear and additive contractions and a learnable projection before a feature map (the
-weights' gradients too), a feature map, and f16 and bf16 storage; and the
+weights' gradients too), a feature map, and f16 and bf16 storage; stick-breaking (a scan:
+key tiles last to first, its left-over and a learnable shift; f32 and bf16); and the
 decode forward (attn_fwd_split + attn_fwd_merge, forced into 3 key chunks) for the
 normalizers, row offsets, positions and the contractions. Tiles of 16 and
 N <= 40 keep the interpreter quick.
@@ -856,45 +857,22 @@ def test_decode_forward_at_positions(name, Nq):
 
 # --- scan normalizers (stick-breaking): key tiles from the last to the first -------------
 
-# examples/normalizers/stick_breaking.mlir with a learnable shift of every share,
-# σ(s + bias) over −softplus(s + bias) (test_stick_breaking's "shifted"): dθ of both regions.
-SHIFTED_STICK_BREAKING = """
-attn.mask @before {
-^bb0(%b: index, %h: index, %i: index, %j: index):
-  %keep = arith.cmpi slt, %j, %i : index
-  attn.yield %keep : i1
-}
-attn.normalizer @shifted_stick_breaking params(bias = -1.0) {
-  numerator {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %bias: f32):
-    %one = arith.constant 1.0 : f32
-    %x = arith.addf %s, %bias : f32
-    %nx = arith.negf %x : f32
-    %e = math.exp %nx : f32
-    %den = arith.addf %one, %e : f32
-    %sigma = arith.divf %one, %den : f32
-    attn.yield %sigma : f32
-  }
-  denominator log_survival {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %bias: f32):
-    %zero = arith.constant 0.0 : f32
-    %x = arith.addf %s, %bias : f32
-    %pos = arith.maximumf %x, %zero : f32
-    %abs = math.absf %x : f32
-    %nabs = arith.negf %abs : f32
-    %e = math.exp %nabs : f32
-    %l = math.log1p %e : f32
-    %softplus = arith.addf %pos, %l : f32
-    %d = arith.negf %softplus : f32
-    attn.yield %d : f32
-  } left_over current
-}
-attn.kernel @shifted_stick_breaking_attention normalizer(@shifted_stick_breaking) mask(@before)
-"""
+def _shifted_stick_breaking():
+    """stick_breaking_left_over with a learnable shift of every share, σ(s + bias) over
+    −softplus(s + bias) (test_stick_breaking's "shifted", with the mask j < i and the
+    left-over): dθ of both regions."""
+    import attn
+    from attn import sigmoid, softplus
+
+    return attn.kernel(
+        attn.normalizer(numerator=lambda s, bias: sigmoid(s + bias),
+                        log_survival=lambda s, bias: -softplus(s + bias), params={"bias": -1.0},
+                        left_over="current", name="shifted_stick_breaking"),
+        mask=attn.mask(lambda i, j: j < i, name="before")).text
 
 
 def _stick_breaking_source(name):
-    return SHIFTED_STICK_BREAKING if name == "shifted" else EXAMPLES / f"{name}.mlir"
+    return _shifted_stick_breaking() if name == "shifted" else EXAMPLES / f"{name}.mlir"
 
 
 def _stick_breaking_case(name, B, H, Nq, Nk, query_start, key_lengths, dtype, seed, H_KV=None):
