@@ -1929,7 +1929,8 @@ void KernelPrinter::printForwardMerge() {
                  "QueryStarts,\n    stride_ob, stride_oh, stride_om, stride_od",
                  /*gradients=*/false, "SPLITS,");
   os << R"(    # The chunks' partial row states combined into the row's, in chunk order (the
-    # row algorithm's combine: m = max, each side's sums rescaled to it; plain: sums).
+    # row algorithm's combine: m = max, each side's sums rescaled to it; plain: sums;
+    # a scan: scanCombine, each chunk nearer than those before it).
     pos_m = offs_m + tl.load(QueryStarts + b).to(tl.int64)
     rows = bh * NQ + offs_m
     chunk_rows = tl.num_programs(1) * NQ
