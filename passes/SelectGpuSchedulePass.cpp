@@ -47,7 +47,8 @@ struct SelectGpuSchedulePass : impl::AttnSelectGpuScheduleBase<SelectGpuSchedule
     for (const std::string &chip : chips)
       for (FloatType type : request->types)
         for (int64_t dim : dims)
-          schedules.push_back(defaultGpuSchedule(chip, type, dim));
+          schedules.push_back(
+              defaultGpuSchedule(chip, type, dim, kernel.getAlgorithm() == Algorithm::Scan));
     kernel.setGpuScheduleAttr(ArrayAttr::get(&getContext(), schedules));
   }
 };

@@ -73,7 +73,8 @@ std::optional<int> mlir::attn::cudaChipVersion(StringRef chip) {
   return version;
 }
 
-GpuScheduleAttr mlir::attn::defaultGpuSchedule(StringRef chip, FloatType type, int64_t headDim) {
+GpuScheduleAttr mlir::attn::defaultGpuSchedule(StringRef chip, FloatType type, int64_t headDim,
+                                               bool scan) {
   const int version = cudaChipVersion(chip).value_or(80);
   // A100 (sm_80) and Hopper have 164 / 228 KB of shared memory per block; sm_86 and
   // sm_89 about 100 KB.
@@ -87,6 +88,11 @@ GpuScheduleAttr mlir::attn::defaultGpuSchedule(StringRef chip, FloatType type, i
     else
       forward = largeSharedMemory ? Tiles{128, 64, 8, version >= 90 ? 3 : 2} : Tiles{64, 64, 4, 2};
     backward = {64, 64, headDim <= 64 ? 4 : 8, 2};
+  }
+  if (scan && !type.isF32()) {
+    int64_t warps = headDim <= 64 ? 4 : 8;
+    forward = {64, 32, warps, 2};
+    backward = {32, 32, warps, 2};
   }
   return GpuScheduleAttr::get(type.getContext(), chip, type, headDim, forward.blockM,
                               forward.blockN, forward.warps, forward.stages, backward.blockM,

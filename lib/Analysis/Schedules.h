@@ -45,8 +45,12 @@ SmallVector<Attribute> defaultCpuSchedules(KernelOp kernel, Algorithm algorithm,
 /// tiles fit the chip's shared memory (A100 and Hopper: 128 × 64 tiles for 16-bit
 /// storage up to d = 128, eight warps beyond d = 64; sm_86/89: 64 × 64) and the
 /// backward's five live tiles fit the registers (64 × 64, 32 × 32 from d = 256);
-/// f32 storage, whose dots run on FMA units, gets 64 × 32 forward tiles.
-GpuScheduleAttr defaultGpuSchedule(StringRef chip, FloatType type, int64_t headDim);
+/// f32 storage, whose dots run on FMA units, gets 64 × 32 forward tiles. A scan's
+/// kernels hold more [rows, keys] tiles (reverse cumsums, e^S, w·dP): 64 × 32 forward
+/// and 32 × 32 backward tiles, eight warps beyond d = 64, without spills on sm_90
+/// (docs/gpu.md).
+GpuScheduleAttr defaultGpuSchedule(StringRef chip, FloatType type, int64_t headDim,
+                                   bool scan = false);
 
 /// XY of a CUDA chip name sm_XY, else std::nullopt.
 std::optional<int> cudaChipVersion(StringRef chip);

@@ -162,31 +162,16 @@ Value RowAlgorithm::composeRescales(Value alpha, Value next) {
 
 // --- a scan's row ----------------------------------------------------------------------
 
-ScanState RowAlgorithm::scanInitial(FloatType type) { return {constant(type, 0.0)}; }
+ScanState RowAlgorithm::scanInitial(FloatType type) {
+  return withRowType(type, [](Equations &rows) { return rows.scanInitial(); });
+}
 
 RowAlgorithm::ScanStep RowAlgorithm::scanPair(const ScanState &state, const PairValues &pair,
                                               Value s) {
   Value zero = constant(s.getType(), 0.0);
-  Value survival = math::ExpOp::create(b, state.logSurvival);
-  Value weight = arith::MulFOp::create(b, math.numerator(s, zero, pair.at), survival);
-  Value next = arith::AddFOp::create(b, state.logSurvival, math.denominator(s, zero, pair.at));
-  return {survival, weight, {next}};
-}
-
-RowAlgorithm::ScanCombined RowAlgorithm::scanCombine(const ScanState &farther,
-                                                     const ScanState &nearer) {
-  return {{arith::AddFOp::create(b, nearer.logSurvival, farther.logSurvival)},
-          math::ExpOp::create(b, nearer.logSurvival)};
-}
-
-Value RowAlgorithm::scanCombineOutput(const ScanCombined &combined, Value fartherOutput,
-                                      Value nearerOutput) {
-  return arith::AddFOp::create(
-      b, nearerOutput, arith::MulFOp::create(b, combined.fartherFactor, fartherOutput));
-}
-
-Value RowAlgorithm::scanLeftOver(const ScanState &state) {
-  return math::ExpOp::create(b, state.logSurvival);
+  Value g = math.numerator(s, zero, pair.at); // g before d, in every compiler's order
+  Value d = math.denominator(s, zero, pair.at);
+  return equations.scanPair(state, g, d);
 }
 
 RowState RowAlgorithm::withFloatCount(const RowState &state) {
@@ -395,17 +380,16 @@ AttentionMath::PairGradient RowAlgorithm::thresholdPairGradient(const PairValues
 // --- a scan's backward row ---------------------------------------------------------------
 
 RowAlgorithm::ScanBackwardState RowAlgorithm::scanBackwardInitial(FloatType type) {
-  return {scanInitial(type), constant(type, 0.0)};
+  return withRowType(type, [](Equations &rows) { return rows.scanBackwardInitial(); });
 }
 
 RowAlgorithm::ScanBackwardStep RowAlgorithm::scanBackwardFold(const ScanBackwardState &state,
                                                               const ScanStep &step,
                                                               const PairValues &pair, Value s,
                                                               Value dP, Value delta) {
-  Value suffix = arith::AddFOp::create(b, state.suffix, arith::MulFOp::create(b, step.weight, dP));
-  BackwardRow row = unitBackwardRow(arith::SubFOp::create(b, suffix, delta));
-  return {{step.next, suffix},
-          math.gradient(pair, s, row, arith::MulFOp::create(b, dP, step.survival))};
+  Equations::ScanBackwardStep next = equations.scanBackwardFold(state, step, dP, delta);
+  return {next.next,
+          math.gradient(pair, s, unitBackwardRow(next.suffixDelta), next.scaledDP)};
 }
 
 BackwardRow RowAlgorithm::unitBackwardRow(Value delta) {

@@ -21,15 +21,8 @@
 //   finalize    C = l + β·e^-m | c | count, O·coefficient/C, row_max, row_sum
 //   backward    from (row_max, row_sum, D = dO·O): shift, 1/C (0 where C = 0), live
 //
-// A scan (stick-breaking, docs/normalizer-classes.md) carries another state, ScanState:
-//
-//   state       S, the log-survival Σ d(s_k) of the kept keys folded so far (its
-//               keys are walked from the last to the first)
-//   start       S = 0
-//   fold pair   w = g(s)·e^S,  S' = S + d(s);  O' = O + w·v
-//   combine     a near chunk (larger keys) and a far one: S = S_near + S_far,
-//               O = O_near + e^(S_near)·O_far, in key order nearest to farthest
-//   finalize    row_max = S (log r, the left-over weight), row_sum = C = 1
+// A scan (stick-breaking) carries another state, ScanState; its equations are
+// RowEquations.h's too.
 //
 // Across the lanes of a tile (and threads, ranks) the fields reduce as
 // laneReduction says: m by maximum, l and count by addition (the lanes share
@@ -78,12 +71,8 @@ private:
   bool compensated;
 };
 
-/// The state of a scan's query row: S, the log-survival of the kept keys folded in
-/// (the keys after the next one). A sum of logs, never a product of survivals: it
-/// stays exact where the product would underflow.
-struct ScanState {
-  Value logSurvival;
-};
+/// The state of a scan's query row (RowEquations.h's ScanStateOf).
+using ScanState = ScanStateOf<Value>;
 
 // --- the equations' MLIR algebra -----------------------------------------------------
 
@@ -196,26 +185,24 @@ public:
   /// The product of two rescale factors (a rescale deferred across tiles).
   Value composeRescales(Value alpha, Value next);
 
-  // --- a scan's row (keys from the last to the first) -------------------------------
+  // --- a scan's row (keys from the last to the first; RowEquations' scan*) ----------
   /// S = 0: no key folded in.
   ScanState scanInitial(FloatType type);
   /// One kept pair: its survival e^S, its weight w = g(s)·e^S and the state after it.
-  struct ScanStep {
-    Value survival, weight;
-    ScanState next;
-  };
+  using ScanStep = Equations::ScanStep;
   ScanStep scanPair(const ScanState &state, const PairValues &pair, Value s);
   /// Two chunks of one row's keys, `nearer` of the larger keys: the combined state and
   /// the factor e^(S_nearer) the farther chunk's output takes.
-  struct ScanCombined {
-    ScanState state;
-    Value fartherFactor;
-  };
-  ScanCombined scanCombine(const ScanState &farther, const ScanState &nearer);
+  using ScanCombined = Equations::ScanCombined;
+  ScanCombined scanCombine(const ScanState &farther, const ScanState &nearer) {
+    return equations.scanCombine(farther, nearer);
+  }
   /// O_nearer + e^(S_nearer)·O_farther.
-  Value scanCombineOutput(const ScanCombined &combined, Value fartherOutput, Value nearerOutput);
+  Value scanCombineOutput(const ScanCombined &combined, Value fartherOutput, Value nearerOutput) {
+    return equations.scanCombineOutput(combined, fartherOutput, nearerOutput);
+  }
   /// r = e^S, the left-over weight of a finished row.
-  Value scanLeftOver(const ScanState &state);
+  Value scanLeftOver(const ScanState &state) { return equations.scanLeftOver(state); }
 
   // --- the end of a row ------------------------------------------------------------
   /// The state with its count as a float (what finalize and partial states store).
@@ -335,18 +322,9 @@ public:
                                                     Value correction);
 
   // --- a scan's backward row (keys last to first, as its forward) --------------------
-  //   state       ScanBackwardState: the forward's ScanState S and the suffix
-  //               B = Σ_{j >= k} w_ij dP_ij of the kept keys folded so far
-  //   start       S = 0, B = 0
-  //   fold pair   scanPair's w, e^S and S'; B' = B + w·dP; with D = dO_i·O_i,
-  //               ds = g'·e^S·dP + d'·(D − B'): the pair gradient at C = 1 with
-  //               dP·e^S for dP and B' − D for D
-  // It has no combine: a chunk's B needs the chunks after it, so the backward takes
-  // whole rows.
-  struct ScanBackwardState {
-    ScanState scan;
-    Value suffix;
-  };
+  // RowEquations' ScanBackwardState (S, B) and scanBackwardFold. It has no combine: a
+  // chunk's B needs the chunks after it, so the backward takes whole rows.
+  using ScanBackwardState = Equations::ScanBackwardState;
   ScanBackwardState scanBackwardInitial(FloatType type);
   /// After scanPair's `step` and the pair's dP = dO_i·v_j: the next state and the
   /// pair's gradients (dv_j gets step.weight·dO_i).
@@ -360,6 +338,13 @@ public:
 private:
   /// The row of a gradient at C = 1 with `delta` for D (live: null, every pair counts).
   BackwardRow unitBackwardRow(Value delta);
+  /// The equations over rows of `type` without a forward state's layout (a scan's
+  /// constants), applied to `apply`.
+  template <typename Apply> auto withRowType(FloatType type, Apply apply) {
+    std::optional<RowStateLayout> scalar(std::in_place, type, /*compensated=*/false, type);
+    Equations scalarRows(MlirRowOps(b, math, scalar), math.normalizer(), math.online());
+    return apply(scalarRows);
+  }
 };
 
 } // namespace mlir::attn

@@ -26,6 +26,18 @@
 //               keys),  row_max = m (0 plain),  row_sum = C, both 0 without keys
 //   backward    live = row_sum ≠ 0 (and what the schedule adds),  1/C (0 where dead)
 //
+// A scan (stick-breaking, docs/normalizer-classes.md) carries another state, its keys
+// walked from the last to the first:
+//
+//   state       S, the log-survival Σ d(s_k) of the kept keys folded so far
+//   start       S = 0
+//   fold pair   w = g(s)·e^S,  S' = S + d(s);  O' = O + w·v   (a masked pair: nothing)
+//   combine     a near chunk (larger keys) and a far one: S = S_near + S_far,
+//               O = O_near + e^(S_near)·O_far
+//   finish      r = e^S (the left-over weight); row_max = S, row_sum = C = 1
+//   backward    (S, B), B = Σ_{j >= k} w·dP: B' = B + w·dP, the pair's gradient at
+//               C = 1 with dP·e^S for dP and B' − D for D
+//
 // Ops provides: the types Value (null-testable; null = absent), Sum (a running sum)
 // and Row (where a row sits); constantLike, rowConstant (a row's value broadcast to
 // the state's shape), emptySum, noKeys; maximum, exp, negate, add, sub, mul, addCount;
@@ -83,6 +95,35 @@ template <typename V> struct BackwardRowOf {
 
 enum class RowComparison { Equal, NotEqual, Greater };
 
+/// A scan's row: S, the log-survival of the kept keys folded in (the keys after the
+/// next one). A sum of logs, never a product of survivals: it stays exact where the
+/// product would underflow.
+template <typename V> struct ScanStateOf {
+  V logSurvival;
+};
+/// One kept pair of a scan: its survival e^S, its weight w = g·e^S and the state after.
+template <typename V> struct ScanStepOf {
+  V survival, weight;
+  ScanStateOf<V> next;
+};
+/// Two chunks of a scan's keys combined, and the factor e^(S_nearer) the farther
+/// chunk's output takes.
+template <typename V> struct ScanCombinedOf {
+  ScanStateOf<V> state;
+  V fartherFactor;
+};
+/// A scan's backward row: the forward's S and the suffix B = Σ_{j >= k} w·dP.
+template <typename V> struct ScanBackwardStateOf {
+  ScanStateOf<V> scan;
+  V suffix;
+};
+/// After a pair: the next backward state, and the dP and D its pair gradient takes
+/// (at C = 1: dP·e^S and B' − D).
+template <typename V> struct ScanBackwardStepOf {
+  ScanBackwardStateOf<V> next;
+  V scaledDP, suffixDelta;
+};
+
 template <typename Ops> class RowEquations {
 public:
   using Value = typename Ops::Value;
@@ -92,6 +133,11 @@ public:
   using Rescale = RescaleOf<Value>;
   using RowResult = RowResultOf<Value>;
   using BackwardRow = BackwardRowOf<Value>;
+  using ScanState = ScanStateOf<Value>;
+  using ScanStep = ScanStepOf<Value>;
+  using ScanCombined = ScanCombinedOf<Value>;
+  using ScanBackwardState = ScanBackwardStateOf<Value>;
+  using ScanBackwardStep = ScanBackwardStepOf<Value>;
   /// Two partial states combined and the factors their outputs take (null plain).
   struct Combined {
     State state;
@@ -231,6 +277,38 @@ public:
     Value inverse =
         ops.name("inv_c", ops.quotientWhere(live, ops.constantLike(rowSum, 1.0), rowSum));
     return {rowMax, inverse, delta, live};
+  }
+
+  // --- a scan's row (keys from the last to the first) ---------------------------------
+  /// S = 0: no key folded in.
+  ScanState scanInitial() { return {ops.rowConstant(0.0)}; }
+  /// One kept pair of numerator g = g(s) and log-survival d = d(s) (at shift 0).
+  ScanStep scanPair(const ScanState &state, Value g, Value d) {
+    Value survival = ops.name("survival", ops.exp(state.logSurvival));
+    return {survival, ops.name("w", ops.mul(g, survival)), {ops.add(state.logSurvival, d)}};
+  }
+  /// Two chunks of one row's keys, `nearer` of the larger keys.
+  ScanCombined scanCombine(const ScanState &farther, const ScanState &nearer) {
+    return {{ops.add(nearer.logSurvival, farther.logSurvival)},
+            ops.name("farther_factor", ops.exp(nearer.logSurvival))};
+  }
+  /// O_nearer + e^(S_nearer)·O_farther.
+  Value scanCombineOutput(const ScanCombined &combined, Value fartherOutput, Value nearerOutput) {
+    return ops.add(nearerOutput, ops.mul(combined.fartherFactor, fartherOutput));
+  }
+  /// r = e^S, the left-over weight of a finished row.
+  Value scanLeftOver(const ScanState &state) { return ops.exp(state.logSurvival); }
+
+  // --- a scan's backward row (keys last to first, as its forward) --------------------
+  /// S = 0, B = 0.
+  ScanBackwardState scanBackwardInitial() {
+    return {scanInitial(), ops.rowConstant(0.0)};
+  }
+  /// After scanPair's `step` and the pair's dP = dO_i·v_j, with D = dO_i·O_i.
+  ScanBackwardStep scanBackwardFold(const ScanBackwardState &state, const ScanStep &step,
+                                    Value dP, Value delta) {
+    Value suffix = ops.add(state.suffix, ops.mul(step.weight, dP));
+    return {{step.next, suffix}, ops.mul(dP, step.survival), ops.sub(suffix, delta)};
   }
 
 private:

@@ -85,24 +85,6 @@ attn.normalizer @softmax {
 }
 attn.kernel @k normalizer(@softmax) mask(@three_bits)
 
-// -----
-
-// A scan normalizer (stick-breaking).
-attn.normalizer @stick_breaking {
-  numerator {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    attn.yield %s : f32
-  }
-  denominator log_survival {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    %a = math.absf %s : f32
-    %d = arith.negf %a : f32
-    attn.yield %d : f32
-  }
-}
-// expected-error @+1 {{uses a scan normalizer (@stick_breaking, log_survival), which the Triton emitter does not cover yet}}
-attn.kernel @k normalizer(@stick_breaking)
-
 // UNDERIVED: error: 'attn.kernel' op has no scalar functions; run attn-derive-backward first
 
 // -----

@@ -2,6 +2,8 @@
 // RUN: attn-compile %examples/normalizers/multimax.mlir --emit=triton -o %t.py
 // RUN: FileCheck %s --check-prefix=COMPILE < %t.py
 // RUN: not attn-compile %examples/normalizers/linear.mlir --emit=triton -o %t.linear.py 2>&1 | FileCheck %s --check-prefix=REFUSED
+// RUN: attn-compile %examples/normalizers/stick_breaking_left_over.mlir --emit=triton -o %t.scan.py
+// RUN: FileCheck %s --check-prefix=SCAN < %t.scan.py
 //
 // attn-opt --attn-triton: the kernel as a Python module of Triton kernels, its
 // scalar functions as @triton.jit functions inside the compiler's templates.
@@ -12,6 +14,49 @@
 // COMPILE: def numerator_d_tb1(s, m, b, h, i, j, p_tb1, p_td1, p_b1, p_d1, p_tb2, p_td2, p_b2, p_d2):
 // COMPILE: def attn_bwd_dq(
 // REFUSED: error: 'attn.kernel' op uses the kernelised (linear-time) form, which the Triton emitter does not cover yet
+
+// A scan (stick-breaking with its left-over): key tiles from the last to the first, S per
+// row; each tile a chunk from S = 0 (its pairs' S by a reverse cumsum) combined into the
+// row's state (RowEquations' scanPair, scanCombine, scanLeftOver); no decode split (its
+// merge has no V for r_i·v_i); the backward's dq kernel computes D from the row's sums and
+// stores S and B per key tile for the dk/dv kernel.
+// SCAN: ALGORITHM = "scan"
+// SCAN: DECODE = dict(max_rows=0, programs_per_sm=2)
+// SCAN-LABEL: def attn_fwd(
+// SCAN: S_i = tl.zeros([BLOCK_M], tl.float32)
+// SCAN: key_tiles = (key_stop - 0 + BLOCK_N - 1) // BLOCK_N
+// SCAN-NEXT: for back in range(0, key_tiles):
+// SCAN-NEXT: start_n = 0 + (key_tiles - 1 - back) * BLOCK_N
+// SCAN: d = tl.where(keep, denominator(s, 0.0, b, h, i, j), 0.0)
+// SCAN-NEXT: survival = tl.exp2((tl.cumsum(d, 1, reverse=True) - d) * LOG2E)
+// SCAN-NEXT: w = tl.where(keep, numerator(s, 0.0, b, h, i, j), 0.0) * survival
+// SCAN-NEXT: farther_factor = tl.exp2(S_i * LOG2E)
+// SCAN-NEXT: acc = acc + farther_factor[:, None] * tl.dot(w.to(v.dtype), v, input_precision=DOT_PRECISION)
+// SCAN-NEXT: S_i = S_i + tl.sum(d, 1)
+// SCAN: own = pos_m - key_start
+// SCAN: acc = acc + tl.exp2(S_i * LOG2E)[:, None] * v_own.to(tl.float32)
+// SCAN: tl.store(RowMax + bh * NQ + offs_m, S_i, mask=row_in)
+// SCAN-NEXT: tl.store(RowSum + bh * NQ + offs_m, tl.full([BLOCK_M], 1.0, tl.float32), mask=row_in)
+// SCAN-LABEL: def attn_fwd_merge(
+// SCAN: farther_factor = tl.exp2(part_s * LOG2E)
+// SCAN-NEXT: acc = tl.load(PartAcc + part[:, None] * HEAD_DIM_V + offs_dv[None, :], mask=acc_in, other=0.0) + farther_factor[:, None] * acc
+// SCAN-NEXT: S_i = part_s + S_i
+// SCAN-LABEL: def attn_bwd_dkdv(
+// SCAN: Q, K, V, DOut, DK, DV, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts, DParamsKeys, TileLogSurvival, TileSuffix,
+// SCAN: S_i = tl.load(TileLogSurvival + states, mask=row_in, other=0.0)
+// SCAN-NEXT: B_i = tl.load(TileSuffix + states, mask=row_in, other=0.0)
+// SCAN: survival = tl.exp2((S_i[:, None] + (tl.cumsum(d, 1, reverse=True) - d)) * LOG2E)
+// SCAN: scaled_dp = dp * survival
+// SCAN-NEXT: suffix_delta = B_i[:, None] + (tl.cumsum(w_dp, 1, reverse=True) - w_dp) + w * dp - delta[:, None]
+// SCAN-NEXT: ds = tl.where(keep, numerator_ds(s, shift, b, h, i, j) * scaled_dp - denominator_ds(s, shift, b, h, i, j) * suffix_delta, 0.0)
+// SCAN: dv += tl.exp2(own_s * LOG2E)[:, None] * do_own.to(tl.float32)
+// SCAN-LABEL: def attn_bwd_dq(
+// SCAN: B_i = B_i + tl.sum(w_dp, 1)
+// SCAN: delta = B_i
+// SCAN: delta += tl.exp2(S_i * LOG2E) * tl.sum(do.to(tl.float32) * v_own.to(tl.float32), 1)
+// SCAN-NEXT: tl.store(Delta + bh * NQ + offs_m, delta, mask=row_in)
+// SCAN: tl.store(TileLogSurvival + states, S_i, mask=row_in)
+// SCAN-NEXT: tl.store(TileSuffix + states, B_i, mask=row_in)
 
 // Softmax: online; the running max rescales by exp2 with log2 e folded, and the
 // numerator is stabilised as e^(s - m).

@@ -15,9 +15,9 @@
 // CHECK: scf.for %[[T:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[S:.*]] = %{{.*}}, %{{.*}} = %{{.*}}) -> (f32, f32)
 // CHECK: arith.subi %[[LAST]], %[[T]]
 // CHECK: func.call @stick_breaking_left_over_attention.mask
-// CHECK: math.exp %[[S]]
 // CHECK: func.call @stick_breaking_left_over_attention.num
 // CHECK: func.call @stick_breaking_left_over_attention.den
+// CHECK: math.exp %[[S]]
 // CHECK: math.exp
 // CHECK-NOT: func.func
 // CHECK: return

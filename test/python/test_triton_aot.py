@@ -107,3 +107,21 @@ def test_decode_kernels_compile(cuda_target, arch, source):
     for name, binary in compiled.items():
         assert f".target sm_{arch}" in binary.asm["ptx"], f"{name}: not compiled for sm_{arch}"
         assert binary.asm.get("cubin"), f"{name}: no cubin for sm_{arch}"
+
+
+def test_scan_kernels_compile_for_sm_90(cuda_target):
+    """A scan's kernels (stick-breaking with its left-over: reverse cumsums over the key
+    tiles, the decode split, the backward's two passes) compile for sm_90 at d = 64 and
+    128 with their own schedule (64 × 32 forward, wgmma; 32 × 32 backward, mma.sync)."""
+    kernel = triton_backend.compile_triton(
+        str(EXAMPLES / "stick_breaking_left_over.mlir"),
+        options=["--cuda-targets=sm_90", "--cuda-head-dims=64,128"])
+    for head_dim in (64, 128):
+        compiled = kernel.compile_ahead(cuda_target(90), dtype=torch.bfloat16,
+                                        head_dim=head_dim, is_causal=True, has_key_lengths=True)
+        assert set(compiled) == set(triton_backend.KERNEL_NAMES)
+        for name, binary in compiled.items():
+            assert binary.asm.get("cubin"), f"{name}: no cubin for sm_90 at d = {head_dim}"
+        assert "wgmma.mma_async" in compiled["attn_fwd"].asm["ptx"]
+        for name in ("attn_bwd_dkdv", "attn_bwd_dq"):
+            assert "mma.sync" in compiled[name].asm["ptx"], f"{name} has no tensor-core mma"

@@ -4,7 +4,8 @@ gradient: every example normalizer, causal, key padding, fully masked rows, Nq !
 Nq = 1, N not a multiple of the tile, GQA, an index mask, a score mod with a learnable
 param, offset regions with learnable params, T5's buckets (integer helpers), the cosine,
 bilinear and additive contractions and a learnable projection before a feature map (the
-weights' gradients too), a feature map, and f16 and bf16 storage; and the
+weights' gradients too), a feature map, and f16 and bf16 storage; stick-breaking (a scan:
+key tiles last to first, its left-over and a learnable shift; f32 and bf16); and the
 decode forward (attn_fwd_split + attn_fwd_merge, forced into 3 key chunks) for the
 normalizers, row offsets, positions and the contractions. Tiles of 16 and
 N <= 40 keep the interpreter quick.
@@ -852,3 +853,138 @@ def test_decode_forward_at_positions(name, Nq):
     want = {n: t for n, t in want.items() if n in got}
     assert_close(got, want, context=f"{name} decode at positions {first}")
 
+
+
+# --- scan normalizers (stick-breaking): key tiles from the last to the first -------------
+
+def _shifted_stick_breaking():
+    """stick_breaking_left_over with a learnable shift of every share, σ(s + bias) over
+    −softplus(s + bias) (test_stick_breaking's "shifted", with the mask j < i and the
+    left-over): dθ of both regions."""
+    import attn
+    from attn import sigmoid, softplus
+
+    return attn.kernel(
+        attn.normalizer(numerator=lambda s, bias: sigmoid(s + bias),
+                        log_survival=lambda s, bias: -softplus(s + bias), params={"bias": -1.0},
+                        left_over="current", name="shifted_stick_breaking"),
+        mask=attn.mask(lambda i, j: j < i, name="before")).text
+
+
+def _stick_breaking_source(name):
+    return _shifted_stick_breaking() if name == "shifted" else EXAMPLES / f"{name}.mlir"
+
+
+def _stick_breaking_case(name, B, H, Nq, Nk, query_start, key_lengths, dtype, seed, H_KV=None):
+    """Inputs (rounded to `dtype`, float64) and test_stick_breaking's float64 reference:
+    O and its gradients by q, k, v (and the shift `bias` of "shifted"), mask j < i."""
+    from test_stick_breaking import reference as stick_breaking_reference
+
+    H_KV = H_KV or H
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(B, H, Nq, D, generator=g, dtype=torch.float64)
+    k, v = (torch.randn(B, H_KV, Nk, D, generator=g, dtype=torch.float64) for _ in range(2))
+    dout = torch.randn(B, H, Nq, D, generator=g, dtype=torch.float64)
+    q, k, v, dout = (t.to(dtype).double() for t in (q, k, v, dout))
+    i = query_start + torch.arange(Nq)[:, None]
+    keep = (torch.arange(Nk)[None, :] < i).expand(B, 1, Nq, Nk)
+    if key_lengths is not None:
+        keep = keep & (torch.arange(Nk) < key_lengths[:, None, None, None])
+    leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
+    bias = torch.tensor(-1.0, dtype=torch.float64, requires_grad=True)
+    expand = lambda t: t.repeat_interleave(H // H_KV, dim=1)
+    out = stick_breaking_reference(leaves[0], expand(leaves[1]), expand(leaves[2]), keep,
+                                   name != "stick_breaking", bias if name == "shifted" else None,
+                                   key_lengths=key_lengths, query_start=query_start)
+    wrt = leaves + ([bias] if name == "shifted" else [])
+    grads = torch.autograd.grad(out, wrt, dout)
+    want = {"O": out.detach(), "dq": grads[0], "dk": grads[1], "dv": grads[2]}
+    if name == "shifted":
+        want["dparams"] = grads[3].reshape(1)
+    return (q, k, v, dout), want
+
+
+def _stick_breaking_run(kern, inputs, dtype, **options):
+    """O and the gradients of the Triton kernel (run), with query_start and key_start."""
+    q, k, v, dout = inputs
+    leaves = [t.to(dtype).requires_grad_(True) for t in (q, k, v)]
+    params = kern.initial_params().requires_grad_(True)
+    out = kern(*leaves, params, **options)
+    out.backward(dout.to(dtype))
+    got = {"O": out.detach().double(), "dq": leaves[0].grad.double(),
+           "dk": leaves[1].grad.double(), "dv": leaves[2].grad.double()}
+    if params.numel():
+        got["dparams"] = params.grad.double()
+    return got
+
+
+STICK_BREAKING = pytest.mark.parametrize(
+    "name", ["stick_breaking", "stick_breaking_left_over", "shifted"])
+
+
+@STICK_BREAKING
+@pytest.mark.parametrize("Nq,Nk,query_start,causal,padded", [
+    (40, 40, 0, False, True),    # key padding, N a multiple of neither tile
+    (40, 40, 0, True, False),    # causal on top of the mask: the same pairs, fewer tiles
+    (21, 37, 16, True, True),    # Nq != Nk at a query start (the left-over's key moves)
+    (1, 37, 36, False, False),   # a decoder step: Nq = 1 against every key
+])
+def test_stick_breaking_forward_and_gradients(name, Nq, Nk, query_start, causal, padded):
+    """A scan's kernels (f32): O, dq, dk, dv (and dbias) against the float64 reference;
+    attn_fwd stores row_max = S = log r <= 0 and row_sum = 1."""
+    lengths = torch.tensor([Nk, Nk - 9]) if padded else None
+    inputs, want = _stick_breaking_case(name, 2, 2, Nq, Nk, query_start, lengths,
+                                        torch.float32, helpers.seed_of(f"sb-{Nq}-{Nk}"))
+    kern = kernel(_stick_breaking_source(name))
+    got = _stick_breaking_run(kern, inputs, torch.float32, is_causal=causal, key_lengths=lengths,
+                              query_start=query_start)
+    assert_close(got, want, context=f"{name} {Nq}x{Nk}")
+    starts = (torch.full((2,), query_start), torch.zeros(2, dtype=torch.int64))
+    q, k, v, _ = (t.float().to(DEVICE) for t in inputs)
+    _, row_max, row_sum = getattr(kern, "kern", kern).forward(
+        q, k, v, kern.initial_params(device=DEVICE), causal, lengths, positions=starts)
+    assert torch.equal(row_sum.cpu(), torch.ones_like(row_sum.cpu()))
+    assert bool((row_max.cpu() <= 0).all())
+
+
+@STICK_BREAKING
+def test_stick_breaking_bfloat16(name):
+    """bf16 q, k, v (w and dS rounded to bf16 for the dots), GQA: within four of bf16's
+    eps of the reference on the rounded inputs."""
+    inputs, want = _stick_breaking_case(name, 1, 4, 29, 29, 0, None, torch.bfloat16,
+                                        helpers.seed_of("sb-bf16"), H_KV=2)
+    got = _stick_breaking_run(kernel(_stick_breaking_source(name)), inputs, torch.bfloat16,
+                              is_causal=True)
+    assert_close(got, want, tolerance=4 * torch.finfo(torch.bfloat16).eps,
+                 context=f"{name} bf16")
+
+
+def test_stick_breaking_gradients_are_deterministic():
+    """dθ from per-program slots, S and B per key tile: the same bits twice."""
+    inputs, _ = _stick_breaking_case("shifted", 2, 2, 40, 40, 0, None, torch.float32, 5)
+    kern = kernel(_stick_breaking_source("shifted"))
+    first, second = (_stick_breaking_run(kern, inputs, torch.float32) for _ in range(2))
+    for name in first:
+        assert torch.equal(first[name], second[name]), name
+
+
+def test_stick_breaking_decode_split_combines_chunks_nearest_first():
+    """attn_fwd_split's chunks of 16 keys (S from 0 each) and attn_fwd_merge's scanCombine
+    (O = O_near + e^(S_near)·O_far): a decoder step over 45 keys in 3 chunks, GQA."""
+    inputs, want = _stick_breaking_case("stick_breaking", 1, 4, 1, 45, 45, None, torch.float32,
+                                        helpers.seed_of("sb-split"), H_KV=2)
+    kern = split_kernel(EXAMPLES / "stick_breaking.mlir")
+    assert kern.key_split(*inputs[:2]) == (SPLITS, TILE)
+    got = _stick_breaking_run(kern, inputs, torch.float32, query_start=45)
+    assert_close(got, want, context="stick_breaking decode split")
+
+
+def test_stick_breaking_left_over_runs_unsplit():
+    """A left-over's r_i·v_i needs V where attn_fwd_merge has none: its DECODE has no rows,
+    so even forced chunks run attn_fwd (and stay exact)."""
+    inputs, want = _stick_breaking_case("stick_breaking_left_over", 1, 2, 1, 37, 20, None,
+                                        torch.float32, helpers.seed_of("sb-left-over"))
+    kern = split_kernel(EXAMPLES / "stick_breaking_left_over.mlir")
+    assert kern.module.DECODE["max_rows"] == 0 and kern.key_split(*inputs[:2]) is None
+    assert_close(_stick_breaking_run(kern, inputs, torch.float32, query_start=20), want,
+                 context="left-over, forced split")

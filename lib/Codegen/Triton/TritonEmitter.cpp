@@ -967,6 +967,24 @@ private:
   void forwardTile(int indent);
   /// The row's end from its state (the offset added once), then O, row_max and row_sum.
   void forwardEpilogue();
+  /// A scan's forward: S_i = 0 and acc = 0; the key tiles (openKeyTiles, last to
+  /// first), each a chunk of the row combined into it (scanTile); the end of the row
+  /// (scanEpilogue, with `leftOver` the query's own value weighted by r = e^S).
+  void scanTile(int indent);
+  void scanEpilogue(bool leftOver);
+  /// A scan's backward tile from the rows' S_i and B_i as they enter it: each pair's
+  /// e^S, w, dP·e^S (scaled_dp) and B' − D (suffix_delta), then ds and draw. In
+  /// attn_bwd_dq (keys last to first) the rows' states are then advanced and stored per
+  /// key tile (TileLogSurvival, TileSuffix), which attn_bwd_dkdv reads.
+  void scanGradTile(int indent);
+  /// The pairs of a scan's backward tile: shift, d, e^S (survival), w, dp and w_dp.
+  TritonRows::ScanStep scanPairTile(int indent);
+  /// What a pair's gradient takes for dP and D: (g'·dP − h'·D)/C, a scan's at C = 1
+  /// with dP·e^S and B' − D.
+  std::string pairDP() const { return scan ? "scaled_dp" : "dp"; }
+  std::string pairDelta() const { return scan ? "suffix_delta" : "delta[:, None]"; }
+  /// draw = ds·∂s/∂raw of the tile (a score mod's), masked.
+  void scoreDraw(int indent);
   void printPreprocess();
   void printDkDv();
   void printDq();
@@ -1047,8 +1065,10 @@ private:
   std::string weightsText();
   /// A row program's loop over key tiles from `first` to `stop` (skipping those the mask
   /// keeps nothing of), with the tile's keys and values loaded; returns the tile body's
-  /// indent. `packedHeads`: the rows are attn_fwd_split's (several heads, pos_m's span).
-  int openKeyTiles(StringRef first = "0", StringRef stop = "key_stop", bool packedHeads = false);
+  /// indent. `packedHeads`: the rows are attn_fwd_split's (several heads, pos_m's span);
+  /// `lastToFirst`: the tiles in reverse (a scan's).
+  int openKeyTiles(StringRef first = "0", StringRef stop = "key_stop", bool packedHeads = false,
+                   bool lastToFirst = false);
   void loadRowStatistics(int indent);
   /// kv_end: the keys a row of batch b sees before causal and the mask.
   void keyEnd(int indent);
@@ -1107,6 +1127,11 @@ private:
   /// share of dW into its own slot (the launcher sums them in a fixed order).
   bool additive = false, projected = false;
   int64_t hidden = 0;
+  /// A scan normalizer (stick-breaking): its kernels walk a row's key tiles from the
+  /// last to the first carrying S (and B backward): scanTile, scanGradTile.
+  bool scan = false;
+  /// A scan with `left_over current`: O_i += r_i·v_i.
+  bool scanLeftOver = false;
   /// The mask's tiles are classified (block_sparsity `indices`): the loops skip
   /// the tiles it keeps no pair of and evaluate it only on the partial ones.
   bool blockSparse = false;
@@ -1124,9 +1149,6 @@ LogicalResult KernelPrinter::checkCovered() {
   };
   if (*algorithm == Algorithm::Kernelised)
     return refuse("the kernelised (linear-time) form");
-  if (*algorithm == Algorithm::Scan)
-    return refuse("a scan normalizer (@" + kernel.getNormalizerOp().getSymName() +
-                  ", log_survival)");
   if (*algorithm == Algorithm::Implicit)
     return refuse("an implicit normalizer (a threshold τ_i solved per row)");
   if (ScoreOp score = kernel.getScoreOp()) {
@@ -1138,6 +1160,8 @@ LogicalResult KernelPrinter::checkCovered() {
     featureMap = score.hasFeatureMap();
   }
   online = *algorithm == Algorithm::Online;
+  scan = *algorithm == Algorithm::Scan;
+  scanLeftOver = scan && kernel.getNormalizerOp().getLeftOverToCurrent();
   normalizer = kernel.getNormalizerOp();
   functions = cast<KernelFunctionsAttr>((*kernel.getFunctions())[0]);
   numNormalizerParams = normalizer.getNumParams();
@@ -1328,6 +1352,10 @@ void KernelPrinter::scoreGrad(int indent) {
     gradient = "(" + gradient + " - denominator_ds(" + withParams("s, shift, b, h, i, j") +
                ") * delta[:, None])";
   line(indent, "ds = tl.where(keep, " + gradient + " * inv_c, 0.0)");
+  scoreDraw(indent);
+}
+
+void KernelPrinter::scoreDraw(int indent) {
   if (functions.getScoreDs())
     line(indent, "draw = tl.where(keep, ds * score_mod_draw(" + withParams("raw, b, h, i, j") +
                      "), 0.0)");
@@ -1514,8 +1542,15 @@ void KernelPrinter::loadKeysAndValues(int indent) {
                                  "kv_end", "offs_dv", "stride_vd", "HEAD_DIM_V"));
 }
 
-int KernelPrinter::openKeyTiles(StringRef first, StringRef stop, bool packedHeads) {
-  line(4, "for start_n in range(" + first + ", " + stop + ", BLOCK_N):");
+int KernelPrinter::openKeyTiles(StringRef first, StringRef stop, bool packedHeads,
+                                bool lastToFirst) {
+  if (lastToFirst) {
+    line(4, "key_tiles = (" + stop + " - " + first + " + BLOCK_N - 1) // BLOCK_N");
+    line(4, "for back in range(0, key_tiles):");
+    line(8, "start_n = " + first + " + (key_tiles - 1 - back) * BLOCK_N");
+  } else {
+    line(4, "for start_n in range(" + first + ", " + stop + ", BLOCK_N):");
+  }
   line(8, "offs_n = start_n + tl.arange(0, BLOCK_N)");
   line(8, "j = (offs_n + key_start)[None, :]");
   int tileIndent = 8;
@@ -1598,7 +1633,7 @@ void KernelPrinter::printHeader() {
      << "attn.triton_backend launches them.\n\"\"\"\n"
      << "import math\n\nimport triton\nimport triton.language as tl\n\n"
      << "KERNEL = \"" << kernel.getSymName() << "\"\n"
-     << "ALGORITHM = \"" << (online ? "online" : "plain") << "\"\n"
+     << "ALGORITHM = \"" << (scan ? "scan" : online ? "online" : "plain") << "\"\n"
      << "PARAM_NAMES = (" << names << ")\n"
      << "PARAM_INITS = (" << inits << ")\n"
      << "# Learnable weights after the params in Params: (name, shape, offset, init).\n"
@@ -1624,8 +1659,12 @@ void KernelPrinter::printHeader() {
      << "# When the launcher runs the decode forward (docs/gpu.md): at most max_rows query rows,\n"
      << "# attn_fwd's programs fewer than the GPU's SMs; key chunks for programs_per_sm\n"
      << "# programs per SM.\n"
-     << "DECODE = dict(max_rows=" << kDecodeBlockM << ", programs_per_sm=2)\n"
-     << "LOG2E = tl.constexpr(1.4426950408889634)\n";
+     << "DECODE = dict(max_rows=" << (scanLeftOver ? 0 : kDecodeBlockM)
+     << ", programs_per_sm=2)\n";
+  if (scanLeftOver)
+    os << "# A scan with a left-over (r_i·v_i) runs attn_fwd only: attn_fwd_merge has no V\n"
+       << "# to add the query's own value to (docs/gpu.md).\n";
+  os << "LOG2E = tl.constexpr(1.4426950408889634)\n";
   if (additive || projected)
     os << "# The projected rows' width (the additive contraction's hidden n, the projection's\n"
        << "# m) and its tile.\n"
@@ -1700,11 +1739,92 @@ void KernelPrinter::forwardEpilogue() {
   os << "\n\n";
 }
 
+void KernelPrinter::scanTile(int indent) {
+  TritonRows rows = rowsAt(indent);
+  line(indent, "# The tile is a chunk of the row's keys farther than those folded so far: its");
+  line(indent, "# pairs' S from 0, Σ d over the tile's kept keys after each (a masked pair adds");
+  line(indent, "# nothing and does not advance S), then combined with the row's (S_i, acc).");
+  line(indent, "d = tl.where(keep, denominator(" + withParams("s, 0.0, b, h, i, j") + "), 0.0)");
+  TritonRows::ScanStep pair =
+      rows.scanPair({PyValue("tl.cumsum(d, 1, reverse=True) - d", PyValue::Sum)},
+                    "tl.where(keep, numerator(" + withParams("s, 0.0, b, h, i, j") + "), 0.0)",
+                    "d");
+  TritonRows::ScanCombined combined = rows.scanCombine({"tl.sum(d, 1)"}, {"S_i"});
+  std::string tileOutput =
+      "tl.dot(" + pair.weight.text + ".to(v.dtype), v, input_precision=DOT_PRECISION)";
+  TritonRows::ScanCombined byColumn = combined;
+  byColumn.fartherFactor = outputColumn(combined.fartherFactor);
+  line(indent, "acc = " + rows.scanCombineOutput(byColumn, tileOutput, "acc").text);
+  line(indent, "S_i = " + combined.state.logSurvival.text);
+}
+
+void KernelPrinter::scanEpilogue(bool leftOver) {
+  TritonRows rows = rowsAt(4);
+  if (leftOver) {
+    line(4, "# The left-over r = e^S to the query's own key (abi.h: key row pos - key_start),");
+    line(4, "# where that key is below the row's key length; a query without one gets none.");
+    line(4, "own = pos_m - key_start");
+    line(4, "own_in = row_in & (own >= 0) & (own < kv_end)");
+    line(4, "v_own = tl.load(V + b * stride_vb + h_kv * stride_vh + own[:, None] * stride_vn + "
+            "offs_dv[None, :] * stride_vd, mask=own_in[:, None] & (offs_dv[None, :] < "
+            "HEAD_DIM_V), other=0.0)");
+    line(4, "acc = acc + " + outputColumn(rows.scanLeftOver({"S_i"})).text +
+                " * v_own.to(tl.float32)");
+  }
+  line(4, "# No denominator: O = acc; row_max = S (log r), row_sum = C = 1.");
+  line(4, "tl.store(Out + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + "
+          "offs_dv[None, :] * stride_od, acc.to(Out.dtype.element_ty), "
+          "mask=row_in[:, None] & (offs_dv[None, :] < HEAD_DIM_V))");
+  line(4, "tl.store(RowMax + bh * NQ + offs_m, S_i, mask=row_in)");
+  line(4, "tl.store(RowSum + bh * NQ + offs_m, tl.full([BLOCK_M], 1.0, tl.float32), mask=row_in)");
+  os << "\n\n";
+}
+
+TritonRows::ScanStep KernelPrinter::scanPairTile(int indent) {
+  line(indent, "shift = 0.0  # a scan shifts nothing, and its C is 1");
+  line(indent, "d = tl.where(keep, denominator(" + withParams("s, shift, b, h, i, j") + "), 0.0)");
+  line(indent, "# Each pair's S: the row's S_i, then Σ d over the tile's kept keys after it.");
+  TritonRows::ScanStep step = rowsAt(indent).scanPair(
+      {PyValue("S_i[:, None] + (tl.cumsum(d, 1, reverse=True) - d)", PyValue::Sum)},
+      "tl.where(keep, numerator(" + withParams("s, shift, b, h, i, j") + "), 0.0)", "d");
+  line(indent, "dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)");
+  line(indent, "w_dp = w * dp");
+  return step;
+}
+
+void KernelPrinter::scanGradTile(int indent) {
+  TritonRows rows = rowsAt(indent);
+  TritonRows::ScanStep step = scanPairTile(indent);
+  line(indent, "inv_c = 1.0");
+  line(indent, "# Each pair's B before it: the row's B_i, then Σ w·dP over the tile's keys after.");
+  TritonRows::ScanBackwardStep next = rows.scanBackwardFold(
+      {step.next, PyValue("B_i[:, None] + (tl.cumsum(w_dp, 1, reverse=True) - w_dp)",
+                          PyValue::Sum)},
+      step, "dp", "delta[:, None]");
+  line(indent, "scaled_dp = " + next.scaledDP.text);
+  line(indent, "suffix_delta = " + next.suffixDelta.text);
+  std::string gradient = "numerator_ds(" + withParams("s, shift, b, h, i, j") + ") * scaled_dp";
+  if (functions.getDenominatorDs())
+    gradient += " - denominator_ds(" + withParams("s, shift, b, h, i, j") + ") * suffix_delta";
+  line(indent, "ds = tl.where(keep, " + gradient + ", 0.0)");
+  scoreDraw(indent);
+}
+
 void KernelPrinter::printForward() {
   signature(ATTN_TRITON_FORWARD, "Q, K, V, Out, RowMax, RowSum, Params, KeyLengths, QueryStarts",
             {"q", "k", "v", "o"});
   rowProgram();
   loadParams(4);
+  if (scan) {
+    line(4, "# A scan (docs/normalizer-classes.md): key tiles from the last to the first.");
+    line(4, "S_i = " + rowsAt(4).scanInitial().logSurvival.text);
+    line(4, "acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)");
+    int tileIndent = openKeyTiles("0", "key_stop", /*packedHeads=*/false, /*lastToFirst=*/true);
+    scoreTile(tileIndent, "row_in[:, None]");
+    scanTile(tileIndent);
+    scanEpilogue(scanLeftOver);
+    return;
+  }
   forwardState(4, rowsAt(4).initial("b, h, pos_m"));
   int tileIndent = openKeyTiles();
   scoreTile(tileIndent, "row_in[:, None]");
@@ -1752,6 +1872,22 @@ void KernelPrinter::printForwardSplit() {
   line(4, "key_first = split * KEYS_PER_SPLIT");
   line(4, "key_last = tl.minimum(key_stop, key_first + KEYS_PER_SPLIT)");
   loadParams(4);
+  if (scan) {
+    line(4, "# A scan's chunk: its key tiles from the last to the first, S from 0.");
+    line(4, "S_i = " + rowsAt(4).scanInitial().logSurvival.text);
+    line(4, "acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)");
+    int tileIndent = openKeyTiles("key_first", "key_last", /*packedHeads=*/true,
+                                  /*lastToFirst=*/true);
+    scoreTile(tileIndent, "row_in[:, None]");
+    scanTile(tileIndent);
+    line(4, "# The chunk's partial row: acc and S (attn_fwd_merge's scanCombine).");
+    line(4, "part = (split * tl.num_programs(1) * group + b * H + heads) * NQ + offs_m");
+    line(4, "tl.store(PartMax + part, S_i, mask=row_in)");
+    line(4, "tl.store(PartAcc + part[:, None] * HEAD_DIM_V + offs_dv[None, :], acc, "
+            "mask=row_in[:, None] & (offs_dv[None, :] < HEAD_DIM_V))");
+    os << "\n\n";
+    return;
+  }
   line(4, "# The row offset's exponent joins the max in attn_fwd_merge, once.");
   forwardState(4, rowsAt(4).noKeyState());
   int tileIndent = openKeyTiles("key_first", "key_last", /*packedHeads=*/true);
@@ -1793,13 +1929,35 @@ void KernelPrinter::printForwardMerge() {
                  "QueryStarts,\n    stride_ob, stride_oh, stride_om, stride_od",
                  /*gradients=*/false, "SPLITS,");
   os << R"(    # The chunks' partial row states combined into the row's, in chunk order (the
-    # row algorithm's combine: m = max, each side's sums rescaled to it; plain: sums).
+    # row algorithm's combine: m = max, each side's sums rescaled to it; plain: sums;
+    # a scan: scanCombine, each chunk nearer than those before it).
     pos_m = offs_m + tl.load(QueryStarts + b).to(tl.int64)
     rows = bh * NQ + offs_m
     chunk_rows = tl.num_programs(1) * NQ
     acc_in = row_in[:, None] & (offs_dv[None, :] < HEAD_DIM_V)
 )";
   loadParams(4);
+  if (scan) {
+    line(4, "# A scan's chunks: split s holds keys below split s + 1's, so each one is nearer");
+    line(4, "# than those combined before it.");
+    line(4, "S_i = " + rowsAt(4).scanInitial().logSurvival.text);
+    line(4, "acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)");
+    line(4, "for split in range(0, SPLITS):");
+    line(8, "part = split * chunk_rows + rows");
+    line(8, "part_s = tl.load(PartMax + part, mask=row_in, other=0.0)");
+    TritonRows chunks = rowsAt(8);
+    TritonRows::ScanCombined combined = chunks.scanCombine({"S_i"}, {"part_s"});
+    TritonRows::ScanCombined byColumn = combined;
+    byColumn.fartherFactor = outputColumn(combined.fartherFactor);
+    line(8, "acc = " + chunks
+                           .scanCombineOutput(byColumn, "acc",
+                                              "tl.load(PartAcc + part[:, None] * HEAD_DIM_V + "
+                                              "offs_dv[None, :], mask=acc_in, other=0.0)")
+                           .text);
+    line(8, "S_i = " + combined.state.logSurvival.text);
+    scanEpilogue(/*leftOver=*/false); // DECODE never splits a scan with a left-over
+    return;
+  }
   forwardState(4, rowsAt(4).initial("b, h, pos_m"));
   line(4, "for split in range(0, SPLITS):");
   line(8, "part = split * chunk_rows + rows");
@@ -1867,8 +2025,10 @@ void KernelPrinter::printPreprocess() {
 
 void KernelPrinter::printDkDv() {
   signature(ATTN_TRITON_BACKWARD_KEYS,
-            "Q, K, V, DOut, DK, DV, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts, "
-            "DParamsKeys",
+            scan ? "Q, K, V, DOut, DK, DV, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts, "
+                   "DParamsKeys, TileLogSurvival, TileSuffix"
+                 : "Q, K, V, DOut, DK, DV, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts, "
+                   "DParamsKeys",
             {"q", "k", "v", "do", "dk", "dv"}, /*gradients=*/true);
   os << R"(    # One program per key block of one (b, kv head): it visits every query head of
     # the GQA group in turn, so dK, dV and dθ are reduced without atomics.
@@ -1914,11 +2074,22 @@ void KernelPrinter::printDkDv() {
                                       "NQ", "offs_d", "stride_qd", "HEAD_DIM"));
   line(body, "do = " + tileLoad("DOut", "b * stride_dob + h * stride_doh", "offs_m",
                                 "stride_dom", "NQ", "offs_dv", "stride_dod", "HEAD_DIM_V"));
-  loadRowStatistics(body);
-  scoreTile(body, "live[:, None]");
-  scoreGrad(body);
-  line(body, "w = tl.where(keep, numerator(" + withParams("s, shift, b, h, i, j") +
-                 ") * inv_c, 0.0)");
+  if (scan) {
+    line(body, "delta = tl.load(Delta + bh * NQ + offs_m, mask=row_in, other=0.0)");
+    line(body, "live = row_in");
+    line(body, "# The rows' S and B as they enter this key tile (attn_bwd_dq stored them).");
+    line(body, "states = (bh * tl.num_programs(0) + start_n) * NQ + offs_m");
+    line(body, "S_i = tl.load(TileLogSurvival + states, mask=row_in, other=0.0)");
+    line(body, "B_i = tl.load(TileSuffix + states, mask=row_in, other=0.0)");
+    scoreTile(body, "live[:, None]");
+    scanGradTile(body);
+  } else {
+    loadRowStatistics(body);
+    scoreTile(body, "live[:, None]");
+    scoreGrad(body);
+    line(body, "w = tl.where(keep, numerator(" + withParams("s, shift, b, h, i, j") +
+                   ") * inv_c, 0.0)");
+  }
   line(body, "dv += tl.dot(tl.trans(w).to(do.dtype), do, input_precision=DOT_PRECISION)");
   if (additive) {
     line(body, "# ∂raw/∂c_jn = v_n·(1 - tanh²), ∂raw/∂v_n = tanh, summed over the tile's rows.");
@@ -1932,16 +2103,27 @@ void KernelPrinter::printDkDv() {
   for (unsigned p = 0; p < numNormalizerParams; ++p) {
     std::string term = "numerator_d_" + paramSuffixes[p] + "(" +
                        withParams("s, shift, b, h, i, j") +
-                       ") * dp";
+                       ") * " + pairDP();
     if (denominatorDp && p < denominatorDp.size())
       term = "(" + term + " - denominator_d_" + paramSuffixes[p] + "(" +
-             withParams("s, shift, b, h, i, j") + ") * delta[:, None])";
+             withParams("s, shift, b, h, i, j") + ") * " + pairDelta() + ")";
     line(body, "d_" + params[p] + " += tl.sum(tl.where(keep, " + term + " * inv_c, 0.0), 0)");
   }
   for (unsigned p = numNormalizerParams; p < params.size(); ++p)
     line(body, "d_" + params[p] + " += tl.sum(tl.where(keep, ds * score_mod_d_" + paramSuffixes[p] +
                    "(" + withParams("raw, b, h, i, j") + "), 0.0), 0)");
   pairTableGradients(body, "bhk * tl.num_programs(0) + start_n");
+  if (scanLeftOver) {
+    line(8, "# The left-over: r_i·dO_i to the query's own key, of the rows whose key is here.");
+    line(8, "own_rows = offs_n + key_start - q_start");
+    line(8, "own_in = (own_rows >= 0) & (own_rows < NQ) & (offs_n < kv_end)");
+    line(8, "own_s = tl.load(RowMax + bh * NQ + own_rows, mask=own_in, other=0.0)");
+    line(8, "do_own = tl.load(DOut + b * stride_dob + h * stride_doh + own_rows[:, None] * "
+            "stride_dom + offs_dv[None, :] * stride_dod, mask=own_in[:, None] & (offs_dv[None, "
+            ":] < HEAD_DIM_V), other=0.0)");
+    line(8, "dv += " + outputColumn(rowsAt(8).scanLeftOver({"own_s"})).text +
+                " * do_own.to(tl.float32)");
+  }
   line(4, "key_in = offs_n < NK");
   if (additive || projected)
     chainProjection(4, "k", "dk * scale", "DParamsKeys", "bhk * tl.num_programs(0) + start_n");
@@ -1987,10 +2169,10 @@ void KernelPrinter::pairTableGradients(int indent, StringRef slot) {
     std::string value;
     switch (read.getRole()) {
     case TableGradRole::Numerator:
-      value = partial + " * dp * inv_c";
+      value = partial + " * " + pairDP() + " * inv_c";
       break;
     case TableGradRole::Denominator:
-      value = "-" + partial + " * delta[:, None] * inv_c";
+      value = "-" + partial + " * " + pairDelta() + " * inv_c";
       break;
     case TableGradRole::Score:
       value = "ds * " + partial;
@@ -2005,19 +2187,60 @@ void KernelPrinter::pairTableGradients(int indent, StringRef slot) {
 
 void KernelPrinter::printDq() {
   signature(ATTN_TRITON_BACKWARD_QUERIES,
-            !weights.empty() ? "Q, K, V, DOut, DQ, RowMax, RowSum, Delta, Params, KeyLengths, "
-                               "QueryStarts, DParamsRows"
-                     : "Q, K, V, DOut, DQ, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts",
+            std::string("Q, K, V, DOut, DQ, RowMax, RowSum, Delta, Params, KeyLengths, "
+                        "QueryStarts") +
+                (weights.empty() ? "" : ", DParamsRows") +
+                (scan ? ", TileLogSurvival, TileSuffix" : ""),
             {"q", "k", "v", "do", "dq"});
   rowProgram();
   line(4, "do = " + tileLoad("DOut", "b * stride_dob + h * stride_doh", "offs_m", "stride_dom",
                              "NQ", "offs_dv", "stride_dod", "HEAD_DIM_V"));
-  loadRowStatistics(4);
+  if (scan)
+    line(4, "live = row_in");
+  else
+    loadRowStatistics(4);
   loadParams(4);
   line(4, "dq = tl.zeros([BLOCK_M, " + contractedWidth() + "], tl.float32)");
-  int tileIndent = openKeyTiles();
-  scoreTile(tileIndent, "live[:, None]");
-  scoreGrad(tileIndent);
+  int tileIndent;
+  if (scan) {
+    line(4, "# A scan: key tiles from the last to the first, carrying S and B per row. First");
+    line(4, "# D = dO·O from the row's own sums, Σ w·dP (+ r·dP_ii), exact where the stored O");
+    line(4, "# is rounded to its storage type (D − B is a difference); attn_bwd_dkdv reads it.");
+    TritonRows::ScanBackwardState start = rowsAt(4).scanBackwardInitial();
+    line(4, "S_i = " + start.scan.logSurvival.text);
+    line(4, "B_i = " + start.suffix.text);
+    tileIndent = openKeyTiles("0", "key_stop", /*packedHeads=*/false, /*lastToFirst=*/true);
+    scoreTile(tileIndent, "live[:, None]");
+    scanPairTile(tileIndent);
+    line(tileIndent, "S_i = S_i + tl.sum(d, 1)");
+    line(tileIndent, "B_i = B_i + tl.sum(w_dp, 1)");
+    line(4, "delta = B_i");
+    if (scanLeftOver) {
+      line(4, "own = pos_m - key_start");
+      line(4, "own_in = row_in & (own >= 0) & (own < kv_end)");
+      line(4, "v_own = tl.load(V + b * stride_vb + h_kv * stride_vh + own[:, None] * stride_vn + "
+              "offs_dv[None, :] * stride_vd, mask=own_in[:, None] & (offs_dv[None, :] < "
+              "HEAD_DIM_V), other=0.0)");
+      line(4, "delta += " + rowsAt(4).scanLeftOver({"S_i"}).text +
+                  " * tl.sum(do.to(tl.float32) * v_own.to(tl.float32), 1)");
+    }
+    line(4, "tl.store(Delta + bh * NQ + offs_m, delta, mask=row_in)");
+    line(4, "S_i = " + start.scan.logSurvival.text);
+    line(4, "B_i = " + start.suffix.text);
+    tileIndent = openKeyTiles("0", "key_stop", /*packedHeads=*/false, /*lastToFirst=*/true);
+    scoreTile(tileIndent, "live[:, None]");
+    line(tileIndent, "# The rows' S and B as they enter the tile, for attn_bwd_dkdv.");
+    line(tileIndent, "states = (bh * tl.cdiv(NK, BLOCK_N) + start_n // BLOCK_N) * NQ + offs_m");
+    line(tileIndent, "tl.store(TileLogSurvival + states, S_i, mask=row_in)");
+    line(tileIndent, "tl.store(TileSuffix + states, B_i, mask=row_in)");
+    scanGradTile(tileIndent);
+    line(tileIndent, "S_i = S_i + tl.sum(d, 1)");
+    line(tileIndent, "B_i = B_i + tl.sum(w_dp, 1)");
+  } else {
+    tileIndent = openKeyTiles();
+    scoreTile(tileIndent, "live[:, None]");
+    scoreGrad(tileIndent);
+  }
   if (additive) {
     line(tileIndent, "# ∂raw/∂a_in = v_n·(1 - tanh²), summed over the tile's keys.");
     line(tileIndent, "dq += tl.sum(draw[:, :, None] * weight_v[None, None, :] * "
@@ -2072,4 +2295,14 @@ LogicalResult mlir::attn::emitTritonModule(KernelOp kernel, llvm::raw_ostream &o
     return failure();
   os << text;
   return success();
+}
+
+LogicalResult mlir::attn::checkRuntimeLaunchable(KernelOp kernel) {
+  if (kernel.getAlgorithm() != Algorithm::Scan)
+    return success();
+  return kernel.emitOpError("uses a scan normalizer (@")
+         << kernel.getNormalizerOp().getSymName()
+         << ", log_survival), whose Triton backward the C++ runtime does not launch yet (its "
+            "per-tile row states, attn_bwd_dq before attn_bwd_dkdv); attn.triton_backend "
+            "launches the module of --emit=triton";
 }

@@ -33,6 +33,10 @@
 // Params); dq = dq'·Wᵀ, and the dQ programs write dW = Σ qᵀ·dq' into their slots.
 // A feature map (quadratic form) is applied to the tiles as loaded, and dq, dk
 // are multiplied by φ' where they are stored.
+// A scan normalizer (stick-breaking) walks each row's key tiles from the last to
+// the first carrying S (RowEquations' scan*: each tile a chunk combined into the row,
+// its pairs' S by a reverse cumsum); its attn_bwd_dq first computes D from the row's
+// sums, then stores each row's S and B per key tile for attn_bwd_dkdv.
 // Not covered yet, refused with a diagnostic naming the feature: the kernelised
 // (linear-time) form, the additive contraction and learnable weights of a dot
 // contraction.
@@ -51,6 +55,12 @@ namespace mlir::attn {
 /// be classified and derived (attn-classify-normalizer, attn-derive-backward);
 /// fails with a diagnostic on the kernel, or on the op it cannot print.
 LogicalResult emitTritonModule(KernelOp kernel, llvm::raw_ostream &os);
+
+/// Whether the C++ runtime (runtime/gpu_launch.cpp) launches the module's kernels from
+/// an artifact (attn-compile --cuda-targets); a diagnostic on the kernel where it does
+/// not: a scan's backward needs per-tile row states and attn_bwd_dq before
+/// attn_bwd_dkdv, which only attn.triton_backend provides so far.
+LogicalResult checkRuntimeLaunchable(KernelOp kernel);
 
 } // namespace mlir::attn
 

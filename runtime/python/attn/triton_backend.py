@@ -38,6 +38,7 @@ KERNEL_NAMES = tuple(SCHEMA["$defs"]["triton_launch"]["properties"]["images"]["i
 _POINTER_TYPES = {"RowMax": "*fp32", "RowSum": "*fp32", "Delta": "*fp32", "Params": "*fp32",
                   "PartAcc": "*fp32", "PartMax": "*fp32", "PartSum": "*fp32", "PartCount": "*fp32",
                   "DParamsRows": "*fp32", "DParamsKeys": "*fp32", "KeyLengths": "*i32",
+                  "TileLogSurvival": "*fp32", "TileSuffix": "*fp32",
                   "QueryStarts": "*i64", "KeyStarts": "*i64"}
 _STORED = ("Q", "K", "V", "Out", "DOut", "DQ", "DK", "DV")
 _TRITON_TYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
@@ -458,6 +459,8 @@ class TritonKernel:
                     if q.device.type == "cuda" else None)
         B, H, NQ, _ = q.shape
         H_KV, NK = k.shape[1], k.shape[2]
+        if self.module.DECODE["max_rows"] == 0:  # a module without a decode forward
+            return None
         return decode_split(NQ, NK, H // H_KV, B * H_KV, schedule["forward"][0],
                             schedule["decode"][1], schedule["decode"][0], sm_count,
                             self.module.DECODE, self.key_splits)
@@ -551,25 +554,39 @@ class TritonKernel:
         key_table_slots = {name: slots[1] for name, slots in table_slots.items()}
         launch = dict(num_warps=num_warps, num_stages=num_stages)
         flags = dict(IS_CAUSAL=is_causal, HAS_KEY_LENGTHS=key_lengths is not None)
-        if NQ and NK and B and H:
+        # A scan's rows carry S and B from their last key to their first: attn_bwd_dq walks
+        # them so (D from the row's sums first) and stores D and both per row and key
+        # tile, which attn_bwd_dkdv then reads.
+        scan = m.ALGORITHM == "scan"
+        tile_states = (tuple(torch.zeros(B * H, key_blocks, NQ, dtype=torch.float32,
+                                         device=q.device) for _ in range(2)) if scan else ())
+        if NQ and NK and B and H and not scan:  # a scan's attn_bwd_dq computes D itself
             m.attn_bwd_preprocess[(row_blocks, B * H)](
                 out, dout, delta, row_max, row_sum, flat_params, row_slots, starts,
                 *out.stride(), *dout.stride(), **table_args, **row_table_slots, H=H, NQ=NQ,
                 HEAD_DIM_V=v.shape[3],
                 BLOCK_M=block_m, BLOCK_DV=blocks["BLOCK_DV"], **launch)
-            m.attn_bwd_dkdv[(key_blocks, B * H_KV)](
-                q, k, v, dout, dk, dv, row_max, row_sum, delta, flat_params, lengths, starts,
-                key_slots,
-                *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dk.stride(), *dv.stride(),
-                **table_args, **key_table_slots, **sizes, **flags, **blocks, **launch)
+        if NQ and NK and B and H:
+            def keys_pass():
+                m.attn_bwd_dkdv[(key_blocks, B * H_KV)](
+                    q, k, v, dout, dk, dv, row_max, row_sum, delta, flat_params, lengths,
+                    starts, key_slots, *tile_states,
+                    *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dk.stride(),
+                    *dv.stride(), **table_args, **key_table_slots, **sizes, **flags, **blocks,
+                    **launch)
+
+            if not scan:
+                keys_pass()
             # With learnable weights the dQ kernel also writes its share of dW into the row
             # slots.
             weight_slots = (row_slots,) if self.weights else ()
             m.attn_bwd_dq[(row_blocks, B * H)](
                 q, k, v, dout, dq, row_max, row_sum, delta, flat_params, lengths, starts,
-                *weight_slots,
+                *weight_slots, *tile_states,
                 *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dq.stride(),
                 **table_args, **sizes, **flags, **blocks, **launch)
+            if scan:
+                keys_pass()
         dparams = (row_slots.double().sum(dim=(0, 1)) + key_slots.double().sum(dim=(0, 1)))[:P]
         dtables = []
         for (_, arg, _, _, learnable), t in zip(self.inputs, tables):
