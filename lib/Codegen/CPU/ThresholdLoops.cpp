@@ -90,12 +90,13 @@ RowAlgorithm::ThresholdSums CPUKernelBuilder::thresholdSums(RowAlgorithm &rows, 
                                                             Value begin, Value end, Value scores,
                                                             Value blockMaxima, Value tau,
                                                             bool withSlopes) {
-  using Sums = RowAlgorithm::ThresholdSums;
-  return Sums::unpack(keysAboveThreshold(
-      rows, begin, end, blockMaxima, tau, rows.thresholdSumsInitial(type, withSlopes).pack(),
+  return RowAlgorithm::unpackThresholdSums(keysAboveThreshold(
+      rows, begin, end, blockMaxima, tau,
+      RowAlgorithm::pack(rows.thresholdSumsInitial(type, withSlopes)),
       [&](Value j, ValueRange acc) -> SmallVector<Value> {
         Value s = load(scores, {j});
-        return rows.thresholdFoldKey(Sums::unpack(acc), s, tau, indicesAt(i, j)).pack();
+        return RowAlgorithm::pack(rows.thresholdFoldKey(RowAlgorithm::unpackThresholdSums(acc),
+                                                        s, tau, indicesAt(i, j)));
       }));
 }
 
@@ -106,7 +107,7 @@ Value CPUKernelBuilder::solveThreshold(RowAlgorithm &rows, Value i, Value begin,
   };
   RowAlgorithm::ThresholdBracket initial = rows.thresholdBracketInitial(type);
   ValueRange bracket = loop(
-      index(0), index(RowAlgorithm::thresholdBracketDoublings), {initial.width, initial.found},
+      index(0), index(thresholdBracketDoublings), {initial.width, initial.found},
       [&](Value, ValueRange acc) -> SmallVector<Value> {
         return llvm::to_vector(branch(
             acc[1], acc.getTypes(), [&] { return SmallVector<Value>(acc.begin(), acc.end()); },
@@ -119,15 +120,15 @@ Value CPUKernelBuilder::solveThreshold(RowAlgorithm &rows, Value i, Value begin,
   RowAlgorithm::ThresholdState start =
       rows.thresholdInitial(maxScore, {bracket[0], bracket[1]}, sumsAt);
   ValueRange solved = loop(
-      index(0), index(RowAlgorithm::thresholdSteps(type)), start.pack(),
+      index(0), index(RowAlgorithm::thresholdSteps(type)), RowAlgorithm::pack(start),
       [&](Value, ValueRange acc) -> SmallVector<Value> {
-        RowAlgorithm::ThresholdState state = RowAlgorithm::ThresholdState::unpack(acc);
+        RowAlgorithm::ThresholdState state = RowAlgorithm::unpackThresholdState(acc);
         return llvm::to_vector(branch(
             state.converged, acc.getTypes(),
             [&] { return SmallVector<Value>(acc.begin(), acc.end()); },
-            [&] { return rows.thresholdStep(state, sumsAt).pack(); }));
+            [&] { return RowAlgorithm::pack(rows.thresholdStep(state, sumsAt)); }));
       });
-  return rows.thresholdRoot(RowAlgorithm::ThresholdState::unpack(solved));
+  return rows.thresholdRoot(RowAlgorithm::unpackThresholdState(solved));
 }
 
 void CPUKernelBuilder::buildThresholdForward(StringRef name) {
