@@ -391,8 +391,8 @@ public:
   /// found; a concave g overshoots, so a step after one that moved hi bisects.
   Value thresholdTrial(const ThresholdState &state) {
     Value c = thresholdTarget(state.lo);
-    Value newton =
-        ops.add(state.lo, ops.divide(ops.sub(state.atLo.weights, c), state.atLo.slopes));
+    Value newton = ops.name(
+        "newton", ops.add(state.lo, ops.divide(ops.sub(state.atLo.weights, c), state.atLo.slopes)));
     Value useNewton = ops.both(thresholdInside(state, newton), ops.negateFlag(state.hiMoved));
     Value midpoint = ops.mul(ops.constantLike(state.lo, 0.5), ops.add(state.lo, state.hi));
     return ops.select(useNewton, newton, midpoint);
@@ -400,7 +400,7 @@ public:
   /// The state after the trial τ `next`, from the sums at it (with slopes).
   ThresholdState thresholdStep(const ThresholdState &state, Value next, const ThresholdSums &at) {
     Value c = thresholdTarget(at.weights);
-    Value reached = ops.compare(RowComparison::GreaterEqual, at.weights, c);
+    Value reached = ops.name("reached", ops.compare(RowComparison::GreaterEqual, at.weights, c));
     Value exact = ops.compare(RowComparison::Equal, at.weights, c);
     Value stalled = ops.negateFlag(thresholdInside(state, next));
     auto pick = [&](Value ifReached, Value otherwise) {

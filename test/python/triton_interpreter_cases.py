@@ -988,3 +988,101 @@ def test_stick_breaking_left_over_runs_unsplit():
     assert kern.module.DECODE["max_rows"] == 0 and kern.key_split(*inputs[:2]) is None
     assert_close(_stick_breaking_run(kern, inputs, torch.float32, query_start=20), want,
                  context="left-over, forced split")
+
+
+# --- implicit normalizers (sparsemax, α-entmax): τ_i solved per row ----------------------
+
+IMPLICIT = pytest.mark.parametrize("name", ["sparsemax", "entmax15", "entmax_alpha"])
+
+
+def _implicit_case(name, B, H, Nq, Nk, causal, key_lengths, dtype, seed, H_KV=None):
+    """Inputs (rounded to `dtype`, as float64) and test_implicit_normalizers' float64
+    reference: O and its gradients by q, k, v (and α of entmax_alpha at its initial 1.5)."""
+    from test_implicit_normalizers import weights
+
+    H_KV = H_KV or H
+    g = torch.Generator().manual_seed(seed)
+    q = 1.5 * torch.randn(B, H, Nq, D, generator=g, dtype=torch.float64)
+    k = 1.5 * torch.randn(B, H_KV, Nk, D, generator=g, dtype=torch.float64)
+    v = torch.randn(B, H_KV, Nk, D, generator=g, dtype=torch.float64)
+    dout = torch.randn(B, H, Nq, D, generator=g, dtype=torch.float64)
+    q, k, v, dout = (t.to(dtype).double() for t in (q, k, v, dout))
+    ix = general.indices(B, H, Nq, Nk)
+    keep = torch.ones(B, H, Nq, Nk, dtype=torch.bool)
+    if causal:
+        keep = keep & (ix.j <= ix.i)
+    if key_lengths is not None:
+        keep = keep & (ix.j < key_lengths.view(B, 1, 1, 1))
+    expand = lambda t: t.repeat_interleave(H // H_KV, dim=1)
+
+    def attention(q_, k_, v_, alpha=1.5):
+        s = q_ @ expand(k_).transpose(-1, -2) / D ** 0.5
+        return weights(name, s, keep, alpha if name == "entmax_alpha" else None) @ expand(v_)
+
+    leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
+    out = attention(*leaves)
+    grads = torch.autograd.grad(out, leaves, dout)
+    want = {"O": out.detach(), "dq": grads[0], "dk": grads[1], "dv": grads[2]}
+    if name == "entmax_alpha":  # dα by a central difference (the reference's α is a float)
+        loss = lambda alpha: (attention(q, k, v, alpha) * dout).sum()
+        want["dparams"] = ((loss(1.5 + 1e-5) - loss(1.5 - 1e-5)) / 2e-5).reshape(1)
+    return (q, k, v, dout), want
+
+
+@IMPLICIT
+@pytest.mark.parametrize("Nq,Nk,causal,padded", [
+    (40, 40, False, True),   # key padding (one batch entry without keys), N not a multiple of 16
+    (40, 40, True, False),   # causal: row 0 puts all its weight on its one key
+    (21, 37, True, True),    # Nq != Nk
+    (1, 37, False, False),   # a decoder step: Nq = 1 against every key
+])
+def test_implicit_forward_and_gradients(name, Nq, Nk, causal, padded):
+    """τ_i by the bracket and Newton passes over the key tiles (attn_fwd), r_i by
+    attn_bwd_dq's first pass: O, dq, dk, dv (and dα) against the float64 reference; a row
+    without keys stores O = 0, row_max = row_sum = 0 and gets no gradient."""
+    lengths = torch.tensor([Nk - 3, 0]) if padded else None
+    inputs, want = _implicit_case(name, 2, 2, Nq, Nk, causal, lengths, torch.float32,
+                                  helpers.seed_of(f"implicit-{name}-{Nq}-{Nk}-{causal}"))
+    kern = kernel(EXAMPLES / f"{name}.mlir")
+    got = _stick_breaking_run(kern, inputs, torch.float32, is_causal=causal, key_lengths=lengths)
+    assert_close(got, want, context=f"{name} {Nq}x{Nk}")
+    q, k, v, _ = (t.float().to(DEVICE) for t in inputs)
+    _, row_max, row_sum = getattr(kern, "kern", kern).forward(
+        q, k, v, kern.initial_params(device=DEVICE), causal, lengths)
+    if padded:
+        assert (row_max.cpu()[1] == 0).all() and (row_sum.cpu()[1] == 0).all()
+        assert (got["O"][1] == 0).all() and (got["dq"][1] == 0).all()
+    live = row_sum.cpu()[0]
+    assert torch.allclose(live, torch.ones_like(live), atol=1e-5)  # Σ_j w_ij = c = 1
+
+
+@IMPLICIT
+def test_implicit_bfloat16(name):
+    """bf16 q, k, v (w and dS rounded to bf16 for the dots), GQA, causal."""
+    inputs, want = _implicit_case(name, 1, 4, 29, 29, True, None, torch.bfloat16,
+                                  helpers.seed_of(f"implicit-bf16-{name}"), H_KV=2)
+    got = _stick_breaking_run(kernel(EXAMPLES / f"{name}.mlir"), inputs, torch.bfloat16,
+                              is_causal=True)
+    assert_close(got, want, tolerance=4 * torch.finfo(torch.bfloat16).eps,
+                 context=f"{name} bf16")
+
+
+def test_implicit_gradients_are_deterministic():
+    """dα from per-program slots, r_i from one pass per row block: the same bits twice."""
+    inputs, _ = _implicit_case("entmax_alpha", 2, 2, 40, 40, False, None, torch.float32, 7)
+    kern = kernel(EXAMPLES / "entmax_alpha.mlir")
+    first, second = (_stick_breaking_run(kern, inputs, torch.float32) for _ in range(2))
+    for name in first:
+        assert torch.equal(first[name], second[name]), name
+
+
+def test_implicit_runs_unsplit():
+    """τ_i needs every key of its row, which no chunk has: DECODE has no rows, so even
+    forced chunks run attn_fwd (and stay exact); the module has no decode kernels."""
+    inputs, want = _implicit_case("sparsemax", 1, 2, 1, 45, False, None, torch.float32,
+                                  helpers.seed_of("implicit-split"))
+    kern = split_kernel(EXAMPLES / "sparsemax.mlir")
+    assert kern.module.DECODE["max_rows"] == 0 and kern.key_split(*inputs[:2]) is None
+    assert not hasattr(kern.module, "attn_fwd_split")
+    assert_close(_stick_breaking_run(kern, inputs, torch.float32), want,
+                 context="sparsemax, forced split")

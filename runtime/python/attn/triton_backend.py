@@ -557,10 +557,12 @@ class TritonKernel:
         # A scan's rows carry S and B from their last key to their first: attn_bwd_dq walks
         # them so (D from the row's sums first) and stores D and both per row and key
         # tile, which attn_bwd_dkdv then reads.
+        # An implicit normalizer's attn_bwd_dq likewise finds r_i (in delta) first.
         scan = m.ALGORITHM == "scan"
+        rows_first = scan or m.ALGORITHM == "implicit"
         tile_states = (tuple(torch.zeros(B * H, key_blocks, NQ, dtype=torch.float32,
                                          device=q.device) for _ in range(2)) if scan else ())
-        if NQ and NK and B and H and not scan:  # a scan's attn_bwd_dq computes D itself
+        if NQ and NK and B and H and not rows_first:  # attn_bwd_dq computes D itself
             m.attn_bwd_preprocess[(row_blocks, B * H)](
                 out, dout, delta, row_max, row_sum, flat_params, row_slots, starts,
                 *out.stride(), *dout.stride(), **table_args, **row_table_slots, H=H, NQ=NQ,
@@ -575,7 +577,7 @@ class TritonKernel:
                     *dv.stride(), **table_args, **key_table_slots, **sizes, **flags, **blocks,
                     **launch)
 
-            if not scan:
+            if not rows_first:
                 keys_pass()
             # With learnable weights the dQ kernel also writes its share of dW into the row
             # slots.
@@ -585,7 +587,7 @@ class TritonKernel:
                 *weight_slots, *tile_states,
                 *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dq.stride(),
                 **table_args, **sizes, **flags, **blocks, **launch)
-            if scan:
+            if rows_first:
                 keys_pass()
         dparams = (row_slots.double().sum(dim=(0, 1)) + key_slots.double().sum(dim=(0, 1)))[:P]
         dtables = []
