@@ -5,7 +5,9 @@ Nq = 1, N not a multiple of the tile, GQA, an index mask, a score mod with a lea
 param, offset regions with learnable params, T5's buckets (integer helpers), the cosine,
 bilinear and additive contractions and a learnable projection before a feature map (the
 weights' gradients too), a feature map, and f16 and bf16 storage; stick-breaking (a scan:
-key tiles last to first, its left-over and a learnable shift; f32 and bf16); and the
+key tiles last to first, its left-over and a learnable shift; f32 and bf16); sparsemax and
+α-entmax (an implicit normalizer: τ_i by passes over the key tiles, r_i for the backward,
+the learnable α; f32 and bf16; never split); and the
 decode forward (attn_fwd_split + attn_fwd_merge, forced into 3 key chunks) for the
 normalizers, row offsets, positions and the contractions. Tiles of 16 and
 N <= 40 keep the interpreter quick.
@@ -1029,7 +1031,7 @@ def _implicit_case(name, B, H, Nq, Nk, causal, key_lengths, dtype, seed, H_KV=No
     return (q, k, v, dout), want
 
 
-@IMPLICIT
+@pytest.mark.parametrize("name", ["sparsemax", "entmax_alpha"])  # entmax15: bf16 below
 @pytest.mark.parametrize("Nq,Nk,causal,padded", [
     (40, 40, False, True),   # key padding (one batch entry without keys), N not a multiple of 16
     (40, 40, True, False),   # causal: row 0 puts all its weight on its one key
@@ -1079,7 +1081,7 @@ def test_implicit_gradients_are_deterministic():
 def test_implicit_runs_unsplit():
     """τ_i needs every key of its row, which no chunk has: DECODE has no rows, so even
     forced chunks run attn_fwd (and stay exact); the module has no decode kernels."""
-    inputs, want = _implicit_case("sparsemax", 1, 2, 1, 45, False, None, torch.float32,
+    inputs, want = _implicit_case("sparsemax", 1, 2, 1, 40, False, None, torch.float32,
                                   helpers.seed_of("implicit-split"))
     kern = split_kernel(EXAMPLES / "sparsemax.mlir")
     assert kern.module.DECODE["max_rows"] == 0 and kern.key_split(*inputs[:2]) is None

@@ -409,10 +409,14 @@ class TritonKernel:
 
     # --- ahead of time ---------------------------------------------------------------
     def compile_ahead(self, target, dtype=torch.bfloat16, head_dim=64, is_causal=False,
-                      has_key_lengths=False, names=KERNEL_NAMES, schedule=None):
+                      has_key_lengths=False, names=None, schedule=None):
         """{kernel name: triton.compile's result} for `target` (a triton GPUTarget, e.g.
         GPUTarget("cuda", 90, 32)), storage `dtype` and `head_dim`, with `schedule` (the
-        module's SCHEDULES entry for the target's chip by default); no GPU needed."""
+        module's SCHEDULES entry for the target's chip by default); no GPU needed. `names`:
+        by default every kernel of KERNEL_NAMES the module has (an implicit normalizer's
+        has no decode forward and no attn_bwd_preprocess)."""
+        if names is None:
+            names = tuple(name for name in KERNEL_NAMES if hasattr(self.module, name))
         from triton.compiler import ASTSource
         from triton import compile as triton_compile
 
