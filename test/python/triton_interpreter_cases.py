@@ -906,7 +906,7 @@ def _stick_breaking_case(name, B, H, Nq, Nk, query_start, key_lengths, dtype, se
     return (q, k, v, dout), want
 
 
-def _stick_breaking_run(kern, inputs, dtype, **options):
+def _run_with_params(kern, inputs, dtype, **options):
     """O and the gradients of the Triton kernel (run), with query_start and key_start."""
     q, k, v, dout = inputs
     leaves = [t.to(dtype).requires_grad_(True) for t in (q, k, v)]
@@ -938,7 +938,7 @@ def test_stick_breaking_forward_and_gradients(name, Nq, Nk, query_start, causal,
     inputs, want = _stick_breaking_case(name, 2, 2, Nq, Nk, query_start, lengths,
                                         torch.float32, helpers.seed_of(f"sb-{Nq}-{Nk}"))
     kern = kernel(_stick_breaking_source(name))
-    got = _stick_breaking_run(kern, inputs, torch.float32, is_causal=causal, key_lengths=lengths,
+    got = _run_with_params(kern, inputs, torch.float32, is_causal=causal, key_lengths=lengths,
                               query_start=query_start)
     assert_close(got, want, context=f"{name} {Nq}x{Nk}")
     starts = (torch.full((2,), query_start), torch.zeros(2, dtype=torch.int64))
@@ -955,7 +955,7 @@ def test_stick_breaking_bfloat16(name):
     eps of the reference on the rounded inputs."""
     inputs, want = _stick_breaking_case(name, 1, 4, 29, 29, 0, None, torch.bfloat16,
                                         helpers.seed_of("sb-bf16"), H_KV=2)
-    got = _stick_breaking_run(kernel(_stick_breaking_source(name)), inputs, torch.bfloat16,
+    got = _run_with_params(kernel(_stick_breaking_source(name)), inputs, torch.bfloat16,
                               is_causal=True)
     assert_close(got, want, tolerance=4 * torch.finfo(torch.bfloat16).eps,
                  context=f"{name} bf16")
@@ -965,7 +965,7 @@ def test_stick_breaking_gradients_are_deterministic():
     """dθ from per-program slots, S and B per key tile: the same bits twice."""
     inputs, _ = _stick_breaking_case("shifted", 2, 2, 40, 40, 0, None, torch.float32, 5)
     kern = kernel(_stick_breaking_source("shifted"))
-    first, second = (_stick_breaking_run(kern, inputs, torch.float32) for _ in range(2))
+    first, second = (_run_with_params(kern, inputs, torch.float32) for _ in range(2))
     for name in first:
         assert torch.equal(first[name], second[name]), name
 
@@ -977,7 +977,7 @@ def test_stick_breaking_decode_split_combines_chunks_nearest_first():
                                         helpers.seed_of("sb-split"), H_KV=2)
     kern = split_kernel(EXAMPLES / "stick_breaking.mlir")
     assert kern.key_split(*inputs[:2]) == (SPLITS, TILE)
-    got = _stick_breaking_run(kern, inputs, torch.float32, query_start=45)
+    got = _run_with_params(kern, inputs, torch.float32, query_start=45)
     assert_close(got, want, context="stick_breaking decode split")
 
 
@@ -988,7 +988,7 @@ def test_stick_breaking_left_over_runs_unsplit():
                                         torch.float32, helpers.seed_of("sb-left-over"))
     kern = split_kernel(EXAMPLES / "stick_breaking_left_over.mlir")
     assert kern.module.DECODE["max_rows"] == 0 and kern.key_split(*inputs[:2]) is None
-    assert_close(_stick_breaking_run(kern, inputs, torch.float32, query_start=20), want,
+    assert_close(_run_with_params(kern, inputs, torch.float32, query_start=20), want,
                  context="left-over, forced split")
 
 
@@ -1046,7 +1046,7 @@ def test_implicit_forward_and_gradients(name, Nq, Nk, causal, padded):
     inputs, want = _implicit_case(name, 2, 2, Nq, Nk, causal, lengths, torch.float32,
                                   helpers.seed_of(f"implicit-{name}-{Nq}-{Nk}-{causal}"))
     kern = kernel(EXAMPLES / f"{name}.mlir")
-    got = _stick_breaking_run(kern, inputs, torch.float32, is_causal=causal, key_lengths=lengths)
+    got = _run_with_params(kern, inputs, torch.float32, is_causal=causal, key_lengths=lengths)
     assert_close(got, want, context=f"{name} {Nq}x{Nk}")
     q, k, v, _ = (t.float().to(DEVICE) for t in inputs)
     _, row_max, row_sum = getattr(kern, "kern", kern).forward(
@@ -1063,7 +1063,7 @@ def test_implicit_bfloat16(name):
     """bf16 q, k, v (w and dS rounded to bf16 for the dots), GQA, causal."""
     inputs, want = _implicit_case(name, 1, 4, 29, 29, True, None, torch.bfloat16,
                                   helpers.seed_of(f"implicit-bf16-{name}"), H_KV=2)
-    got = _stick_breaking_run(kernel(EXAMPLES / f"{name}.mlir"), inputs, torch.bfloat16,
+    got = _run_with_params(kernel(EXAMPLES / f"{name}.mlir"), inputs, torch.bfloat16,
                               is_causal=True)
     assert_close(got, want, tolerance=4 * torch.finfo(torch.bfloat16).eps,
                  context=f"{name} bf16")
@@ -1073,7 +1073,7 @@ def test_implicit_gradients_are_deterministic():
     """dα from per-program slots, r_i from one pass per row block: the same bits twice."""
     inputs, _ = _implicit_case("entmax_alpha", 2, 2, 40, 40, False, None, torch.float32, 7)
     kern = kernel(EXAMPLES / "entmax_alpha.mlir")
-    first, second = (_stick_breaking_run(kern, inputs, torch.float32) for _ in range(2))
+    first, second = (_run_with_params(kern, inputs, torch.float32) for _ in range(2))
     for name in first:
         assert torch.equal(first[name], second[name]), name
 
@@ -1086,5 +1086,5 @@ def test_implicit_runs_unsplit():
     kern = split_kernel(EXAMPLES / "sparsemax.mlir")
     assert kern.module.DECODE["max_rows"] == 0 and kern.key_split(*inputs[:2]) is None
     assert not hasattr(kern.module, "attn_fwd_split")
-    assert_close(_stick_breaking_run(kern, inputs, torch.float32), want,
+    assert_close(_run_with_params(kern, inputs, torch.float32), want,
                  context="sparsemax, forced split")

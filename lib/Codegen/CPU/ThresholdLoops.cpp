@@ -23,8 +23,9 @@
 // over the row's keys finds r_i (keeping raw scores and dP in scratches), one
 // more takes the gradients.
 // The bracket, the iteration, how a key folds into its sums and r_i are
-// RowAlgorithm's (ThresholdState); these loops supply the passes over the keys,
-// the scratches and the block maxima.
+// RowEquations.h's (ThresholdState), through RowAlgorithm, as the Triton kernels'
+// are; these loops supply the passes over the keys, the scratches and the block
+// maxima.
 // τ_i needs every key of its row: the runtime never splits an implicit kernel's
 // keys into chunks (KernelSplits.h: rows both ways; there is no merge entry),
 // so kv_begin is 0 and `partial` is never set.
