@@ -997,9 +997,11 @@ def test_stick_breaking_left_over_runs_unsplit():
 IMPLICIT = pytest.mark.parametrize("name", ["sparsemax", "entmax15", "entmax_alpha"])
 
 
-def _implicit_case(name, B, H, Nq, Nk, causal, key_lengths, dtype, seed, H_KV=None):
+def _implicit_case(name, B, H, Nq, Nk, causal, key_lengths, dtype, seed, H_KV=None,
+                   query_start=0):
     """Inputs (rounded to `dtype`, as float64) and test_implicit_normalizers' float64
-    reference: O and its gradients by q, k, v (and α of entmax_alpha at its initial 1.5)."""
+    reference: O and its gradients by q, k, v (and α of entmax_alpha at its initial 1.5);
+    causal: key j kept up to query row i's position query_start + i."""
     from test_implicit_normalizers import weights
 
     H_KV = H_KV or H
@@ -1012,7 +1014,7 @@ def _implicit_case(name, B, H, Nq, Nk, causal, key_lengths, dtype, seed, H_KV=No
     ix = general.indices(B, H, Nq, Nk)
     keep = torch.ones(B, H, Nq, Nk, dtype=torch.bool)
     if causal:
-        keep = keep & (ix.j <= ix.i)
+        keep = keep & (ix.j <= ix.i + query_start)
     if key_lengths is not None:
         keep = keep & (ix.j < key_lengths.view(B, 1, 1, 1))
     expand = lambda t: t.repeat_interleave(H // H_KV, dim=1)
@@ -1056,6 +1058,16 @@ def test_implicit_forward_and_gradients(name, Nq, Nk, causal, padded):
         assert (got["O"][1] == 0).all() and (got["dq"][1] == 0).all()
     live = row_sum.cpu()[0]
     assert torch.allclose(live, torch.ones_like(live), atol=1e-5)  # Σ_j w_ij = c = 1
+
+
+def test_implicit_rows_at_a_query_start():
+    """KV-cache rows: 5 queries at positions 30..34 over 37 keys, causal, key padding."""
+    lengths = torch.tensor([37, 32])
+    inputs, want = _implicit_case("entmax_alpha", 2, 2, 5, 37, True, lengths, torch.float32,
+                                  helpers.seed_of("implicit-query-start"), query_start=30)
+    got = _run_with_params(kernel(EXAMPLES / "entmax_alpha.mlir"), inputs, torch.float32,
+                           is_causal=True, key_lengths=lengths, query_start=30)
+    assert_close(got, want, context="entmax_alpha at a query start")
 
 
 @IMPLICIT
