@@ -208,7 +208,7 @@ def AttnSelectGpuSchedule : Pass<"attn-select-gpu-schedule", "::mlir::ModuleOp">
     ListOption<"elementTypes", "element-types", "std::string",
                "Storage types of the GPU kernels (f32, f16, bf16; default bf16)">,
     ListOption<"headDims", "head-dims", "int64_t",
-               "Head dims of the GPU kernels (32, 64, 96, 128, 256; default 64)">,
+               "Head dims of the GPU kernels (16, 32, 64, 96, 128, 256; default 64)">,
   ];
 }
 

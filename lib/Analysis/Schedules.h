@@ -25,7 +25,7 @@ constexpr int64_t kDecodeRows = 16;
 
 /// Head dims the GPU (Triton) kernels are compiled for: a tile's head-dim axis is the
 /// next power of two, and beyond 256 the accumulators no longer fit in registers.
-constexpr int64_t kGpuHeadDims[] = {32, 64, 96, 128, 256};
+constexpr int64_t kGpuHeadDims[] = {16, 32, 64, 96, 128, 256};
 
 /// The CUDA chips the GPU kernels are compiled for when none are named.
 constexpr const char *kDefaultCudaTargets[] = {"sm_80", "sm_90"};

@@ -44,10 +44,10 @@ attn.kernel @softmax_attention normalizer(@softmax)
 // TARGETTWICE: attn-compile: error: --cuda-targets='sm_90,sm_90' names 'sm_90' twice
 // NOCUDADTYPES: attn-compile: error: --cuda-dtypes='' names an empty entry; expected a comma-separated list of distinct entries, e.g. --cuda-dtypes=f16,bf16,f32
 // CUDADTYPETWICE: attn-compile: error: --cuda-dtypes='f16,f16' names 'f16' twice
-// NOHEADDIMS: attn-compile: error: --cuda-head-dims='' names an empty entry; expected a comma-separated list of distinct entries, e.g. --cuda-head-dims=32,64,96,128,256
+// NOHEADDIMS: attn-compile: error: --cuda-head-dims='' names an empty entry; expected a comma-separated list of distinct entries, e.g. --cuda-head-dims=16,32,64,96,128,256
 // HEADDIMTWICE: attn-compile: error: --cuda-head-dims='64,64' names '64' twice
-// HEADDIMWORD: attn-compile: error: --cuda-head-dims='64,sixty' names 'sixty', which is not a head dim; expected positive integers, e.g. --cuda-head-dims=32,64,96,128,256
+// HEADDIMWORD: attn-compile: error: --cuda-head-dims='64,sixty' names 'sixty', which is not a head dim; expected positive integers, e.g. --cuda-head-dims=16,32,64,96,128,256
 // HEADDIMZERO: attn-compile: error: --cuda-head-dims='64,064' names '064', which is not a head dim
 // HEADDIMNEGATIVE: attn-compile: error: --cuda-head-dims='-64' names '-64', which is not a head dim
 // OLDTARGET: error: 'attn.kernel' op CUDA target 'sm_75' is not supported; expected sm_XY with XY >= 80
-// HEADDIM48: error: 'attn.kernel' op head dim 48 is not supported on GPU; supported: 32, 64, 96, 128, 256
+// HEADDIM48: error: 'attn.kernel' op head dim 48 is not supported on GPU; supported: 16, 32, 64, 96, 128, 256

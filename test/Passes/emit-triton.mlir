@@ -573,10 +573,12 @@ attn.kernel @general_attention normalizer(@softmax) score(@general)
 
 // -----
 
-// The additive contraction: a = q·W_qᵀ and c = k·W_kᵀ as the rows are loaded (n = 8
-// columns in a tile of 16), s = Σ_n v_n·tanh(a_in + c_jn) over a [BLOCK_M, BLOCK_N,
-// BLOCK_HIDDEN] tile with 16 x 16 tiles in every schedule; dq and dk through the
-// weights, dW_q into the dQ programs' slots, dW_k and dv into the dK programs'.
+// The additive contraction: s = Σ_n v_n·tanh(a_in + c_jn) with a = q·W_qᵀ and
+// c = k·W_kᵀ (n = 8 columns in a tile of 16), over [BLOCK_M, BLOCK_N, HIDDEN_CHUNK]
+// tiles, one chunk of hidden columns at a time, each projected where it is used, with
+// 16 x 16 tiles in every schedule; the backward recomputes the chunks' tanh tiles and
+// adds their gradients into per-chunk accumulators; dq and dk through the weights,
+// dW_q into the dQ programs' slots, dW_k and dv into the dK programs'.
 attn.score @concat contract additive hidden 8 weights(W_q: 8x16 = identity, W_k: 8x16 = identity, v: 8 = 0.25)
 attn.normalizer @softmax {
   numerator {
@@ -594,38 +596,53 @@ attn.kernel @concat_attention normalizer(@softmax) score(@concat)
 // CHECK: DEFAULT_SCHEDULE = dict(forward=(16, 16, 4, 1), backward=(16, 16, 4, 1), decode=(16, 16, 4, 1))
 // CHECK: HIDDEN = tl.constexpr(8)
 // CHECK-NEXT: BLOCK_HIDDEN = tl.constexpr(16)
+// CHECK: HIDDEN_CHUNK = tl.constexpr(16)
+// CHECK-NEXT: HIDDEN_CHUNKS = tl.constexpr(1)
 // CHECK: def score_scale(head_dim):
 // CHECK-NEXT: """
 // CHECK-NEXT: return 1.0
 // CHECK: def tanh_(x):
 // CHECK: def projection_weight(W, HEAD_DIM, BLOCK_D: tl.constexpr):
 // CHECK: return tl.load(W + rows * HEAD_DIM + cols, mask=(rows < HIDDEN) & (cols < HEAD_DIM), other=0.0)
+// CHECK: def hidden_chunk(rows, W, first, HEAD_DIM, BLOCK_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
+// CHECK: w = tl.load(W + hidden * HEAD_DIM + cols, mask=(hidden < HIDDEN) & (cols < HEAD_DIM), other=0.0)
+// CHECK-NEXT: return tl.dot(rows, tl.trans(w).to(rows.dtype), input_precision=DOT_PRECISION)
+// CHECK: def additive_chunk(q_rows, k_rows, WQ, WK, WV, first, HEAD_DIM, BLOCK_D: tl.constexpr,
+// CHECK: return tanh_(a[:, None, :] + c[None, :, :]), tl.load(WV + hidden, mask=hidden < HIDDEN, other=0.0)
+// CHECK: def additive_scores(
+// CHECK: for first in range(0, BLOCK_HIDDEN, HIDDEN_CHUNK):
+// CHECK: raw += tl.sum(tanh_tile * weight_v[None, None, :], 2)
+// CHECK: def into_chunk(acc, part, first):
+// CHECK: chunk = tl.arange(0, HIDDEN_CHUNKS) == first // HIDDEN_CHUNK
+// CHECK-NEXT: return acc + tl.where(chunk[None, :, None], part[:, None, :], 0.0)
 // CHECK: def attn_fwd(
-// CHECK: weight_q = projection_weight(Params + 0, HEAD_DIM, BLOCK_D)
-// CHECK-NEXT: weight_k = projection_weight(Params + 128, HEAD_DIM, BLOCK_D)
-// CHECK-NEXT: weight_v = tl.load(Params + 256 + offs_hidden, mask=offs_hidden < HIDDEN, other=0.0)
-// CHECK: q = tl.dot(q_rows, tl.trans(weight_q).to(q_rows.dtype), input_precision=DOT_PRECISION)
-// CHECK: k = tl.dot(k_rows, tl.trans(weight_k).to(k_rows.dtype), input_precision=DOT_PRECISION)
-// CHECK: tanh_tile = tanh_(q[:, None, :] + k[None, :, :])
-// CHECK-NEXT: raw = tl.sum(tanh_tile * weight_v[None, None, :], 2) * scale
+// CHECK-NOT: weight_q
+// CHECK: raw = additive_scores(q_rows, k_rows, Params + 0, Params + 128, Params + 256, HEAD_DIM, BLOCK_D, DOT_PRECISION) * scale
 // CHECK: def attn_fwd_split(
-// CHECK: tanh_tile = tanh_(q[:, None, :] + k[None, :, :])
+// CHECK: raw = additive_scores(q_rows, k_rows, Params + 0, Params + 128, Params + 256, HEAD_DIM, BLOCK_D, DOT_PRECISION) * scale
 // CHECK: def attn_bwd_dkdv(
-// CHECK: dk = tl.zeros([BLOCK_N, BLOCK_HIDDEN], tl.float32)
-// CHECK: d_weight_v = tl.zeros([BLOCK_HIDDEN], tl.float32)
-// CHECK: dk += tl.sum(draw[:, :, None] * weight_v[None, None, :] * (1.0 - tanh_tile * tanh_tile), 0)
-// CHECK-NEXT: d_weight_v += tl.sum(tl.sum(draw[:, :, None] * tanh_tile, 0), 0)
+// CHECK: dk = tl.zeros([BLOCK_N, HIDDEN_CHUNKS, HIDDEN_CHUNK], tl.float32)
+// CHECK-NEXT: d_weight_v = tl.zeros([1, HIDDEN_CHUNKS, HIDDEN_CHUNK], tl.float32)
+// CHECK: for first in range(0, BLOCK_HIDDEN, HIDDEN_CHUNK):
+// CHECK-NEXT: tanh_tile, weight_v = additive_chunk(q_rows, k_rows, Params + 0, Params + 128, Params + 256, first, HEAD_DIM, BLOCK_D, DOT_PRECISION)
+// CHECK-NEXT: dk = into_chunk(dk, tl.sum(draw[:, :, None] * weight_v[None, None, :] * (1.0 - tanh_tile * tanh_tile), 0), first)
+// CHECK-NEXT: d_weight_v = into_chunk(d_weight_v, tl.sum(tl.sum(draw[:, :, None] * tanh_tile, 0), 0)[None, :], first)
+// CHECK: dk = tl.reshape(dk, [BLOCK_N, BLOCK_HIDDEN])
+// CHECK-NEXT: d_weight_v = tl.reshape(d_weight_v, [BLOCK_HIDDEN])
 // CHECK: d_k_proj = dk * scale
 // CHECK: tl.store(DParamsKeys + (bhk * tl.num_programs(0) + start_n) * 264 + 128 + offs_hidden[:, None] * HEAD_DIM + offs_d[None, :], tl.dot(tl.trans(d_k_proj), k_rows.to(tl.float32), input_precision=DOT_PRECISION),
 // CHECK-NEXT: tl.store(DParamsKeys + (bhk * tl.num_programs(0) + start_n) * 264 + 256 + offs_hidden, d_weight_v * scale, mask=offs_hidden < HIDDEN)
-// CHECK-NEXT: tl.store(DK {{.*}} tl.dot(d_k_proj, weight_k, input_precision=DOT_PRECISION).to(DK.dtype.element_ty)
+// CHECK-NEXT: tl.store(DK {{.*}} tl.dot(d_k_proj, projection_weight(Params + 128, HEAD_DIM, BLOCK_D), input_precision=DOT_PRECISION).to(DK.dtype.element_ty)
 // CHECK: def attn_bwd_dq(
 // CHECK-NEXT: Q, K, V, DOut, DQ, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts, DParamsRows,
-// CHECK: dq = tl.zeros([BLOCK_M, BLOCK_HIDDEN], tl.float32)
-// CHECK: dq += tl.sum(draw[:, :, None] * weight_v[None, None, :] * (1.0 - tanh_tile * tanh_tile), 1)
+// CHECK: dq = tl.zeros([BLOCK_M, HIDDEN_CHUNKS, HIDDEN_CHUNK], tl.float32)
+// CHECK: for first in range(0, BLOCK_HIDDEN, HIDDEN_CHUNK):
+// CHECK-NEXT: tanh_tile, weight_v = additive_chunk(q_rows, k_rows, Params + 0, Params + 128, Params + 256, first, HEAD_DIM, BLOCK_D, DOT_PRECISION)
+// CHECK-NEXT: dq = into_chunk(dq, tl.sum(draw[:, :, None] * weight_v[None, None, :] * (1.0 - tanh_tile * tanh_tile), 1), first)
+// CHECK-NEXT: dq = tl.reshape(dq, [BLOCK_M, BLOCK_HIDDEN])
 // CHECK: d_q_proj = dq * scale
 // CHECK: tl.store(DParamsRows + (bh * tl.num_programs(0) + start_m) * 264 + 0 + offs_hidden[:, None] * HEAD_DIM + offs_d[None, :], tl.dot(tl.trans(d_q_proj), q_rows.to(tl.float32), input_precision=DOT_PRECISION),
-// CHECK-NEXT: tl.store(DQ {{.*}} tl.dot(d_q_proj, weight_q, input_precision=DOT_PRECISION).to(DQ.dtype.element_ty)
+// CHECK-NEXT: tl.store(DQ {{.*}} tl.dot(d_q_proj, projection_weight(Params + 0, HEAD_DIM, BLOCK_D), input_precision=DOT_PRECISION).to(DQ.dtype.element_ty)
 
 // -----
 

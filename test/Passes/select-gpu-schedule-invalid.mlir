@@ -16,7 +16,7 @@ attn.normalizer @relu {
   }
   denominator count
 }
-// expected-error @+1 {{'attn.kernel' op head dim 48 is not supported on GPU; supported: 32, 64, 96, 128, 256}}
+// expected-error @+1 {{'attn.kernel' op head dim 48 is not supported on GPU; supported: 16, 32, 64, 96, 128, 256}}
 attn.kernel @k normalizer(@relu) {algorithm = #attn<algorithm plain>}
 
 // -----

@@ -1,5 +1,6 @@
 // RUN: attn-opt %s --attn-select-gpu-schedule="targets=sm_80,sm_86,sm_90 element-types=bf16,f32 head-dims=64,128,256" | FileCheck %s
 // RUN: attn-opt %s --attn-select-gpu-schedule | FileCheck %s --check-prefix=DEFAULT
+// RUN: attn-opt %s --attn-select-gpu-schedule="targets=sm_90 head-dims=16" | FileCheck %s --check-prefix=D16
 
 // One Triton schedule per chip, storage type and head dim: 16-bit storage gets 128 × 64
 // forward tiles up to d = 128 (eight warps beyond d = 64; three stages on Hopper, two
@@ -29,3 +30,6 @@ attn.kernel @k normalizer(@softmax) {algorithm = #attn<algorithm online>}
 
 // Default: sm_80 and sm_90, bf16, d = 64.
 // DEFAULT: gpu_schedule = [#attn.gpu_schedule<chip = "sm_80", type = bf16, head_dim = 64, {{[^>]*}}>, #attn.gpu_schedule<chip = "sm_90", type = bf16, head_dim = 64, {{[^>]*}}>]}
+
+// d = 16 (a 16-column tile: tl.dot's smallest K) gets the d <= 64 schedule.
+// D16: gpu_schedule = [#attn.gpu_schedule<chip = "sm_90", type = bf16, head_dim = 16, block_m = 128, block_n = 64, num_warps = 4, num_stages = 3, backward_block_m = 64, backward_block_n = 64, backward_num_warps = 4, backward_num_stages = 2>]}

@@ -130,7 +130,7 @@ def test_what_cannot_be_built_names_what_can(attn_mod, cache):
     kernel = attn_mod.compile(TANHMAX, dtypes=("f32",), cuda_targets=TARGETS)
     with pytest.raises(RuntimeError, match=r"(?s)kernel tanhmax_attention has no GPU code for "
                        r"torch.bfloat16 and head dim 48, and cannot build it .*"
-                       r"head dim 48 is not supported on GPU; supported: 32, 64, 96, 128, 256"):
+                       r"head dim 48 is not supported on GPU; supported: 16, 32, 64, 96, 128, 256"):
         kernel.artifact_for(_cuda_query(torch.bfloat16, 48))
     with pytest.raises(RuntimeError, match=r"q has dtype torch.float64 on the GPU; the GPU "
                        r"kernels take torch.float32, torch.float16, torch.bfloat16"):

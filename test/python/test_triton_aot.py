@@ -92,6 +92,31 @@ def test_projected_contractions_compile(cuda_target):
 
 
 @pytest.mark.parametrize("arch", [80, 90])
+@pytest.mark.parametrize("source", ["luong_concat", "nested_tanh"])
+def test_head_dim_16_of_the_weighted_contractions(cuda_target, arch, source):
+    """luong_concat (W_q, W_k [8, 16]) and nested_tanh (W [32, 16]) need d = 16:
+    attn-select-gpu-schedule records its schedules (`--cuda-head-dims=16`, tl.dot's
+    smallest K), and the kernels compile with them on both chips, on tensor cores:
+    mma.sync on sm_80; on sm_90 wgmma for nested_tanh's 128-row forward tiles, mma.sync
+    for tiles of fewer rows than a warpgroup's 64 (the additive contraction's 16 x 16,
+    the projection's 32 x 32 backward, the decode forward's 16 rows)."""
+    kernel = triton_backend.compile_triton(
+        str(EXAMPLES.parent / "families" / f"{source}.mlir"),
+        options=["--cuda-targets=sm_80,sm_90", "--cuda-dtypes=bf16", "--cuda-head-dims=16"])
+    assert (f"sm_{arch}", "bf16", 16) in kernel.module.SCHEDULES
+    names = ("attn_fwd", "attn_fwd_split", "attn_bwd_dkdv", "attn_bwd_dq")
+    compiled = kernel.compile_ahead(cuda_target(arch), dtype=torch.bfloat16, head_dim=16,
+                                    is_causal=True, has_key_lengths=True, names=names)
+    wgmma = {"attn_fwd"} if arch == 90 and source == "nested_tanh" else set()
+    for name, binary in compiled.items():
+        ptx = binary.asm["ptx"]
+        instruction = "wgmma.mma_async" if name in wgmma else "mma.sync"
+        assert f".target sm_{arch}" in ptx, f"{name}: not compiled for sm_{arch}"
+        assert instruction in ptx, f"{source} {name} for sm_{arch} has no {instruction}"
+        assert binary.asm.get("cubin"), f"{name}: no cubin for sm_{arch}"
+
+
+@pytest.mark.parametrize("arch", [80, 90])
 @pytest.mark.parametrize("source", ["alibi_heads", "sliding_window_sinks"])
 def test_decode_kernels_compile(cuda_target, arch, source):
     """attn_fwd_split (16 packed rows: mma.sync on both chips, wgmma needs 64) and

@@ -29,7 +29,8 @@ import helpers
 import reference as ref
 from conftest import EXAMPLES, NORMALIZER_NAMES, REPO
 from triton_table_kernels import (BIAS_TABLE, BILINEAR, FEATURE_MAP, INTEGER_OPS, MATH_OPS,
-                                  PROJECTED_FEATURES, SINKS_DOCUMENTS, WIDE_POSITIONS)
+                                  PROJECTED_FEATURES, SINKS_DOCUMENTS, WIDE_ADDITIVE,
+                                  WIDE_POSITIONS)
 
 DEVICE = os.environ.get("ATTN_TRITON_DEVICE", "cpu")
 if DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
@@ -283,46 +284,64 @@ def test_feature_map_in_the_quadratic_form(make):
     assert_close(got, {n: want[n] for n in ("O", "dq", "dk", "dv")}, context="feature map")
 
 
-@FORWARDS
-def test_additive_contraction_and_its_weight_gradients(make):
-    """examples/families/luong_concat.mlir: s = v·tanh(W_q q + W_k k), hidden n = 8 (its
-    tile pads to 16 columns), W_q, W_k [8, 16] and v [8] learnable and not their inits;
-    dW_q from the dQ programs' slots, dW_k and dv from the dK programs', the same bits
-    twice; 4 query heads over 2 kv heads, causal, Nq != Nk, keys padded per batch entry."""
+ADDITIVE = {8: FAMILIES / "luong_concat.mlir", 40: WIDE_ADDITIVE}  # by hidden n
+
+
+def _additive_case(n=8):
+    """The inputs of ADDITIVE[n] (d = 16; W_q, W_k [n, 16] and v [n] not their inits; 4
+    query heads over 2 kv heads, Nq != Nk, keys padded per batch entry)
+    and the float64 reference of O and every gradient, the weights' flattened as
+    dparams, for the inputs as given (round them first for 16-bit storage)."""
     import families as fam
 
-    gen = torch.Generator().manual_seed(helpers.seed_of("triton-additive"))
-    B, H, H_KV, Nq, Nk, n = 2, 4, 2, 21, 37, 8
+    gen = torch.Generator().manual_seed(helpers.seed_of("triton-additive", n))
+    B, H, H_KV, Nq, Nk = 2, 4, 2, 21, 37
     q = torch.randn(B, H, Nq, D, generator=gen, dtype=torch.float64)
     k, v = (torch.randn(B, H_KV, Nk, D, generator=gen, dtype=torch.float64) for _ in range(2))
     dout = torch.randn(B, H, Nq, D, generator=gen, dtype=torch.float64)
-    weights = {"W_q": 0.4 * torch.randn(n, D, generator=gen, dtype=torch.float64),
-               "W_k": 0.4 * torch.randn(n, D, generator=gen, dtype=torch.float64),
-               "v": torch.randn(n, generator=gen, dtype=torch.float64)}
-    flat = torch.cat([w.flatten() for w in weights.values()])
+    weights = [0.4 * torch.randn(n, D, generator=gen, dtype=torch.float64),
+               0.4 * torch.randn(n, D, generator=gen, dtype=torch.float64),
+               torch.randn(n, generator=gen, dtype=torch.float64)]
     lengths = torch.tensor([37, 26])
-    kern = make(FAMILIES / "luong_concat.mlir")
-    got = run(kern, q, k, v, flat, dout, is_causal=True, key_lengths=lengths)
-    again = run(kern, q, k, v, flat, dout, is_causal=True, key_lengths=lengths)
+
+    def reference(q, k, v, dout, weights):
+        fn = lambda q_, k_, v_, wq, wk, wv: general.attention(
+            q_, k_, v_, lambda a, b, ix: fam.additive_score(a, b, {"W_q": wq, "W_k": wk,
+                                                                  "v": wv}),
+            lambda s, ix: torch.exp(s), lambda s, ix: torch.exp(s), is_causal=True,
+            key_lengths=lengths)
+        want = general.attention_and_grads(with_gqa(fn, H // H_KV), q, k, v, dout,
+                                           leaves=tuple(weights))
+        want["dparams"] = torch.cat([want.pop(f"d{n}").flatten() for n in range(3)])
+        return want
+
+    return (q, k, v, dout, weights), dict(is_causal=True, key_lengths=lengths), reference
+
+
+@pytest.mark.parametrize("make,n", [(kernel, 8), (split_kernel, 8), (kernel, 40)],
+                         ids=["attn_fwd", "decode", "attn_fwd-n40"])
+def test_additive_contraction_and_its_weight_gradients(make, n):
+    """s = v·tanh(W_q q + W_k k): examples/families/luong_concat.mlir (hidden n = 8, one
+    chunk of 16 columns) and WIDE_ADDITIVE (n = 40: four chunks, the last ones padding),
+    W_q, W_k [n, 16] and v [n] learnable and not their inits; dW_q from the dQ programs'
+    slots, dW_k and dv from the dK programs', the same bits twice; 4 query heads over 2
+    kv heads, causal, Nq != Nk, keys padded per batch entry."""
+    (q, k, v, dout, weights), options, reference = _additive_case(n)
+    flat = torch.cat([w.flatten() for w in weights])
+    kern = make(ADDITIVE[n])
+    got = run(kern, q, k, v, flat, dout, **options)
+    again = run(kern, q, k, v, flat, dout, **options)
     assert torch.equal(got["dparams"], again["dparams"])
-    fn = lambda q_, k_, v_, wq, wk, wv: general.attention(
-        q_, k_, v_, lambda a, b, ix: fam.additive_score(a, b, {"W_q": wq, "W_k": wk, "v": wv}),
-        lambda s, ix: torch.exp(s), lambda s, ix: torch.exp(s), is_causal=True,
-        key_lengths=lengths)
-    want = general.attention_and_grads(with_gqa(fn, H // H_KV), q, k, v, dout,
-                                       leaves=tuple(weights.values()))
-    want["dparams"] = torch.cat([want.pop(f"d{n}").flatten() for n in range(3)])
-    assert_close(got, want, context="additive")
-    with pytest.raises(ValueError, match="weight W_q is 8x16, so q and k need head dim 16, got 8"):
+    assert_close(got, reference(q, k, v, dout, weights), context="additive")
+    with pytest.raises(ValueError, match=f"weight W_q is {n}x16, so q and k need head dim 16, "
+                       "got 8"):
         kern(q[..., :8].float(), k[..., :8].float(), v.float(), flat.float())
 
 
-@FORWARDS
-def test_learnable_projection_before_the_feature_map(make):
-    """s = tanh(W q)·tanh(W k)/sqrt(m) with one learnable W [24, 12] (PROJECTED_FEATURES):
-    the hidden m = 24 and the head dim 12 pad their tiles; dW sums the dQ programs' share
-    (through q) and the dK programs' (through k), the same bits twice; Nq != Nk, keys
-    padded per batch entry."""
+def _projected_case():
+    """PROJECTED_FEATURES' inputs (W [24, 12] learnable: m = 24 and d = 12 pad their
+    tiles; Nq != Nk, keys padded per batch entry) and the float64 reference of O and
+    every gradient, dW flattened as dparams."""
     gen = torch.Generator().manual_seed(helpers.seed_of("triton-projected"))
     B, H, Nq, Nk, m, d = 2, 2, 19, 40, 24, 12
     q = torch.randn(B, H, Nq, d, generator=gen, dtype=torch.float64)
@@ -331,17 +350,32 @@ def test_learnable_projection_before_the_feature_map(make):
     dout = torch.randn(B, H, Nq, D, generator=gen, dtype=torch.float64)
     W = 0.5 * torch.randn(m, d, generator=gen, dtype=torch.float64)
     lengths = torch.tensor([40, 23])
+
+    def reference(q, k, v, dout, weights):
+        fn = lambda q_, k_, v_, W_: general.attention(
+            q_, k_, v_, lambda a, b, ix: torch.tanh(a @ W_.T)
+            @ torch.tanh(b @ W_.T).transpose(-1, -2) / m ** 0.5,
+            lambda s, ix: torch.exp(s), lambda s, ix: torch.exp(s), key_lengths=lengths)
+        want = general.attention_and_grads(fn, q, k, v, dout, leaves=tuple(weights))
+        want["dparams"] = want.pop("d0").flatten()
+        return want
+
+    return (q, k, v, dout, [W]), dict(key_lengths=lengths), reference
+
+
+@FORWARDS
+def test_learnable_projection_before_the_feature_map(make):
+    """s = tanh(W q)·tanh(W k)/sqrt(m) with one learnable W [24, 12] (PROJECTED_FEATURES):
+    the hidden m = 24 and the head dim 12 pad their tiles; dW sums the dQ programs' share
+    (through q) and the dK programs' (through k), the same bits twice; Nq != Nk, keys
+    padded per batch entry."""
+    (q, k, v, dout, weights), options, reference = _projected_case()
     kern = make(PROJECTED_FEATURES)
-    assert kern.module.score_scale(d) == 1 / m ** 0.5
-    got = run(kern, q, k, v, W.flatten(), dout, key_lengths=lengths)
-    again = run(kern, q, k, v, W.flatten(), dout, key_lengths=lengths)
+    assert kern.module.score_scale(12) == 1 / 24 ** 0.5
+    got = run(kern, q, k, v, weights[0].flatten(), dout, **options)
+    again = run(kern, q, k, v, weights[0].flatten(), dout, **options)
     assert torch.equal(got["dparams"], again["dparams"])
-    fn = lambda q_, k_, v_, W_: general.attention(
-        q_, k_, v_, lambda a, b, ix: torch.tanh(a @ W_.T) @ torch.tanh(b @ W_.T).transpose(-1, -2)
-        / m ** 0.5, lambda s, ix: torch.exp(s), lambda s, ix: torch.exp(s), key_lengths=lengths)
-    want = general.attention_and_grads(fn, q, k, v, dout, leaves=(W,))
-    want["dparams"] = want.pop("d0").flatten()
-    assert_close(got, want, context="projected features")
+    assert_close(got, reference(q, k, v, dout, weights), context="projected features")
 
 
 def _interpreter_dot_multiplies_bfloat16_values():
@@ -394,6 +428,28 @@ def test_16_bit_storage(storage, name):
         want = {n: want[n] for n in ("O", "dq", "dk", "dv")}
     assert_close(got, want, tolerance=4 * torch.finfo(storage).eps,
                  context=f"{name} {storage}")
+
+
+@pytest.mark.parametrize("name", ["additive", "projected"])
+@pytest.mark.parametrize("storage", STORAGE, ids=str)
+def test_16_bit_storage_of_the_learnable_projections(storage, name):
+    """The additive contraction (luong_concat.mlir) and a projection before a feature map
+    (PROJECTED_FEATURES) with 16-bit q, k, v: O, dq, dk, dv and the weights' gradients
+    (dW_q, dW_k, v; W) within four of the storage type's eps of max |reference|, as the
+    other 16-bit cases: the projections' dots take the weights rounded to the storage
+    type, P and dS are rounded for theirs, the rest is float32 (tf32 dots on a GPU,
+    2^-11 relative). The weights are given rounded, so the reference runs on the values
+    the kernels multiply. Measured under the interpreter, the largest of every output:
+    f16 6.9e-4 (0.7 eps), bf16 1.2e-2 (1.5 eps, the projection's dq)."""
+    case, source = {"additive": (_additive_case, FAMILIES / "luong_concat.mlir"),
+                    "projected": (_projected_case, PROJECTED_FEATURES)}[name]
+    tensors, options, reference = case()
+    q, k, v, dout, weights = ([t.to(storage).double() for t in tensors[:4]]
+                              + [[w.to(storage).double() for w in tensors[4]]])
+    flat = torch.cat([w.flatten() for w in weights])
+    got = run(kernel(source), q, k, v, flat, dout, dtype=storage, **options)
+    assert_close(got, reference(q, k, v, dout, weights),
+                 tolerance=4 * torch.finfo(storage).eps, context=f"{name} {storage}")
 
 
 def test_param_gradients_are_deterministic():

@@ -124,6 +124,13 @@ attn.score @general contract bilinear scale 0.5 weights(W: 16x16 = identity)
 """ + SOFTMAX + """attn.kernel @general_attention normalizer(@softmax) score(@general)
 """
 
+# The additive contraction over hidden n = 40: its tile pads to 64 columns, four chunks
+# of the tanh tile's 16 (HIDDEN_CHUNK), the third part padding and the fourth all of it.
+WIDE_ADDITIVE = """
+attn.score @concat contract additive hidden 40 weights(W_q: 40x16 = identity, W_k: 40x16 = identity, v: 40 = 0.25)
+""" + SOFTMAX + """attn.kernel @wide_additive_attention normalizer(@softmax) score(@concat)
+"""
+
 # A learnable projection before the feature map, s = φ(W q)·φ(W k)/sqrt(m), φ = tanh, with
 # W [24, 12]: m = 24 and d = 12 both pad their tiles (32 and 16 columns); the default
 # scale of scaled_dot is that of the projected rows, 1/sqrt(m).

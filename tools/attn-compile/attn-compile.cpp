@@ -141,7 +141,7 @@ static std::string allGpuHeadDims() {
 // Each (dtype, head dim) is a set of cubins per target, about 10 s of Triton each: the
 // Python package builds the one a CUDA call needs on first use.
 static cl::opt<std::string> cudaHeadDims(
-    "cuda-head-dims", cl::desc("Head dims of the GPU kernels (32,64,96,128,256); default 64"),
+    "cuda-head-dims", cl::desc("Head dims of the GPU kernels (16,32,64,96,128,256); default 64"),
     cl::init(""));
 static cl::opt<std::string> tritonPython(
     "triton-python",

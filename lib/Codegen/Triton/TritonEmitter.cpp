@@ -35,12 +35,15 @@ constexpr int64_t kDecodeBlockM = 16;
 /// ptxas fits without spills at d = 64 and 128 on sm_80 and sm_90 (bench/ptxas_report.py;
 /// 64 keys spill at d = 128 on sm_80).
 constexpr int64_t kDecodeBlockN = 32, kDecodeWarps = 4, kDecodeStages = 2;
-/// The additive contraction's tiles and stages, of every kernel (forward, backward and
-/// decode alike): its [BLOCK_M, BLOCK_N, BLOCK_HIDDEN] tanh tile lives in registers. 4
-/// warps up to 32 hidden columns, 8 above: ptxas fits n = 32 without spills on sm_80 and
-/// sm_90, and 8 warps spill less than 4 at n = 64 (bench/ptxas_report.py, docs/gpu.md).
-constexpr int64_t kAdditiveBlock = 16, kAdditiveStages = 1, kAdditiveWarpsWideHidden = 8;
-constexpr int64_t kAdditiveWarps = 4, kAdditiveNarrowHidden = 32;
+/// The additive contraction's tiles, warps and stages, of every kernel (forward,
+/// backward and decode alike): its tanh tile [BLOCK_M, BLOCK_N, kAdditiveHiddenChunk]
+/// lives in registers, one chunk of the hidden columns at a time, so they do not grow
+/// with n (bench/ptxas_report.py, docs/gpu.md).
+constexpr int64_t kAdditiveBlock = 16, kAdditiveStages = 1, kAdditiveWarps = 4;
+constexpr int64_t kAdditiveHiddenChunk = 16;
+/// Up to this BLOCK_HIDDEN the tanh tile is one chunk: ptxas fits n = 32 in 255
+/// registers without spills as one tile, and spills (at 168) as two chunks of 16.
+constexpr int64_t kAdditiveOneChunk = 32;
 /// The backward tiles of projected features (φ(W q)·φ(W k)), whose projected rows and
 /// their float32 projections add to the dot kernels' registers: 32 x 32 keeps d = m = 64
 /// bf16 without spills on sm_90 (64 x 64 spills on both chips; bench/ptxas_report.py).
@@ -952,9 +955,9 @@ private:
   /// The additive contraction's schedule (kAdditiveBlock), in place of the selected one's:
   /// the tanh tile, not the dots, bounds its tiles.
   std::string additiveTiles() const {
-    int64_t warps = hidden <= kAdditiveNarrowHidden ? kAdditiveWarps : kAdditiveWarpsWideHidden;
     std::string tiles =
-        llvm::formatv("({0}, {0}, {1}, {2})", kAdditiveBlock, warps, kAdditiveStages).str();
+        llvm::formatv("({0}, {0}, {1}, {2})", kAdditiveBlock, kAdditiveWarps, kAdditiveStages)
+            .str();
     return "forward=" + tiles + ", backward=" + tiles + ", decode=" + tiles;
   }
   void printForward();
@@ -1068,20 +1071,27 @@ private:
   std::string chainRows(StringRef name, StringRef gradient) const;
   void printRowHelpers();
   /// weight: the bilinear contraction's W as a [BLOCK_D, BLOCK_D] tile (float32);
-  /// projected rows' offs_hidden; the additive contraction's weight_q, weight_k
-  /// [BLOCK_HIDDEN, BLOCK_D] and weight_v [BLOCK_HIDDEN].
+  /// projected rows' offs_hidden.
   void loadWeight(int indent);
   /// The columns the contraction runs over: BLOCK_D, or BLOCK_HIDDEN of projected rows.
   StringRef contractedWidth() const { return additive || projected ? "BLOCK_HIDDEN" : "BLOCK_D"; }
-  /// The weight that projects `name`'s rows (q or k): the additive contraction's,
-  /// loaded once per program; a projection's W where it is used (in the loop over key
-  /// tiles, a load that feeds a dot: held across the loop, its float32 tile spilled).
+  /// The weight that projects `name`'s rows (q or k), loaded where it is used (in the
+  /// loop over key tiles, a load that feeds a dot: held across the loop, its float32
+  /// tile spilled).
   std::string projectionWeight(StringRef name) const {
-    if (additive)
-      return ("weight_" + name).str();
-    return "projection_weight(Params + " + std::to_string(weights[0].offset) +
+    return "projection_weight(Params + " + std::to_string(weights[name == "k" && additive].offset) +
            ", HEAD_DIM, BLOCK_D)";
   }
+  /// The additive contraction's weights as arguments of its helpers: W_q, W_k and v.
+  std::string additiveWeights() const {
+    return llvm::formatv("Params + {0}, Params + {1}, Params + {2}", weights[0].offset,
+                         weights[1].offset, weights[2].offset)
+        .str();
+  }
+  /// The additive contraction's gradient of `name`'s projected rows (q: d_a summed over
+  /// the tile's keys, axis 1; k: d_c over its rows, axis 0) into the accumulator
+  /// `gradient`, one hidden chunk at a time; the dK programs also sum dv into d_weight_v.
+  void additiveGradients(int indent, StringRef name, StringRef gradient);
   /// Projected rows (additive, projected): `gradient`, that of `name`'s contracted rows,
   /// back to the projection as d_<name>_proj, and its share of the projecting weight's
   /// gradient, d_projᵀ·rows, stored in `slots` (this program's: `program`).
@@ -1153,9 +1163,10 @@ private:
   /// and chain dq and dk back through the norms.
   bool cosine = false;
   /// Rows projected by a learnable weight to `hidden` columns (HIDDEN, tile
-  /// BLOCK_HIDDEN) as they are loaded: the additive contraction's a = q·W_qᵀ and
-  /// c = k·W_kᵀ, s = Σ_n v_n·tanh(a_in + c_jn) over a [BLOCK_M, BLOCK_N, BLOCK_HIDDEN]
-  /// tile; or (projected) φ(q·Wᵀ) and φ(k·Wᵀ) of one W [m, d], contracted by the dot.
+  /// BLOCK_HIDDEN): the additive contraction's a = q·W_qᵀ and c = k·W_kᵀ,
+  /// s = Σ_n v_n·tanh(a_in + c_jn) over [BLOCK_M, BLOCK_N, HIDDEN_CHUNK] tiles, each
+  /// chunk of a and c projected where it is used; or (projected) φ(q·Wᵀ) and φ(k·Wᵀ) of
+  /// one W [m, d] as the rows are loaded, contracted by the dot.
   /// The backward chains dq and dk through the projection; each program writes its
   /// share of dW into its own slot (the launcher sums them in a fixed order).
   bool additive = false, projected = false;
@@ -1169,6 +1180,14 @@ private:
   /// no decode split (τ_i needs every key of its row) and no attn_bwd_preprocess: attn_bwd_dq
   /// finds r_i first (thresholdCorrection), then attn_bwd_dkdv reads it.
   bool implicit = false;
+  /// BLOCK_HIDDEN: `hidden` padded to a power of two of at least 16 (a multiple of
+  /// kAdditiveHiddenChunk).
+  int64_t blockHidden() const { return std::max<int64_t>(16, llvm::PowerOf2Ceil(hidden)); }
+  /// The additive contraction's HIDDEN_CHUNK: BLOCK_HIDDEN up to kAdditiveOneChunk,
+  /// else kAdditiveHiddenChunk.
+  int64_t hiddenChunk() const {
+    return blockHidden() <= kAdditiveOneChunk ? blockHidden() : kAdditiveHiddenChunk;
+  }
   /// The mask's tiles are classified (block_sparsity `indices`): the loops skip
   /// the tiles it keeps no pair of and evaluate it only on the partial ones.
   bool blockSparse = false;
@@ -1358,9 +1377,8 @@ void KernelPrinter::keyEnd(int indent) {
 
 void KernelPrinter::scoreTile(int indent, StringRef live) {
   if (additive) {
-    line(indent, "# Σ_n v_n·tanh(a_in + c_jn) over the hidden columns (v_n = 0 on padding).");
-    line(indent, "tanh_tile = tanh_(q[:, None, :] + k[None, :, :])");
-    line(indent, "raw = tl.sum(tanh_tile * weight_v[None, None, :], 2) * scale");
+    line(indent, "raw = additive_scores(q_rows, k_rows, " + additiveWeights() +
+                     ", HEAD_DIM, BLOCK_D, DOT_PRECISION) * scale");
   } else {
     line(indent, "raw = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale");
   }
@@ -1446,12 +1464,10 @@ void KernelPrinter::rowProgram() {
 void KernelPrinter::loadContracted(int indent, StringRef name, const std::string &load) {
   if (additive || projected) {
     line(indent, name + "_rows = " + load);
+    if (additive) // additive_scores projects the rows a hidden chunk at a time
+      return;
     std::string projection = "tl.dot(" + name.str() + "_rows, tl.trans(" + projectionWeight(name) +
                              ").to(" + name.str() + "_rows.dtype), input_precision=DOT_PRECISION)";
-    if (additive) {
-      line(indent, name + " = " + projection + "  # float32 [rows, BLOCK_HIDDEN]");
-      return;
-    }
     line(indent, name + "_proj = " + projection);
     line(indent, "# φ of the hidden columns only (φ(0) of a padding column may not be 0).");
     line(indent, name + " = tl.where(offs_hidden[None, :] < HIDDEN, " +
@@ -1493,14 +1509,6 @@ std::string KernelPrinter::chainRows(StringRef name, StringRef gradient) const {
 void KernelPrinter::loadWeight(int indent) {
   if (additive || projected) {
     line(indent, "offs_hidden = tl.arange(0, BLOCK_HIDDEN)");
-    if (projected)
-      return;
-    for (auto [name, weight] :
-         {std::pair("weight_q", weights[0]), std::pair("weight_k", weights[1])})
-      line(indent, std::string(name) + " = projection_weight(Params + " + Twine(weight.offset) +
-                       ", HEAD_DIM, BLOCK_D)");
-    line(indent, "weight_v = tl.load(Params + " + Twine(weights[2].offset) +
-                     " + offs_hidden, mask=offs_hidden < HIDDEN, other=0.0)");
     return;
   }
   if (!bilinear)
@@ -1510,6 +1518,23 @@ void KernelPrinter::loadWeight(int indent) {
                              "(offs_d[None, :] < HEAD_DIM), other=0.0)",
                              weights[0].offset)
                    .str());
+}
+
+void KernelPrinter::additiveGradients(int indent, StringRef name, StringRef gradient) {
+  bool keys = name == "k";
+  line(indent, keys ? "# ∂raw/∂c_jn = v_n·(1 - tanh²), ∂raw/∂v_n = tanh, summed over the tile's "
+                      "rows,"
+                    : "# ∂raw/∂a_in = v_n·(1 - tanh²), summed over the tile's keys,");
+  line(indent, "# a hidden chunk at a time (the tanh tiles of additive_scores, recomputed).");
+  line(indent, "for first in range(0, BLOCK_HIDDEN, HIDDEN_CHUNK):");
+  line(indent + 4, "tanh_tile, weight_v = additive_chunk(q_rows, k_rows, " + additiveWeights() +
+                       ", first, HEAD_DIM, BLOCK_D, DOT_PRECISION)");
+  line(indent + 4, gradient + " = into_chunk(" + gradient +
+                       ", tl.sum(draw[:, :, None] * weight_v[None, None, :] * "
+                       "(1.0 - tanh_tile * tanh_tile), " + (keys ? "0" : "1") + "), first)");
+  if (keys)
+    line(indent + 4, "d_weight_v = into_chunk(d_weight_v, "
+                     "tl.sum(tl.sum(draw[:, :, None] * tanh_tile, 0), 0)[None, :], first)");
 }
 
 void KernelPrinter::chainProjection(int indent, StringRef name, StringRef gradient,
@@ -1554,6 +1579,49 @@ void KernelPrinter::printRowHelpers() {
        << "    cols = tl.arange(0, BLOCK_D)[None, :]\n"
        << "    return tl.load(W + rows * HEAD_DIM + cols, mask=(rows < HIDDEN) & "
           "(cols < HEAD_DIM), other=0.0)\n\n\n";
+  if (additive)
+    os << R"(@triton.jit
+def hidden_chunk(rows, W, first, HEAD_DIM, BLOCK_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    # Columns first .. first + HIDDEN_CHUNK of rows·Wᵀ (W [HIDDEN, HEAD_DIM], float32).
+    hidden = first + tl.arange(0, HIDDEN_CHUNK)[:, None]
+    cols = tl.arange(0, BLOCK_D)[None, :]
+    w = tl.load(W + hidden * HEAD_DIM + cols, mask=(hidden < HIDDEN) & (cols < HEAD_DIM), other=0.0)
+    return tl.dot(rows, tl.trans(w).to(rows.dtype), input_precision=DOT_PRECISION)
+
+
+@triton.jit
+def additive_chunk(q_rows, k_rows, WQ, WK, WV, first, HEAD_DIM, BLOCK_D: tl.constexpr,
+                   DOT_PRECISION: tl.constexpr):
+    # tanh(a_in + c_jn) [rows, keys, HIDDEN_CHUNK] of the hidden columns first ..
+    # first + HIDDEN_CHUNK (a = q·W_qᵀ, c = k·W_kᵀ), and their v_n (0 on padding).
+    a = hidden_chunk(q_rows, WQ, first, HEAD_DIM, BLOCK_D, DOT_PRECISION)
+    c = hidden_chunk(k_rows, WK, first, HEAD_DIM, BLOCK_D, DOT_PRECISION)
+    hidden = first + tl.arange(0, HIDDEN_CHUNK)
+    return tanh_(a[:, None, :] + c[None, :, :]), tl.load(WV + hidden, mask=hidden < HIDDEN, other=0.0)
+
+
+@triton.jit
+def additive_scores(q_rows, k_rows, WQ, WK, WV, HEAD_DIM, BLOCK_D: tl.constexpr,
+                    DOT_PRECISION: tl.constexpr):
+    # Σ_n v_n·tanh(a_in + c_jn) [rows, keys], one chunk of hidden columns at a time: the
+    # registers of the tanh tile do not grow with HIDDEN.
+    raw = tl.zeros([q_rows.shape[0], k_rows.shape[0]], tl.float32)
+    for first in range(0, BLOCK_HIDDEN, HIDDEN_CHUNK):
+        tanh_tile, weight_v = additive_chunk(q_rows, k_rows, WQ, WK, WV, first, HEAD_DIM, BLOCK_D,
+                                             DOT_PRECISION)
+        raw += tl.sum(tanh_tile * weight_v[None, None, :], 2)
+    return raw
+
+
+@triton.jit
+def into_chunk(acc, part, first):
+    # acc [rows, HIDDEN_CHUNKS, HIDDEN_CHUNK] with part [rows, HIDDEN_CHUNK] added to the
+    # chunk of hidden column first (a register tile has no dynamic slice).
+    chunk = tl.arange(0, HIDDEN_CHUNKS) == first // HIDDEN_CHUNK
+    return acc + tl.where(chunk[None, :, None], part[:, None, :], 0.0)
+
+
+)";
   if (!cosine)
     return;
   os << "# The cosine contraction: q and k contract as unit rows x/|x|_eps,\n"
@@ -1734,8 +1802,11 @@ void KernelPrinter::printHeader() {
     os << "# The projected rows' width (the additive contraction's hidden n, the projection's\n"
        << "# m) and its tile.\n"
        << "HIDDEN = tl.constexpr(" << hidden << ")\n"
-       << "BLOCK_HIDDEN = tl.constexpr(" << std::max<int64_t>(16, llvm::PowerOf2Ceil(hidden))
-       << ")\n";
+       << "BLOCK_HIDDEN = tl.constexpr(" << blockHidden() << ")\n";
+  if (additive)
+    os << "# The additive contraction's tanh tiles: HIDDEN_CHUNK hidden columns at a time.\n"
+       << "HIDDEN_CHUNK = tl.constexpr(" << hiddenChunk() << ")\n"
+       << "HIDDEN_CHUNKS = tl.constexpr(" << blockHidden() / hiddenChunk() << ")\n";
   os << "\n\n"
      << "def score_scale(head_dim):\n"
      << "    \"\"\"The factor of the contraction q·k.\"\"\"\n";
@@ -2218,10 +2289,13 @@ void KernelPrinter::printDkDv() {
   line(4, "j = (offs_n + key_start)[None, :]");
   loadWeight(4);
   loadKeysAndValues(4);
-  line(4, "dk = tl.zeros([BLOCK_N, " + contractedWidth() + "], tl.float32)");
+  if (additive) { // per hidden chunk (into_chunk); reshaped to [.., BLOCK_HIDDEN] after
+    line(4, "dk = tl.zeros([BLOCK_N, HIDDEN_CHUNKS, HIDDEN_CHUNK], tl.float32)");
+    line(4, "d_weight_v = tl.zeros([1, HIDDEN_CHUNKS, HIDDEN_CHUNK], tl.float32)");
+  } else {
+    line(4, "dk = tl.zeros([BLOCK_N, " + contractedWidth() + "], tl.float32)");
+  }
   line(4, "dv = tl.zeros([BLOCK_N, BLOCK_DV], tl.float32)");
-  if (additive)
-    line(4, "d_weight_v = tl.zeros([BLOCK_HIDDEN], tl.float32)");
   loadParams(4);
   for (const std::string &param : params)
     line(4, "d_" + param + " = tl.zeros([BLOCK_N], tl.float32)");
@@ -2267,10 +2341,7 @@ void KernelPrinter::printDkDv() {
   }
   line(body, "dv += tl.dot(tl.trans(w).to(do.dtype), do, input_precision=DOT_PRECISION)");
   if (additive) {
-    line(body, "# ∂raw/∂c_jn = v_n·(1 - tanh²), ∂raw/∂v_n = tanh, summed over the tile's rows.");
-    line(body, "dk += tl.sum(draw[:, :, None] * weight_v[None, None, :] * "
-               "(1.0 - tanh_tile * tanh_tile), 0)");
-    line(body, "d_weight_v += tl.sum(tl.sum(draw[:, :, None] * tanh_tile, 0), 0)");
+    additiveGradients(body, "k", "dk");
   } else {
     line(body, "dk += tl.dot(tl.trans(draw).to(q.dtype), q, input_precision=DOT_PRECISION)");
   }
@@ -2300,6 +2371,10 @@ void KernelPrinter::printDkDv() {
                 " * do_own.to(tl.float32)");
   }
   line(4, "key_in = offs_n < NK");
+  if (additive) {
+    line(4, "dk = tl.reshape(dk, [BLOCK_N, BLOCK_HIDDEN])");
+    line(4, "d_weight_v = tl.reshape(d_weight_v, [BLOCK_HIDDEN])");
+  }
   if (additive || projected)
     chainProjection(4, "k", "dk * scale", "DParamsKeys", "bhk * tl.num_programs(0) + start_n");
   if (additive)
@@ -2392,7 +2467,8 @@ void KernelPrinter::printDq() {
   else
     loadRowStatistics(4);
   loadParams(4);
-  line(4, "dq = tl.zeros([BLOCK_M, " + contractedWidth() + "], tl.float32)");
+  line(4, additive ? "dq = tl.zeros([BLOCK_M, HIDDEN_CHUNKS, HIDDEN_CHUNK], tl.float32)"
+                   : "dq = tl.zeros([BLOCK_M, " + contractedWidth() + "], tl.float32)");
   int tileIndent;
   if (scan) {
     line(4, "# A scan: key tiles from the last to the first, carrying S and B per row. First");
@@ -2437,13 +2513,12 @@ void KernelPrinter::printDq() {
       thresholdPairs(tileIndent);
     scoreGrad(tileIndent);
   }
-  if (additive) {
-    line(tileIndent, "# ∂raw/∂a_in = v_n·(1 - tanh²), summed over the tile's keys.");
-    line(tileIndent, "dq += tl.sum(draw[:, :, None] * weight_v[None, None, :] * "
-                     "(1.0 - tanh_tile * tanh_tile), 1)");
-  } else {
+  if (additive)
+    additiveGradients(tileIndent, "q", "dq");
+  else
     line(tileIndent, "dq += tl.dot(draw.to(k.dtype), k, input_precision=DOT_PRECISION)");
-  }
+  if (additive)
+    line(4, "dq = tl.reshape(dq, [BLOCK_M, BLOCK_HIDDEN])");
   if (additive || projected)
     chainProjection(4, "q", "dq * scale", "DParamsRows", "bh * tl.num_programs(0) + start_m");
   line(4, "tl.store(DQ + b * stride_dqb + h * stride_dqh + offs_m[:, None] * stride_dqm + "
