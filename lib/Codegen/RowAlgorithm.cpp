@@ -79,11 +79,22 @@ Value MlirRowOps::addCount(Value count, Value kept) {
 }
 
 Value MlirRowOps::compare(RowComparison comparison, Value x, Value y) {
-  arith::CmpFPredicate predicate = comparison == RowComparison::Equal ? arith::CmpFPredicate::OEQ
-                                   : comparison == RowComparison::NotEqual
-                                       ? arith::CmpFPredicate::UNE
-                                       : arith::CmpFPredicate::OGT;
-  return arith::CmpFOp::create(b, predicate, x, y);
+  auto predicate = [&] {
+    switch (comparison) {
+    case RowComparison::Equal:
+      return arith::CmpFPredicate::OEQ;
+    case RowComparison::NotEqual:
+      return arith::CmpFPredicate::UNE;
+    case RowComparison::Greater:
+      return arith::CmpFPredicate::OGT;
+    case RowComparison::GreaterEqual:
+      return arith::CmpFPredicate::OGE;
+    case RowComparison::Less:
+      return arith::CmpFPredicate::OLT;
+    }
+    llvm_unreachable("a row comparison");
+  };
+  return arith::CmpFOp::create(b, predicate(), x, y);
 }
 
 Value MlirRowOps::quotientWhere(Value condition, Value x, Value y) {
@@ -219,107 +230,54 @@ BackwardRow RowAlgorithm::loadBackward(Value panel, Value row) {
 
 // --- an implicit normalizer's row ------------------------------------------------------
 
+SmallVector<Value> RowAlgorithm::pack(const ThresholdSums &sums) {
+  SmallVector<Value> values{sums.weights};
+  if (sums.slopes)
+    values.push_back(sums.slopes);
+  return values;
+}
+
+RowAlgorithm::ThresholdSums RowAlgorithm::unpackThresholdSums(ValueRange values) {
+  assert((values.size() == 1 || values.size() == 2) && "packed threshold sums");
+  return {values[0], values.size() == 2 ? values[1] : Value()};
+}
+
+SmallVector<Value> RowAlgorithm::pack(const ThresholdState &state) {
+  return {state.lo, state.hi, state.atLo.weights, state.atLo.slopes, state.hiMoved,
+          state.converged};
+}
+
+RowAlgorithm::ThresholdState RowAlgorithm::unpackThresholdState(ValueRange values) {
+  assert(values.size() == 6 && "a packed threshold state");
+  return {values[0], values[1], {values[2], values[3]}, values[4], values[5]};
+}
+
 RowAlgorithm::ThresholdBracket RowAlgorithm::thresholdBracketInitial(FloatType type) {
-  return {constant(type, 1.0), arith::ConstantIntOp::create(b, 0, 1)};
+  return withRowType(type, [](Equations &rows) { return rows.thresholdBracketInitial(); });
 }
 
 RowAlgorithm::ThresholdBracket RowAlgorithm::thresholdBracketStep(const ThresholdBracket &bracket,
                                                                   Value maxScore,
                                                                   ThresholdKeySums sumsAt) {
-  Type type = maxScore.getType();
-  Value c = constant(type, math.normalizer().getDenominatorConstant()->convertToDouble());
-  Value sum = sumsAt(arith::SubFOp::create(b, maxScore, bracket.width), false).weights;
-  Value reached = arith::CmpFOp::create(b, arith::CmpFPredicate::OGE, sum, c);
-  return {arith::SelectOp::create(b, reached, bracket.width,
-                                  arith::AddFOp::create(b, bracket.width, bracket.width)),
-          reached};
-}
-
-SmallVector<Value> RowAlgorithm::ThresholdSums::pack() const {
-  SmallVector<Value> values{weights};
-  if (slopes)
-    values.push_back(slopes);
-  return values;
-}
-
-RowAlgorithm::ThresholdSums RowAlgorithm::ThresholdSums::unpack(ValueRange values) {
-  assert((values.size() == 1 || values.size() == 2) && "packed threshold sums");
-  return {values[0], values.size() == 2 ? values[1] : Value()};
-}
-
-SmallVector<Value> RowAlgorithm::ThresholdState::pack() const {
-  return {lo, hi, atLo.weights, atLo.slopes, hiMoved, converged};
-}
-
-RowAlgorithm::ThresholdState RowAlgorithm::ThresholdState::unpack(ValueRange values) {
-  assert(values.size() == 6 && "a packed threshold state");
-  return {values[0], values[1], {values[2], values[3]}, values[4], values[5]};
+  Value trial = equations.thresholdBracketTrial(bracket, maxScore);
+  return equations.thresholdBracketStep(bracket, sumsAt(trial, false).weights);
 }
 
 RowAlgorithm::ThresholdState RowAlgorithm::thresholdInitial(Value maxScore,
                                                             const ThresholdBracket &bracket,
                                                             ThresholdKeySums sumsAt) {
-  Value lo = arith::SelectOp::create(b, bracket.found,
-                                     arith::SubFOp::create(b, maxScore, bracket.width),
-                                     constant(maxScore.getType(), NAN));
-  ThresholdSums atLo = sumsAt(lo, true);
-  Value no = arith::ConstantIntOp::create(b, 0, 1);
-  return {lo, maxScore, atLo, no, no};
+  Value lo = equations.thresholdStartLo(maxScore, bracket);
+  return equations.thresholdInitial(maxScore, lo, sumsAt(lo, true));
 }
 
 int64_t RowAlgorithm::thresholdSteps(FloatType type) {
-  return 2 * (type.getFPMantissaWidth() + 2);
+  return attn::thresholdSteps(type.getFPMantissaWidth());
 }
 
 RowAlgorithm::ThresholdState RowAlgorithm::thresholdStep(const ThresholdState &state,
                                                          ThresholdKeySums sumsAt) {
-  // Safeguarded Newton on F from lo, F(lo) >= 0 > F(hi) throughout. For a convex g
-  // (α <= 2) every Newton step stays below the root and the iteration converges from
-  // below, for sparsemax exactly once the support is found.
-  Type type = state.lo.getType();
-  Value c = constant(type, math.normalizer().getDenominatorConstant()->convertToDouble());
-  Value half = constant(type, 0.5);
-  Value lo = state.lo, hi = state.hi;
-  auto negate = [&](Value flag) {
-    return arith::XOrIOp::create(b, flag, arith::ConstantIntOp::create(b, 1, 1)).getResult();
-  };
-  auto between = [&](Value x) {
-    return arith::AndIOp::create(b, arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, x, lo),
-                                 arith::CmpFOp::create(b, arith::CmpFPredicate::OLT, x, hi))
-        .getResult();
-  };
-  Value newton = arith::AddFOp::create(
-      b, lo,
-      arith::DivFOp::create(b, arith::SubFOp::create(b, state.atLo.weights, c), state.atLo.slopes));
-  Value useNewton = arith::AndIOp::create(b, between(newton), negate(state.hiMoved));
-  Value next = arith::SelectOp::create(
-      b, useNewton, newton, arith::MulFOp::create(b, half, arith::AddFOp::create(b, lo, hi)));
-  ThresholdSums at = sumsAt(next, true);
-  Value reached = arith::CmpFOp::create(b, arith::CmpFPredicate::OGE, at.weights, c);
-  Value exact = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, at.weights, c);
-  Value stalled = negate(between(next));
-  auto pick = [&](Value ifReached, Value otherwise) {
-    return arith::SelectOp::create(b, reached, ifReached, otherwise).getResult();
-  };
-  return {pick(next, lo),
-          pick(hi, next),
-          {pick(at.weights, state.atLo.weights), pick(at.slopes, state.atLo.slopes)},
-          negate(reached),
-          arith::OrIOp::create(b, stalled, exact)};
-}
-
-Value RowAlgorithm::thresholdRoot(const ThresholdState &state) { return state.lo; }
-
-Value RowAlgorithm::thresholdArgument(Value s, Value tau) {
-  return arith::SubFOp::create(b, s, tau);
-}
-
-Value RowAlgorithm::thresholdAbove(Value x) {
-  return arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, x, constant(x.getType(), 0.0));
-}
-
-Value RowAlgorithm::thresholdBlockAbove(Value blockMax, Value tau) {
-  return arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, blockMax, tau);
+  Value next = equations.thresholdTrial(state);
+  return equations.thresholdStep(state, next, sumsAt(next, true));
 }
 
 Value RowAlgorithm::thresholdWeight(Value x, const PairIndices &at) {
@@ -333,48 +291,27 @@ Value RowAlgorithm::thresholdSlope(const PairValues &pair, Value x) {
 }
 
 RowAlgorithm::ThresholdSums RowAlgorithm::thresholdSumsInitial(FloatType type, bool withSlopes) {
-  Value zero = constant(type, 0.0);
-  return {zero, withSlopes ? zero : Value()};
+  return withRowType(type,
+                     [&](Equations &rows) { return rows.thresholdSumsInitial(withSlopes); });
 }
 
 RowAlgorithm::ThresholdSums RowAlgorithm::thresholdFoldKey(const ThresholdSums &sums, Value s,
                                                            Value tau, const PairIndices &at) {
   Value x = thresholdArgument(s, tau);
   Value above = thresholdAbove(x);
-  // The select keeps a g that is NaN at −inf (a masked key) out of the sum.
-  auto where = [&](Value value) {
-    return arith::SelectOp::create(b, above, value, constant(x.getType(), 0.0)).getResult();
-  };
-  ThresholdSums next{arith::AddFOp::create(b, sums.weights, where(thresholdWeight(x, at))),
-                     Value()};
-  if (sums.slopes)
-    next.slopes = arith::AddFOp::create(
-        b, sums.slopes, where(thresholdSlope(PairValues{x, at, Value()}, x)));
-  return next;
+  Value weight = thresholdWeight(x, at);
+  Value slope = sums.slopes ? thresholdSlope(PairValues{x, at, Value()}, x) : Value();
+  return equations.thresholdAddTerms(sums, equations.thresholdKeyTerms(above, weight, slope));
 }
 
 RowAlgorithm::ThresholdGradientSums RowAlgorithm::thresholdGradientInitial(FloatType type) {
-  Value zero = constant(type, 0.0);
-  return {zero, zero};
-}
-
-RowAlgorithm::ThresholdGradientSums
-RowAlgorithm::thresholdGradientFold(const ThresholdGradientSums &sums, Value slope, Value dP) {
-  return {arith::AddFOp::create(b, sums.slopeDP, arith::MulFOp::create(b, slope, dP)),
-          arith::AddFOp::create(b, sums.slopes, slope)};
-}
-
-Value RowAlgorithm::thresholdCorrection(const ThresholdGradientSums &sums) {
-  Value zero = constant(sums.slopes.getType(), 0.0);
-  Value hasSlope = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, sums.slopes, zero);
-  return arith::SelectOp::create(b, hasSlope, arith::DivFOp::create(b, sums.slopeDP, sums.slopes),
-                                 zero);
+  return withRowType(type, [](Equations &rows) { return rows.thresholdGradientInitial(); });
 }
 
 AttentionMath::PairGradient RowAlgorithm::thresholdPairGradient(const PairValues &pair, Value x,
                                                                 Value dP, Value correction) {
   return math.gradient(pair, x, unitBackwardRow(constant(x.getType(), 0.0)),
-                       arith::SubFOp::create(b, dP, correction));
+                       equations.thresholdPairDP(dP, correction));
 }
 
 // --- a scan's backward row ---------------------------------------------------------------

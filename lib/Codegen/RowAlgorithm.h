@@ -21,8 +21,9 @@
 //   finalize    C = l + β·e^-m | c | count, O·coefficient/C, row_max, row_sum
 //   backward    from (row_max, row_sum, D = dO·O): shift, 1/C (0 where C = 0), live
 //
-// A scan (stick-breaking) carries another state, ScanState; its equations are
-// RowEquations.h's too.
+// A scan (stick-breaking) carries another state, ScanState, and an implicit
+// normalizer (sparsemax, α-entmax) its threshold's (ThresholdState); their equations
+// are RowEquations.h's too.
 //
 // Across the lanes of a tile (and threads, ranks) the fields reduce as
 // laneReduction says: m by maximum, l and count by addition (the lanes share
@@ -109,6 +110,12 @@ public:
     return arith::SelectOp::create(b, condition, x, y);
   }
   Value both(Value x, Value y) { return arith::AndIOp::create(b, x, y); }
+  Value either(Value x, Value y) { return arith::OrIOp::create(b, x, y); }
+  Value negateFlag(Value x) {
+    return arith::XOrIOp::create(b, x, arith::ConstantIntOp::create(b, 1, 1));
+  }
+  Value rowFlag(bool value) { return arith::ConstantIntOp::create(b, value, 1); }
+  Value divide(Value x, Value y) { return arith::DivFOp::create(b, x, y); }
   Value quotientWhere(Value condition, Value x, Value y);
   Sum accumulate(Sum acc, Value alpha, Value term) { return math.accumulate(acc, alpha, term); }
   Value name(StringRef, Value value) { return value; }
@@ -234,71 +241,43 @@ private:
   Equations equations;
 
   // --- an implicit normalizer's row (sparsemax, α-entmax) ---------------------------
-  // w_ij = g(s_ij − τ_i), τ_i the root of F(τ) = Σ_j g(s_ij − τ) − c, decreasing in τ
-  // (g is 0 for x <= 0 and non-decreasing: docs/normalizer-classes.md):
-  //
-  //   bracket     x_c doubled from 1 until F(m_i − x_c) >= 0, m_i the row's max score:
-  //               the root lies in [m_i − x_c, m_i]
-  //   state       ThresholdState: the bracket (lo, hi) with F(lo) >= 0 > F(hi), Σ g and
-  //               Σ g' at lo, whether the last step moved hi, whether it converged
-  //   start       lo = m_i − x_c (NaN where no x_c reached c), hi = m_i
-  //   step        τ = lo + F(lo)/F'(lo) where it lies inside (lo, hi) and the last step
-  //               did not move hi (a concave g overshoots), else (lo + hi)/2; then
-  //               lo = τ where F(τ) >= 0, else hi = τ; converged where τ left (lo, hi)
-  //               (no progress) or F(τ) = 0
-  //   fold key    Σ g(s − τ), Σ g'(s − τ) over the keys with s > τ; a block of keys
-  //               whose max is <= τ adds nothing
-  //   finish      τ_i = lo, stored as row_max; row_sum = Σ_j w_ij (both 0 without keys)
-  //   backward    r_i = Σ g'·dP / Σ g' over the keys above τ_i (0 where Σ g' = 0),
-  //               then each pair's gradient at C = 1 with dP − r_i for dP
-  //
-  // The sums over a row's keys at a trial τ are the schedule's reduction, handed in
-  // as ThresholdKeySums; every other step of the iteration is here.
+  // RowEquations' threshold equations (the bracket, the safeguarded Newton iteration of
+  // τ_i, the backward's r_i). The sums over a row's keys at a trial τ are the
+  // schedule's reduction, handed in as ThresholdKeySums, each key folded by
+  // thresholdFoldKey; every other step of the iteration is RowEquations'.
 public:
-  /// Σ_j g(s_ij − τ) and Σ_j g'(s_ij − τ) at one τ (slopes null where not asked for);
-  /// in scf.for iter_args as pack/unpack lay them out.
-  struct ThresholdSums {
-    Value weights, slopes;
-    SmallVector<Value> pack() const;
-    static ThresholdSums unpack(ValueRange values);
-  };
+  using ThresholdSums = Equations::ThresholdSums;
+  using ThresholdBracket = Equations::ThresholdBracket;
+  using ThresholdState = Equations::ThresholdState;
+  using ThresholdGradientSums = Equations::ThresholdGradientSums;
+  /// The sums and the state in scf.for iter_args, and back.
+  static SmallVector<Value> pack(const ThresholdSums &sums);
+  static ThresholdSums unpackThresholdSums(ValueRange values);
+  static SmallVector<Value> pack(const ThresholdState &state);
+  static ThresholdState unpackThresholdState(ValueRange values);
   /// The schedule's sums over row i's keys at `tau`, each key folded by
   /// thresholdFoldKey.
   using ThresholdKeySums = function_ref<ThresholdSums(Value tau, bool withSlopes)>;
-  /// The search for the bracket's width x_c, and whether it reached c.
-  struct ThresholdBracket {
-    Value width, found;
-  };
-  /// Doublings of x_c from 1 before a row's bracket is given up (τ_i = NaN, and the
-  /// row's outputs with it): ThresholdAnalysis refuses a g that never reaches c at
-  /// its initial params.
-  static constexpr int64_t thresholdBracketDoublings = 64;
   ThresholdBracket thresholdBracketInitial(FloatType type);
   /// One doubling (nothing once found); a scf.for of thresholdBracketDoublings runs it.
   ThresholdBracket thresholdBracketStep(const ThresholdBracket &bracket, Value maxScore,
                                         ThresholdKeySums sumsAt);
-  /// The iteration of τ_i; carried in scf.for iter_args as pack/unpack lay it out.
-  struct ThresholdState {
-    Value lo, hi;
-    ThresholdSums atLo;
-    Value hiMoved, converged;
-    SmallVector<Value> pack() const;
-    static ThresholdState unpack(ValueRange values);
-  };
   ThresholdState thresholdInitial(Value maxScore, const ThresholdBracket &bracket,
                                   ThresholdKeySums sumsAt);
-  /// Steps that reach the float's resolution by the midpoints alone: 2·(mantissa
-  /// bits + 2). A step after convergence must leave the state as it is.
+  /// RowEquations' thresholdSteps for `type`. A step after convergence must leave
+  /// the state as it is.
   static int64_t thresholdSteps(FloatType type);
   ThresholdState thresholdStep(const ThresholdState &state, ThresholdKeySums sumsAt);
   /// τ_i of a finished iteration (what the row stores as row_max).
-  Value thresholdRoot(const ThresholdState &state);
+  Value thresholdRoot(const ThresholdState &state) { return equations.thresholdRoot(state); }
   /// x = s − τ, the argument of g.
-  Value thresholdArgument(Value s, Value tau);
+  Value thresholdArgument(Value s, Value tau) { return equations.thresholdArgument(s, tau); }
   /// Whether a key has a weight: x > 0 (g is 0 elsewhere).
-  Value thresholdAbove(Value x);
+  Value thresholdAbove(Value x) { return equations.thresholdAbove(x); }
   /// Whether a block of keys whose largest score is `blockMax` may add to a sum at τ.
-  Value thresholdBlockAbove(Value blockMax, Value tau);
+  Value thresholdBlockAbove(Value blockMax, Value tau) {
+    return equations.thresholdBlockAbove(blockMax, tau);
+  }
   /// w = g(x), of a key above the threshold.
   Value thresholdWeight(Value x, const PairIndices &at);
   /// g'(x) of the pair (x its score less τ).
@@ -308,15 +287,15 @@ public:
   /// carry them); a masked key's s = −inf adds nothing.
   ThresholdSums thresholdFoldKey(const ThresholdSums &sums, Value s, Value tau,
                                  const PairIndices &at);
-  /// The backward's row sums over the keys above τ_i: Σ g'·dP and Σ g'.
-  struct ThresholdGradientSums {
-    Value slopeDP, slopes;
-  };
   ThresholdGradientSums thresholdGradientInitial(FloatType type);
   ThresholdGradientSums thresholdGradientFold(const ThresholdGradientSums &sums, Value slope,
-                                              Value dP);
+                                              Value dP) {
+    return equations.thresholdGradientFold(sums, slope, dP);
+  }
   /// r_i = Σ g'·dP / Σ g' (0 where no key has a slope).
-  Value thresholdCorrection(const ThresholdGradientSums &sums);
+  Value thresholdCorrection(const ThresholdGradientSums &sums) {
+    return equations.thresholdCorrection(sums);
+  }
   /// The gradients of a pair above τ_i: the pair gradient at C = 1, dP − r_i for dP.
   AttentionMath::PairGradient thresholdPairGradient(const PairValues &pair, Value x, Value dP,
                                                     Value correction);

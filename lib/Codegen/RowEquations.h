@@ -38,10 +38,27 @@
 //   backward    (S, B), B = Σ_{j >= k} w·dP: B' = B + w·dP, the pair's gradient at
 //               C = 1 with dP·e^S for dP and B' − D for D
 //
+// An implicit normalizer (sparsemax, α-entmax; docs/normalizer-classes.md) solves a
+// threshold τ_i per row, the root of F(τ) = Σ_j g(s_ij − τ) − c (decreasing in τ),
+// with the row's max score m_i; the schedule supplies the sums over the row's keys at
+// each trial τ (a key above τ adds its g and g', thresholdKeyTerms):
+//
+//   bracket     x_c doubled from 1 until F(m_i − x_c) >= 0: the root lies in
+//               [m_i − x_c, m_i] (a row whose doublings all fail gets τ = NaN)
+//   state       (lo, hi) with F(lo) >= 0 > F(hi), Σ g and Σ g' at lo, whether the
+//               last step moved hi, whether it converged
+//   step        τ = lo + F(lo)/F'(lo) inside (lo, hi) unless the last step moved hi,
+//               else (lo + hi)/2; lo = τ where F(τ) >= 0, else hi = τ; converged
+//               where τ left (lo, hi) or F(τ) = 0; a step after convergence keeps it
+//   finish      τ_i = lo (row_max)
+//   backward    r_i = Σ g'·dP / Σ g' over the keys above τ_i (0 without a slope);
+//               each pair's gradient at C = 1 with dP − r_i for dP
+//
 // Ops provides: the types Value (null-testable; null = absent), Sum (a running sum)
 // and Row (where a row sits); constantLike, rowConstant (a row's value broadcast to
 // the state's shape), emptySum, noKeys; maximum, exp, negate, add, sub, mul, addCount;
-// compare (Equal, NotEqual, Greater), select, both (logical and); quotientWhere
+// divide; compare (Equal, NotEqual, Greater, GreaterEqual, Less), select, both
+// (logical and), either (or), negateFlag, rowFlag (a row's constant flag); quotientWhere
 // (x/y where a condition holds, else 0); accumulate (α·acc + term in the target's
 // running-sum arithmetic); offsetStabilizer and offsetRegion (the row offset's
 // exponent and β·e^-m, a null Value without an offset region); name (binds an
@@ -53,6 +70,7 @@
 
 #include "dialect/AttnOps.h"
 
+#include <cstdint>
 #include <limits>
 #include <utility>
 
@@ -93,7 +111,7 @@ template <typename V> struct BackwardRowOf {
   V live; // C != 0 (and whatever the schedule added)
 };
 
-enum class RowComparison { Equal, NotEqual, Greater };
+enum class RowComparison { Equal, NotEqual, Greater, GreaterEqual, Less };
 
 /// A scan's row: S, the log-survival of the kept keys folded in (the keys after the
 /// next one). A sum of logs, never a product of survivals: it stays exact where the
@@ -124,6 +142,35 @@ template <typename V> struct ScanBackwardStepOf {
   V scaledDP, suffixDelta;
 };
 
+/// Σ_j g(s_ij − τ) and Σ_j g'(s_ij − τ) at one τ (slopes null where not asked for),
+/// or one key's terms of them.
+template <typename V> struct ThresholdSumsOf {
+  V weights, slopes;
+};
+/// The search for the bracket's width x_c, and whether it reached c.
+template <typename V> struct ThresholdBracketOf {
+  V width, found;
+};
+/// The iteration of τ_i: the bracket (lo, hi), the sums at lo, whether the last step
+/// moved hi, whether it converged.
+template <typename V> struct ThresholdStateOf {
+  V lo, hi;
+  ThresholdSumsOf<V> atLo;
+  V hiMoved, converged;
+};
+/// The backward's row sums over the keys above τ_i: Σ g'·dP and Σ g'.
+template <typename V> struct ThresholdGradientSumsOf {
+  V slopeDP, slopes;
+};
+
+/// Doublings of x_c from 1 before a row's bracket is given up (τ_i = NaN, and the
+/// row's outputs with it): ThresholdAnalysis refuses a g that never reaches c at its
+/// initial params.
+inline constexpr int64_t thresholdBracketDoublings = 64;
+/// Newton steps of τ_i: as many as reach the float's resolution by the midpoints
+/// alone, 2·(mantissa bits + 2).
+constexpr int64_t thresholdSteps(int64_t mantissaBits) { return 2 * (mantissaBits + 2); }
+
 template <typename Ops> class RowEquations {
 public:
   using Value = typename Ops::Value;
@@ -138,6 +185,10 @@ public:
   using ScanCombined = ScanCombinedOf<Value>;
   using ScanBackwardState = ScanBackwardStateOf<Value>;
   using ScanBackwardStep = ScanBackwardStepOf<Value>;
+  using ThresholdSums = ThresholdSumsOf<Value>;
+  using ThresholdBracket = ThresholdBracketOf<Value>;
+  using ThresholdState = ThresholdStateOf<Value>;
+  using ThresholdGradientSums = ThresholdGradientSumsOf<Value>;
   /// Two partial states combined and the factors their outputs take (null plain).
   struct Combined {
     State state;
@@ -311,7 +362,117 @@ public:
     return {{step.next, suffix}, ops.mul(dP, step.survival), ops.sub(suffix, delta)};
   }
 
+  // --- an implicit normalizer's row (sparsemax, α-entmax) --------------------------
+  /// x_c = 1, not found.
+  ThresholdBracket thresholdBracketInitial() {
+    return {ops.rowConstant(1.0), ops.rowFlag(false)};
+  }
+  /// The τ at which a bracket step sums the row's keys: m_i − x_c.
+  Value thresholdBracketTrial(const ThresholdBracket &bracket, Value maxScore) {
+    return ops.sub(maxScore, bracket.width);
+  }
+  /// One doubling from Σ g at the trial τ (the width stays once it reached c).
+  ThresholdBracket thresholdBracketStep(const ThresholdBracket &bracket, Value weights) {
+    Value reached = ops.compare(RowComparison::GreaterEqual, weights, thresholdTarget(weights));
+    return {ops.select(reached, bracket.width, ops.add(bracket.width, bracket.width)), reached};
+  }
+  /// The iteration's lo: m_i − x_c, NaN where no doubling reached c.
+  Value thresholdStartLo(Value maxScore, const ThresholdBracket &bracket) {
+    return ops.select(bracket.found, ops.sub(maxScore, bracket.width),
+                      ops.constantLike(maxScore, std::numeric_limits<double>::quiet_NaN()));
+  }
+  /// The state at lo (its sums with slopes), hi = m_i.
+  ThresholdState thresholdInitial(Value maxScore, Value lo, const ThresholdSums &atLo) {
+    return {lo, maxScore, atLo, ops.rowFlag(false), ops.rowFlag(false)};
+  }
+  /// The step's trial τ: safeguarded Newton on F from lo, F(lo) >= 0 > F(hi)
+  /// throughout. For a convex g (α <= 2) every Newton step stays below the root and
+  /// the iteration converges from below, for sparsemax exactly once the support is
+  /// found; a concave g overshoots, so a step after one that moved hi bisects.
+  Value thresholdTrial(const ThresholdState &state) {
+    Value c = thresholdTarget(state.lo);
+    Value newton = ops.name(
+        "newton", ops.add(state.lo, ops.divide(ops.sub(state.atLo.weights, c), state.atLo.slopes)));
+    Value useNewton = ops.both(thresholdInside(state, newton), ops.negateFlag(state.hiMoved));
+    Value midpoint = ops.mul(ops.constantLike(state.lo, 0.5), ops.add(state.lo, state.hi));
+    return ops.select(useNewton, newton, midpoint);
+  }
+  /// The state after the trial τ `next`, from the sums at it (with slopes).
+  ThresholdState thresholdStep(const ThresholdState &state, Value next, const ThresholdSums &at) {
+    Value c = thresholdTarget(at.weights);
+    Value reached = ops.name("reached", ops.compare(RowComparison::GreaterEqual, at.weights, c));
+    Value exact = ops.compare(RowComparison::Equal, at.weights, c);
+    Value stalled = ops.negateFlag(thresholdInside(state, next));
+    auto pick = [&](Value ifReached, Value otherwise) {
+      return ops.select(reached, ifReached, otherwise);
+    };
+    return {pick(next, state.lo),
+            pick(state.hi, next),
+            {pick(at.weights, state.atLo.weights), pick(at.slopes, state.atLo.slopes)},
+            ops.negateFlag(reached),
+            ops.either(stalled, exact)};
+  }
+  /// τ_i of a finished iteration (what the row stores as row_max).
+  Value thresholdRoot(const ThresholdState &state) { return state.lo; }
+  /// x = s − τ, the argument of g.
+  Value thresholdArgument(Value s, Value tau) { return ops.sub(s, tau); }
+  /// Whether a key has a weight: x > 0 (g is 0 elsewhere).
+  Value thresholdAbove(Value x) {
+    return ops.compare(RowComparison::Greater, x, ops.constantLike(x, 0.0));
+  }
+  /// Whether a block of keys whose largest score is `blockMax` may add to a sum at τ.
+  Value thresholdBlockAbove(Value blockMax, Value tau) {
+    return ops.compare(RowComparison::Greater, blockMax, tau);
+  }
+  /// One key's terms of the sums: its g and g' (slope null: not summed) where it lies
+  /// above τ, else 0 (a masked key's g may be NaN at x = −inf).
+  ThresholdSums thresholdKeyTerms(Value above, Value weight, Value slope) {
+    auto where = [&](Value value) {
+      return ops.select(above, value, ops.constantLike(value, 0.0));
+    };
+    return {where(weight), slope ? where(slope) : Value()};
+  }
+  /// Sums plus (a key's or a block's reduced) terms.
+  ThresholdSums thresholdAddTerms(const ThresholdSums &sums, const ThresholdSums &terms) {
+    return {ops.add(sums.weights, terms.weights),
+            sums.slopes ? ops.add(sums.slopes, terms.slopes) : Value()};
+  }
+  /// Zero sums (with slopes or without).
+  ThresholdSums thresholdSumsInitial(bool withSlopes) {
+    Value zero = ops.rowConstant(0.0);
+    return {zero, withSlopes ? zero : Value()};
+  }
+
+  // --- an implicit normalizer's backward row -------------------------------------------
+  ThresholdGradientSums thresholdGradientInitial() {
+    Value zero = ops.rowConstant(0.0);
+    return {zero, zero};
+  }
+  /// The sums with a key above τ_i of slope g' and dP = dO_i·v_j folded in.
+  ThresholdGradientSums thresholdGradientFold(const ThresholdGradientSums &sums, Value slope,
+                                              Value dP) {
+    return {ops.add(sums.slopeDP, ops.mul(slope, dP)), ops.add(sums.slopes, slope)};
+  }
+  /// r_i = Σ g'·dP / Σ g' (0 where no key has a slope).
+  Value thresholdCorrection(const ThresholdGradientSums &sums) {
+    Value hasSlope =
+        ops.compare(RowComparison::Greater, sums.slopes, ops.constantLike(sums.slopes, 0.0));
+    return ops.quotientWhere(hasSlope, sums.slopeDP, sums.slopes);
+  }
+  /// The dP a pair above τ_i's gradient takes (at C = 1): dP − r_i.
+  Value thresholdPairDP(Value dP, Value correction) { return ops.sub(dP, correction); }
+
 private:
+  /// c, the value the row's weights sum to.
+  Value thresholdTarget(Value like) {
+    return ops.constantLike(like, normalizer.getDenominatorConstant()->convertToDouble());
+  }
+  /// Whether τ lies strictly inside the state's bracket (lo, hi).
+  Value thresholdInside(const ThresholdState &state, Value tau) {
+    return ops.both(ops.compare(RowComparison::Greater, tau, state.lo),
+                    ops.compare(RowComparison::Less, tau, state.hi));
+  }
+
   /// The row offset β (times e^-m online) of a summed denominator, null without one.
   Value rowOffset(Value m, Value like, const Row &row) {
     if (Value offset = ops.offsetRegion(m, row)) // β·e^-m online (m = 0 plain)

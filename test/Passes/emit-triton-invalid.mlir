@@ -26,21 +26,6 @@ attn.kernel @linear_attention normalizer(@linear) score(@elu_feature)
 
 // -----
 
-// An implicit normalizer: τ_i is solved per row over all its keys.
-attn.normalizer @sparsemax {
-  numerator {
-  ^bb0(%x: f32, %b: index, %h: index, %i: index, %j: index):
-    %zero = arith.constant 0.0 : f32
-    %g = arith.maximumf %x, %zero : f32
-    attn.yield %g : f32
-  }
-  denominator threshold 1.0
-}
-// expected-error @+1 {{uses an implicit normalizer (a threshold τ_i solved per row), which the Triton emitter does not cover yet}}
-attn.kernel @sparsemax_attention normalizer(@sparsemax)
-
-// -----
-
 // An op of two results (no single Triton expression).
 attn.mask @sine_sign {
 ^bb0(%b: index, %h: index, %i: index, %j: index):

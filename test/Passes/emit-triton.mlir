@@ -4,6 +4,8 @@
 // RUN: not attn-compile %examples/normalizers/linear.mlir --emit=triton -o %t.linear.py 2>&1 | FileCheck %s --check-prefix=REFUSED
 // RUN: attn-compile %examples/normalizers/stick_breaking_left_over.mlir --emit=triton -o %t.scan.py
 // RUN: FileCheck %s --check-prefix=SCAN < %t.scan.py
+// RUN: attn-compile %examples/normalizers/entmax_alpha.mlir --emit=triton -o %t.implicit.py
+// RUN: FileCheck %s --check-prefix=IMPLICIT < %t.implicit.py
 //
 // attn-opt --attn-triton: the kernel as a Python module of Triton kernels, its
 // scalar functions as @triton.jit functions inside the compiler's templates.
@@ -57,6 +59,48 @@
 // SCAN-NEXT: tl.store(Delta + bh * NQ + offs_m, delta, mask=row_in)
 // SCAN: tl.store(TileLogSurvival + states, S_i, mask=row_in)
 // SCAN-NEXT: tl.store(TileSuffix + states, B_i, mask=row_in)
+
+// An implicit normalizer (α-entmax): attn_fwd brackets τ_i and runs RowEquations' Newton
+// steps, each trial a pass over the key tiles, then O = Σ g(s − τ)·v; no decode split and
+// no preprocess: attn_bwd_dq finds r_i = Σ g'·dP / Σ g' first, and both backward kernels
+// take the pairs above τ_i at x = s − τ_i with dP − r_i at C = 1.
+// IMPLICIT: ALGORITHM = "implicit"
+// IMPLICIT: DECODE = dict(max_rows=0, programs_per_sm=2)
+// IMPLICIT: THRESHOLD_BRACKET_DOUBLINGS = tl.constexpr(64)
+// IMPLICIT-NEXT: THRESHOLD_STEPS = tl.constexpr(52)
+// IMPLICIT-LABEL: def attn_fwd(
+// IMPLICIT: m_i = tl.maximum(m_i, tl.max(tl.where(keep, s, float("-inf")), 1))
+// IMPLICIT: while (tl.max((any_key & ~found).to(tl.int32)) > 0) & (doubling < THRESHOLD_BRACKET_DOUBLINGS):
+// IMPLICIT-NEXT: tau = m_i - width
+// IMPLICIT: sum_w = sum_w + tl.sum(tl.where(above, numerator(x, 0.0, b, h, i, j, p_alpha), 0.0), 1)
+// IMPLICIT: found = sum_w >= 1.0
+// IMPLICIT: lo = tl.where(found, m_i - width, float("nan"))
+// IMPLICIT: lo_slope = lo_slope + tl.sum(tl.where(above, numerator_ds(x, 0.0, b, h, i, j, p_alpha), 0.0), 1)
+// IMPLICIT: while (tl.max((any_key & ~converged).to(tl.int32)) > 0) & (newton_step < THRESHOLD_STEPS):
+// IMPLICIT-NEXT: newton = lo + (lo_w - 1.0) / lo_slope
+// IMPLICIT-NEXT: tau = tl.where((newton > lo) & (newton < hi) & ~hi_moved, newton, 0.5 * (lo + hi))
+// IMPLICIT: reached = tau_w >= 1.0
+// IMPLICIT: converged_next = ~((tau > lo) & (tau < hi)) | (tau_w == 1.0)
+// IMPLICIT: lo = tl.where(converged, lo, lo_next)
+// IMPLICIT: tau = lo
+// IMPLICIT: acc = acc + tl.dot(w.to(v.dtype), v, input_precision=DOT_PRECISION)
+// IMPLICIT: tl.store(RowMax + bh * NQ + offs_m, tl.where(any_key, tau, 0.0), mask=row_in)
+// IMPLICIT-NEXT: tl.store(RowSum + bh * NQ + offs_m, tl.where(any_key, total, 0.0), mask=row_in)
+// IMPLICIT-NOT: def attn_fwd_split(
+// IMPLICIT-NOT: def attn_bwd_preprocess(
+// IMPLICIT-LABEL: def attn_bwd_dkdv(
+// IMPLICIT: inv_c = tl.where(live, 1.0, 0.0)[:, None]
+// IMPLICIT: s = s - row_max[:, None]
+// IMPLICIT-NEXT: keep = keep & (s > 0.0)
+// IMPLICIT: dp = dp - delta[:, None]
+// IMPLICIT: d_p_alpha += tl.sum(tl.where(keep, numerator_d_alpha(s, shift, b, h, i, j, p_alpha) * dp * inv_c, 0.0), 0)
+// IMPLICIT-LABEL: def attn_bwd_dq(
+// IMPLICIT: slope = tl.where(keep, numerator_ds(s, 0.0, b, h, i, j, p_alpha), 0.0)
+// IMPLICIT-NEXT: slope_dp = slope_dp + tl.sum(slope * dp, 1)
+// IMPLICIT-NEXT: slopes = slopes + tl.sum(slope, 1)
+// IMPLICIT: delta = tl.where(slopes > 0.0, slope_dp / tl.where(slopes > 0.0, slopes, 1.0), 0.0)
+// IMPLICIT-NEXT: tl.store(Delta + bh * NQ + offs_m, delta, mask=row_in)
+// IMPLICIT: dp = dp - delta[:, None]
 
 // Softmax: online; the running max rescales by exp2 with log2 e folded, and the
 // numerator is stabilised as e^(s - m).

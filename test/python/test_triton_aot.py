@@ -150,3 +150,17 @@ def test_scan_kernels_compile_for_sm_90(cuda_target):
         assert "wgmma.mma_async" in compiled["attn_fwd"].asm["ptx"]
         for name in ("attn_bwd_dkdv", "attn_bwd_dq"):
             assert "mma.sync" in compiled[name].asm["ptx"], f"{name} has no tensor-core mma"
+
+
+def test_implicit_kernels_compile_for_sm_90(cuda_target):
+    """An implicit normalizer's kernels (sparsemax and α-entmax: the bracket's and the
+    Newton iteration's while loops over the key tiles, attn_bwd_dq's pass for r_i) compile
+    for sm_90 at d = 64; there is no decode forward and no attn_bwd_preprocess."""
+    for name in ("sparsemax", "entmax_alpha"):
+        kernel = triton_backend.compile_triton(str(EXAMPLES / f"{name}.mlir"),
+                                               options=["--cuda-targets=sm_90"])
+        compiled = kernel.compile_ahead(cuda_target(90), dtype=torch.bfloat16, head_dim=64,
+                                        is_causal=True, has_key_lengths=True)
+        assert set(compiled) == {"attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq"}
+        for kernel_name, binary in compiled.items():
+            assert binary.asm.get("cubin"), f"{name} {kernel_name}: no cubin for sm_90"

@@ -5,7 +5,9 @@ Nq = 1, N not a multiple of the tile, GQA, an index mask, a score mod with a lea
 param, offset regions with learnable params, T5's buckets (integer helpers), the cosine,
 bilinear and additive contractions and a learnable projection before a feature map (the
 weights' gradients too), a feature map, and f16 and bf16 storage; stick-breaking (a scan:
-key tiles last to first, its left-over and a learnable shift; f32 and bf16); and the
+key tiles last to first, its left-over and a learnable shift; f32 and bf16); sparsemax and
+α-entmax (an implicit normalizer: τ_i by passes over the key tiles, r_i for the backward,
+the learnable α; f32 and bf16; never split); and the
 decode forward (attn_fwd_split + attn_fwd_merge, forced into 3 key chunks) for the
 normalizers, row offsets, positions and the contractions. Tiles of 16 and
 N <= 40 keep the interpreter quick.
@@ -960,7 +962,7 @@ def _stick_breaking_case(name, B, H, Nq, Nk, query_start, key_lengths, dtype, se
     return (q, k, v, dout), want
 
 
-def _stick_breaking_run(kern, inputs, dtype, **options):
+def _run_with_params(kern, inputs, dtype, **options):
     """O and the gradients of the Triton kernel (run), with query_start and key_start."""
     q, k, v, dout = inputs
     leaves = [t.to(dtype).requires_grad_(True) for t in (q, k, v)]
@@ -992,7 +994,7 @@ def test_stick_breaking_forward_and_gradients(name, Nq, Nk, query_start, causal,
     inputs, want = _stick_breaking_case(name, 2, 2, Nq, Nk, query_start, lengths,
                                         torch.float32, helpers.seed_of(f"sb-{Nq}-{Nk}"))
     kern = kernel(_stick_breaking_source(name))
-    got = _stick_breaking_run(kern, inputs, torch.float32, is_causal=causal, key_lengths=lengths,
+    got = _run_with_params(kern, inputs, torch.float32, is_causal=causal, key_lengths=lengths,
                               query_start=query_start)
     assert_close(got, want, context=f"{name} {Nq}x{Nk}")
     starts = (torch.full((2,), query_start), torch.zeros(2, dtype=torch.int64))
@@ -1009,7 +1011,7 @@ def test_stick_breaking_bfloat16(name):
     eps of the reference on the rounded inputs."""
     inputs, want = _stick_breaking_case(name, 1, 4, 29, 29, 0, None, torch.bfloat16,
                                         helpers.seed_of("sb-bf16"), H_KV=2)
-    got = _stick_breaking_run(kernel(_stick_breaking_source(name)), inputs, torch.bfloat16,
+    got = _run_with_params(kernel(_stick_breaking_source(name)), inputs, torch.bfloat16,
                               is_causal=True)
     assert_close(got, want, tolerance=4 * torch.finfo(torch.bfloat16).eps,
                  context=f"{name} bf16")
@@ -1019,7 +1021,7 @@ def test_stick_breaking_gradients_are_deterministic():
     """dθ from per-program slots, S and B per key tile: the same bits twice."""
     inputs, _ = _stick_breaking_case("shifted", 2, 2, 40, 40, 0, None, torch.float32, 5)
     kern = kernel(_stick_breaking_source("shifted"))
-    first, second = (_stick_breaking_run(kern, inputs, torch.float32) for _ in range(2))
+    first, second = (_run_with_params(kern, inputs, torch.float32) for _ in range(2))
     for name in first:
         assert torch.equal(first[name], second[name]), name
 
@@ -1031,7 +1033,7 @@ def test_stick_breaking_decode_split_combines_chunks_nearest_first():
                                         helpers.seed_of("sb-split"), H_KV=2)
     kern = split_kernel(EXAMPLES / "stick_breaking.mlir")
     assert kern.key_split(*inputs[:2]) == (SPLITS, TILE)
-    got = _stick_breaking_run(kern, inputs, torch.float32, query_start=45)
+    got = _run_with_params(kern, inputs, torch.float32, query_start=45)
     assert_close(got, want, context="stick_breaking decode split")
 
 
@@ -1042,5 +1044,115 @@ def test_stick_breaking_left_over_runs_unsplit():
                                         torch.float32, helpers.seed_of("sb-left-over"))
     kern = split_kernel(EXAMPLES / "stick_breaking_left_over.mlir")
     assert kern.module.DECODE["max_rows"] == 0 and kern.key_split(*inputs[:2]) is None
-    assert_close(_stick_breaking_run(kern, inputs, torch.float32, query_start=20), want,
+    assert_close(_run_with_params(kern, inputs, torch.float32, query_start=20), want,
                  context="left-over, forced split")
+
+
+# --- implicit normalizers (sparsemax, α-entmax): τ_i solved per row ----------------------
+
+IMPLICIT = pytest.mark.parametrize("name", ["sparsemax", "entmax15", "entmax_alpha"])
+
+
+def _implicit_case(name, B, H, Nq, Nk, causal, key_lengths, dtype, seed, H_KV=None,
+                   query_start=0):
+    """Inputs (rounded to `dtype`, as float64) and test_implicit_normalizers' float64
+    reference: O and its gradients by q, k, v (and α of entmax_alpha at its initial 1.5);
+    causal: key j kept up to query row i's position query_start + i."""
+    from test_implicit_normalizers import weights
+
+    H_KV = H_KV or H
+    g = torch.Generator().manual_seed(seed)
+    q = 1.5 * torch.randn(B, H, Nq, D, generator=g, dtype=torch.float64)
+    k = 1.5 * torch.randn(B, H_KV, Nk, D, generator=g, dtype=torch.float64)
+    v = torch.randn(B, H_KV, Nk, D, generator=g, dtype=torch.float64)
+    dout = torch.randn(B, H, Nq, D, generator=g, dtype=torch.float64)
+    q, k, v, dout = (t.to(dtype).double() for t in (q, k, v, dout))
+    ix = general.indices(B, H, Nq, Nk)
+    keep = torch.ones(B, H, Nq, Nk, dtype=torch.bool)
+    if causal:
+        keep = keep & (ix.j <= ix.i + query_start)
+    if key_lengths is not None:
+        keep = keep & (ix.j < key_lengths.view(B, 1, 1, 1))
+    expand = lambda t: t.repeat_interleave(H // H_KV, dim=1)
+
+    def attention(q_, k_, v_, alpha=1.5):
+        s = q_ @ expand(k_).transpose(-1, -2) / D ** 0.5
+        return weights(name, s, keep, alpha if name == "entmax_alpha" else None) @ expand(v_)
+
+    leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
+    out = attention(*leaves)
+    grads = torch.autograd.grad(out, leaves, dout)
+    want = {"O": out.detach(), "dq": grads[0], "dk": grads[1], "dv": grads[2]}
+    if name == "entmax_alpha":  # dα by a central difference (the reference's α is a float)
+        loss = lambda alpha: (attention(q, k, v, alpha) * dout).sum()
+        want["dparams"] = ((loss(1.5 + 1e-5) - loss(1.5 - 1e-5)) / 2e-5).reshape(1)
+    return (q, k, v, dout), want
+
+
+@pytest.mark.parametrize("name", ["sparsemax", "entmax_alpha"])  # entmax15: bf16 below
+@pytest.mark.parametrize("Nq,Nk,causal,padded", [
+    (40, 40, False, True),   # key padding (one batch entry without keys), N not a multiple of 16
+    (40, 40, True, False),   # causal: row 0 puts all its weight on its one key
+    (21, 37, True, True),    # Nq != Nk
+    (1, 37, False, False),   # a decoder step: Nq = 1 against every key
+])
+def test_implicit_forward_and_gradients(name, Nq, Nk, causal, padded):
+    """τ_i by the bracket and Newton passes over the key tiles (attn_fwd), r_i by
+    attn_bwd_dq's first pass: O, dq, dk, dv (and dα) against the float64 reference; a row
+    without keys stores O = 0, row_max = row_sum = 0 and gets no gradient."""
+    lengths = torch.tensor([Nk - 3, 0]) if padded else None
+    inputs, want = _implicit_case(name, 2, 2, Nq, Nk, causal, lengths, torch.float32,
+                                  helpers.seed_of(f"implicit-{name}-{Nq}-{Nk}-{causal}"))
+    kern = kernel(EXAMPLES / f"{name}.mlir")
+    got = _run_with_params(kern, inputs, torch.float32, is_causal=causal, key_lengths=lengths)
+    assert_close(got, want, context=f"{name} {Nq}x{Nk}")
+    q, k, v, _ = (t.float().to(DEVICE) for t in inputs)
+    _, row_max, row_sum = getattr(kern, "kern", kern).forward(
+        q, k, v, kern.initial_params(device=DEVICE), causal, lengths)
+    if padded:
+        assert (row_max.cpu()[1] == 0).all() and (row_sum.cpu()[1] == 0).all()
+        assert (got["O"][1] == 0).all() and (got["dq"][1] == 0).all()
+    live = row_sum.cpu()[0]
+    assert torch.allclose(live, torch.ones_like(live), atol=1e-5)  # Σ_j w_ij = c = 1
+
+
+def test_implicit_rows_at_a_query_start():
+    """KV-cache rows: 5 queries at positions 30..34 over 37 keys, causal, key padding."""
+    lengths = torch.tensor([37, 32])
+    inputs, want = _implicit_case("entmax_alpha", 2, 2, 5, 37, True, lengths, torch.float32,
+                                  helpers.seed_of("implicit-query-start"), query_start=30)
+    got = _run_with_params(kernel(EXAMPLES / "entmax_alpha.mlir"), inputs, torch.float32,
+                           is_causal=True, key_lengths=lengths, query_start=30)
+    assert_close(got, want, context="entmax_alpha at a query start")
+
+
+@IMPLICIT
+def test_implicit_bfloat16(name):
+    """bf16 q, k, v (w and dS rounded to bf16 for the dots), GQA, causal."""
+    inputs, want = _implicit_case(name, 1, 4, 29, 29, True, None, torch.bfloat16,
+                                  helpers.seed_of(f"implicit-bf16-{name}"), H_KV=2)
+    got = _run_with_params(kernel(EXAMPLES / f"{name}.mlir"), inputs, torch.bfloat16,
+                              is_causal=True)
+    assert_close(got, want, tolerance=4 * torch.finfo(torch.bfloat16).eps,
+                 context=f"{name} bf16")
+
+
+def test_implicit_gradients_are_deterministic():
+    """dα from per-program slots, r_i from one pass per row block: the same bits twice."""
+    inputs, _ = _implicit_case("entmax_alpha", 2, 2, 40, 40, False, None, torch.float32, 7)
+    kern = kernel(EXAMPLES / "entmax_alpha.mlir")
+    first, second = (_run_with_params(kern, inputs, torch.float32) for _ in range(2))
+    for name in first:
+        assert torch.equal(first[name], second[name]), name
+
+
+def test_implicit_runs_unsplit():
+    """τ_i needs every key of its row, which no chunk has: DECODE has no rows, so even
+    forced chunks run attn_fwd (and stay exact); the module has no decode kernels."""
+    inputs, want = _implicit_case("sparsemax", 1, 2, 1, 40, False, None, torch.float32,
+                                  helpers.seed_of("implicit-split"))
+    kern = split_kernel(EXAMPLES / "sparsemax.mlir")
+    assert kern.module.DECODE["max_rows"] == 0 and kern.key_split(*inputs[:2]) is None
+    assert not hasattr(kern.module, "attn_fwd_split")
+    assert_close(_run_with_params(kern, inputs, torch.float32), want,
+                 context="sparsemax, forced split")

@@ -23,8 +23,9 @@
 // over the row's keys finds r_i (keeping raw scores and dP in scratches), one
 // more takes the gradients.
 // The bracket, the iteration, how a key folds into its sums and r_i are
-// RowAlgorithm's (ThresholdState); these loops supply the passes over the keys,
-// the scratches and the block maxima.
+// RowEquations.h's (ThresholdState), through RowAlgorithm, as the Triton kernels'
+// are; these loops supply the passes over the keys, the scratches and the block
+// maxima.
 // τ_i needs every key of its row: the runtime never splits an implicit kernel's
 // keys into chunks (KernelSplits.h: rows both ways; there is no merge entry),
 // so kv_begin is 0 and `partial` is never set.
@@ -90,12 +91,13 @@ RowAlgorithm::ThresholdSums CPUKernelBuilder::thresholdSums(RowAlgorithm &rows, 
                                                             Value begin, Value end, Value scores,
                                                             Value blockMaxima, Value tau,
                                                             bool withSlopes) {
-  using Sums = RowAlgorithm::ThresholdSums;
-  return Sums::unpack(keysAboveThreshold(
-      rows, begin, end, blockMaxima, tau, rows.thresholdSumsInitial(type, withSlopes).pack(),
+  return RowAlgorithm::unpackThresholdSums(keysAboveThreshold(
+      rows, begin, end, blockMaxima, tau,
+      RowAlgorithm::pack(rows.thresholdSumsInitial(type, withSlopes)),
       [&](Value j, ValueRange acc) -> SmallVector<Value> {
         Value s = load(scores, {j});
-        return rows.thresholdFoldKey(Sums::unpack(acc), s, tau, indicesAt(i, j)).pack();
+        return RowAlgorithm::pack(rows.thresholdFoldKey(RowAlgorithm::unpackThresholdSums(acc),
+                                                        s, tau, indicesAt(i, j)));
       }));
 }
 
@@ -106,7 +108,7 @@ Value CPUKernelBuilder::solveThreshold(RowAlgorithm &rows, Value i, Value begin,
   };
   RowAlgorithm::ThresholdBracket initial = rows.thresholdBracketInitial(type);
   ValueRange bracket = loop(
-      index(0), index(RowAlgorithm::thresholdBracketDoublings), {initial.width, initial.found},
+      index(0), index(thresholdBracketDoublings), {initial.width, initial.found},
       [&](Value, ValueRange acc) -> SmallVector<Value> {
         return llvm::to_vector(branch(
             acc[1], acc.getTypes(), [&] { return SmallVector<Value>(acc.begin(), acc.end()); },
@@ -119,15 +121,15 @@ Value CPUKernelBuilder::solveThreshold(RowAlgorithm &rows, Value i, Value begin,
   RowAlgorithm::ThresholdState start =
       rows.thresholdInitial(maxScore, {bracket[0], bracket[1]}, sumsAt);
   ValueRange solved = loop(
-      index(0), index(RowAlgorithm::thresholdSteps(type)), start.pack(),
+      index(0), index(RowAlgorithm::thresholdSteps(type)), RowAlgorithm::pack(start),
       [&](Value, ValueRange acc) -> SmallVector<Value> {
-        RowAlgorithm::ThresholdState state = RowAlgorithm::ThresholdState::unpack(acc);
+        RowAlgorithm::ThresholdState state = RowAlgorithm::unpackThresholdState(acc);
         return llvm::to_vector(branch(
             state.converged, acc.getTypes(),
             [&] { return SmallVector<Value>(acc.begin(), acc.end()); },
-            [&] { return rows.thresholdStep(state, sumsAt).pack(); }));
+            [&] { return RowAlgorithm::pack(rows.thresholdStep(state, sumsAt)); }));
       });
-  return rows.thresholdRoot(RowAlgorithm::ThresholdState::unpack(solved));
+  return rows.thresholdRoot(RowAlgorithm::unpackThresholdState(solved));
 }
 
 void CPUKernelBuilder::buildThresholdForward(StringRef name) {

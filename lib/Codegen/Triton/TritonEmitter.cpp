@@ -811,7 +811,7 @@ std::string pythonName(StringRef name, unsigned index) {
 /// A Python expression and how tightly it binds (an atom, a name or a call: never
 /// parenthesised as an operand); empty is RowEquations' absent value.
 struct PyValue {
-  enum Precedence { Comparison = 1, BitAnd, Sum, Product, Unary, Atom };
+  enum Precedence { Comparison = 1, BitOr, BitAnd, Sum, Product, Unary, Atom };
   PyValue() = default;
   PyValue(std::string text, Precedence precedence = Atom)
       : text(std::move(text)), precedence(precedence) {}
@@ -869,15 +869,33 @@ public:
   Value mul(const Value &x, const Value &y) { return binary(x, "*", PyValue::Product, y); }
   Value addCount(const Value &count, const Value &kept) { return add(count, kept); }
   Value compare(RowComparison comparison, const Value &x, const Value &y) {
-    StringRef op = comparison == RowComparison::Equal      ? "=="
-                   : comparison == RowComparison::NotEqual ? "!="
-                                                           : ">";
-    return binary(x, op, PyValue::Comparison, y);
+    auto op = [&]() -> StringRef {
+      switch (comparison) {
+      case RowComparison::Equal:
+        return "==";
+      case RowComparison::NotEqual:
+        return "!=";
+      case RowComparison::Greater:
+        return ">";
+      case RowComparison::GreaterEqual:
+        return ">=";
+      case RowComparison::Less:
+        return "<";
+      }
+      llvm_unreachable("a row comparison");
+    };
+    return binary(x, op(), PyValue::Comparison, y);
   }
+  Value divide(const Value &x, const Value &y) { return binary(x, "/", PyValue::Product, y); }
   Value select(const Value &condition, const Value &x, const Value &y) {
     return "tl.where(" + condition.text + ", " + x.text + ", " + y.text + ")";
   }
   Value both(const Value &x, const Value &y) { return binary(x, "&", PyValue::BitAnd, y); }
+  Value either(const Value &x, const Value &y) { return binary(x, "|", PyValue::BitOr, y); }
+  Value negateFlag(const Value &x) { return {"~" + operand(x, PyValue::Unary), PyValue::Unary}; }
+  Value rowFlag(bool value) {
+    return value ? "tl.full([BLOCK_M], 1, tl.int1)" : "tl.zeros([BLOCK_M], tl.int1)";
+  }
   /// x / y where `condition`, else 0, dividing by 1 where it does not hold (no
   /// division by zero in the lanes tl.where drops).
   Value quotientWhere(const Value &condition, const Value &x, const Value &y) {
@@ -975,6 +993,13 @@ private:
   /// (scanEpilogue, with `leftOver` the query's own value weighted by r = e^S).
   void scanTile(int indent);
   void scanEpilogue(bool leftOver);
+  /// An implicit normalizer's forward (RowEquations' threshold equations): the row's max
+  /// score and kept keys, the bracket, the Newton iteration of τ_i (each trial a pass
+  /// over the key tiles, thresholdSumsPass), then O = Σ_j g(s_ij − τ_i)·v_j.
+  void thresholdForward();
+  /// `weights` (and `slopes`, if not empty) = Σ_j g(s_ij − tau), Σ_j g'(s_ij − tau) over
+  /// the kept keys above tau, a pass over the key tiles at `indent`.
+  void thresholdSumsPass(int indent, StringRef tau, StringRef weights, StringRef slopes);
   /// A scan's backward tile from the rows' S_i and B_i as they enter it: each pair's
   /// e^S, w, dP·e^S (scaled_dp) and B' − D (suffix_delta), then ds and draw. In
   /// attn_bwd_dq (keys last to first) the rows' states are then advanced and stored per
@@ -1076,9 +1101,10 @@ private:
   /// A row program's loop over key tiles from `first` to `stop` (skipping those the mask
   /// keeps nothing of), with the tile's keys and values loaded; returns the tile body's
   /// indent. `packedHeads`: the rows are attn_fwd_split's (several heads, pos_m's span);
-  /// `lastToFirst`: the tiles in reverse (a scan's).
+  /// `lastToFirst`: the tiles in reverse (a scan's); `indent`: the loop's own (an
+  /// implicit normalizer's passes run inside its iterations).
   int openKeyTiles(StringRef first = "0", StringRef stop = "key_stop", bool packedHeads = false,
-                   bool lastToFirst = false);
+                   bool lastToFirst = false, int indent = 4);
   void loadRowStatistics(int indent);
   /// kv_end: the keys a row of batch b sees before causal and the mask.
   void keyEnd(int indent);
@@ -1086,7 +1112,14 @@ private:
   /// and-s a row predicate into keep.
   void scoreTile(int indent, StringRef live);
   /// shift and ds of the tile from the prepared rows (loadRowStatistics) and dp; draw.
+  /// A threshold row's pairs take dP − r_i (r_i in delta) at C = 1.
   void scoreGrad(int indent);
+  /// A threshold row's tile after scoreTile: s becomes g's argument s − τ_i (τ_i in
+  /// row_max) and keep keeps the keys above τ_i.
+  void thresholdPairs(int indent);
+  /// r_i = Σ g'·dP / Σ g' of the program's rows, a pass over the key tiles, into delta
+  /// and Delta (attn_bwd_dkdv reads it).
+  void thresholdCorrection();
   std::string tileLoad(StringRef pointer, StringRef base, StringRef rows, StringRef rowStride,
                        StringRef rowLimit, StringRef cols, StringRef colStride,
                        StringRef colLimit) const;
@@ -1143,6 +1176,10 @@ private:
   bool scan = false;
   /// A scan with `left_over current`: O_i += r_i·v_i.
   bool scanLeftOver = false;
+  /// An implicit normalizer (sparsemax, α-entmax): τ_i solved per row (thresholdForward);
+  /// no decode split (τ_i needs every key of its row) and no attn_bwd_preprocess: attn_bwd_dq
+  /// finds r_i first (thresholdCorrection), then attn_bwd_dkdv reads it.
+  bool implicit = false;
   /// BLOCK_HIDDEN: `hidden` padded to a power of two of at least 16 (a multiple of
   /// kAdditiveHiddenChunk).
   int64_t blockHidden() const { return std::max<int64_t>(16, llvm::PowerOf2Ceil(hidden)); }
@@ -1168,8 +1205,6 @@ LogicalResult KernelPrinter::checkCovered() {
   };
   if (*algorithm == Algorithm::Kernelised)
     return refuse("the kernelised (linear-time) form");
-  if (*algorithm == Algorithm::Implicit)
-    return refuse("an implicit normalizer (a threshold τ_i solved per row)");
   if (ScoreOp score = kernel.getScoreOp()) {
     ContractKind contract = score.getContract();
     bilinear = contract == ContractKind::Bilinear;
@@ -1180,6 +1215,7 @@ LogicalResult KernelPrinter::checkCovered() {
   }
   online = *algorithm == Algorithm::Online;
   scan = *algorithm == Algorithm::Scan;
+  implicit = *algorithm == Algorithm::Implicit;
   scanLeftOver = scan && kernel.getNormalizerOp().getLeftOverToCurrent();
   normalizer = kernel.getNormalizerOp();
   functions = cast<KernelFunctionsAttr>((*kernel.getFunctions())[0]);
@@ -1365,6 +1401,8 @@ void KernelPrinter::scoreTile(int indent, StringRef live) {
 void KernelPrinter::scoreGrad(int indent) {
   line(indent, online ? "shift = row_max[:, None]" : "shift = 0.0");
   line(indent, "dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)");
+  if (implicit)
+    line(indent, "dp = " + rowsAt(indent).thresholdPairDP("dp", "delta[:, None]").text);
   std::string gradient = "numerator_ds(" + withParams("s, shift, b, h, i, j") + ") * dp";
   if (functions.getDenominatorDs())
     gradient = "(" + gradient + " - denominator_ds(" + withParams("s, shift, b, h, i, j") +
@@ -1611,25 +1649,26 @@ void KernelPrinter::loadKeysAndValues(int indent) {
 }
 
 int KernelPrinter::openKeyTiles(StringRef first, StringRef stop, bool packedHeads,
-                                bool lastToFirst) {
+                                bool lastToFirst, int indent) {
+  int body = indent + 4;
   if (lastToFirst) {
-    line(4, "key_tiles = (" + stop + " - " + first + " + BLOCK_N - 1) // BLOCK_N");
-    line(4, "for back in range(0, key_tiles):");
-    line(8, "start_n = " + first + " + (key_tiles - 1 - back) * BLOCK_N");
+    line(indent, "key_tiles = (" + stop + " - " + first + " + BLOCK_N - 1) // BLOCK_N");
+    line(indent, "for back in range(0, key_tiles):");
+    line(body, "start_n = " + first + " + (key_tiles - 1 - back) * BLOCK_N");
   } else {
-    line(4, "for start_n in range(" + first + ", " + stop + ", BLOCK_N):");
+    line(indent, "for start_n in range(" + first + ", " + stop + ", BLOCK_N):");
   }
-  line(8, "offs_n = start_n + tl.arange(0, BLOCK_N)");
-  line(8, "j = (offs_n + key_start)[None, :]");
-  int tileIndent = 8;
+  line(body, "offs_n = start_n + tl.arange(0, BLOCK_N)");
+  line(body, "j = (offs_n + key_start)[None, :]");
+  int tileIndent = body;
   if (blockSparse) {
     if (packedHeads)
-      skipTiles(8, "row_lo", "row_hi", "start_n + key_start", /*packedHeads=*/true);
+      skipTiles(body, "row_lo", "row_hi", "start_n + key_start", /*packedHeads=*/true);
     else
-      skipTiles(8, "start_m * BLOCK_M + q_start", "start_m * BLOCK_M + q_start + BLOCK_M - 1",
+      skipTiles(body, "start_m * BLOCK_M + q_start", "start_m * BLOCK_M + q_start + BLOCK_M - 1",
                 "start_n + key_start");
-    line(8, "if any_kept:");
-    tileIndent = 12;
+    line(body, "if any_kept:");
+    tileIndent = body + 4;
   }
   loadKeysAndValues(tileIndent);
   return tileIndent;
@@ -1639,8 +1678,21 @@ void KernelPrinter::loadRowStatistics(int indent) {
   line(indent, "row_max = tl.load(RowMax + bh * NQ + offs_m, mask=row_in, other=0.0)");
   line(indent, "row_sum = tl.load(RowSum + bh * NQ + offs_m, mask=row_in, other=0.0)");
   line(indent, "delta = tl.load(Delta + bh * NQ + offs_m, mask=row_in, other=0.0)");
+  if (implicit) {
+    line(indent, "# A threshold row (row_max = tau_i, delta = r_i): its pairs' gradients at C = 1.");
+    line(indent, "live = " + rowsAt(indent).rowLive("row_sum").text);
+    line(indent, "inv_c = tl.where(live, 1.0, 0.0)[:, None]");
+    return;
+  }
   rowsAt(indent).prepareBackward("row_max", "row_sum", "delta");
   line(indent, "inv_c = inv_c[:, None]  # a column of the tiles");
+}
+
+void KernelPrinter::thresholdPairs(int indent) {
+  TritonRows rows = rowsAt(indent);
+  line(indent, "# g's argument x = s - tau_i, and the keys above tau_i.");
+  line(indent, "s = " + rows.thresholdArgument("s", "row_max[:, None]").text);
+  line(indent, "keep = keep & (" + rows.thresholdAbove("s").text + ")");
 }
 
 std::string KernelPrinter::schedulesText() {
@@ -1694,14 +1746,21 @@ void KernelPrinter::printHeader() {
   std::optional<double> scale = fixedScoreScale(kernel);
   os << "\"\"\"Triton kernels of attn.kernel @" << kernel.getSymName()
      << ", generated by attn-compile --emit=triton.\n\n"
-     << "attn_fwd computes O and the row statistics (row_max m, row_sum C"
-     << (online ? "·e^-m" : "") << "); attn_fwd_split and attn_fwd_merge\n"
-     << "the same for few query rows over many keys, split over chunks of keys;\n"
-     << "attn_bwd_preprocess, attn_bwd_dkdv and attn_bwd_dq the gradients (DESIGN.md §2).\n"
+     << (implicit
+             ? "attn_fwd computes O and the row statistics (row_max τ, row_sum Σ w);\n"
+               "attn_bwd_dq (r_i first) and attn_bwd_dkdv the gradients (DESIGN.md §2).\n"
+             : llvm::formatv("attn_fwd computes O and the row statistics (row_max m, row_sum "
+                             "C{0}); attn_fwd_split and attn_fwd_merge\n"
+                             "the same for few query rows over many keys, split over chunks "
+                             "of keys;\nattn_bwd_preprocess, attn_bwd_dkdv and attn_bwd_dq the "
+                             "gradients (DESIGN.md §2).\n",
+                             online ? "·e^-m" : "")
+                   .str())
      << "attn.triton_backend launches them.\n\"\"\"\n"
      << "import math\n\nimport triton\nimport triton.language as tl\n\n"
      << "KERNEL = \"" << kernel.getSymName() << "\"\n"
-     << "ALGORITHM = \"" << (scan ? "scan" : online ? "online" : "plain") << "\"\n"
+     << "ALGORITHM = \""
+     << (scan ? "scan" : implicit ? "implicit" : online ? "online" : "plain") << "\"\n"
      << "PARAM_NAMES = (" << names << ")\n"
      << "PARAM_INITS = (" << inits << ")\n"
      << "# Learnable weights after the params in Params: (name, shape, offset, init).\n"
@@ -1727,8 +1786,14 @@ void KernelPrinter::printHeader() {
      << "# When the launcher runs the decode forward (docs/gpu.md): at most max_rows query rows,\n"
      << "# attn_fwd's programs fewer than the GPU's SMs; key chunks for programs_per_sm\n"
      << "# programs per SM.\n"
-     << "DECODE = dict(max_rows=" << (scanLeftOver ? 0 : kDecodeBlockM)
+     << "DECODE = dict(max_rows=" << (scanLeftOver || implicit ? 0 : kDecodeBlockM)
      << ", programs_per_sm=2)\n";
+  if (implicit)
+    os << "# An implicit normalizer runs attn_fwd only: τ_i needs every key of its row, which\n"
+       << "# no chunk of keys has (docs/gpu.md). Its iteration (RowEquations' threshold\n"
+       << "# equations): the bracket's doublings, the Newton steps at most.\n"
+       << "THRESHOLD_BRACKET_DOUBLINGS = tl.constexpr(" << thresholdBracketDoublings << ")\n"
+       << "THRESHOLD_STEPS = tl.constexpr(" << thresholdSteps(24) << ")  # float32\n";
   if (scanLeftOver)
     os << "# A scan with a left-over (r_i·v_i) runs attn_fwd only: attn_fwd_merge has no V\n"
        << "# to add the query's own value to (docs/gpu.md).\n";
@@ -1881,11 +1946,119 @@ void KernelPrinter::scanGradTile(int indent) {
   scoreDraw(indent);
 }
 
+void KernelPrinter::thresholdSumsPass(int indent, StringRef tau, StringRef weights,
+                                      StringRef slopes) {
+  TritonRows rows = rowsAt(indent);
+  TritonRows::ThresholdSums sums = rows.thresholdSumsInitial(!slopes.empty());
+  line(indent, weights + " = " + sums.weights.text);
+  if (!slopes.empty())
+    line(indent, slopes + " = " + sums.slopes.text);
+  int tileIndent = openKeyTiles("0", "key_stop", /*packedHeads=*/false, /*lastToFirst=*/false,
+                                indent);
+  scoreTile(tileIndent, "row_in[:, None]");
+  TritonRows tile = rowsAt(tileIndent);
+  line(tileIndent, "x = " + tile.thresholdArgument("s", (tau + "[:, None]").str()).text);
+  line(tileIndent, "above = keep & (" + tile.thresholdAbove("x").text + ")");
+  std::string at = withParams("x, 0.0, b, h, i, j");
+  TritonRows::ThresholdSums terms = tile.thresholdKeyTerms(
+      "above", "numerator(" + at + ")", slopes.empty() ? PyValue() : "numerator_ds(" + at + ")");
+  TritonRows::ThresholdSums reduced{"tl.sum(" + terms.weights.text + ", 1)",
+                                    terms.slopes ? "tl.sum(" + terms.slopes.text + ", 1)"
+                                                 : PyValue()};
+  TritonRows::ThresholdSums next =
+      tile.thresholdAddTerms({weights.str(), slopes.empty() ? PyValue() : slopes.str()}, reduced);
+  line(tileIndent, weights + " = " + next.weights.text);
+  if (!slopes.empty())
+    line(tileIndent, slopes + " = " + next.slopes.text);
+}
+
+void KernelPrinter::thresholdForward() {
+  TritonRows rows = rowsAt(4);
+  line(4, "# An implicit normalizer (docs/normalizer-classes.md): w_ij = g(s_ij - tau_i), tau_i");
+  line(4, "# the root of sum_j g(s_ij - tau) = c. Each trial tau is a pass over the row's key");
+  line(4, "# tiles. First the row's max score and its kept keys.");
+  line(4, "m_i = tl.full([BLOCK_M], float(\"-inf\"), tl.float32)");
+  line(4, "count = tl.zeros([BLOCK_M], tl.float32)");
+  int tileIndent = openKeyTiles();
+  scoreTile(tileIndent, "row_in[:, None]");
+  line(tileIndent, "m_i = tl.maximum(m_i, tl.max(tl.where(keep, s, float(\"-inf\")), 1))");
+  line(tileIndent, "count = count + tl.sum(keep.to(tl.float32), 1)");
+  line(4, "any_key = count > 0.0");
+  line(4, "# The bracket: x_c doubled from 1 until sum_j g(s_ij - m_i + x_c) >= c, while a row");
+  line(4, "# with keys has not reached c (a row whose doublings all fail gets tau = NaN).");
+  TritonRows::ThresholdBracket bracket = rows.thresholdBracketInitial();
+  line(4, "width = " + bracket.width.text);
+  line(4, "found = " + bracket.found.text);
+  line(4, "doubling = 0");
+  line(4, "while (tl.max((any_key & ~found).to(tl.int32)) > 0) & "
+          "(doubling < THRESHOLD_BRACKET_DOUBLINGS):");
+  TritonRows doublings = rowsAt(8);
+  line(8, "tau = " + doublings.thresholdBracketTrial({"width", "found"}, "m_i").text);
+  thresholdSumsPass(8, "tau", "sum_w", "");
+  TritonRows::ThresholdBracket step = doublings.thresholdBracketStep({"width", "found"}, "sum_w");
+  line(8, "width_next = " + step.width.text);
+  line(8, "found = " + step.found.text);
+  line(8, "width = width_next");
+  line(8, "doubling += 1");
+  line(4, "# The iteration from lo = m_i - x_c, hi = m_i: safeguarded Newton steps while a row");
+  line(4, "# with keys has not converged; a converged row's state stays.");
+  line(4, "lo = " + rows.thresholdStartLo("m_i", {"width", "found"}).text);
+  thresholdSumsPass(4, "lo", "lo_w", "lo_slope");
+  TritonRows::ThresholdState state = rows.thresholdInitial("m_i", "lo", {"lo_w", "lo_slope"});
+  line(4, "hi = " + state.hi.text);
+  line(4, "hi_moved = " + state.hiMoved.text);
+  line(4, "converged = " + state.converged.text);
+  line(4, "newton_step = 0");
+  line(4, "while (tl.max((any_key & ~converged).to(tl.int32)) > 0) & "
+          "(newton_step < THRESHOLD_STEPS):");
+  TritonRows steps = rowsAt(8);
+  TritonRows::ThresholdState running{"lo", "hi", {"lo_w", "lo_slope"}, "hi_moved", "converged"};
+  line(8, "tau = " + steps.thresholdTrial(running).text);
+  thresholdSumsPass(8, "tau", "tau_w", "tau_slope");
+  TritonRows::ThresholdState next = steps.thresholdStep(running, "tau", {"tau_w", "tau_slope"});
+  std::pair<StringRef, PyValue> fields[] = {
+      {"lo", next.lo},           {"hi", next.hi},
+      {"lo_w", next.atLo.weights}, {"lo_slope", next.atLo.slopes},
+      {"hi_moved", next.hiMoved}, {"converged", next.converged}};
+  for (auto &[name, value] : fields)
+    line(8, name + "_next = " + value.text);
+  for (auto &[name, value] : fields)
+    line(8, name + " = tl.where(converged, " + name + ", " + name + "_next)");
+  line(8, "newton_step += 1");
+  line(4, "tau = " + rows.thresholdRoot(running).text);
+  line(4, "# O_i = sum_j g(s_ij - tau_i) v_j and row_sum = sum_j w_ij over the keys above tau_i.");
+  line(4, "total = tl.zeros([BLOCK_M], tl.float32)");
+  line(4, "acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)");
+  tileIndent = openKeyTiles();
+  scoreTile(tileIndent, "row_in[:, None]");
+  TritonRows tile = rowsAt(tileIndent);
+  line(tileIndent, "x = " + tile.thresholdArgument("s", "tau[:, None]").text);
+  line(tileIndent, "above = keep & (" + tile.thresholdAbove("x").text + ")");
+  line(tileIndent, "w = " + tile.thresholdKeyTerms("above",
+                                                    "numerator(" + withParams("x, 0.0, b, h, i, j") +
+                                                        ")",
+                                                    {})
+                               .weights.text);
+  line(tileIndent, "total = total + tl.sum(w, 1)");
+  line(tileIndent, "acc = acc + tl.dot(w.to(v.dtype), v, input_precision=DOT_PRECISION)");
+  line(4, "# A row without keys stores O = 0 and row_max = row_sum = 0.");
+  line(4, "tl.store(Out + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + "
+          "offs_dv[None, :] * stride_od, tl.where(any_key[:, None], acc, 0.0)"
+          ".to(Out.dtype.element_ty), mask=row_in[:, None] & (offs_dv[None, :] < HEAD_DIM_V))");
+  line(4, "tl.store(RowMax + bh * NQ + offs_m, tl.where(any_key, tau, 0.0), mask=row_in)");
+  line(4, "tl.store(RowSum + bh * NQ + offs_m, tl.where(any_key, total, 0.0), mask=row_in)");
+  os << "\n\n";
+}
+
 void KernelPrinter::printForward() {
   signature(ATTN_TRITON_FORWARD, "Q, K, V, Out, RowMax, RowSum, Params, KeyLengths, QueryStarts",
             {"q", "k", "v", "o"});
   rowProgram();
   loadParams(4);
+  if (implicit) {
+    thresholdForward();
+    return;
+  }
   if (scan) {
     line(4, "# A scan (docs/normalizer-classes.md): key tiles from the last to the first.");
     line(4, "S_i = " + rowsAt(4).scanInitial().logSurvival.text);
@@ -2160,6 +2333,8 @@ void KernelPrinter::printDkDv() {
   } else {
     loadRowStatistics(body);
     scoreTile(body, "live[:, None]");
+    if (implicit)
+      thresholdPairs(body);
     scoreGrad(body);
     line(body, "w = tl.where(keep, numerator(" + withParams("s, shift, b, h, i, j") +
                    ") * inv_c, 0.0)");
@@ -2260,6 +2435,23 @@ void KernelPrinter::pairTableGradients(int indent, StringRef slot) {
   }
 }
 
+void KernelPrinter::thresholdCorrection() {
+  TritonRows::ThresholdGradientSums sums = rowsAt(4).thresholdGradientInitial();
+  line(4, "# r_i = sum_j g'·dP / sum_j g' over the keys above tau_i, before the gradients.");
+  line(4, "slope_dp = " + sums.slopeDP.text);
+  line(4, "slopes = " + sums.slopes.text);
+  int tileIndent = openKeyTiles();
+  scoreTile(tileIndent, "live[:, None]");
+  thresholdPairs(tileIndent);
+  line(tileIndent, "dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)");
+  line(tileIndent, "slope = tl.where(keep, numerator_ds(" + withParams("s, 0.0, b, h, i, j") +
+                       "), 0.0)");
+  line(tileIndent, "slope_dp = slope_dp + tl.sum(slope * dp, 1)");
+  line(tileIndent, "slopes = slopes + tl.sum(slope, 1)");
+  line(4, "delta = " + rowsAt(4).thresholdCorrection({"slope_dp", "slopes"}).text);
+  line(4, "tl.store(Delta + bh * NQ + offs_m, delta, mask=row_in)");
+}
+
 void KernelPrinter::printDq() {
   signature(ATTN_TRITON_BACKWARD_QUERIES,
             std::string("Q, K, V, DOut, DQ, RowMax, RowSum, Delta, Params, KeyLengths, "
@@ -2313,8 +2505,12 @@ void KernelPrinter::printDq() {
     line(tileIndent, "S_i = S_i + tl.sum(d, 1)");
     line(tileIndent, "B_i = B_i + tl.sum(w_dp, 1)");
   } else {
+    if (implicit)
+      thresholdCorrection();
     tileIndent = openKeyTiles();
     scoreTile(tileIndent, "live[:, None]");
+    if (implicit)
+      thresholdPairs(tileIndent);
     scoreGrad(tileIndent);
   }
   if (additive)
@@ -2352,9 +2548,11 @@ LogicalResult KernelPrinter::print() {
   os << "# --- the kernels (the compiler's templates) ---\n\n";
   printRowHelpers();
   printForward();
-  printForwardSplit();
-  printForwardMerge();
-  printPreprocess();
+  if (!implicit) { // an implicit normalizer has no decode split, and attn_bwd_dq finds r_i
+    printForwardSplit();
+    printForwardMerge();
+    printPreprocess();
+  }
   printDkDv();
   printDq();
   return success();
@@ -2373,6 +2571,12 @@ LogicalResult mlir::attn::emitTritonModule(KernelOp kernel, llvm::raw_ostream &o
 }
 
 LogicalResult mlir::attn::checkRuntimeLaunchable(KernelOp kernel) {
+  if (kernel.getAlgorithm() == Algorithm::Implicit)
+    return kernel.emitOpError("uses an implicit normalizer (@")
+           << kernel.getNormalizerOp().getSymName()
+           << ", a threshold τ_i solved per row), whose Triton kernels the C++ runtime does not "
+              "launch yet (attn_fwd only forward, attn_bwd_dq finding r_i before attn_bwd_dkdv); "
+              "attn.triton_backend launches the module of --emit=triton";
   if (kernel.getAlgorithm() != Algorithm::Scan)
     return success();
   return kernel.emitOpError("uses a scan normalizer (@")

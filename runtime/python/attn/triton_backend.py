@@ -409,10 +409,14 @@ class TritonKernel:
 
     # --- ahead of time ---------------------------------------------------------------
     def compile_ahead(self, target, dtype=torch.bfloat16, head_dim=64, is_causal=False,
-                      has_key_lengths=False, names=KERNEL_NAMES, schedule=None):
+                      has_key_lengths=False, names=None, schedule=None):
         """{kernel name: triton.compile's result} for `target` (a triton GPUTarget, e.g.
         GPUTarget("cuda", 90, 32)), storage `dtype` and `head_dim`, with `schedule` (the
-        module's SCHEDULES entry for the target's chip by default); no GPU needed."""
+        module's SCHEDULES entry for the target's chip by default); no GPU needed. `names`:
+        by default every kernel of KERNEL_NAMES the module has (an implicit normalizer's
+        has no decode forward and no attn_bwd_preprocess)."""
+        if names is None:
+            names = tuple(name for name in KERNEL_NAMES if hasattr(self.module, name))
         from triton.compiler import ASTSource
         from triton import compile as triton_compile
 
@@ -557,10 +561,12 @@ class TritonKernel:
         # A scan's rows carry S and B from their last key to their first: attn_bwd_dq walks
         # them so (D from the row's sums first) and stores D and both per row and key
         # tile, which attn_bwd_dkdv then reads.
+        # An implicit normalizer's attn_bwd_dq likewise finds r_i (in delta) first.
         scan = m.ALGORITHM == "scan"
+        rows_first = scan or m.ALGORITHM == "implicit"
         tile_states = (tuple(torch.zeros(B * H, key_blocks, NQ, dtype=torch.float32,
                                          device=q.device) for _ in range(2)) if scan else ())
-        if NQ and NK and B and H and not scan:  # a scan's attn_bwd_dq computes D itself
+        if NQ and NK and B and H and not rows_first:  # attn_bwd_dq computes D itself
             m.attn_bwd_preprocess[(row_blocks, B * H)](
                 out, dout, delta, row_max, row_sum, flat_params, row_slots, starts,
                 *out.stride(), *dout.stride(), **table_args, **row_table_slots, H=H, NQ=NQ,
@@ -575,7 +581,7 @@ class TritonKernel:
                     *dv.stride(), **table_args, **key_table_slots, **sizes, **flags, **blocks,
                     **launch)
 
-            if not scan:
+            if not rows_first:
                 keys_pass()
             # With learnable weights the dQ kernel also writes its share of dW into the row
             # slots.
@@ -585,7 +591,7 @@ class TritonKernel:
                 *weight_slots, *tile_states,
                 *q.stride(), *k.stride(), *v.stride(), *dout.stride(), *dq.stride(),
                 **table_args, **sizes, **flags, **blocks, **launch)
-            if scan:
+            if rows_first:
                 keys_pass()
         dparams = (row_slots.double().sum(dim=(0, 1)) + key_slots.double().sum(dim=(0, 1)))[:P]
         dtables = []
