@@ -85,21 +85,6 @@ std::vector<attn_table> tables_of(const std::vector<Tensor> &inputs) {
   return tables;
 }
 
-/// Each loop over calls learns on its own whether helpers pay (ParallelSite): a decoder
-/// step's short forwards must not keep its long backwards from waking them.
-ParallelSite &query_block_site() {
-  static ParallelSite site;
-  return site;
-}
-ParallelSite &forward_site() {
-  static ParallelSite site;
-  return site;
-}
-ParallelSite &backward_site() {
-  static ParallelSite site;
-  return site;
-}
-
 /// f(b, h, q_begin, q_end) for every block of forward_rows_per_call rows of every
 /// (batch, head) slice, in parallel.
 template <class F> void for_each_query_block(const Problem &p, const F &f) {
@@ -108,7 +93,7 @@ template <class F> void for_each_query_block(const Problem &p, const F &f) {
   parallel_items(p.B * p.H * blocks, [&](int64_t item) {
     const int64_t bh = item / blocks, q_begin = item % blocks * rows;
     f(bh / p.H, bh % p.H, q_begin, std::min(p.Nq, q_begin + rows));
-  }, query_block_site());
+  });
 }
 
 /// A forward's entry point, operands as it takes them (unit inner stride, tables) and
@@ -243,7 +228,7 @@ std::tuple<Tensor, Tensor, Tensor> run_forward_cpu(const Library &lib, const Pro
     fwd.fn(&qm, &km, &vm, &om, &mm, &sm, &cm, &prm, fwd.table_data(), b, h, q_begin, q_end,
            kv_begin, kv_end, p.causal ? 1 : 0, 1, p.query_start[static_cast<size_t>(b)],
            p.key_start[static_cast<size_t>(b)]);
-  }, forward_site());
+  });
   if (kv_splits > 1)
     return run_merge(lib, p, fwd.params, inputs, o_parts, max_parts, sum_parts, count_parts);
   return {fwd.out, fwd.row_max, fwd.row_sum};
@@ -344,7 +329,7 @@ run_backward_cpu(const Library &lib, const Problem &p, const Tensor &q_in, const
       if (item < calls)
         call(item, set_dtables.empty() ? nullptr : set_dtables.data());
     }
-  }, backward_site());
+  });
   // A learnable input's gradient; an empty [0] tensor for the others.
   std::vector<Tensor> dinputs;
   for (size_t n = 0; n < inputs.size(); ++n) {

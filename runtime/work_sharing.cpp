@@ -18,8 +18,6 @@
 #include <pthread.h>
 
 #include <algorithm>
-#include <chrono>
-#include <ctime>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -87,20 +85,6 @@ private:
 
 std::atomic<HelperThreads *> HelperThreads::current_{nullptr};
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_between(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration<double>(to - from).count();
-}
-
-/// CPU seconds this thread has run: unlike the wall clock, time the scheduler gave
-/// another task on this thread's core does not count.
-double thread_busy_seconds() {
-  timespec now{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
-}
-
 /// What the caller shares with its helpers, who may outlive the call: `item` and
 /// `caller_state` are read only by a thread that claimed an item, while the caller
 /// still waits for that item.
@@ -112,38 +96,18 @@ struct Items {
   std::mutex mutex;
   std::condition_variable finished;
   int64_t done = 0;
-  double busy_seconds = 0; // the helpers', and the caller's since it woke them
-  Clock::time_point last_item_done;
   std::exception_ptr error;
 };
 
-/// Adds a thread's `ran` items (and their busy seconds) to what is done.
-void report_items(Items &shared, int64_t ran, double busy_seconds, std::exception_ptr error) {
-  if (ran == 0)
-    return;
-  std::lock_guard<std::mutex> lock(shared.mutex);
-  shared.done += ran;
-  shared.busy_seconds += busy_seconds;
-  if (error && !shared.error)
-    shared.error = error;
-  if (shared.done == shared.count) {
-    shared.last_item_done = Clock::now();
-    shared.finished.notify_all();
-  }
-}
-
-void help_with_items(Items &shared) {
+void take_items(Items &shared, bool on_caller) {
   int64_t ran = 0;
   std::exception_ptr error;
-  double busy_since = 0;
   {
     std::unique_ptr<at::ThreadLocalStateGuard> state;
     for (int64_t i = shared.next.fetch_add(1, std::memory_order_relaxed); i < shared.count;
          i = shared.next.fetch_add(1, std::memory_order_relaxed), ++ran) {
-      if (!state) {
-        busy_since = thread_busy_seconds();
+      if (!on_caller && !state)
         state = std::make_unique<at::ThreadLocalStateGuard>(*shared.caller_state);
-      }
       try {
         (*shared.item)(i);
       } catch (...) {
@@ -152,32 +116,19 @@ void help_with_items(Items &shared) {
       }
     }
   } // the caller's state leaves this thread before the caller can return
-  report_items(shared, ran, ran > 0 ? thread_busy_seconds() - busy_since : 0.0, error);
+  if (ran == 0)
+    return;
+  std::lock_guard<std::mutex> lock(shared.mutex);
+  shared.done += ran;
+  if (error && !shared.error)
+    shared.error = error;
+  if (shared.done == shared.count)
+    shared.finished.notify_all();
 }
 
 } // namespace
 
-bool ParallelSite::eager_start() {
-  int64_t left = backed_off_calls_left_.load(std::memory_order_relaxed);
-  while (left > 0)
-    if (backed_off_calls_left_.compare_exchange_weak(left, left - 1, std::memory_order_relaxed))
-      return false;
-  return true;
-}
-
-void ParallelSite::record(double busy_seconds, double wall_seconds) {
-  if (wall_seconds <= 0 || busy_seconds >= kMinParallelism * wall_seconds) {
-    back_off_length_.store(0, std::memory_order_relaxed);
-    backed_off_calls_left_.store(0, std::memory_order_relaxed);
-    return;
-  }
-  const int64_t length = std::min<int64_t>(
-      kMostBackedOffCalls, std::max<int64_t>(1, 2 * back_off_length_.load(std::memory_order_relaxed)));
-  back_off_length_.store(length, std::memory_order_relaxed);
-  backed_off_calls_left_.store(length, std::memory_order_relaxed);
-}
-
-void parallel_items(int64_t n, const std::function<void(int64_t)> &item, ParallelSite &site) {
+void parallel_items(int64_t n, const std::function<void(int64_t)> &item) {
   if (n <= 0)
     return;
   const int64_t workers = std::min<int64_t>(at::get_num_threads(), n);
@@ -191,40 +142,13 @@ void parallel_items(int64_t n, const std::function<void(int64_t)> &item, Paralle
   items->count = n;
   items->item = &item;
   items->caller_state = &caller_state;
-
-  const Clock::time_point start = Clock::now();
-  bool woken = false;
-  Clock::time_point woken_at;
-  double caller_busy_since = 0;
-  auto wake_helpers = [&] {
-    HelperThreads &helpers = HelperThreads::instance();
-    for (int64_t w = 1; w < workers; ++w)
-      helpers.post([items] { help_with_items(*items); }, static_cast<size_t>(workers - 1));
-    woken = true;
-    woken_at = Clock::now();
-    caller_busy_since = thread_busy_seconds();
-  };
-  if (site.eager_start())
-    wake_helpers();
-
-  int64_t ran = 0;
-  std::exception_ptr error;
-  for (int64_t i = items->next.fetch_add(1, std::memory_order_relaxed); i < n;
-       i = items->next.fetch_add(1, std::memory_order_relaxed), ++ran) {
-    if (!woken && seconds_between(start, Clock::now()) >= ParallelSite::kLateHelpersSeconds)
-      wake_helpers();
-    try {
-      item(i);
-    } catch (...) {
-      if (!error)
-        error = std::current_exception();
-    }
-  }
-  report_items(*items, ran, woken ? thread_busy_seconds() - caller_busy_since : 0.0, error);
+  HelperThreads &helpers = HelperThreads::instance();
+  for (int64_t w = 1; w < workers; ++w)
+    helpers.post([items] { take_items(*items, /*on_caller=*/false); },
+                 static_cast<size_t>(workers - 1));
+  take_items(*items, /*on_caller=*/true);
   std::unique_lock<std::mutex> lock(items->mutex);
   items->finished.wait(lock, [&] { return items->done == items->count; });
-  if (woken)
-    site.record(items->busy_seconds, seconds_between(woken_at, items->last_item_done));
   if (items->error)
     std::rethrow_exception(items->error);
 }

@@ -1,7 +1,6 @@
 // detail::parallel_items (runtime/work_sharing.h): every item once, under the caller's
 // thread-local state, the first exception rethrown after every item ran, serial inside
-// a parallel region; and detail::ParallelSite, which backs off helpers that added no
-// throughput and wakes them late in a backed-off call that runs long.
+// a parallel region.
 #include "work_sharing.h"
 
 #include <ATen/Parallel.h>
@@ -10,7 +9,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <functional>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -19,16 +17,7 @@
 
 namespace {
 
-using attn::detail::ParallelSite;
-
-ParallelSite &test_site() {
-  static ParallelSite site;
-  return site;
-}
-
-void parallel_items(int64_t n, const std::function<void(int64_t)> &item) {
-  attn::detail::parallel_items(n, item, test_site());
-}
+using attn::detail::parallel_items;
 
 class WorkSharing : public ::testing::Test {
 protected:
@@ -117,71 +106,6 @@ TEST_F(WorkSharing, ManyCallersShareTheHelpers) {
   for (auto &caller : callers)
     caller.join();
   EXPECT_EQ(total.load(), 4 * 50 * (15 * 16 / 2));
-}
-
-TEST(ParallelSiteTest, BacksOffAfterACallWithoutParallelismAndDoublesUpToTheCap) {
-  ParallelSite site;
-  EXPECT_TRUE(site.eager_start());
-  // Two threads busy 1.1 s over 1 s of wall time: below kMinParallelism.
-  site.record(1.1, 1.0);
-  EXPECT_FALSE(site.eager_start());
-  EXPECT_TRUE(site.eager_start()); // 1 backed-off call, then a measuring one
-  site.record(1.0, 1.0);
-  EXPECT_FALSE(site.eager_start());
-  EXPECT_FALSE(site.eager_start());
-  EXPECT_TRUE(site.eager_start()); // 2, doubled
-  int64_t length = 2;
-  for (int round = 0; round < 10; ++round) {
-    site.record(1.0, 1.0);
-    length = std::min<int64_t>(2 * length, ParallelSite::kMostBackedOffCalls);
-    for (int64_t call = 0; call < length; ++call)
-      ASSERT_FALSE(site.eager_start()) << "round " << round << ", call " << call;
-    ASSERT_TRUE(site.eager_start()) << "round " << round;
-  }
-  EXPECT_EQ(length, ParallelSite::kMostBackedOffCalls);
-}
-
-TEST(ParallelSiteTest, ACallWhoseThreadsRanSideBySideRestoresTheEagerStart) {
-  ParallelSite site;
-  site.record(1.0, 1.0);
-  site.record(1.0, 1.0);
-  site.record(1.9, 1.0); // e.g. a long backed-off call that woke its helpers late
-  for (int call = 0; call < 10; ++call)
-    EXPECT_TRUE(site.eager_start());
-  site.record(1.0, 1.0); // the back-off starts over at one call
-  EXPECT_FALSE(site.eager_start());
-  EXPECT_TRUE(site.eager_start());
-}
-
-TEST_F(WorkSharing, ABackedOffCallRunsOnTheCallerUntilItRunsLong) {
-  ParallelSite site;
-  site.record(1.0, 1.0);
-  const auto caller = std::this_thread::get_id();
-  std::atomic<int> on_helpers{0};
-  // A short call (well under kLateHelpersSeconds): the caller alone.
-  const auto short_start = std::chrono::steady_clock::now();
-  attn::detail::parallel_items(8, [&](int64_t) {
-    if (std::this_thread::get_id() != caller)
-      on_helpers.fetch_add(1);
-  }, site);
-  const std::chrono::duration<double> short_took = std::chrono::steady_clock::now() - short_start;
-  if (short_took.count() < ParallelSite::kLateHelpersSeconds)
-    EXPECT_EQ(on_helpers.load(), 0);
-  // Backed off again (2 calls now); a long call wakes the helpers once it has run
-  // kLateHelpersSeconds.
-  site.record(1.0, 1.0);
-  std::vector<std::atomic<int>> runs(64);
-  std::atomic<int> late_on_helpers{0};
-  attn::detail::parallel_items(64, [&](int64_t i) {
-    runs[static_cast<size_t>(i)].fetch_add(1);
-    if (std::this_thread::get_id() != caller)
-      late_on_helpers.fetch_add(1);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }, site);
-  for (int64_t i = 0; i < 64; ++i)
-    ASSERT_EQ(runs[static_cast<size_t>(i)].load(), 1) << "item " << i;
-  if (late_on_helpers.load() == 0)
-    GTEST_SKIP() << "no helper took an item within 64 ms of being woken (a loaded machine)";
 }
 
 } // namespace
