@@ -2474,14 +2474,20 @@ void KernelPrinter::printDq() {
     line(4, "# A scan: key tiles from the last to the first, carrying S and B per row. First");
     line(4, "# D = dO·O from the row's own sums, Σ w·dP (+ r·dP_ii), exact where the stored O");
     line(4, "# is rounded to its storage type (D − B is a difference); attn_bwd_dkdv reads it.");
+    // Both passes walk the row's tiles alike: S and B from their start, then each tile's
+    // Σ d and Σ w·dP after `tileBody` (scanPairTile's d and w_dp).
     TritonRows::ScanBackwardState start = rowsAt(4).scanBackwardInitial();
-    line(4, "S_i = " + start.scan.logSurvival.text);
-    line(4, "B_i = " + start.suffix.text);
-    tileIndent = openKeyTiles("0", "key_stop", /*packedHeads=*/false, /*lastToFirst=*/true);
-    scoreTile(tileIndent, "live[:, None]");
-    scanPairTile(tileIndent);
-    line(tileIndent, "S_i = S_i + tl.sum(d, 1)");
-    line(tileIndent, "B_i = B_i + tl.sum(w_dp, 1)");
+    auto scanRowPass = [&](llvm::function_ref<void(int)> tileBody) {
+      line(4, "S_i = " + start.scan.logSurvival.text);
+      line(4, "B_i = " + start.suffix.text);
+      int indent = openKeyTiles("0", "key_stop", /*packedHeads=*/false, /*lastToFirst=*/true);
+      scoreTile(indent, "live[:, None]");
+      tileBody(indent);
+      line(indent, "S_i = S_i + tl.sum(d, 1)");
+      line(indent, "B_i = B_i + tl.sum(w_dp, 1)");
+      return indent;
+    };
+    scanRowPass([&](int indent) { scanPairTile(indent); });
     line(4, "delta = B_i");
     if (scanLeftOver) {
       line(4, "own = pos_m - key_start");
@@ -2493,17 +2499,13 @@ void KernelPrinter::printDq() {
                   " * tl.sum(do.to(tl.float32) * v_own.to(tl.float32), 1)");
     }
     line(4, "tl.store(Delta + bh * NQ + offs_m, delta, mask=row_in)");
-    line(4, "S_i = " + start.scan.logSurvival.text);
-    line(4, "B_i = " + start.suffix.text);
-    tileIndent = openKeyTiles("0", "key_stop", /*packedHeads=*/false, /*lastToFirst=*/true);
-    scoreTile(tileIndent, "live[:, None]");
-    line(tileIndent, "# The rows' S and B as they enter the tile, for attn_bwd_dkdv.");
-    line(tileIndent, "states = (bh * tl.cdiv(NK, BLOCK_N) + start_n // BLOCK_N) * NQ + offs_m");
-    line(tileIndent, "tl.store(TileLogSurvival + states, S_i, mask=row_in)");
-    line(tileIndent, "tl.store(TileSuffix + states, B_i, mask=row_in)");
-    scanGradTile(tileIndent);
-    line(tileIndent, "S_i = S_i + tl.sum(d, 1)");
-    line(tileIndent, "B_i = B_i + tl.sum(w_dp, 1)");
+    tileIndent = scanRowPass([&](int indent) {
+      line(indent, "# The rows' S and B as they enter the tile, for attn_bwd_dkdv.");
+      line(indent, "states = (bh * tl.cdiv(NK, BLOCK_N) + start_n // BLOCK_N) * NQ + offs_m");
+      line(indent, "tl.store(TileLogSurvival + states, S_i, mask=row_in)");
+      line(indent, "tl.store(TileSuffix + states, B_i, mask=row_in)");
+      scanGradTile(indent);
+    });
   } else {
     if (implicit)
       thresholdCorrection();
