@@ -224,8 +224,8 @@ run_backward_triton(const Library &lib, const Problem &p, const Tensor &q, const
   launch_triton(lib, p, TritonKernel::BackwardKeys, t, dkdv);
   launch_triton(lib, p, TritonKernel::BackwardQueries, t, dqk);
   // Sums in float64 over a fixed shape: deterministic reductions.
-  Tensor dparams = (row_slots.to(torch::kDouble).sum({0, 1}) +
-                    key_slots.to(torch::kDouble).sum({0, 1}))
+  Tensor dparams = (row_slots.to(torch::kDouble).sum(c10::IntArrayRef{0, 1}) +
+                    key_slots.to(torch::kDouble).sum(c10::IntArrayRef{0, 1}))
                        .narrow(0, 0, p.P)
                        .to(params.scalar_type());
   std::vector<Tensor> dinputs;

@@ -7,6 +7,8 @@
 #include "validation.h"
 #include "internal.h"
 
+#include <algorithm>
+#include <functional>
 #include <sstream>
 
 namespace attn {
@@ -218,8 +220,16 @@ void check_positions(const Library &lib, const char *fn, const Options &opts, co
 }
 
 /// The kernels always take key_lengths: Nk for every batch entry when none was given.
-Tensor device_key_lengths(const Problem &p) {
-  return torch::tensor(p.kv_len, torch::TensorOptions().dtype(torch::kLong)).to(p.device);
+/// `values` as an int64 tensor on `device` without draining its stream: a copy from
+/// pageable host memory first waits for the stream's work (CUDA's synchronisation rules),
+/// which would serialise every call with the kernels before it. Equal values become a
+/// fill, others an asynchronous copy from pinned memory.
+Tensor device_int64(const std::vector<int64_t> &values, const torch::Device &device) {
+  const auto int64 = torch::TensorOptions().dtype(torch::kLong);
+  if (std::adjacent_find(values.begin(), values.end(), std::not_equal_to<>()) == values.end())
+    return torch::full({static_cast<int64_t>(values.size())}, values.empty() ? 0 : values[0],
+                       int64.device(device));
+  return torch::tensor(values, int64).pin_memory().to(device, /*non_blocking=*/true);
 }
 
 } // namespace
@@ -370,10 +380,9 @@ Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tens
     }
   }
   if (cuda) {
-    p.key_lengths = device_key_lengths(p);
-    const auto int64 = torch::TensorOptions().dtype(torch::kLong);
-    p.query_starts = torch::tensor(p.query_start, int64).to(p.device);
-    p.key_starts = torch::tensor(p.key_start, int64).to(p.device);
+    p.key_lengths = device_int64(p.kv_len, p.device);
+    p.query_starts = device_int64(p.query_start, p.device);
+    p.key_starts = device_int64(p.key_start, p.device);
   }
   return p;
 }
