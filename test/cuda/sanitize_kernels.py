@@ -9,7 +9,10 @@ runtime ($ATTN_RUNTIME_LIB); --python: the emitted modules as bench/gpu_bench.py
 --prepare fills it), compiled by this machine's Triton. Cases: an
 online normalizer (softmax) in bf16 and f16 and a plain one (sigmoid) in bf16, at a shape
 whose N is not a multiple of any tile, causal, with a fully masked batch entry (key length
-0). Exits non-zero if a result is not finite; the sanitizer reports memory errors.
+0). Each case then runs again with the key lengths on the CPU under torch's sync debug
+mode, which raises if the call waits for the GPU on the host (a copy from pageable memory
+does: it drains the stream). Exits non-zero if a result is not finite; the sanitizer
+reports memory errors.
 """
 import os
 import sys
@@ -46,6 +49,15 @@ def main(argv):
         print(f"{name} {dtype}: fwd+bwd {'finite' if finite else 'NOT FINITE'}", flush=True)
         if not finite:
             return 1
+        host_lengths = lengths.cpu()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            kernel(q, k, v, params, is_causal=True,
+                   key_lengths=host_lengths).backward(torch.ones_like(out))
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        torch.cuda.synchronize()
+        print(f"{name} {dtype}: a second fwd+bwd left the stream running", flush=True)
     return 0
 
 

@@ -462,6 +462,30 @@ def test_param_gradients_are_deterministic():
     assert torch.equal(first, second)
 
 
+@pytest.mark.skipif(DEVICE == "cpu", reason="the GPU's stream: native runs only")
+@pytest.mark.parametrize("split", [False, True])
+def test_calls_leave_the_stream_running(split):
+    """A warm forward and backward wait for no GPU work on the host (torch's sync debug
+    mode raises on any call that would): positions and key lengths given on the CPU reach
+    the kernels without a copy from pageable memory, which drains the stream. Seen on an
+    H200: such copies made every call wait for the one before it."""
+    path = EXAMPLES / "softmax.mlir"
+    kern = (kernel(path) if not split else split_kernel(path)).kern
+    gen = torch.Generator().manual_seed(helpers.seed_of("triton-stream", split))
+    q, k, v = (torch.randn(2, 2, 1 if split else 40, D, generator=gen).to(DEVICE)
+               .requires_grad_() for _ in range(3))
+    call = dict(query_start=torch.tensor([3, 40]), key_start=torch.tensor([0, 2]),
+                key_lengths=torch.tensor([40, 17]), is_causal=True)
+    kern(q, k, v, **call).sum().backward()  # compiles the kernels
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        kern(q, k, v, **call).sum().backward()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.synchronize()
+
+
 def test_refused_kernel_names_the_feature():
     with pytest.raises(RuntimeError, match="kernelised \\(linear-time\\) form"):
         triton_backend.emit_triton(str(EXAMPLES / "linear.mlir"))

@@ -215,6 +215,21 @@ def decode_split(nq, nk, group, batch_kv_heads, block_m, block_n, decode_block_m
     return max(1, _cdiv(nk, per_split)), per_split
 
 
+def _on_device(t, device, dtype):
+    """Integer tensor `t` as contiguous `dtype` on `device`, without draining the GPU's
+    stream: a copy from pageable host memory first waits for the stream's work (CUDA's
+    synchronisation rules), which would serialise every call with the kernels before it.
+    Equal values become a fill, others an asynchronous copy from pinned memory."""
+    t = t.to(dtype)
+    device = torch.device(device)
+    if t.device.type != "cpu" or device.type != "cuda":
+        return t.to(device).contiguous()
+    if t.numel() == 0 or bool((t == t.flatten()[0]).all()):
+        return torch.full(t.shape, t.flatten()[0].item() if t.numel() else 0, dtype=dtype,
+                          device=device)
+    return t.contiguous().pin_memory().to(device, non_blocking=True)
+
+
 def _next_power_of_2(n):
     return 1 << max(0, (n - 1).bit_length())
 
@@ -394,11 +409,11 @@ class TritonKernel:
         flat_params = params.detach().to(device=device, dtype=torch.float32).contiguous()
         if flat_params.numel() == 0:
             flat_params = torch.zeros(1, dtype=torch.float32, device=device)
-        lengths = (key_lengths.to(device=device, dtype=torch.int32).contiguous()
-                   if key_lengths is not None else torch.zeros(1, dtype=torch.int32, device=device))
+        lengths = (_on_device(key_lengths, device, torch.int32) if key_lengths is not None
+                   else torch.zeros(1, dtype=torch.int32, device=device))
         B, H, NQ, d = q.shape
         H_KV, NK, dv = k.shape[1], k.shape[2], v.shape[3]
-        starts, key_starts = (t.to(device=device, dtype=torch.int64).contiguous() for t in
+        starts, key_starts = (_on_device(t, device, torch.int64) for t in
                               positions or (torch.zeros(B, dtype=torch.int64),) * 2)
         sizes = dict(H=H, H_KV=H_KV, NQ=NQ, NK=NK, HEAD_DIM=d, HEAD_DIM_V=dv,
                      scale=float(self.module.score_scale(d)), KeyStarts=key_starts)
