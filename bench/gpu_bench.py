@@ -2,7 +2,7 @@
 """attn GPU benchmark: the Triton kernels attn-compile emits vs PyTorch on one CUDA device.
 
     python bench/gpu_bench.py [--out results.md] [--json results.json] [--budget S]
-                              [--deadline S] [--quick]
+                              [--deadline S] [--quick] [--only NAME,...] [--no-compiled]
     python bench/gpu_bench.py --prepare      # no GPU: emit every module into the cache
 
 Runs the kernels through the Python launcher (attn.triton_backend: the emitted module,
@@ -39,6 +39,7 @@ sys.path.insert(0, BENCH_DIR)
 sys.path.insert(0, os.path.join(REPO, "runtime", "python"))
 
 import torch  # noqa: E402
+import torch._dynamo  # noqa: E402
 
 NORMALIZERS = ["softmax", "tanhmax", "multimax", "sigsoftmax", "sigmoid", "relu", "expressive"]
 FAMILIES = ["alibi", "softcap", "sliding_window", "document_mask"]
@@ -177,6 +178,12 @@ def main():
     parser.add_argument("--budget", type=float, default=0.2, help="seconds per cell")
     parser.add_argument("--deadline", type=float, default=420, help="stop starting rows after")
     parser.add_argument("--quick", action="store_true", help="N = 4096, d = 128 only")
+    parser.add_argument("--only", default=",".join(NORMALIZERS + FAMILIES),
+                        help="our kernels to time (with their FlexAttention and compiled "
+                             "peers), comma-separated; default every one")
+    parser.add_argument("--no-compiled", action="store_true",
+                        help="skip the torch.compile'd compositions (each compiles for tens "
+                             "of seconds)")
     args = parser.parse_args()
     if args.prepare:
         prepare()
@@ -184,21 +191,32 @@ def main():
     if not torch.cuda.is_available():
         log("gpu_bench: no CUDA device")
         return 2
+    only = args.only.split(",")
+    unknown = sorted(set(only) - set(NORMALIZERS + FAMILIES))
+    if unknown:
+        parser.error(f"--only: unknown kernels {', '.join(unknown)}; known: "
+                     f"{', '.join(NORMALIZERS + FAMILIES)}")
+    # One compilation of flex_attention per score_mod and block mask: past dynamo's default
+    # limit (8) the later variants ran flex_attention's unfused eager fallback (seen on
+    # an H200, 2026-11-28), so their times were not FlexAttention's.
+    torch._dynamo.config.recompile_limit = 64
+    torch._dynamo.config.accumulated_recompile_limit = 1024
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.attention.flex_attention import flex_attention
     import eager
     began = time.time()
     flex = torch.compile(flex_attention)
     sdpa = torch.nn.functional.scaled_dot_product_attention
-    kernels = {name: ours(name) for name in NORMALIZERS + FAMILIES}
-    checks = {name: sanity(name, kernels[name]) for name in NORMALIZERS}
+    kernels = {name: ours(name) for name in NORMALIZERS + FAMILIES if name in only}
+    checks = {name: sanity(name, kernels[name]) for name in NORMALIZERS if name in kernels}
     rows = []
     # The issue's targets' shape first, so a deadline leaves it measured.
     shapes = [(4096, 128)] + ([] if args.quick else
                               [(n, d) for n in NS for d in DS if (n, d) != (4096, 128)])
     composed = {(name, causal): torch.compile(
         lambda q, k, v, p, f=eager.EAGER[name], c=causal: f(q, k, v, p, c))
-        for name in NORMALIZERS for causal in (False, True)}
+        for name in NORMALIZERS if name in kernels and not args.no_compiled
+        for causal in (False, True)}
     for n, d in shapes:
         q, k, v, do = inputs(n, d)
         for causal in (False, True):
@@ -221,6 +239,8 @@ def main():
                 for peer, fn in peers.items():
                     row[peer] = cell(fn, q, k, v, do, backward, args.budget)
                 for name in FAMILIES:
+                    if name not in kernels:
+                        continue
                     mod, mask = versions[name]
                     row[f"flex {name}"] = cell(
                         lambda q, k, v, mod=mod, mask=mask: flex(q, k, v, score_mod=mod,
@@ -228,7 +248,7 @@ def main():
                         q, k, v, do, backward, args.budget)
                 # The compiled compositions materialise N×N scores: up to N = 4096.
                 for name in NORMALIZERS:
-                    if n <= 4096:
+                    if name in kernels and n <= 4096 and not args.no_compiled:
                         params = kernels[name].initial_params(device="cuda")
                         row[f"compiled {name}"] = cell(
                             lambda q, k, v, f=composed[(name, causal)], p=params: f(q, k, v, p),
@@ -236,7 +256,7 @@ def main():
                 rows.append(row)
                 write(rows, checks, args, quiet=True)  # what a time-out leaves is kept
                 log(f"gpu_bench: N={n} d={d} causal={causal} {row['pass']}: softmax "
-                    f"{row['softmax']} ms, flex {row['flex']} ms, SDPA flash {row['SDPA flash']}")
+                    f"{row.get('softmax', '-')} ms, flex {row['flex']} ms, SDPA flash {row['SDPA flash']}")
     write(rows, checks, args)
     return 0
 

@@ -18,8 +18,10 @@
 #                     cubins through it (test/cuda/sanitize_kernels.py);
 #   3. sanitizer_*    compute-sanitizer memcheck on one forward and one backward (the
 #                     Python launcher; the cubins too where step 2 built the runtime);
-#   4. gpu_bench      bench/gpu_bench.py on the time left, its table in OUTDIR/gpu-bench.md.
-# Ends within 10 minutes; writes OUTDIR/summary.json; exits non-zero when a step failed.
+#   4. gpu_bench      bench/gpu_bench.py on the time left, its table in OUTDIR/gpu-bench.md
+#                     (ATTN_GPU_BENCH_ARGS: more of its options, e.g. "--quick --only softmax").
+# Ends within ATTN_GPU_CHECK_SECONDS (default 560, under the device tool's 10 minutes per
+# command); writes OUTDIR/summary.json; exits non-zero when a step failed.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out="${1:?usage: scripts/gpu-check.sh OUTDIR [ARTIFACT_DIR]}"
@@ -30,6 +32,7 @@ rt_build="${ATTN_GPU_RUNTIME_BUILD:-/tmp/attn-gpu-runtime}"
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 start=$(date +%s)
+total_seconds="${ATTN_GPU_CHECK_SECONDS:-560}"
 declare -A status seconds
 
 elapsed() { echo $(($(date +%s) - start)); }
@@ -72,10 +75,16 @@ fi
 export ATTN_CACHE_DIR="$artifacts/cache" TRITON_CACHE_DIR=/tmp/attn-triton-cache
 export PYTHONPATH="$root/runtime/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 
+# Triton compiles every case's kernels for the GPU, one process each: spread the cases over
+# the machine's cores where pytest-xdist is installed (the device image has it).
+parallel=()
+if "$python" -c 'import xdist' 2>/dev/null; then
+  parallel=(-n "$(($(nproc) > 12 ? 12 : $(nproc)))")
+fi
 # (The refused-kernel case checks attn-compile's diagnostic: no compiler here.)
 step triton_native 200 env ATTN_TRITON_DEVICE=cuda "$python" -m pytest -q -p no:cacheprovider \
   -rfEs -W ignore::RuntimeWarning "$root/test/python/triton_interpreter_cases.py" \
-  -k "not test_refused_kernel_names_the_feature" \
+  -k "not test_refused_kernel_names_the_feature" "${parallel[@]}" \
   --junitxml="$out/triton_native.xml"
 
 torch_root=$("$python" -c 'import os, torch; print(os.path.dirname(torch.__file__))')
@@ -92,10 +101,10 @@ if [[ ${status[runtime]} -eq 0 ]]; then
     "$python" "$root/test/cuda/sanitize_kernels.py" "$artifacts"
 fi
 
-left=$((560 - $(elapsed)))
+left=$((total_seconds - $(elapsed)))
 if ((left > 60)); then
   step gpu_bench "$left" "$python" "$root/bench/gpu_bench.py" --out "$out/gpu-bench.md" \
-    --json "$out/gpu-bench.json" --budget 0.15 --deadline $((left - 60))
+    --json "$out/gpu-bench.json" --budget 0.15 --deadline $((left - 60)) ${ATTN_GPU_BENCH_ARGS:-}
 fi
 
 "$python" - "$out" >"$out/summary.json" <<PY
