@@ -88,7 +88,13 @@ step triton_native 200 env ATTN_TRITON_DEVICE=cuda "$python" -m pytest -q -p no:
   --junitxml="$out/triton_native.xml"
 
 torch_root=$("$python" -c 'import os, torch; print(os.path.dirname(torch.__file__))')
-step runtime 150 bash -c "cmake -S '$root/runtime' -B '$rt_build' -G Ninja -DCMAKE_BUILD_TYPE=Release \
+# The system's g++, whose libstdc++ is the one torch's process loads, where there is one:
+# the device image's default (/opt/gcc/bin/g++) links libstdc++ statically, and that
+# runtime crashed on loading an artifact (bench/RESULTS.md, 2026-11-28). ATTN_GPU_CXX
+# chooses another.
+cxx="${ATTN_GPU_CXX:-$(command -v /usr/bin/g++ || true)}"
+step runtime 150 bash -c "echo 'C++ compiler: ${cxx:-cmake default}'; ${cxx:+CXX='$cxx'} \
+  cmake -S '$root/runtime' -B '$rt_build' -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH='$torch_root' -DATTN_BUILD_TESTS=OFF && cmake --build '$rt_build' && \
   ATTN_RUNTIME_LIB='$rt_build/libattn_runtime.so' '$python' '$root/test/cuda/sanitize_kernels.py' '$artifacts'"
 
