@@ -135,9 +135,30 @@ attn.kernel @softmax_attention normalizer(@softmax)
 // CHECK-NEXT: i = pos_m[:, None]
 // CHECK: key_stop = tl.minimum(kv_end, tl.maximum((start_m + 1) * BLOCK_M + q_start - key_start, 0)).to(tl.int32)
 // CHECK: m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-// CHECK: for start_n in range(0, key_stop, BLOCK_N):
+// Without a mask function the whole tiles before the key length and the block's first
+// query (causal) come first, with no keep and no row predicate in the loads.
+// CHECK: full_stop = kv_end // BLOCK_N * BLOCK_N
+// CHECK-NEXT: if IS_CAUSAL:
+// CHECK-NEXT: full_stop = tl.minimum(full_stop, (tl.maximum(start_m * BLOCK_M + q_start - key_start + 1, 0) // BLOCK_N * BLOCK_N).to(tl.int32))
+// CHECK-NEXT: for start_n in range(0, full_stop, BLOCK_N):
 // CHECK-NEXT: offs_n = start_n + tl.arange(0, BLOCK_N)
 // CHECK-NEXT: j = (offs_n + key_start)[None, :]
+// CHECK-NEXT: k = tl.load({{.*}}, mask=(offs_d[None, :] < HEAD_DIM), other=0.0)
+// CHECK-NEXT: v = tl.load({{.*}}, mask=(offs_dv[None, :] < HEAD_DIM_V), other=0.0)
+// CHECK-NEXT: raw = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale
+// CHECK-NEXT: s = raw
+// CHECK-NEXT: m_new = tl.maximum(m_i, tl.max(stabilizer(s, b, h, i, j), 1))
+// CHECK-NEXT: alpha = tl.where(m_new == float("-inf"), 1.0, tl.exp2((m_i - m_new) * LOG2E))
+// CHECK-NEXT: shift = m_new[:, None]
+// CHECK-NEXT: g = numerator(s, shift, b, h, i, j)
+// CHECK-NEXT: m_i = m_new
+// CHECK-NEXT: l_i = l_i * alpha + tl.sum(denominator(s, shift, b, h, i, j), 1)
+// CHECK-NEXT: count = count + BLOCK_N
+// CHECK-NEXT: acc = acc * alpha[:, None] + tl.dot(g.to(v.dtype), v, input_precision=DOT_PRECISION)
+// CHECK-NEXT: for start_n in range(full_stop, key_stop, BLOCK_N):
+// CHECK-NEXT: offs_n = start_n + tl.arange(0, BLOCK_N)
+// CHECK-NEXT: j = (offs_n + key_start)[None, :]
+// CHECK-NEXT: k = tl.load({{.*}}, mask=(offs_n[:, None] < kv_end) & (offs_d[None, :] < HEAD_DIM), other=0.0)
 // CHECK: raw = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale
 // CHECK-NEXT: s = raw
 // CHECK-NEXT: keep = row_in[:, None] & (offs_n[None, :] < kv_end)
@@ -269,6 +290,10 @@ attn.kernel @sigmoid_attention normalizer(@sigmoid)
 // CHECK: def attn_fwd(
 // CHECK-NOT: m_i = 
 // CHECK: p_bias = tl.load(Params + 0)
+// CHECK: shift = 0.0
+// CHECK-NEXT: g = numerator(s, shift, b, h, i, j, p_bias)
+// CHECK-NEXT: count = count + BLOCK_N
+// CHECK-NEXT: acc = acc + tl.dot(
 // CHECK: shift = 0.0
 // CHECK-NEXT: g = tl.where(keep, numerator(s, shift, b, h, i, j, p_bias), 0.0)
 // CHECK-NEXT: count = count + tl.sum(keep.to(tl.float32), 1)

@@ -984,8 +984,13 @@ private:
   void assignState(int indent, const TritonRows::State &next);
   /// The running row state starting as `start`, and acc = 0.
   void forwardState(int indent, const TritonRows::State &start);
-  /// One key tile (scoreTile's s and keep) into the running row state.
-  void forwardTile(int indent);
+  /// One key tile (scoreTile's s and keep) into the running row state; `masked` false:
+  /// a tile whose every pair is kept (scoreValues' s, no keep), as before full_stop.
+  void forwardTile(int indent, bool masked = true);
+  /// The forward's key tiles: without a mask function, those before full_stop (whole
+  /// tiles inside the key length and, causal, at or before the block's first query)
+  /// first, with no keep to compute, then the rest masked (FlashAttention's split).
+  void forwardKeyTiles();
   /// The row's end from its state (the offset added once), then O, row_max and row_sum.
   void forwardEpilogue();
   /// A scan's forward: S_i = 0 and acc = 0; the key tiles (openKeyTiles, last to
@@ -1063,7 +1068,9 @@ private:
                  bool gradients = false, StringRef scalars = "");
   /// A program of one query block of one (b, h): indices, q, and the keys it visits.
   void rowProgram();
-  void loadKeysAndValues(int indent);
+  /// k and v of the tile; `wholeTile`: every key row is inside the key length (no row
+  /// predicate in the loads' masks).
+  void loadKeysAndValues(int indent, bool wholeTile = false);
   /// `name` = the tile `load` (cosine: its unit rows, the rows as loaded in
   /// `name`_rows, which chainRows needs).
   void loadContracted(int indent, StringRef name, const std::string &load);
@@ -1102,15 +1109,18 @@ private:
   /// keeps nothing of), with the tile's keys and values loaded; returns the tile body's
   /// indent. `packedHeads`: the rows are attn_fwd_split's (several heads, pos_m's span);
   /// `lastToFirst`: the tiles in reverse (a scan's); `indent`: the loop's own (an
-  /// implicit normalizer's passes run inside its iterations).
+  /// implicit normalizer's passes run inside its iterations); `wholeTiles`: every tile's
+  /// keys are inside the key length (loadKeysAndValues).
   int openKeyTiles(StringRef first = "0", StringRef stop = "key_stop", bool packedHeads = false,
-                   bool lastToFirst = false, int indent = 4);
+                   bool lastToFirst = false, int indent = 4, bool wholeTiles = false);
   void loadRowStatistics(int indent);
   /// kv_end: the keys a row of batch b sees before causal and the mask.
   void keyEnd(int indent);
   /// raw, s and keep of the tile (q: [BLOCK_M, D], k: [BLOCK_N, D]); `live`
   /// and-s a row predicate into keep.
   void scoreTile(int indent, StringRef live);
+  /// raw and s of the tile alone.
+  void scoreValues(int indent);
   /// shift and ds of the tile from the prepared rows (loadRowStatistics) and dp; draw.
   /// A threshold row's pairs take dP − r_i (r_i in delta) at C = 1.
   void scoreGrad(int indent);
@@ -1120,6 +1130,8 @@ private:
   /// r_i = Σ g'·dP / Σ g' of the program's rows, a pass over the key tiles, into delta
   /// and Delta (attn_bwd_dkdv reads it).
   void thresholdCorrection();
+  /// The load of a [rows, cols] tile, masked to rows < rowLimit (none where it is empty)
+  /// and cols < colLimit, 0 outside.
   std::string tileLoad(StringRef pointer, StringRef base, StringRef rows, StringRef rowStride,
                        StringRef rowLimit, StringRef cols, StringRef colStride,
                        StringRef colLimit) const;
@@ -1354,9 +1366,12 @@ void KernelPrinter::skipTiles(int indent, StringRef rowLo, StringRef rowHi, Stri
 std::string KernelPrinter::tileLoad(StringRef pointer, StringRef base, StringRef rows,
                                     StringRef rowStride, StringRef rowLimit, StringRef cols,
                                     StringRef colStride, StringRef colLimit) const {
-  return llvm::formatv("tl.load({0} + {1} + {2}[:, None] * {3} + {5}[None, :] * {6}, "
-                       "mask=({2}[:, None] < {4}) & ({5}[None, :] < {7}), other=0.0)",
-                       pointer, base, rows, rowStride, rowLimit, cols, colStride, colLimit)
+  std::string mask = llvm::formatv("({0}[None, :] < {1})", cols, colLimit).str();
+  if (!rowLimit.empty())
+    mask = llvm::formatv("({0}[:, None] < {1}) & ", rows, rowLimit).str() + mask;
+  return llvm::formatv("tl.load({0} + {1} + {2}[:, None] * {3} + {4}[None, :] * {5}, "
+                       "mask={6}, other=0.0)",
+                       pointer, base, rows, rowStride, cols, colStride, mask)
       .str();
 }
 
@@ -1376,16 +1391,7 @@ void KernelPrinter::keyEnd(int indent) {
 }
 
 void KernelPrinter::scoreTile(int indent, StringRef live) {
-  if (additive) {
-    line(indent, "raw = additive_scores(q_rows, k_rows, " + additiveWeights() +
-                     ", HEAD_DIM, BLOCK_D, DOT_PRECISION) * scale");
-  } else {
-    line(indent, "raw = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale");
-  }
-  if (functions.getScore())
-    line(indent, "s = score_mod(" + withParams("raw, b, h, i, j") + ")");
-  else
-    line(indent, "s = raw");
+  scoreValues(indent);
   line(indent, "keep = " + live + " & (offs_n[None, :] < kv_end)");
   line(indent, "if IS_CAUSAL:");
   line(indent + 4, "keep = keep & (j <= i)");
@@ -1396,6 +1402,19 @@ void KernelPrinter::scoreTile(int indent, StringRef live) {
     indent += 4;
   }
   line(indent, "keep = keep & mask(" + withParams("b, h, i, j") + ")");
+}
+
+void KernelPrinter::scoreValues(int indent) {
+  if (additive) {
+    line(indent, "raw = additive_scores(q_rows, k_rows, " + additiveWeights() +
+                     ", HEAD_DIM, BLOCK_D, DOT_PRECISION) * scale");
+  } else {
+    line(indent, "raw = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale");
+  }
+  if (functions.getScore())
+    line(indent, "s = score_mod(" + withParams("raw, b, h, i, j") + ")");
+  else
+    line(indent, "s = raw");
 }
 
 void KernelPrinter::scoreGrad(int indent) {
@@ -1641,15 +1660,16 @@ def into_chunk(acc, part, first):
      << "    return (d_unit - unit * along[:, None]) * inverse_norm[:, None]\n\n\n";
 }
 
-void KernelPrinter::loadKeysAndValues(int indent) {
+void KernelPrinter::loadKeysAndValues(int indent, bool wholeTile) {
+  StringRef keyLimit = wholeTile ? "" : "kv_end";
   loadContracted(indent, "k", tileLoad("K", "b * stride_kb + h_kv * stride_kh", "offs_n",
-                                       "stride_kn", "kv_end", "offs_d", "stride_kd", "HEAD_DIM"));
+                                       "stride_kn", keyLimit, "offs_d", "stride_kd", "HEAD_DIM"));
   line(indent, "v = " + tileLoad("V", "b * stride_vb + h_kv * stride_vh", "offs_n", "stride_vn",
-                                 "kv_end", "offs_dv", "stride_vd", "HEAD_DIM_V"));
+                                 keyLimit, "offs_dv", "stride_vd", "HEAD_DIM_V"));
 }
 
 int KernelPrinter::openKeyTiles(StringRef first, StringRef stop, bool packedHeads,
-                                bool lastToFirst, int indent) {
+                                bool lastToFirst, int indent, bool wholeTiles) {
   int body = indent + 4;
   if (lastToFirst) {
     line(indent, "key_tiles = (" + stop + " - " + first + " + BLOCK_N - 1) // BLOCK_N");
@@ -1670,7 +1690,7 @@ int KernelPrinter::openKeyTiles(StringRef first, StringRef stop, bool packedHead
     line(body, "if any_kept:");
     tileIndent = body + 4;
   }
-  loadKeysAndValues(tileIndent);
+  loadKeysAndValues(tileIndent, wholeTiles);
   return tileIndent;
 }
 
@@ -1840,22 +1860,28 @@ static PyValue outputColumn(const PyValue &alpha) {
   return alpha ? PyValue(alpha.text + "[:, None]") : PyValue();
 }
 
-void KernelPrinter::forwardTile(int tileIndent) {
+void KernelPrinter::forwardTile(int tileIndent, bool masked) {
   TritonRows rows = rowsAt(tileIndent);
+  // Where every pair is kept, the tile's values as they are and BLOCK_N kept keys a row.
+  auto kept = [&](const std::string &value, StringRef dropped) {
+    return masked ? "tl.where(keep, " + value + ", " + dropped.str() + ")" : value;
+  };
   TritonRows::Rescale step{"0.0", {}};
   if (online)
-    step = rows.advanceMax("m_i",
-                           "tl.max(tl.where(keep, stabilizer(" + withParams("s, b, h, i, j") +
-                               "), float(\"-inf\")), 1)",
-                           /*mayBeEmpty=*/true);
+    step = rows.advanceMax(
+        "m_i", "tl.max(" + kept("stabilizer(" + withParams("s, b, h, i, j") + ")",
+                                "float(\"-inf\")") + ", 1)",
+        /*mayBeEmpty=*/true);
   line(tileIndent, "shift = " + (online ? step.max.text + "[:, None]" : step.max.text));
-  line(tileIndent, "g = tl.where(keep, numerator(" + withParams("s, shift, b, h, i, j") + "), 0.0)");
+  line(tileIndent,
+       "g = " + kept("numerator(" + withParams("s, shift, b, h, i, j") + ")", "0.0"));
   PyValue hSum;
   if (functions.getDenominator())
-    hSum = "tl.sum(tl.where(keep, denominator(" + withParams("s, shift, b, h, i, j") +
-           "), 0.0), 1)";
-  assignState(tileIndent, rows.foldTile(runningState(), step.max, step.alpha, hSum,
-                                        "tl.sum(keep.to(tl.float32), 1)"));
+    hSum = "tl.sum(" + kept("denominator(" + withParams("s, shift, b, h, i, j") + ")", "0.0") +
+           ", 1)";
+  assignState(tileIndent,
+              rows.foldTile(runningState(), step.max, step.alpha, hSum,
+                            masked ? PyValue("tl.sum(keep.to(tl.float32), 1)") : "BLOCK_N"));
   line(tileIndent, "acc = " + rows.foldOutput("acc", outputColumn(step.alpha),
                                               "tl.dot(g.to(v.dtype), v, "
                                               "input_precision=DOT_PRECISION)")
@@ -2070,10 +2096,28 @@ void KernelPrinter::printForward() {
     return;
   }
   forwardState(4, rowsAt(4).initial("b, h, pos_m"));
-  int tileIndent = openKeyTiles();
+  forwardKeyTiles();
+  forwardEpilogue();
+}
+
+void KernelPrinter::forwardKeyTiles() {
+  StringRef maskedFrom = "0";
+  if (!functions.getMask()) {
+    line(4, "# Keys before full_stop pair with every row of the block (whole tiles inside the");
+    line(4, "# key length and, causal, at or before its first query): no keep to compute.");
+    line(4, "full_stop = kv_end // BLOCK_N * BLOCK_N");
+    line(4, "if IS_CAUSAL:");
+    line(8, "full_stop = tl.minimum(full_stop, (tl.maximum(start_m * BLOCK_M + q_start - "
+            "key_start + 1, 0) // BLOCK_N * BLOCK_N).to(tl.int32))");
+    int tileIndent = openKeyTiles("0", "full_stop", /*packedHeads=*/false,
+                                  /*lastToFirst=*/false, /*indent=*/4, /*wholeTiles=*/true);
+    scoreValues(tileIndent);
+    forwardTile(tileIndent, /*masked=*/false);
+    maskedFrom = "full_stop";
+  }
+  int tileIndent = openKeyTiles(maskedFrom, "key_stop");
   scoreTile(tileIndent, "row_in[:, None]");
   forwardTile(tileIndent);
-  forwardEpilogue();
 }
 
 void KernelPrinter::printForwardSplit() {
