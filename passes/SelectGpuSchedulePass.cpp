@@ -1,4 +1,5 @@
 //===- SelectGpuSchedulePass.cpp - attn-select-gpu-schedule ---------------===//
+#include "lib/Analysis/KernelSignature.h"
 #include "lib/Analysis/Schedules.h"
 #include "passes/PassOptions.h"
 #include "passes/Passes.h"
@@ -47,8 +48,9 @@ struct SelectGpuSchedulePass : impl::AttnSelectGpuScheduleBase<SelectGpuSchedule
     for (const std::string &chip : chips)
       for (FloatType type : request->types)
         for (int64_t dim : dims)
-          schedules.push_back(
-              defaultGpuSchedule(chip, type, dim, kernel.getAlgorithm() == Algorithm::Scan));
+          schedules.push_back(defaultGpuSchedule(chip, type, dim,
+                                                 kernel.getAlgorithm() == Algorithm::Scan,
+                                                 kernelParamNames(kernel).size()));
     kernel.setGpuScheduleAttr(ArrayAttr::get(&getContext(), schedules));
   }
 };

@@ -74,7 +74,7 @@ std::optional<int> mlir::attn::cudaChipVersion(StringRef chip) {
 }
 
 GpuScheduleAttr mlir::attn::defaultGpuSchedule(StringRef chip, FloatType type, int64_t headDim,
-                                               bool scan) {
+                                               bool scan, unsigned learnableParams) {
   const int version = cudaChipVersion(chip).value_or(80);
   // A100 (sm_80) and Hopper have 164 / 228 KB of shared memory per block; sm_86 and
   // sm_89 about 100 KB.
@@ -88,6 +88,11 @@ GpuScheduleAttr mlir::attn::defaultGpuSchedule(StringRef chip, FloatType type, i
     else
       forward = largeSharedMemory ? Tiles{128, 64, 8, version >= 90 ? 3 : 2} : Tiles{64, 64, 4, 2};
     backward = {64, 64, headDim <= 64 ? 4 : 8, 2};
+    // ptxas, MultiMax (8 params): dK/dV spilled 2.8–3.1 KB at 64 × 64 on sm_90 and 2.8 KB
+    // on sm_80. sm_90 at 32 × 64, eight warps: 0 B (dK/dV keeps wgmma; dQ mma.sync,
+    // 0–24 B); sm_80 there: 12.8 KB at d = 64 (ptxas held 32 registers), 0 B at 32 × 32.
+    if (learnableParams >= kManyParamGradients)
+      backward = version >= 90 ? Tiles{32, 64, 8, 2} : Tiles{32, 32, 4, 2};
   }
   if (scan && !type.isF32()) {
     int64_t warps = headDim <= 64 ? 4 : 8;

@@ -48,9 +48,15 @@ SmallVector<Attribute> defaultCpuSchedules(KernelOp kernel, Algorithm algorithm,
 /// f32 storage, whose dots run on FMA units, gets 64 × 32 forward tiles. A scan's
 /// kernels hold more [rows, keys] tiles (reverse cumsums, e^S, w·dP): 64 × 32 forward
 /// and 32 × 32 backward tiles, eight warps beyond d = 64, without spills on sm_90
-/// (docs/gpu.md).
+/// (docs/gpu.md). A kernel with at least kManyParamGradients learnable params sums a
+/// [rows, keys] gradient term per param in dK/dV's tiles: 32 × 64 backward tiles with
+/// eight warps on Hopper, 32 × 32 with four before it (MultiMax's eight params spilled
+/// 2.8–3.1 KB at 64 × 64).
 GpuScheduleAttr defaultGpuSchedule(StringRef chip, FloatType type, int64_t headDim,
-                                   bool scan = false);
+                                   bool scan = false, unsigned learnableParams = 0);
+
+/// Learnable params from which a kernel's backward gets the narrower tiles above.
+constexpr unsigned kManyParamGradients = 4;
 
 /// XY of a CUDA chip name sm_XY, else std::nullopt.
 std::optional<int> cudaChipVersion(StringRef chip);
