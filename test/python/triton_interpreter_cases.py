@@ -486,6 +486,53 @@ def test_calls_leave_the_stream_running(split):
     torch.cuda.synchronize()
 
 
+def test_schedule_entries_replace_the_modules():
+    """A kernel given schedule entries launches with them (bench/gpu_tiles.py's
+    candidates) and computes the same function; an unknown entry is refused."""
+    override = {"forward": (32, 16, 4, 1), "backward": (16, 32, 4, 1)}
+    kern = triton_backend.compile_triton(str(EXAMPLES / "softmax.mlir"), schedule=override)
+    schedule = kern.schedule(DEVICE, torch.float32, D)
+    assert schedule["forward"] == override["forward"]
+    assert schedule["backward"] == override["backward"]
+    q, k, v, dout, _ = helpers.make_inputs("softmax", 1, 2, 40, 40, D, D,
+                                           helpers.seed_of("triton-schedule"))
+    run_on = kern if DEVICE == "cpu" else _OnDevice(kern)
+    got = run(run_on, q, k, v, helpers.case_params("softmax"), dout, is_causal=True)
+    want = run(kernel(EXAMPLES / "softmax.mlir"), q, k, v, helpers.case_params("softmax"),
+               dout, is_causal=True)
+    assert_close(got, want, context="softmax with schedule entries")
+    with pytest.raises(ValueError, match="schedule entries are forward, backward and decode"):
+        triton_backend.compile_triton(str(EXAMPLES / "softmax.mlir"), schedule={"fwd": (1,)})
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="the script itself times on the GPU")
+def test_gpu_tiles_script_checks_and_tabulates_each_schedule(tmp_path, monkeypatch, capsys):
+    """bench/gpu_tiles.py on CPU tensors (its timing stubbed): every schedule runs, agrees
+    with the module's own and gets its row."""
+    import sys
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    import gpu_bench
+    import gpu_tiles
+
+    gen = torch.Generator().manual_seed(helpers.seed_of("gpu-tiles"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "CPU (interpreter)")
+    monkeypatch.setattr(gpu_bench, "inputs", lambda n, d, seed=0: [
+        torch.randn(1, 2, n, d, generator=gen) for _ in range(4)])
+    monkeypatch.setattr(gpu_bench, "cell", lambda fn, q, k, v, do, backward, budget:
+                        (gpu_bench.runner(fn, q, k, v, do, backward)(), 1.0)[1])
+    out = tmp_path / "tiles.md"
+    monkeypatch.setattr(sys, "argv", ["gpu_tiles.py", "--n", "40", "--d", "64", "--causal",
+                                      "--forward", "32,16,4,1", "--backward", "16,32,4,1",
+                                      "--out", str(out)])
+    assert gpu_tiles.main() == 0
+    table = out.read_text()
+    assert "| fwd | 64, 64, 4, 2 (own) | 1.000 | 1.00× | 0.0e+00 |" in table
+    assert "| fwd | 32, 16, 4, 1 | 1.000 | 1.00× |" in table
+    assert "| fwd+bwd | 16, 32, 4, 1 | 1.000 | 1.00× |" in table
+    assert "MISMATCH" not in table and "error" not in table
+
+
 def test_refused_kernel_names_the_feature():
     with pytest.raises(RuntimeError, match="kernelised \\(linear-time\\) form"):
         triton_backend.emit_triton(str(EXAMPLES / "linear.mlir"))

@@ -122,16 +122,19 @@ def _import_text(text):
     return module
 
 
-def load_triton(text, block_m=None, block_n=None, key_splits=None):
+def load_triton(text, block_m=None, block_n=None, key_splits=None, schedule=None):
     """A TritonKernel from emitted module text (block sizes default to the module's;
-    key_splits forces the decode forward with that many key chunks)."""
-    return TritonKernel(_import_text(text), block_m, block_n, key_splits)
+    key_splits forces the decode forward with that many key chunks; schedule replaces
+    entries of the module's: {"forward" | "backward" | "decode": (BLOCK_M, BLOCK_N,
+    num_warps, num_stages)}, as bench/gpu_tiles.py tries them)."""
+    return TritonKernel(_import_text(text), block_m, block_n, key_splits, schedule)
 
 
 def compile_triton(source, kernel=None, block_m=None, block_n=None, options=(),
-                   key_splits=None):
+                   key_splits=None, schedule=None):
     """emit_triton, then load_triton."""
-    return load_triton(emit_triton(source, kernel, options), block_m, block_n, key_splits)
+    return load_triton(emit_triton(source, kernel, options), block_m, block_n, key_splits,
+                       schedule)
 
 
 def choose_cuda_target(targets, major, minor):
@@ -253,7 +256,7 @@ def select_schedule(schedules, default, chip, dtype, head_dim):
 class TritonKernel:
     """The four kernels of one emitted module and how to launch them."""
 
-    def __init__(self, module, block_m=None, block_n=None, key_splits=None):
+    def __init__(self, module, block_m=None, block_n=None, key_splits=None, schedule=None):
         self.module = module
         self.name = module.KERNEL
         if "KeyStarts" not in getattr(module, FORWARD).arg_names:
@@ -272,18 +275,24 @@ class TritonKernel:
         # Key chunks of the decode forward a test asks for, for every call; else
         # decode_split's choice from the GPU's SM count (none under the interpreter).
         self.key_splits = key_splits
+        unknown = sorted(set(schedule or {}) - {"forward", "backward", "decode"})
+        if unknown:
+            raise ValueError(f"attn kernel {self.name} (Triton): schedule entries are "
+                             f"forward, backward and decode, got {', '.join(unknown)}")
+        self.schedule_override = dict(schedule or {})
 
     def schedule(self, device, dtype, head_dim):
         """{"forward": (BLOCK_M, BLOCK_N, num_warps, num_stages), "backward": (...),
         "decode": (...)} on
         `device` for storage `dtype` and `head_dim`: the module's SCHEDULES entry of the
-        device's chip (select_schedule), DEFAULT_SCHEDULE under the interpreter, the
-        tiles given to the constructor where it was given some."""
+        device's chip (select_schedule), DEFAULT_SCHEDULE under the interpreter, then the
+        constructor's schedule entries and tiles where it was given some."""
         schedule = self.module.DEFAULT_SCHEDULE
         if torch.device(device).type == "cuda":
             major, minor = torch.cuda.get_device_capability(device)
             schedule = select_schedule(self.module.SCHEDULES, schedule, f"sm_{major}{minor}",
                                        _TRITON_TYPES[dtype].replace("fp", "f"), head_dim)
+        schedule = {**schedule, **self.schedule_override}
         if self.block_m or self.block_n:
             schedule = {direction: ((tiles[0] if direction == "decode" else self.block_m
                                      or tiles[0]), self.block_n or tiles[1], *tiles[2:])
