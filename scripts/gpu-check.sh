@@ -18,8 +18,11 @@
 #                     cubins through it (test/cuda/sanitize_kernels.py);
 #   3. sanitizer_*    compute-sanitizer memcheck on one forward and one backward (the
 #                     Python launcher; the cubins too where step 2 built the runtime);
-#   4. gpu_bench      bench/gpu_bench.py on the time left, its table in OUTDIR/gpu-bench.md
-#                     (ATTN_GPU_BENCH_ARGS: more of its options, e.g. "--quick --only softmax").
+#   4. gpu_bench      bench/gpu_bench.py on the time left but ATTN_GPU_TILES_SECONDS, its
+#                     table in OUTDIR/gpu-bench.md (ATTN_GPU_BENCH_ARGS: more of its
+#                     options, e.g. "--quick --only softmax");
+#   5. gpu_tiles      bench/gpu_tiles.py (softmax's candidate schedules, d = 128, N = 4096)
+#                     on ATTN_GPU_TILES_SECONDS (default 120; 0: skipped), OUTDIR/gpu-tiles.md.
 # Ends within ATTN_GPU_CHECK_SECONDS (default 560, under the device tool's 10 minutes per
 # command); writes OUTDIR/summary.json; exits non-zero when a step failed.
 set -uo pipefail
@@ -107,10 +110,16 @@ if [[ ${status[runtime]} -eq 0 ]]; then
     "$python" "$root/test/cuda/sanitize_kernels.py" "$artifacts"
 fi
 
-left=$((total_seconds - $(elapsed)))
+tiles_seconds="${ATTN_GPU_TILES_SECONDS:-120}"
+left=$((total_seconds - tiles_seconds - $(elapsed)))
 if ((left > 60)); then
   step gpu_bench "$left" "$python" "$root/bench/gpu_bench.py" --out "$out/gpu-bench.md" \
     --json "$out/gpu-bench.json" --budget 0.15 --deadline $((left - 60)) ${ATTN_GPU_BENCH_ARGS:-}
+fi
+left=$((total_seconds - $(elapsed)))
+if ((tiles_seconds > 0 && left > 60)); then
+  step gpu_tiles "$left" "$python" "$root/bench/gpu_tiles.py" --out "$out/gpu-tiles.md" \
+    --budget 0.15 --deadline $((left - 45))
 fi
 
 "$python" - "$out" >"$out/summary.json" <<PY
