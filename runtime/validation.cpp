@@ -219,7 +219,6 @@ void check_positions(const Library &lib, const char *fn, const Options &opts, co
               "--gpu-backend=triton, or run on the CPU");
 }
 
-/// The kernels always take key_lengths: Nk for every batch entry when none was given.
 /// `values` as an int64 tensor on `device` without draining its stream: a copy from
 /// pageable host memory first waits for the stream's work (CUDA's synchronisation rules),
 /// which would serialise every call with the kernels before it. Equal values become a
@@ -379,7 +378,7 @@ Problem validate(const Library &lib, const char *fn, const Tensor &q, const Tens
       p.kv_len[static_cast<size_t>(b)] = data[b];
     }
   }
-  if (cuda) {
+  if (cuda) { // the kernels always take key lengths: Nk per batch entry when none was given
     p.key_lengths = device_int64(p.kv_len, p.device);
     p.query_starts = device_int64(p.query_start, p.device);
     p.key_starts = device_int64(p.key_start, p.device);
