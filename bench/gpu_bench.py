@@ -256,7 +256,8 @@ def main():
                 rows.append(row)
                 write(rows, checks, args, quiet=True)  # what a time-out leaves is kept
                 log(f"gpu_bench: N={n} d={d} causal={causal} {row['pass']}: softmax "
-                    f"{row.get('softmax', '-')} ms, flex {row['flex']} ms, SDPA flash {row['SDPA flash']}")
+                    f"{row.get('softmax', '-')} ms, flex {row['flex']} ms, "
+                    f"SDPA flash {row['SDPA flash']}")
     write(rows, checks, args)
     return 0
 

@@ -464,7 +464,7 @@ def test_param_gradients_are_deterministic():
 
 @pytest.mark.skipif(DEVICE == "cpu", reason="the GPU's stream: native runs only")
 @pytest.mark.parametrize("split", [False, True])
-def test_calls_leave_the_stream_running(split):
+def test_native_only_calls_leave_the_stream_running(split):
     """A warm forward and backward wait for no GPU work on the host (torch's sync debug
     mode raises on any call that would): positions and key lengths given on the CPU reach
     the kernels without a copy from pageable memory, which drains the stream. Seen on an
