@@ -44,13 +44,13 @@ struct SelectGpuSchedulePass : impl::AttnSelectGpuScheduleBase<SelectGpuSchedule
                                            ", ");
         return signalPassFailure();
       }
+    const bool scan = kernel.getAlgorithm() == Algorithm::Scan;
+    const unsigned learnableParams = kernelParamNames(kernel).size();
     SmallVector<Attribute> schedules;
     for (const std::string &chip : chips)
       for (FloatType type : request->types)
         for (int64_t dim : dims)
-          schedules.push_back(defaultGpuSchedule(chip, type, dim,
-                                                 kernel.getAlgorithm() == Algorithm::Scan,
-                                                 kernelParamNames(kernel).size()));
+          schedules.push_back(defaultGpuSchedule(chip, type, dim, scan, learnableParams));
     kernel.setGpuScheduleAttr(ArrayAttr::get(&getContext(), schedules));
   }
 };

@@ -227,9 +227,11 @@ def _on_device(t, device, dtype):
     device = torch.device(device)
     if t.device.type != "cpu" or device.type != "cuda":
         return t.to(device).contiguous()
-    if t.numel() == 0 or bool((t == t.flatten()[0]).all()):
-        return torch.full(t.shape, t.flatten()[0].item() if t.numel() else 0, dtype=dtype,
-                          device=device)
+    if t.numel() == 0:
+        return torch.empty(t.shape, dtype=dtype, device=device)
+    first = t.flatten()[0].item()
+    if bool((t == first).all()):
+        return torch.full(t.shape, first, dtype=dtype, device=device)
     return t.contiguous().pin_memory().to(device, non_blocking=True)
 
 
