@@ -1,6 +1,6 @@
 // detail::parallel_items (runtime/work_sharing.h): every item once, under the caller's
-// thread-local state, the first exception rethrown after every item ran, serial inside
-// a parallel region.
+// thread-local state, the first exception rethrown after every item ran, a return only
+// once helpers' items finished, serial inside a parallel region.
 #include "work_sharing.h"
 
 #include <ATen/Parallel.h>
@@ -74,6 +74,30 @@ TEST_F(WorkSharing, RethrowsTheFirstErrorAfterEveryItemRan) {
                               }),
                std::runtime_error);
   EXPECT_EQ(ran.load(), 100);
+}
+
+// The caller spins for a helper's last item only about two of its own items' time
+// (2 ms at most), then sleeps until the helper reports it: either way it returns with
+// every item finished.
+TEST_F(WorkSharing, WaitsForAHelpersItemPastTheSpin) {
+  const auto caller = std::this_thread::get_id();
+  for (const auto helper_item :
+       {std::chrono::microseconds(300), std::chrono::microseconds(30000)}) {
+    constexpr int64_t n = 8;
+    std::vector<std::atomic<bool>> finished(n);
+    std::atomic<int> on_helpers{0};
+    parallel_items(n, [&](int64_t i) {
+      if (std::this_thread::get_id() != caller) {
+        on_helpers.fetch_add(1);
+        std::this_thread::sleep_for(helper_item);
+      }
+      finished[static_cast<size_t>(i)].store(true);
+    });
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_TRUE(finished[static_cast<size_t>(i)].load()) << "item " << i;
+    if (on_helpers.load() == 0)
+      GTEST_SKIP() << "no helper thread started during the call (a loaded machine)";
+  }
 }
 
 TEST_F(WorkSharing, SerialInsideAParallelRegionAndForNoItems) {
