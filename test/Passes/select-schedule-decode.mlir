@@ -6,7 +6,9 @@
 // forward's keys per tile (4 vectors). Its forward is a function of its own,
 // `.d<D>.decode`, which packs no key panels (no memref.alloc): a panel of 16 rows
 // (the most a call of it has), tiles of one row whose scores are the dot products
-// of K's rows with the row, lanes added by one shuffle tree per 8 keys. The entry
+// of K's rows with the row, lanes added by one shuffle tree per 8 keys, each key's
+// row prefetched 32 keys ahead (one prefetch per 64-byte line, clamped to the last
+// key: a 32-float row takes two). The entry
 // point calls it for calls of at most 16 rows at that head dim and the tiled
 // forward for more; the backward has no decode variant.
 attn.normalizer @softmax {
@@ -35,6 +37,10 @@ attn.kernel @k normalizer(@softmax)
 // CHECK-DAG: memref.alloca() : memref<16x32xf32>
 // CHECK-DAG: memref.alloca() : memref<1x1024xf32>
 // CHECK-DAG: memref.alloca() : memref<16x4xf32>
+// CHECK: memref.prefetch %arg1[%[[AHEAD:.*]], %{{.*}}], read, locality<3>, data
+// CHECK-NEXT: %[[C16:.*]] = arith.constant 16 : index
+// CHECK-NEXT: memref.prefetch %arg1[%[[AHEAD]], %[[C16]]], read, locality<3>, data
+// CHECK-NOT: memref.prefetch
 // CHECK: vector.load %arg1[{{.*}}] : memref<?x?xf32, strided<[?, 1], offset: ?>>, vector<8xf32>
 // CHECK: vector.fma
 // CHECK: vector.shuffle

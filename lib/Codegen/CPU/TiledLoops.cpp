@@ -28,6 +28,13 @@ static constexpr int64_t kBackwardKeyBlockBytes = 512 * 1024;
 /// Row tiles per forward query panel: each key block is read from L2 by every tile
 /// of the panel, and once per panel from farther away.
 static constexpr int64_t kForwardPanelTiles = 32;
+/// How many keys ahead of the one it scores the decode forward prefetches K's row:
+/// the L2 streamer stops at every 4 KiB page and learns the stream again from misses,
+/// and a decoder step reads each row of K once (32 rows: 8-16 KiB at d = 64-128 in
+/// f32). Measured 3-8% on decoder steps (bench/few_rows.py rows), 1 and 2 threads.
+static constexpr int64_t kDecodePrefetchKeys = 32;
+/// One prefetch per cache line of a row.
+static constexpr int64_t kCacheLineBytes = 64;
 /// Register tiles of rows per backward row block: the dK, dV and dQ updates sum
 /// over all of them, so each key tile's operands come from L2 once per block.
 static constexpr int64_t kBackwardRowTiles = 4;
@@ -352,6 +359,8 @@ SmallVector<Value> CPUKernelBuilder::keyRowScores(int64_t scoreVectors, int64_t 
                                                   Value j0, Value lastKey, Value queryTile,
                                                   Value scratch) {
   const int64_t vectorsPerRow = headDim / lanes;
+  const int64_t lineColumns = std::max<int64_t>(
+      lanes, kCacheLineBytes * 8 / static_cast<int64_t>(type.getIntOrFloatBitWidth()));
   SmallVector<Value> query;
   for (int64_t c = 0; c < vectorsPerRow; ++c)
     query.push_back(
@@ -359,13 +368,19 @@ SmallVector<Value> CPUKernelBuilder::keyRowScores(int64_t scoreVectors, int64_t 
   // Per vector of `lanes` keys: each key's products with the row, lanes still to
   // add, then one shuffle tree (rowReductions) adds all of them into the lanes of
   // the score vector. Keys past `lastKey` reread it: in bounds, their lanes are
-  // past the row's span. A loop over the vectors, through `scratch`, keeps one
-  // copy of that code per tile kind (it is most of a decode tile's code).
+  // past the row's span (prefetches past it fetch it again). A loop over the
+  // vectors, through `scratch`, keeps one copy of that code per tile kind (it is
+  // most of a decode tile's code).
   loop(index(0), index(scoreVectors), {}, [&](Value h, ValueRange) -> SmallVector<Value> {
     Value first = arith::AddIOp::create(b, j0, arith::MulIOp::create(b, h, index(lanes)));
     SmallVector<Value> products;
     for (int64_t t = 0; t < lanes; ++t) {
       Value key = arith::MinSIOp::create(b, arith::AddIOp::create(b, first, index(t)), lastKey);
+      Value ahead = arith::MinSIOp::create(
+          b, arith::AddIOp::create(b, first, index(t + kDecodePrefetchKeys)), lastKey);
+      for (int64_t c = 0; c < headDim; c += lineColumns)
+        memref::PrefetchOp::create(b, k, ValueRange{ahead, index(c)}, /*isWrite=*/false,
+                                   /*localityHint=*/3, /*isDataCache=*/true);
       Value product;
       for (int64_t c = 0; c < vectorsPerRow; ++c) {
         Value x = laneMath->feature(
