@@ -1,7 +1,9 @@
 //===- gpu_launch.cpp - a call's GPU kernels (the Triton backend) ---------===//
 //
 // The kernels and their parameters are the artifact's attn_triton_launch
-// (triton_launch orders the arguments by name); tensors go with their strides.
+// (triton_launch orders the arguments by name); tensors go with their strides. Buffers
+// are allocated on q's device (the call's: cuda_launch_test runs this path with CPU
+// tensors against a fake driver).
 //
 //===----------------------------------------------------------------------===//
 #include "gpu_launch.h"
@@ -37,7 +39,7 @@ TritonProblem triton_problem(const Library &lib, const Problem &p, const Tensor 
                              const Tensor &k, const Tensor &v, const Tensor &params,
                              const std::vector<Tensor> &inputs) {
   TritonProblem t;
-  auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(p.device);
+  auto f32 = q.options().dtype(torch::kFloat);
   t.params32 = p.P ? params.to(f32).contiguous() : torch::zeros({1}, f32);
   t.lengths32 = p.key_lengths.to(torch::kInt);
   t.query_starts64 = p.query_starts.to(torch::kLong);
@@ -137,7 +139,7 @@ std::tuple<Tensor, Tensor, Tensor> run_forward_triton(const Library &lib, const 
                                                       const Tensor &v, const Tensor &params,
                                                       const std::vector<Tensor> &inputs) {
   const TritonProblem t = triton_problem(lib, p, q, k, v, params, inputs);
-  auto stats = torch::TensorOptions().dtype(torch::kFloat).device(p.device);
+  auto stats = q.options().dtype(torch::kFloat);
   Tensor out = torch::empty({p.B, p.H, p.Nq, p.dv}, q.options());
   Tensor row_max = torch::empty({p.B, p.H, p.Nq}, stats);
   Tensor row_sum = torch::empty({p.B, p.H, p.Nq}, stats);
@@ -173,11 +175,12 @@ run_backward_triton(const Library &lib, const Problem &p, const Tensor &q, const
   const TritonProblem t = triton_problem(lib, p, q, k, v, params, inputs);
   const TritonLaunch &launch = *lib.triton();
   const Tensor row_max = row_max_in.contiguous(), row_sum = row_sum_in.contiguous();
-  auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(p.device);
+  auto f32 = q.options().dtype(torch::kFloat);
   const int64_t H_KV = p.H / p.group, P = std::max<int64_t>(p.P, 1);
-  // One slot per program of the kernels that write them: their grids' tile counts.
+  // One slot per program of the kernels that write them: their grids' tile counts
+  // (attn_bwd_preprocess's rows are attn_bwd_dq's: the backward's tiles).
   const int64_t row_blocks =
-      triton_grid(lib, triton_image(lib, p.device, TritonKernel::BackwardPreprocess,
+      triton_grid(lib, triton_image(lib, p.device, TritonKernel::BackwardQueries,
                                                     p.dtype, p.d, p.causal),
                           t.sizes)[0];
   const int64_t key_blocks =
@@ -220,9 +223,21 @@ run_backward_triton(const Library &lib, const Problem &p, const Tensor &q, const
     prep["d" + declared.arg] = triton_ptr(table_slots.back().first);
     dkdv["d" + declared.arg] = triton_ptr(table_slots.back().second);
   }
-  launch_triton(lib, p, TritonKernel::BackwardPreprocess, t, prep);
-  launch_triton(lib, p, TritonKernel::BackwardKeys, t, dkdv);
-  launch_triton(lib, p, TritonKernel::BackwardQueries, t, dqk);
+  // The launch description's backward (abi.h): rows first, attn_bwd_dq writes Delta and
+  // the tile states (row states per key tile) that attn_bwd_dkdv then reads.
+  std::vector<Tensor> tile_states;
+  for (const std::string &name : launch.backward.tile_states) {
+    tile_states.push_back(torch::zeros({p.B * p.H, key_blocks, p.Nq}, f32));
+    dkdv[name] = dqk[name] = triton_ptr(tile_states.back());
+  }
+  if (launch.backward.rows_first) {
+    launch_triton(lib, p, TritonKernel::BackwardQueries, t, dqk);
+    launch_triton(lib, p, TritonKernel::BackwardKeys, t, dkdv);
+  } else {
+    launch_triton(lib, p, TritonKernel::BackwardPreprocess, t, prep);
+    launch_triton(lib, p, TritonKernel::BackwardKeys, t, dkdv);
+    launch_triton(lib, p, TritonKernel::BackwardQueries, t, dqk);
+  }
   // Sums in float64 over a fixed shape: deterministic reductions.
   Tensor dparams = (row_slots.to(torch::kDouble).sum(c10::IntArrayRef{0, 1}) +
                     key_slots.to(torch::kDouble).sum(c10::IntArrayRef{0, 1}))

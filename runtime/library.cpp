@@ -189,7 +189,8 @@ std::map<std::string, CacheEntry> &library_cache() {
 
 /// The launch description's inputs are the manifest's, and every (target, dtype, head
 /// dim) the manifest lists has the Triton cubins a call can need: each kernel, both
-/// causal variants where it has them.
+/// causal variants where it has them; the decode kernels only with a decode rule,
+/// attn_bwd_preprocess only where the backward is not rows first.
 static void check_triton_images(const std::string &path, const Manifest &m, const TritonLaunch &launch) {
   std::vector<std::string> declared, described;
   for (const TensorInput &input : m.inputs)
@@ -207,6 +208,8 @@ static void check_triton_images(const std::string &path, const Manifest &m, cons
             kernel == TritonKernel::ForwardSplit || kernel == TritonKernel::ForwardMerge;
         if (decoding && !launch.decode)
           continue; // an artifact without the decode forward
+        if (kernel == TritonKernel::BackwardPreprocess && launch.backward.rows_first)
+          continue; // attn_bwd_dq writes Delta
         for (const char *variant : triton_variants(kernel)) {
           const bool found = std::any_of(
               launch.images.begin(), launch.images.end(), [&](const TritonImage &image) {

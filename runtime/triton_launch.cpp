@@ -66,6 +66,10 @@ TritonLaunch parse_triton_launch(const std::string &path, const std::string &tex
   if (doc.contains("decode"))
     launch.decode = TritonDecodeRule{doc["decode"]["max_rows"].get<int64_t>(),
                                      doc["decode"]["programs_per_sm"].get<int64_t>()};
+  if (doc.contains("backward")) {
+    launch.backward.rows_first = doc["backward"]["rows_first"].get<bool>();
+    launch.backward.tile_states = doc["backward"]["tile_states"].get<std::vector<std::string>>();
+  }
   for (const auto &entry : doc["inputs"]) // [name, kernel argument, element, extents, learnable]
     launch.inputs.push_back(TritonInput{entry[0].get<std::string>(), entry[1].get<std::string>(),
                                         entry[2].get<std::string>(), entry[4].get<bool>()});

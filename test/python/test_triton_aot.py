@@ -1,7 +1,11 @@
 """The generated Triton kernels compile ahead of time for the GPUs they target, without a
 GPU: tensor-core code on both, wgmma (Hopper's warpgroup MMA) for sm_90 and mma.sync for
 sm_80. The same kernels are checked numerically by test_triton_interpreter.py."""
+import ctypes
+import json
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -164,3 +168,40 @@ def test_implicit_kernels_compile_for_sm_90(cuda_target):
         assert set(compiled) == {"attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq"}
         for kernel_name, binary in compiled.items():
             assert binary.asm.get("cubin"), f"{name} {kernel_name}: no cubin for sm_90"
+
+
+@pytest.mark.parametrize("name,algorithm", [("stick_breaking", "scan"),
+                                            ("sparsemax", "implicit")])
+def test_scan_and_implicit_artifacts(cuda_target, tmp_path, name, algorithm):
+    """attn-compile --cuda-targets=sm_90 (bf16, d = 64) puts a scan's and an implicit
+    normalizer's kernels in an artifact, with the launch description the C++ runtime
+    follows: the backward rows first (attn_bwd_dq before attn_bwd_dkdv) and no
+    attn_bwd_preprocess cubin, a scan's two tile states (parameters of both backward
+    kernels), the decode forward only where DECODE has rows (the scan's); the runtime
+    loads it."""
+    import attn
+    from attn.paths import compiler_path
+    from test_triton_artifact import embedded
+
+    path = tmp_path / f"{name}.so"
+    result = subprocess.run([compiler_path(), str(EXAMPLES / f"{name}.mlir"), "-o", str(path),
+                             "--dtypes=f32", "--cuda-targets=sm_90", "--cuda-dtypes=bf16",
+                             "--cuda-head-dims=64"], capture_output=True, text=True,
+                            env=dict(os.environ, ATTN_PYTHON=sys.executable))
+    assert result.returncode == 0, result.stderr[-4000:]
+    launch = json.loads(embedded(ctypes.CDLL(str(path)), "attn_triton_launch").rstrip(b"\0"))
+    scan = algorithm == "scan"
+    states = ["TileLogSurvival", "TileSuffix"] if scan else []
+    assert launch["backward"] == {"rows_first": True, "tile_states": states}
+    assert ("decode" in launch) == scan
+    decode = {"attn_fwd_split", "attn_fwd_merge"} if scan else set()
+    assert {image["kernel"] for image in launch["images"]} == {
+        "attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq"} | decode
+    for image in launch["images"]:
+        parameters = {parameter for parameter, _ in image["parameters"]}
+        taken = set(states) & parameters
+        assert taken == (set(states) if image["kernel"] in ("attn_bwd_dkdv", "attn_bwd_dq")
+                         else set()), image["symbol"]
+    kernel = attn.load(str(path))
+    assert kernel.manifest["algorithm"] == algorithm
+    assert kernel.cuda_targets == ["sm_90"]

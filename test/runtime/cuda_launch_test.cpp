@@ -8,13 +8,16 @@
 // exports in place of libtorch_cuda), balanced context push/pop and the error texts.
 #include "attn/runtime.h"
 #include "cuda_driver.h"
+#include "gpu_launch.h"
 
+#include <c10/core/CPUAllocator.h>
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
 
 #include <cstring>
 #include <functional>
+#include <map>
 #include <string>
 
 // The stable C shim of libtorch_cuda, as the runtime looks it up (dlsym).
@@ -271,6 +274,186 @@ TEST_F(TritonFakeDriver, MissingCubinsAndArgumentsAreNamed) {
   EXPECT_NE(msg.find("batch x heads = 80000 exceeds the CUDA grid limit 65535"),
             std::string::npos) << msg;
   EXPECT_EQ(fake<int (*)()>("fake_ctx_depth")(), 0) << "context push/pop unbalanced";
+}
+
+// ---- A backward that runs rows first (fixtures/triton_rows_first.c) -----------------
+// run_forward_triton and run_backward_triton as a CUDA call runs them, with CPU tensors:
+// the fake driver records each launch (kernel, grid, the five parameters' values).
+
+/// Records the size of every CPU allocation while installed (the tile states' sizes).
+class RecordingAllocator final : public c10::Allocator {
+public:
+  RecordingAllocator() : inner_(c10::GetCPUAllocator()) {
+    c10::SetCPUAllocator(this, /*priority=*/UINT8_MAX);
+  }
+  ~RecordingAllocator() override { c10::SetCPUAllocator(inner_, UINT8_MAX); }
+  c10::DataPtr allocate(size_t n) override {
+    c10::DataPtr data = inner_->allocate(n);
+    bytes_[reinterpret_cast<uint64_t>(data.get())] = n;
+    return data;
+  }
+  void copy_data(void *dest, const void *src, std::size_t count) const override {
+    inner_->copy_data(dest, src, count);
+  }
+  /// The size of the allocation at `address`; 0 if none was made there.
+  size_t bytes_at(uint64_t address) const {
+    auto it = bytes_.find(address);
+    return it == bytes_.end() ? 0 : it->second;
+  }
+
+private:
+  c10::Allocator *inner_;
+  std::map<uint64_t, size_t> bytes_;
+};
+
+struct Launch {
+  std::string kernel;
+  std::array<unsigned, 3> grid;
+  std::array<uint64_t, 5> args; // the kernel's five parameters (the fixture's)
+};
+
+class TritonRowsFirst : public ::testing::Test {
+protected:
+  void SetUp() override {
+    (void)attn::detail::CudaDriver::get();
+    ASSERT_NE(fake<int (*)()>("fake_module_loads"), nullptr)
+        << "libcuda.so.1 is not the fake (run through ctest)";
+    fake<void (*)(int)>("fake_expect_args")(5);
+  }
+  /// The launches since the last call.
+  static std::vector<Launch> launches() {
+    std::vector<Launch> out;
+    for (int i = 0; i < fake<int (*)()>("fake_launches")(); ++i) {
+      Launch l;
+      l.kernel = fake<const char *(*)(int)>("fake_launch_kernel")(i);
+      const unsigned *grid = fake<const unsigned *(*)(int)>("fake_launch_grid")(i);
+      std::copy(grid, grid + 3, l.grid.begin());
+      const uint64_t *args = fake<const uint64_t *(*)(int)>("fake_launch_args")(i);
+      std::copy(args, args + 5, l.args.begin());
+      out.push_back(l);
+    }
+    fake<void (*)()>("fake_clear_launches")();
+    return out;
+  }
+  /// A bf16 call on cuda:1 (sm_90) of B = 2, H = 4 over H_KV = 2, d = 64, tensors on
+  /// the CPU.
+  void shapes(int64_t Nq, int64_t Nk, int64_t B = 2, int64_t H = 4, int64_t H_KV = 2) {
+    auto bf16 = torch::TensorOptions().dtype(torch::kBFloat16);
+    q = torch::zeros({B, H, Nq, 64}, bf16);
+    k = torch::zeros({B, H_KV, Nk, 64}, bf16);
+    v = torch::zeros({B, H_KV, Nk, 64}, bf16);
+    p = attn::detail::Problem::of(q, k, v);
+    p.device = torch::Device(torch::kCUDA, 1);
+    p.kv_len.assign(B, Nk);
+    p.query_start.assign(B, 0);
+    p.key_start.assign(B, 0);
+    p.key_lengths = torch::full({B}, Nk, torch::kLong);
+    p.query_starts = p.key_starts = torch::zeros({B}, torch::kLong);
+  }
+  std::vector<Launch> backward(const Library &lib) {
+    launches();
+    auto f32 = torch::TensorOptions().dtype(torch::kFloat);
+    const torch::Tensor out = torch::zeros_like(q), grad_out = torch::zeros_like(q);
+    const torch::Tensor row_max = torch::zeros({p.B, p.H, p.Nq}, f32);
+    const torch::Tensor row_sum = torch::zeros({p.B, p.H, p.Nq}, f32);
+    auto grads = attn::detail::run_backward_triton(lib, p, q, k, v, torch::empty({0}, f32), {},
+                                                   out, row_max, row_sum, grad_out);
+    dq_address = reinterpret_cast<uint64_t>(std::get<0>(grads).data_ptr());
+    dk_address = reinterpret_cast<uint64_t>(std::get<1>(grads).data_ptr());
+    return launches();
+  }
+  std::vector<Launch> forward(const Library &lib) {
+    launches();
+    attn::detail::run_forward_triton(lib, p, q, k, v, torch::empty({0}, torch::kFloat), {});
+    return launches();
+  }
+  static std::vector<std::string> kernels(const std::vector<Launch> &ls) {
+    std::vector<std::string> names;
+    for (const Launch &l : ls)
+      names.push_back(l.kernel);
+    return names;
+  }
+  torch::Tensor q, k, v;
+  attn::detail::Problem p;
+  uint64_t dq_address = 0, dk_address = 0;
+};
+
+using Names = std::vector<std::string>;
+
+TEST_F(TritonRowsFirst, ScanRunsDqFirstWithTileStatesAndNoPreprocess) {
+  auto lib = Library::load(ATTN_FX_TRITON_SCAN);
+  EXPECT_TRUE(lib->triton()->backward.rows_first);
+  EXPECT_EQ(lib->triton()->backward.tile_states, (Names{"TileLogSurvival", "TileSuffix"}));
+  shapes(/*Nq=*/40, /*Nk=*/50);
+  RecordingAllocator allocations;
+  const std::vector<Launch> ls = backward(*lib);
+  ASSERT_EQ(kernels(ls), (Names{"attn_bwd_dq", "attn_bwd_dkdv"}));
+  const Launch &dq = ls[0], &dkdv = ls[1];
+  EXPECT_EQ(dq.grid, (std::array<unsigned, 3>{2, 8, 1}));   // cdiv(40, 32), B * H
+  EXPECT_EQ(dkdv.grid, (std::array<unsigned, 3>{4, 4, 1})); // cdiv(50, 16), B * H_KV
+  EXPECT_EQ(dq.args[0], dq_address);
+  EXPECT_EQ(dkdv.args[0], dk_address);
+  EXPECT_NE(dq.args[1], 0u);
+  EXPECT_EQ(dq.args[1], dkdv.args[1]) << "dkdv reads the Delta dq wrote";
+  // TileLogSurvival and TileSuffix: two buffers, the same ones for both kernels, each
+  // float32 [B * H, key tiles, Nq].
+  EXPECT_NE(dq.args[2], dq.args[3]);
+  EXPECT_EQ(dq.args[2], dkdv.args[2]);
+  EXPECT_EQ(dq.args[3], dkdv.args[3]);
+  for (int state : {2, 3})
+    EXPECT_EQ(allocations.bytes_at(dq.args[state]), sizeof(float) * 8 * 4 * 40) << state;
+  EXPECT_EQ(dq.args[4] & 0xffffffffu, 40u);
+  EXPECT_EQ(dkdv.args[4] & 0xffffffffu, 50u);
+}
+
+TEST_F(TritonRowsFirst, ScanForwardSplitsKeysForFewRows) {
+  auto lib = Library::load(ATTN_FX_TRITON_SCAN);
+  shapes(/*Nq=*/40, /*Nk=*/50);
+  EXPECT_EQ(kernels(forward(*lib)), (Names{"attn_fwd"}));
+  shapes(/*Nq=*/1, /*Nk=*/4096, /*B=*/1, /*H=*/2, /*H_KV=*/1);
+  EXPECT_EQ(kernels(forward(*lib)), (Names{"attn_fwd_split", "attn_fwd_merge"}));
+}
+
+TEST_F(TritonRowsFirst, ImplicitRunsDqFirstAndNeverTheDecodeForward) {
+  auto lib = Library::load(ATTN_FX_TRITON_IMPLICIT);
+  EXPECT_FALSE(lib->triton()->decode.has_value());
+  EXPECT_TRUE(lib->triton()->backward.rows_first);
+  EXPECT_TRUE(lib->triton()->backward.tile_states.empty());
+  shapes(/*Nq=*/40, /*Nk=*/50);
+  const std::vector<Launch> ls = backward(*lib);
+  ASSERT_EQ(kernels(ls), (Names{"attn_bwd_dq", "attn_bwd_dkdv"}));
+  EXPECT_EQ(ls[0].args[1], ls[1].args[1]) << "dkdv reads the Delta dq wrote";
+  EXPECT_EQ(ls[0].grid, (std::array<unsigned, 3>{2, 8, 1}));
+  EXPECT_EQ(ls[1].grid, (std::array<unsigned, 3>{4, 4, 1}));
+  // A decoder step that a decode forward would split: attn_fwd alone.
+  shapes(/*Nq=*/1, /*Nk=*/4096, /*B=*/1, /*H=*/2, /*H_KV=*/1);
+  const std::vector<Launch> fwd = forward(*lib);
+  ASSERT_EQ(kernels(fwd), (Names{"attn_fwd"}));
+  EXPECT_EQ(fwd[0].grid, (std::array<unsigned, 3>{1, 2, 1}));
+}
+
+TEST_F(TritonRowsFirst, WithoutThePlanThePreprocessCubinIsRequired) {
+  // The implicit fixture's cubins without "backward": a backward that is not rows first
+  // needs attn_bwd_preprocess, which the artifact lacks.
+  const std::string msg = error_of([] { Library::load(ATTN_FX_TRITON_NO_PLAN); });
+  EXPECT_NE(msg.find("manifest lists the Triton kernel (cuda.kernels) bf16 64 for sm_90 but "
+                     "attn_triton_launch describes no any attn_bwd_preprocess cubin for it"),
+            std::string::npos) << msg;
+}
+
+TEST_F(TritonRowsFirst, ALaunchDescriptionWithoutBackwardRunsPreprocessFirst) {
+  // triton_gpu.c's launch description has no "backward": preprocess, dkdv, dq.
+  auto lib = Library::load(ATTN_FX_TRITON_GPU);
+  EXPECT_FALSE(lib->triton()->backward.rows_first);
+  shapes(/*Nq=*/16, /*Nk=*/16, /*B=*/1, /*H=*/1, /*H_KV=*/1);
+  fake<void (*)(int)>("fake_expect_args")(4); // its backward kernels take two parameters
+  launches();
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat);
+  const torch::Tensor stats = torch::zeros({1, 1, 16}, f32);
+  p.device = torch::Device(torch::kCUDA, 0); // sm_86: the sm_80 cubins
+  attn::detail::run_backward_triton(*lib, p, q, k, v, torch::empty({0}, f32), {},
+                                    torch::zeros_like(q), stats, stats, torch::zeros_like(q));
+  EXPECT_EQ(kernels(launches()), (Names{"attn_bwd_preprocess", "attn_bwd_dkdv", "attn_bwd_dq"}));
 }
 
 } // namespace

@@ -216,8 +216,7 @@ static FailureOr<TritonImages> compileTritonImages(ModuleOp module,
   FailureOr<attn::KernelOp> kernel = attn::selectKernel(*copy, kernelName);
   TritonImages images;
   llvm::raw_string_ostream source(images.source);
-  if (failed(kernel) || failed(attn::checkRuntimeLaunchable(*kernel)) ||
-      failed(attn::emitTritonModule(*kernel, source)))
+  if (failed(kernel) || failed(attn::emitTritonModule(*kernel, source)))
     return failure();
   SmallString<128> dir;
   if (std::error_code ec = llvm::sys::fs::createUniqueDirectory("attn-triton", dir)) {

@@ -2615,19 +2615,3 @@ LogicalResult mlir::attn::emitTritonModule(KernelOp kernel, llvm::raw_ostream &o
   os << text;
   return success();
 }
-
-LogicalResult mlir::attn::checkRuntimeLaunchable(KernelOp kernel) {
-  if (kernel.getAlgorithm() == Algorithm::Implicit)
-    return kernel.emitOpError("uses an implicit normalizer (@")
-           << kernel.getNormalizerOp().getSymName()
-           << ", a threshold τ_i solved per row), whose Triton kernels the C++ runtime does not "
-              "launch yet (attn_fwd only forward, attn_bwd_dq finding r_i before attn_bwd_dkdv); "
-              "attn.triton_backend launches the module of --emit=triton";
-  if (kernel.getAlgorithm() != Algorithm::Scan)
-    return success();
-  return kernel.emitOpError("uses a scan normalizer (@")
-         << kernel.getNormalizerOp().getSymName()
-         << ", log_survival), whose Triton backward the C++ runtime does not launch yet (its "
-            "per-tile row states, attn_bwd_dq before attn_bwd_dkdv); attn.triton_backend "
-            "launches the module of --emit=triton";
-}

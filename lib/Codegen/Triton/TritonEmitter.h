@@ -56,12 +56,6 @@ namespace mlir::attn {
 /// fails with a diagnostic on the kernel, or on the op it cannot print.
 LogicalResult emitTritonModule(KernelOp kernel, llvm::raw_ostream &os);
 
-/// Whether the C++ runtime (runtime/gpu_launch.cpp) launches the module's kernels from
-/// an artifact (attn-compile --cuda-targets); a diagnostic on the kernel where it does
-/// not: a scan's backward needs per-tile row states and attn_bwd_dq before
-/// attn_bwd_dkdv, which only attn.triton_backend provides so far.
-LogicalResult checkRuntimeLaunchable(KernelOp kernel);
-
 } // namespace mlir::attn
 
 #endif

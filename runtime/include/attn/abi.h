@@ -178,7 +178,9 @@
  *   attn_triton_launch   the launch description (JSON, NUL-terminated): inputs [name,
  *                        argument, element, extents, learnable], the ptxas version,
  *                        the decode rule (decode: max_rows, programs_per_sm; absent in
- *                        an artifact without attn_fwd_split and attn_fwd_merge) and
+ *                        an artifact without attn_fwd_split and attn_fwd_merge), the
+ *                        backward's plan (backward: rows_first, tile_states; see below;
+ *                        absent: rows_first false, no tile states) and
  *                        per cubin its symbol, chip, dtype, head_dim, variant (full |
  *                        causal | any), kernel (attn_fwd | attn_fwd_split |
  *                        attn_fwd_merge | attn_bwd_preprocess | attn_bwd_dkdv |
@@ -198,6 +200,14 @@
  *   attn_fwd, attn_bwd_preprocess, attn_bwd_dq   (cdiv(NQ, BLOCK_M), B * H)
  *   attn_bwd_dkdv                                (cdiv(NK, BLOCK_N), B * H_KV)
  * attn_bwd_preprocess runs first (delta_i = dout_i · o_i); dkdv and dq then read it.
+ * Where backward.rows_first (a scan, an implicit normalizer) there is no
+ * attn_bwd_preprocess: attn_bwd_dq runs first and writes delta itself (a scan's from its
+ * rows' sums, an implicit normalizer's r_i), then attn_bwd_dkdv. Each parameter named in
+ * backward.tile_states (a scan's TileLogSurvival and TileSuffix: its rows' S and B as
+ * they enter each key tile) gets a float32 [B * H, cdiv(NK, BLOCK_N), NQ] buffer of
+ * zeros, the same one for attn_bwd_dq (which writes it) and attn_bwd_dkdv (which reads
+ * it). An older runtime refuses such an artifact: no attn_bwd_preprocess cubin, or a
+ * tile-state parameter it does not provide.
  * Parameter and learnable-table gradients go to one slot per program, summed by the
  * caller in a fixed order. Statistics mean what they mean on the CPU (row_max = m_i, 0
  * for plain; row_sum = C_i·e^(-m_i)); fully masked rows get o = 0, row_sum = 0 and

@@ -127,10 +127,22 @@ struct TritonDecodeRule {
   int64_t programs_per_sm = 0; // key chunks for about this many programs per SM
 };
 
+/// How the backward kernels run: the launch description's "backward" (as {false, {}}
+/// where it has none).
+struct TritonBackwardPlan {
+  /// attn_bwd_dq before attn_bwd_dkdv, and no attn_bwd_preprocess: attn_bwd_dq writes
+  /// Delta itself (a scan, an implicit normalizer).
+  bool rows_first = false;
+  /// Parameters of attn_bwd_dq and attn_bwd_dkdv that each take a float32
+  /// [B·H, cdiv(NK, BLOCK_N), NQ] buffer of zeros (a scan's per-tile row states).
+  std::vector<std::string> tile_states;
+};
+
 struct TritonLaunch {
   std::string ptxas_version;
   /// Absent in an artifact without the decode kernels: every forward runs attn_fwd.
   std::optional<TritonDecodeRule> decode;
+  TritonBackwardPlan backward;
   std::vector<TritonInput> inputs;
   std::vector<TritonImage> images;
 };

@@ -4,15 +4,18 @@ an artifact.
 
     python -m attn.triton_aot kernel.py --out DIR
 
-compiles every entry (chip, dtype, head dim) of the module's SCHEDULES (the kernel's
-#attn.gpu_schedule: tiles, warps and stages per entry) and writes
+compiles the kernels the launchers run (triton_backend.launched_kernels) for every entry
+(chip, dtype, head dim) of the module's SCHEDULES (the kernel's #attn.gpu_schedule: tiles,
+warps and stages per entry) and writes
 DIR/attn_triton_<chip>_<dtype>_d<head dim>_<causal|full|any>_<kernel>.cubin, DIR/images.txt
 (one line per cubin: the symbol attn-compile embeds it as, a tab, its file name) and
 DIR/launch.json: per image the kernel's name in the cubin, its parameters in order (each
 with its Triton type; Triton 3.x kernels take two more pointers after them, the global
 and the profile scratch, null when their sizes are 0), its tiles (block_m, block_n),
 num_warps, num_stages, shared memory, the scratch sizes, the grid rule and the score scale
-for its head dim (the `scale` argument); and the ptxas that assembled them. Key padding is always
+for its head dim (the `scale` argument); the ptxas that assembled them, the backward's
+order and tile states (triton_backend.backward_plan) and the decode rule (the module's
+DECODE, left out where it has no rows: no decode forward). Key padding is always
 compiled in (HAS_KEY_LENGTHS: the launcher passes Nk per batch entry when none is given);
 is_causal gives two variants.
 """
@@ -28,7 +31,8 @@ import torch
 
 from .manifest import check_triton_launch
 from .triton_backend import (BACKWARD_KEYS, BACKWARD_PREPROCESS, BACKWARD_QUERIES, FORWARD,
-                             FORWARD_MERGE, FORWARD_SPLIT, schedule_entry)
+                             FORWARD_MERGE, FORWARD_SPLIT, backward_plan, launched_kernels,
+                             schedule_entry)
 
 # Triton 3.9 warns unless this is set; 1 keeps its default (fused multiply-add).
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
@@ -82,7 +86,7 @@ def compile_module(module_path, out_dir):
     returns the launch description (also written as launch.json)."""
     from triton.backends.compiler import GPUTarget
 
-    from .triton_backend import KERNEL_NAMES, TritonKernel
+    from .triton_backend import TritonKernel
 
     spec = importlib.util.spec_from_file_location("attn_triton_aot_module", module_path)
     module = importlib.util.module_from_spec(spec)
@@ -98,8 +102,8 @@ def compile_module(module_path, out_dir):
         if dtype not in _DTYPES:
             raise ValueError(f"attn.triton_aot: dtypes are {', '.join(_DTYPES)}, got {dtype!r}")
         for causal in (False, True):
-            names = KERNEL_NAMES if not causal else tuple(
-                n for n in KERNEL_NAMES if n not in _CAUSALITY_FREE)
+            names = launched_kernels(module) if not causal else tuple(
+                n for n in launched_kernels(module) if n not in _CAUSALITY_FREE)
             compiled = kernel.compile_ahead(
                 GPUTarget("cuda", arch, 32), dtype=_DTYPES[dtype], head_dim=head_dim,
                 is_causal=causal, has_key_lengths=True, names=names, schedule=schedule)
@@ -133,8 +137,10 @@ def compile_module(module_path, out_dir):
                 })
                 lines.append(f"{symbol}\t{file}")
     launch = {"kernel": module.KERNEL, "ptxas": ptxas, "ptxas_version": ptxas_version,
-              "param_names": list(module.PARAM_NAMES), "decode": dict(module.DECODE),
+              "param_names": list(module.PARAM_NAMES), "backward": backward_plan(module),
               "inputs": [list(entry) for entry in module.INPUTS], "images": images}
+    if module.DECODE["max_rows"] > 0:  # else the module's attn_fwd serves every call
+        launch["decode"] = dict(module.DECODE)
     text = json.dumps(launch, indent=1)
     check_triton_launch(json.loads(text))  # what attn-compile embeds, as the runtime reads it
     with open(os.path.join(out_dir, "launch.json"), "w", encoding="utf-8") as f:

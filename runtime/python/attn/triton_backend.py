@@ -26,7 +26,8 @@ from .manifest import SCHEMA
 from .paths import compiler_path
 
 __all__ = ["emit_triton", "load_triton", "compile_triton", "TritonKernel", "KERNEL_NAMES",
-           "select_schedule", "choose_cuda_target", "jit_kernel_for", "decode_split"]
+           "select_schedule", "choose_cuda_target", "jit_kernel_for", "decode_split",
+           "backward_plan", "launched_kernels"]
 
 #: The kernels of every emitted module, in launch order: the names the launch
 #: description's schema allows (abi.h's ATTN_TRITON_* for the C++ runtime).
@@ -584,14 +585,10 @@ class TritonKernel:
         key_table_slots = {name: slots[1] for name, slots in table_slots.items()}
         launch = dict(num_warps=num_warps, num_stages=num_stages)
         flags = dict(IS_CAUSAL=is_causal, HAS_KEY_LENGTHS=key_lengths is not None)
-        # A scan's rows carry S and B from their last key to their first: attn_bwd_dq walks
-        # them so (D from the row's sums first) and stores D and both per row and key
-        # tile, which attn_bwd_dkdv then reads.
-        # An implicit normalizer's attn_bwd_dq likewise finds r_i (in delta) first.
-        scan = m.ALGORITHM == "scan"
-        rows_first = scan or m.ALGORITHM == "implicit"
-        tile_states = (tuple(torch.zeros(B * H, key_blocks, NQ, dtype=torch.float32,
-                                         device=q.device) for _ in range(2)) if scan else ())
+        plan = backward_plan(m)
+        rows_first = plan["rows_first"]
+        tile_states = tuple(torch.zeros(B * H, key_blocks, NQ, dtype=torch.float32,
+                                        device=q.device) for _ in plan["tile_states"])
         if NQ and NK and B and H and not rows_first:  # attn_bwd_dq computes D itself
             m.attn_bwd_preprocess[(row_blocks, B * H)](
                 out, dout, delta, row_max, row_sum, flat_params, row_slots, starts,
@@ -629,6 +626,30 @@ class TritonKernel:
             total = rows.double().sum(dim=0) + keys.double().sum(dim=0)
             dtables.append(total.view(t.shape).to(torch.float32))
         return dq, dk, dv, dparams.to(torch.float32), dtables
+
+
+def backward_plan(module):
+    """How an emitted module's backward runs (the launch description's "backward", which
+    the C++ runtime follows as this launcher does): rows_first, attn_bwd_dq before
+    attn_bwd_dkdv and no attn_bwd_preprocess, where attn_bwd_dq finds each row's D (delta)
+    itself: a scan's rows carry S and B from their last key to their first, an implicit
+    normalizer's finds r_i first; tile_states, the parameters of attn_bwd_dq and
+    attn_bwd_dkdv that take a float32 [B * H, key tiles, NQ] buffer of zeros each (key
+    tiles: cdiv(NK, BLOCK_N) of the backward), in their order: a scan's rows' S and B as
+    they enter each key tile, which attn_bwd_dq stores and attn_bwd_dkdv reads."""
+    scan = module.ALGORITHM == "scan"
+    return {"rows_first": scan or module.ALGORITHM == "implicit",
+            "tile_states": ["TileLogSurvival", "TileSuffix"] if scan else []}
+
+
+def launched_kernels(module):
+    """The kernels of KERNEL_NAMES the launchers run for an emitted module: the decode
+    forward only where its DECODE has rows, attn_bwd_preprocess only where the backward is
+    not rows first (backward_plan)."""
+    unused = set() if module.DECODE["max_rows"] > 0 else {FORWARD_SPLIT, FORWARD_MERGE}
+    if backward_plan(module)["rows_first"]:
+        unused.add(BACKWARD_PREPROCESS)
+    return tuple(name for name in KERNEL_NAMES if name not in unused)
 
 
 def schedule_entry(name):

@@ -1,9 +1,11 @@
 /* A stand-in for libcuda.so.1 (built under that name into its own directory and
  * found through LD_LIBRARY_PATH by cuda_launch_test only): it implements the driver
  * functions the runtime resolves, records what it was asked to do and lets the test
- * read that back (fake_* functions). No GPU, no kernels: it checks the runtime's side
- * of the driver API (image choice per device, module caching, function attributes,
- * launch configuration and argument marshalling, context balance, error texts).
+ * read that back (fake_* functions: the last launch, and the launches in order). No
+ * GPU, no kernels: it checks the runtime's side of the driver API (image choice per
+ * device, module caching, function attributes, launch configuration and argument
+ * marshalling, the kernels a call launches and their order, context balance, error
+ * texts).
  *
  *   devices: 0 = compute capability 8.6, 1 = 9.0, 2 = 12.0; any other ordinal is invalid.
  *   kernel "missing": cuModuleGetFunction fails (CUDA_ERROR_NOT_FOUND);
@@ -20,6 +22,12 @@ static unsigned last_grid[3], last_block[3], last_smem;
 static void *last_stream;
 static char last_kernel[64];
 static uint64_t last_args[32];
+/* Every successful launch since fake_clear_launches, in order (at most 16). */
+#define FAKE_LOG 16
+static int launches;
+static char launch_kernel[FAKE_LOG][64];
+static unsigned launch_grid[FAKE_LOG][3];
+static uint64_t launch_args[FAKE_LOG][32];
 
 EXPORT int cuInit(unsigned flags) { return flags == 0 ? 0 : 1; }
 EXPORT int cuDeviceGet(int *dev, int ordinal) {
@@ -77,6 +85,12 @@ EXPORT int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsig
   last_stream = stream;
   for (int i = 0; i < args_expected && i < 32; ++i)
     memcpy(&last_args[i], params[i], sizeof(uint64_t));
+  if (launches < FAKE_LOG) {
+    memcpy(launch_kernel[launches], last_kernel, sizeof last_kernel);
+    memcpy(launch_grid[launches], last_grid, sizeof last_grid);
+    memcpy(launch_args[launches], last_args, sizeof last_args);
+    ++launches;
+  }
   return 0;
 }
 EXPORT int cuGetErrorName(int error, const char **text) {
@@ -103,3 +117,8 @@ EXPORT unsigned fake_last_smem(void) { return last_smem; }
 EXPORT void *fake_last_stream(void) { return last_stream; }
 EXPORT const char *fake_last_kernel(void) { return last_kernel; }
 EXPORT const uint64_t *fake_last_args(void) { return last_args; }
+EXPORT void fake_clear_launches(void) { launches = 0; }
+EXPORT int fake_launches(void) { return launches; }
+EXPORT const char *fake_launch_kernel(int i) { return launch_kernel[i]; }
+EXPORT const unsigned *fake_launch_grid(int i) { return launch_grid[i]; }
+EXPORT const uint64_t *fake_launch_args(int i) { return launch_args[i]; }
