@@ -7,7 +7,9 @@
 #                       triton_interpreter_cases.py, run here under the interpreter,
 #                       which checks them too) and of bench/gpu_bench.py;
 #   DIR/<name>.so       softmax, tanhmax and sigmoid with cubins for TARGETS (bf16 and f16,
-#                       d = 64), for the C++ runtime path and compute-sanitizer.
+#                       d = 64), for the C++ runtime path and compute-sanitizer; a scan
+#                       (stick_breaking) and an implicit normalizer (sparsemax) with bf16
+#                       d = 64 cubins, for test/cuda/runtime_numerics.py.
 #
 #   bash scripts/gpu-artifacts.sh [DIR] [TARGETS]     # default gpu-artifacts/ and sm_90
 #
@@ -31,6 +33,11 @@ export PYTHONPATH="$root/runtime/python${PYTHONPATH:+:$PYTHONPATH}"
 for name in softmax tanhmax sigmoid; do
   "$compiler" "$root/examples/normalizers/$name.mlir" -o "$out/$name.so" --dtypes=f32,f64 \
     --cuda-targets="$targets" --cuda-dtypes=bf16,f16 --cuda-head-dims=64
+  echo "gpu-artifacts: $name.so"
+done
+for name in stick_breaking sparsemax; do
+  "$compiler" "$root/examples/normalizers/$name.mlir" -o "$out/$name.so" --dtypes=f32 \
+    --cuda-targets="$targets" --cuda-dtypes=bf16 --cuda-head-dims=64
   echo "gpu-artifacts: $name.so"
 done
 du -sh "$out"

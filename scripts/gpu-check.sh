@@ -16,12 +16,15 @@
 #   2. runtime        builds the C++ runtime against this torch (cmake -S runtime) and,
 #                     where that works, runs one forward + backward of the artifacts'
 #                     cubins through it (test/cuda/sanitize_kernels.py);
-#   3. sanitizer_*    compute-sanitizer memcheck on one forward and one backward (the
+#   3. runtime_numerics  where step 2 built the runtime: a scan's and an implicit
+#                     normalizer's cubins (stick_breaking.so, sparsemax.so) through it,
+#                     forward and every gradient vs float64 (test/cuda/runtime_numerics.py);
+#   4. sanitizer_*    compute-sanitizer memcheck on one forward and one backward (the
 #                     Python launcher; the cubins too where step 2 built the runtime);
-#   4. gpu_bench      bench/gpu_bench.py on the time left but ATTN_GPU_TILES_SECONDS, its
+#   5. gpu_bench      bench/gpu_bench.py on the time left but ATTN_GPU_TILES_SECONDS, its
 #                     table in OUTDIR/gpu-bench.md (ATTN_GPU_BENCH_ARGS: more of its
 #                     options, e.g. "--quick --only softmax");
-#   5. gpu_tiles      bench/gpu_tiles.py (softmax's candidate schedules, d = 128, N = 4096)
+#   6. gpu_tiles      bench/gpu_tiles.py (softmax's candidate schedules, d = 128, N = 4096)
 #                     on ATTN_GPU_TILES_SECONDS (default 120; 0: skipped), OUTDIR/gpu-tiles.md.
 # Ends within ATTN_GPU_CHECK_SECONDS (default 560, under the device tool's 10 minutes per
 # command); writes OUTDIR/summary.json; exits non-zero when a step failed.
@@ -100,6 +103,11 @@ step runtime 150 bash -c "echo 'C++ compiler: ${cxx:-cmake default}'; ${cxx:+CXX
   cmake -S '$root/runtime' -B '$rt_build' -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH='$torch_root' -DATTN_BUILD_TESTS=OFF && cmake --build '$rt_build' && \
   ATTN_RUNTIME_LIB='$rt_build/libattn_runtime.so' '$python' '$root/test/cuda/sanitize_kernels.py' '$artifacts'"
+
+if [[ ${status[runtime]} -eq 0 ]]; then
+  step runtime_numerics 60 env ATTN_RUNTIME_LIB="$rt_build/libattn_runtime.so" \
+    "$python" "$root/test/cuda/runtime_numerics.py" "$artifacts"
+fi
 
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 step sanitizer_python 100 "$sanitizer" --tool memcheck --error-exitcode 3 \
