@@ -5,7 +5,9 @@
 // that modules are loaded once per (artifact, device), the launch configuration and
 // argument order handed to cuLaunchKernel, the opt-in for > 48 KiB dynamic shared
 // memory, the stream (PyTorch's current one, through the shim symbol this executable
-// exports in place of libtorch_cuda), balanced context push/pop and the error texts.
+// exports in place of libtorch_cuda), balanced context push/pop and the error texts;
+// and the kernels a call's forward and backward launch, in order, with their buffers
+// (run_forward_triton, run_backward_triton on CPU tensors: fixtures/triton_rows_first.c).
 #include "attn/runtime.h"
 #include "cuda_driver.h"
 #include "gpu_launch.h"

@@ -206,8 +206,8 @@
  * backward.tile_states (a scan's TileLogSurvival and TileSuffix: its rows' S and B as
  * they enter each key tile) gets a float32 [B * H, cdiv(NK, BLOCK_N), NQ] buffer of
  * zeros, the same one for attn_bwd_dq (which writes it) and attn_bwd_dkdv (which reads
- * it). An older runtime refuses such an artifact: no attn_bwd_preprocess cubin, or a
- * tile-state parameter it does not provide.
+ * it). A runtime older than the "backward" field refuses such an artifact as it loads
+ * it: it finds no attn_bwd_preprocess cubin.
  * Parameter and learnable-table gradients go to one slot per program, summed by the
  * caller in a fixed order. Statistics mean what they mean on the CPU (row_max = m_i, 0
  * for plain; row_sum = C_i·e^(-m_i)); fully masked rows get o = 0, row_sum = 0 and
