@@ -16,6 +16,7 @@
 #include <ATen/ThreadLocalState.h>
 
 #include <pthread.h>
+#include <sched.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -29,6 +30,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace attn {
@@ -40,12 +42,22 @@ namespace {
 /// them from a static destructor would race the other libraries' teardown.
 class HelperThreads {
 public:
-  void post(std::function<void()> task, size_t threads_wanted) {
+  /// Queues `copies` runs of `task`, one per helper, with that many helpers at least.
+  void post(const std::function<void()> &task, size_t copies) {
     std::lock_guard<std::mutex> lock(mutex_);
-    while (threads_.size() < threads_wanted)
-      threads_.emplace_back([this] { serve(); });
-    tasks_.push_back(std::move(task));
-    wake_.notify_one();
+    while (helpers_.size() < copies) {
+      auto helper = std::make_unique<Helper>();
+      if (sched_getaffinity(0, sizeof(helper->allowed), &helper->allowed) != 0)
+        CPU_ZERO(&helper->allowed); // unknown: never kept off a CPU
+      Helper *self = helper.get();
+      helper->thread = std::thread([this, self] { serve(*self); });
+      helpers_.push_back(std::move(helper));
+    }
+    keep_off_callers_cpu(); // once per call: a helper that already woke for it runs free
+    for (size_t copy = 0; copy < copies; ++copy) {
+      tasks_.push_back(task);
+      wake_.notify_one();
+    }
   }
 
   /// The process's helpers; after a fork the child (whose helpers did not survive it)
@@ -67,15 +79,50 @@ public:
   }
 
 private:
-  void serve() {
+  struct Helper {
+    std::thread thread;
+    cpu_set_t allowed;             // its CPUs when created (the creating caller's)
+    std::atomic<int> last_cpu{-1}; // where its last task ended
+    bool kept_off = false;         // woken with `allowed` less a caller's CPU (mutex_)
+  };
+
+  /// A woken thread goes to an idle CPU if there is one, else back where it last ran or
+  /// beside the thread that woke it. Where the other CPUs are busy (another process's
+  /// loop, an OpenMP thread spinning after its region) a helper that last ran on the
+  /// caller's CPU so stays there for the rest of the run, and the caller's items run on
+  /// one CPU (a trace of the busy-core bench: every 8-head decoder step), although on
+  /// the busy CPU the woken helper would have been given its share at once. So a helper
+  /// that last ran on the caller's CPU is woken with that CPU left out of its affinity,
+  /// which it takes back once it runs. Called with mutex_ held.
+  void keep_off_callers_cpu() {
+    const int cpu = sched_getcpu();
+    if (cpu < 0)
+      return;
+    for (const std::unique_ptr<Helper> &helper : helpers_) {
+      const int last = helper->last_cpu.load(std::memory_order_relaxed);
+      if (helper->kept_off || (last != cpu && last != -1) || !CPU_ISSET(cpu, &helper->allowed))
+        continue;
+      cpu_set_t elsewhere = helper->allowed;
+      CPU_CLR(cpu, &elsewhere);
+      if (CPU_COUNT(&elsewhere) > 0 && pthread_setaffinity_np(helper->thread.native_handle(),
+                                                              sizeof(elsewhere), &elsewhere) == 0)
+        helper->kept_off = true;
+    }
+  }
+
+  void serve(Helper &self) {
     at::init_num_threads(); // an item's own ATen calls use the caller's thread count
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
       wake_.wait(lock, [this] { return !tasks_.empty(); });
       std::function<void()> task = std::move(tasks_.front());
       tasks_.pop_front();
+      const bool was_kept_off = std::exchange(self.kept_off, false);
       lock.unlock();
+      if (was_kept_off) // running now: free to move again, e.g. to a CPU the caller leaves
+        pthread_setaffinity_np(pthread_self(), sizeof(self.allowed), &self.allowed);
       task();
+      self.last_cpu.store(sched_getcpu(), std::memory_order_relaxed);
       lock.lock();
     }
   }
@@ -84,7 +131,7 @@ private:
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::function<void()>> tasks_;
-  std::vector<std::thread> threads_;
+  std::vector<std::unique_ptr<Helper>> helpers_;
 };
 
 std::atomic<HelperThreads *> HelperThreads::current_{nullptr};
@@ -150,8 +197,7 @@ int64_t take_items(Items &shared, bool on_caller) {
 /// its own items (the helpers' last items started before its own last one ended); it
 /// sleeps at once where it ran none (a helper took them all, likely on its CPU).
 /// Returns the first exception an item threw.
-std::exception_ptr wait_for_helpers(Items &shared,
-                                    std::chrono::steady_clock::time_point started,
+std::exception_ptr wait_for_helpers(Items &shared, std::chrono::steady_clock::time_point started,
                                     int64_t caller_items) {
   using clock = std::chrono::steady_clock;
   if (caller_items > 0) {
@@ -183,10 +229,8 @@ void parallel_items(int64_t n, const std::function<void(int64_t)> &item) {
   items->count = n;
   items->item = &item;
   items->caller_state = &caller_state;
-  HelperThreads &helpers = HelperThreads::instance();
-  for (int64_t w = 1; w < workers; ++w)
-    helpers.post([items] { take_items(*items, /*on_caller=*/false); },
-                 static_cast<size_t>(workers - 1));
+  HelperThreads::instance().post([items] { take_items(*items, /*on_caller=*/false); },
+                                 static_cast<size_t>(workers - 1));
   const auto started = std::chrono::steady_clock::now();
   if (std::exception_ptr error =
           wait_for_helpers(*items, started, take_items(*items, /*on_caller=*/true)))

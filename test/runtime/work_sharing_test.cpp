@@ -1,11 +1,15 @@
 // detail::parallel_items (runtime/work_sharing.h): every item once, under the caller's
 // thread-local state, the first exception rethrown after every item ran, a return only
-// once helpers' items finished, serial inside a parallel region.
+// once helpers' items finished, helpers with the caller's affinity while they run items,
+// serial inside a parallel region.
 #include "work_sharing.h"
 
 #include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
 #include <gtest/gtest.h>
+
+#include <pthread.h>
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -97,6 +101,32 @@ TEST_F(WorkSharing, WaitsForAHelpersItemPastTheSpin) {
       EXPECT_TRUE(finished[static_cast<size_t>(i)].load()) << "item " << i;
     if (on_helpers.load() == 0)
       GTEST_SKIP() << "no helper thread started during the call (a loaded machine)";
+  }
+}
+
+// A helper that last ran on the caller's CPU is woken with that CPU left out of its
+// affinity; once it runs an item its affinity is the caller's again, so it never stays
+// pinned.
+TEST_F(WorkSharing, HelpersRunItemsWithTheCallersAffinity) {
+  cpu_set_t callers;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(callers), &callers), 0);
+  if (CPU_COUNT(&callers) < 2)
+    GTEST_SKIP() << "one CPU: no other CPU to wake a helper on";
+  const auto caller = std::this_thread::get_id();
+  for (int call = 0; call < 4; ++call) {
+    std::mutex mutex;
+    std::vector<cpu_set_t> helper_affinities;
+    parallel_items(8, [&](int64_t) {
+      if (std::this_thread::get_id() != caller) {
+        cpu_set_t mine;
+        ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof(mine), &mine), 0);
+        std::lock_guard<std::mutex> lock(mutex);
+        helper_affinities.push_back(mine);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    for (const cpu_set_t &mine : helper_affinities)
+      EXPECT_TRUE(CPU_EQUAL(&mine, &callers)) << "call " << call;
   }
 }
 
