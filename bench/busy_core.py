@@ -10,9 +10,11 @@ decoder step (Nq = 1 against 65536 keys, B·H = 1; and 8 heads against 8192 keys
 and fwd+bwd, and one long head (B·H = 1, N = 8192, d = 64) fwd+bwd. Work split into
 halves, one per thread, waits for the thread that shares the busy core; the runtime's
 items (query blocks, key chunks, backward calls) are several per thread, taken as threads
-finish (runtime.h: kItemsPerThread), so 2 threads should not be slower than 1. Timed
-interleaved (thread_scaling.time_interleaved: rotating order, median); the load average
-is printed before and after, since other processes on the machine move these numbers.
+finish (runtime.h: kItemsPerThread), so 2 threads should not be slower than 1. Each
+implementation's 1 and 2 threads are timed interleaved (thread_scaling.scaling_row:
+rotating order, median), ours then SDPA's: SDPA's OpenMP threads spin after each of its
+regions, which would put a second busy thread beside ours. The load average is printed
+before and after, since other processes on the machine move these numbers.
 """
 import argparse
 import json
