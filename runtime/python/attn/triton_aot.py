@@ -95,6 +95,7 @@ def compile_module(module_path, out_dir):
     ptxas, ptxas_version = _ptxas()
     os.makedirs(out_dir, exist_ok=True)
     images, lines = [], []
+    launched = launched_kernels(module)
     if not module.SCHEDULES:
         raise ValueError(f"attn.triton_aot: {module_path} has no SCHEDULES entry to compile")
     for (chip, dtype, head_dim), schedule in module.SCHEDULES.items():
@@ -102,8 +103,8 @@ def compile_module(module_path, out_dir):
         if dtype not in _DTYPES:
             raise ValueError(f"attn.triton_aot: dtypes are {', '.join(_DTYPES)}, got {dtype!r}")
         for causal in (False, True):
-            names = launched_kernels(module) if not causal else tuple(
-                n for n in launched_kernels(module) if n not in _CAUSALITY_FREE)
+            names = launched if not causal else tuple(
+                n for n in launched if n not in _CAUSALITY_FREE)
             compiled = kernel.compile_ahead(
                 GPUTarget("cuda", arch, 32), dtype=_DTYPES[dtype], head_dim=head_dim,
                 is_causal=causal, has_key_lengths=True, names=names, schedule=schedule)
