@@ -85,12 +85,22 @@ std::vector<attn_table> tables_of(const std::vector<Tensor> &inputs) {
   return tables;
 }
 
+/// Threads for a call estimated at `one_thread_nanos`, of LibTorch's intra-op count.
+int64_t threads_for(double one_thread_nanos) {
+  return threads_worth(one_thread_nanos, at::get_num_threads(), min_thread_work_nanos());
+}
+
+CallSize call_size(const Problem &p) {
+  return {p.B * p.H, p.Nq, p.Nk, p.d, p.dv, static_cast<int64_t>(c10::elementSize(p.dtype)),
+          p.causal};
+}
+
 /// f(b, h, q_begin, q_end) for every block of forward_rows_per_call rows of every
-/// (batch, head) slice, in parallel.
-template <class F> void for_each_query_block(const Problem &p, const F &f) {
-  const int64_t rows = forward_rows_per_call(p.B * p.H, p.Nq, at::get_num_threads());
+/// (batch, head) slice, on `threads` threads.
+template <class F> void for_each_query_block(const Problem &p, int64_t threads, const F &f) {
+  const int64_t rows = forward_rows_per_call(p.B * p.H, p.Nq, threads);
   const int64_t blocks = (p.Nq + rows - 1) / rows;
-  parallel_items(p.B * p.H * blocks, [&](int64_t item) {
+  parallel_items(p.B * p.H * blocks, threads, [&](int64_t item) {
     const int64_t bh = item / blocks, q_begin = item % blocks * rows;
     f(bh / p.H, bh % p.H, q_begin, std::min(p.Nq, q_begin + rows));
   });
@@ -162,7 +172,9 @@ run_merge(const Library &lib, const Problem &p, const Tensor &params_in,
   Tensor out = torch::empty({p.B, p.H, p.Nq, p.dv}, opts);
   Tensor row_max = torch::empty({p.B, p.H, p.Nq}, opts), row_sum = torch::empty_like(row_max);
   const attn_memref1d pm = memref_params(params);
-  for_each_query_block(p, [&](int64_t b, int64_t h, int64_t q_begin, int64_t q_end) {
+  const int64_t threads =
+      threads_for(merge_nanos(call_size(p), o_parts.size(2) / std::max<int64_t>(p.Nq, 1)));
+  for_each_query_block(p, threads, [&](int64_t b, int64_t h, int64_t q_begin, int64_t q_end) {
     attn_memref2d opm = memref2d(o_parts, b, h), om = memref2d(out, b, h);
     attn_memref1d mpm = memref1d(max_parts, b, h), spm = memref1d(sum_parts, b, h),
                   cpm = memref1d(count_parts, b, h), mm = memref1d(row_max, b, h),
@@ -181,8 +193,8 @@ std::tuple<Tensor, Tensor, Tensor> run_forward_cpu(const Library &lib, const Pro
   const auto opts = fwd.out.options();
 
   const int64_t BH = p.B * p.H;
-  const ForwardSplit plan =
-      forward_split(lib.manifest().splits.forward, BH, p.Nq, p.Nk, at::get_num_threads());
+  const int64_t threads = threads_for(forward_nanos(call_size(p)));
+  const ForwardSplit plan = forward_split(lib.manifest().splits.forward, BH, p.Nq, p.Nk, threads);
   const int64_t rows_per_item = plan.rows_per_call, kv_splits = plan.key_chunks;
   const int64_t nqb = (p.Nq + rows_per_item - 1) / rows_per_item;
   Tensor o_parts, max_parts, sum_parts, count_parts; // [B, H, kv_splits·Nq(, dv)]
@@ -193,7 +205,7 @@ std::tuple<Tensor, Tensor, Tensor> run_forward_cpu(const Library &lib, const Pro
     count_parts = torch::empty_like(max_parts);
   }
   const attn_memref1d pm = memref_params(fwd.params);
-  parallel_items(BH * nqb * kv_splits, [&](int64_t item) {
+  parallel_items(BH * nqb * kv_splits, threads, [&](int64_t item) {
     const int64_t split = item % kv_splits, call = item / kv_splits;
     int64_t bh, qb;
     if (p.causal) { // heaviest query blocks (most unmasked keys) first
@@ -254,7 +266,7 @@ run_backward_cpu(const Library &lib, const Problem &p, const Tensor &q_in, const
   // writing its keys' dk, dv rows and its share of dq to its own dq buffer (abi.h,
   // kv_begin), summed in chunk order. SliceSplit::Whole: one call per slice.
   const int64_t BH = p.B * p.H;
-  const int64_t threads = at::get_num_threads();
+  const int64_t threads = threads_for(backward_nanos(call_size(p)));
   const BackwardSplit plan = backward_split(lib.manifest().splits.backward, BH, p.Nq, p.Nk, threads);
   const int64_t splits = plan.query_splits, kv_splits = plan.key_chunks;
   // The calls overwrite dq's rows [q_begin, q_end) and dk's and dv's rows
@@ -322,7 +334,7 @@ run_backward_cpu(const Library &lib, const Problem &p, const Tensor &q_in, const
        kv_end + p.key_shift, p.causal ? 1 : 0, p.query_start[static_cast<size_t>(b)],
        p.key_start[static_cast<size_t>(b)] - p.key_shift);
   };
-  parallel_items(sets, [&](int64_t set) {
+  parallel_items(sets, threads, [&](int64_t set) {
     const std::vector<attn_table> &set_dtables = dtables[static_cast<size_t>(set)];
     for (int64_t round = 0; round * sets < calls; ++round) {
       const int64_t item = call_in_set(set, sets, round);
@@ -350,7 +362,8 @@ run_partial_forward(const Library &lib, const Problem &p, const Tensor &q_in, co
   const ForwardCall fwd = forward_call(lib, p, q_in, k_in, v_in, params_in, inputs);
   Tensor row_count = torch::empty_like(fwd.row_max);
   const attn_memref1d pm = memref_params(fwd.params);
-  for_each_query_block(p, [&](int64_t b, int64_t h, int64_t q_begin, int64_t q_end) {
+  const int64_t threads = threads_for(forward_nanos(call_size(p)));
+  for_each_query_block(p, threads, [&](int64_t b, int64_t h, int64_t q_begin, int64_t q_end) {
     attn_memref2d qm = memref2d(fwd.q, b, h), km = memref2d(fwd.k, b, p.kv_head(h)),
                   vm = memref2d(fwd.v, b, p.kv_head(h)), om = memref2d(fwd.out, b, h);
     attn_memref1d mm = memref1d(fwd.row_max, b, h), sm = memref1d(fwd.row_sum, b, h),

@@ -249,6 +249,9 @@ TORCH_LIBRARY(attn, m) {
   // No tensor argument: one kernel for every dispatch key. attn.Kernel reads it once,
   // at load, so compiled graphs never call it.
   m.def("manifest(str artifact) -> str", &attn::manifest_kernel);
+  // Process-wide settings of the CPU runtime (attn/runtime.h), read by each call.
+  m.def("min_thread_work_ns() -> float", &attn::min_thread_work_nanos);
+  m.def("set_min_thread_work_ns(float nanoseconds) -> float", &attn::set_min_thread_work_nanos);
 }
 
 #define ATTN_BACKEND_KERNELS(m)                                                                \

@@ -215,10 +215,10 @@ std::exception_ptr wait_for_helpers(Items &shared, std::chrono::steady_clock::ti
 
 } // namespace
 
-void parallel_items(int64_t n, const std::function<void(int64_t)> &item) {
+void parallel_items(int64_t n, int64_t threads, const std::function<void(int64_t)> &item) {
   if (n <= 0)
     return;
-  const int64_t workers = std::min<int64_t>(at::get_num_threads(), n);
+  const int64_t workers = std::min<int64_t>(threads, n);
   if (workers <= 1 || at::in_parallel_region()) {
     for (int64_t i = 0; i < n; ++i)
       item(i);

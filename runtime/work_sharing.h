@@ -8,8 +8,9 @@
 namespace attn {
 namespace detail {
 
-/// Runs item(i) for every i in [0, n) on the calling thread and up to
-/// at::get_num_threads() - 1 helper threads, each taking the next item as it finishes
+/// Runs item(i) for every i in [0, n) on the calling thread and up to `threads` - 1
+/// helper threads (threads_worth: a call too small for more runs on the caller),
+/// each taking the next item as it finishes
 /// one, so uneven items (causal masks, padding) and a thread slowed by a busy core
 /// balance. Returns once every item is done, without waiting for a helper that has not
 /// started: an OpenMP region (at::parallel_for) ends in a barrier that waits for every
@@ -18,7 +19,7 @@ namespace detail {
 /// state (grad mode, dispatch keys), as at::launch would run them. Items are the same
 /// whichever thread runs them: what a caller sums per item stays deterministic. The
 /// first exception an item throws is rethrown once every item is done.
-void parallel_items(int64_t n, const std::function<void(int64_t)> &item);
+void parallel_items(int64_t n, int64_t threads, const std::function<void(int64_t)> &item);
 
 } // namespace detail
 } // namespace attn

@@ -7,9 +7,27 @@
 //===----------------------------------------------------------------------===//
 #include "work_split.h"
 
+#include <c10/util/Exception.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cmath>
 
 namespace attn {
+
+namespace {
+std::atomic<double> min_thread_work{detail::kMinNanosPerThread};
+} // namespace
+
+double min_thread_work_nanos() { return min_thread_work.load(std::memory_order_relaxed); }
+
+double set_min_thread_work_nanos(double nanos) {
+  TORCH_CHECK(std::isfinite(nanos) && nanos >= 0,
+              "attn::set_min_thread_work_nanos: expected a finite number of nanoseconds >= 0, "
+              "got ",
+              nanos);
+  return min_thread_work.exchange(nanos, std::memory_order_relaxed);
+}
 
 int64_t forward_rows_per_call(int64_t heads, int64_t queries, int64_t threads) {
   const int64_t items_per_head = std::max<int64_t>(
@@ -67,6 +85,54 @@ int64_t query_split_begin(int64_t split, int64_t splits, int64_t queries, int64_
 }
 
 namespace detail {
+
+namespace {
+/// (query, key) pairs a call visits: all of them, or under a causal mask (queries
+/// aligned to the last keys) about the triangle's.
+double visited_pairs(const CallSize &size) {
+  const double queries = static_cast<double>(size.queries), keys = static_cast<double>(size.keys);
+  if (!size.causal)
+    return queries * keys;
+  const double diagonal = std::min(queries, keys);
+  return queries * keys - diagonal * (diagonal - 1) / 2;
+}
+
+double multiply_add_nanos(const CallSize &size, double per_pair) {
+  return static_cast<double>(size.heads) * visited_pairs(size) * per_pair * kNanosPerMultiplyAdd *
+         static_cast<double>(size.element_bytes) / 4;
+}
+
+double key_value_nanos(const CallSize &size) {
+  const int64_t blocks = (size.queries + kQueryBlock - 1) / kQueryBlock;
+  return static_cast<double>(size.heads * blocks * size.keys * (size.d + size.dv) *
+                             size.element_bytes) *
+         kNanosPerByte;
+}
+} // namespace
+
+double forward_nanos(const CallSize &size) {
+  return multiply_add_nanos(size, static_cast<double>(size.d + size.dv)) + key_value_nanos(size);
+}
+
+double backward_nanos(const CallSize &size) {
+  // s = q·k and dP = dO·v again, then dv += P·dO, dq += dS·k, dk += dS·q.
+  return multiply_add_nanos(size, static_cast<double>(3 * size.d + 2 * size.dv)) +
+         key_value_nanos(size);
+}
+
+double merge_nanos(const CallSize &size, int64_t splits) {
+  return static_cast<double>(size.heads * size.queries * splits * (size.dv + 3) *
+                             size.element_bytes) *
+         kNanosPerByte;
+}
+
+int64_t threads_worth(double one_thread_nanos, int64_t threads, double min_nanos_per_thread) {
+  const double worth = min_nanos_per_thread > 0
+                           ? std::floor(one_thread_nanos / min_nanos_per_thread)
+                           : static_cast<double>(threads);
+  return std::max<int64_t>(1, worth < static_cast<double>(threads) ? static_cast<int64_t>(worth)
+                                                                   : threads);
+}
 
 ForwardSplit forward_split(SliceSplit split, int64_t heads, int64_t queries, int64_t keys,
                            int64_t threads) {

@@ -15,6 +15,39 @@
 namespace attn {
 namespace detail {
 
+/// The sizes of a call that its cost estimate reads: `heads` = B·H slices of `queries`
+/// rows against `keys` keys, head dims d and dv, elements of `element_bytes`.
+struct CallSize {
+  int64_t heads = 0, queries = 0, keys = 0, d = 0, dv = 0, element_bytes = 4;
+  bool causal = false;
+};
+
+/// Estimated time of a call's work on one thread, in nanoseconds: its multiply-adds at
+/// kNanosPerMultiplyAdd (per 4 bytes of element) plus the bytes of K and V it reads at
+/// kNanosPerByte (once per kQueryBlock query rows). Coarse by design: it only tells a
+/// call worth threads from one that is not (threads_worth).
+double forward_nanos(const CallSize &size);
+double backward_nanos(const CallSize &size);
+/// The merge of `splits` partial states per row (split-K, context parallelism).
+double merge_nanos(const CallSize &size, int64_t splits);
+
+/// One thread's rates behind the estimates, measured on a 2-vCPU Xeon (KVM): the
+/// tiled f32 forward ran 8 heads × 64 rows × 256 keys × (64 + 64) dims (16.8M
+/// multiply-adds) in 330 µs; a decoder step read 4 MiB of K and V from the last-level
+/// cache in 170 µs.
+constexpr double kNanosPerMultiplyAdd = 0.02;
+constexpr double kNanosPerByte = 0.04;
+
+/// The default of min_thread_work_nanos(): on that machine, posting to a sleeping
+/// helper took the caller 26 µs (a futex wake is an interrupt to an idle vCPU) and the
+/// helper's first item began 49 µs after the post, so a decoder step over 8 heads × 512
+/// keys (50 µs on one thread) took 80 µs on two. Twice that wake-up per thread.
+constexpr double kMinNanosPerThread = 100'000;
+
+/// Threads to run a call estimated at `one_thread_nanos` on, of `threads`: each gets
+/// `min_nanos_per_thread` at least, and never fewer than one.
+int64_t threads_worth(double one_thread_nanos, int64_t threads, double min_nanos_per_thread);
+
 /// A forward's calls per (batch, head) slice: query rows per call, and key chunks per
 /// call (1: no split-K).
 struct ForwardSplit {

@@ -59,6 +59,18 @@ def _load_runtime():
     return attn
 
 
+@pytest.fixture(autouse=True, scope="session")
+def split_every_call():
+    """The tests' shapes are small: under the default attn.min_thread_work_ns() most of
+    their calls would run on the calling thread alone, and the split paths (query
+    blocks, backward query splits, split-K and its merge) would go untested. 0 splits
+    every call as far as its sizes allow; test_work_sharing.py checks the default."""
+    attn = _load_runtime()
+    before = attn.set_min_thread_work_ns(0)
+    yield
+    attn.set_min_thread_work_ns(before)
+
+
 def compile_source(source, out_dir, name):
     """attn-compiles `source` (a .mlir path, or IR text) into out_dir/<name>.so and returns
     that path; a compile error fails the test with the compiler's diagnostics."""

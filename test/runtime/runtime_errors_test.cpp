@@ -7,6 +7,7 @@
 #include "attn/runtime.h"
 #include "cuda_driver.h"
 #include "internal.h"
+#include "work_split.h"
 
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
@@ -1105,6 +1106,39 @@ TEST_P(Dispatch, DoubleBackwardRefused) {
 INSTANTIATE_TEST_SUITE_P(Probe, Dispatch,
                          ::testing::Combine(::testing::Values(torch::kFloat, torch::kDouble),
                                             ::testing::Bool()));
+
+/// The probe's calls are tiny (head dim 8): under the default least work per thread
+/// (attn::min_thread_work_nanos) they would all run on the calling thread. 0 splits
+/// them as far as their sizes allow, which is what the split tests below check;
+/// SmallCallsRunOnTheCaller checks the default.
+class SplitEveryCall : public ::testing::Environment {
+public:
+  void SetUp() override { attn::set_min_thread_work_nanos(0); }
+};
+const ::testing::Environment *const split_every_call =
+    ::testing::AddGlobalTestEnvironment(new SplitEveryCall);
+
+TEST(DispatchThreads, SmallCallsRunOnTheCaller) {
+  auto lib = Library::load(ATTN_FX_PROBE);
+  at::set_num_threads(2);
+  if (at::get_num_threads() < 2)
+    GTEST_SKIP() << "SKIP: LibTorch intra-op pool has one thread";
+  const double before = attn::set_min_thread_work_nanos(attn::detail::kMinNanosPerThread);
+  // 8 heads × 128 rows × 128 keys × (8 + 8) dims: about 50 µs on one thread
+  // (work_split.h's estimate), under the 2 × 100 µs that two threads need; 2000 keys,
+  // about 740 µs, get both.
+  for (auto [keys, threads] : {std::pair<int64_t, int64_t>{128, 1}, {2000, 2}}) {
+    probe_reset();
+    setenv("ATTN_PROBE_SLEEP_US", "2000", 1);
+    Tensor q = torch::randn({2, 4, 128, 8}), k = torch::randn({2, 4, keys, 8});
+    attn::attention_forward(lib, q, k, k, lib->initial_params());
+    unsetenv("ATTN_PROBE_SLEEP_US");
+    EXPECT_EQ(probe_count("probe_forward_calls"), 8) << keys << " keys";
+    EXPECT_EQ(probe_count("probe_threads"), threads) << keys << " keys";
+    EXPECT_EQ(probe_count("probe_errors"), 0);
+  }
+  attn::set_min_thread_work_nanos(before);
+}
 
 TEST(DispatchThreads, UsesTheIntraOpPool) {
   auto lib = Library::load(ATTN_FX_PROBE);

@@ -23,11 +23,13 @@ namespace {
 
 using attn::detail::parallel_items;
 
+constexpr int64_t kThreads = 4;
+
 class WorkSharing : public ::testing::Test {
 protected:
   void SetUp() override {
     threads_before_ = at::get_num_threads();
-    at::set_num_threads(4);
+    at::set_num_threads(kThreads); // the helpers' own ATen calls
   }
   void TearDown() override { at::set_num_threads(threads_before_); }
   int threads_before_ = 1;
@@ -38,7 +40,7 @@ TEST_F(WorkSharing, RunsEveryItemOnceAcrossThreads) {
   std::vector<std::atomic<int>> runs(n);
   std::mutex mutex;
   std::set<std::thread::id> threads;
-  parallel_items(n, [&](int64_t i) {
+  parallel_items(n, kThreads, [&](int64_t i) {
     runs[static_cast<size_t>(i)].fetch_add(1);
     std::this_thread::yield();
     std::lock_guard<std::mutex> lock(mutex);
@@ -54,7 +56,7 @@ TEST_F(WorkSharing, ItemsSeeTheCallersGradMode) {
   const auto caller = std::this_thread::get_id();
   {
     c10::NoGradGuard no_grad;
-    parallel_items(64, [&](int64_t) {
+    parallel_items(64, kThreads, [&](int64_t) {
       if (c10::GradMode::is_enabled())
         grad_enabled.fetch_add(1);
       if (std::this_thread::get_id() != caller)
@@ -70,7 +72,7 @@ TEST_F(WorkSharing, ItemsSeeTheCallersGradMode) {
 
 TEST_F(WorkSharing, RethrowsTheFirstErrorAfterEveryItemRan) {
   std::atomic<int> ran{0};
-  EXPECT_THROW(parallel_items(100,
+  EXPECT_THROW(parallel_items(100, kThreads,
                               [&](int64_t i) {
                                 ran.fetch_add(1);
                                 if (i % 10 == 3)
@@ -90,7 +92,7 @@ TEST_F(WorkSharing, WaitsForAHelpersItemPastTheSpin) {
     constexpr int64_t n = 8;
     std::vector<std::atomic<bool>> finished(n);
     std::atomic<int> on_helpers{0};
-    parallel_items(n, [&](int64_t i) {
+    parallel_items(n, kThreads, [&](int64_t i) {
       if (std::this_thread::get_id() != caller) {
         on_helpers.fetch_add(1);
         std::this_thread::sleep_for(helper_item);
@@ -116,7 +118,7 @@ TEST_F(WorkSharing, HelpersRunItemsWithTheCallersAffinity) {
   for (int call = 0; call < 4; ++call) {
     std::mutex mutex;
     std::vector<cpu_set_t> helper_affinities;
-    parallel_items(8, [&](int64_t) {
+    parallel_items(8, kThreads, [&](int64_t) {
       if (std::this_thread::get_id() != caller) {
         cpu_set_t mine;
         ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof(mine), &mine), 0);
@@ -131,7 +133,7 @@ TEST_F(WorkSharing, HelpersRunItemsWithTheCallersAffinity) {
 }
 
 TEST_F(WorkSharing, SerialInsideAParallelRegionAndForNoItems) {
-  parallel_items(0, [](int64_t) { FAIL() << "no item to run"; });
+  parallel_items(0, kThreads, [](int64_t) { FAIL() << "no item to run"; });
   std::atomic<int> nested{0};
   at::parallel_for(0, 2, 1, [&](int64_t begin, int64_t end) {
     // OpenMP may give the region a team of one thread (a loaded machine): that is no
@@ -140,7 +142,7 @@ TEST_F(WorkSharing, SerialInsideAParallelRegionAndForNoItems) {
       return;
     nested.fetch_add(1);
     const auto outer = std::this_thread::get_id();
-    parallel_items(16, [&](int64_t) {
+    parallel_items(16, kThreads, [&](int64_t) {
       EXPECT_EQ(std::this_thread::get_id(), outer);
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     });
@@ -155,7 +157,7 @@ TEST_F(WorkSharing, ManyCallersShareTheHelpers) {
   for (int c = 0; c < 4; ++c)
     callers.emplace_back([&] {
       for (int call = 0; call < 50; ++call)
-        parallel_items(16, [&](int64_t i) { total.fetch_add(i); });
+        parallel_items(16, kThreads, [&](int64_t i) { total.fetch_add(i); });
     });
   for (auto &caller : callers)
     caller.join();

@@ -22,9 +22,51 @@ using attn::detail::backward_split;
 using attn::detail::call_in_set;
 using attn::detail::forward_split;
 using attn::detail::key_chunk;
+using attn::detail::threads_worth;
 
 static_assert(kItemsPerThread == 4 && kQueryBlock == 64 && kKeyBlock == 512,
               "the expectations below are worked out for these constants");
+
+TEST(WorkSplit, ThreadsWorthTheirWakeUp) {
+  // floor(work / least per thread), between 1 and the threads there are.
+  EXPECT_EQ(threads_worth(0, 4, 100'000), 1);
+  EXPECT_EQ(threads_worth(199'999, 4, 100'000), 1);
+  EXPECT_EQ(threads_worth(200'000, 4, 100'000), 2);
+  EXPECT_EQ(threads_worth(350'000, 4, 100'000), 3);
+  EXPECT_EQ(threads_worth(1e12, 4, 100'000), 4);
+  EXPECT_EQ(threads_worth(1e300, 16, 1), 16); // no overflow past int64_t
+  EXPECT_EQ(threads_worth(5e5, 0, 100'000), 1);
+  // 0: every thread there is, whatever the work.
+  EXPECT_EQ(threads_worth(0, 4, 0), 4);
+}
+
+TEST(WorkSplit, CostEstimates) {
+  using attn::detail::CallSize;
+  using attn::detail::kNanosPerByte;
+  using attn::detail::kNanosPerMultiplyAdd;
+  // A decoder step over 8 heads × 1024 keys, d = dv = 64, f32: 8·1024·128 multiply-adds
+  // and K, V's 4 MiB read once.
+  const CallSize step{8, 1, 1024, 64, 64, 4, false};
+  EXPECT_DOUBLE_EQ(attn::detail::forward_nanos(step),
+                   8 * 1024 * 128 * kNanosPerMultiplyAdd + (4 << 20) * kNanosPerByte);
+  // The backward's products: q·k, dO·v, then P·dO, dS·k and dS·q (3d + 2dv per pair).
+  EXPECT_DOUBLE_EQ(attn::detail::backward_nanos(step),
+                   8 * 1024 * 320 * kNanosPerMultiplyAdd + (4 << 20) * kNanosPerByte);
+  // f64 takes twice the time per product and reads twice the bytes.
+  CallSize doubles = step;
+  doubles.element_bytes = 8;
+  EXPECT_DOUBLE_EQ(attn::detail::forward_nanos(doubles), 2 * attn::detail::forward_nanos(step));
+  // K and V are read once per 64 query rows: 130 rows read them three times.
+  const CallSize prompt{1, 130, 100, 8, 8, 4, false};
+  EXPECT_DOUBLE_EQ(attn::detail::forward_nanos(prompt),
+                   130 * 100 * 16 * kNanosPerMultiplyAdd + 3 * 100 * 16 * 4 * kNanosPerByte);
+  // Causal, 100 queries on the last 100 of 100 keys: 100·100 − 100·99/2 = 5050 pairs.
+  CallSize causal{1, 100, 100, 8, 8, 4, true};
+  EXPECT_DOUBLE_EQ(attn::detail::forward_nanos(causal),
+                   5050 * 16 * kNanosPerMultiplyAdd + 2 * 100 * 16 * 4 * kNanosPerByte);
+  // The merge reads each row's dv + 3 numbers from each of `splits` partial states.
+  EXPECT_DOUBLE_EQ(attn::detail::merge_nanos(step, 4), 8 * 4 * 67 * 4 * kNanosPerByte);
+}
 
 TEST(WorkSplit, ForwardRowsPerCall) {
   // Rows per call: the fewest multiple of 64 that leaves at most ceil(4 * threads /

@@ -333,6 +333,18 @@ torch::Tensor attention_weights(const std::shared_ptr<const Library> &lib,
 /// Largest B·H·Nq·Nk that attention_weights() materialises.
 constexpr int64_t kMaxAttentionWeights = int64_t{1} << 26;
 
+/// The least work, estimated as one thread's time in nanoseconds, that a call gives each
+/// thread it wakes (100 µs unless set): a call estimated below twice that runs on the
+/// calling thread alone, one below three times on two threads, and so on, up to
+/// at::get_num_threads(). Waking a sleeping helper costs the caller a system call and
+/// the helper tens of microseconds before its first item; small calls (a decoder step
+/// over a short cache, a short prompt) were slower on 2 threads than on 1. Process-wide.
+double min_thread_work_nanos();
+/// Sets min_thread_work_nanos() and returns the value it replaces. 0 splits every call
+/// over every thread as far as its sizes allow (the tests of the split paths do);
+/// negative, infinite or NaN values are refused.
+double set_min_thread_work_nanos(double nanos);
+
 /// Granularity of forward work items: each call covers a multiple of
 /// kQueryBlock query rows, as many as still leaves kItemsPerThread items per thread
 /// (a call re-packs K once, so fewer, longer calls amortise that).

@@ -36,7 +36,7 @@ from .manifest import ManifestError, param_inits, parse_manifest, tensor_inputs
 
 __all__ = ["load", "compile", "opt", "kernel_of", "Kernel", "Attention", "MultiheadAttention",
            "attention", "alibi_slopes", "runtime_library_path", "parse_manifest", "ManifestError",
-           "training",
+           "training", "min_thread_work_ns", "set_min_thread_work_ns",
            "KVCache"]
 
 _lock = threading.Lock()
@@ -287,6 +287,21 @@ def _cuda_artifact(kernel, dtype, head_dim, portable):
 def load(path):
     """Load and validate an artifact compiled by attn-compile; returns a Kernel."""
     return Kernel(path)
+
+
+def min_thread_work_ns():
+    """The least work (estimated one-thread time, ns) a CPU call gives each thread it
+    wakes: smaller calls run on fewer of torch.get_num_threads() threads, down to the
+    calling one (attn/runtime.h, min_thread_work_nanos). 100 µs unless set."""
+    _ensure_runtime()
+    return torch.ops.attn.min_thread_work_ns()
+
+
+def set_min_thread_work_ns(nanoseconds):
+    """Sets min_thread_work_ns() for the process and returns the value it replaces; 0
+    splits every call over every thread as far as its sizes allow."""
+    _ensure_runtime()
+    return torch.ops.attn.set_min_thread_work_ns(float(nanoseconds))
 
 
 def kernel_of(source, cuda_targets=None):
