@@ -8,6 +8,9 @@ Rows (softmax, f32, examples/normalizers/softmax.mlir; SDPA's CPU flash kernel b
     splits a slice's queries over threads (runtime: backward_query_splits);
   - a decoder step, Nq = 1 against Nk = 65536 keys, B·H = 1, d = 64, forward and
     fwd+bwd: both split the keys over threads (runtime: key_splits);
+  - short decoder steps, Nq = 1 against Nk = 16, 512 and 2048 keys, B·H = 8, d = 64,
+    forward: calls of tens to hundreds of microseconds, where waking a helper costs as
+    much as it saves (runtime: min_thread_work_ns);
   - the backward's rate at B·H = 8, N = 4096, d = 64 and 128 on 2 threads: (fwd+bwd − fwd)
     against the run's sgemm, FLOPs counted as 2.5× the forward's 4·N²·d per slice.
 Each implementation's two thread counts are timed interleaved (rotating order) for --reps
@@ -85,6 +88,10 @@ def tensors(bh, nq, nk, d, seed=0):
     return q, k, v, torch.randn(1, bh, nq, d, generator=g)
 
 
+# Decoder steps over short caches (B·H = 8, d = 64): 10-200 µs on one thread.
+SHORT_DECODE_KEYS = (16, 512, 2048)
+
+
 def scaling_row(kernel, label, bh, nq, nk, d, causal, pss, reps):
     """One implementation's 1 and 2 threads timed interleaved, then the other's: SDPA's
     OpenMP threads spin for milliseconds after each of its regions (libgomp's wait
@@ -133,10 +140,12 @@ def markdown(info, rows):
              "SDPA 1 thr (ms) | SDPA 2 thr (ms) | SDPA speed-up | ours vs SDPA (2 thr) | "
              "foreign CPUs |",
              "|---|---|---|---|---|---|---|---|---|---|"]
+    def cell(ms):  # the short decoder steps take tens of microseconds
+        return f"{ms:.3f}" if ms < 1 else f"{ms:.1f}"
     for r in rows["scaling"]:
-        ms = r["ms"]
-        lines.append(f"| {r['row']} | {r['pass']} | {ms['ours@1']:.1f} | {ms['ours@2']:.1f} | "
-                     f"**{r['ours_speedup']:.2f}×** | {ms['sdpa@1']:.1f} | {ms['sdpa@2']:.1f} | "
+        ms = {name: cell(x) for name, x in r["ms"].items()}
+        lines.append(f"| {r['row']} | {r['pass']} | {ms['ours@1']} | {ms['ours@2']} | "
+                     f"**{r['ours_speedup']:.2f}×** | {ms['sdpa@1']} | {ms['sdpa@2']} | "
                      f"{r['sdpa_speedup']:.2f}× | {r['ours_vs_sdpa@2']:.2f}× | "
                      f"{r['foreign_cpus']:.2f} |")
     lines += ["", "| backward, B·H = 8, 2 threads | ours fwd / fwd+bwd (ms) | ours bwd GFLOP/s | "
@@ -175,6 +184,10 @@ def main():
         rows["scaling"].append(scaling_row(kernel,
                                            f"Nq = 1, Nk = {args.decode_keys}, B·H = 1, d = 64",
                                            1, 1, args.decode_keys, 64, False, pss, args.reps * 5))
+        print(json.dumps(rows["scaling"][-1]), file=sys.stderr)
+    for keys in SHORT_DECODE_KEYS:
+        rows["scaling"].append(scaling_row(kernel, f"Nq = 1, Nk = {keys}, B·H = 8, d = 64",
+                                           8, 1, keys, 64, False, "fwd", args.reps * 25))
         print(json.dumps(rows["scaling"][-1]), file=sys.stderr)
     for d in (64, 128):
         rows["backward"].append(backward_rate_row(kernel, args.backward_n, d, args.reps, sgemm))
