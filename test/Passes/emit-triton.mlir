@@ -4,6 +4,8 @@
 // RUN: not attn-compile %examples/normalizers/linear.mlir --emit=triton -o %t.linear.py 2>&1 | FileCheck %s --check-prefix=REFUSED
 // RUN: attn-compile %examples/normalizers/stick_breaking_left_over.mlir --emit=triton -o %t.scan.py
 // RUN: FileCheck %s --check-prefix=SCAN < %t.scan.py
+// RUN: attn-compile %examples/normalizers/stick_breaking.mlir --emit=triton -o %t.scan-decode.py
+// RUN: FileCheck %s --check-prefix=SCAN-DECODE < %t.scan-decode.py
 // RUN: attn-compile %examples/normalizers/entmax_alpha.mlir --emit=triton -o %t.implicit.py
 // RUN: FileCheck %s --check-prefix=IMPLICIT < %t.implicit.py
 //
@@ -13,6 +15,7 @@
 // attn-compile --emit=triton writes the same module.
 // COMPILE: KERNEL = "multimax_attention"
 // COMPILE: PARAM_NAMES = ("tb1", "td1", "b1", "d1", "tb2", "td2", "b2", "d2", )
+// COMPILE: BACKWARD_PLAN = dict(rows_first=False, tile_states=())
 // COMPILE: def numerator_d_tb1(s, m, b, h, i, j, p_tb1, p_td1, p_b1, p_d1, p_tb2, p_td2, p_b2, p_d2):
 // COMPILE: def attn_bwd_dq(
 // REFUSED: error: 'attn.kernel' op uses the kernelised (linear-time) form, which the Triton emitter does not cover yet
@@ -24,6 +27,7 @@
 // stores S and B per key tile for the dk/dv kernel.
 // SCAN: ALGORITHM = "scan"
 // SCAN: DECODE = dict(max_rows=0, programs_per_sm=2)
+// SCAN: BACKWARD_PLAN = dict(rows_first=True, tile_states=("TileLogSurvival", "TileSuffix"))
 // SCAN-LABEL: def attn_fwd(
 // SCAN: S_i = tl.zeros([BLOCK_M], tl.float32)
 // SCAN: key_tiles = (key_stop - 0 + BLOCK_N - 1) // BLOCK_N
@@ -39,10 +43,11 @@
 // SCAN: acc = acc + tl.exp2(S_i * LOG2E)[:, None] * v_own.to(tl.float32)
 // SCAN: tl.store(RowMax + bh * NQ + offs_m, S_i, mask=row_in)
 // SCAN-NEXT: tl.store(RowSum + bh * NQ + offs_m, tl.full([BLOCK_M], 1.0, tl.float32), mask=row_in)
-// SCAN-LABEL: def attn_fwd_merge(
-// SCAN: farther_factor = tl.exp2(part_s * LOG2E)
-// SCAN-NEXT: acc = tl.load(PartAcc + part[:, None] * HEAD_DIM_V + offs_dv[None, :], mask=acc_in, other=0.0) + farther_factor[:, None] * acc
-// SCAN-NEXT: S_i = part_s + S_i
+// Only the kernels the launchers run: no decode split (attn_fwd_merge has no V for the
+// left-over) and no attn_bwd_preprocess (attn_bwd_dq finds D first).
+// SCAN-NOT: def attn_fwd_split(
+// SCAN-NOT: def attn_fwd_merge(
+// SCAN-NOT: def attn_bwd_preprocess(
 // SCAN-LABEL: def attn_bwd_dkdv(
 // SCAN: Q, K, V, DOut, DK, DV, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts, DParamsKeys, TileLogSurvival, TileSuffix,
 // SCAN: S_i = tl.load(TileLogSurvival + states, mask=row_in, other=0.0)
@@ -60,12 +65,25 @@
 // SCAN: tl.store(TileLogSurvival + states, S_i, mask=row_in)
 // SCAN-NEXT: tl.store(TileSuffix + states, B_i, mask=row_in)
 
+// A scan without a left-over decodes: attn_fwd_merge folds the chunks' states in key
+// order, a farther chunk's accumulator scaled by the nearer one's survival.
+// SCAN-DECODE: DECODE = dict(max_rows=16, programs_per_sm=2)
+// SCAN-DECODE: BACKWARD_PLAN = dict(rows_first=True, tile_states=("TileLogSurvival", "TileSuffix"))
+// SCAN-DECODE-LABEL: def attn_fwd_split(
+// SCAN-DECODE-LABEL: def attn_fwd_merge(
+// SCAN-DECODE: farther_factor = tl.exp2(part_s * LOG2E)
+// SCAN-DECODE-NEXT: acc = tl.load(PartAcc + part[:, None] * HEAD_DIM_V + offs_dv[None, :], mask=acc_in, other=0.0) + farther_factor[:, None] * acc
+// SCAN-DECODE-NEXT: S_i = part_s + S_i
+// SCAN-DECODE-NOT: def attn_bwd_preprocess(
+// SCAN-DECODE: def attn_bwd_dkdv(
+
 // An implicit normalizer (α-entmax): attn_fwd brackets τ_i and runs RowEquations' Newton
 // steps, each trial a pass over the key tiles, then O = Σ g(s − τ)·v; no decode split and
 // no preprocess: attn_bwd_dq finds r_i = Σ g'·dP / Σ g' first, and both backward kernels
 // take the pairs above τ_i at x = s − τ_i with dP − r_i at C = 1.
 // IMPLICIT: ALGORITHM = "implicit"
 // IMPLICIT: DECODE = dict(max_rows=0, programs_per_sm=2)
+// IMPLICIT: BACKWARD_PLAN = dict(rows_first=True, tile_states=())
 // IMPLICIT: THRESHOLD_BRACKET_DOUBLINGS = tl.constexpr(64)
 // IMPLICIT-NEXT: THRESHOLD_STEPS = tl.constexpr(52)
 // IMPLICIT-LABEL: def attn_fwd(
@@ -87,6 +105,7 @@
 // IMPLICIT: tl.store(RowMax + bh * NQ + offs_m, tl.where(any_key, tau, 0.0), mask=row_in)
 // IMPLICIT-NEXT: tl.store(RowSum + bh * NQ + offs_m, tl.where(any_key, total, 0.0), mask=row_in)
 // IMPLICIT-NOT: def attn_fwd_split(
+// IMPLICIT-NOT: def attn_fwd_merge(
 // IMPLICIT-NOT: def attn_bwd_preprocess(
 // IMPLICIT-LABEL: def attn_bwd_dkdv(
 // IMPLICIT: inv_c = tl.where(live, 1.0, 0.0)[:, None]

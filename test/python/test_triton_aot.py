@@ -139,21 +139,30 @@ def test_decode_kernels_compile(cuda_target, arch, source):
 
 
 def test_scan_kernels_compile_for_sm_90(cuda_target):
-    """A scan's kernels (stick-breaking with its left-over: reverse cumsums over the key
-    tiles, the decode split, the backward's two passes) compile for sm_90 at d = 64 and
-    128 with their own schedule (64 × 32 forward, wgmma; 32 × 32 backward, mma.sync)."""
+    """A scan's kernels (stick-breaking: reverse cumsums over the key tiles, the decode
+    split, the backward's two passes, rows first: no attn_bwd_preprocess) compile for
+    sm_90 at d = 64 and 128 with their own schedule (64 × 32 forward, wgmma; 32 × 32
+    backward, mma.sync). With a left-over (O_i += r_i·v_i) the module has no decode
+    split either: attn_fwd_merge has no V to add the query's own value to."""
     kernel = triton_backend.compile_triton(
-        str(EXAMPLES / "stick_breaking_left_over.mlir"),
+        str(EXAMPLES / "stick_breaking.mlir"),
         options=["--cuda-targets=sm_90", "--cuda-head-dims=64,128"])
+    runs = {"attn_fwd", "attn_fwd_split", "attn_fwd_merge", "attn_bwd_dkdv", "attn_bwd_dq"}
+    assert set(triton_backend.launched_kernels(kernel.module)) == runs
     for head_dim in (64, 128):
         compiled = kernel.compile_ahead(cuda_target(90), dtype=torch.bfloat16,
                                         head_dim=head_dim, is_causal=True, has_key_lengths=True)
-        assert set(compiled) == set(triton_backend.KERNEL_NAMES)
+        assert set(compiled) == runs
         for name, binary in compiled.items():
             assert binary.asm.get("cubin"), f"{name}: no cubin for sm_90 at d = {head_dim}"
         assert "wgmma.mma_async" in compiled["attn_fwd"].asm["ptx"]
         for name in ("attn_bwd_dkdv", "attn_bwd_dq"):
             assert "mma.sync" in compiled[name].asm["ptx"], f"{name} has no tensor-core mma"
+    left_over = triton_backend.compile_triton(str(EXAMPLES / "stick_breaking_left_over.mlir"))
+    assert set(triton_backend.launched_kernels(left_over.module)) == {
+        "attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq"}
+    assert triton_backend.backward_plan(left_over.module) == {
+        "rows_first": True, "tile_states": ["TileLogSurvival", "TileSuffix"]}
 
 
 def test_implicit_kernels_compile_for_sm_90(cuda_target):

@@ -1192,6 +1192,27 @@ private:
   /// no decode split (τ_i needs every key of its row) and no attn_bwd_preprocess: attn_bwd_dq
   /// finds r_i first (thresholdCorrection), then attn_bwd_dkdv reads it.
   bool implicit = false;
+  /// Whether attn_fwd_split and attn_fwd_merge exist (DECODE's max_rows > 0): not for an
+  /// implicit normalizer, nor for a scan's left-over, which attn_fwd_merge has no V for.
+  bool decodes() const { return !implicit && !scanLeftOver; }
+  /// Whether attn_bwd_dq runs before attn_bwd_dkdv and finds each row's D itself, so
+  /// that there is no attn_bwd_preprocess (BACKWARD_PLAN's rows_first): a scan's rows
+  /// carry S and B from their last key, an implicit normalizer's finds r_i first.
+  bool rowsFirst() const { return scan || implicit; }
+  /// A scan's per-key-tile row states, parameters of attn_bwd_dq (which stores them)
+  /// and attn_bwd_dkdv (which reads them), in that order: BACKWARD_PLAN's tile_states.
+  SmallVector<StringRef> tileStates() const {
+    if (!scan)
+      return {};
+    return {"TileLogSurvival", "TileSuffix"};
+  }
+  /// ", " and the tile states' names, for a signature ("" where there are none).
+  std::string tileStateParams() const {
+    std::string text;
+    for (StringRef state : tileStates())
+      text += (", " + state).str();
+    return text;
+  }
   /// BLOCK_HIDDEN: `hidden` padded to a power of two of at least 16 (a multiple of
   /// kAdditiveHiddenChunk).
   int64_t blockHidden() const { return std::max<int64_t>(16, llvm::PowerOf2Ceil(hidden)); }
@@ -1806,8 +1827,17 @@ void KernelPrinter::printHeader() {
      << "# When the launcher runs the decode forward (docs/gpu.md): at most max_rows query rows,\n"
      << "# attn_fwd's programs fewer than the GPU's SMs; key chunks for programs_per_sm\n"
      << "# programs per SM.\n"
-     << "DECODE = dict(max_rows=" << (scanLeftOver || implicit ? 0 : kDecodeBlockM)
-     << ", programs_per_sm=2)\n";
+     << "DECODE = dict(max_rows=" << (decodes() ? kDecodeBlockM : 0)
+     << ", programs_per_sm=2)\n"
+     << "# How the launcher runs the backward (the launch description's \"backward\"):\n"
+     << "# rows_first, attn_bwd_dq before attn_bwd_dkdv, finding each row's D itself (no\n"
+     << "# attn_bwd_preprocess); tile_states, the parameters of both that take a float32\n"
+     << "# [B * H, key tiles of the backward, NQ] buffer of zeros each, in their order.\n"
+     << "BACKWARD_PLAN = dict(rows_first=" << (rowsFirst() ? "True" : "False")
+     << ", tile_states=(";
+  const SmallVector<StringRef> states = tileStates();
+  llvm::interleaveComma(states, os, [&](StringRef state) { os << "\"" << state << "\""; });
+  os << (states.size() == 1 ? ",))\n" : "))\n");
   if (implicit)
     os << "# An implicit normalizer runs attn_fwd only: τ_i needs every key of its row, which\n"
        << "# no chunk of keys has (docs/gpu.md). Its iteration (RowEquations' threshold\n"
@@ -2313,10 +2343,9 @@ void KernelPrinter::printPreprocess() {
 
 void KernelPrinter::printDkDv() {
   signature(ATTN_TRITON_BACKWARD_KEYS,
-            scan ? "Q, K, V, DOut, DK, DV, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts, "
-                   "DParamsKeys, TileLogSurvival, TileSuffix"
-                 : "Q, K, V, DOut, DK, DV, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts, "
-                   "DParamsKeys",
+            "Q, K, V, DOut, DK, DV, RowMax, RowSum, Delta, Params, KeyLengths, QueryStarts, "
+            "DParamsKeys" +
+                tileStateParams(),
             {"q", "k", "v", "do", "dk", "dv"}, /*gradients=*/true);
   os << R"(    # One program per key block of one (b, kv head): it visits every query head of
     # the GQA group in turn, so dK, dV and dθ are reduced without atomics.
@@ -2501,7 +2530,7 @@ void KernelPrinter::printDq() {
             std::string("Q, K, V, DOut, DQ, RowMax, RowSum, Delta, Params, KeyLengths, "
                         "QueryStarts") +
                 (weights.empty() ? "" : ", DParamsRows") +
-                (scan ? ", TileLogSurvival, TileSuffix" : ""),
+                tileStateParams(),
             {"q", "k", "v", "do", "dq"});
   rowProgram();
   line(4, "do = " + tileLoad("DOut", "b * stride_dob + h * stride_doh", "offs_m", "stride_dom",
@@ -2594,11 +2623,14 @@ LogicalResult KernelPrinter::print() {
   os << "# --- the kernels (the compiler's templates) ---\n\n";
   printRowHelpers();
   printForward();
-  if (!implicit) { // an implicit normalizer has no decode split, and attn_bwd_dq finds r_i
+  // Only the kernels the launchers run: the decode split where DECODE has rows, and
+  // attn_bwd_preprocess where attn_bwd_dq does not find D itself.
+  if (decodes()) {
     printForwardSplit();
     printForwardMerge();
-    printPreprocess();
   }
+  if (!rowsFirst())
+    printPreprocess();
   printDkDv();
   printDq();
   return success();

@@ -440,10 +440,9 @@ class TritonKernel:
         """{kernel name: triton.compile's result} for `target` (a triton GPUTarget, e.g.
         GPUTarget("cuda", 90, 32)), storage `dtype` and `head_dim`, with `schedule` (the
         module's SCHEDULES entry for the target's chip by default); no GPU needed. `names`:
-        by default every kernel of KERNEL_NAMES the module has (an implicit normalizer's
-        has no decode forward and no attn_bwd_preprocess)."""
+        by default every kernel the launchers run (launched_kernels)."""
         if names is None:
-            names = tuple(name for name in KERNEL_NAMES if hasattr(self.module, name))
+            names = launched_kernels(self.module)
         from triton.compiler import ASTSource
         from triton import compile as triton_compile
 
@@ -629,27 +628,22 @@ class TritonKernel:
 
 
 def backward_plan(module):
-    """How an emitted module's backward runs (the launch description's "backward", which
-    the C++ runtime follows as this launcher does): rows_first, attn_bwd_dq before
-    attn_bwd_dkdv and no attn_bwd_preprocess, where attn_bwd_dq finds each row's D (delta)
-    itself: a scan's rows carry S and B from their last key to their first, an implicit
-    normalizer's finds r_i first; tile_states, the parameters of attn_bwd_dq and
-    attn_bwd_dkdv that take a float32 [B * H, key tiles, NQ] buffer of zeros each (key
-    tiles: cdiv(NK, BLOCK_N) of the backward), in their order: a scan's rows' S and B as
-    they enter each key tile, which attn_bwd_dq stores and attn_bwd_dkdv reads."""
-    scan = module.ALGORITHM == "scan"
-    return {"rows_first": scan or module.ALGORITHM == "implicit",
-            "tile_states": ["TileLogSurvival", "TileSuffix"] if scan else []}
+    """How an emitted module's backward runs, as its BACKWARD_PLAN says (the launch
+    description's "backward", which the C++ runtime follows as this launcher does):
+    rows_first, attn_bwd_dq before attn_bwd_dkdv and no attn_bwd_preprocess, where
+    attn_bwd_dq finds each row's D (delta) itself (a scan's rows carry S and B from their
+    last key to their first, an implicit normalizer's finds r_i first); tile_states, the
+    parameters of attn_bwd_dq and attn_bwd_dkdv that take a float32 [B * H, key tiles, NQ]
+    buffer of zeros each (key tiles: cdiv(NK, BLOCK_N) of the backward), in their order."""
+    plan = module.BACKWARD_PLAN
+    return {"rows_first": bool(plan["rows_first"]), "tile_states": list(plan["tile_states"])}
 
 
 def launched_kernels(module):
-    """The kernels of KERNEL_NAMES the launchers run for an emitted module: the decode
-    forward only where its DECODE has rows, attn_bwd_preprocess only where the backward is
-    not rows first (backward_plan)."""
-    unused = set() if module.DECODE["max_rows"] > 0 else {FORWARD_SPLIT, FORWARD_MERGE}
-    if backward_plan(module)["rows_first"]:
-        unused.add(BACKWARD_PREPROCESS)
-    return tuple(name for name in KERNEL_NAMES if name not in unused)
+    """The kernels of KERNEL_NAMES the launchers run for an emitted module: those it has
+    (the emitter prints the decode forward only where DECODE has rows, attn_bwd_preprocess
+    only where BACKWARD_PLAN is not rows first)."""
+    return tuple(name for name in KERNEL_NAMES if hasattr(module, name))
 
 
 def schedule_entry(name):
