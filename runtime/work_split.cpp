@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <initializer_list>
 
 namespace attn {
 
@@ -87,8 +88,9 @@ int64_t query_split_begin(int64_t split, int64_t splits, int64_t queries, int64_
 namespace detail {
 
 namespace {
-/// (query, key) pairs a call visits: all of them, or under a causal mask (queries
-/// aligned to the last keys) about the triangle's.
+/// (query, key) pairs a call visits: all of them, or under a causal mask those of
+/// queries aligned to the last keys (a decoder step; with Nq > Nk this also counts the
+/// pairs of a top-left alignment), an upper bound of both alignments.
 double visited_pairs(const CallSize &size) {
   const double queries = static_cast<double>(size.queries), keys = static_cast<double>(size.keys);
   if (!size.causal)
@@ -102,10 +104,17 @@ double multiply_add_nanos(const CallSize &size, double per_pair) {
          static_cast<double>(size.element_bytes) / 4;
 }
 
+/// The product of sizes, in double: a huge call must not overflow into a small one.
+double product(std::initializer_list<int64_t> sizes) {
+  double total = 1;
+  for (int64_t size : sizes)
+    total *= static_cast<double>(size);
+  return total;
+}
+
 double key_value_nanos(const CallSize &size) {
   const int64_t blocks = (size.queries + kQueryBlock - 1) / kQueryBlock;
-  return static_cast<double>(size.heads * blocks * size.keys * (size.d + size.dv) *
-                             size.element_bytes) *
+  return product({size.heads, blocks, size.keys, size.d + size.dv, size.element_bytes}) *
          kNanosPerByte;
 }
 } // namespace
@@ -121,8 +130,7 @@ double backward_nanos(const CallSize &size) {
 }
 
 double merge_nanos(const CallSize &size, int64_t splits) {
-  return static_cast<double>(size.heads * size.queries * splits * (size.dv + 3) *
-                             size.element_bytes) *
+  return product({size.heads, size.queries, splits, size.dv + 3, size.element_bytes}) *
          kNanosPerByte;
 }
 

@@ -41,7 +41,7 @@ constexpr double kNanosPerByte = 0.04;
 /// The default of min_thread_work_nanos(): on that machine, posting to a sleeping
 /// helper took the caller 26 µs (a futex wake is an interrupt to an idle vCPU) and the
 /// helper's first item began 49 µs after the post, so a decoder step over 8 heads × 512
-/// keys (50 µs on one thread) took 80 µs on two. Twice that wake-up per thread.
+/// keys (50 µs on one thread) took 80 µs on two. About twice the helper's late start.
 constexpr double kMinNanosPerThread = 100'000;
 
 /// Threads to run a call estimated at `one_thread_nanos` on, of `threads`: each gets

@@ -158,11 +158,16 @@ def test_scan_kernels_compile_for_sm_90(cuda_target):
         assert "wgmma.mma_async" in compiled["attn_fwd"].asm["ptx"]
         for name in ("attn_bwd_dkdv", "attn_bwd_dq"):
             assert "mma.sync" in compiled[name].asm["ptx"], f"{name} has no tensor-core mma"
-    left_over = triton_backend.compile_triton(str(EXAMPLES / "stick_breaking_left_over.mlir"))
-    assert set(triton_backend.launched_kernels(left_over.module)) == {
-        "attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq"}
+    left_over = triton_backend.compile_triton(
+        str(EXAMPLES / "stick_breaking_left_over.mlir"),
+        options=["--cuda-targets=sm_90", "--cuda-head-dims=64"])
     assert triton_backend.backward_plan(left_over.module) == {
         "rows_first": True, "tile_states": ["TileLogSurvival", "TileSuffix"]}
+    compiled = left_over.compile_ahead(cuda_target(90), dtype=torch.bfloat16, head_dim=64,
+                                       is_causal=True, has_key_lengths=True)
+    assert set(compiled) == {"attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq"}
+    for name, binary in compiled.items():
+        assert binary.asm.get("cubin"), f"left-over {name}: no cubin for sm_90"
 
 
 def test_implicit_kernels_compile_for_sm_90(cuda_target):

@@ -880,6 +880,16 @@ def test_bad_positions_are_refused():
         triton_backend.load_triton(older)
 
 
+def test_modules_without_a_backward_plan_are_refused():
+    """A module an older attn-compile wrote (no BACKWARD_PLAN, kernels no launcher runs) is
+    refused at load, not in the middle of a backward."""
+    text = triton_backend.emit_triton(str(EXAMPLES / "softmax.mlir"))
+    assert "\nBACKWARD_PLAN = " in text
+    older = text.replace("\nBACKWARD_PLAN = ", "\nOLD_PLAN = ")
+    with pytest.raises(RuntimeError, match="older attn-compile .*no BACKWARD_PLAN.*recompile"):
+        triton_backend.load_triton(older)
+
+
 # --- the decode forward: attn_fwd_split over key chunks, attn_fwd_merge (docs/decoding.md) --
 
 def with_gqa(fn, group):

@@ -24,8 +24,11 @@
 // adding one sum per element it read, in order), summed by the launcher in a
 // fixed order.
 // Module constants describe the launch (KERNEL, PARAM_NAMES, SCHEDULES: the
-// kernel's gpu_schedule, the tiles, warps and stages per chip, dtype, head dim);
-// runtime/python/attn/triton_backend.py launches it and holds no math.
+// kernel's gpu_schedule, the tiles, warps and stages per chip, dtype, head dim;
+// DECODE: when the decode forward runs; BACKWARD_PLAN: the backward's kernel order
+// and tile states). A module holds only the kernels its launchers run: no decode
+// forward where DECODE has no rows, no attn_bwd_preprocess where the backward runs
+// rows first. runtime/python/attn/triton_backend.py launches it and holds no math.
 //
 // The cosine contraction contracts unit rows, normalised as each tile is loaded;
 // dq and dk are chained back through the norms where they are stored.

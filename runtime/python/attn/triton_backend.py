@@ -266,6 +266,11 @@ class TritonKernel:
             raise RuntimeError(f"attn kernel {self.name} (Triton): the module was emitted by "
                                "an older attn-compile (one key start for the whole batch, "
                                "KEY_START); recompile it with the attn-compile of this runtime")
+        if not hasattr(module, "BACKWARD_PLAN"):
+            raise RuntimeError(f"attn kernel {self.name} (Triton): the module was emitted by "
+                               "an older attn-compile (no BACKWARD_PLAN: it holds kernels no "
+                               "launcher runs); recompile it with the attn-compile of this "
+                               "runtime")
         self.param_names = tuple(module.PARAM_NAMES)
         # (name, shape, offset in params, init) per learnable weight, after the params.
         self.weights = tuple(module.WEIGHTS)
