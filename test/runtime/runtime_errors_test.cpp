@@ -1215,6 +1215,20 @@ TEST(DispatchThreads, BackwardSplitsOneSliceOverThreads) {
   }
 }
 
+TEST(DispatchThreads, SmallBackwardsRunInOneCall) {
+  at::set_num_threads(2);
+  if (at::get_num_threads() < 2)
+    GTEST_SKIP() << "SKIP: LibTorch intra-op pool has one thread";
+  const double before = attn::set_min_thread_work_nanos(attn::detail::kMinNanosPerThread);
+  // 512 rows × 300 keys × (3·8 + 2·8): about 130 µs on one thread (work_split.h), under
+  // the 200 µs two threads need, so one call where BackwardSplitsOneSliceOverThreads
+  // (the same sizes, every call split) gets 8; 2048 × 1200 keys, about 2 ms, get 8.
+  expect_split_backward(512, 300, false, 1);
+  expect_split_backward(2048, 1200, false, attn::backward_query_splits(1, 2048, 2));
+  EXPECT_EQ(attn::backward_query_splits(1, 2048, 2), 8);
+  attn::set_min_thread_work_nanos(before);
+}
+
 TEST(DispatchThreads, BackwardSplitsFewQueriesOverKeys) {
   at::set_num_threads(2);
   if (at::get_num_threads() < 2)
