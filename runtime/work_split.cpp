@@ -2,7 +2,9 @@
 //
 // The split policy: how many query rows a forward call takes, and into how many
 // query splits or key chunks a (batch, head) slice is divided so that every thread
-// gets several calls. Pure functions of the sizes and the thread count.
+// gets several calls, pure functions of the sizes and the thread count; and how many
+// threads a call is worth (its estimated one-thread time against the process-wide
+// min_thread_work_nanos, the one setting kept here).
 //
 //===----------------------------------------------------------------------===//
 #include "work_split.h"

@@ -1,7 +1,8 @@
 //===- work_split.h - how a call's work is divided into kernel calls -----===//
 //
 // The public half (forward_rows_per_call, backward_query_splits, key_splits,
-// query_split_begin) is declared in attn/runtime.h.
+// query_split_begin, min_thread_work_nanos and its setter) is declared in
+// attn/runtime.h.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_RUNTIME_WORK_SPLIT_H
