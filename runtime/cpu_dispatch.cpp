@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cpu_dispatch.h"
+#include "internal.h"
 #include "work_sharing.h"
 #include "work_split.h"
 
@@ -90,9 +91,20 @@ int64_t threads_for(double one_thread_nanos) {
   return threads_worth(one_thread_nanos, at::get_num_threads(), min_thread_work_nanos());
 }
 
-CallSize call_size(const Problem &p) {
-  return {p.B * p.H, p.Nq, p.Nk, p.d, p.dv, static_cast<int64_t>(c10::elementSize(p.dtype)),
-          p.causal};
+/// The sizes of `p` and what its multiply-adds cost in the schedule that runs its
+/// `backward` (else forward) calls.
+CallSize call_size(const Library &lib, const Problem &p, bool backward) {
+  const int64_t element_bytes = static_cast<int64_t>(c10::elementSize(p.dtype));
+  const char *dtype = dtype_tag(p.dtype);
+  return {
+      p.B * p.H,
+      p.Nq,
+      p.Nk,
+      p.d,
+      p.dv,
+      element_bytes,
+      p.causal,
+      pair_cost(lib.manifest().cpu_cost, dtype ? dtype : "", p.d, p.dv, element_bytes, backward)};
 }
 
 /// f(b, h, q_begin, q_end) for every block of forward_rows_per_call rows of every
@@ -172,8 +184,8 @@ run_merge(const Library &lib, const Problem &p, const Tensor &params_in,
   Tensor out = torch::empty({p.B, p.H, p.Nq, p.dv}, opts);
   Tensor row_max = torch::empty({p.B, p.H, p.Nq}, opts), row_sum = torch::empty_like(row_max);
   const attn_memref1d pm = memref_params(params);
-  const int64_t threads =
-      threads_for(merge_nanos(call_size(p), o_parts.size(2) / std::max<int64_t>(p.Nq, 1)));
+  const int64_t threads = threads_for(merge_nanos(call_size(lib, p, /*backward=*/false),
+                                                  o_parts.size(2) / std::max<int64_t>(p.Nq, 1)));
   for_each_query_block(p, threads, [&](int64_t b, int64_t h, int64_t q_begin, int64_t q_end) {
     attn_memref2d opm = memref2d(o_parts, b, h), om = memref2d(out, b, h);
     attn_memref1d mpm = memref1d(max_parts, b, h), spm = memref1d(sum_parts, b, h),
@@ -193,7 +205,7 @@ std::tuple<Tensor, Tensor, Tensor> run_forward_cpu(const Library &lib, const Pro
   const auto opts = fwd.out.options();
 
   const int64_t BH = p.B * p.H;
-  const int64_t threads = threads_for(forward_nanos(call_size(p)));
+  const int64_t threads = threads_for(forward_nanos(call_size(lib, p, /*backward=*/false)));
   const ForwardSplit plan = forward_split(lib.manifest().splits.forward, BH, p.Nq, p.Nk, threads);
   const int64_t rows_per_item = plan.rows_per_call, kv_splits = plan.key_chunks;
   const int64_t nqb = (p.Nq + rows_per_item - 1) / rows_per_item;
@@ -266,7 +278,7 @@ run_backward_cpu(const Library &lib, const Problem &p, const Tensor &q_in, const
   // writing its keys' dk, dv rows and its share of dq to its own dq buffer (abi.h,
   // kv_begin), summed in chunk order. SliceSplit::Whole: one call per slice.
   const int64_t BH = p.B * p.H;
-  const int64_t threads = threads_for(backward_nanos(call_size(p)));
+  const int64_t threads = threads_for(backward_nanos(call_size(lib, p, /*backward=*/true)));
   const BackwardSplit plan = backward_split(lib.manifest().splits.backward, BH, p.Nq, p.Nk, threads);
   const int64_t splits = plan.query_splits, kv_splits = plan.key_chunks;
   // The calls overwrite dq's rows [q_begin, q_end) and dk's and dv's rows
@@ -362,7 +374,7 @@ run_partial_forward(const Library &lib, const Problem &p, const Tensor &q_in, co
   const ForwardCall fwd = forward_call(lib, p, q_in, k_in, v_in, params_in, inputs);
   Tensor row_count = torch::empty_like(fwd.row_max);
   const attn_memref1d pm = memref_params(fwd.params);
-  const int64_t threads = threads_for(forward_nanos(call_size(p)));
+  const int64_t threads = threads_for(forward_nanos(call_size(lib, p, /*backward=*/false)));
   for_each_query_block(p, threads, [&](int64_t b, int64_t h, int64_t q_begin, int64_t q_end) {
     attn_memref2d qm = memref2d(fwd.q, b, h), km = memref2d(fwd.k, b, p.kv_head(h)),
                   vm = memref2d(fwd.v, b, p.kv_head(h)), om = memref2d(fwd.out, b, h);

@@ -69,6 +69,9 @@ std::string choose_cuda_image(const std::vector<std::string> &targets, int major
 /// data not yet set. Throws c10::Error naming the artifact and the member at fault.
 TritonLaunch parse_triton_launch(const std::string &path, const std::string &text);
 
+/// "f32" / "f64" (a CPU entry point's dtype), nullptr for other dtypes.
+const char *dtype_tag(torch::ScalarType t);
+
 /// "f32" / "f16" / "bf16" (a triton-kernel dtype), nullptr for other dtypes.
 const char *cuda_dtype_tag(torch::ScalarType t);
 

@@ -35,17 +35,6 @@ std::string join(const std::vector<std::string> &items, const char *sep = " ") {
   return out;
 }
 
-const char *dtype_tag(torch::ScalarType t) {
-  switch (t) {
-  case torch::kFloat:
-    return "f32";
-  case torch::kDouble:
-    return "f64";
-  default:
-    return nullptr;
-  }
-}
-
 struct FileId {
   uint64_t dev = 0, ino = 0;
   int64_t mtime_ns = 0, size = 0;
@@ -429,7 +418,7 @@ int64_t Library::num_params() const {
 }
 
 bool Library::has_dtype(torch::ScalarType dtype) const {
-  const char *tag = dtype_tag(dtype);
+  const char *tag = detail::dtype_tag(dtype);
   if (!tag)
     return false;
   for (const auto &d : manifest_.dtypes)
@@ -501,6 +490,17 @@ std::string choose_cuda_image(const std::vector<std::string> &targets, int major
   if (!exact.empty())
     return exact;
   return compatible;
+}
+
+const char *dtype_tag(torch::ScalarType t) {
+  switch (t) {
+  case torch::kFloat:
+    return "f32";
+  case torch::kDouble:
+    return "f64";
+  default:
+    return nullptr;
+  }
 }
 
 const char *cuda_dtype_tag(torch::ScalarType t) {

@@ -294,6 +294,26 @@ Manifest parse_manifest(const std::string &path, const std::string &text) {
   }
   m.dtypes = doc["dtypes"].get<std::vector<std::string>>();
   m.devices = doc["devices"].get<std::vector<std::string>>();
+  if (doc.contains("cpu_cost")) {
+    for (size_t i = 0; i < doc["cpu_cost"].size(); ++i) {
+      const Json &entry = doc["cpu_cost"][i];
+      CpuPairCost cost{entry["dtype"].get<std::string>(), entry.value("head_dim", int64_t{0}),
+                       entry["forward"].get<double>(), entry["backward"].get<double>()};
+      for (const CpuPairCost &earlier : m.cpu_cost)
+        if (earlier.dtype == cost.dtype && earlier.head_dim == cost.head_dim)
+          refuse(item_field("cpu_cost", i),
+                 "one entry per dtype and head dim (none: the generic loops)",
+                 shown(entry) + ", whose dtype and head dim an earlier entry has");
+      m.cpu_cost.push_back(std::move(cost));
+    }
+    // The entry without a head dim is what every call that no tiled schedule takes costs.
+    for (const std::string &dtype : m.dtypes)
+      if (std::none_of(m.cpu_cost.begin(), m.cpu_cost.end(), [&](const CpuPairCost &cost) {
+            return cost.dtype == dtype && cost.head_dim == 0;
+          }))
+        refuse("cpu_cost", "an entry without head_dim for every dtype of dtypes",
+               "none for " + dtype + " in " + shown(doc["cpu_cost"]));
+  }
   const bool cuda = std::find(m.devices.begin(), m.devices.end(), "cuda") != m.devices.end();
   if (cuda != doc.contains("cuda"))
     refuse("cuda",

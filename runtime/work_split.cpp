@@ -103,7 +103,7 @@ double visited_pairs(const CallSize &size) {
 
 double multiply_add_nanos(const CallSize &size, double per_pair) {
   return static_cast<double>(size.heads) * visited_pairs(size) * per_pair * kNanosPerMultiplyAdd *
-         static_cast<double>(size.element_bytes) / 4;
+         size.multiply_add_cost;
 }
 
 /// The product of sizes, in double: a huge call must not overflow into a small one.
@@ -120,6 +120,22 @@ double key_value_nanos(const CallSize &size) {
          kNanosPerByte;
 }
 } // namespace
+
+double pair_cost(const std::vector<CpuPairCost> &costs, const std::string &dtype, int64_t d,
+                 int64_t dv, int64_t element_bytes, bool backward) {
+  const CpuPairCost *generic = nullptr;
+  for (const CpuPairCost &cost : costs) {
+    if (cost.dtype != dtype)
+      continue;
+    if (cost.head_dim != 0 && cost.head_dim == d && d == dv)
+      return backward ? cost.backward : cost.forward;
+    if (cost.head_dim == 0)
+      generic = &cost;
+  }
+  if (generic)
+    return backward ? generic->backward : generic->forward;
+  return static_cast<double>(element_bytes) / 4;
+}
 
 double forward_nanos(const CallSize &size) {
   return multiply_add_nanos(size, static_cast<double>(size.d + size.dv)) + key_value_nanos(size);

@@ -11,20 +11,32 @@
 #include "attn/runtime.h"
 
 #include <cstdint>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace attn {
 namespace detail {
 
 /// The sizes of a call that its cost estimate reads: `heads` = B·H slices of `queries`
-/// rows against `keys` keys, head dims d and dv, elements of `element_bytes`.
+/// rows against `keys` keys, head dims d and dv, elements of `element_bytes`, and what
+/// a multiply-add costs in the schedule that runs it (pair_cost).
 struct CallSize {
   int64_t heads = 0, queries = 0, keys = 0, d = 0, dv = 0, element_bytes = 4;
   bool causal = false;
+  double multiply_add_cost = 1;
 };
 
+/// What a multiply-add of a call on `dtype` ("f32", "f64") with head dims d and dv costs
+/// relative to kNanosPerMultiplyAdd, by the manifest's cpu_cost (`costs`): the entry of
+/// the tiled schedule the call takes (d = dv = its head_dim), else the dtype's entry
+/// without a head dim; without entries for the dtype, element_bytes / 4 (the tiled
+/// loops on 16 lanes).
+double pair_cost(const std::vector<CpuPairCost> &costs, const std::string &dtype, int64_t d,
+                 int64_t dv, int64_t element_bytes, bool backward);
+
 /// Estimated time of a call's work on one thread, in nanoseconds: its multiply-adds at
-/// kNanosPerMultiplyAdd (per 4 bytes of element) plus the bytes of K and V it reads at
+/// kNanosPerMultiplyAdd × multiply_add_cost plus the bytes of K and V it reads at
 /// kNanosPerByte (once per kQueryBlock query rows). Coarse by design: it only tells a
 /// call worth threads from one that is not (threads_worth).
 double forward_nanos(const CallSize &size);

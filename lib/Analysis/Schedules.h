@@ -58,6 +58,20 @@ GpuScheduleAttr defaultGpuSchedule(StringRef chip, FloatType type, int64_t headD
 /// Learnable params from which a kernel's backward gets the narrower tiles above.
 constexpr unsigned kManyParamGradients = 4;
 
+/// What a (query, key) pair's multiply-adds cost on one thread in a CPU schedule,
+/// relative to the runtime's reference (runtime/work_split.h, kNanosPerMultiplyAdd: an
+/// f32 multiply-add of the tiled loops on 16-lane vectors); the manifest's cpu_cost,
+/// from which the runtime estimates a call's one-thread time and so how many threads
+/// the call is worth. Coarse by design: a factor of two either way moves the thread
+/// count of few calls.
+struct CpuPairCost {
+  double forward = 1, backward = 1;
+};
+
+/// The cost of `schedule` (not a decode one: its rows cost what its tiled schedule's
+/// do) for a kernel classified as `algorithm`.
+CpuPairCost cpuPairCost(CpuScheduleAttr schedule, Algorithm algorithm);
+
 /// XY of a CUDA chip name sm_XY, else std::nullopt.
 std::optional<int> cudaChipVersion(StringRef chip);
 /// The kernel of `module` that carries a `cpu_schedule` (`gpu`: a

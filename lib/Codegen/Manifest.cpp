@@ -48,6 +48,28 @@ static json::Value cudaSection(KernelOp kernel) {
       {"targets", std::move(targets)}, {"backend", "triton"}, {"kernels", std::move(kernels)}};
 }
 
+/// Per CPU schedule but the decode ones (whose rows cost what their tiled schedule's
+/// do), what a (query, key) pair's multiply-adds cost ({"dtype", "head_dim" (absent:
+/// the generic or linear loops, which serve every other call), "forward", "backward"}).
+static json::Array cpuCostSection(KernelOp kernel, Algorithm algorithm) {
+  json::Array costs;
+  ArrayAttr schedules = kernel.getCpuScheduleAttr();
+  if (!schedules)
+    return costs;
+  for (auto schedule : schedules.getAsRange<CpuScheduleAttr>()) {
+    if (schedule.getVariant() == CpuVariant::Decode)
+      continue;
+    CpuPairCost cost = cpuPairCost(schedule, algorithm);
+    json::Object entry{{"dtype", elementTypeName(schedule.getType())},
+                       {"forward", cost.forward},
+                       {"backward", cost.backward}};
+    if (schedule.getVariant() == CpuVariant::Tiled)
+      entry["head_dim"] = schedule.getHeadDim();
+    costs.push_back(std::move(entry));
+  }
+  return costs;
+}
+
 /// One extent of an input's shape as the schema writes it: the call dimension's
 /// name, "?" (any) or the fixed extent.
 static json::Value inputExtent(InputOp input, unsigned dim, int64_t extent) {
@@ -139,6 +161,7 @@ FailureOr<std::string> mlir::attn::buildManifest(KernelOp kernel) {
       {"params", std::move(params)},
       {"inputs", std::move(inputs)},
       {"contract", std::move(contract)},
+      {"cpu_cost", cpuCostSection(kernel, *algorithm)},
       {"dtypes", std::move(dtypes)},
       {"devices", cuda.kind() == json::Value::Null ? json::Array{"cpu"}
                                                     : json::Array{"cpu", "cuda"}}};

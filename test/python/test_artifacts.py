@@ -76,7 +76,7 @@ INPUT = '''{
     # A 99x99 weight on a kernel compiled for 32x32.
     ("luong_general", '"shape": [\n        32,\n        32', '"shape": [\n        99,\n        99',
      ["param 'W' is [99x99] in the manifest, the entry points read [32x32]"]),
-    ("luong_general", '"head_dim": 32', '"head_dim": 64',
+    ("luong_general", '"head_dim": 32,', '"head_dim": 64,',
      ["head_dim is 64 (0: any), the entry points were compiled for 32"]),
     # The input removed.
     ("luong_local", INPUT, "",

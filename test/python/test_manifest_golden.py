@@ -82,6 +82,16 @@ def test_triton_kernels():
                                     for dtype in ("bf16", "f16") for d in (64, 128)]
 
 
+def test_cpu_costs():
+    """Per CPU schedule (golden files at --cpu=skylake-avx512: 16 f32 lanes), what a pair's
+    multiply-adds cost: the generic loops without a head dim, each tiled head dim beside."""
+    assert parse("softmax-triton")["cpu_cost"] == [
+        {"dtype": "f32", "forward": 30, "backward": 20},
+        *({"dtype": "f32", "head_dim": d, "forward": 1, "backward": 1} for d in (32, 64, 128))]
+    # The kernelised form has its linear loops only.
+    assert parse("linear")["cpu_cost"] == [{"dtype": "f64", "forward": 2, "backward": 2}]
+
+
 def damaged(edit, name="softmax-triton"):
     m = json.loads((GOLDEN / f"{name}.json").read_text())
     edit(m)
@@ -102,6 +112,12 @@ def damaged(edit, name="softmax-triton"):
     (lambda m: m.pop("splits"), "splits", "expected an object, found nothing"),
     (lambda m: m["splits"].update(forward="queries"), "splits.forward",
      'expected one of whole, rows, key_chunks, found "queries"'),
+    (lambda m: m["cpu_cost"][1].update(head_dim=0), "cpu_cost[1].head_dim",
+     "expected an integer >= 1, found 0"),
+    (lambda m: m["cpu_cost"][0].update(dtype="bf16"), "cpu_cost[0].dtype",
+     'expected one of f32, f64, found "bf16"'),
+    (lambda m: m["cpu_cost"][0].pop("forward"), "cpu_cost[0].forward",
+     "expected a number >= 0, found nothing"),
     (lambda m: m["contract"].update(feature="no"), "contract.feature",
      'expected a boolean, found "no"'),
     (lambda m: m["contract"].pop("scale"), "contract.scale",

@@ -457,6 +457,37 @@ TEST(ArtifactChecks, SplitsAgainstEntryPoints) {
   expect_manifests_refused(cases);
 }
 
+TEST(ArtifactChecks, CpuCostEntries) {
+  // One entry per (dtype, head dim), and one without a head dim (the generic loops)
+  // for every dtype, since the calls no tiled schedule takes cost that.
+  const ManifestCase cases[] = {
+      {damaged([](auto &m) {
+         m["cpu_cost"] = nlohmann::json::parse(
+             R"([{"dtype": "f32", "forward": 30, "backward": 20},
+                 {"dtype": "f32", "forward": 3, "backward": 2}])");
+       }),
+       {"manifest field 'cpu_cost[1]': expected one entry per dtype and head dim",
+        "whose dtype and head dim an earlier entry has"}},
+      {damaged([](auto &m) {
+         m["cpu_cost"] = nlohmann::json::parse(
+             R"([{"dtype": "f32", "head_dim": 64, "forward": 1, "backward": 1}])");
+       }),
+       {"manifest field 'cpu_cost': expected an entry without head_dim for every dtype of "
+        "dtypes",
+        "found none for f32"}},
+      {damaged([](auto &m) {
+         m["cpu_cost"] =
+             nlohmann::json::parse(R"([{"dtype": "f32", "forward": -1, "backward": 20}])");
+       }),
+       {"manifest field 'cpu_cost[0].forward'", "found -1"}},
+      {damaged([](auto &m) {
+         m["cpu_cost"] = nlohmann::json::parse(R"([{"dtype": "f32", "forward": 30}])");
+       }),
+       {"manifest field 'cpu_cost[0].backward'", "found nothing"}},
+  };
+  expect_manifests_refused(cases);
+}
+
 TEST(ManifestSchema, RequiresThisAbiVersion) {
   // The schema's version and the runtime's cannot drift apart.
   EXPECT_EQ(attn::detail::manifest_schema_abi(), ATTN_ABI_VERSION);
@@ -1136,6 +1167,28 @@ TEST(DispatchThreads, SmallCallsRunOnTheCaller) {
     EXPECT_EQ(probe_count("probe_forward_calls"), 8) << keys << " keys";
     EXPECT_EQ(probe_count("probe_threads"), threads) << keys << " keys";
     EXPECT_EQ(probe_count("probe_errors"), 0);
+  }
+  attn::set_min_thread_work_nanos(before);
+}
+
+// The estimate reads the manifest's cpu_cost: the same call costs 30 times more where
+// no tiled schedule takes its head dim (fx_probe_rows: tiled at d = 8 only).
+TEST(DispatchThreads, GenericLoopsAreWorthMoreThreads) {
+  auto lib = Library::load(ATTN_FX_PROBE_ROWS);
+  at::set_num_threads(2);
+  if (at::get_num_threads() < 2)
+    GTEST_SKIP() << "SKIP: LibTorch intra-op pool has one thread";
+  const double before = attn::set_min_thread_work_nanos(attn::detail::kMinNanosPerThread);
+  // 8 heads × 128 rows × 128 keys × (d + d) dims: at d = 8 about 50 µs at the tiled
+  // rate, one thread; at d = 4 (generic loops) 25 µs × 30, both threads.
+  for (auto [d, threads] : {std::pair<int64_t, int64_t>{8, 1}, {4, 2}}) {
+    probe_reset(ATTN_FX_PROBE_ROWS);
+    setenv("ATTN_PROBE_SLEEP_US", "2000", 1);
+    Tensor q = torch::randn({2, 4, 128, d});
+    attn::attention_forward(lib, q, q, q, lib->initial_params());
+    unsetenv("ATTN_PROBE_SLEEP_US");
+    EXPECT_EQ(probe_count("probe_threads", ATTN_FX_PROBE_ROWS), threads) << "d = " << d;
+    EXPECT_EQ(probe_count("probe_errors", ATTN_FX_PROBE_ROWS), 0);
   }
   attn::set_min_thread_work_nanos(before);
 }

@@ -52,10 +52,16 @@ TEST(WorkSplit, CostEstimates) {
   // The backward's products: q·k, dO·v, then P·dO, dS·k and dS·q (3d + 2dv per pair).
   EXPECT_DOUBLE_EQ(attn::detail::backward_nanos(step),
                    8 * 1024 * 320 * kNanosPerMultiplyAdd + (4 << 20) * kNanosPerByte);
-  // f64 takes twice the time per product and reads twice the bytes.
+  // f64 reads twice the bytes; on 8 lanes (pair_cost 2) its products take twice the time.
   CallSize doubles = step;
   doubles.element_bytes = 8;
+  doubles.multiply_add_cost = 2;
   EXPECT_DOUBLE_EQ(attn::detail::forward_nanos(doubles), 2 * attn::detail::forward_nanos(step));
+  // The generic loops' products at 30 times the reference; the bytes as before.
+  CallSize generic = step;
+  generic.multiply_add_cost = 30;
+  EXPECT_DOUBLE_EQ(attn::detail::forward_nanos(generic),
+                   30 * 8 * 1024 * 128 * kNanosPerMultiplyAdd + (4 << 20) * kNanosPerByte);
   // K and V are read once per 64 query rows: 130 rows read them three times.
   const CallSize prompt{1, 130, 100, 8, 8, 4, false};
   EXPECT_DOUBLE_EQ(attn::detail::forward_nanos(prompt),
@@ -66,6 +72,22 @@ TEST(WorkSplit, CostEstimates) {
                    5050 * 16 * kNanosPerMultiplyAdd + 2 * 100 * 16 * 4 * kNanosPerByte);
   // The merge reads each row's dv + 3 numbers from each of `splits` partial states.
   EXPECT_DOUBLE_EQ(attn::detail::merge_nanos(step, 4), 8 * 4 * 67 * 4 * kNanosPerByte);
+}
+
+TEST(WorkSplit, PairCostOfTheSchedulesACallTakes) {
+  using attn::CpuPairCost;
+  using attn::detail::pair_cost;
+  const std::vector<CpuPairCost> costs{{"f32", 0, 30, 20}, {"f32", 64, 2, 3}, {"f64", 0, 60, 40}};
+  // d = dv = 64 takes the tiled schedule of 64; any other the generic loops.
+  EXPECT_EQ(pair_cost(costs, "f32", 64, 64, 4, false), 2);
+  EXPECT_EQ(pair_cost(costs, "f32", 64, 64, 4, true), 3);
+  EXPECT_EQ(pair_cost(costs, "f32", 48, 48, 4, false), 30);
+  EXPECT_EQ(pair_cost(costs, "f32", 64, 32, 4, true), 20);
+  // f64 has no tiled entry: its generic one.
+  EXPECT_EQ(pair_cost(costs, "f64", 64, 64, 8, false), 60);
+  // A manifest without cpu_cost: the reference rate per 4 bytes of element.
+  EXPECT_EQ(pair_cost({}, "f32", 64, 64, 4, false), 1);
+  EXPECT_EQ(pair_cost({}, "f64", 48, 48, 8, true), 2);
 }
 
 TEST(WorkSplit, ForwardRowsPerCall) {

@@ -178,6 +178,17 @@ struct Splits {
   bool partial_calls = false;
 };
 
+/// What a (query, key) pair's multiply-adds cost on one thread in one of the
+/// artifact's CPU schedules, relative to an f32 multiply-add of the tiled loops on
+/// 16-lane vectors: the manifest's cpu_cost, read by the estimate that decides how
+/// many threads a call is worth (min_thread_work_nanos).
+struct CpuPairCost {
+  std::string dtype;    // "f32" or "f64"
+  int64_t head_dim = 0; // the tiled schedule's (calls with d = dv = head_dim); 0: the
+                        // generic or linear loops, which serve every other call
+  double forward = 1, backward = 1;
+};
+
 /// The parsed manifest of an artifact (see attn/abi.h for the format).
 struct Manifest {
   int abi_version = 0;
@@ -190,6 +201,7 @@ struct Manifest {
   int64_t head_dim = 0;                      // q's head dim must equal this when nonzero
   std::vector<TensorInput> inputs;           // the kernel's tensor inputs, in argument order
   std::vector<std::string> dtypes, devices; // e.g. {"f32", "f64"}, {"cpu"}
+  std::vector<CpuPairCost> cpu_cost;        // empty: every call at the reference rate
   std::vector<std::string> cuda_targets;     // e.g. {"sm_80", "sm_90"}; empty: no GPU code
   bool triton = false;                       // cuda.backend is triton (the only one)
   /// cuda.kernels: the (dtype, d) pairs with Triton cubins.
