@@ -48,11 +48,12 @@ def median_seconds(fn, reps):
 
 
 def manifest_cost(kernel, d, backward):
-    """The runtime's pick (work_split.cpp pair_cost) from the manifest, f32."""
+    """The cost the runtime picks (work_split.cpp pair_cost) for an f32 call with
+    d = dv: the tiled entry of that head dim, else the generic one, else 1."""
     costs = [c for c in kernel.manifest.get("cpu_cost", []) if c["dtype"] == "f32"]
-    tiled = [c for c in costs if c.get("head_dim") == d]
-    entry = (tiled or [c for c in costs if "head_dim" not in c])[0]
-    return entry["backward" if backward else "forward"]
+    entries = ([c for c in costs if c.get("head_dim") == d and c.get("d") == d]
+               or [c for c in costs if "head_dim" not in c])
+    return entries[0]["backward" if backward else "forward"] if entries else 1.0
 
 
 def calls(kernel, bh, nq, nk, d):

@@ -298,7 +298,11 @@ Manifest parse_manifest(const std::string &path, const std::string &text) {
     for (size_t i = 0; i < doc["cpu_cost"].size(); ++i) {
       const Json &entry = doc["cpu_cost"][i];
       CpuPairCost cost{entry["dtype"].get<std::string>(), entry.value("head_dim", int64_t{0}),
-                       entry["forward"].get<double>(), entry["backward"].get<double>()};
+                       entry.value("d", int64_t{0}), entry["forward"].get<double>(),
+                       entry["backward"].get<double>()};
+      if ((cost.head_dim == 0) != (cost.d == 0))
+        refuse(item_field("cpu_cost", i), "head_dim and d together (a tiled schedule) or neither",
+               shown(entry));
       for (const CpuPairCost &earlier : m.cpu_cost)
         if (earlier.dtype == cost.dtype && earlier.head_dim == cost.head_dim)
           refuse(item_field("cpu_cost", i),

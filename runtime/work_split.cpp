@@ -127,7 +127,7 @@ double pair_cost(const std::vector<CpuPairCost> &costs, const std::string &dtype
   for (const CpuPairCost &cost : costs) {
     if (cost.dtype != dtype)
       continue;
-    if (cost.head_dim != 0 && cost.head_dim == d && d == dv)
+    if (cost.head_dim != 0 && cost.head_dim == dv && cost.d == d)
       return backward ? cost.backward : cost.forward;
     if (cost.head_dim == 0)
       generic = &cost;

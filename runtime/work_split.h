@@ -29,9 +29,9 @@ struct CallSize {
 
 /// What a multiply-add of a call on `dtype` ("f32", "f64") with head dims d and dv costs
 /// relative to kNanosPerMultiplyAdd, by the manifest's cpu_cost (`costs`): the entry of
-/// the tiled schedule the call takes (d = dv = its head_dim), else the dtype's entry
-/// without a head dim; without entries for the dtype, element_bytes / 4 (the tiled
-/// loops on 16 lanes).
+/// the tiled schedule the call takes (dv = its head_dim, d = its d), else the dtype's
+/// entry without a head dim; without entries for the dtype, element_bytes / 4 (the
+/// tiled loops on 16 lanes).
 double pair_cost(const std::vector<CpuPairCost> &costs, const std::string &dtype, int64_t d,
                  int64_t dv, int64_t element_bytes, bool backward);
 

@@ -76,19 +76,22 @@ CpuPairCost mlir::attn::cpuPairCost(CpuScheduleAttr schedule, Algorithm algorith
   }
   case CpuVariant::Linear:
     // Its work is O(N·d·dv) per slice, not per pair: a per-pair estimate overstates
-    // it, and the call gets every thread it would have had at the tiled rate.
+    // it, and the call keeps the threads it had before the manifest carried costs
+    // (the reference rate per 4 bytes of element).
     return {width, width};
   case CpuVariant::Generic:
     break;
   }
-  // The generic loops on one thread (bench/pair_costs.py: f32, 8 heads, a decoder step
-  // of 1 × 1024 keys and a prompt of 64 × 256, d = 48 and 64), ns per multiply-add on
-  // an AMD EPYC with AVX2, whose tiled loops ran at 0.072 ns, 1.8 times the 0.04 of the
-  // reference for 8 lanes; each factor is ns ÷ 0.02 ÷ 1.8. Softmax and tanhmax at d =
-  // 48: 1.0–1.25 forward, 0.54–1.25 backward; sparsemax and 1.5-entmax 0.67–0.86
-  // forward, 0.20–0.96 backward (a prompt's backward is the cheaper); stick-breaking's
-  // forward stops where the survival underflows: 0.07–0.08 on a decoder step of random
-  // inputs, 0.20 on a prompt; its backward 0.14–0.55.
+  // The generic loops on one thread (bench/pair_costs.py, the run in bench/RESULTS.md:
+  // f32, 8 heads, a decoder step of 1 × 1024 keys and a prompt of 64 × 256, d = 48 and
+  // 64), ns per multiply-add on an AMD EPYC with AVX2, whose tiled loops ran a prompt
+  // at 0.071 ns, 1.8 times the reference's 0.04 for 8 lanes; each factor is about
+  // ns ÷ 0.02 ÷ 1.8. Softmax and tanhmax at d = 48: 0.93–1.23 forward, 0.51–1.08
+  // backward; sparsemax and 1.5-entmax 0.53–0.79 forward, 0.20–0.77 backward (a
+  // prompt's backward is the cheaper); stick-breaking's forward stops where the
+  // survival underflows: 0.06–0.08 on a decoder step of random inputs, 0.17–0.19 on a
+  // prompt; its backward 0.13–0.28. Not measured on AVX-512 or in f64 (taken as twice
+  // f32, as the tiled loops are).
   switch (algorithm) {
   case Algorithm::Implicit:
     return {20 * width, 12 * width};

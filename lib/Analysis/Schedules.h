@@ -68,8 +68,8 @@ struct CpuPairCost {
   double forward = 1, backward = 1;
 };
 
-/// The cost of `schedule` (not a decode one: its rows cost what its tiled schedule's
-/// do) for a kernel classified as `algorithm`.
+/// The cost of `schedule` for a kernel classified as `algorithm` (a decode schedule's
+/// rows cost what its tiled schedule's do).
 CpuPairCost cpuPairCost(CpuScheduleAttr schedule, Algorithm algorithm);
 
 /// XY of a CUDA chip name sm_XY, else std::nullopt.

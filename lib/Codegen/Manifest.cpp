@@ -48,23 +48,34 @@ static json::Value cudaSection(KernelOp kernel) {
       {"targets", std::move(targets)}, {"backend", "triton"}, {"kernels", std::move(kernels)}};
 }
 
-/// Per CPU schedule but the decode ones (whose rows cost what their tiled schedule's
-/// do), what a (query, key) pair's multiply-adds cost ({"dtype", "head_dim" (absent:
-/// the generic or linear loops, which serve every other call), "forward", "backward"}).
+/// Per CPU schedule a call can reach but the decode ones (whose rows cost what their
+/// tiled schedule's do), what a (query, key) pair's multiply-adds cost ({"dtype",
+/// "head_dim" and "d" (absent: the generic or linear loops, which serve every other
+/// call), "forward", "backward"}). A score with weights projects q and k to the
+/// weights' output width before the entry point dispatches on it (RowTransforms.cpp):
+/// only the tiled schedule of that width is reached, by calls whose dv is that width
+/// and whose q has the weights' input width ("d").
 static json::Array cpuCostSection(KernelOp kernel, Algorithm algorithm) {
   json::Array costs;
   ArrayAttr schedules = kernel.getCpuScheduleAttr();
   if (!schedules)
     return costs;
+  ScoreOp score = kernel.getScoreOp();
+  const bool projects = score && score.getNumWeights() > 0;
   for (auto schedule : schedules.getAsRange<CpuScheduleAttr>()) {
     if (schedule.getVariant() == CpuVariant::Decode)
+      continue;
+    const bool tiled = schedule.getVariant() == CpuVariant::Tiled;
+    if (tiled && projects && schedule.getHeadDim() != score.getWeightShape(0).front())
       continue;
     CpuPairCost cost = cpuPairCost(schedule, algorithm);
     json::Object entry{{"dtype", elementTypeName(schedule.getType())},
                        {"forward", cost.forward},
                        {"backward", cost.backward}};
-    if (schedule.getVariant() == CpuVariant::Tiled)
+    if (tiled) {
       entry["head_dim"] = schedule.getHeadDim();
+      entry["d"] = projects ? score.getRequiredHeadDim() : schedule.getHeadDim();
+    }
     costs.push_back(std::move(entry));
   }
   return costs;

@@ -82,16 +82,6 @@ def test_triton_kernels():
                                     for dtype in ("bf16", "f16") for d in (64, 128)]
 
 
-def test_cpu_costs():
-    """Per CPU schedule (golden files at --cpu=skylake-avx512: 16 f32 lanes), what a pair's
-    multiply-adds cost: the generic loops without a head dim, each tiled head dim beside."""
-    assert parse("softmax-triton")["cpu_cost"] == [
-        {"dtype": "f32", "forward": 30, "backward": 20},
-        *({"dtype": "f32", "head_dim": d, "forward": 1, "backward": 1} for d in (32, 64, 128))]
-    # The kernelised form has its linear loops only.
-    assert parse("linear")["cpu_cost"] == [{"dtype": "f64", "forward": 2, "backward": 2}]
-
-
 def damaged(edit, name="softmax-triton"):
     m = json.loads((GOLDEN / f"{name}.json").read_text())
     edit(m)

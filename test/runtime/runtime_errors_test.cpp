@@ -470,7 +470,21 @@ TEST(ArtifactChecks, CpuCostEntries) {
         "whose dtype and head dim an earlier entry has"}},
       {damaged([](auto &m) {
          m["cpu_cost"] = nlohmann::json::parse(
-             R"([{"dtype": "f32", "head_dim": 64, "forward": 1, "backward": 1}])");
+             R"([{"dtype": "f32", "forward": 30, "backward": 20},
+                 {"dtype": "f32", "head_dim": 64, "d": 64, "forward": 1, "backward": 1},
+                 {"dtype": "f32", "head_dim": 64, "d": 32, "forward": 1, "backward": 1}])");
+       }),
+       {"manifest field 'cpu_cost[2]': expected one entry per dtype and head dim"}},
+      {damaged([](auto &m) {
+         m["cpu_cost"] = nlohmann::json::parse(
+             R"([{"dtype": "f32", "forward": 30, "backward": 20},
+                 {"dtype": "f32", "head_dim": 64, "forward": 1, "backward": 1}])");
+       }),
+       {"manifest field 'cpu_cost[1]': expected head_dim and d together (a tiled schedule) "
+        "or neither"}},
+      {damaged([](auto &m) {
+         m["cpu_cost"] = nlohmann::json::parse(
+             R"([{"dtype": "f32", "head_dim": 64, "d": 64, "forward": 1, "backward": 1}])");
        }),
        {"manifest field 'cpu_cost': expected an entry without head_dim for every dtype of "
         "dtypes",

@@ -77,14 +77,25 @@ TEST(WorkSplit, CostEstimates) {
 TEST(WorkSplit, PairCostOfTheSchedulesACallTakes) {
   using attn::CpuPairCost;
   using attn::detail::pair_cost;
-  const std::vector<CpuPairCost> costs{{"f32", 0, 30, 20}, {"f32", 64, 2, 3}, {"f64", 0, 60, 40}};
+  const std::vector<CpuPairCost> costs{
+      {"f32", 0, 0, 30, 20}, {"f32", 64, 64, 2, 3}, {"f64", 0, 0, 60, 40}};
   // d = dv = 64 takes the tiled schedule of 64; any other the generic loops.
   EXPECT_EQ(pair_cost(costs, "f32", 64, 64, 4, false), 2);
   EXPECT_EQ(pair_cost(costs, "f32", 64, 64, 4, true), 3);
   EXPECT_EQ(pair_cost(costs, "f32", 48, 48, 4, false), 30);
   EXPECT_EQ(pair_cost(costs, "f32", 64, 32, 4, true), 20);
+  EXPECT_EQ(pair_cost(costs, "f32", 32, 64, 4, true), 20);
   // f64 has no tiled entry: its generic one.
   EXPECT_EQ(pair_cost(costs, "f64", 64, 64, 8, false), 60);
+  // A score whose weights project q and k from 16 to 32 columns: calls with d = 16 and
+  // dv = 32 take the tiled schedule of 32 (the entry point dispatches on the projected
+  // rows), d = dv = 32 would not.
+  const std::vector<CpuPairCost> projected{{"f32", 0, 0, 30, 20}, {"f32", 32, 16, 1, 1}};
+  EXPECT_EQ(pair_cost(projected, "f32", 16, 32, 4, false), 1);
+  EXPECT_EQ(pair_cost(projected, "f32", 32, 32, 4, false), 30);
+  EXPECT_EQ(pair_cost(projected, "f32", 16, 16, 4, false), 30);
+  // A dtype the manifest has no entry for: the reference rate per 4 bytes.
+  EXPECT_EQ(pair_cost(costs, "", 64, 64, 2, false), 0.5);
   // A manifest without cpu_cost: the reference rate per 4 bytes of element.
   EXPECT_EQ(pair_cost({}, "f32", 64, 64, 4, false), 1);
   EXPECT_EQ(pair_cost({}, "f64", 48, 48, 8, true), 2);

@@ -184,8 +184,10 @@ struct Splits {
 /// many threads a call is worth (min_thread_work_nanos).
 struct CpuPairCost {
   std::string dtype;    // "f32" or "f64"
-  int64_t head_dim = 0; // the tiled schedule's (calls with d = dv = head_dim); 0: the
-                        // generic or linear loops, which serve every other call
+  int64_t head_dim = 0; // the tiled schedule's, taken by calls with dv = head_dim and q's
+                        // head dim `d`; 0: the generic or linear loops, which serve every
+                        // other call
+  int64_t d = 0;        // (the weights' input width where the score projects q and k)
   double forward = 1, backward = 1;
 };
 
