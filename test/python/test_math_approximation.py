@@ -108,7 +108,9 @@ def test_f32_exp_outside_the_normal_range(probes, d):
     below_normal = torch.tensor([-87.5, -90.0, -95.0, -100.0, -103.0])
     o = _probe(probes["exp"], below_normal, d)
     ulp = torch.finfo(torch.float32).smallest_normal * torch.finfo(torch.float32).eps  # 2^-149
-    if d == 3:
+    with open("/proc/cpuinfo") as f:
+        avx512 = any(line.startswith("flags") and "avx512f" in line.split() for line in f)
+    if d == 3 or not avx512:  # narrower vectors take the scalar form's ldexp lane by lane
         assert ((o >= 0) & (o <= torch.exp(below_normal) + ulp)).all(), o
     else:
         assert (o == 0).all(), o

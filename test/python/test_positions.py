@@ -256,7 +256,10 @@ def test_key_start_of_every_batch_entry_through_attention_and_the_module(compile
     for b in range(2):
         alone, _ = mha(x[b:b + 1], x[b:b + 1], x[b:b + 1], need_weights=False, is_causal=True,
                        query_start=6, key_start=int(key_starts[b]))
-        torch.testing.assert_close(out[b:b + 1], alone, rtol=0, atol=0)
+        # The module's projections are BLAS products, which need not give a batch entry
+        # the same bits alone and in a batch (1 ulp on an AVX2 EPYC); the attention is
+        # compared bit for bit above.
+        torch.testing.assert_close(out[b:b + 1], alone, rtol=1e-14, atol=1e-15)
 
 
 def attn_slopes(H):

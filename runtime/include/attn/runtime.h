@@ -187,7 +187,8 @@ struct CpuPairCost {
   int64_t head_dim = 0; // the tiled schedule's, taken by calls with dv = head_dim and q's
                         // head dim `d`; 0: the generic or linear loops, which serve every
                         // other call
-  int64_t d = 0;        // (the weights' input width where the score projects q and k)
+  int64_t d = 0;        // head_dim, or the weights' input width where the score projects
+                        // q and k to head_dim columns
   double forward = 1, backward = 1;
 };
 
@@ -204,6 +205,7 @@ struct Manifest {
   std::vector<TensorInput> inputs;           // the kernel's tensor inputs, in argument order
   std::vector<std::string> dtypes, devices; // e.g. {"f32", "f64"}, {"cpu"}
   std::vector<CpuPairCost> cpu_cost;        // empty: every call at the reference rate
+                                             // per 4 bytes of element
   std::vector<std::string> cuda_targets;     // e.g. {"sm_80", "sm_90"}; empty: no GPU code
   bool triton = false;                       // cuda.backend is triton (the only one)
   /// cuda.kernels: the (dtype, d) pairs with Triton cubins.
