@@ -21,6 +21,7 @@ test/python/test_bench_peers.py runs the same checks on tiny shapes.
 """
 
 import contextlib
+import functools
 import hashlib
 import importlib.metadata
 import math
@@ -328,7 +329,9 @@ class Flex(Peer):
         return self.fn(q, k, v, score_mod=self.score_mod, block_mask=self.block_mask)
 
 
-def _host_has_avx512():
+@functools.lru_cache(maxsize=None)
+def host_has_avx512():
+    """Whether this machine's CPU flags list avx512f."""
     try:
         with open("/proc/cpuinfo") as f:
             return any(line.startswith("flags") and "avx512f" in line.split() for line in f)
@@ -340,7 +343,7 @@ def iree_tiles(d):
     """(query rows, keys) per vector tile for IREE's CPU attention: the whole head dim,
     and the most rows 3.13 accepts for the host (it refuses vectors of 512 native
     vectors: 32 KiB with AVX-512, 16 KiB with AVX2, so rows·keys·d < 8192 or 4096)."""
-    return max(1, (4096 if _host_has_avx512() else 2048) // (8 * d)), 8
+    return max(1, (4096 if host_has_avx512() else 2048) // (8 * d)), 8
 
 
 def iree_attention_mlir(bh, n, d, causal, tiles=None):

@@ -4,11 +4,15 @@ kernels (head dims 32/64/128) and on scalars in the generic loops. A kernel whos
 numerator is f(s) over a constant denominator 1 and a single key with v = 1 returns
 O_i = f(s_i) exactly up to f's own error, so sweeping s_i over a range measures it."""
 import subprocess
+import sys
 
 import pytest
 import torch
 
-from conftest import ATTN_COMPILE
+from conftest import ATTN_COMPILE, REPO
+
+sys.path.insert(0, str(REPO / "bench"))
+from peers import host_has_avx512  # noqa: E402
 
 PROBES = {
     # name: (region body computing %g from %s, torch function, s range)
@@ -108,9 +112,7 @@ def test_f32_exp_outside_the_normal_range(probes, d):
     below_normal = torch.tensor([-87.5, -90.0, -95.0, -100.0, -103.0])
     o = _probe(probes["exp"], below_normal, d)
     ulp = torch.finfo(torch.float32).smallest_normal * torch.finfo(torch.float32).eps  # 2^-149
-    with open("/proc/cpuinfo") as f:
-        avx512 = any(line.startswith("flags") and "avx512f" in line.split() for line in f)
-    if d == 3 or not avx512:  # narrower vectors take the scalar form's ldexp lane by lane
+    if d == 3 or not host_has_avx512():  # narrower vectors take the scalar form's ldexp lane by lane
         assert ((o >= 0) & (o <= torch.exp(below_normal) + ulp)).all(), o
     else:
         assert (o == 0).all(), o
