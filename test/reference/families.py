@@ -141,13 +141,15 @@ def attention(score, keep_fn, q, k, v, params, shapes, is_causal=False, key_leng
 
 
 def attention_and_grads(score, keep_fn, q, k, v, params, shapes, dout, is_causal=False,
-                        key_lengths=None, rows=None):
-    """O and the gradients of q, k, v, params (and of the per-query inputs as "drows")."""
+                        key_lengths=None, rows=None, dtype=torch.float64):
+    """O and the gradients of q, k, v, params (and of the per-query inputs as "drows"),
+    computed eagerly in `dtype` (float64: the reference; float32: how far plain f32
+    arithmetic lands from it on the same inputs)."""
     inputs = (q, k, v, params) + (() if rows is None else (rows,))
-    leaves = [t.detach().to(torch.float64).clone().requires_grad_(True) for t in inputs]
+    leaves = [t.detach().to(dtype).clone().requires_grad_(True) for t in inputs]
     O = attention(score, keep_fn, *leaves[:4], shapes, is_causal, key_lengths,
                   None if rows is None else leaves[4])
-    grads = torch.autograd.grad(O, leaves, grad_outputs=dout.to(torch.float64), allow_unused=True)
+    grads = torch.autograd.grad(O, leaves, grad_outputs=dout.to(dtype), allow_unused=True)
     grads = [torch.zeros_like(x) if g is None else g for x, g in zip(leaves, grads)]
     out = {"O": O.detach(), "dq": grads[0], "dk": grads[1], "dv": grads[2], "dparams": grads[3]}
     if rows is not None:
