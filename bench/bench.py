@@ -125,14 +125,11 @@ def foreign_cpu(a, b):
 
 
 def machine_info(threads, vec_isa):
-    cpu, flags = "unknown", set()
+    cpu = "unknown"
     try:
         with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name") and cpu == "unknown":
-                    cpu = line.split(":", 1)[1].strip()
-                elif line.startswith("flags") and not flags:
-                    flags = set(line.split(":", 1)[1].split())
+            cpu = next((line.split(":", 1)[1].strip() for line in f
+                        if line.startswith("model name")), cpu)
     except OSError:
         pass
     config = torch.__config__.show()
@@ -157,7 +154,7 @@ def machine_info(threads, vec_isa):
         "cpu_model": cpu,
         "logical_cpus": os.cpu_count(),
         "mem_total_gib": round(_status_kb("MemTotal", "/proc/meminfo") / 2 ** 20, 1),
-        "avx512f": "avx512f" in flags,
+        "avx512f": peers.host_has_avx512(),
         "threads": threads,
         "torch_version": torch.__version__,
         "versions": versions,
