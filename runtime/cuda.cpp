@@ -157,13 +157,6 @@ const DeviceInfo &device_info(int ordinal) {
   return infos->emplace(ordinal, info).first->second;
 }
 
-std::string join(const std::vector<std::string> &items) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i)
-    out += (i ? " " : "") + items[i];
-  return out;
-}
-
 /// The module of the image `data` (called `image_name` in messages; `key` names it
 /// within the artifact) on a device, loaded at first use (the context must be current).
 LoadedModule &load_module(const Library &lib, int ordinal, const DeviceInfo &info,

@@ -102,6 +102,13 @@ std::map<std::string, ArtifactSymbol> read_elf_symbols(const std::string &bytes,
 /// st_ino, by /proc/self/maps; true where /proc cannot tell).
 bool mapped_from(const void *address, const struct stat &file);
 
+/// `items` separated by `sep`, for messages.
+std::string join(const std::vector<std::string> &items, const char *sep = " ");
+
+/// The artifact an op's string argument names (a path or a portable reference), loaded
+/// once per process (Library::load's cache).
+std::shared_ptr<const Library> load_artifact(c10::string_view artifact);
+
 /// "a function", "a data object", ... for an ELF symbol type.
 std::string elf_symbol_kind(unsigned char type);
 /// Whether `artifact` is a portable reference (ATTN_ARTIFACT_REFERENCE_PREFIX), not a path.

@@ -23,17 +23,9 @@
 
 namespace attn {
 
-namespace {
+using detail::join;
 
-std::string join(const std::vector<std::string> &items, const char *sep = " ") {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i)
-      out += sep;
-    out += items[i];
-  }
-  return out;
-}
+namespace {
 
 struct FileId {
   uint64_t dev = 0, ino = 0;
@@ -453,6 +445,20 @@ attn_backward_fn Library::backward_fn(torch::ScalarType dtype) const {
 }
 
 namespace detail {
+
+std::string join(const std::vector<std::string> &items, const char *sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i)
+      out += sep;
+    out += items[i];
+  }
+  return out;
+}
+
+std::shared_ptr<const Library> load_artifact(c10::string_view artifact) {
+  return Library::load(std::string(artifact));
+}
 
 c10::optional<CudaArch> parse_cuda_target(const std::string &target) {
   // sm_<major><one minor digit>[letter]: sm_80, sm_90a, sm_120

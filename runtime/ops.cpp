@@ -55,10 +55,7 @@ const c10::TypedOperatorHandle<BackwardSig> &backward_op() {
   return op;
 }
 
-std::shared_ptr<const Library> load(c10::string_view artifact) {
-  return Library::load(std::string(artifact));
-}
-
+using detail::load_artifact;
 using detail::make_options;
 
 // --- CPU and CUDA kernels ----------------------------------------------------
@@ -70,7 +67,7 @@ std::tuple<Tensor, Tensor, Tensor> forward_kernel(c10::string_view artifact, con
                                                   const OptionalInputs &inputs,
                                                   const OptionalTensor &query_start, int64_t key_start,
                                                   const OptionalTensor &key_starts) {
-  return attention_forward(load(artifact), q, k, v, params,
+  return attention_forward(load_artifact(artifact), q, k, v, params,
                            make_options(is_causal, key_lengths, inputs, query_start, key_start,
                                         key_starts));
 }
@@ -92,7 +89,8 @@ backward_kernel(c10::string_view artifact, const Tensor &q, const Tensor &k, con
                 const OptionalTensor &key_lengths, const OptionalInputs &inputs,
                 const OptionalTensor &query_start, int64_t key_start,
                 const OptionalTensor &key_starts) {
-  return attention_backward(load(artifact), q, k, v, params, out, row_max, row_sum, grad_out,
+  return attention_backward(load_artifact(artifact), q, k, v, params, out, row_max, row_sum,
+                            grad_out,
                             make_options(is_causal, key_lengths, inputs, query_start, key_start,
                                          key_starts));
 }
@@ -101,7 +99,7 @@ Tensor weights_kernel(c10::string_view artifact, const Tensor &q, const Tensor &
                       const Tensor &params, bool is_causal, const OptionalTensor &key_lengths,
                       const OptionalInputs &inputs, const OptionalTensor &query_start,
                       int64_t key_start, const OptionalTensor &key_starts) {
-  return attention_weights(load(artifact), q, k, params,
+  return attention_weights(load_artifact(artifact), q, k, params,
                            make_options(is_causal, key_lengths, inputs, query_start, key_start,
                                         key_starts));
 }
@@ -116,7 +114,9 @@ Tensor keep_from_bias_kernel(const Tensor &bias, c10::string_view argument,
   return keep_from_bias(bias, argument, kernel);
 }
 
-std::string manifest_kernel(c10::string_view artifact) { return load(artifact)->manifest_text(); }
+std::string manifest_kernel(c10::string_view artifact) {
+  return load_artifact(artifact)->manifest_text();
+}
 
 // --- autograd ------------------------------------------------------------------
 
@@ -167,7 +167,7 @@ public:
     grads[2] = dk;
     grads[3] = dv;
     grads[4] = dparams;
-    const auto &declared = load(artifact)->manifest().inputs;
+    const auto &declared = load_artifact(artifact)->manifest().inputs;
     for (size_t n = 0; n < inputs.size(); ++n)
       if (declared[n].learnable)
         grads[10 + n] = dinputs[n];
@@ -181,7 +181,7 @@ Tensor attention_autograd(c10::string_view artifact, const Tensor &q, const Tens
                           const OptionalTensor &query_start, int64_t key_start,
                           const OptionalTensor &key_starts) {
   at::TensorList tables = inputs.value_or(at::TensorList());
-  auto lib = load(artifact);
+  auto lib = load_artifact(artifact);
   const auto &declared = lib->manifest().inputs;
   for (size_t n = 0; n < std::min(declared.size(), tables.size()); ++n)
     TORCH_CHECK(declared[n].learnable || !tables[n].requires_grad(), "attn::attention: input ",

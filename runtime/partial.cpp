@@ -14,13 +14,11 @@
 namespace attn {
 namespace {
 
+using detail::load_artifact;
+
 using torch::Tensor;
 using OptionalTensor = std::optional<Tensor>;
 using OptionalInputs = std::optional<at::TensorList>;
-
-std::shared_ptr<const Library> load(c10::string_view artifact) {
-  return Library::load(std::string(artifact));
-}
 
 /// The Options of a block's call: its first query's and first key's absolute positions.
 Options block_options(bool is_causal, const OptionalTensor &key_lengths,
@@ -35,7 +33,7 @@ partial_forward_kernel(c10::string_view artifact, const Tensor &q, const Tensor 
                        const OptionalTensor &key_lengths, const OptionalInputs &inputs,
                        int64_t query_start, int64_t key_start) {
   return attention_partial_forward(
-      load(artifact), q, k, v, params,
+      load_artifact(artifact), q, k, v, params,
       block_options(is_causal, key_lengths, inputs, query_start, key_start));
 }
 
@@ -44,7 +42,7 @@ merge_kernel(c10::string_view artifact, const Tensor &q, const Tensor &k, const 
              const Tensor &params, const Tensor &o_parts, const Tensor &max_parts,
              const Tensor &sum_parts, const Tensor &count_parts, const OptionalTensor &key_lengths,
              const OptionalInputs &inputs, int64_t query_start, int64_t key_start) {
-  return attention_merge(load(artifact), q, k, v, params, o_parts, max_parts, sum_parts,
+  return attention_merge(load_artifact(artifact), q, k, v, params, o_parts, max_parts, sum_parts,
                          count_parts,
                          block_options(false, key_lengths, inputs, query_start, key_start));
 }
@@ -56,7 +54,7 @@ partial_backward_kernel(c10::string_view artifact, const Tensor &q, const Tensor
                         bool row_offset, bool is_causal, const OptionalTensor &key_lengths,
                         const OptionalInputs &inputs, int64_t query_start, int64_t key_start) {
   return attention_partial_backward(
-      load(artifact), q, k, v, params, out, row_max, row_sum, grad_out,
+      load_artifact(artifact), q, k, v, params, out, row_max, row_sum, grad_out,
       block_options(is_causal, key_lengths, inputs, query_start, key_start), row_offset);
 }
 

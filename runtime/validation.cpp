@@ -17,13 +17,6 @@ namespace {
 
 using torch::Tensor;
 
-std::string join(const std::vector<std::string> &items) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i)
-    out += (i ? " " : "") + items[i];
-  return out;
-}
-
 std::string dtype_name(torch::ScalarType t) {
   switch (t) {
   case torch::kFloat:
