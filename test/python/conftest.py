@@ -4,7 +4,9 @@ The build directory is $ATTN_BUILD_DIR (default <repo>/build); it must hold
 bin/attn-compile and runtime/libattn_runtime.so. A missing build is a test *failure*
 (not a skip): CI must notice it.
 """
+import hashlib
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -71,6 +73,25 @@ def split_every_call():
     attn.set_min_thread_work_ns(before)
 
 
+# attn-compile takes seconds per artifact and many test files compile the same IR (a
+# family's kernel is checked for GQA, positions, query splits, block sparsity...): each
+# distinct IR text is compiled once per session, its artifact (or its diagnostics) kept
+# in _COMPILED, and every caller gets a copy of its own (tests damage, move and delete
+# their artifacts).
+_COMPILED = {"store": None, "by_text": {}}
+
+
+@pytest.fixture(autouse=True, scope="session")
+def session_compiles(tmp_path_factory):
+    """compile_source's store, and $ATTN_CACHE_DIR (attn.compile's cache) for every test
+    that does not point it elsewhere itself: the suite compiles each kernel once, leaves
+    the user's ~/.cache/attn alone and never reuses an artifact of an earlier session."""
+    _COMPILED["store"] = tmp_path_factory.mktemp("compiled")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ATTN_CACHE_DIR", str(tmp_path_factory.mktemp("attn-cache")))
+        yield
+
+
 def compile_source(source, out_dir, name):
     """attn-compiles `source` (a .mlir path, or IR text) into out_dir/<name>.so and returns
     that path; a compile error fails the test with the compiler's diagnostics."""
@@ -79,9 +100,24 @@ def compile_source(source, out_dir, name):
         path.write_text(source)
         source = path
     artifact = out_dir / f"{name}.so"
-    r = subprocess.run([str(ATTN_COMPILE), str(source), "-o", str(artifact)],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-4000:]
+    text = Path(source).read_text()
+    if text not in _COMPILED["by_text"]:
+        if not ATTN_COMPILE.exists():
+            pytest.fail(f"attn-compile not built: {ATTN_COMPILE} does not exist", pytrace=False)
+        r = subprocess.run([str(ATTN_COMPILE), str(source), "-o", str(artifact)],
+                           capture_output=True, text=True)
+        if r.returncode != 0 or not artifact.exists():
+            _COMPILED["by_text"][text] = (f"attn-compile {source} failed (rc={r.returncode}):\n"
+                                          f"{r.stdout[-4000:]}\n{r.stderr[-4000:]}")
+        else:
+            stored = _COMPILED["store"] / f"{hashlib.sha256(text.encode()).hexdigest()}.so"
+            shutil.copyfile(artifact, stored)
+            _COMPILED["by_text"][text] = stored
+            return artifact
+    compiled = _COMPILED["by_text"][text]
+    if isinstance(compiled, str):
+        pytest.fail(compiled, pytrace=False)
+    shutil.copyfile(compiled, artifact)
     return artifact
 
 
@@ -113,31 +149,14 @@ class _Artifacts:
 
     def __init__(self, outdir: Path):
         self.outdir = outdir
-        self.cache = {}
+        self.paths = {}
 
     def __call__(self, name: str) -> str:
         if PREBUILT is not None:
             return prebuilt_artifact(f"{name}-cpu")
-        if name in self.cache:
-            ok, val = self.cache[name]
-            if not ok:
-                pytest.fail(val, pytrace=False)
-            return val
-        src = EXAMPLES / f"{name}.mlir"
-        out = self.outdir / f"{name}.so"
-        if not ATTN_COMPILE.exists():
-            msg = f"attn-compile not built: {ATTN_COMPILE} does not exist"
-            self.cache[name] = (False, msg)
-            pytest.fail(msg, pytrace=False)
-        r = subprocess.run([str(ATTN_COMPILE), str(src), "-o", str(out)],
-                           capture_output=True, text=True)
-        if r.returncode != 0 or not out.exists():
-            msg = (f"attn-compile {src} failed (rc={r.returncode}):\n"
-                   f"{r.stdout[-4000:]}\n{r.stderr[-4000:]}")
-            self.cache[name] = (False, msg)
-            pytest.fail(msg, pytrace=False)
-        self.cache[name] = (True, str(out))
-        return str(out)
+        if name not in self.paths:
+            self.paths[name] = str(compile_source(EXAMPLES / f"{name}.mlir", self.outdir, name))
+        return self.paths[name]
 
 
 @pytest.fixture(scope="session")

@@ -22,11 +22,10 @@ DTYPES = [torch.float32, torch.bfloat16]
 
 
 @pytest.fixture(scope="module")
-def ours(attn_mod, tmp_path_factory):
+def ours(attn_mod):
     """workload name -> peers.Ours, compiled on first use (the bench's own compile path)."""
     kernels = {}
     mp = pytest.MonkeyPatch()
-    mp.setenv("ATTN_CACHE_DIR", str(tmp_path_factory.mktemp("attn-cache")))
     mp.setattr(peers, "WINDOW", WINDOW)
     peers.prepare_torch_compile()
 

@@ -9,8 +9,8 @@ A fence's info string is the block's language, then options (`/```sh slow/`):
   that mirrors the repository root (a symbolic link per top-level entry, `build` and
   `.venv` to the build and environment under test), so a block written "from the
   repository root" runs as written, and what it writes (`tanhmax.so`) stays there for the
-  blocks after it. Kernels compiled by `attn.compile` go to the normal cache
-  ($ATTN_CACHE_DIR, default ~/.cache/attn), so a rerun reuses them.
+  blocks after it. Kernels compiled by `attn.compile` go to $ATTN_CACHE_DIR, the
+  session's cache (conftest.session_compiles), so a kernel other tests built is reused.
   Options: `slow` (minutes of training or building: run only with ATTN_DOCS_SLOW=1),
   `cuda` (needs a CUDA device: run only where torch sees one).
 - `mlir`: a complete module, parsed and verified by build/bin/attn-opt. Options:

@@ -11,9 +11,7 @@ from conftest import REPO
 
 
 @pytest.fixture(scope="module")
-def ldn(attn_mod, tmp_path_factory):
-    import os
-    os.environ["ATTN_CACHE_DIR"] = str(tmp_path_factory.mktemp("attn-cache"))
+def ldn(attn_mod):
     spec = importlib.util.spec_from_file_location("ldn_model", REPO / "examples" / "models" / "ldn.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -14,6 +14,7 @@ MULTIMAX_IR = (EXAMPLES / "multimax.mlir").read_text()
 
 @pytest.fixture()
 def cache(tmp_path, monkeypatch, attn_mod):
+    """A cache of this test's own (the other tests share the session's)."""
     monkeypatch.setenv("ATTN_CACHE_DIR", str(tmp_path / "cache"))
     return tmp_path / "cache"
 
@@ -31,17 +32,17 @@ def test_compile_caches_by_content(cache, attn_mod):
 
 
 @pytest.mark.parametrize("dtypes", [(), [], ""])
-def test_compile_refuses_empty_dtypes(cache, attn_mod, dtypes):
+def test_compile_refuses_empty_dtypes(attn_mod, dtypes):
     with pytest.raises(ValueError, match="dtypes is empty; expected some of 'f32', 'f64'"):
         attn_mod.compile(SOFTMAX_IR, dtypes=dtypes)
 
 
-def test_compile_takes_dtypes_as_a_string(cache, attn_mod):
+def test_compile_takes_dtypes_as_a_string(attn_mod):
     kernel = attn_mod.compile(SOFTMAX_IR, dtypes="f64")
     assert kernel.manifest["dtypes"] == ["f64"]
 
 
-def test_compile_reports_diagnostics(cache, attn_mod):
+def test_compile_reports_diagnostics(attn_mod):
     bad = SOFTMAX_IR.replace("attn.yield %e : f32\n  }\n  denominator",
                              "%c = arith.constant 1 : i32\n    attn.yield %c : i32\n  }\n  denominator", 1)
     assert bad != SOFTMAX_IR
@@ -99,7 +100,7 @@ def test_signature_matches_torch():
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
 @pytest.mark.parametrize("batch_first", [True, False])
-def test_softmax_module_matches_torch_mha(cache, attn_mod, batch_first, dtype):
+def test_softmax_module_matches_torch_mha(attn_mod, batch_first, dtype):
     torch.manual_seed(0)
     ours = attn_mod.MultiheadAttention(24, 3, batch_first=batch_first, dtype=dtype,
                                        device="cpu", normalizer=SOFTMAX_IR)
@@ -140,7 +141,7 @@ def test_softmax_module_matches_torch_mha(cache, attn_mod, batch_first, dtype):
 
 
 @pytest.mark.parametrize("batch_first", [True, False])
-def test_unbatched_inputs_match_torch(cache, attn_mod, batch_first):
+def test_unbatched_inputs_match_torch(attn_mod, batch_first):
     torch.manual_seed(5)
     ours = attn_mod.MultiheadAttention(16, 2, batch_first=batch_first, kdim=12, vdim=10,
                                        dtype=torch.float64, normalizer=SOFTMAX_IR)
@@ -163,7 +164,7 @@ def test_unbatched_inputs_match_torch(cache, attn_mod, batch_first):
 
 
 @pytest.mark.parametrize("training", [True, False])
-def test_self_attn_of_transformer_encoder_layer(cache, attn_mod, training):
+def test_self_attn_of_transformer_encoder_layer(attn_mod, training):
     """attn.MultiheadAttention as nn.TransformerEncoderLayer's self_attn: with softmax and
     dropout 0 the layer computes what torch's own does, in training and in eval (where
     torch's fast path, which would bypass the module, stays off)."""
@@ -192,7 +193,7 @@ def test_self_attn_of_transformer_encoder_layer(cache, attn_mod, training):
     assert encoder(x, mask=causal, is_causal=True).shape == x.shape
 
 
-def test_normalizer_params_are_trained_parameters(cache, attn_mod):
+def test_normalizer_params_are_trained_parameters(attn_mod):
     torch.manual_seed(1)
     mha = attn_mod.MultiheadAttention(16, 2, batch_first=True, normalizer=MULTIMAX_IR)
     names = [f"normalizer.{n}" for n in ("tb1", "td1", "b1", "d1", "tb2", "td2", "b2", "d2")]
@@ -235,7 +236,7 @@ attn.kernel @headed_attention normalizer(@headed) mask(@same_doc)
 """
 
 
-def test_tensor_inputs_of_the_module(cache, attn_mod):
+def test_tensor_inputs_of_the_module(attn_mod):
     """A learnable input whose extents the IR fixes is a parameter inputs.<name> (zeros,
     trained with the others); the others come as forward's inputs=."""
     torch.manual_seed(2)
@@ -256,7 +257,7 @@ def test_tensor_inputs_of_the_module(cache, attn_mod):
         mha(x, x, x, need_weights=False)
 
 
-def test_initial_values_of_learnable_inputs(cache, attn_mod):
+def test_initial_values_of_learnable_inputs(attn_mod):
     """The module creates a learnable input whose extents are numbers, H or Hkv at the IR's
     initial value, or at input_inits' number or tensor; others are the caller's."""
     ir = TABLES_IR.replace("attn.input @w learnable : tensor<2xf32>",
@@ -279,7 +280,7 @@ def test_initial_values_of_learnable_inputs(cache, attn_mod):
         attn_mod.MultiheadAttention(16, 2, normalizer=ir, input_inits={"doc": 0.0})
 
 
-def test_what_kernels_cannot_take_are_errors(cache, attn_mod):
+def test_what_kernels_cannot_take_are_errors(attn_mod):
     mha = attn_mod.MultiheadAttention(8, 2, batch_first=True, normalizer=SOFTMAX_IR)
     x = torch.randn(2, 5, 8)
     holes = torch.tensor([[False, True, False, False, False], [False] * 5])
