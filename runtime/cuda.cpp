@@ -268,10 +268,7 @@ std::string triton_cubins(const TritonLaunch &launch, TritonKernel kernel) {
     if (image.kernel == kernel && std::find(seen.begin(), seen.end(), entry) == seen.end())
       seen.push_back(entry);
   }
-  std::string out;
-  for (size_t i = 0; i < seen.size(); ++i)
-    out += (i ? ", " : "") + seen[i];
-  return out.empty() ? "none" : out;
+  return seen.empty() ? "none" : join(seen, ", ");
 }
 
 const TritonImage &select_triton_image(const Library &lib, const DeviceInfo &info, int ordinal,
