@@ -1,7 +1,8 @@
 // detail::parallel_items (runtime/work_sharing.h): every item once, under the caller's
 // thread-local state, the first exception rethrown after every item ran, a return only
 // once helpers' items finished, helpers with the caller's affinity while they run items,
-// serial inside a parallel region.
+// serial inside a parallel region; on ATen's OpenMP team while it spins after a region,
+// on the helpers once it sleeps.
 #include "work_sharing.h"
 
 #include <ATen/Parallel.h>
@@ -10,9 +11,11 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <strings.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -34,6 +37,113 @@ protected:
   void TearDown() override { at::set_num_threads(threads_before_); }
   int threads_before_ = 1;
 };
+
+// First in the file: ATen's team is then made of two threads on two CPUs, whose libgomp
+// threads spin for milliseconds after a region (with more threads than CPUs they spin
+// for microseconds only).
+class OpenMpTeamSharing : public ::testing::Test {
+protected:
+  void SetUp() override {
+    cpu_set_t cpus;
+    ASSERT_EQ(sched_getaffinity(0, sizeof(cpus), &cpus), 0);
+    if (CPU_COUNT(&cpus) < 2)
+      GTEST_SKIP() << "one CPU: no team of two threads to spin";
+    threads_before_ = at::get_num_threads();
+    at::set_num_threads(2);
+  }
+  void TearDown() override {
+    if (threads_before_ > 0)
+      at::set_num_threads(threads_before_);
+  }
+  static bool environment_sets(const char *variable, const char *value) {
+    const char *set = std::getenv(variable);
+    return set && (!value || strcasecmp(set, value) == 0);
+  }
+  /// A region of the whole team, after which its threads spin for the next one.
+  static void run_a_region() {
+    at::parallel_for(0, 2, 1, [](int64_t, int64_t) {});
+  }
+  int threads_before_ = 0;
+};
+
+struct ItemRecord {
+  std::vector<std::atomic<int>> runs;
+  std::atomic<int> in_region{0}, grad_enabled{0};
+  std::mutex mutex;
+  std::set<std::thread::id> threads;
+  explicit ItemRecord(int64_t n) : runs(static_cast<size_t>(n)) {}
+  void ran(int64_t i) {
+    runs[static_cast<size_t>(i)].fetch_add(1);
+    if (at::in_parallel_region())
+      in_region.fetch_add(1);
+    if (c10::GradMode::is_enabled())
+      grad_enabled.fetch_add(1);
+    std::lock_guard<std::mutex> lock(mutex);
+    threads.insert(std::this_thread::get_id());
+  }
+};
+
+TEST_F(OpenMpTeamSharing, ItemsGoToTheTeamWhileItSpins) {
+  if (environment_sets("OMP_WAIT_POLICY", "passive"))
+    GTEST_SKIP() << "OMP_WAIT_POLICY=passive: the team never spins";
+  constexpr int64_t n = 32;
+  bool on_team = false;
+  // The team's other thread may lose its CPU between the region and the call (a loaded
+  // machine): then the call is right to use the helpers, and the next attempt tells.
+  for (int attempt = 0; attempt < 50 && !on_team; ++attempt) {
+    ItemRecord record(n);
+    run_a_region();
+    {
+      c10::NoGradGuard no_grad;
+      parallel_items(n, 2, [&](int64_t i) {
+        record.ran(i);
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      });
+    }
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(record.runs[static_cast<size_t>(i)].load(), 1) << "item " << i;
+    EXPECT_EQ(record.grad_enabled.load(), 0) << "an item ran outside the caller's grad mode";
+    on_team = record.in_region.load() == n && record.threads.size() == 2;
+  }
+  EXPECT_TRUE(on_team) << "no call right after a region ran its items on the team";
+}
+
+TEST_F(OpenMpTeamSharing, RethrowsTheFirstErrorFromTheTeam) {
+  if (environment_sets("OMP_WAIT_POLICY", "passive"))
+    GTEST_SKIP() << "OMP_WAIT_POLICY=passive: the team never spins";
+  bool on_team = false;
+  for (int attempt = 0; attempt < 50 && !on_team; ++attempt) {
+    std::atomic<int> ran{0}, in_region{0};
+    run_a_region();
+    EXPECT_THROW(parallel_items(100, 2,
+                                [&](int64_t i) {
+                                  ran.fetch_add(1);
+                                  if (at::in_parallel_region())
+                                    in_region.fetch_add(1);
+                                  if (i % 10 == 3)
+                                    throw std::runtime_error("item failed");
+                                }),
+                 std::runtime_error);
+    EXPECT_EQ(ran.load(), 100);
+    on_team = in_region.load() == 100;
+  }
+  EXPECT_TRUE(on_team) << "no call right after a region ran its items on the team";
+}
+
+// Asleep, a team thread has to be woken, and the region's closing barrier would wait for
+// it however busy its CPU is: the helpers run the items, and the call does not wait for
+// one that has not started.
+TEST_F(OpenMpTeamSharing, ItemsGoToTheHelpersOnceTheTeamSleeps) {
+  if (environment_sets("OMP_WAIT_POLICY", "active") || environment_sets("GOMP_SPINCOUNT", nullptr))
+    GTEST_SKIP() << "OMP_WAIT_POLICY or GOMP_SPINCOUNT set: the team may spin for long";
+  ItemRecord record(8);
+  run_a_region();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300)); // libgomp spins for < 0.3 s
+  parallel_items(8, 2, [&](int64_t i) { record.ran(i); });
+  for (int64_t i = 0; i < 8; ++i)
+    EXPECT_EQ(record.runs[static_cast<size_t>(i)].load(), 1) << "item " << i;
+  EXPECT_EQ(record.in_region.load(), 0) << "items ran on a team that had to be woken";
+}
 
 TEST_F(WorkSharing, RunsEveryItemOnceAcrossThreads) {
   constexpr int64_t n = 400;
@@ -96,6 +206,8 @@ TEST_F(WorkSharing, WaitsForAHelpersItemPastTheSpin) {
       if (std::this_thread::get_id() != caller) {
         on_helpers.fetch_add(1);
         std::this_thread::sleep_for(helper_item);
+      } else { // long enough for a woken helper to take an item (tens of microseconds)
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
       finished[static_cast<size_t>(i)].store(true);
     });
