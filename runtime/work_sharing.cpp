@@ -36,6 +36,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <exception>
@@ -236,8 +237,11 @@ public:
   ~OpenMpTeam() { forget(); }
 
   /// Whether every other thread of the calling thread's team of `size` is running now,
-  /// which right after a region means spinning for the next one. Never in a forked
-  /// child: libgomp's pool did not survive the fork, and a region there never ends.
+  /// which right after a region means spinning for the next one, each on a CPU of its
+  /// own, not the caller's: a spinner beside the caller (its own CPU held by another
+  /// process) would share the caller's CPU, and the region's barrier would wait for it.
+  /// Never in a forked child: libgomp's pool did not survive the fork, and a region
+  /// there never ends.
   static bool spinning(int64_t size) {
     if (in_forked_child_.load(std::memory_order_relaxed))
       return false;
@@ -246,6 +250,7 @@ public:
       team.learn(size);
     if (team.stat_files_.empty())
       return false;
+    std::vector<int> cpus{sched_getcpu()};
     for (int fd : team.stat_files_) {
       char line[512];
       const ssize_t length = pread(fd, line, sizeof(line) - 1, 0);
@@ -255,9 +260,11 @@ public:
         return false;
       }
       line[length] = '\0';
-      const char *name_end = strrchr(line, ')'); // "tid (name) state ...", `)` may be in name
-      if (!name_end || name_end[1] != ' ' || name_end[2] != 'R')
+      int cpu = -1;
+      if (!running_on(line, cpu) || cpu < 0 ||
+          std::find(cpus.begin(), cpus.end(), cpu) != cpus.end())
         return false;
+      cpus.push_back(cpu);
     }
     return true;
   }
@@ -295,6 +302,22 @@ private:
       }
       stat_files_.push_back(fd);
     }
+  }
+
+  /// Whether a task's stat line says it is running or runnable ('R'), and `cpu`, the CPU
+  /// it last ran on. The line is "tid (name) state ...", `)` may be in the name, and the
+  /// CPU is the 39th field.
+  static bool running_on(const char *line, int &cpu) {
+    const char *name_end = strrchr(line, ')');
+    if (!name_end || name_end[1] != ' ' || name_end[2] != 'R')
+      return false;
+    int field = 3;
+    for (const char *c = name_end + 2; *c; ++c)
+      if (*c == ' ' && ++field == 39) {
+        cpu = std::atoi(c + 1);
+        return true;
+      }
+    return false;
   }
 
   void forget() {

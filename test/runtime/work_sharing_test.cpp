@@ -59,10 +59,14 @@ protected:
     const char *set = std::getenv(variable);
     return set && (!value || strcasecmp(set, value) == 0);
   }
+
+public:
   /// A region of the whole team, after which its threads spin for the next one.
   static void run_a_region() {
     at::parallel_for(0, 2, 1, [](int64_t, int64_t) {});
   }
+
+protected:
   int threads_before_ = 0;
 };
 
@@ -143,6 +147,34 @@ TEST_F(OpenMpTeamSharing, ItemsGoToTheHelpersOnceTheTeamSleeps) {
   for (int64_t i = 0; i < 8; ++i)
     EXPECT_EQ(record.runs[static_cast<size_t>(i)].load(), 1) << "item " << i;
   EXPECT_EQ(record.in_region.load(), 0) << "items ran on a team that had to be woken";
+}
+
+// A spinner on the caller's CPU (its own CPU held by another process) would share the
+// caller's CPU, and the region's barrier would wait for it: the helpers take the items.
+// A fresh process (a death test re-runs this binary) whose threads all have one CPU and
+// whose team spins without end (OMP_WAIT_POLICY=active, read when libgomp loads).
+TEST(OpenMpTeamOnTheCallersCpu, ItemsGoToTheHelpers) {
+  cpu_set_t cpus;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(cpus), &cpus), 0);
+  int first = 0;
+  while (!CPU_ISSET(first, &cpus))
+    ++first;
+  ::testing::GTEST_FLAG(death_test_style) = "threadsafe";
+  setenv("OMP_WAIT_POLICY", "active", /*overwrite=*/1);
+  EXPECT_EXIT(
+      {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(first, &one);
+        sched_setaffinity(0, sizeof(one), &one); // the team's threads inherit it
+        at::set_num_threads(2);
+        OpenMpTeamSharing::run_a_region();
+        ItemRecord record(8);
+        parallel_items(8, 2, [&](int64_t i) { record.ran(i); });
+        std::_Exit(record.in_region.load() == 0 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+  unsetenv("OMP_WAIT_POLICY");
 }
 
 TEST_F(WorkSharing, RunsEveryItemOnceAcrossThreads) {
