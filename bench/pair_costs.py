@@ -49,11 +49,8 @@ def median_seconds(fn, reps):
 
 def manifest_cost(kernel, d, backward):
     """The cost the runtime picks (work_split.cpp pair_cost) for an f32 call with
-    d = dv: the tiled entry of that head dim, else the generic one, else 1."""
-    costs = [c for c in kernel.manifest.get("cpu_cost", []) if c["dtype"] == "f32"]
-    entries = ([c for c in costs if c.get("head_dim") == d and c.get("d") == d]
-               or [c for c in costs if "head_dim" not in c])
-    return entries[0]["backward" if backward else "forward"] if entries else 1.0
+    d = dv."""
+    return torch.ops.attn.cpu_pair_cost(kernel.path, torch.float32, d, d, backward)
 
 
 def calls(kernel, bh, nq, nk, d):

@@ -91,20 +91,27 @@ int64_t threads_for(double one_thread_nanos) {
   return threads_worth(one_thread_nanos, at::get_num_threads(), min_thread_work_nanos());
 }
 
+/// The sizes of `p`, its multiply-adds at the reference cost.
+CallSize sizes_of(const Problem &p) {
+  CallSize size;
+  size.heads = p.B * p.H;
+  size.queries = p.Nq;
+  size.keys = p.Nk;
+  size.d = p.d;
+  size.dv = p.dv;
+  size.element_bytes = static_cast<int64_t>(c10::elementSize(p.dtype));
+  size.causal = p.causal;
+  return size;
+}
+
 /// The sizes of `p` and what its multiply-adds cost in the schedule that runs its
 /// `backward` (else forward) calls.
 CallSize call_size(const Library &lib, const Problem &p, bool backward) {
-  const int64_t element_bytes = static_cast<int64_t>(c10::elementSize(p.dtype));
+  CallSize size = sizes_of(p);
   const char *dtype = dtype_tag(p.dtype);
-  return {
-      p.B * p.H,
-      p.Nq,
-      p.Nk,
-      p.d,
-      p.dv,
-      element_bytes,
-      p.causal,
-      pair_cost(lib.manifest().cpu_cost, dtype ? dtype : "", p.d, p.dv, element_bytes, backward)};
+  size.multiply_add_cost = pair_cost(lib.manifest().cpu_cost, dtype ? dtype : "", p.d, p.dv,
+                                     size.element_bytes, backward);
+  return size;
 }
 
 /// f(b, h, q_begin, q_end) for every block of forward_rows_per_call rows of every
@@ -184,8 +191,8 @@ run_merge(const Library &lib, const Problem &p, const Tensor &params_in,
   Tensor out = torch::empty({p.B, p.H, p.Nq, p.dv}, opts);
   Tensor row_max = torch::empty({p.B, p.H, p.Nq}, opts), row_sum = torch::empty_like(row_max);
   const attn_memref1d pm = memref_params(params);
-  const int64_t threads = threads_for(merge_nanos(call_size(lib, p, /*backward=*/false),
-                                                  o_parts.size(2) / std::max<int64_t>(p.Nq, 1)));
+  const int64_t threads =
+      threads_for(merge_nanos(sizes_of(p), o_parts.size(2) / std::max<int64_t>(p.Nq, 1)));
   for_each_query_block(p, threads, [&](int64_t b, int64_t h, int64_t q_begin, int64_t q_end) {
     attn_memref2d opm = memref2d(o_parts, b, h), om = memref2d(out, b, h);
     attn_memref1d mpm = memref1d(max_parts, b, h), spm = memref1d(sum_parts, b, h),

@@ -16,6 +16,7 @@
 #include "attn/modules.h"
 #include "attn/runtime.h"
 #include "internal.h"
+#include "work_split.h"
 
 #include <torch/autograd.h>
 #include <torch/library.h>
@@ -55,8 +56,10 @@ const c10::TypedOperatorHandle<BackwardSig> &backward_op() {
   return op;
 }
 
+using detail::dtype_tag;
 using detail::load_artifact;
 using detail::make_options;
+using detail::pair_cost;
 
 // --- CPU and CUDA kernels ----------------------------------------------------
 
@@ -116,6 +119,16 @@ Tensor keep_from_bias_kernel(const Tensor &bias, c10::string_view argument,
 
 std::string manifest_kernel(c10::string_view artifact) {
   return load_artifact(artifact)->manifest_text();
+}
+
+/// The cost of a multiply-add that the runtime's thread estimate takes for a CPU call of
+/// this dtype and these head dims (work_split.h pair_cost on the manifest's cpu_cost):
+/// bench/pair_costs.py sets it beside what it measures.
+double cpu_pair_cost_kernel(c10::string_view artifact, c10::ScalarType dtype, int64_t d, int64_t dv,
+                            bool backward) {
+  const char *tag = dtype_tag(dtype);
+  return pair_cost(load_artifact(artifact)->manifest().cpu_cost, tag ? tag : "", d, dv,
+                   static_cast<int64_t>(c10::elementSize(dtype)), backward);
 }
 
 // --- autograd ------------------------------------------------------------------
@@ -249,6 +262,8 @@ TORCH_LIBRARY(attn, m) {
   // No tensor argument: one kernel for every dispatch key. attn.Kernel reads it once,
   // at load, so compiled graphs never call it.
   m.def("manifest(str artifact) -> str", &attn::manifest_kernel);
+  m.def("cpu_pair_cost(str artifact, ScalarType dtype, int d, int dv, bool backward) -> float",
+        &attn::cpu_pair_cost_kernel);
   // Process-wide settings of the CPU runtime (attn/runtime.h), read by each call.
   m.def("min_thread_work_ns() -> float", &attn::min_thread_work_nanos);
   m.def("set_min_thread_work_ns(float nanoseconds) -> float", &attn::set_min_thread_work_nanos);

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 import attn
 from conftest import EXAMPLES
@@ -88,3 +89,20 @@ def test_set_min_thread_work_refuses_what_is_no_duration(bad):
     with pytest.raises(RuntimeError, match=r"expected a finite number of nanoseconds >= 0"):
         attn.set_min_thread_work_ns(bad)
     assert attn.min_thread_work_ns() == before
+
+
+def test_cpu_pair_cost_is_the_manifest_entry_of_the_schedule_a_call_takes():
+    """The thread estimate's cost of a multiply-add (torch.ops.attn.cpu_pair_cost): the
+    tiled entry of the call's head dim, else its dtype's generic entry, else the element
+    bytes over 4 (a dtype the manifest does not cost)."""
+    kernel = attn.compile(EXAMPLES / "softmax.mlir")
+    costs = [c for c in kernel.manifest["cpu_cost"] if c["dtype"] == "f64"]
+    tiled = next(c for c in costs if c.get("head_dim") == 64)
+    generic = next(c for c in costs if "head_dim" not in c)
+    assert tiled["forward"] != generic["forward"]
+    for backward, field in ((False, "forward"), (True, "backward")):
+        assert torch.ops.attn.cpu_pair_cost(kernel.path, torch.float64, 64, 64,
+                                            backward) == tiled[field]
+        assert torch.ops.attn.cpu_pair_cost(kernel.path, torch.float64, 48, 48,
+                                            backward) == generic[field]
+    assert torch.ops.attn.cpu_pair_cost(kernel.path, torch.bfloat16, 64, 64, False) == 0.5
