@@ -338,9 +338,10 @@ std::atomic<bool> OpenMpTeam::in_forked_child_{false};
 }();
 #endif
 
-/// Whether every thread of ATen's OpenMP team (at::get_num_threads()) is spinning, so
-/// that a region would start at once on each: its closing barrier waits for every
-/// thread of the team, and one that is asleep may wait for a busy CPU.
+/// Whether every thread of ATen's OpenMP team (at::get_num_threads()) is spinning, each
+/// on a CPU of its own, so that a region would start at once on each: its closing
+/// barrier waits for every thread of the team, and one that is asleep may wait for a
+/// busy CPU.
 bool openmp_team_is_spinning() {
 #if AT_PARALLEL_OPENMP && defined(__linux__)
   const int64_t size = at::get_num_threads();
