@@ -108,9 +108,7 @@ CallSize sizes_of(const Problem &p) {
 /// `backward` (else forward) calls.
 CallSize call_size(const Library &lib, const Problem &p, bool backward) {
   CallSize size = sizes_of(p);
-  const char *dtype = dtype_tag(p.dtype);
-  size.multiply_add_cost = pair_cost(lib.manifest().cpu_cost, dtype ? dtype : "", p.d, p.dv,
-                                     size.element_bytes, backward);
+  size.multiply_add_cost = cpu_pair_cost(lib, p.dtype, p.d, p.dv, backward);
   return size;
 }
 
@@ -174,6 +172,13 @@ Tensor sum_splits(const Tensor &parts) {
 }
 
 } // namespace
+
+double cpu_pair_cost(const Library &lib, torch::ScalarType dtype, int64_t d, int64_t dv,
+                     bool backward) {
+  const char *tag = dtype_tag(dtype);
+  return pair_cost(lib.manifest().cpu_cost, tag ? tag : "", d, dv,
+                   static_cast<int64_t>(c10::elementSize(dtype)), backward);
+}
 
 /// The S partial states [B, H, S·Nq(, dv)] folded and finished by the artifact's merge
 /// (abi.h, attn_merge_T): split-K within one call, and context parallelism.

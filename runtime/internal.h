@@ -72,6 +72,12 @@ TritonLaunch parse_triton_launch(const std::string &path, const std::string &tex
 /// "f32" / "f64" (a CPU entry point's dtype), nullptr for other dtypes.
 const char *dtype_tag(torch::ScalarType t);
 
+/// What a multiply-add of a CPU call of `dtype` with head dims d and dv costs in the
+/// schedule that runs it (work_split.h pair_cost on `lib`'s manifest cpu_cost;
+/// cpu_dispatch.cpp).
+double cpu_pair_cost(const Library &lib, torch::ScalarType dtype, int64_t d, int64_t dv,
+                     bool backward);
+
 /// "f32" / "f16" / "bf16" (a triton-kernel dtype), nullptr for other dtypes.
 const char *cuda_dtype_tag(torch::ScalarType t);
 

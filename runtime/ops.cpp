@@ -16,7 +16,6 @@
 #include "attn/modules.h"
 #include "attn/runtime.h"
 #include "internal.h"
-#include "work_split.h"
 
 #include <torch/autograd.h>
 #include <torch/library.h>
@@ -126,9 +125,7 @@ std::string manifest_kernel(c10::string_view artifact) {
 /// bench/pair_costs.py sets it beside what it measures.
 double cpu_pair_cost_kernel(c10::string_view artifact, c10::ScalarType dtype, int64_t d, int64_t dv,
                             bool backward) {
-  const char *tag = dtype_tag(dtype);
-  return pair_cost(load_artifact(artifact)->manifest().cpu_cost, tag ? tag : "", d, dv,
-                   static_cast<int64_t>(c10::elementSize(dtype)), backward);
+  return detail::cpu_pair_cost(*load_artifact(artifact), dtype, d, dv, backward);
 }
 
 // --- autograd ------------------------------------------------------------------

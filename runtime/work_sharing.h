@@ -18,10 +18,11 @@ namespace detail {
 /// whole call (2 threads slower than 1). The exception: while every thread of ATen's
 /// OpenMP team is spinning after a region (a call right after a matrix product), each on
 /// a CPU of its own, not the caller's, the team takes the items, in one region: none of
-/// its threads has to be woken, and a woken helper would share a CPU with a spinner. Items run
-/// under the caller's ATen thread-local state (grad mode, dispatch keys), as at::launch would run
-/// them. Items are the same whichever thread runs them: what a caller sums per item stays
-/// deterministic. The first exception an item throws is rethrown once every item is done.
+/// its threads has to be woken, and a woken helper would share a CPU with a spinner.
+/// Items run under the caller's ATen thread-local state (grad mode, dispatch keys), as
+/// at::launch would run them. Items are the same whichever thread runs them: what a
+/// caller sums per item stays deterministic. The first exception an item throws is
+/// rethrown once every item is done.
 void parallel_items(int64_t n, int64_t threads, const std::function<void(int64_t)> &item);
 
 } // namespace detail
