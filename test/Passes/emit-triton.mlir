@@ -233,8 +233,12 @@ attn.kernel @softmax_attention normalizer(@softmax)
 // CHECK: tl.store(RowSum + bh * NQ + offs_m, tl.where(any_key, c, 0.0), mask=row_in)
 // CHECK: def attn_bwd_preprocess(
 // CHECK: delta = tl.sum(o * do, 1)
+// dQ's key tiles before full_stop pair every row with every key (as the forward's, but
+// none in a block with rows past NQ): no keep, no tl.where. dK/dV keeps one masked loop
+// over the query blocks (a second one for the whole blocks spilled, ptxas).
 // CHECK: def attn_bwd_dkdv(
-// CHECK: for member in range(0, group):
+// CHECK-NOT: full_from
+// CHECK: for start_m in range(first_m, NQ, BLOCK_M):
 // CHECK: live = row_sum != 0.0
 // CHECK-NEXT: inv_c = tl.where(live, 1.0 / tl.where(live, row_sum, 1.0), 0.0)
 // CHECK-NEXT: inv_c = inv_c[:, None]
@@ -242,8 +246,31 @@ attn.kernel @softmax_attention normalizer(@softmax)
 // CHECK: ds = tl.where(keep, (numerator_ds(s, shift, b, h, i, j) * dp - denominator_ds(s, shift, b, h, i, j) * delta[:, None]) * inv_c, 0.0)
 // CHECK-NEXT: draw = ds
 // CHECK: dv += tl.dot(tl.trans(w).to(do.dtype), do, input_precision=DOT_PRECISION)
+// CHECK-NOT: for start_m
+// CHECK: key_in = offs_n < NK
 // CHECK: def attn_bwd_dq(
-// CHECK: dq += tl.dot(draw.to(k.dtype), k, input_precision=DOT_PRECISION)
+// CHECK: full_stop = kv_end // BLOCK_N * BLOCK_N
+// CHECK-NEXT: if (start_m + 1) * BLOCK_M > NQ:
+// CHECK-NEXT: full_stop = 0
+// CHECK-NEXT: if IS_CAUSAL:
+// CHECK-NEXT: full_stop = tl.minimum(full_stop, (tl.maximum(start_m * BLOCK_M + q_start - key_start + 1, 0) // BLOCK_N * BLOCK_N).to(tl.int32))
+// CHECK-NEXT: for start_n in range(0, full_stop, BLOCK_N):
+// CHECK-NEXT: offs_n = start_n + tl.arange(0, BLOCK_N)
+// CHECK-NEXT: j = (offs_n + key_start)[None, :]
+// CHECK-NEXT: k = tl.load({{.*}}, mask=(offs_d[None, :] < HEAD_DIM), other=0.0)
+// CHECK-NEXT: v = tl.load({{.*}}, mask=(offs_dv[None, :] < HEAD_DIM_V), other=0.0)
+// CHECK-NEXT: raw = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale
+// CHECK-NEXT: s = raw
+// CHECK-NEXT: shift = row_max[:, None]
+// CHECK-NEXT: dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)
+// CHECK-NEXT: ds = (numerator_ds(s, shift, b, h, i, j) * dp - denominator_ds(s, shift, b, h, i, j) * delta[:, None]) * inv_c
+// CHECK-NEXT: draw = ds
+// CHECK-NEXT: dq += tl.dot(draw.to(k.dtype), k, input_precision=DOT_PRECISION)
+// CHECK-NEXT: for start_n in range(full_stop, key_stop, BLOCK_N):
+// CHECK: keep = live[:, None] & (offs_n[None, :] < kv_end)
+// CHECK: ds = tl.where(keep, (numerator_ds(s, shift, b, h, i, j) * dp - denominator_ds(s, shift, b, h, i, j) * delta[:, None]) * inv_c, 0.0)
+// CHECK-NEXT: draw = ds
+// CHECK-NEXT: dq += tl.dot(draw.to(k.dtype), k, input_precision=DOT_PRECISION)
 
 // -----
 
@@ -406,6 +433,11 @@ attn.kernel @alibi_attention normalizer(@softmax) score(@alibi)
 // CHECK: def attn_bwd_dkdv(
 // CHECK: draw = tl.where(keep, ds * score_mod_draw(raw, b, h, i, j, p_slope), 0.0)
 // CHECK: d_p_slope += tl.sum(tl.where(keep, ds * score_mod_d_slope(raw, b, h, i, j, p_slope), 0.0), 0)
+// CHECK: def attn_bwd_dq(
+// CHECK: for start_n in range(0, full_stop, BLOCK_N):
+// CHECK: draw = ds * score_mod_draw(raw, b, h, i, j, p_slope)
+// CHECK: for start_n in range(full_stop, key_stop, BLOCK_N):
+// CHECK: draw = tl.where(keep, ds * score_mod_draw(raw, b, h, i, j, p_slope), 0.0)
 
 // -----
 
@@ -683,6 +715,8 @@ attn.kernel @concat_attention normalizer(@softmax) score(@concat)
 // CHECK: for first in range(0, BLOCK_HIDDEN, HIDDEN_CHUNK):
 // CHECK-NEXT: tanh_tile, weight_v = additive_chunk(q_rows, k_rows, Params + 0, Params + 128, Params + 256, first, HEAD_DIM, BLOCK_D, DOT_PRECISION)
 // CHECK-NEXT: dq = into_chunk(dq, tl.sum(draw[:, :, None] * weight_v[None, None, :] * (1.0 - tanh_tile * tanh_tile), 1), first)
+// CHECK-NEXT: for start_n in range(full_stop, key_stop, BLOCK_N):
+// CHECK: dq = into_chunk(dq, tl.sum(draw[:, :, None] * weight_v[None, None, :] * (1.0 - tanh_tile * tanh_tile), 1), first)
 // CHECK-NEXT: dq = tl.reshape(dq, [BLOCK_M, BLOCK_HIDDEN])
 // CHECK: d_q_proj = dq * scale
 // CHECK: tl.store(DParamsRows + (bh * tl.num_programs(0) + start_m) * 264 + 0 + offs_hidden[:, None] * HEAD_DIM + offs_d[None, :], tl.dot(tl.trans(d_q_proj), q_rows.to(tl.float32), input_precision=DOT_PRECISION),

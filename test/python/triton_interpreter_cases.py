@@ -29,8 +29,8 @@ import helpers
 import reference as ref
 from conftest import EXAMPLES, NORMALIZER_NAMES, REPO
 from triton_table_kernels import (BIAS_TABLE, BILINEAR, FEATURE_MAP, INTEGER_OPS, MATH_OPS,
-                                  PROJECTED_FEATURES, SINKS_DOCUMENTS, WIDE_ADDITIVE,
-                                  WIDE_POSITIONS)
+                                  PROJECTED_FEATURES, SINKS_DOCUMENTS, SOFTMAX,
+                                  WIDE_ADDITIVE, WIDE_POSITIONS)
 
 DEVICE = os.environ.get("ATTN_TRITON_DEVICE", "cpu")
 if DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
@@ -168,6 +168,40 @@ def test_fully_masked_rows_give_zero(name):
     want = helpers.reference_grads(name, q, k, v, helpers.case_params(name), dout,
                                    key_lengths=lengths)
     assert_close(got, want, context=f"{name} empty rows")
+
+
+# s = log(raw²) of the bilinear contraction raw = 0.5·q·W·k, softmax weights ∝ raw²: at
+# the rows past NQ, whose q loads as 0, raw = 0, s = -inf and ∂s/∂raw = 2·raw/raw² = 0/0.
+GENERAL_LOG_SQUARE = """
+attn.score @general_log_square contract bilinear scale 0.5 weights(W: 16x16 = identity) mod {
+^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+  %square = arith.mulf %s, %s : f32
+  %log = math.log %square : f32
+  attn.yield %log : f32
+}
+""" + SOFTMAX + """attn.kernel @general_log_square_attention normalizer(@softmax) score(@general_log_square)
+"""
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_rows_past_nq_stay_out_of_the_weight_gradient(is_causal):
+    """NQ = 40 with 16-row blocks: the last block's rows past NQ have NaN pair terms under
+    log(raw²), and dW sums q_rowsᵀ·dq over a dQ program's rows, so that block's key tiles
+    must all be masked (none whole)."""
+    import families as fam
+
+    gen = torch.Generator().manual_seed(helpers.seed_of("triton-rows-past-nq", is_causal))
+    q, k, v, dout = (torch.randn(1, 2, 40, D, generator=gen, dtype=torch.float64)
+                     for _ in range(4))
+    W = torch.eye(D, dtype=torch.float64) + 0.3 * torch.randn(D, D, generator=gen,
+                                                               dtype=torch.float64)
+    got = run(kernel(GENERAL_LOG_SQUARE), q, k, v, W.flatten(), dout, is_causal=is_causal)
+    fn = lambda q_, k_, v_, W_: general.attention(
+        q_, k_, v_, lambda a, b, ix: torch.log(fam.bilinear_score(0.5)(a, b, {"W": W_}) ** 2),
+        lambda s, ix: torch.exp(s), lambda s, ix: torch.exp(s), is_causal=is_causal)
+    want = general.attention_and_grads(fn, q, k, v, dout, leaves=(W,))
+    want["dparams"] = want.pop("d0").flatten()
+    assert_close(got, want, context=f"log(raw²) of q·W·k, causal={is_causal}")
 
 
 def test_gqa_reads_kv_heads_by_index():

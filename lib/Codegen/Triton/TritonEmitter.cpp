@@ -989,10 +989,19 @@ private:
   /// One key tile (scoreTile's s and keep) into the running row state; `masked` false:
   /// a tile whose every pair is kept (scoreValues' s, no keep), as before full_stop.
   void forwardTile(int indent, bool masked = true);
-  /// The forward's key tiles: without a mask function, those before full_stop (whole
-  /// tiles inside the key length and, causal, at or before the block's first query)
-  /// first, with no keep to compute, then the rest masked (FlashAttention's split).
+  /// The forward's key tiles: where splitsWholeTiles, those before full_stop first,
+  /// with no keep to compute, then the rest masked (FlashAttention's split).
   void forwardKeyTiles();
+  /// Without a mask function, scan or threshold, a whole tile (its keys inside the key
+  /// length and, causal, each at or before each row) keeps every pair: no keep to
+  /// compute, no tl.where, no row predicate in the K and V loads.
+  bool splitsWholeTiles() const { return !functions.getMask() && !scan && !implicit; }
+  /// Where splitsWholeTiles, the key tiles before full_stop, whole with the program's
+  /// query block (attn_fwd, attn_bwd_dq), each with its raw and s, then `wholeTile`'s
+  /// body; none where `rowsInside` and the block has rows past NQ, whose pair terms (at
+  /// q = 0) may be NaN: attn_bwd_dq's dW sums over its rows. Returns the first key of
+  /// the masked tiles.
+  StringRef wholeKeyTiles(bool rowsInside, llvm::function_ref<void(int)> wholeTile);
   /// The row's end from its state (the offset added once), then O, row_max and row_sum.
   void forwardEpilogue();
   /// A scan's forward: S_i = 0 and acc = 0; the key tiles (openKeyTiles, last to
@@ -1018,10 +1027,12 @@ private:
   /// with dP·e^S and B' − D.
   std::string pairDP() const { return scan ? "scaled_dp" : "dp"; }
   std::string pairDelta() const { return scan ? "suffix_delta" : "delta[:, None]"; }
-  /// draw = ds·∂s/∂raw of the tile (a score mod's), masked.
-  void scoreDraw(int indent);
+  /// draw = ds·∂s/∂raw of the tile (a score mod's), masked unless `masked` is false.
+  void scoreDraw(int indent, bool masked = true);
   void printPreprocess();
   void printDkDv();
+  /// dq += the tile's draw·k (or its additive contraction's gradient).
+  void accumulateDq(int indent);
   void printDq();
 
   // Fragments the kernels share, written at `indent`.
@@ -1124,8 +1135,9 @@ private:
   /// raw and s of the tile alone.
   void scoreValues(int indent);
   /// shift and ds of the tile from the prepared rows (loadRowStatistics) and dp; draw.
-  /// A threshold row's pairs take dP − r_i (r_i in delta) at C = 1.
-  void scoreGrad(int indent);
+  /// A threshold row's pairs take dP − r_i (r_i in delta) at C = 1. `masked` false: a
+  /// whole tile (no keep; see splitsWholeTiles).
+  void scoreGrad(int indent, bool masked = true);
   /// A threshold row's tile after scoreTile: s becomes g's argument s − τ_i (τ_i in
   /// row_max) and keep keeps the keys above τ_i.
   void thresholdPairs(int indent);
@@ -1440,7 +1452,13 @@ void KernelPrinter::scoreValues(int indent) {
     line(indent, "s = raw");
 }
 
-void KernelPrinter::scoreGrad(int indent) {
+/// `value` at the pairs the tile keeps, `dropped` elsewhere; every pair of a whole tile
+/// (`masked` false) is kept.
+static std::string keptOnly(bool masked, const std::string &value, StringRef dropped) {
+  return masked ? "tl.where(keep, " + value + ", " + dropped.str() + ")" : value;
+}
+
+void KernelPrinter::scoreGrad(int indent, bool masked) {
   line(indent, online ? "shift = row_max[:, None]" : "shift = 0.0");
   line(indent, "dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)");
   if (implicit)
@@ -1449,14 +1467,15 @@ void KernelPrinter::scoreGrad(int indent) {
   if (functions.getDenominatorDs())
     gradient = "(" + gradient + " - denominator_ds(" + withParams("s, shift, b, h, i, j") +
                ") * delta[:, None])";
-  line(indent, "ds = tl.where(keep, " + gradient + " * inv_c, 0.0)");
-  scoreDraw(indent);
+  line(indent, "ds = " + keptOnly(masked, gradient + " * inv_c", "0.0"));
+  scoreDraw(indent, masked);
 }
 
-void KernelPrinter::scoreDraw(int indent) {
+void KernelPrinter::scoreDraw(int indent, bool masked) {
   if (functions.getScoreDs())
-    line(indent, "draw = tl.where(keep, ds * score_mod_draw(" + withParams("raw, b, h, i, j") +
-                     "), 0.0)");
+    line(indent,
+         "draw = " +
+             keptOnly(masked, "ds * score_mod_draw(" + withParams("raw, b, h, i, j") + ")", "0.0"));
   else
     line(indent, "draw = ds");
 }
@@ -1904,21 +1923,21 @@ static PyValue outputColumn(const PyValue &alpha) {
 void KernelPrinter::forwardTile(int tileIndent, bool masked) {
   TritonRows rows = rowsAt(tileIndent);
   // Where every pair is kept, the tile's values as they are and BLOCK_N kept keys a row.
-  auto kept = [&](const std::string &value, StringRef dropped) {
-    return masked ? "tl.where(keep, " + value + ", " + dropped.str() + ")" : value;
-  };
   TritonRows::Rescale step{"0.0", {}};
   if (online)
     step = rows.advanceMax(
-        "m_i", "tl.max(" + kept("stabilizer(" + withParams("s, b, h, i, j") + ")",
-                                "float(\"-inf\")") + ", 1)",
+        "m_i",
+        "tl.max(" +
+            keptOnly(masked, "stabilizer(" + withParams("s, b, h, i, j") + ")", "float(\"-inf\")") +
+            ", 1)",
         /*mayBeEmpty=*/true);
   line(tileIndent, "shift = " + (online ? step.max.text + "[:, None]" : step.max.text));
   line(tileIndent,
-       "g = " + kept("numerator(" + withParams("s, shift, b, h, i, j") + ")", "0.0"));
+       "g = " + keptOnly(masked, "numerator(" + withParams("s, shift, b, h, i, j") + ")", "0.0"));
   PyValue hSum;
   if (functions.getDenominator())
-    hSum = "tl.sum(" + kept("denominator(" + withParams("s, shift, b, h, i, j") + ")", "0.0") +
+    hSum = "tl.sum(" +
+           keptOnly(masked, "denominator(" + withParams("s, shift, b, h, i, j") + ")", "0.0") +
            ", 1)";
   assignState(tileIndent,
               rows.foldTile(runningState(), step.max, step.alpha, hSum,
@@ -2141,21 +2160,30 @@ void KernelPrinter::printForward() {
   forwardEpilogue();
 }
 
-void KernelPrinter::forwardKeyTiles() {
-  StringRef maskedFrom = "0";
-  if (!functions.getMask()) {
-    line(4, "# Keys before full_stop pair with every row of the block (whole tiles inside the");
-    line(4, "# key length and, causal, at or before its first query): no keep to compute.");
-    line(4, "full_stop = kv_end // BLOCK_N * BLOCK_N");
-    line(4, "if IS_CAUSAL:");
-    line(8, "full_stop = tl.minimum(full_stop, (tl.maximum(start_m * BLOCK_M + q_start - "
-            "key_start + 1, 0) // BLOCK_N * BLOCK_N).to(tl.int32))");
-    int tileIndent = openKeyTiles("0", "full_stop", /*packedHeads=*/false,
-                                  /*lastToFirst=*/false, /*indent=*/4, /*wholeTiles=*/true);
-    scoreValues(tileIndent);
-    forwardTile(tileIndent, /*masked=*/false);
-    maskedFrom = "full_stop";
+StringRef KernelPrinter::wholeKeyTiles(bool rowsInside, llvm::function_ref<void(int)> wholeTile) {
+  if (!splitsWholeTiles())
+    return "0";
+  int indent = 4;
+  line(indent, "# Keys before full_stop pair with every row of the block (whole tiles inside the");
+  line(indent, "# key length and, causal, at or before its first query): no keep to compute.");
+  line(indent, "full_stop = kv_end // BLOCK_N * BLOCK_N");
+  if (rowsInside) {
+    line(indent, "if (start_m + 1) * BLOCK_M > NQ:  # rows past NQ: dW sums over the rows");
+    line(indent + 4, "full_stop = 0");
   }
+  line(indent, "if IS_CAUSAL:");
+  line(indent + 4, "full_stop = tl.minimum(full_stop, (tl.maximum(start_m * BLOCK_M + q_start - "
+                   "key_start + 1, 0) // BLOCK_N * BLOCK_N).to(tl.int32))");
+  int tileIndent = openKeyTiles("0", "full_stop", /*packedHeads=*/false, /*lastToFirst=*/false,
+                                indent, /*wholeTiles=*/true);
+  scoreValues(tileIndent);
+  wholeTile(tileIndent);
+  return "full_stop";
+}
+
+void KernelPrinter::forwardKeyTiles() {
+  StringRef maskedFrom = wholeKeyTiles(/*rowsInside=*/false,
+                                       [&](int indent) { forwardTile(indent, /*masked=*/false); });
   int tileIndent = openKeyTiles(maskedFrom, "key_stop");
   scoreTile(tileIndent, "row_in[:, None]");
   forwardTile(tileIndent);
@@ -2387,6 +2415,9 @@ void KernelPrinter::printDkDv() {
   line(4, "if IS_CAUSAL:  # the query block holding the first row at or after the keys");
   line(8, "first_m = tl.minimum(tl.maximum(start_n * BLOCK_N + key_start - q_start, 0) // "
           "BLOCK_M * BLOCK_M, NQ).to(tl.int32)");
+  // One masked loop: a second one for the whole query blocks (splitsWholeTiles), as
+  // attn_bwd_dq has, spilled at sm_90, d = 128 (ptxas): 144 B without causality (8 B
+  // with one loop), 240-656 B with it (148 B).
   line(4, "for member in range(0, group):");
   line(8, "h = h_kv * group + member");
   line(8, "bh = b * H + h");
@@ -2536,6 +2567,13 @@ void KernelPrinter::thresholdCorrection() {
   line(4, "tl.store(Delta + bh * NQ + offs_m, delta, mask=row_in)");
 }
 
+void KernelPrinter::accumulateDq(int indent) {
+  if (additive)
+    additiveGradients(indent, "q", "dq");
+  else
+    line(indent, "dq += tl.dot(draw.to(k.dtype), k, input_precision=DOT_PRECISION)");
+}
+
 void KernelPrinter::printDq() {
   signature(ATTN_TRITON_BACKWARD_QUERIES,
             std::string("Q, K, V, DOut, DQ, RowMax, RowSum, Delta, Params, KeyLengths, "
@@ -2593,16 +2631,17 @@ void KernelPrinter::printDq() {
   } else {
     if (implicit)
       thresholdCorrection();
-    tileIndent = openKeyTiles();
+    StringRef maskedFrom = wholeKeyTiles(/*rowsInside=*/true, [&](int indent) {
+      scoreGrad(indent, /*masked=*/false);
+      accumulateDq(indent);
+    });
+    tileIndent = openKeyTiles(maskedFrom, "key_stop");
     scoreTile(tileIndent, "live[:, None]");
     if (implicit)
       thresholdPairs(tileIndent);
     scoreGrad(tileIndent);
   }
-  if (additive)
-    additiveGradients(tileIndent, "q", "dq");
-  else
-    line(tileIndent, "dq += tl.dot(draw.to(k.dtype), k, input_precision=DOT_PRECISION)");
+  accumulateDq(tileIndent);
   if (additive)
     line(4, "dq = tl.reshape(dq, [BLOCK_M, BLOCK_HIDDEN])");
   if (additive || projected)
