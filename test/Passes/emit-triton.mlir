@@ -158,7 +158,7 @@ attn.kernel @softmax_attention normalizer(@softmax)
 // query (causal) come first, with no keep and no row predicate in the loads.
 // CHECK: full_stop = kv_end // BLOCK_N * BLOCK_N
 // CHECK-NEXT: if IS_CAUSAL:
-// CHECK-NEXT: full_stop = tl.minimum(full_stop, (tl.maximum(start_m * BLOCK_M + q_start - key_start + 1, 0) // BLOCK_N * BLOCK_N).to(tl.int32))
+// CHECK-NEXT: full_stop = tl.minimum(full_stop, tl.maximum(start_m * BLOCK_M + q_start - key_start + 1, 0) // BLOCK_N * BLOCK_N).to(tl.int32)
 // CHECK-NEXT: for start_n in range(0, full_stop, BLOCK_N):
 // CHECK-NEXT: offs_n = start_n + tl.arange(0, BLOCK_N)
 // CHECK-NEXT: j = (offs_n + key_start)[None, :]
@@ -253,7 +253,7 @@ attn.kernel @softmax_attention normalizer(@softmax)
 // CHECK-NEXT: if (start_m + 1) * BLOCK_M > NQ:
 // CHECK-NEXT: full_stop = 0
 // CHECK-NEXT: if IS_CAUSAL:
-// CHECK-NEXT: full_stop = tl.minimum(full_stop, (tl.maximum(start_m * BLOCK_M + q_start - key_start + 1, 0) // BLOCK_N * BLOCK_N).to(tl.int32))
+// CHECK-NEXT: full_stop = tl.minimum(full_stop, tl.maximum(start_m * BLOCK_M + q_start - key_start + 1, 0) // BLOCK_N * BLOCK_N).to(tl.int32)
 // CHECK-NEXT: for start_n in range(0, full_stop, BLOCK_N):
 // CHECK-NEXT: offs_n = start_n + tl.arange(0, BLOCK_N)
 // CHECK-NEXT: j = (offs_n + key_start)[None, :]

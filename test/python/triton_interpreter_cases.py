@@ -897,6 +897,29 @@ def test_keys_from_a_start_per_batch_entry(name, Nq):
     assert_close(got, want, context=f"{name} keys from {call['key_start'].tolist()}")
 
 
+@FORWARDS
+def test_causal_past_int32_differences_of_start(make):
+    """is_causal with starts 3e9 apart: batch entry 0's queries start 3e9 after the keys
+    (every key kept; full_stop once wrapped to int32 there, and the masked tiles read K
+    and V before key 0), entry 1's 3e9 before them (none kept: O and gradients 0),
+    entry 2's 5 after them."""
+    B, H, Nq, Nk = 3, 1, 19, 23
+    q, k, v, dout, _ = helpers.make_inputs("softmax", B, H, Nq, Nk, D, D,
+                                           helpers.seed_of("triton-causal-wide-starts"))
+    query_start = torch.tensor([3_000_000_000, 0, 7])
+    key_start = torch.tensor([0, 3_000_000_000, 2])
+    got = run_tables(make(EXAMPLES / "softmax.mlir"), q, k, v, dout, {}, [], is_causal=True,
+                     query_start=query_start, key_start=key_start)
+    i = query_start.view(B, 1, 1, 1) + torch.arange(Nq).view(1, 1, Nq, 1)
+    j = key_start.view(B, 1, 1, 1) + torch.arange(Nk).view(1, 1, 1, Nk)
+    fn = lambda q_, k_, v_: general.attention(
+        q_, k_, v_, lambda a, b, ix: a @ b.transpose(-1, -2) / D ** 0.5,
+        lambda s, ix: torch.exp(s), lambda s, ix: torch.exp(s), keep=lambda ix: j <= i)
+    want = general.attention_and_grads(fn, q, k, v, dout)
+    assert got["O"][1].abs().max() == 0 and got["dq"][1].abs().max() == 0
+    assert_close(got, {n: want[n] for n in ("O", "dq", "dk", "dv")}, context="wide starts")
+
+
 def test_bad_positions_are_refused():
     kern = kernel(EXAMPLES / "softmax.mlir")
     q = torch.zeros(2, 1, 4, D)

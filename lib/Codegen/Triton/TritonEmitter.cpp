@@ -2172,8 +2172,10 @@ StringRef KernelPrinter::wholeKeyTiles(bool rowsInside, llvm::function_ref<void(
     line(indent + 4, "full_stop = 0");
   }
   line(indent, "if IS_CAUSAL:");
-  line(indent + 4, "full_stop = tl.minimum(full_stop, (tl.maximum(start_m * BLOCK_M + q_start - "
-                   "key_start + 1, 0) // BLOCK_N * BLOCK_N).to(tl.int32))");
+  // The minimum in int64, then int32: a query block 2^31 keys past the first key would
+  // wrap negative and start the masked tiles before key 0.
+  line(indent + 4, "full_stop = tl.minimum(full_stop, tl.maximum(start_m * BLOCK_M + q_start - "
+                   "key_start + 1, 0) // BLOCK_N * BLOCK_N).to(tl.int32)");
   int tileIndent = openKeyTiles("0", "full_stop", /*packedHeads=*/false, /*lastToFirst=*/false,
                                 indent, /*wholeTiles=*/true);
   scoreValues(tileIndent);
