@@ -150,6 +150,7 @@ attn.kernel @softmax_attention normalizer(@softmax)
 // CHECK: def attn_fwd(
 // CHECK: q_start = tl.load(QueryStarts + b).to(tl.int64)
 // CHECK-NEXT: key_start = tl.load(KeyStarts + b).to(tl.int64)
+// CHECK: causal_shift = tl.minimum(tl.maximum(q_start - key_start, -2147483647), 2147483647).to(tl.int32)
 // CHECK: pos_m = offs_m + q_start
 // CHECK-NEXT: i = pos_m[:, None]
 // CHECK: key_stop = tl.minimum(kv_end, tl.maximum((start_m + 1) * BLOCK_M + q_start - key_start, 0)).to(tl.int32)
@@ -182,7 +183,7 @@ attn.kernel @softmax_attention normalizer(@softmax)
 // CHECK-NEXT: s = raw
 // CHECK-NEXT: keep = row_in[:, None] & (offs_n[None, :] < kv_end)
 // CHECK-NEXT: if IS_CAUSAL:
-// CHECK-NEXT: keep = keep & (j <= i)
+// CHECK-NEXT: keep = keep & (offs_n[None, :] - offs_m[:, None] <= causal_shift)
 // CHECK-NEXT: m_new = tl.maximum(m_i, tl.max(tl.where(keep, stabilizer(s, b, h, i, j), float("-inf")), 1))
 // The row algorithm's tile fold (RowEquations.h): a row without a key so far keeps
 // m = -inf and alpha = 1.

@@ -902,7 +902,8 @@ def test_causal_past_int32_differences_of_start(make):
     """is_causal with starts 3e9 apart: batch entry 0's queries start 3e9 after the keys
     (every key kept; full_stop once wrapped to int32 there, and the masked tiles read K
     and V before key 0), entry 1's 3e9 before them (none kept: O and gradients 0),
-    entry 2's 5 after them."""
+    entry 2's 5 after them. The tiles compare key row minus query row (int32) with
+    q_start - key_start clamped to int32."""
     B, H, Nq, Nk = 3, 1, 19, 23
     q, k, v, dout, _ = helpers.make_inputs("softmax", B, H, Nq, Nk, D, D,
                                            helpers.seed_of("triton-causal-wide-starts"))

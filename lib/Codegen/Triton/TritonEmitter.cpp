@@ -1127,7 +1127,8 @@ private:
   int openKeyTiles(StringRef first = "0", StringRef stop = "key_stop", bool packedHeads = false,
                    bool lastToFirst = false, int indent = 4, bool wholeTiles = false);
   void loadRowStatistics(int indent);
-  /// kv_end: the keys a row of batch b sees before causal and the mask.
+  /// kv_end: the keys a row of batch b sees before causal and the mask; causal_shift,
+  /// the causal bound on a pair's key row minus its query row.
   void keyEnd(int indent);
   /// raw, s and keep of the tile (q: [BLOCK_M, D], k: [BLOCK_N, D]); `live`
   /// and-s a row predicate into keep.
@@ -1423,13 +1424,17 @@ void KernelPrinter::keyEnd(int indent) {
   line(indent, "kv_end = NK");
   line(indent, "if HAS_KEY_LENGTHS:");
   line(indent + 4, "kv_end = tl.minimum(NK, tl.load(KeyLengths + b).to(tl.int32))");
+  line(indent, "# Causal: key row n pairs with query row m where n - m <= q_start - key_start, in");
+  line(indent, "# int32 (int64 positions compared on every tile spilled registers, ptxas).");
+  line(indent, "causal_shift = tl.minimum(tl.maximum(q_start - key_start, -2147483647), "
+               "2147483647).to(tl.int32)");
 }
 
 void KernelPrinter::scoreTile(int indent, StringRef live) {
   scoreValues(indent);
   line(indent, "keep = " + live + " & (offs_n[None, :] < kv_end)");
   line(indent, "if IS_CAUSAL:");
-  line(indent + 4, "keep = keep & (j <= i)");
+  line(indent + 4, "keep = keep & (offs_n[None, :] - offs_m[:, None] <= causal_shift)");
   if (!functions.getMask())
     return;
   if (blockSparse) {
